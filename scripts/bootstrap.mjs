@@ -1,0 +1,75 @@
+#!/usr/bin/env node
+// Entry of `npm start`, `npm test` and `npm run setup`. Plain JavaScript that runs on Node 20, so a
+// fresh clone works on a machine whose only Node is 20: it installs the dependencies once with npm
+// running on Node 22 (Hardhat 3 and its EDR native binding need Node >= 22.13), then runs the real
+// command on the Node 22 that the `node` devDependency puts in node_modules/.bin.
+import { spawn, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { delimiter, dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const bin = join(root, "node_modules", ".bin");
+const stampFile = join(root, "node_modules", ".kit-install-stamp");
+const env = { ...process.env, PATH: `${bin}${delimiter}${process.env.PATH ?? ""}` };
+
+const COMMANDS = {
+  start: ["tsx", "scripts/start.ts"],
+  test: ["hardhat", "test"],
+  setup: null,
+};
+
+function log(line) {
+  process.stderr.write(`[kit] ${line}\n`);
+}
+
+function lockHash() {
+  return createHash("sha256").update(readFileSync(join(root, "package-lock.json"))).digest("hex");
+}
+
+function nodeAtLeast(major, minor) {
+  const [ma, mi] = process.versions.node.split(".").map(Number);
+  return ma > major || (ma === major && mi >= minor);
+}
+
+function ensureInstalled() {
+  const wanted = lockHash();
+  const installed = existsSync(stampFile) && readFileSync(stampFile, "utf8").trim() === wanted;
+  if (installed && existsSync(join(bin, "node")) && existsSync(join(bin, "hardhat"))) return;
+  // npm must itself run on Node >= 22 or it skips EDR's native binding (engines >= 22).
+  const [command, args] = nodeAtLeast(22, 13)
+    ? ["npm", ["ci", "--no-audit", "--no-fund"]]
+    : ["npx", ["-y", "-p", "node@22", "npm", "ci", "--no-audit", "--no-fund"]];
+  log(`installing dependencies with Node ${nodeAtLeast(22, 13) ? process.versions.node : "22 (from npm)"}: ${command} ${args.join(" ")}`);
+  const started = Date.now();
+  // stdout of the install goes to stderr: stdout stays clean for `npm start -- --json`.
+  const result = spawnSync(command, args, { cwd: root, stdio: ["ignore", 2, 2], env: process.env });
+  if (result.status !== 0) {
+    log(`dependency install failed (exit ${result.status ?? result.signal}); see the messages above`);
+    process.exit(result.status || 1);
+  }
+  writeFileSync(stampFile, `${wanted}\n`);
+  log(`dependencies installed in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+}
+
+const [name, ...rest] = process.argv.slice(2);
+if (!(name in COMMANDS)) {
+  log(`usage: node scripts/bootstrap.mjs <${Object.keys(COMMANDS).join("|")}> [args]`);
+  process.exit(2);
+}
+ensureInstalled();
+const command = COMMANDS[name];
+if (command === null) process.exit(0);
+
+const child = spawn(join(bin, command[0]), [...command.slice(1), ...rest], { cwd: root, stdio: "inherit", env });
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
+  process.on(signal, () => child.kill(signal));
+}
+child.on("exit", (code, signal) => {
+  if (signal) {
+    process.removeAllListeners(signal);
+    process.kill(process.pid, signal);
+  }
+  else process.exit(code ?? 1);
+});

@@ -1,0 +1,52 @@
+/**
+ * Every reason text the facilitator answers with: the spec's (section 7) and the project's
+ * decisions. One source of truth; tests compare against these constants.
+ */
+
+/** `invalidReason` texts of verify. */
+export const VerifyReason = {
+  invalidBase64: "Invalid Base64 paymentHeader",
+  invalidHeader: (what: string) => `Invalid paymentHeader: ${what}`,
+  unsupportedScheme: (scheme: string) => `Unsupported scheme: ${scheme}`,
+  unsupportedNetwork: (network: string) => `Unsupported network: ${network}`,
+  unsupportedAsset: (asset: string) => `Unsupported asset: ${asset}`,
+  invalidAmount: (amount: string) => `Invalid amount: ${amount}`,
+  recipientMismatch: "Recipient does not match payTo address",
+  invalidSignature: "Invalid EIP-3009 signature",
+  notYetValid: "Authorization not yet valid",
+  expired: "Authorization expired",
+  alreadyUsed: "Authorization already used",
+  insufficientBalance: "ERC20: transfer amount exceeds balance",
+} as const;
+
+/** `error` texts of settle (`event: payment.failed`). */
+export const SettleError = {
+  alreadyUsed: "Authorization already used",
+  expired: "Authorization expired",
+  notYetValid: "Authorization not yet valid",
+  insufficientBalance: "ERC20: transfer amount exceeds balance",
+  invalidSignature: "Invalid signature",
+  failedOnChain: "Transaction failed on-chain",
+} as const;
+
+/** Texts of request-level faults (HTTP 400/404/413/429/500/503). */
+export const RequestError = {
+  invalidRequest: (what: string) => `Invalid request: ${what}`,
+  unsupportedVersion: (version: unknown) => `Unsupported x402Version: ${String(version)}`,
+  tooManyRequests: "Too many requests",
+  notFound: "Not found",
+  payloadTooLarge: "Payload too large",
+  internal: "Internal error",
+  unavailable: "Service unavailable",
+} as const;
+
+/** Settle event names (spec section 6). */
+export const SettleEvent = {
+  settled: "payment.settled",
+  failed: "payment.failed",
+} as const;
+
+/** The only protocol version the Cronos facilitator speaks. */
+export const X402_VERSION = 1;
+/** The only payment scheme. */
+export const EXACT_SCHEME = "exact";

@@ -1,0 +1,48 @@
+import hre from "hardhat";
+import type { Address } from "viem";
+import { deployToken, fundAccounts, type TokenArtifact } from "../../src/chain/deploy.js";
+import { NETWORKS, type NetworkName } from "../../src/protocol/networks.js";
+
+// Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
+
+/** The hardhat network of each Cronos network name. */
+export const HARDHAT_NETWORK: Record<NetworkName, string> = {
+  "cronos-testnet": "cronosTestnet",
+  "cronos-mainnet": "cronosMainnet",
+};
+
+/** The compiled BridgedUSDC. */
+export async function tokenArtifact(): Promise<TokenArtifact> {
+  const artifact = await hre.artifacts.readArtifact("BridgedUSDC");
+  return { abi: artifact.abi, bytecode: artifact.bytecode as `0x${string}`, deployedBytecode: artifact.deployedBytecode as `0x${string}` };
+}
+
+/** Opens a fresh local chain for `network` (338 or 25) with the token at its real address and funded buyers. */
+export async function openChain(network: NetworkName, options: { fund?: bigint; buyers?: number; at?: Address | null } = {}) {
+  const connection = await hre.network.create(HARDHAT_NETWORK[network]);
+  const { viem } = connection;
+  const publicClient = await viem.getPublicClient();
+  const wallets = await viem.getWalletClients();
+  const [deployer] = wallets;
+  if (!deployer) throw new Error("no wallet clients on the local chain");
+  const info = NETWORKS[network];
+  const token = await deployToken({
+    publicClient,
+    walletClient: deployer,
+    artifact: await tokenArtifact(),
+    name: info.domain.name,
+    symbol: info.tokenSymbol,
+    version: info.domain.version,
+    at: options.at === null ? undefined : (options.at ?? info.token),
+  });
+  const buyers = wallets.slice(2, 2 + (options.buyers ?? 3));
+  await fundAccounts({
+    publicClient,
+    walletClient: deployer,
+    token,
+    accounts: buyers.map((wallet) => wallet.account.address),
+    amount: options.fund ?? 1_000_000_000n,
+  });
+  const contract = await viem.getContractAt("BridgedUSDC", token);
+  return { connection, viem, publicClient, wallets, deployer, buyers, token, contract, info, networkHelpers: connection.networkHelpers };
+}

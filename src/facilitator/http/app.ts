@@ -1,0 +1,189 @@
+import express, { type ErrorRequestHandler, type Express, type Request, type Response } from "express";
+import type { Store } from "express-rate-limit";
+import { z } from "zod";
+import { RequestError, SettleEvent, X402_VERSION } from "../../protocol/reasons.js";
+import { describeZodError, facilitatorRequestSchema, type FacilitatorRequest, type SupportedResponse } from "../../protocol/schemas.js";
+import { FacilitatorFault, type FacilitatorContext } from "../runtime.js";
+import { verifyPayment, answerNetwork } from "../verify.js";
+import { settlePayment } from "../settle.js";
+import type { HealthReport } from "../health.js";
+import { perMinuteLimit } from "./rate-limit.js";
+
+/** Options of {@link createApp}. */
+export interface AppOptions {
+  context: FacilitatorContext;
+  supported: () => SupportedResponse;
+  health: () => Promise<HealthReport>;
+  rateLimits: { verifyPerMinute: number; settlePerMinute: number };
+  trustProxy: boolean | number | string[];
+  bodyLimitBytes: number;
+  /** Shared rate-limit stores when several instances run; default in-memory. */
+  rateLimitStores?: { verify?: Store; settle?: Store };
+  /** Called once per verify/settle answer (logging, metrics). */
+  onOutcome?: (outcome: OutcomeRecord) => void;
+  onRateLimited?: (route: string) => void;
+}
+
+/** What happened to one verify or settle request. */
+export interface OutcomeRecord {
+  route: "verify" | "settle";
+  status: number;
+  network: string;
+  payer?: string;
+  amount?: string;
+  /** `valid`, `settled`, or the reason / error text. */
+  outcome: string;
+  txHash?: string;
+  durationMs: number;
+}
+
+type Route = "verify" | "settle";
+
+/** The endpoint's own shape for a refused request: verify's or settle's. */
+function refusal(route: Route, network: string, text: string): object {
+  return route === "verify"
+    ? { isValid: false, invalidReason: text }
+    : { x402Version: X402_VERSION, event: SettleEvent.failed, network, timestamp: new Date().toISOString(), error: text };
+}
+
+const looseBodySchema = z.object({ paymentRequirements: z.object({ network: z.unknown() }).partial() }).partial();
+
+/** Parses a verify/settle body; on failure returns the status and text to answer. */
+function parseRequest(req: Request): { ok: true; request: FacilitatorRequest } | { ok: false; status: number; text: string } {
+  const headerVersion = req.get("X402-Version");
+  if (headerVersion !== undefined && headerVersion.trim() !== String(X402_VERSION)) {
+    return { ok: false, status: 400, text: RequestError.unsupportedVersion(headerVersion.trim()) };
+  }
+  const body: unknown = req.body;
+  if (body === null || typeof body !== "object" || Array.isArray(body)) {
+    return { ok: false, status: 400, text: RequestError.invalidRequest("body must be a JSON object") };
+  }
+  const version = (body as { x402Version?: unknown }).x402Version;
+  if (typeof version === "number" && version !== X402_VERSION) {
+    return { ok: false, status: 400, text: RequestError.unsupportedVersion(version) };
+  }
+  const parsed = facilitatorRequestSchema.safeParse(body);
+  if (!parsed.success) return { ok: false, status: 400, text: RequestError.invalidRequest(describeZodError(parsed.error)) };
+  return { ok: true, request: parsed.data };
+}
+
+function networkOf(req: Request): string {
+  const loose = looseBodySchema.safeParse(req.body);
+  return loose.success ? answerNetwork(loose.data as { paymentRequirements?: { network?: unknown } }) : "unknown";
+}
+
+/**
+ * Builds the facilitator's HTTP app: `/healthcheck`, `/v2/x402/supported`, `/v2/x402/verify`,
+ * `/v2/x402/settle`. Every answer is JSON, with the statuses of the project's decisions.
+ * Does not listen.
+ */
+export function createApp(options: AppOptions): Express {
+  const { context } = options;
+  const app = express();
+  app.disable("x-powered-by");
+  app.set("trust proxy", options.trustProxy);
+  app.set("etag", false);
+
+  app.get("/healthcheck", async (_req, res) => {
+    const report = await options.health();
+    res.status(report.status === "success" ? 200 : 503).json(report);
+  });
+
+  app.get("/v2/x402/supported", (_req, res) => {
+    res.json(options.supported());
+  });
+
+  // Any content type is read as JSON: a client that forgets the header still gets a precise answer.
+  const json = express.json({ limit: options.bodyLimitBytes, type: () => true, strict: false });
+
+  const handler = (route: Route) => async (req: Request, res: Response) => {
+    const started = performance.now();
+    const parsed = parseRequest(req);
+    if (!parsed.ok) {
+      const network = networkOf(req);
+      res.status(parsed.status).json(refusal(route, network, parsed.text));
+      options.onOutcome?.({ route, status: parsed.status, network, outcome: parsed.text, durationMs: performance.now() - started });
+      return;
+    }
+    const request = parsed.request;
+    const network = request.paymentRequirements.network;
+    try {
+      if (route === "verify") {
+        const outcome = await verifyPayment(request, context);
+        const body = { isValid: outcome.isValid, invalidReason: outcome.isValid ? null : outcome.reason };
+        res.json(body);
+        options.onOutcome?.({
+          route, status: 200, network,
+          payer: outcome.payload?.authorization.from,
+          amount: outcome.payload?.authorization.value,
+          outcome: outcome.isValid ? "valid" : outcome.reason,
+          durationMs: performance.now() - started,
+        });
+      } else {
+        const answer = await settlePayment(request, context);
+        res.json(answer);
+        options.onOutcome?.({
+          route, status: 200, network,
+          ...(answer.event === SettleEvent.settled ? { payer: answer.from, amount: answer.value } : {}),
+          outcome: answer.event === SettleEvent.settled ? "settled" : answer.error,
+          txHash: answer.txHash,
+          durationMs: performance.now() - started,
+        });
+      }
+    } catch (error) {
+      const fault = error instanceof FacilitatorFault ? error : undefined;
+      const status = route === "verify" ? (fault ? 503 : 500) : 503;
+      const text = fault ? `${RequestError.unavailable}: ${fault.message}` : RequestError.internal;
+      context.logger.error({ route, network, err: errorSummary(error) }, "request fault");
+      res.status(status).json({ ...refusal(route, network, text), error: text });
+      options.onOutcome?.({ route, status, network, outcome: text, durationMs: performance.now() - started });
+    }
+  };
+
+  const verifyLimit = perMinuteLimit({
+    name: "verify",
+    limit: options.rateLimits.verifyPerMinute,
+    store: options.rateLimitStores?.verify,
+    onLimited: options.onRateLimited,
+  });
+  const settleLimit = perMinuteLimit({
+    name: "settle",
+    limit: options.rateLimits.settlePerMinute,
+    store: options.rateLimitStores?.settle,
+    onLimited: options.onRateLimited,
+  });
+  app.post("/v2/x402/verify", ...(verifyLimit ? [verifyLimit] : []), json, handler("verify"));
+  app.post("/v2/x402/settle", ...(settleLimit ? [settleLimit] : []), json, handler("settle"));
+
+  app.use((_req, res) => {
+    res.status(404).json({ error: RequestError.notFound });
+  });
+
+  const onError: ErrorRequestHandler = (error, req, res, _next) => {
+    const type = (error as { type?: string }).type;
+    const route: Route | undefined = req.path.endsWith("/verify") ? "verify" : req.path.endsWith("/settle") ? "settle" : undefined;
+    if (type === "entity.too.large") {
+      res.status(413).json({ error: `${RequestError.payloadTooLarge}: the limit is ${options.bodyLimitBytes} bytes` });
+      return;
+    }
+    const status = (error as { status?: number }).status;
+    if (route && typeof status === "number" && status >= 400 && status < 500) {
+      const text = RequestError.invalidRequest(type === "entity.parse.failed" ? "body is not valid JSON" : "body could not be read");
+      res.status(400).json(refusal(route, "unknown", text));
+      return;
+    }
+    context.logger.error({ path: req.path, err: errorSummary(error) }, "unhandled error");
+    if (res.headersSent) return;
+    res.status(500).json({ error: RequestError.internal });
+  };
+  app.use(onError);
+  return app;
+}
+
+function errorSummary(error: unknown): string {
+  if (error instanceof Error) {
+    const cause = error.cause instanceof Error ? `: ${error.cause.message.split("\n")[0]}` : "";
+    return `${error.name}: ${error.message.split("\n")[0]}${cause}`;
+  }
+  return String(error);
+}

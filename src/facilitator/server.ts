@@ -1,0 +1,167 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { createPublicClient, http, webSocket, type Address, type PublicClient, type Transport } from "viem";
+import type { Express } from "express";
+import type { Store } from "express-rate-limit";
+import { ChainState } from "../chain/state.js";
+import { Relayer } from "../chain/relayer.js";
+import { domainSeparator } from "../chain/signature.js";
+import type { NetworkName } from "../protocol/networks.js";
+import { EXACT_SCHEME, X402_VERSION } from "../protocol/reasons.js";
+import type { FacilitatorConfig } from "./config.js";
+import { healthReport, inspectNetwork, readDomain } from "./health.js";
+import { createApp, type OutcomeRecord } from "./http/app.js";
+import { MemoryInFlightGuard, type InFlightGuard } from "./in-flight.js";
+import { silentLogger, type Logger } from "./logger.js";
+import type { FacilitatorContext, NetworkRuntime } from "./runtime.js";
+
+/** Options of {@link createFacilitator} and {@link startFacilitator}. */
+export interface StartFacilitatorOptions {
+  /** viem transports per network, e.g. `custom(provider)` for an in-process chain; default `http(rpcUrl)`. */
+  transports?: Partial<Record<NetworkName, Transport>>;
+  logger?: Logger;
+  inFlight?: InFlightGuard;
+  rateLimitStores?: { verify?: Store; settle?: Store };
+  onOutcome?: (outcome: OutcomeRecord) => void;
+  onRateLimited?: (route: string) => void;
+}
+
+/** A facilitator assembled but not listening: for tests (supertest) and embedding. */
+export interface Facilitator {
+  app: Express;
+  context: FacilitatorContext;
+  relayers: Address[];
+}
+
+/** A start-up check failed: the message is one line naming the network, the variable and what was found. */
+export class StartupError extends Error {
+  override name = "StartupError";
+}
+
+function transportFor(config: FacilitatorConfig, network: NetworkName, rpcUrl: string | undefined, injected?: Transport): Transport {
+  if (injected) return injected;
+  if (!rpcUrl) throw new StartupError(`${network}: no RPC URL and no embedded chain`);
+  const options = { timeout: config.rpcTimeoutMs, retryCount: 1 };
+  return /^wss?:/.test(rpcUrl) ? webSocket(rpcUrl, options) : http(rpcUrl, { ...options, batch: { wait: 0 } });
+}
+
+/**
+ * Assembles the facilitator: clients per network, start-up checks (chain id, token code and
+ * EIP-712 domain, relayer gas), relayers, and the HTTP app. Throws {@link StartupError} at the first
+ * failed check.
+ */
+export async function createFacilitator(config: FacilitatorConfig, options: StartFacilitatorOptions = {}): Promise<Facilitator> {
+  const logger = options.logger ?? silentLogger;
+  const networks = new Map<NetworkName, NetworkRuntime>();
+  const clients = new Map<NetworkName, PublicClient>();
+  for (const network of config.networks) {
+    const transport = transportFor(config, network.network, network.rpcUrl, options.transports?.[network.network]);
+    const client = createPublicClient({ transport, pollingInterval: config.pollingIntervalMs, cacheTime: 0 }) as PublicClient;
+    clients.set(network.network, client);
+  }
+  // Checks run in parallel; the first problem found stops start-up.
+  await Promise.all(
+    config.networks.map(async (network) => {
+      const client = clients.get(network.network)!;
+      const relayer = new Relayer({ client, chainId: network.chainId, privateKeys: config.relayerKeys });
+      const inspection = await inspectNetwork({
+        client,
+        config: network,
+        relayers: relayer.addresses,
+        relayerMinBalanceWei: config.relayerMinBalanceWei,
+        maxBlockAgeSeconds: 0,
+      });
+      const first = inspection.problems[0];
+      if (first) throw new StartupError(`${network.network}: ${first.variable}: ${first.message}`);
+      const domain = await readDomain(client, network.token);
+      networks.set(network.network, {
+        config: network,
+        client,
+        relayer,
+        state: new ChainState(client, network.token),
+        separator: domainSeparator({ ...domain, chainId: network.chainId, verifyingContract: network.token }),
+      });
+    }),
+  );
+
+  const context: FacilitatorContext = {
+    networks,
+    settleMarginSeconds: config.settleMarginSeconds,
+    confirmations: config.confirmations,
+    settleTimeoutMs: config.settleTimeoutMs,
+    pollingIntervalMs: config.pollingIntervalMs,
+    logLookbackBlocks: config.logLookbackBlocks,
+    inFlight: options.inFlight ?? new MemoryInFlightGuard(),
+    logger,
+  };
+  const supported = {
+    kinds: config.networks.map((n) => ({ x402Version: X402_VERSION, scheme: EXACT_SCHEME, network: n.network })),
+  };
+  const app = createApp({
+    context,
+    supported: () => supported,
+    health: () =>
+      healthReport(
+        [...networks.values()].map((runtime) => () =>
+          inspectNetwork({
+            client: runtime.client,
+            config: runtime.config,
+            relayers: runtime.relayer.addresses,
+            relayerMinBalanceWei: config.relayerMinBalanceWei,
+            maxBlockAgeSeconds: config.healthMaxBlockAgeSeconds,
+          }),
+        ),
+      ),
+    rateLimits: config.rateLimits,
+    trustProxy: config.trustProxy,
+    bodyLimitBytes: config.bodyLimitBytes,
+    rateLimitStores: options.rateLimitStores,
+    onOutcome: options.onOutcome,
+    onRateLimited: options.onRateLimited,
+  });
+  const relayers = [...networks.values()][0]?.relayer.addresses ?? [];
+  return { app, context, relayers };
+}
+
+/** A listening facilitator. */
+export interface RunningFacilitator {
+  url: string;
+  relayers: Address[];
+  facilitator: Facilitator;
+  /** Stops taking requests, lets settles in flight finish (bounded by `graceMs`), closes connections. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/** Assembles the facilitator and listens on `config.host:config.port` (port 0 = any free port). */
+export async function startFacilitator(config: FacilitatorConfig, options: StartFacilitatorOptions = {}): Promise<RunningFacilitator> {
+  const facilitator = await createFacilitator(config, options);
+  const server: Server = createServer(facilitator.app);
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", (error: NodeJS.ErrnoException) => {
+      if (error.code === "EADDRINUSE") {
+        reject(new StartupError(`PORT: ${config.host}:${config.port} is already in use; choose another port (PORT=… or --port …)`));
+      } else reject(error);
+    });
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  const host = config.host.includes(":") ? `[${config.host}]` : config.host;
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${host}:${port}`,
+    relayers: facilitator.relayers,
+    facilitator,
+    close(graceMs = 30_000) {
+      closing ??= new Promise<void>((resolve) => {
+        const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+        server.close(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+        server.closeIdleConnections();
+      });
+      return closing;
+    },
+  };
+}

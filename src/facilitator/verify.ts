@@ -1,0 +1,162 @@
+import { bytesToHex, isAddressEqual, type Hex } from "viem";
+import { decodePaymentHeader } from "../protocol/header.js";
+import { canonicalNetwork, type NetworkName } from "../protocol/networks.js";
+import { EXACT_SCHEME, VerifyReason } from "../protocol/reasons.js";
+import type { FacilitatorRequest, PaymentPayload } from "../protocol/schemas.js";
+import { recoverSigner, transferAuthorizationDigest } from "../chain/signature.js";
+import type { Head } from "../chain/state.js";
+import { FacilitatorFault, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
+
+const MAX_UINT256 = (1n << 256n) - 1n;
+
+/** Why verify said no; settle maps some codes to its own texts. */
+export type VerifyFailureCode =
+  | "base64"
+  | "header"
+  | "scheme"
+  | "network"
+  | "asset"
+  | "amount"
+  | "recipient"
+  | "signature"
+  | "notYetValid"
+  | "expired"
+  | "used"
+  | "balance";
+
+/** A payment that passed every check, with what settle needs to send it. */
+export interface VerifiedPayment {
+  isValid: true;
+  runtime: NetworkRuntime;
+  payload: PaymentPayload;
+  value: bigint;
+  head: Head;
+  /** Whether the payer is a contract wallet (its signature goes through ERC-1271). */
+  contractWallet: boolean;
+}
+
+/** A refused payment; `reason` is the exact `invalidReason` text. */
+export interface RefusedPayment {
+  isValid: false;
+  code: VerifyFailureCode;
+  reason: string;
+  runtime?: NetworkRuntime;
+  payload?: PaymentPayload;
+  head?: Head;
+}
+
+export type VerifyOutcome = VerifiedPayment | RefusedPayment;
+
+function refuse(code: VerifyFailureCode, reason: string, extra: Partial<RefusedPayment> = {}): RefusedPayment {
+  return { isValid: false, code, reason, ...extra };
+}
+
+/**
+ * Verifies a payment against its requirements: the spec's checks in the spec's order (header,
+ * scheme, network, asset and amount, recipient, signature, time window), then read-only chain state
+ * (nonce used, balance). The first failure is the answer. Chain reads are pinned to one block
+ * whose timestamp is the clock. Throws {@link FacilitatorFault} only when the chain cannot be read.
+ */
+export async function verifyPayment(request: FacilitatorRequest, context: FacilitatorContext): Promise<VerifyOutcome> {
+  const requirements = request.paymentRequirements;
+
+  // 1. header
+  const decoded = decodePaymentHeader(request.paymentHeader);
+  if (!decoded.ok) {
+    return decoded.kind === "base64"
+      ? refuse("base64", VerifyReason.invalidBase64)
+      : refuse("header", VerifyReason.invalidHeader(decoded.detail));
+  }
+  const payload = decoded.payload;
+  const authorization = payload.authorization;
+
+  // 2. scheme
+  if (requirements.scheme !== EXACT_SCHEME) return refuse("scheme", VerifyReason.unsupportedScheme(requirements.scheme), { payload });
+  if (payload.scheme !== requirements.scheme) return refuse("scheme", VerifyReason.unsupportedScheme(payload.scheme), { payload });
+
+  // 3. network (the `cronos` alias is mainnet)
+  const networkName = canonicalNetwork(requirements.network);
+  const runtime = networkName && context.networks.get(networkName);
+  if (!runtime) return refuse("network", VerifyReason.unsupportedNetwork(requirements.network), { payload });
+  if (canonicalNetwork(payload.network) !== networkName) {
+    return refuse("network", VerifyReason.unsupportedNetwork(payload.network), { payload, runtime });
+  }
+
+  // 4. asset and amount (scheme `exact`: the value is the required amount)
+  const token = runtime.config.token;
+  if (requirements.asset.toLowerCase() !== token.toLowerCase()) {
+    return refuse("asset", VerifyReason.unsupportedAsset(requirements.asset), { payload, runtime });
+  }
+  if (payload.asset !== undefined && payload.asset.toLowerCase() !== token.toLowerCase()) {
+    return refuse("asset", VerifyReason.unsupportedAsset(payload.asset), { payload, runtime });
+  }
+  const value = /^\d{1,78}$/.test(authorization.value) ? BigInt(authorization.value) : -1n;
+  if (value <= 0n || value > MAX_UINT256 || value !== BigInt(requirements.maxAmountRequired)) {
+    return refuse("amount", VerifyReason.invalidAmount(authorization.value), { payload, runtime });
+  }
+
+  // 5. recipient
+  if (!isAddressEqual(authorization.to, requirements.payTo)) {
+    return refuse("recipient", VerifyReason.recipientMismatch, { payload, runtime });
+  }
+
+  // Chain reads, all pinned to one block, in parallel: code of the payer, nonce state, balance.
+  let head: Head;
+  let contractWallet: boolean;
+  let used: boolean;
+  let balance: bigint;
+  const state = runtime.state;
+  try {
+    head = await state.head();
+    [contractWallet, used, balance] = await Promise.all([
+      state.hasCode(authorization.from, head),
+      state.authorizationUsed(authorization.from, authorization.nonce, head),
+      state.balanceOf(authorization.from, head),
+    ]);
+  } catch (error) {
+    throw new FacilitatorFault(`cannot read ${runtime.config.network} state`, 503, { cause: error });
+  }
+
+  // 6. signature, as the token checks it: ERC-1271 for an address with code, ECDSA otherwise
+  const digest = transferAuthorizationDigest(runtime.separator, {
+    from: authorization.from,
+    to: authorization.to,
+    value,
+    validAfter: authorization.validAfter,
+    validBefore: authorization.validBefore,
+    nonce: authorization.nonce,
+  });
+  let signatureValid: boolean;
+  if (contractWallet) {
+    try {
+      signatureValid = await state.isValidErc1271(authorization.from, bytesToHex(digest) as Hex, authorization.signature, head);
+    } catch (error) {
+      throw new FacilitatorFault(`cannot read ${runtime.config.network} state`, 503, { cause: error });
+    }
+  } else {
+    const signer = recoverSigner(digest, authorization.signature);
+    signatureValid = signer !== undefined && isAddressEqual(signer, authorization.from);
+  }
+  const extra = { payload, runtime, head };
+  if (!signatureValid) return refuse("signature", VerifyReason.invalidSignature, extra);
+
+  // 7. validity window by the chain's clock; leave settle time to land before validBefore
+  if (head.timestamp <= authorization.validAfter) return refuse("notYetValid", VerifyReason.notYetValid, extra);
+  if (head.timestamp + BigInt(context.settleMarginSeconds) >= authorization.validBefore) {
+    return refuse("expired", VerifyReason.expired, extra);
+  }
+
+  // 8. read-only state: a spent nonce, and funds
+  if (used) return refuse("used", VerifyReason.alreadyUsed, extra);
+  if (balance < value) return refuse("balance", VerifyReason.insufficientBalance, extra);
+
+  return { isValid: true, runtime, payload, value, head, contractWallet };
+}
+
+/** The network name of a request for answers: as the caller sent it. */
+export function answerNetwork(request: { paymentRequirements?: { network?: unknown } } | undefined): string {
+  const network = request?.paymentRequirements?.network;
+  return typeof network === "string" ? network : "unknown";
+}
+
+export type { NetworkName };

@@ -1,0 +1,107 @@
+import { custom, toHex, type Address, type Hex, type LocalAccount } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { loadConfig, type FacilitatorConfig } from "../../src/facilitator/config.js";
+import { createFacilitator, type StartFacilitatorOptions } from "../../src/facilitator/server.js";
+import { encodePaymentHeader } from "../../src/protocol/header.js";
+import { transferAuthorizationTypedData } from "../../src/protocol/eip3009.js";
+import type { NetworkName } from "../../src/protocol/networks.js";
+import { openChain } from "./token.js";
+
+// Helpers only: importing this file runs nothing.
+
+/** Hardhat's public test keys (LOCAL-ONLY): #1 the seller, #9 the relayer, #2… buyers. */
+export const HARDHAT_KEYS = {
+  seller: "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+  relayer: "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6",
+  buyer: "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
+  buyer2: "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
+} as const satisfies Record<string, Hex>;
+
+export type Chain = Awaited<ReturnType<typeof openChain>>;
+
+/** Opens a local chain and a facilitator on it (not listening; use supertest on `app`). */
+export async function openFacilitator(
+  network: NetworkName = "cronos-testnet",
+  env: Record<string, string> = {},
+  options: StartFacilitatorOptions = {},
+) {
+  const chain = await openChain(network);
+  const config: FacilitatorConfig = loadConfig(
+    { RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, RATE_LIMIT_VERIFY_PER_MINUTE: "0", RATE_LIMIT_SETTLE_PER_MINUTE: "0", POLLING_INTERVAL_MS: "20", ...env },
+    { embedded: [network] },
+  );
+  const facilitator = await createFacilitator(config, { transports: { [network]: custom(chain.connection.provider) }, ...options });
+  const buyer = privateKeyToAccount(HARDHAT_KEYS.buyer);
+  const seller = privateKeyToAccount(HARDHAT_KEYS.seller);
+  return { chain, config, facilitator, app: facilitator.app, buyer, seller, network };
+}
+
+/** Options of {@link makePayment}. */
+export interface MakePaymentOptions {
+  network?: string;
+  token?: Address;
+  payer?: LocalAccount;
+  payTo?: Address;
+  amount?: bigint;
+  validAfter?: bigint;
+  validBefore?: bigint;
+  nonce?: Hex;
+  chainId?: number;
+  domainVersion?: string;
+  /** Replace the signature after signing. */
+  signature?: Hex;
+  /** Sign a different value than the header carries. */
+  signedValue?: bigint;
+}
+
+/** Signs an authorization and builds a verify/settle request body for it. */
+export async function makePayment(chain: Chain, options: MakePaymentOptions = {}) {
+  const payer = options.payer ?? privateKeyToAccount(HARDHAT_KEYS.buyer);
+  const payTo = options.payTo ?? privateKeyToAccount(HARDHAT_KEYS.seller).address;
+  const amount = options.amount ?? 1_000_000n;
+  const latest = await chain.publicClient.getBlock();
+  const message = {
+    from: payer.address,
+    to: payTo,
+    value: options.signedValue ?? amount,
+    validAfter: options.validAfter ?? 0n,
+    validBefore: options.validBefore ?? latest.timestamp + 3600n,
+    nonce: options.nonce ?? toHex(crypto.getRandomValues(new Uint8Array(32))),
+  };
+  const signature =
+    options.signature ??
+    (await payer.signTypedData(
+      transferAuthorizationTypedData(
+        {
+          name: chain.info.domain.name,
+          version: options.domainVersion ?? chain.info.domain.version,
+          chainId: options.chainId ?? chain.info.chainId,
+          verifyingContract: options.token ?? chain.token,
+        },
+        message,
+      ),
+    ));
+  const network = options.network ?? chain.info.network;
+  const paymentHeader = encodePaymentHeader({
+    network,
+    from: message.from,
+    to: message.to,
+    value: amount.toString(),
+    validAfter: message.validAfter,
+    validBefore: message.validBefore,
+    nonce: message.nonce,
+    signature,
+    asset: options.token ?? chain.token,
+  });
+  const paymentRequirements = {
+    scheme: "exact",
+    network,
+    payTo,
+    asset: options.token ?? chain.token,
+    description: "a paid resource",
+    mimeType: "application/json",
+    maxAmountRequired: amount.toString(),
+    maxTimeoutSeconds: 300,
+  };
+  return { body: { x402Version: 1, paymentHeader, paymentRequirements }, message, signature, payer, payTo };
+}

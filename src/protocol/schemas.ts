@@ -3,17 +3,22 @@ import { getAddress, isAddress, type Address, type Hex } from "viem";
 
 const MAX_UINT256 = (1n << 256n) - 1n;
 
+/** An error message that says "is required" for a missing field and `what` otherwise. */
+function expected(what: string) {
+  return (issue: { input?: unknown }) => (issue.input === undefined ? "is required" : what);
+}
+
 /** An EVM address in any letter case; parsed to its checksummed form. */
 export const addressSchema = z
-  .string({ error: "must be a string" })
-  .refine((value) => isAddress(value, { strict: false }), { error: "must be a 0x-prefixed 20-byte address" })
+  .string({ error: expected("must be a string") })
+  .refine((value) => isAddress(value, { strict: false }), { error: expected("must be a 0x-prefixed 20-byte address") })
   .transform((value) => getAddress(value) as Address);
 
 /** A decimal string of a non-negative integer below 2^256. */
 export const uintStringSchema = z
-  .string({ error: "must be a decimal string" })
-  .regex(/^\d+$/, { error: "must be a decimal string of digits" })
-  .refine((value) => BigInt(value) <= MAX_UINT256, { error: "must be below 2^256" });
+  .string({ error: expected("must be a decimal string") })
+  .regex(/^\d+$/, { error: expected("must be a decimal string of digits") })
+  .refine((value) => BigInt(value) <= MAX_UINT256, { error: expected("must be below 2^256") });
 
 /** A unix time in seconds, as a JSON number or a numeric string; parsed to bigint. */
 const unixSecondsSchema = z
@@ -21,21 +26,21 @@ const unixSecondsSchema = z
     error: "must be a non-negative integer (unix seconds)",
   })
   .transform((value) => BigInt(value))
-  .refine((value) => value <= MAX_UINT256, { error: "must be below 2^256" });
+  .refine((value) => value <= MAX_UINT256, { error: expected("must be below 2^256") });
 
-const hexSchema = z.string().regex(/^0x([0-9a-fA-F]{2})*$/, { error: "must be 0x-prefixed hex bytes" });
+const hexSchema = z.string().regex(/^0x([0-9a-fA-F]{2})*$/, { error: expected("must be 0x-prefixed hex bytes") });
 
 /** Payment requirements as sellers send them (spec 2.2). Extra fields are kept and not enforced. */
 export const paymentRequirementsSchema = z.looseObject({
-  scheme: z.string({ error: "must be a string" }),
-  network: z.string({ error: "must be a string" }),
+  scheme: z.string({ error: expected("must be a string") }),
+  network: z.string({ error: expected("must be a string") }),
   payTo: addressSchema,
-  asset: z.string({ error: "must be a string" }),
+  asset: z.string({ error: expected("must be a string") }),
   maxAmountRequired: uintStringSchema,
-  description: z.string({ error: "must be a string" }).optional(),
-  mimeType: z.string({ error: "must be a string" }).optional(),
-  maxTimeoutSeconds: z.number({ error: "must be a number" }).int().positive().optional(),
-  resource: z.string({ error: "must be a string" }).optional(),
+  description: z.string({ error: expected("must be a string") }).optional(),
+  mimeType: z.string({ error: expected("must be a string") }).optional(),
+  maxTimeoutSeconds: z.number({ error: expected("must be a number") }).int().positive().optional(),
+  resource: z.string({ error: expected("must be a string") }).optional(),
 });
 /** Payment requirements after parsing. */
 export type PaymentRequirements = z.output<typeof paymentRequirementsSchema>;
@@ -44,8 +49,8 @@ export type PaymentRequirementsInput = z.input<typeof paymentRequirementsSchema>
 
 /** Body of verify and settle (spec 2.2). `x402Version` is checked to be 1 separately, for its own answer. */
 export const facilitatorRequestSchema = z.object({
-  x402Version: z.number({ error: "must be a number" }),
-  paymentHeader: z.string({ error: "must be a string" }).min(1, { error: "must not be empty" }),
+  x402Version: z.number({ error: expected("must be a number") }),
+  paymentHeader: z.string({ error: expected("must be a string") }).min(1, { error: expected("must not be empty") }),
   paymentRequirements: paymentRequirementsSchema,
 });
 export type FacilitatorRequest = z.output<typeof facilitatorRequestSchema>;
@@ -55,10 +60,10 @@ const authorizationFields = {
   from: addressSchema,
   to: addressSchema,
   // Checked by verify step 4 ("Invalid amount"), so any scalar is let through here.
-  value: z.union([z.string(), z.number()], { error: "must be a decimal string" }).transform(String),
+  value: z.union([z.string(), z.number()], { error: expected("must be a decimal string") }).transform(String),
   validAfter: unixSecondsSchema,
   validBefore: unixSecondsSchema,
-  nonce: z.string().regex(/^0x[0-9a-fA-F]{64}$/, { error: "must be 0x-prefixed 32 bytes" }).transform((v) => v as Hex),
+  nonce: z.string().regex(/^0x[0-9a-fA-F]{64}$/, { error: expected("must be 0x-prefixed 32 bytes") }).transform((v) => v as Hex),
 };
 
 /** Cronos layout: a flat payload (the official client's). */
@@ -76,12 +81,21 @@ const coinbasePayloadSchema = z.looseObject({
 
 /** The decoded `X-PAYMENT` header. */
 export const paymentHeaderSchema = z.looseObject({
-  x402Version: z.literal(1, { error: "must be 1" }),
-  scheme: z.string({ error: "must be a string" }),
-  network: z.string({ error: "must be a string" }),
-  payload: z.union([coinbasePayloadSchema, cronosPayloadSchema], {
-    error: "must hold from, to, value, validAfter, validBefore, nonce and signature",
-  }),
+  x402Version: z.literal(1, { error: expected("must be 1") }),
+  scheme: z.string({ error: expected("must be a string") }),
+  network: z.string({ error: expected("must be a string") }),
+  // The layout is chosen by the presence of `authorization`, so errors name the faulty field.
+  payload: z
+    .looseObject({}, { error: expected("must be an object") })
+    .pipe(
+      z.custom<object>().transform((payload, ctx) => {
+        const schema = "authorization" in payload ? coinbasePayloadSchema : cronosPayloadSchema;
+        const parsed = schema.safeParse(payload);
+        if (parsed.success) return parsed.data;
+        for (const issue of parsed.error.issues) ctx.addIssue({ code: "custom", message: issue.message, path: issue.path });
+        return z.NEVER;
+      }),
+    ),
 });
 
 /** A payment header normalised from either layout. */
@@ -162,9 +176,7 @@ export function describeZodError(error: z.ZodError): string {
     .slice(0, 3)
     .map((issue) => {
       const path = issue.path.join(".");
-      const message =
-        issue.code === "invalid_type" && issue.input === undefined ? "is required" : issue.message;
-      return path ? `${path} ${message}` : message;
+      return path ? `${path} ${issue.message}` : issue.message;
     })
     .join("; ");
 }

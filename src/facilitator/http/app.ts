@@ -132,7 +132,8 @@ export function createApp(options: AppOptions): Express {
       }
     } catch (error) {
       const fault = error instanceof FacilitatorFault ? error : undefined;
-      const status = route === "verify" ? (fault ? 503 : 500) : 503;
+      // decisions.md: a fault is 500 on verify; settle got here before sending anything, so 503.
+      const status = route === "verify" ? 500 : 503;
       const text = fault ? `${RequestError.unavailable}: ${fault.message}` : RequestError.internal;
       context.logger.error({ route, network, err: errorSummary(error) }, "request fault");
       res.status(status).json({ ...refusal(route, network, text), error: text });

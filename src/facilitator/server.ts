@@ -39,7 +39,8 @@ export class StartupError extends Error {
 }
 
 function transportFor(config: FacilitatorConfig, network: NetworkName, rpcUrl: string | undefined, injected?: Transport): Transport {
-  if (injected) return injected;
+  // An in-process chain does not drop requests: a revert (JSON-RPC -32603 there) must not be retried.
+  if (injected) return (parameters) => injected({ ...parameters, retryCount: 0 });
   if (!rpcUrl) throw new StartupError(`${network}: no RPC URL and no embedded chain`);
   const options = { timeout: config.rpcTimeoutMs, retryCount: 1 };
   return /^wss?:/.test(rpcUrl) ? webSocket(rpcUrl, options) : http(rpcUrl, { ...options, batch: { wait: 0 } });

@@ -39,6 +39,8 @@ export interface FacilitatorConfig {
   /** How far back (blocks) settle looks for the transaction that used an authorization. */
   logLookbackBlocks: number;
   logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+  /** Serve Prometheus metrics at `/metrics`. */
+  metrics: boolean;
 }
 
 /** A configuration problem; the message names the variable and what was found. */
@@ -92,6 +94,7 @@ const envSchema = z.object({
   RELAYER_MIN_BALANCE_WEI: optionalString,
   LOG_LOOKBACK_BLOCKS: intVar(10_000, 1),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).optional(),
+  METRICS: z.enum(["true", "false"]).optional(),
 });
 
 /** Which env prefix each network's variables use. */
@@ -180,6 +183,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
     relayerMinBalanceWei: parseWei(e.RELAYER_MIN_BALANCE_WEI),
     logLookbackBlocks: e.LOG_LOOKBACK_BLOCKS,
     logLevel: e.LOG_LEVEL ?? "info",
+    metrics: e.METRICS !== "false",
   };
 }
 

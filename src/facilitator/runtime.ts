@@ -26,6 +26,11 @@ export interface FacilitatorContext {
   logLookbackBlocks: number;
   inFlight: InFlightGuard;
   logger: Logger;
+  /** Measurement hooks (metrics); optional. */
+  observe?: {
+    confirmationWait(network: string, seconds: number): void;
+    rpcError(network: string): void;
+  };
 }
 
 /** A fault (RPC down, a bug): not a protocol outcome. The HTTP layer answers `status`. */

@@ -13,6 +13,7 @@ import { healthReport, inspectNetwork, readDomain } from "./health.js";
 import { createApp, type OutcomeRecord } from "./http/app.js";
 import { MemoryInFlightGuard, type InFlightGuard } from "./in-flight.js";
 import { silentLogger, type Logger } from "./logger.js";
+import { createMetrics, type FacilitatorMetrics } from "./metrics.js";
 import type { FacilitatorContext, NetworkRuntime } from "./runtime.js";
 
 /** Options of {@link createFacilitator} and {@link startFacilitator}. */
@@ -24,6 +25,8 @@ export interface StartFacilitatorOptions {
   rateLimitStores?: { verify?: Store; settle?: Store };
   onOutcome?: (outcome: OutcomeRecord) => void;
   onRateLimited?: (route: string) => void;
+  /** Also export Node's process metrics (a standalone process; not for embedded use). */
+  defaultMetrics?: boolean;
 }
 
 /** A facilitator assembled but not listening: for tests (supertest) and embedding. */
@@ -31,6 +34,7 @@ export interface Facilitator {
   app: Express;
   context: FacilitatorContext;
   relayers: Address[];
+  metrics: FacilitatorMetrics;
 }
 
 /** A start-up check failed: the message is one line naming the network, the variable and what was found. */
@@ -85,6 +89,8 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     }),
   );
 
+  const metrics = createMetrics({ defaults: options.defaultMetrics ?? false });
+  metrics.watchRelayers(networks);
   const context: FacilitatorContext = {
     networks,
     settleMarginSeconds: config.settleMarginSeconds,
@@ -94,6 +100,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     logLookbackBlocks: config.logLookbackBlocks,
     inFlight: options.inFlight ?? new MemoryInFlightGuard(),
     logger,
+    observe: { confirmationWait: metrics.confirmationWait, rpcError: metrics.rpcError },
   };
   const supported = {
     kinds: config.networks.map((n) => ({ x402Version: X402_VERSION, scheme: EXACT_SCHEME, network: n.network })),
@@ -117,11 +124,24 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     trustProxy: config.trustProxy,
     bodyLimitBytes: config.bodyLimitBytes,
     rateLimitStores: options.rateLimitStores,
-    onOutcome: options.onOutcome,
-    onRateLimited: options.onRateLimited,
+    onOutcome(record) {
+      metrics.outcome(record);
+      // One line per verify/settle outcome.
+      logger.info(
+        { requestId: record.requestId, route: record.route, status: record.status, network: record.network, payer: record.payer, amount: record.amount, outcome: record.outcome, txHash: record.txHash, durationMs: Math.round(record.durationMs * 10) / 10 },
+        record.route,
+      );
+      options.onOutcome?.(record);
+    },
+    onRateLimited(route) {
+      metrics.rateLimited(route);
+      options.onRateLimited?.(route);
+    },
+    onResponse: metrics.request,
+    metrics: config.metrics ? metrics.registry : undefined,
   });
   const relayers = [...networks.values()][0]?.relayer.addresses ?? [];
-  return { app, context, relayers };
+  return { app, context, relayers, metrics };
 }
 
 /** A listening facilitator. */

@@ -105,6 +105,7 @@ async function send(payment: VerifiedPayment, network: string, context: Facilita
   }
 
   let receipt;
+  const sentAt = performance.now();
   try {
     receipt = await client.waitForTransactionReceipt({
       hash,
@@ -117,6 +118,7 @@ async function send(payment: VerifiedPayment, network: string, context: Facilita
     context.logger.warn({ network: config.network, txHash: hash, err: String(error) }, "settle receipt not confirmed");
     return failed(network, SettleError.failedOnChain, hash);
   }
+  context.observe?.confirmationWait(config.network, (performance.now() - sentAt) / 1000);
   if (receipt.status !== "success") return failed(network, SettleError.failedOnChain, hash);
 
   runtime.state.markUsed(authorization.from, authorization.nonce);

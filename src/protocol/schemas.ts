@@ -88,7 +88,7 @@ export const paymentHeaderSchema = z.looseObject({
   payload: z
     .looseObject({}, { error: expected("must be an object") })
     .pipe(
-      z.custom<object>().transform((payload, ctx) => {
+      z.custom<Record<string, unknown>>().transform((payload, ctx) => {
         const schema = "authorization" in payload ? coinbasePayloadSchema : cronosPayloadSchema;
         const parsed = schema.safeParse(payload);
         if (parsed.success) return parsed.data;

@@ -36,7 +36,8 @@ describe("the official Cronos client (@crypto.com/facilitator-client 1.0.4) agai
     // The client signs over its provider's chain id: the local chain reports 338.
     const provider = new ethers.BrowserProvider(opened.chain.connection.provider as unknown as ethers.Eip1193Provider);
     const signer = new ethers.Wallet(HARDHAT_KEYS.buyer, provider);
-    const header = await client.generatePaymentHeader({ to: opened.seller.address, value: "1000000", signer });
+    // ESM and CJS builds of ethers are distinct types; the client takes the CJS one.
+    const header = await client.generatePaymentHeader({ to: opened.seller.address, value: "1000000", signer: signer as never });
     const requirements = client.generatePaymentRequirements({
       payTo: opened.seller.address,
       description: "Premium API access",

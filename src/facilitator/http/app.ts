@@ -1,7 +1,8 @@
+import { randomUUID } from "node:crypto";
 import express, { type ErrorRequestHandler, type Express, type Request, type Response } from "express";
 import type { Store } from "express-rate-limit";
 import { z } from "zod";
-import { RequestError, SettleEvent, X402_VERSION } from "../../protocol/reasons.js";
+import { RequestError, SettleError, SettleEvent, X402_VERSION } from "../../protocol/reasons.js";
 import { describeZodError, facilitatorRequestSchema, type FacilitatorRequest, type SupportedResponse } from "../../protocol/schemas.js";
 import { FacilitatorFault, type FacilitatorContext } from "../runtime.js";
 import { verifyPayment, answerNetwork } from "../verify.js";
@@ -22,10 +23,15 @@ export interface AppOptions {
   /** Called once per verify/settle answer (logging, metrics). */
   onOutcome?: (outcome: OutcomeRecord) => void;
   onRateLimited?: (route: string) => void;
+  /** Called once per HTTP answer with the route (or "other") and status. */
+  onResponse?: (route: string, status: number) => void;
+  /** Serves Prometheus metrics at `/metrics` when given. */
+  metrics?: { contentType: string; metrics(): Promise<string> };
 }
 
 /** What happened to one verify or settle request. */
 export interface OutcomeRecord {
+  requestId: string;
   route: "verify" | "settle";
   status: number;
   network: string;
@@ -33,11 +39,17 @@ export interface OutcomeRecord {
   amount?: string;
   /** `valid`, `settled`, or the reason / error text. */
   outcome: string;
+  /** A bounded label for metrics: `valid`, `settled`, a verify failure code, a settle error key, `invalid_request`, `fault`. */
+  code: string;
   txHash?: string;
   durationMs: number;
 }
 
 type Route = "verify" | "settle";
+
+const SETTLE_ERROR_CODES = new Map<string, string>(Object.entries(SettleError).map(([key, text]) => [text, key]));
+const ROUTES = new Set(["/healthcheck", "/metrics", "/v2/x402/supported", "/v2/x402/verify", "/v2/x402/settle"]);
+const REQUEST_ID = /^[\w.:-]{1,64}$/;
 
 /** The endpoint's own shape for a refused request: verify's or settle's. */
 function refusal(route: Route, network: string, text: string): object {
@@ -84,6 +96,23 @@ export function createApp(options: AppOptions): Express {
   app.set("trust proxy", options.trustProxy);
   app.set("etag", false);
 
+  // A request id per request (the caller's X-Request-Id when sane), echoed back and put in logs.
+  app.use((req, res, next) => {
+    const given = req.get("X-Request-Id");
+    const id = given && REQUEST_ID.test(given) ? given : randomUUID();
+    res.locals.requestId = id;
+    res.set("X-Request-Id", id);
+    res.on("finish", () => options.onResponse?.(ROUTES.has(req.path) ? req.path : "other", res.statusCode));
+    next();
+  });
+
+  if (options.metrics) {
+    const metrics = options.metrics;
+    app.get("/metrics", async (_req, res) => {
+      res.set("Content-Type", metrics.contentType).send(await metrics.metrics());
+    });
+  }
+
   app.get("/healthcheck", async (_req, res) => {
     const report = await options.health();
     res.status(report.status === "success" ? 200 : 503).json(report);
@@ -98,11 +127,12 @@ export function createApp(options: AppOptions): Express {
 
   const handler = (route: Route) => async (req: Request, res: Response) => {
     const started = performance.now();
+    const requestId = String(res.locals.requestId);
     const parsed = parseRequest(req);
     if (!parsed.ok) {
       const network = networkOf(req);
       res.status(parsed.status).json(refusal(route, network, parsed.text));
-      options.onOutcome?.({ route, status: parsed.status, network, outcome: parsed.text, durationMs: performance.now() - started });
+      options.onOutcome?.({ requestId, route, status: parsed.status, network, outcome: parsed.text, code: "invalid_request", durationMs: performance.now() - started });
       return;
     }
     const request = parsed.request;
@@ -113,31 +143,34 @@ export function createApp(options: AppOptions): Express {
         const body = { isValid: outcome.isValid, invalidReason: outcome.isValid ? null : outcome.reason };
         res.json(body);
         options.onOutcome?.({
-          route, status: 200, network,
+          requestId, route, status: 200, network,
           payer: outcome.payload?.authorization.from,
           amount: outcome.payload?.authorization.value,
           outcome: outcome.isValid ? "valid" : outcome.reason,
+          code: outcome.isValid ? "valid" : outcome.code,
           durationMs: performance.now() - started,
         });
       } else {
         const answer = await settlePayment(request, context);
         res.json(answer);
         options.onOutcome?.({
-          route, status: 200, network,
+          requestId, route, status: 200, network,
           ...(answer.event === SettleEvent.settled ? { payer: answer.from, amount: answer.value } : {}),
           outcome: answer.event === SettleEvent.settled ? "settled" : answer.error,
+          code: answer.event === SettleEvent.settled ? "settled" : (SETTLE_ERROR_CODES.get(answer.error) ?? "refused"),
           txHash: answer.txHash,
           durationMs: performance.now() - started,
         });
       }
     } catch (error) {
       const fault = error instanceof FacilitatorFault ? error : undefined;
+      if (fault) context.observe?.rpcError(network);
       // decisions.md: a fault is 500 on verify; settle got here before sending anything, so 503.
       const status = route === "verify" ? 500 : 503;
       const text = fault ? `${RequestError.unavailable}: ${fault.message}` : RequestError.internal;
-      context.logger.error({ route, network, err: errorSummary(error) }, "request fault");
+      context.logger.error({ requestId, route, network, err: errorSummary(error) }, "request fault");
       res.status(status).json({ ...refusal(route, network, text), error: text });
-      options.onOutcome?.({ route, status, network, outcome: text, durationMs: performance.now() - started });
+      options.onOutcome?.({ requestId, route, status, network, outcome: text, code: "fault", durationMs: performance.now() - started });
     }
   };
 

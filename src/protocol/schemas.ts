@@ -17,7 +17,7 @@ export const addressSchema = z
 /** A decimal string of a non-negative integer below 2^256. */
 export const uintStringSchema = z
   .string({ error: expected("must be a decimal string") })
-  .regex(/^\d+$/, { error: expected("must be a decimal string of digits") })
+  .regex(/^\d+$/, { error: expected("must be a decimal string of digits"), abort: true })
   .refine((value) => BigInt(value) <= MAX_UINT256, { error: expected("must be below 2^256") });
 
 /** A unix time in seconds, as a JSON number or a numeric string; parsed to bigint. */
@@ -179,4 +179,13 @@ export function describeZodError(error: z.ZodError): string {
       return path ? `${path} ${issue.message}` : issue.message;
     })
     .join("; ");
+}
+
+/** The outcome of parsing payment requirements. */
+export type ParsedRequirements = { ok: true; requirements: PaymentRequirements } | { ok: false; problem: string };
+
+/** Parses payment requirements, with a readable problem line when they are malformed. */
+export function parsePaymentRequirements(input: unknown): ParsedRequirements {
+  const parsed = paymentRequirementsSchema.safeParse(input);
+  return parsed.success ? { ok: true, requirements: parsed.data } : { ok: false, problem: describeZodError(parsed.error) };
 }

@@ -87,6 +87,11 @@ describe("facilitator HTTP: statuses and bodies of decisions.md", () => {
           .send({ ...body, paymentRequirements: { ...body.paymentRequirements, maxAmountRequired: 1000000 } });
         expect(mistyped.status).to.equal(400);
         expect(bodyOf(mistyped)).to.deep.equal(refusal("Invalid request: paymentRequirements.maxAmountRequired must be a decimal string"));
+        const decimal = await request(opened.app)
+          .post(`/v2/x402/${route}`)
+          .send({ ...body, paymentRequirements: { ...body.paymentRequirements, maxAmountRequired: "1.5" } });
+        expect(decimal.status).to.equal(400);
+        expect(bodyOf(decimal)).to.deep.equal(refusal("Invalid request: paymentRequirements.maxAmountRequired must be a decimal string of digits"));
         const array = await request(opened.app).post(`/v2/x402/${route}`).send([1, 2]);
         expect(array.status).to.equal(400);
         expect(bodyOf(array)).to.deep.equal(unknownRefusal("Invalid request: body must be a JSON object"));

@@ -1,0 +1,193 @@
+import type { z } from "zod";
+import { X402_VERSION } from "../protocol/reasons.js";
+import {
+  describeZodError,
+  settleResponseSchema,
+  supportedResponseSchema,
+  verifyResponseSchema,
+  type PaymentRequirementsInput,
+  type SettleResponse,
+  type SupportedResponse,
+  type VerifyResponse,
+} from "../protocol/schemas.js";
+
+/** A `fetch` implementation (the global one, or a test double). */
+export type FetchFunction = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
+
+/** What went wrong talking to the facilitator. */
+export type FacilitatorErrorCode =
+  /** The connection failed (refused, reset, DNS). */
+  | "unreachable"
+  /** No complete answer within `timeoutMs`. */
+  | "timeout"
+  /** The facilitator answered with a non-2xx status (400, 429, 500, 503, …). */
+  | "http_status"
+  /** A 2xx answer that is not JSON or does not match the protocol's schema. */
+  | "malformed";
+
+/** The facilitator operation that failed. */
+export type FacilitatorOperation = "supported" | "verify" | "settle";
+
+/**
+ * A fault calling the facilitator: it could not be reached, timed out, answered a non-2xx status
+ * or answered something that is not a valid protocol response. A negative but well-formed answer
+ * (`isValid: false`, `event: "payment.failed"`) is NOT an error: it is returned as a value.
+ */
+export class FacilitatorError extends Error {
+  override name = "FacilitatorError";
+  readonly code: FacilitatorErrorCode;
+  readonly operation: FacilitatorOperation;
+  /** The HTTP status, for `http_status` (and `malformed`, where the status was 2xx). */
+  readonly status?: number;
+  /** What was received or what failed: the body text for `http_status`, the schema problem for `malformed`. */
+  readonly details: string;
+
+  constructor(options: {
+    code: FacilitatorErrorCode;
+    operation: FacilitatorOperation;
+    details: string;
+    status?: number;
+    cause?: unknown;
+  }) {
+    const status = options.status === undefined ? "" : ` (HTTP ${options.status})`;
+    super(`facilitator ${options.operation} failed: ${options.code}${status}: ${options.details}`, {
+      cause: options.cause,
+    });
+    this.code = options.code;
+    this.operation = options.operation;
+    this.details = options.details;
+    if (options.status !== undefined) this.status = options.status;
+  }
+}
+
+/** The body of verify and settle. `x402Version` defaults to 1, the only version the facilitator speaks. */
+export interface FacilitatorRequestBody {
+  x402Version?: 1;
+  /** The buyer's base64 `X-PAYMENT` value, passed through untouched. */
+  paymentHeader: string;
+  paymentRequirements: PaymentRequirementsInput;
+}
+
+/** Options of {@link createFacilitatorClient}. */
+export interface FacilitatorClientOptions {
+  /** Base URL of the facilitator, e.g. `https://facilitator.cronoslabs.org`; `/v2/x402/...` is appended. */
+  url: string;
+  /** Per-call limit covering connection, answer and body, in milliseconds. Default 30 000 (settle waits for a block). */
+  timeoutMs?: number;
+  /** The `fetch` to use. Default: the global `fetch`. */
+  fetch?: FetchFunction;
+}
+
+/** A typed client of the x402 facilitator API. Every method throws {@link FacilitatorError} on faults. */
+export interface FacilitatorClient {
+  /** The base URL, without a trailing slash. */
+  readonly url: string;
+  /** `GET /v2/x402/supported`. */
+  supported(): Promise<SupportedResponse>;
+  /** `POST /v2/x402/verify`. `isValid: false` is returned, not thrown. */
+  verify(request: FacilitatorRequestBody): Promise<VerifyResponse>;
+  /** `POST /v2/x402/settle`. `event: "payment.failed"` is returned, not thrown. */
+  settle(request: FacilitatorRequestBody): Promise<SettleResponse>;
+}
+
+/** Default per-call time limit of the facilitator client. */
+export const DEFAULT_FACILITATOR_TIMEOUT_MS = 30_000;
+
+// Longer bodies are cut in error details: they end up in logs and 500 answers.
+const MAX_DETAILS_CHARS = 1_000;
+
+/** Creates a {@link FacilitatorClient} for the facilitator at `options.url`. */
+export function createFacilitatorClient(options: FacilitatorClientOptions): FacilitatorClient {
+  const url = options.url.replace(/\/+$/, "");
+  const timeoutMs = options.timeoutMs ?? DEFAULT_FACILITATOR_TIMEOUT_MS;
+  const fetchImpl: FetchFunction = options.fetch ?? ((input, init) => fetch(input, init));
+
+  async function call<S extends z.ZodType>(
+    operation: FacilitatorOperation,
+    schema: S,
+    init: RequestInit,
+  ): Promise<z.output<S>> {
+    const controller = new AbortController();
+    let timedOut = false;
+    let timer: NodeJS.Timeout | undefined;
+    // Raced as well as aborted, so an injected fetch that ignores `signal` still times out.
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        timedOut = true;
+        controller.abort();
+        reject(new Error("time-out"));
+      }, timeoutMs);
+    });
+    const exchange = async () => {
+      const response = await fetchImpl(`${url}/v2/x402/${operation}`, { ...init, signal: controller.signal });
+      // The body is read under the same time limit: a facilitator may stall mid-answer.
+      return { status: response.status, text: await response.text() };
+    };
+    let status: number;
+    let text: string;
+    try {
+      ({ status, text } = await Promise.race([exchange(), deadline]));
+    } catch (error) {
+      if (timedOut) {
+        throw new FacilitatorError({ code: "timeout", operation, details: `no answer within ${timeoutMs} ms`, cause: error });
+      }
+      throw new FacilitatorError({ code: "unreachable", operation, details: describeFetchError(error), cause: error });
+    } finally {
+      clearTimeout(timer);
+    }
+
+    if (status < 200 || status > 299) {
+      throw new FacilitatorError({ code: "http_status", operation, status, details: `HTTP ${status}: ${clip(text)}` });
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      throw new FacilitatorError({ code: "malformed", operation, status, details: `answer is not JSON: ${clip(text)}` });
+    }
+    const parsed = schema.safeParse(json);
+    if (!parsed.success) {
+      throw new FacilitatorError({
+        code: "malformed",
+        operation,
+        status,
+        details: `answer does not match the ${operation} response schema: ${describeZodError(parsed.error)}`,
+      });
+    }
+    return parsed.data;
+  }
+
+  const post = (request: FacilitatorRequestBody): RequestInit => ({
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X402-Version": String(X402_VERSION) },
+    body: JSON.stringify({
+      x402Version: request.x402Version ?? X402_VERSION,
+      paymentHeader: request.paymentHeader,
+      paymentRequirements: request.paymentRequirements,
+    }),
+  });
+
+  return {
+    url,
+    supported: () =>
+      call("supported", supportedResponseSchema, { method: "GET", headers: { "X402-Version": String(X402_VERSION) } }),
+    verify: (request) => call("verify", verifyResponseSchema, post(request)),
+    settle: (request) => call("settle", settleResponseSchema, post(request)),
+  };
+}
+
+function clip(text: string): string {
+  const trimmed = text.trim();
+  if (trimmed.length === 0) return "(empty body)";
+  return trimmed.length > MAX_DETAILS_CHARS ? `${trimmed.slice(0, MAX_DETAILS_CHARS)}…` : trimmed;
+}
+
+/** undici hides the useful part ("ECONNREFUSED 127.0.0.1:1234") in `cause`. */
+function describeFetchError(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const cause = error.cause;
+  if (cause instanceof Error && cause.message && cause.message !== error.message) {
+    return `${error.message}: ${cause.message}`;
+  }
+  return error.message;
+}

@@ -1,0 +1,25 @@
+export {
+  createFacilitatorClient,
+  FacilitatorError,
+  DEFAULT_FACILITATOR_TIMEOUT_MS,
+  type FacilitatorClient,
+  type FacilitatorClientOptions,
+  type FacilitatorErrorCode,
+  type FacilitatorOperation,
+  type FacilitatorRequestBody,
+  type FetchFunction,
+} from "./facilitator-client.js";
+export {
+  requirePayment,
+  paymentRequirements,
+  getPayment,
+  InvalidRequirementsError,
+  REQUIREMENTS_DEFAULTS,
+  SellerError,
+  type FacilitatorOption,
+  type PaymentContext,
+  type PaymentReceipt,
+  type PaymentRequirementsOptions,
+  type RequirePaymentOptions,
+  type RequirementsSource,
+} from "./middleware.js";

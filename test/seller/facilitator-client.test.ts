@@ -1,0 +1,149 @@
+import { expect } from "chai";
+import {
+  createFacilitatorClient,
+  FacilitatorError,
+  paymentRequirements,
+  type FacilitatorErrorCode,
+} from "../../src/seller/index.js";
+import {
+  closedPortUrl,
+  json,
+  settleFailed,
+  startStandInFacilitator,
+  SETTLED,
+  SUPPORTED,
+  VALID,
+  type StandInFacilitator,
+} from "../helpers/stand-in-facilitator.js";
+import { VECTOR_A_HEADER, VECTOR_PAYEE } from "../helpers/vectors.js";
+
+const REQUIREMENTS = paymentRequirements({ network: "cronos-testnet", payTo: VECTOR_PAYEE, amount: 1_000_000n });
+const REQUEST = { paymentHeader: VECTOR_A_HEADER, paymentRequirements: REQUIREMENTS };
+const WIRE_BODY = { x402Version: 1, paymentHeader: VECTOR_A_HEADER, paymentRequirements: REQUIREMENTS };
+
+async function rejection(promise: Promise<unknown>): Promise<FacilitatorError> {
+  try {
+    await promise;
+  } catch (error) {
+    expect(error).to.be.instanceOf(FacilitatorError);
+    if (error instanceof FacilitatorError) return error;
+  }
+  throw new Error("expected a FacilitatorError");
+}
+
+describe("seller: facilitator client", () => {
+  let standIn: StandInFacilitator;
+  before(async () => {
+    standIn = await startStandInFacilitator();
+  });
+  after(async () => {
+    await standIn.close();
+  });
+  beforeEach(() => standIn.reset());
+
+  it("GETs /v2/x402/supported and returns the parsed answer", async () => {
+    const client = createFacilitatorClient({ url: standIn.url });
+    expect(await client.supported()).to.deep.equal(SUPPORTED);
+    expect(standIn.requests).to.have.length(1);
+    expect(standIn.requests[0]).to.include({ method: "GET", path: "/v2/x402/supported" });
+  });
+
+  it("POSTs verify with Content-Type, X402-Version and the exact body", async () => {
+    const client = createFacilitatorClient({ url: standIn.url });
+    expect(await client.verify(REQUEST)).to.deep.equal(VALID);
+    const [request] = standIn.requests;
+    expect(request).to.include({ method: "POST", path: "/v2/x402/verify" });
+    expect(request?.headers["content-type"]).to.equal("application/json");
+    expect(request?.headers["x402-version"]).to.equal("1");
+    expect(request?.body).to.deep.equal(WIRE_BODY);
+  });
+
+  it("POSTs settle with the exact body and returns payment.settled", async () => {
+    const client = createFacilitatorClient({ url: `${standIn.url}/` }); // a trailing slash is tolerated
+    expect(await client.settle(REQUEST)).to.deep.equal(SETTLED);
+    const [request] = standIn.requests;
+    expect(request).to.include({ method: "POST", path: "/v2/x402/settle" });
+    expect(request?.headers["content-type"]).to.equal("application/json");
+    expect(request?.headers["x402-version"]).to.equal("1");
+    expect(request?.body).to.deep.equal(WIRE_BODY);
+  });
+
+  it("returns negative answers as values: isValid false, payment.failed", async () => {
+    const client = createFacilitatorClient({ url: standIn.url });
+    standIn.answers.verify = json({ isValid: false, invalidReason: "Authorization expired" });
+    standIn.answers.settle = json(settleFailed("Authorization already used"));
+    expect(await client.verify(REQUEST)).to.deep.equal({ isValid: false, invalidReason: "Authorization expired" });
+    expect(await client.settle(REQUEST)).to.deep.equal(settleFailed("Authorization already used"));
+  });
+
+  for (const [status, body] of [
+    [400, { isValid: false, invalidReason: "Invalid request: paymentRequirements.payTo is required" }],
+    [429, { error: "Too many requests" }],
+    [500, { error: "Internal error" }],
+    [503, { error: "Service unavailable" }],
+  ] as const) {
+    it(`throws http_status on HTTP ${status}, with the status and the body in details`, async () => {
+      const client = createFacilitatorClient({ url: standIn.url });
+      standIn.answers.verify = json(body, status);
+      const error = await rejection(client.verify(REQUEST));
+      expect(error.code).to.equal("http_status" satisfies FacilitatorErrorCode);
+      expect(error.operation).to.equal("verify");
+      expect(error.status).to.equal(status);
+      expect(error.details).to.equal(`HTTP ${status}: ${JSON.stringify(body)}`);
+    });
+  }
+
+  it("throws malformed on a 2xx answer that is not JSON", async () => {
+    const client = createFacilitatorClient({ url: standIn.url });
+    standIn.answers.settle = { kind: "text", body: "<html>oops</html>", contentType: "text/html" };
+    const error = await rejection(client.settle(REQUEST));
+    expect(error.code).to.equal("malformed");
+    expect(error.status).to.equal(200);
+    expect(error.details).to.equal("answer is not JSON: <html>oops</html>");
+  });
+
+  it("throws malformed on JSON that fails the response schema", async () => {
+    const client = createFacilitatorClient({ url: standIn.url });
+    standIn.answers.verify = json({ valid: true });
+    standIn.answers.settle = json({ ...SETTLED, blockNumber: "4242" });
+    const verifyError = await rejection(client.verify(REQUEST));
+    expect(verifyError.code).to.equal("malformed");
+    expect(verifyError.details).to.match(/^answer does not match the verify response schema: isValid/);
+    const settleError = await rejection(client.settle(REQUEST));
+    expect(settleError.code).to.equal("malformed");
+    expect(settleError.details).to.match(/blockNumber/);
+  });
+
+  it("throws timeout when the facilitator does not answer in time", async () => {
+    const client = createFacilitatorClient({ url: standIn.url, timeoutMs: 150 });
+    standIn.answers.verify = { kind: "hang" };
+    const started = Date.now();
+    const error = await rejection(client.verify(REQUEST));
+    expect(error.code).to.equal("timeout");
+    expect(error.details).to.equal("no answer within 150 ms");
+    expect(Date.now() - started).to.be.lessThan(2_000);
+  });
+
+  it("throws unreachable when nothing listens", async () => {
+    const client = createFacilitatorClient({ url: await closedPortUrl() });
+    const error = await rejection(client.settle(REQUEST));
+    expect(error.code).to.equal("unreachable");
+    expect(error.status).to.equal(undefined);
+    expect(error.details).to.match(/ECONNREFUSED/);
+  });
+
+  it("uses an injected fetch, and times out even if that fetch ignores the abort signal", async () => {
+    const calls: string[] = [];
+    const client = createFacilitatorClient({
+      url: "http://facilitator.invalid",
+      timeoutMs: 100,
+      fetch: async (input) => {
+        calls.push(String(input));
+        return new Promise<Response>(() => {});
+      },
+    });
+    const error = await rejection(client.supported());
+    expect(error.code).to.equal("timeout");
+    expect(calls).to.deep.equal(["http://facilitator.invalid/v2/x402/supported"]);
+  });
+});

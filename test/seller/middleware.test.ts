@@ -1,0 +1,438 @@
+import { expect } from "chai";
+import express, { type RequestHandler } from "express";
+import { decodePaymentResponse } from "../../src/buyer/index.js";
+import {
+  createFacilitatorClient,
+  getPayment,
+  InvalidRequirementsError,
+  paymentRequirements,
+  requirePayment,
+  type RequirePaymentOptions,
+  type RequirementsSource,
+} from "../../src/seller/index.js";
+import { VerifyReason } from "../../src/protocol/reasons.js";
+import {
+  closedPortUrl,
+  json,
+  listen,
+  settleFailed,
+  startStandInFacilitator,
+  SETTLED,
+  type StandInFacilitator,
+} from "../helpers/stand-in-facilitator.js";
+import { VECTOR_A_HEADER, VECTOR_PAYEE } from "../helpers/vectors.js";
+
+const REQUIREMENTS = paymentRequirements({
+  network: "cronos-testnet",
+  payTo: VECTOR_PAYEE,
+  amount: 1_000_000n,
+  description: "A premium answer",
+  resource: "http://127.0.0.1/premium",
+});
+const RECEIPT = {
+  txHash: SETTLED.txHash,
+  from: SETTLED.from,
+  to: SETTLED.to,
+  value: SETTLED.value,
+  blockNumber: SETTLED.blockNumber,
+  timestamp: SETTLED.timestamp,
+};
+const CONTENT = { answer: 42 };
+
+type SellerOptions = Omit<RequirePaymentOptions, "facilitator" | "facilitatorUrl" | "timeoutMs"> & { timeoutMs?: number };
+
+const paymentRequiredBody = (requirements: unknown, extra: { error: string; reason?: string }) => ({
+  x402Version: 1,
+  paymentRequirements: requirements,
+  accepts: [requirements],
+  ...extra,
+});
+
+describe("seller: requirePayment", () => {
+  let standIn: StandInFacilitator;
+  const closers: Array<() => Promise<void>> = [];
+  before(async () => {
+    standIn = await startStandInFacilitator();
+  });
+  after(async () => {
+    await standIn.close();
+  });
+  beforeEach(() => standIn.reset());
+  afterEach(async () => {
+    await Promise.all(closers.splice(0).map((close) => close()));
+  });
+
+  /** Runs a seller on loopback: `POST|GET /premium` behind requirePayment; counts handler runs. */
+  async function startSeller(
+    requirements: RequirementsSource = REQUIREMENTS,
+    options: SellerOptions = {},
+    setup: { handler?: RequestHandler; bodyParser?: boolean } = {},
+  ) {
+    const state = { handlerRuns: 0 };
+    const app = express();
+    if (setup.bodyParser) app.use(express.json());
+    const handler: RequestHandler = setup.handler ?? ((_req, res) => void res.json(CONTENT));
+    const middleware = requirePayment(requirements, { facilitatorUrl: standIn.url, ...options });
+    app.all("/premium", middleware, (req, res, next) => {
+      state.handlerRuns += 1;
+      return handler(req, res, next);
+    });
+    const server = await listen(app);
+    closers.push(server.close);
+    return { url: `${server.url}/premium`, state };
+  }
+
+  const expectFacilitatorCalls = (...paths: string[]) => {
+    expect(standIn.requests.map((request) => request.path)).to.deep.equal(paths.map((path) => `/v2/x402/${path}`));
+    for (const request of standIn.requests) {
+      expect(request.method).to.equal("POST");
+      expect(request.headers["content-type"]).to.equal("application/json");
+      expect(request.headers["x402-version"]).to.equal("1");
+      expect(request.body).to.deep.equal({ x402Version: 1, paymentHeader: VECTOR_A_HEADER, paymentRequirements: REQUIREMENTS });
+    }
+  };
+
+  it("answers 402 with the requirements (object and accepts list) when there is no payment", async () => {
+    const seller = await startSeller();
+    const response = await fetch(seller.url);
+    expect(response.status).to.equal(402);
+    expect(await response.json()).to.deep.equal(paymentRequiredBody(REQUIREMENTS, { error: "Payment Required" }));
+    expect(response.headers.get("x-payment-response")).to.equal(null);
+    expect(standIn.requests).to.deep.equal([]);
+    expect(seller.state.handlerRuns).to.equal(0);
+  });
+
+  it("verifies, settles and runs the handler for a payment in X-PAYMENT (any case)", async () => {
+    const seller = await startSeller();
+    const response = await fetch(seller.url, { headers: { "x-Payment": VECTOR_A_HEADER } });
+    expect(response.status).to.equal(200);
+    expect(await response.json()).to.deep.equal({ ...CONTENT, payment: RECEIPT });
+    const paymentResponse = response.headers.get("X-PAYMENT-RESPONSE");
+    expect(paymentResponse).to.equal(Buffer.from(JSON.stringify(SETTLED)).toString("base64"));
+    expect(decodePaymentResponse(paymentResponse ?? "")).to.deep.equal(SETTLED);
+    expectFacilitatorCalls("verify", "settle");
+    expect(seller.state.handlerRuns).to.equal(1);
+  });
+
+  for (const bodyParser of [true, false]) {
+    it(`takes the header from a JSON body field paymentHeader (${bodyParser ? "after" : "without"} express.json())`, async () => {
+      const seller = await startSeller(REQUIREMENTS, {}, {
+        bodyParser,
+        handler: (req, res) => void res.json({ echoed: req.body }),
+      });
+      const body = { paymentHeader: VECTOR_A_HEADER, question: "life" };
+      const response = await fetch(seller.url, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      expect(response.status).to.equal(200);
+      // The body stays readable by the handler when the middleware parsed it.
+      expect(await response.json()).to.deep.equal({ echoed: body, payment: RECEIPT });
+      expectFacilitatorCalls("verify", "settle");
+    });
+  }
+
+  it("answers 402 with the reason when verify says isValid false, without settling", async () => {
+    standIn.answers.verify = json({ isValid: false, invalidReason: "Authorization expired" });
+    const seller = await startSeller();
+    const response = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+    expect(response.status).to.equal(402);
+    expect(await response.json()).to.deep.equal(
+      paymentRequiredBody(REQUIREMENTS, { error: "Payment verification failed", reason: "Authorization expired" }),
+    );
+    expectFacilitatorCalls("verify");
+    expect(seller.state.handlerRuns).to.equal(0);
+  });
+
+  it("answers 402 with the settle error when settle says payment.failed", async () => {
+    standIn.answers.settle = json(settleFailed("Authorization already used"));
+    const seller = await startSeller();
+    const response = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+    expect(response.status).to.equal(402);
+    expect(await response.json()).to.deep.equal(
+      paymentRequiredBody(REQUIREMENTS, { error: "Payment settlement failed", reason: "Authorization already used" }),
+    );
+    expect(response.headers.get("x-payment-response")).to.equal(null);
+    expectFacilitatorCalls("verify", "settle");
+    expect(seller.state.handlerRuns).to.equal(0);
+  });
+
+  it("answers 402 without calling the facilitator when the header is not a payment", async () => {
+    const seller = await startSeller();
+    const notBase64 = await fetch(seller.url, { headers: { "X-PAYMENT": "%%% not base64 %%%" } });
+    expect(notBase64.status).to.equal(402);
+    expect(await notBase64.json()).to.deep.equal(
+      paymentRequiredBody(REQUIREMENTS, { error: "Payment verification failed", reason: VerifyReason.invalidBase64 }),
+    );
+    const notPayment = await fetch(seller.url, {
+      headers: { "X-PAYMENT": Buffer.from(JSON.stringify({ hello: "world" })).toString("base64") },
+    });
+    expect(notPayment.status).to.equal(402);
+    const body: unknown = await notPayment.json();
+    expect(body).to.have.property("error", "Payment verification failed");
+    expect(body).to.have.property("reason").that.matches(/^Invalid paymentHeader: x402Version/);
+    expect(standIn.requests).to.deep.equal([]);
+    expect(seller.state.handlerRuns).to.equal(0);
+  });
+
+  describe("facilitator faults answer 500 {error, details}", () => {
+    const faults = [
+      {
+        title: "verify answers HTTP 500",
+        program: (s: StandInFacilitator) => (s.answers.verify = json({ error: "Internal error" }, 500)),
+        error: "Facilitator verify request failed",
+        details: 'facilitator verify failed: http_status (HTTP 500): HTTP 500: {"error":"Internal error"}',
+        calls: ["verify"],
+      },
+      {
+        title: "verify answers HTTP 503",
+        program: (s: StandInFacilitator) => (s.answers.verify = json({ error: "Service unavailable" }, 503)),
+        error: "Facilitator verify request failed",
+        details: 'facilitator verify failed: http_status (HTTP 503): HTTP 503: {"error":"Service unavailable"}',
+        calls: ["verify"],
+      },
+      {
+        title: "verify answers HTTP 429",
+        program: (s: StandInFacilitator) => (s.answers.verify = json({ error: "Too many requests" }, 429)),
+        error: "Facilitator verify request failed",
+        details: 'facilitator verify failed: http_status (HTTP 429): HTTP 429: {"error":"Too many requests"}',
+        calls: ["verify"],
+      },
+      {
+        title: "verify answers HTTP 400 with a verify-shaped body",
+        program: (s: StandInFacilitator) =>
+          (s.answers.verify = json({ isValid: false, invalidReason: "Invalid request: x" }, 400)),
+        error: "Facilitator verify request failed",
+        details:
+          'facilitator verify failed: http_status (HTTP 400): HTTP 400: {"isValid":false,"invalidReason":"Invalid request: x"}',
+        calls: ["verify"],
+      },
+      {
+        title: "verify answers garbage",
+        program: (s: StandInFacilitator) => (s.answers.verify = { kind: "text", body: "garbage" }),
+        error: "Facilitator verify request failed",
+        details: "facilitator verify failed: malformed (HTTP 200): answer is not JSON: garbage",
+        calls: ["verify"],
+      },
+      {
+        title: "verify answers JSON of the wrong shape",
+        program: (s: StandInFacilitator) => (s.answers.verify = json({ isValid: "yes", invalidReason: null })),
+        error: "Facilitator verify request failed",
+        details:
+          "facilitator verify failed: malformed (HTTP 200): answer does not match the verify response schema: isValid Invalid input: expected boolean, received string",
+        calls: ["verify"],
+      },
+      {
+        title: "verify hangs past the client time-out",
+        program: (s: StandInFacilitator) => (s.answers.verify = { kind: "hang" }),
+        error: "Facilitator verify request failed",
+        details: "facilitator verify failed: timeout: no answer within 200 ms",
+        calls: ["verify"],
+      },
+      {
+        title: "settle answers HTTP 500",
+        program: (s: StandInFacilitator) => (s.answers.settle = json({ error: "Internal error" }, 500)),
+        error: "Facilitator settle request failed",
+        details: 'facilitator settle failed: http_status (HTTP 500): HTTP 500: {"error":"Internal error"}',
+        calls: ["verify", "settle"],
+      },
+      {
+        title: "settle answers JSON of the wrong shape",
+        program: (s: StandInFacilitator) => (s.answers.settle = json({ ...SETTLED, txHash: "0x1234" })),
+        error: "Facilitator settle request failed",
+        details: /^facilitator settle failed: malformed \(HTTP 200\): answer does not match the settle response schema: txHash/,
+        calls: ["verify", "settle"],
+      },
+      {
+        title: "settle hangs past the client time-out",
+        program: (s: StandInFacilitator) => (s.answers.settle = { kind: "hang" }),
+        error: "Facilitator settle request failed",
+        details: "facilitator settle failed: timeout: no answer within 200 ms",
+        calls: ["verify", "settle"],
+      },
+    ];
+    for (const fault of faults) {
+      it(`when ${fault.title}`, async () => {
+        fault.program(standIn);
+        const seller = await startSeller(REQUIREMENTS, { timeoutMs: 200 });
+        const response = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+        expect(response.status).to.equal(500);
+        const body: unknown = await response.json();
+        if (typeof fault.details === "string") {
+          expect(body).to.deep.equal({ error: fault.error, details: fault.details });
+        } else {
+          expect(body).to.have.all.keys("error", "details");
+          expect(body).to.have.property("error", fault.error);
+          expect(body).to.have.property("details").that.matches(fault.details);
+        }
+        expectFacilitatorCalls(...fault.calls);
+        expect(seller.state.handlerRuns).to.equal(0);
+      });
+    }
+
+    it("when the facilitator is a closed port", async () => {
+      const app = express();
+      app.get("/premium", requirePayment(REQUIREMENTS, { facilitatorUrl: await closedPortUrl() }), (_req, res) => {
+        res.json(CONTENT);
+      });
+      const server = await listen(app);
+      closers.push(server.close);
+      const response = await fetch(`${server.url}/premium`, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+      expect(response.status).to.equal(500);
+      const body: unknown = await response.json();
+      expect(body).to.have.all.keys("error", "details");
+      expect(body).to.have.property("error", "Facilitator verify request failed");
+      expect(body).to.have.property("details").that.matches(/^facilitator verify failed: unreachable: .*ECONNREFUSED/);
+    });
+  });
+
+  describe("requirements", () => {
+    it("computes requirements per request (async function of req)", async () => {
+      const priced = (amount: string) => ({ ...REQUIREMENTS, maxAmountRequired: amount });
+      const seller = await startSeller(async (req) => priced(req.query.big === "1" ? "5000000" : "1000000"));
+      const unpaid = await fetch(`${seller.url}?big=1`);
+      expect(unpaid.status).to.equal(402);
+      expect(await unpaid.json()).to.deep.equal(paymentRequiredBody(priced("5000000"), { error: "Payment Required" }));
+      const paid = await fetch(`${seller.url}?big=1`, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+      expect(paid.status).to.equal(200);
+      expect(standIn.requests.map((request) => request.body)).to.deep.equal([
+        { x402Version: 1, paymentHeader: VECTOR_A_HEADER, paymentRequirements: priced("5000000") },
+        { x402Version: 1, paymentHeader: VECTOR_A_HEADER, paymentRequirements: priced("5000000") },
+      ]);
+    });
+
+    it("answers 500 when the requirements function throws or returns invalid requirements", async () => {
+      const throwing = await startSeller(() => {
+        throw new Error("price feed down");
+      });
+      const first = await fetch(throwing.url);
+      expect(first.status).to.equal(500);
+      expect(await first.json()).to.deep.equal({ error: "Payment requirements unavailable", details: "price feed down" });
+      const invalid = await startSeller(() => ({ ...REQUIREMENTS, payTo: "0x1234" }));
+      const second = await fetch(invalid.url);
+      expect(second.status).to.equal(500);
+      expect(await second.json()).to.deep.equal({
+        error: "Payment requirements unavailable",
+        details: "invalid payment requirements: payTo must be a 0x-prefixed 20-byte address",
+      });
+    });
+
+    it("throws InvalidRequirementsError at set-up for invalid fixed requirements", () => {
+      expect(() => requirePayment({ ...REQUIREMENTS, maxAmountRequired: "1.5" }, { facilitatorUrl: standIn.url })).to.throw(
+        InvalidRequirementsError,
+        /maxAmountRequired/,
+      );
+    });
+
+    it("lets the description option override the requirements' description", async () => {
+      const seller = await startSeller(REQUIREMENTS, { description: "Weather for Lisbon" });
+      const response = await fetch(seller.url);
+      expect(await response.json()).to.deep.equal(
+        paymentRequiredBody({ ...REQUIREMENTS, description: "Weather for Lisbon" }, { error: "Payment Required" }),
+      );
+    });
+
+    it("accepts a facilitator client instead of a URL", async () => {
+      const app = express();
+      const facilitator = createFacilitatorClient({ url: standIn.url });
+      app.get("/premium", requirePayment(REQUIREMENTS, { facilitator }), (_req, res) => void res.json(CONTENT));
+      const server = await listen(app);
+      closers.push(server.close);
+      const response = await fetch(`${server.url}/premium`, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+      expect(response.status).to.equal(200);
+      expectFacilitatorCalls("verify", "settle");
+    });
+  });
+
+  describe("content hand-off", () => {
+    it("gives the handler res.locals.payment and getPayment(req)", async () => {
+      const seller = await startSeller(REQUIREMENTS, {}, {
+        handler: (req, res) => {
+          const context = getPayment(req);
+          res.type("text/plain").send(
+            JSON.stringify({ locals: res.locals.payment, context: context && { ...context, settlement: undefined } }),
+          );
+        },
+      });
+      const response = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+      expect(response.status).to.equal(200);
+      expect(JSON.parse(await response.text())).to.deep.equal({
+        locals: RECEIPT,
+        context: { receipt: RECEIPT, requirements: REQUIREMENTS, paymentHeader: VECTOR_A_HEADER },
+      });
+    });
+
+    it("merges payment into objects sent with res.send too, and leaves arrays and a handler's own payment alone", async () => {
+      const cases: Array<[string, RequestHandler, unknown]> = [
+        ["send(object)", (_req, res) => void res.send({ a: 1 }), { a: 1, payment: RECEIPT }],
+        ["json(array)", (_req, res) => void res.json([1, 2]), [1, 2]],
+        ["json(own payment)", (_req, res) => void res.json({ payment: "mine" }), { payment: "mine" }],
+        ["status(201).json", (_req, res) => void res.status(201).json({ created: true }), { created: true, payment: RECEIPT }],
+      ];
+      for (const [name, handler, expected] of cases) {
+        const seller = await startSeller(REQUIREMENTS, {}, { handler });
+        const response = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+        expect(await response.json(), name).to.deep.equal(expected);
+        expect(response.headers.get("x-payment-response"), name).to.be.a("string");
+      }
+    });
+
+    it("does not merge when mergePaymentIntoJson is false", async () => {
+      const seller = await startSeller(REQUIREMENTS, { mergePaymentIntoJson: false });
+      const response = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+      expect(response.status).to.equal(200);
+      expect(await response.json()).to.deep.equal(CONTENT);
+    });
+  });
+
+  describe("paymentRequirements builder", () => {
+    it("fills the wire object with the network's token and the defaults", () => {
+      expect(paymentRequirements({ network: "cronos-testnet", payTo: VECTOR_PAYEE.toLowerCase(), amount: "1000000" })).to.deep.equal({
+        scheme: "exact",
+        network: "cronos-testnet",
+        payTo: VECTOR_PAYEE,
+        asset: "0xc01efAaF7C5C61bEbFAeb358E1161b537b8bC0e0",
+        maxAmountRequired: "1000000",
+        description: "X402 payment request",
+        mimeType: "application/json",
+        maxTimeoutSeconds: 300,
+      });
+    });
+
+    it("keeps the cronos alias, takes bigint amounts and passes resource and extra", () => {
+      const built = paymentRequirements({
+        network: "cronos",
+        payTo: VECTOR_PAYEE,
+        amount: 2_500_000n,
+        description: "d",
+        mimeType: "text/plain",
+        maxTimeoutSeconds: 60,
+        resource: "https://seller.example/premium",
+        extra: { note: "x" },
+      });
+      expect(built).to.deep.equal({
+        scheme: "exact",
+        network: "cronos",
+        payTo: VECTOR_PAYEE,
+        asset: "0xf951eC28187D9E5Ca673Da8FE6757E6f0Be5F77C",
+        maxAmountRequired: "2500000",
+        description: "d",
+        mimeType: "text/plain",
+        maxTimeoutSeconds: 60,
+        resource: "https://seller.example/premium",
+        extra: { note: "x" },
+      });
+    });
+
+    it("refuses an unknown network without asset, a bad address and a bad amount", () => {
+      expect(() => paymentRequirements({ network: "base", payTo: VECTOR_PAYEE, amount: 1n })).to.throw(InvalidRequirementsError, /asset/);
+      expect(() => paymentRequirements({ network: "cronos-testnet", payTo: "0xabc", amount: 1n })).to.throw(InvalidRequirementsError, /payTo/);
+      expect(() => paymentRequirements({ network: "cronos-testnet", payTo: VECTOR_PAYEE, amount: -1n })).to.throw(InvalidRequirementsError);
+      expect(() => paymentRequirements({ network: "cronos-testnet", payTo: VECTOR_PAYEE, amount: "1e6" })).to.throw(
+        InvalidRequirementsError,
+        /maxAmountRequired/,
+      );
+    });
+  });
+});

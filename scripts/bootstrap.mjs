@@ -38,9 +38,10 @@ function ensureInstalled() {
   const installed = existsSync(stampFile) && readFileSync(stampFile, "utf8").trim() === wanted;
   if (installed && existsSync(join(bin, "node")) && existsSync(join(bin, "hardhat"))) return;
   // npm must itself run on Node >= 22 or it skips EDR's native binding (engines >= 22).
-  const [command, args] = nodeAtLeast(22, 13)
-    ? ["npm", ["ci", "--no-audit", "--no-fund"]]
-    : ["npx", ["-y", "-p", "node@22", "npm", "ci", "--no-audit", "--no-fund"]];
+  // `npm install --no-save` installs exactly the locked versions and leaves the lock untouched; `npm ci`
+  // refuses this lock wherever the registry lacks EDR's binaries for other platforms (as ours does).
+  const install = ["install", "--no-save", "--no-audit", "--no-fund"];
+  const [command, args] = nodeAtLeast(22, 13) ? ["npm", install] : ["npx", ["-y", "-p", "node@22", "npm", ...install]];
   log(`installing dependencies with Node ${nodeAtLeast(22, 13) ? process.versions.node : "22 (from npm)"}: ${command} ${args.join(" ")}`);
   const started = Date.now();
   // stdout of the install goes to stderr: stdout stays clean for `npm start -- --json`.

@@ -1,0 +1,51 @@
+// Benchmark helper: runs `npm start --json` as a child process (the stack under test gets its own
+// process and core; the load generator keeps this one) and returns the parsed JSON line.
+import { spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import type { Address, Hex } from "viem";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+export interface StackInfo {
+  facilitatorUrl: string;
+  relayer: Address;
+  networks: Record<string, { chainId: number; rpcUrl: string; token: Address; domain: { name: string; version: string }; buyers: Array<{ address: Address; privateKey: Hex }> }>;
+}
+
+/** Starts the local stack in a child process; resolves with its JSON line, the process and the time to ready. */
+export async function startStackProcess(args: string[], env: Record<string, string> = {}): Promise<{ info: StackInfo; child: ChildProcess; readyMs: number; stop(): Promise<void> }> {
+  const started = performance.now();
+  const child = spawn(`${ROOT}node_modules/.bin/tsx`, ["scripts/start.ts", "--json", ...args], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: "silent", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  const lines = createInterface({ input: child.stdout! });
+  const line = await Promise.race([
+    once(lines, "line").then(([l]) => l as string),
+    once(child, "exit").then(([code]) => {
+      throw new Error(`stack exited with ${code}: ${stderr}`);
+    }),
+  ]);
+  const readyMs = performance.now() - started;
+  return {
+    info: JSON.parse(line) as StackInfo,
+    child,
+    readyMs,
+    async stop() {
+      if (child.exitCode !== null) return;
+      child.kill("SIGTERM");
+      await once(child, "exit");
+    },
+  };
+}
+
+/** Percentile of sorted numbers. */
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}

@@ -1,0 +1,131 @@
+// Verify throughput over HTTP on loopback: `npm run bench:verify`.
+// The stack (chain + facilitator, rate limits off) runs in a child process; this process signs
+// distinct authorizations up front (native secp256k1) and fires them at 1, 16 and 64 concurrent
+// clients over keep-alive connections. Every request carries a fresh nonce, so the facilitator
+// pays its real per-payment chain read; the chain does not move during a run.
+import { Agent, request } from "node:http";
+import { createRequire } from "node:module";
+import os from "node:os";
+import { bytesToHex, getAddress, hexToBytes, recoverTypedDataAddress, toHex, type Address, type Hex } from "viem";
+import { domainSeparator, recoverSigner, secp256k1Backend, transferAuthorizationDigest } from "../src/chain/signature.js";
+import { transferAuthorizationTypedData } from "../src/protocol/eip3009.js";
+import { encodePaymentHeader } from "../src/protocol/header.js";
+import { percentile, startStackProcess } from "./stack.js";
+
+const require = createRequire(import.meta.url);
+const secp = require("secp256k1") as { ecdsaSign(msg: Uint8Array, key: Uint8Array): { signature: Uint8Array; recid: number } };
+
+const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 5_000);
+const WARMUP_MS = 1_000;
+const LEVELS = (process.env.BENCH_CONCURRENCY ?? "1,16,64").split(",").map(Number);
+const PAY_TO: Address = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
+
+function signBodies(count: number, buyers: Array<{ address: Address; privateKey: Hex }>, token: Address, domain: { name: string; version: string }, validBefore: bigint): string[] {
+  const separator = domainSeparator({ ...domain, chainId: 338, verifyingContract: token });
+  const bodies: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const buyer = buyers[i % buyers.length]!;
+    const message = { from: getAddress(buyer.address), to: PAY_TO, value: 1_000n, validAfter: 0n, validBefore, nonce: toHex(crypto.getRandomValues(new Uint8Array(32))) };
+    const digest = transferAuthorizationDigest(separator, message);
+    const { signature, recid } = secp.ecdsaSign(digest, hexToBytes(buyer.privateKey));
+    const sig = `${bytesToHex(signature)}${(27 + recid).toString(16)}` as Hex;
+    const paymentHeader = encodePaymentHeader({ network: "cronos-testnet", ...message, value: "1000", signature: sig, asset: token });
+    bodies.push(JSON.stringify({
+      x402Version: 1,
+      paymentHeader,
+      paymentRequirements: { scheme: "exact", network: "cronos-testnet", payTo: PAY_TO, asset: token, maxAmountRequired: "1000", maxTimeoutSeconds: 300 },
+    }));
+  }
+  return bodies;
+}
+
+async function run(url: URL, bodies: string[], concurrency: number) {
+  const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
+  let next = 0;
+  const latencies: number[] = [];
+  let bad = 0;
+  let measuring = false;
+  const post = (body: string) =>
+    new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = request(
+        { host: url.hostname, port: url.port, path: "/v2/x402/verify", method: "POST", agent, headers: { "Content-Type": "application/json", "X402-Version": "1", "Content-Length": Buffer.byteLength(body) } },
+        (res) => {
+          let text = "";
+          res.setEncoding("utf8");
+          res.on("data", (c) => (text += c));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+        },
+      );
+      req.on("error", reject);
+      req.end(body);
+    });
+  let stopAt = Infinity;
+  const worker = async () => {
+    while (performance.now() < stopAt) {
+      const body = bodies[next++];
+      if (body === undefined) throw new Error("ran out of signed bodies: raise the pool size");
+      const t = performance.now();
+      const { status, text } = await post(body);
+      if (measuring) {
+        latencies.push(performance.now() - t);
+        if (status !== 200 || !text.startsWith('{"isValid":true')) bad++;
+      }
+    }
+  };
+  const started = performance.now();
+  stopAt = started + WARMUP_MS + DURATION_MS;
+  const workers = Array.from({ length: concurrency }, worker);
+  await new Promise((r) => setTimeout(r, WARMUP_MS));
+  measuring = true;
+  const measureStart = performance.now();
+  await Promise.all(workers);
+  const elapsed = (performance.now() - measureStart) / 1000;
+  agent.destroy();
+  latencies.sort((a, b) => a - b);
+  return { rps: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99), n: latencies.length, bad };
+}
+
+function recoveryCost(token: Address) {
+  const domain = { name: "Bridged USDC (Stargate)", version: "1", chainId: 338, verifyingContract: token };
+  const separator = domainSeparator(domain);
+  const key = hexToBytes("0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a");
+  const message = { from: getAddress("0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"), to: PAY_TO, value: 1n, validAfter: 0n, validBefore: 2n ** 40n, nonce: toHex(new Uint8Array(32).fill(7)) };
+  const digest = transferAuthorizationDigest(separator, message);
+  const { signature, recid } = secp.ecdsaSign(digest, key);
+  const sig = `${bytesToHex(signature)}${(27 + recid).toString(16)}` as Hex;
+  const n = 20_000;
+  let t = performance.now();
+  for (let i = 0; i < n; i++) recoverSigner(transferAuthorizationDigest(separator, message), sig);
+  const native = (performance.now() - t) / n;
+  return { native, sig, domain, message };
+}
+
+const pool = Number(process.env.BENCH_POOL ?? 60_000);
+const stack = await startStackProcess(["--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--networks", "cronos-testnet", "--buyers", "8"], {
+  RATE_LIMIT_VERIFY_PER_MINUTE: "0",
+  RATE_LIMIT_SETTLE_PER_MINUTE: "0",
+});
+try {
+  const net = stack.info.networks["cronos-testnet"]!;
+  console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}; secp256k1: ${secp256k1Backend}`);
+  console.log(`stack ready in ${stack.readyMs.toFixed(0)} ms; signing ${pool} distinct authorizations…`);
+  const bodies = signBodies(pool, net.buyers, net.token, net.domain, BigInt(Math.floor(Date.now() / 1000) + 86_400));
+  const url = new URL(stack.info.facilitatorUrl);
+  let offset = 0;
+  console.log(`verify over HTTP, ${DURATION_MS / 1000} s per level after ${WARMUP_MS / 1000} s warm-up`);
+  console.log("concurrency  requests/s   p50 ms   p99 ms   requests  not-valid");
+  for (const level of LEVELS) {
+    const slice = bodies.slice(offset);
+    const result = await run(url, slice, level);
+    offset += result.n + 5_000;
+    console.log(`${String(level).padStart(11)}  ${result.rps.toFixed(0).padStart(10)}  ${result.p50.toFixed(2).padStart(7)}  ${result.p99.toFixed(2).padStart(7)}  ${String(result.n).padStart(9)}  ${String(result.bad).padStart(9)}`);
+  }
+  const cost = recoveryCost(net.token);
+  const m = 200;
+  const t = performance.now();
+  for (let i = 0; i < m; i++) await recoverTypedDataAddress({ ...transferAuthorizationTypedData(cost.domain, cost.message), signature: cost.sig });
+  const viemMs = (performance.now() - t) / m;
+  console.log(`per-signature cost (EIP-712 digest + recovery): native ${(cost.native * 1000).toFixed(0)} µs; viem recoverTypedDataAddress ${(viemMs * 1000).toFixed(0)} µs`);
+} finally {
+  await stack.stop();
+}

@@ -68,6 +68,11 @@ contract BridgedUSDC is IERC20, IERC20Metadata, IERC5267 {
         _;
     }
 
+    modifier onlyMinters() {
+        require(_minters[msg.sender], "FiatToken: caller is not a minter");
+        _;
+    }
+
     modifier whenNotPaused() {
         require(!paused, "Pausable: paused");
         _;
@@ -415,8 +420,7 @@ contract BridgedUSDC is IERC20, IERC20Metadata, IERC5267 {
     function mint(
         address to,
         uint256 amount
-    ) external whenNotPaused notBlacklisted(msg.sender) notBlacklisted(to) returns (bool) {
-        require(_minters[msg.sender], "FiatToken: caller is not a minter");
+    ) external whenNotPaused onlyMinters notBlacklisted(msg.sender) notBlacklisted(to) returns (bool) {
         require(to != address(0), "FiatToken: mint to the zero address");
         require(amount > 0, "FiatToken: mint amount not greater than 0");
         require(amount <= _minterAllowed[msg.sender], "FiatToken: mint amount exceeds minterAllowance");

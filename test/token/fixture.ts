@@ -1,0 +1,242 @@
+import { assert } from "chai";
+import {
+  getAddress,
+  keccak256,
+  parseEventLogs,
+  stringToHex,
+  type Address,
+  type Hash,
+  type Hex,
+  type TransactionReceipt,
+} from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import type { NetworkName } from "../../src/protocol/networks.js";
+import { openChain } from "../helpers/token.js";
+import {
+  authorizationArgs,
+  randomNonce,
+  signCancelAuthorization,
+  signTransferAuthorization,
+  type AuthorizationMessage,
+  type AuthorizationPrimaryType,
+  type Eip712Domain,
+  type SplitSignature,
+} from "../helpers/sign.js";
+
+// Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
+
+/** Every buyer `openChain` funds starts with this many base units (1,000 USDC.e). */
+export const BUYER_FUNDS = 1_000_000_000n;
+
+/** The two ways an EIP-3009 signature can be passed. */
+export const OVERLOADS = ["v, r, s", "bytes signature"] as const;
+export type Overload = (typeof OVERLOADS)[number];
+
+export type TokenChain = Awaited<ReturnType<typeof openTokenChain>>;
+
+/** Who pays: an EOA (ECRecover) or an ERC-1271 contract wallet (isValidSignature), as in Circle's matrix. */
+export const PAYER_KINDS = ["EOA", "ERC-1271 wallet"] as const;
+export type PayerKind = (typeof PAYER_KINDS)[number];
+
+/** A payer: its address and how it signs (the EOA's own key, or the wallet owner's key over the wallet's digest). */
+export interface Payer {
+  kind: PayerKind;
+  address: Address;
+  sign(message: AuthorizationMessage, primaryType?: AuthorizationPrimaryType): Promise<SplitSignature>;
+  signCancel(nonce: Hex): Promise<SplitSignature>;
+}
+
+/** A fixed, local-only test key: the owner of the ERC-1271 wallet. */
+export const WALLET_OWNER = privateKeyToAccount(keccak256(stringToHex("BridgedUSDC tests: ERC-1271 wallet owner")));
+
+/** Another fixed, local-only test key that has no role anywhere. */
+export const OTHER_KEY = privateKeyToAccount(keccak256(stringToHex("BridgedUSDC tests: an unrelated key")));
+
+/**
+ * Opens a chain with the token and names the actors:
+ * owner (account #0: owner, master minter, pauser, blacklister), payer (a funded buyer),
+ * payee (unfunded), relayer (submits transactions, holds no tokens) and stranger (no role).
+ * `restore()` brings the chain back to the state right after opening.
+ */
+export async function openTokenChain(network: NetworkName = "cronos-testnet", options: { at?: Address } = {}) {
+  const chain = await openChain(network, { at: options.at });
+  const { wallets, contract, publicClient, networkHelpers } = chain;
+  const pick = (index: number) => {
+    const wallet = wallets[index];
+    if (!wallet) throw new Error(`no wallet client #${index}`);
+    return wallet;
+  };
+  const owner = pick(0);
+  const payer = pick(2);
+  const secondBuyer = pick(3);
+  const payee = pick(10);
+  const relayer = pick(11);
+  const stranger = pick(12);
+  const domain: Eip712Domain = {
+    name: chain.info.domain.name,
+    version: chain.info.domain.version,
+    chainId: chain.info.chainId,
+    verifyingContract: getAddress(chain.token),
+  };
+  // An ERC-1271 wallet owned by WALLET_OWNER, funded like a buyer.
+  const wallet = await chain.viem.deployContract("ERC1271Wallet", [WALLET_OWNER.address]);
+  await publicClient.waitForTransactionReceipt({
+    hash: await contract.write.mint([wallet.address, BUYER_FUNDS]),
+    pollingInterval: 20,
+  });
+  let snapshot = await networkHelpers.takeSnapshot();
+
+  const eoaPayer: Payer = {
+    kind: "EOA",
+    address: payer.account.address,
+    sign: (m, primaryType) => signTransferAuthorization({ walletClient: payer, domain, message: m, primaryType }),
+    signCancel: (nonce) =>
+      signCancelAuthorization({ walletClient: payer, domain, message: { authorizer: payer.account.address, nonce } }),
+  };
+  const walletPayer: Payer = {
+    kind: "ERC-1271 wallet",
+    address: getAddress(wallet.address),
+    sign: (m, primaryType) => signTransferAuthorization({ account: WALLET_OWNER, domain, message: m, primaryType }),
+    signCancel: (nonce) =>
+      signCancelAuthorization({
+        account: WALLET_OWNER,
+        domain,
+        message: { authorizer: getAddress(wallet.address), nonce },
+      }),
+  };
+  /** The payer of a kind. */
+  function payerOf(kind: PayerKind): Payer {
+    return kind === "EOA" ? eoaPayer : walletPayer;
+  }
+
+  /** A transfer authorization from the EOA payer (unless `from` is given) to the payee of 1.5 USDC.e, valid for an hour, with a random nonce. */
+  async function message(overrides: Partial<AuthorizationMessage> = {}): Promise<AuthorizationMessage> {
+    const now = BigInt(await networkHelpers.time.latest());
+    return {
+      from: payer.account.address,
+      to: payee.account.address,
+      value: 1_500_000n,
+      validAfter: 0n,
+      validBefore: now + 3600n,
+      nonce: randomNonce(),
+      ...overrides,
+    };
+  }
+
+  /** Calls `transferWithAuthorization` through the chosen overload (from the relayer unless told). */
+  function transferWithAuthorization(
+    overload: Overload,
+    m: AuthorizationMessage,
+    signature: SplitSignature,
+    from = relayer,
+  ): Promise<Hash> {
+    return overload === "v, r, s"
+      ? contract.write.transferWithAuthorization([...authorizationArgs(m), signature.v, signature.r, signature.s], {
+          account: from.account,
+        })
+      : contract.write.transferWithAuthorization([...authorizationArgs(m), signature.signature], {
+          account: from.account,
+        });
+  }
+
+  /** Calls `receiveWithAuthorization` through the chosen overload (from the payee unless told). */
+  function receiveWithAuthorization(
+    overload: Overload,
+    m: AuthorizationMessage,
+    signature: SplitSignature,
+    from = payee,
+  ): Promise<Hash> {
+    return overload === "v, r, s"
+      ? contract.write.receiveWithAuthorization([...authorizationArgs(m), signature.v, signature.r, signature.s], {
+          account: from.account,
+        })
+      : contract.write.receiveWithAuthorization([...authorizationArgs(m), signature.signature], {
+          account: from.account,
+        });
+  }
+
+  /** Calls `cancelAuthorization` through the chosen overload (from the relayer unless told). */
+  function cancelAuthorization(
+    overload: Overload,
+    authorizer: Address,
+    nonce: Hex,
+    signature: SplitSignature,
+    from = relayer,
+  ): Promise<Hash> {
+    return overload === "v, r, s"
+      ? contract.write.cancelAuthorization([authorizer, nonce, signature.v, signature.r, signature.s], {
+          account: from.account,
+        })
+      : contract.write.cancelAuthorization([authorizer, nonce, signature.signature], { account: from.account });
+  }
+
+  async function receipt(hash: Hash): Promise<TransactionReceipt> {
+    const result = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 20 });
+    assert.strictEqual(result.status, "success", "transaction status");
+    return result;
+  }
+
+  /** The token's decoded logs of a receipt, in order, as `[eventName, args]`. */
+  function events(result: TransactionReceipt) {
+    const logs = parseEventLogs({ abi: contract.abi, logs: result.logs });
+    for (const log of logs) assert.strictEqual(getAddress(log.address), getAddress(chain.token), "event emitter");
+    assert.strictEqual(logs.length, result.logs.length, "every log decodes as a token event");
+    return logs.map((log) => [log.eventName, log.args] as const);
+  }
+
+  /** Asserts that a receipt holds exactly AuthorizationUsed(from, nonce) then Transfer(from, to, value). */
+  function expectAuthorizationUsedAndTransfer(result: TransactionReceipt, m: AuthorizationMessage): void {
+    assert.deepStrictEqual(events(result), [
+      ["AuthorizationUsed", { authorizer: getAddress(m.from), nonce: m.nonce }],
+      ["Transfer", { from: getAddress(m.from), to: getAddress(m.to), value: m.value }],
+    ]);
+  }
+
+  /** The timestamp of the block that included a receipt. */
+  async function blockTimestamp(result: TransactionReceipt): Promise<bigint> {
+    return (await publicClient.getBlock({ blockNumber: result.blockNumber })).timestamp;
+  }
+
+  function balanceOf(address: Address): Promise<bigint> {
+    return contract.read.balanceOf([address]);
+  }
+
+  function authorizationState(authorizer: Address, nonce: Hex): Promise<boolean> {
+    return contract.read.authorizationState([authorizer, nonce]);
+  }
+
+  /** Back to the state right after opening (balances, nonces, roles, time). */
+  async function restore(): Promise<void> {
+    await snapshot.restore();
+  }
+
+  /** Makes the current state the one `restore()` returns to. */
+  async function checkpoint(): Promise<void> {
+    snapshot = await networkHelpers.takeSnapshot();
+  }
+
+  return {
+    ...chain,
+    owner,
+    payer,
+    secondBuyer,
+    payee,
+    relayer,
+    stranger,
+    wallet,
+    payerOf,
+    domain,
+    message,
+    transferWithAuthorization,
+    receiveWithAuthorization,
+    cancelAuthorization,
+    receipt,
+    events,
+    expectAuthorizationUsedAndTransfer,
+    blockTimestamp,
+    balanceOf,
+    authorizationState,
+    restore,
+    checkpoint,
+  };
+}

@@ -176,8 +176,11 @@ export async function startFacilitator(config: FacilitatorConfig, options: Start
     close(graceMs = 30_000) {
       closing ??= new Promise<void>((resolve) => {
         const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+        // Keep-alive connections go idle as their last request (a settle in flight) is answered: close them then.
+        const sweep = setInterval(() => server.closeIdleConnections(), 100);
         server.close(() => {
           clearTimeout(timer);
+          clearInterval(sweep);
           resolve();
         });
         server.closeIdleConnections();

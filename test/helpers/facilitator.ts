@@ -4,7 +4,7 @@ import { loadConfig, type FacilitatorConfig } from "../../src/facilitator/config
 import { createFacilitator, type StartFacilitatorOptions } from "../../src/facilitator/server.js";
 import { encodePaymentHeader } from "../../src/protocol/header.js";
 import { transferAuthorizationTypedData } from "../../src/protocol/eip3009.js";
-import type { NetworkName } from "../../src/protocol/networks.js";
+import type { NetworkInfo, NetworkName } from "../../src/protocol/networks.js";
 import { openChain } from "./token.js";
 
 // Helpers only: importing this file runs nothing.
@@ -55,7 +55,10 @@ export interface MakePaymentOptions {
 }
 
 /** Signs an authorization and builds a verify/settle request body for it. */
-export async function makePayment(chain: Chain, options: MakePaymentOptions = {}) {
+export async function makePayment(
+  chain: { publicClient: { getBlock(): Promise<{ timestamp: bigint }> }; info: NetworkInfo; token: Address },
+  options: MakePaymentOptions = {},
+) {
   const payer = options.payer ?? privateKeyToAccount(HARDHAT_KEYS.buyer);
   const payTo = options.payTo ?? privateKeyToAccount(HARDHAT_KEYS.seller).address;
   const amount = options.amount ?? 1_000_000n;

@@ -9,7 +9,7 @@ import os from "node:os";
 import { bytesToHex, getAddress, hexToBytes, recoverTypedDataAddress, toHex, type Address, type Hex } from "viem";
 import { domainSeparator, recoverSigner, secp256k1Backend, transferAuthorizationDigest } from "../src/chain/signature.js";
 import { transferAuthorizationTypedData } from "../src/protocol/eip3009.js";
-import { encodePaymentHeader } from "../src/protocol/header.js";
+import { signBodies } from "./sign.js";
 import { percentile, startStackProcess } from "./stack.js";
 
 const require = createRequire(import.meta.url);
@@ -19,25 +19,6 @@ const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 5_000);
 const WARMUP_MS = 1_000;
 const LEVELS = (process.env.BENCH_CONCURRENCY ?? "1,16,64").split(",").map(Number);
 const PAY_TO: Address = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
-
-function signBodies(count: number, buyers: Array<{ address: Address; privateKey: Hex }>, token: Address, domain: { name: string; version: string }, validBefore: bigint): string[] {
-  const separator = domainSeparator({ ...domain, chainId: 338, verifyingContract: token });
-  const bodies: string[] = [];
-  for (let i = 0; i < count; i++) {
-    const buyer = buyers[i % buyers.length]!;
-    const message = { from: getAddress(buyer.address), to: PAY_TO, value: 1_000n, validAfter: 0n, validBefore, nonce: toHex(crypto.getRandomValues(new Uint8Array(32))) };
-    const digest = transferAuthorizationDigest(separator, message);
-    const { signature, recid } = secp.ecdsaSign(digest, hexToBytes(buyer.privateKey));
-    const sig = `${bytesToHex(signature)}${(27 + recid).toString(16)}` as Hex;
-    const paymentHeader = encodePaymentHeader({ network: "cronos-testnet", ...message, value: "1000", signature: sig, asset: token });
-    bodies.push(JSON.stringify({
-      x402Version: 1,
-      paymentHeader,
-      paymentRequirements: { scheme: "exact", network: "cronos-testnet", payTo: PAY_TO, asset: token, maxAmountRequired: "1000", maxTimeoutSeconds: 300 },
-    }));
-  }
-  return bodies;
-}
 
 async function run(url: URL, bodies: string[], concurrency: number) {
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
@@ -109,7 +90,10 @@ try {
   const net = stack.info.networks["cronos-testnet"]!;
   console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}; secp256k1: ${secp256k1Backend}`);
   console.log(`stack ready in ${stack.readyMs.toFixed(0)} ms; signing ${pool} distinct authorizations…`);
-  const bodies = signBodies(pool, net.buyers, net.token, net.domain, BigInt(Math.floor(Date.now() / 1000) + 86_400));
+  const bodies = signBodies({
+    count: pool, buyers: net.buyers, network: "cronos-testnet", chainId: 338, token: net.token, domain: net.domain,
+    payTo: PAY_TO, value: 1_000n, validBefore: BigInt(Math.floor(Date.now() / 1000) + 86_400),
+  });
   const url = new URL(stack.info.facilitatorUrl);
   let offset = 0;
   console.log(`verify over HTTP, ${DURATION_MS / 1000} s per level after ${WARMUP_MS / 1000} s warm-up`);

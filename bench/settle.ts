@@ -1,0 +1,59 @@
+// Settlement under load: `npm run bench:settle`. 100 distinct authorizations fired at once at a
+// chain that mines a block every second (interval mining); prints how many settled, over how many
+// blocks, and the latency distribution. The relayer's local nonce pipeline is what is exercised.
+import { Agent, request } from "node:http";
+import os from "node:os";
+import type { Address } from "viem";
+import { signBodies } from "./sign.js";
+import { percentile, startStackProcess } from "./stack.js";
+
+const COUNT = Number(process.env.BENCH_SETTLES ?? 100);
+const BLOCK_TIME_MS = Number(process.env.BENCH_BLOCK_TIME_MS ?? 1_000);
+const PAY_TO: Address = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
+
+const stack = await startStackProcess(
+  ["--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--networks", "cronos-testnet", "--buyers", "10", "--block-time", String(BLOCK_TIME_MS)],
+  { RATE_LIMIT_VERIFY_PER_MINUTE: "0", RATE_LIMIT_SETTLE_PER_MINUTE: "0", POLLING_INTERVAL_MS: "100" },
+);
+try {
+  const net = stack.info.networks["cronos-testnet"]!;
+  console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model}, node ${process.version}; stack ready in ${stack.readyMs.toFixed(0)} ms`);
+  const bodies = signBodies({
+    count: COUNT, buyers: net.buyers, network: "cronos-testnet", chainId: 338, token: net.token, domain: net.domain,
+    payTo: PAY_TO, value: 10_000n, validBefore: BigInt(Math.floor(Date.now() / 1000) + 3_600),
+  });
+  const url = new URL(stack.info.facilitatorUrl);
+  const agent = new Agent({ keepAlive: true, maxSockets: COUNT });
+  const started = performance.now();
+  const results = await Promise.all(
+    bodies.map(
+      (body) =>
+        new Promise<{ ms: number; answer: { event: string; blockNumber?: number; error?: string } }>((resolve, reject) => {
+          const t = performance.now();
+          const req = request(
+            { host: url.hostname, port: url.port, path: "/v2/x402/settle", method: "POST", agent, headers: { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) } },
+            (res) => {
+              let text = "";
+              res.setEncoding("utf8");
+              res.on("data", (c) => (text += c));
+              res.on("end", () => resolve({ ms: performance.now() - t, answer: JSON.parse(text) }));
+            },
+          );
+          req.on("error", reject);
+          req.end(body);
+        }),
+    ),
+  );
+  const wall = performance.now() - started;
+  agent.destroy();
+  const settled = results.filter((r) => r.answer.event === "payment.settled");
+  const failures = new Map<string, number>();
+  for (const r of results) if (r.answer.event !== "payment.settled") failures.set(r.answer.error ?? "?", (failures.get(r.answer.error ?? "?") ?? 0) + 1);
+  const blocks = new Set(settled.map((r) => r.answer.blockNumber));
+  const latencies = results.map((r) => r.ms).sort((a, b) => a - b);
+  console.log(`${COUNT} settles at once, blocks every ${BLOCK_TIME_MS} ms:`);
+  console.log(`  settled ${settled.length}/${COUNT} in ${blocks.size} block(s); failed: ${failures.size ? JSON.stringify(Object.fromEntries(failures)) : "none"}`);
+  console.log(`  latency p50 ${percentile(latencies, 50).toFixed(0)} ms, p99 ${percentile(latencies, 99).toFixed(0)} ms, max ${latencies.at(-1)!.toFixed(0)} ms; all answered in ${wall.toFixed(0)} ms`);
+} finally {
+  await stack.stop();
+}

@@ -14,10 +14,12 @@ const bin = join(root, "node_modules", ".bin");
 const stampFile = join(root, "node_modules", ".kit-install-stamp");
 const env = { ...process.env, PATH: `${bin}${delimiter}${process.env.PATH ?? ""}` };
 
+// Each command is a list of steps; arguments after `--` go to the last step.
 const COMMANDS = {
-  start: ["tsx", "scripts/start.ts"],
-  test: ["hardhat", "test"],
-  setup: null,
+  start: [["tsx", "scripts/start.ts"]],
+  // Compile first: the type check reads the typed artifacts Hardhat generates.
+  test: [["hardhat", "compile", "--quiet"], ["tsc", "--noEmit"], ["hardhat", "test"]],
+  setup: [],
 };
 
 function log(line) {
@@ -60,17 +62,27 @@ if (!(name in COMMANDS)) {
   process.exit(2);
 }
 ensureInstalled();
-const command = COMMANDS[name];
-if (command === null) process.exit(0);
+const steps = COMMANDS[name];
 
-const child = spawn(join(bin, command[0]), [...command.slice(1), ...rest], { cwd: root, stdio: "inherit", env });
+let child;
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
-  process.on(signal, () => child.kill(signal));
+  process.on(signal, () => child?.kill(signal));
 }
-child.on("exit", (code, signal) => {
+
+function run(step, args) {
+  return new Promise((resolve) => {
+    child = spawn(join(bin, step[0]), [...step.slice(1), ...args], { cwd: root, stdio: "inherit", env });
+    child.on("exit", (code, signal) => resolve({ code, signal }));
+  });
+}
+
+for (const [index, step] of steps.entries()) {
+  const { code, signal } = await run(step, index === steps.length - 1 ? rest : []);
   if (signal) {
     process.removeAllListeners(signal);
     process.kill(process.pid, signal);
+  } else if (code !== 0) {
+    process.exit(code ?? 1);
   }
-  else process.exit(code ?? 1);
-});
+}
+process.exit(0);

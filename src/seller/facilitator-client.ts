@@ -72,8 +72,13 @@ export interface FacilitatorRequestBody {
 export interface FacilitatorClientOptions {
   /** Base URL of the facilitator, e.g. `https://facilitator.cronoslabs.org`; `/v2/x402/...` is appended. */
   url: string;
-  /** Per-call limit covering connection, answer and body, in milliseconds. Default 30 000 (settle waits for a block). */
+  /** Limit of supported and verify calls, covering connection, answer and body, in milliseconds. Default 30 000. */
   timeoutMs?: number;
+  /**
+   * Limit of settle calls. Default 150 000: longer than the facilitator's own receipt wait (120 s by
+   * default), so a slow confirmation is answered by the facilitator (with its txHash) rather than cut off here.
+   */
+  settleTimeoutMs?: number;
   /** The `fetch` to use. Default: the global `fetch`. */
   fetch?: FetchFunction;
 }
@@ -90,8 +95,10 @@ export interface FacilitatorClient {
   settle(request: FacilitatorRequestBody): Promise<SettleResponse>;
 }
 
-/** Default per-call time limit of the facilitator client. */
+/** Default time limit of supported and verify calls. */
 export const DEFAULT_FACILITATOR_TIMEOUT_MS = 30_000;
+/** Default time limit of settle calls. */
+export const DEFAULT_SETTLE_TIMEOUT_MS = 150_000;
 
 // Longer bodies are cut in error details: they end up in logs and 500 answers.
 const MAX_DETAILS_CHARS = 1_000;
@@ -99,7 +106,8 @@ const MAX_DETAILS_CHARS = 1_000;
 /** Creates a {@link FacilitatorClient} for the facilitator at `options.url`. */
 export function createFacilitatorClient(options: FacilitatorClientOptions): FacilitatorClient {
   const url = options.url.replace(/\/+$/, "");
-  const timeoutMs = options.timeoutMs ?? DEFAULT_FACILITATOR_TIMEOUT_MS;
+  const defaultTimeoutMs = options.timeoutMs ?? DEFAULT_FACILITATOR_TIMEOUT_MS;
+  const settleTimeoutMs = options.settleTimeoutMs ?? DEFAULT_SETTLE_TIMEOUT_MS;
   const fetchImpl: FetchFunction = options.fetch ?? ((input, init) => fetch(input, init));
 
   async function call<S extends z.ZodType>(
@@ -107,6 +115,7 @@ export function createFacilitatorClient(options: FacilitatorClientOptions): Faci
     schema: S,
     init: RequestInit,
   ): Promise<z.output<S>> {
+    const timeoutMs = operation === "settle" ? settleTimeoutMs : defaultTimeoutMs;
     const controller = new AbortController();
     let timedOut = false;
     let timer: NodeJS.Timeout | undefined;

@@ -88,8 +88,15 @@ export type RequirementsSource =
 
 /** Where the middleware finds the facilitator. */
 export type FacilitatorOption =
-  | { facilitatorUrl: string; /** Per-call limit in ms (default 30 000). */ timeoutMs?: number; facilitator?: never }
-  | { facilitator: FacilitatorClient; facilitatorUrl?: never; timeoutMs?: never };
+  | {
+      facilitatorUrl: string;
+      /** Limit of a verify call in ms (default 30 000). */
+      timeoutMs?: number;
+      /** Limit of a settle call in ms (default 150 000, beyond the facilitator's own receipt wait). */
+      settleTimeoutMs?: number;
+      facilitator?: never;
+    }
+  | { facilitator: FacilitatorClient; facilitatorUrl?: never; timeoutMs?: never; settleTimeoutMs?: never };
 
 /** Options of {@link requirePayment}. */
 export type RequirePaymentOptions = FacilitatorOption & {
@@ -295,7 +302,7 @@ function facilitatorOf(options: RequirePaymentOptions): FacilitatorClient {
   if (typeof options.facilitatorUrl !== "string") {
     throw new TypeError("requirePayment needs `facilitatorUrl` or `facilitator`");
   }
-  return createFacilitatorClient({ url: options.facilitatorUrl, timeoutMs: options.timeoutMs });
+  return createFacilitatorClient({ url: options.facilitatorUrl, timeoutMs: options.timeoutMs, settleTimeoutMs: options.settleTimeoutMs });
 }
 
 function constant(requirements: PaymentRequirements): () => Promise<PaymentRequirements> {

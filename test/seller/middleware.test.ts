@@ -39,7 +39,10 @@ const RECEIPT = {
 };
 const CONTENT = { answer: 42 };
 
-type SellerOptions = Omit<RequirePaymentOptions, "facilitator" | "facilitatorUrl" | "timeoutMs"> & { timeoutMs?: number };
+type SellerOptions = Omit<RequirePaymentOptions, "facilitator" | "facilitatorUrl" | "timeoutMs" | "settleTimeoutMs"> & {
+  timeoutMs?: number;
+  settleTimeoutMs?: number;
+};
 
 const paymentRequiredBody = (requirements: unknown, extra: { error: string; reason?: string }) => ({
   x402Version: 1,
@@ -255,7 +258,7 @@ describe("seller: requirePayment", () => {
     for (const fault of faults) {
       it(`when ${fault.title}`, async () => {
         fault.program(standIn);
-        const seller = await startSeller(REQUIREMENTS, { timeoutMs: 200 });
+        const seller = await startSeller(REQUIREMENTS, { timeoutMs: 200, settleTimeoutMs: 200 });
         const response = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
         expect(response.status).to.equal(500);
         const body: unknown = await response.json();

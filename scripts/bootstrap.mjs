@@ -16,7 +16,8 @@ const env = { ...process.env, PATH: `${bin}${delimiter}${process.env.PATH ?? ""}
 
 // Each command is a list of steps; arguments after `--` go to the last step.
 const COMMANDS = {
-  start: [["tsx", "scripts/start.ts"]],
+  // Not the tsx CLI: its wrapper process kills a child that is busy starting up when a signal arrives.
+  start: [["node", "--import", "tsx", "scripts/start.ts"]],
   // Compile first: the type check reads the typed artifacts Hardhat generates.
   test: [["hardhat", "compile", "--quiet"], ["tsc", "--noEmit"], ["hardhat", "test"]],
   setup: [],

@@ -1,0 +1,318 @@
+import { request as httpRequest } from "node:http";
+import { request as httpsRequest } from "node:https";
+import {
+  createPublicClient,
+  createWalletClient,
+  custom,
+  getAddress,
+  numberToHex,
+  parseEther,
+  type Account,
+  type Address,
+  type Chain,
+  type PublicClient,
+  type Transport,
+  type WalletClient,
+} from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { cronos, cronosTestnet } from "viem/chains";
+import type { HardhatRuntimeEnvironment } from "hardhat/types/hre";
+import type { NetworkConnection } from "hardhat/types/network";
+import type { EthereumProvider } from "hardhat/types/providers";
+import { deployToken, fundAccounts, type TokenArtifact } from "../chain/deploy.js";
+import { tokenAbi } from "../chain/token-abi.js";
+import { NETWORKS, type NetworkName } from "../protocol/networks.js";
+import { ACCOUNT_INDEX, buyerIndexes, localAccount, PREFUNDED_ACCOUNTS, type LocalAccount } from "./accounts.js";
+import { kitHardhat, loadTokenArtifact } from "./hardhat.js";
+import { DEFAULT_BUYER_BALANCE, DEFAULT_BUYERS, DEFAULT_RPC_PORT, MAX_BUYERS } from "./defaults.js";
+import { serveJsonRpc, type JsonRpcBridge } from "./rpc-bridge.js";
+
+export { DEFAULT_BUYER_BALANCE, DEFAULT_BUYERS, DEFAULT_RPC_PORT, MAX_BUYERS } from "./defaults.js";
+
+/** The Hardhat network (in hardhat.config.ts) behind each Cronos network. */
+export const HARDHAT_NETWORK: Readonly<Record<NetworkName, string>> = {
+  "cronos-testnet": "cronosTestnet",
+  "cronos-mainnet": "cronosMainnet",
+};
+
+const VIEM_CHAIN: Readonly<Record<NetworkName, Chain>> = { "cronos-testnet": cronosTestnet, "cronos-mainnet": cronos };
+// Native gas given to accounts the chain does not pre-fund (buyers past #19, a fork's master minter).
+const GAS_MONEY = parseEther("10000");
+
+/** Options of {@link startLocalChain}. */
+export interface LocalChainOptions {
+  network: NetworkName;
+  /** Hardhat runtime to create the chain with; defaults to one for the kit's hardhat.config.ts. */
+  hre?: HardhatRuntimeEnvironment;
+  /** Address the JSON-RPC endpoint binds; default 127.0.0.1. */
+  host?: string;
+  /** JSON-RPC port; default {@link DEFAULT_RPC_PORT}; 0 picks a free port. */
+  port?: number;
+  /** Milliseconds between blocks; 0 (default) mines each transaction immediately (automine). */
+  blockTimeMs?: number;
+  /** Fork this JSON-RPC endpoint instead of starting empty. */
+  forkUrl?: string;
+  /** Block of `forkUrl` to fork at; default its latest. */
+  forkBlockNumber?: bigint;
+  /** Buyers to fund (accounts #2 upward, skipping #9); default {@link DEFAULT_BUYERS}. */
+  buyers?: number;
+  /** USDC.e each buyer holds afterwards, in base units (topped up, never taken away); default {@link DEFAULT_BUYER_BALANCE}. */
+  buyerBalance?: bigint;
+  /** The token to place (or a promise of it, so the port binds first); default the compiled BridgedUSDC. */
+  artifact?: TokenArtifact | Promise<TokenArtifact>;
+  /** Progress lines (for a terminal). */
+  onProgress?: (message: string) => void;
+}
+
+/** A running local chain with USDC.e at its real address. */
+export interface LocalChain {
+  network: NetworkName;
+  chainId: number;
+  /** JSON-RPC over HTTP, for clients in other processes. */
+  rpcUrl: string;
+  port: number;
+  token: Address;
+  /** EIP-712 domain of the token, as read from the chain. */
+  domain: { name: string; version: string };
+  /** The fork source, when forked. */
+  forkUrl?: string;
+  /** False when a fork already had a token at the address (it was used as is). */
+  tokenDeployed: boolean;
+  /** Funded buyers. LOCAL-ONLY public Hardhat keys. */
+  buyers: LocalAccount[];
+  /** The in-process provider: the fastest way to the chain from this process. */
+  provider: EthereumProvider;
+  /** `custom(provider)`: a viem transport over the in-process provider. */
+  transport: Transport;
+  publicClient: PublicClient;
+  /** Mints `amount` base units to each address (as the token's master minter). */
+  fund(addresses: readonly Address[], amount: bigint): Promise<void>;
+  /** Stops the JSON-RPC endpoint and the chain. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a local chain for `network` (chain id 338 or 25) in this process, puts USDC.e at its real
+ * address (unless a fork already has it), funds the buyers and serves JSON-RPC on 127.0.0.1.
+ */
+export async function startLocalChain(options: LocalChainOptions): Promise<LocalChain> {
+  const { network } = options;
+  const info = NETWORKS[network];
+  const buyerCount = options.buyers ?? DEFAULT_BUYERS;
+  const buyerBalance = options.buyerBalance ?? DEFAULT_BUYER_BALANCE;
+  const blockTimeMs = options.blockTimeMs ?? 0;
+  if (!Number.isInteger(buyerCount) || buyerCount < 0 || buyerCount > MAX_BUYERS) {
+    throw new RangeError(`buyers must be an integer from 0 to ${MAX_BUYERS}, got ${buyerCount}`);
+  }
+  if (buyerBalance < 0n) throw new RangeError("buyerBalance must not be negative");
+  if (!Number.isInteger(blockTimeMs) || blockTimeMs < 0) throw new RangeError(`blockTimeMs must be a non-negative integer, got ${blockTimeMs}`);
+  const progress = (message: string) => options.onProgress?.(`${network}: ${message}`);
+
+  let connection: NetworkConnection | undefined;
+  let markReady!: () => void;
+  let markFailed!: (error: unknown) => void;
+  const ready = new Promise<void>((resolve, reject) => {
+    markReady = resolve;
+    markFailed = reject;
+  });
+  ready.catch(() => {});
+  // Bound first, so a taken port fails in milliseconds; requests wait until the chain is set up.
+  const bridge: JsonRpcBridge = await serveJsonRpc(
+    {
+      async request(args) {
+        await ready;
+        return connection!.provider.request(args as { method: string; params?: unknown[] });
+      },
+    },
+    { host: options.host, port: options.port ?? DEFAULT_RPC_PORT[network], role: `${network}-rpc` },
+  );
+  let intervalMining = false;
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      markFailed(new Error("the chain was stopped"));
+      await bridge.close();
+      if (connection) {
+        // EDR's interval miner runs on its own thread; stop it before dropping the provider.
+        if (intervalMining) await connection.provider.request({ method: "evm_setIntervalMining", params: [0] }).catch(() => {});
+        await connection.close();
+      }
+    })();
+    return stopping;
+  };
+
+  try {
+    const hre = options.hre ?? (await kitHardhat());
+    progress(options.forkUrl ? `starting chain ${info.chainId}, forking ${options.forkUrl}` : `starting chain ${info.chainId}`);
+    if (options.forkUrl) {
+      const remoteChainId = await probeForkUrl(network, options.forkUrl);
+      if (remoteChainId !== info.chainId) {
+        progress(`warning: ${options.forkUrl} reports chain id ${remoteChainId}, not ${info.chainId}; the fork still answers as ${info.chainId}`);
+      }
+    }
+    const [artifact, created] = await Promise.all([
+      options.artifact ?? loadTokenArtifact(hre),
+      hre.network.create({
+        network: HARDHAT_NETWORK[network],
+        override: {
+          chainId: info.chainId,
+          // Set-up runs with automine; interval mining (if asked) starts afterwards.
+          mining: { auto: true, interval: 0 },
+          ...(options.forkUrl
+            ? { forking: { enabled: true, url: options.forkUrl, ...(options.forkBlockNumber !== undefined ? { blockNumber: options.forkBlockNumber } : {}) } }
+            : {}),
+        },
+      }),
+    ]);
+    connection = created;
+    const provider = created.provider;
+    const transport = custom(provider);
+    const chain = VIEM_CHAIN[network];
+    const publicClient = createPublicClient({ chain, transport }) as PublicClient;
+
+    if (options.forkUrl) {
+      // EDR knows no hardfork history for chains 338/25, so it cannot execute on the fork block
+      // itself; one local block makes "latest" executable.
+      await provider.request({ method: "evm_mine", params: [] });
+    }
+    const chainId = await publicClient.getChainId();
+    if (chainId !== info.chainId) throw new Error(`${network}: the chain reports id ${chainId}, expected ${info.chainId}`);
+    const deployer = localAccount(ACCOUNT_INDEX.deployer);
+    const [first] = (await provider.request({ method: "eth_accounts" })) as string[];
+    if (!first || getAddress(first) !== deployer.address) {
+      throw new Error(`${network}: the Hardhat network's accounts are not the default mnemonic's (accounts in hardhat.config.ts changed?)`);
+    }
+
+    const code = await publicClient.getCode({ address: info.token });
+    const tokenDeployed = !(options.forkUrl && code !== undefined && code !== "0x");
+    let minter: WalletClient<Transport, Chain, Account>;
+    if (tokenDeployed) {
+      progress(`placing USDC.e at ${info.token}`);
+      minter = createWalletClient({ account: privateKeyToAccount(deployer.privateKey), chain, transport });
+      await deployToken({
+        publicClient,
+        walletClient: minter,
+        artifact,
+        name: info.domain.name,
+        symbol: info.tokenSymbol,
+        version: info.domain.version,
+        decimals: info.tokenDecimals,
+        at: info.token,
+      });
+    } else {
+      progress(`using the token the fork already has at ${info.token}`);
+      minter = await impersonateMasterMinter(provider, publicClient, info.token, chain, transport);
+    }
+
+    const fund = async (addresses: readonly Address[], amount: bigint) => {
+      if (addresses.length === 0) return;
+      await fundAccounts({ publicClient, walletClient: minter, token: info.token, accounts: addresses, amount });
+    };
+
+    const buyers = buyerIndexes(buyerCount).map(localAccount);
+    for (const buyer of buyers) {
+      // Buyers only sign, but gas lets them also send transactions themselves.
+      if (buyer.index >= PREFUNDED_ACCOUNTS) await setBalance(provider, buyer.address, GAS_MONEY);
+    }
+    // Tops each buyer up to buyerBalance (a fork may already have given some of them tokens).
+    const shortfalls = new Map<bigint, Address[]>();
+    for (const buyer of buyers) {
+      const balance = await publicClient.readContract({ address: info.token, abi: tokenAbi, functionName: "balanceOf", args: [buyer.address] });
+      if (balance < buyerBalance) shortfalls.set(buyerBalance - balance, [...(shortfalls.get(buyerBalance - balance) ?? []), buyer.address]);
+    }
+    if (shortfalls.size > 0) {
+      progress(`funding ${[...shortfalls.values()].flat().length} buyer(s)`);
+      for (const [amount, addresses] of shortfalls) await fund(addresses, amount);
+    }
+    const [name, version] = await Promise.all([
+      publicClient.readContract({ address: info.token, abi: tokenAbi, functionName: "name" }),
+      publicClient.readContract({ address: info.token, abi: tokenAbi, functionName: "version" }),
+    ]);
+
+    if (blockTimeMs > 0) {
+      await provider.request({ method: "evm_setAutomine", params: [false] });
+      await provider.request({ method: "evm_setIntervalMining", params: [blockTimeMs] });
+      intervalMining = true;
+    }
+    markReady();
+    progress(`ready: chain id ${chainId} at ${bridge.url}${blockTimeMs > 0 ? `, a block every ${blockTimeMs} ms` : ", automine"}`);
+    return {
+      network,
+      chainId,
+      rpcUrl: bridge.url,
+      port: bridge.port,
+      token: getAddress(info.token),
+      domain: { name, version },
+      ...(options.forkUrl ? { forkUrl: options.forkUrl } : {}),
+      tokenDeployed,
+      buyers,
+      provider,
+      transport,
+      publicClient,
+      fund,
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/**
+ * Returns a wallet client acting as the token's master minter through `hardhat_impersonateAccount`,
+ * with gas: how a fork of the real FiatToken (or of a local chain) mints without its keys.
+ */
+async function impersonateMasterMinter(
+  provider: EthereumProvider,
+  publicClient: PublicClient,
+  token: Address,
+  chain: Chain,
+  transport: Transport,
+): Promise<WalletClient<Transport, Chain, Account>> {
+  let masterMinter: Address;
+  try {
+    masterMinter = await publicClient.readContract({ address: token, abi: tokenAbi, functionName: "masterMinter" });
+  } catch (error) {
+    throw new Error(`the contract at ${token} on the fork has no masterMinter(): not a FiatToken, cannot fund buyers`, { cause: error });
+  }
+  await provider.request({ method: "hardhat_impersonateAccount", params: [masterMinter] });
+  const balance = await publicClient.getBalance({ address: masterMinter });
+  if (balance < GAS_MONEY) await setBalance(provider, masterMinter, GAS_MONEY);
+  return createWalletClient({ account: { address: masterMinter, type: "json-rpc" }, chain, transport });
+}
+
+/** Asks `url` for its chain id, so an unreachable fork fails in seconds with a clear reason (EDR retries for ~50 s). */
+async function probeForkUrl(network: NetworkName, url: string): Promise<number> {
+  // node:http rather than fetch: fetch refuses some ports ("bad ports") that EDR would use fine.
+  const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] });
+  const target = new URL(url);
+  const request = target.protocol === "https:" ? httpsRequest : httpRequest;
+  const outcome = await new Promise<{ chainId?: number; reason?: string }>((resolve) => {
+    const req = request(
+      target,
+      { method: "POST", headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) }, timeout: 10_000 },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8").on("data", (chunk: string) => (text += chunk));
+        res.on("end", () => {
+          try {
+            const result = (JSON.parse(text) as { result?: unknown }).result;
+            if (typeof result === "string") return resolve({ chainId: Number(BigInt(result)) });
+          } catch {
+            // Not JSON: reported below with the status.
+          }
+          resolve({ reason: `HTTP ${res.statusCode}, no eth_chainId result` });
+        });
+      },
+    );
+    req.on("timeout", () => req.destroy(new Error("no answer within 10 s")));
+    req.on("error", (error: NodeJS.ErrnoException) => resolve({ reason: error.code ?? error.message }));
+    req.end(body);
+  });
+  if (outcome.chainId === undefined) throw new Error(`${network}: cannot fork ${url}: ${outcome.reason}`);
+  return outcome.chainId;
+}
+
+async function setBalance(provider: EthereumProvider, address: Address, wei: bigint): Promise<void> {
+  await provider.request({ method: "hardhat_setBalance", params: [address, numberToHex(wei)] });
+}

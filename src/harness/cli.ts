@@ -1,0 +1,224 @@
+import { parseArgs } from "node:util";
+import { parseUnits } from "viem";
+import { z } from "zod";
+import { CRONOS_MAINNET, CRONOS_TESTNET, NETWORK_NAMES, canonicalNetwork, type NetworkName } from "../protocol/networks.js";
+import { DEFAULT_BUYERS, DEFAULT_FACILITATOR_PORT, DEFAULT_RPC_PORT, MAX_BUYERS } from "./defaults.js";
+import type { PortRole } from "./errors.js";
+import { LOG_LEVELS, type LogLevel } from "./log.js";
+import type { LocalStackOptions } from "./stack.js";
+
+/** A bad flag or variable; the message is one line naming it. The CLI exits with status 2. */
+export class UsageError extends Error {
+  override name = "UsageError";
+}
+
+/** What `npm start` was asked to do. */
+export interface StartCommand {
+  help: boolean;
+  json: boolean;
+  logLevel: LogLevel;
+  stack: LocalStackOptions;
+}
+
+interface OptionSpec {
+  flag: string;
+  env: string;
+  /** Shown in --help. */
+  value: string;
+  description: string;
+  fallback: string;
+}
+
+/** Every value option: flag, variable, default. A flag wins over its variable. */
+export const START_OPTIONS = {
+  port: { flag: "--port", env: "PORT", value: "N", description: "facilitator port (0 = any free port)", fallback: String(DEFAULT_FACILITATOR_PORT) },
+  networks: {
+    flag: "--networks",
+    env: "NETWORKS",
+    value: "LIST",
+    description: "comma-separated networks to run: cronos-testnet, cronos-mainnet (aliases: testnet, mainnet, cronos)",
+    fallback: NETWORK_NAMES.join(","),
+  },
+  blockTime: { flag: "--block-time", env: "BLOCK_TIME_MS", value: "MS", description: "milliseconds between blocks; 0 = mine each transaction at once (automine)", fallback: "0" },
+  forkTestnet: { flag: "--fork-testnet", env: "FORK_TESTNET_URL", value: "URL", description: "fork this JSON-RPC endpoint for cronos-testnet instead of starting empty", fallback: "" },
+  forkMainnet: { flag: "--fork-mainnet", env: "FORK_MAINNET_URL", value: "URL", description: "fork this JSON-RPC endpoint for cronos-mainnet instead of starting empty", fallback: "" },
+  buyers: { flag: "--buyers", env: "BUYERS", value: "N", description: `funded buyers per chain, 0-${MAX_BUYERS} (Hardhat accounts #2 upward, skipping #9)`, fallback: String(DEFAULT_BUYERS) },
+  buyerBalance: {
+    flag: "--buyer-balance",
+    env: "BUYER_BALANCE",
+    value: "USDC",
+    description: "USDC.e per buyer in WHOLE tokens, up to 6 decimals (1000 = 1,000 USDC.e = 1000000000 base units)",
+    fallback: "1000",
+  },
+  testnetRpcPort: { flag: "--testnet-rpc-port", env: "TESTNET_RPC_PORT", value: "N", description: "cronos-testnet JSON-RPC port (0 = any free port)", fallback: String(DEFAULT_RPC_PORT[CRONOS_TESTNET]) },
+  mainnetRpcPort: { flag: "--mainnet-rpc-port", env: "MAINNET_RPC_PORT", value: "N", description: "cronos-mainnet JSON-RPC port (0 = any free port)", fallback: String(DEFAULT_RPC_PORT[CRONOS_MAINNET]) },
+  rateLimitVerify: { flag: "--rate-limit-verify", env: "RATE_LIMIT_VERIFY_PER_MINUTE", value: "N", description: "facilitator /verify requests per client IP and minute (0 = no limit)", fallback: "0" },
+  rateLimitSettle: { flag: "--rate-limit-settle", env: "RATE_LIMIT_SETTLE_PER_MINUTE", value: "N", description: "facilitator /settle requests per client IP and minute (0 = no limit)", fallback: "0" },
+  logLevel: { flag: "--log-level", env: "LOG_LEVEL", value: "LEVEL", description: `facilitator log level on stderr: ${LOG_LEVELS.join(", ")}`, fallback: "info" },
+} as const satisfies Record<string, OptionSpec>;
+
+type OptionKey = keyof typeof START_OPTIONS;
+
+/** The flag and variable that change the port of each role (for "port in use" messages). */
+export const PORT_SETTING: Record<PortRole, OptionSpec> = {
+  facilitator: START_OPTIONS.port,
+  "cronos-testnet-rpc": START_OPTIONS.testnetRpcPort,
+  "cronos-mainnet-rpc": START_OPTIONS.mainnetRpcPort,
+};
+
+/** The `--help` text. */
+export function startUsage(): string {
+  const rows = Object.values(START_OPTIONS).map((o) => [`  ${o.flag} ${o.value}`, o.env, o.description + (o.fallback ? ` [default: ${o.fallback}]` : "")]);
+  const width = Math.max(...rows.map((r) => r[0]!.length));
+  const envWidth = Math.max(...rows.map((r) => r[1]!.length));
+  return [
+    "Usage: npm start -- [options]        (or: tsx scripts/start.ts [options])",
+    "",
+    "Starts local Cronos chains (testnet 338, mainnet 25) with USDC.e at its real address and funded",
+    "buyers, plus an x402 facilitator for them, all on 127.0.0.1. Stops on Ctrl+C / SIGTERM.",
+    "",
+    "Options (flag, environment variable, meaning; a flag wins over its variable):",
+    ...rows.map(([flag, env, text]) => `${flag!.padEnd(width)}  ${env!.padEnd(envWidth)}  ${text}`),
+    `${"  --json".padEnd(width)}  ${"".padEnd(envWidth)}  when ready print ONE JSON line on stdout (logs stay on stderr)`,
+    `${"  -h, --help".padEnd(width)}  ${"".padEnd(envWidth)}  this text`,
+    "",
+    "Other facilitator variables (CONFIRMATIONS, SETTLE_TIMEOUT_SECONDS, POLLING_INTERVAL_MS, ...) are",
+    "passed through. Buyer, relayer (#9) and deployer (#0) keys are Hardhat's PUBLIC test keys: LOCAL-ONLY.",
+    "Exit status: 0 after a clean stop, 1 when start-up fails (e.g. a port in use), 2 for a bad option.",
+  ].join("\n");
+}
+
+const count = (max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, `must be an integer from 0 to ${max}`)
+    .transform(Number)
+    .pipe(z.number().max(max, `must be an integer from 0 to ${max}`));
+const portNumber = count(65_535);
+const forkUrl = z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }).optional();
+
+/** The value schema of each option (input: the raw string). */
+const VALUE_SCHEMAS = {
+  port: portNumber,
+  networks: z.string().transform((raw, ctx): NetworkName[] => {
+    const names: NetworkName[] = [];
+    for (const part of raw.split(",").map((s) => s.trim()).filter(Boolean)) {
+      const name = part === "testnet" ? CRONOS_TESTNET : part === "mainnet" ? CRONOS_MAINNET : canonicalNetwork(part);
+      if (!name) {
+        ctx.addIssue({ code: "custom", message: `unknown network "${part}" (known: ${NETWORK_NAMES.join(", ")})` });
+        return z.NEVER;
+      }
+      if (!names.includes(name)) names.push(name);
+    }
+    if (names.length === 0) ctx.addIssue({ code: "custom", message: "names no network" });
+    return names;
+  }),
+  blockTime: count(3_600_000),
+  forkTestnet: forkUrl,
+  forkMainnet: forkUrl,
+  buyers: count(MAX_BUYERS),
+  buyerBalance: z
+    .string()
+    .regex(/^\d+(\.\d{1,6})?$/, "must be a whole number of USDC.e with at most 6 decimals, e.g. 1000 or 2.5")
+    .transform((raw) => parseUnits(raw, 6)),
+  testnetRpcPort: portNumber,
+  mainnetRpcPort: portNumber,
+  rateLimitVerify: count(1_000_000),
+  rateLimitSettle: count(1_000_000),
+  logLevel: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(", ")}` }),
+} satisfies Record<OptionKey, z.ZodType>;
+
+/**
+ * Parses `npm start` arguments and environment into stack options. Throws {@link UsageError}
+ * naming the flag (or variable) at the first problem.
+ */
+export function parseStartArgs(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): StartCommand {
+  let parsed: ReturnType<typeof parseFlags>;
+  try {
+    parsed = parseFlags(argv);
+  } catch (error) {
+    // node:util's messages are one line but mention "node"-style details; keep the gist.
+    throw new UsageError(`${(error as Error).message.split("\n")[0]!.replace(/\. To specify a positional argument.*$/, "")} (see --help)`);
+  }
+  const { values } = parsed;
+  if (values.help) return { help: true, json: values.json === true, logLevel: "info", stack: {} };
+  const read = <K extends OptionKey>(key: K): z.output<(typeof VALUE_SCHEMAS)[K]> => {
+    const spec: OptionSpec = START_OPTIONS[key];
+    const flagValue = values[spec.flag.slice(2) as keyof typeof values] as string | undefined;
+    const envValue = env[spec.env]?.trim() || undefined;
+    const raw = flagValue ?? envValue ?? (spec.fallback || undefined);
+    const source = flagValue !== undefined ? spec.flag : envValue !== undefined ? spec.env : `${spec.flag} (default)`;
+    const result = VALUE_SCHEMAS[key].safeParse(raw?.trim());
+    if (!result.success) {
+      const message = result.error.issues[0]?.message ?? "invalid";
+      throw new UsageError(`${source}: ${message}${message.includes(`"${raw}"`) ? "" : `, got "${raw}"`}`);
+    }
+    return result.data as z.output<(typeof VALUE_SCHEMAS)[K]>;
+  };
+
+  const networks = read("networks");
+  const fork: Partial<Record<NetworkName, string>> = {};
+  const forkTestnet = read("forkTestnet");
+  const forkMainnet = read("forkMainnet");
+  if (forkTestnet) fork[CRONOS_TESTNET] = forkTestnet;
+  if (forkMainnet) fork[CRONOS_MAINNET] = forkMainnet;
+  for (const [network, key] of [[CRONOS_TESTNET, "forkTestnet"], [CRONOS_MAINNET, "forkMainnet"]] as const) {
+    if (fork[network] && !networks.includes(network)) {
+      throw new UsageError(`${START_OPTIONS[key].flag}: ${network} is not among the networks to run (${START_OPTIONS.networks.flag} ${networks.join(",")})`);
+    }
+  }
+
+  const port = read("port");
+  const rpcPorts: Partial<Record<NetworkName, number>> = {};
+  if (networks.includes(CRONOS_TESTNET)) rpcPorts[CRONOS_TESTNET] = read("testnetRpcPort");
+  if (networks.includes(CRONOS_MAINNET)) rpcPorts[CRONOS_MAINNET] = read("mainnetRpcPort");
+  const ports: Array<[string, number]> = [
+    [START_OPTIONS.port.flag, port],
+    ...(rpcPorts[CRONOS_TESTNET] !== undefined ? [[START_OPTIONS.testnetRpcPort.flag, rpcPorts[CRONOS_TESTNET]] as [string, number]] : []),
+    ...(rpcPorts[CRONOS_MAINNET] !== undefined ? [[START_OPTIONS.mainnetRpcPort.flag, rpcPorts[CRONOS_MAINNET]] as [string, number]] : []),
+  ];
+  for (const [i, [flagA, a]] of ports.entries()) {
+    const clash = ports.slice(i + 1).find(([, b]) => a !== 0 && a === b);
+    if (clash) throw new UsageError(`${flagA} and ${clash[0]} are both ${a}; each needs its own port`);
+  }
+
+  return {
+    help: false,
+    json: values.json === true,
+    logLevel: read("logLevel"),
+    stack: {
+      networks,
+      port,
+      rpcPorts,
+      blockTimeMs: read("blockTime"),
+      fork,
+      buyers: read("buyers"),
+      buyerBalance: read("buyerBalance"),
+      rateLimits: { verifyPerMinute: read("rateLimitVerify"), settlePerMinute: read("rateLimitSettle") },
+    },
+  };
+}
+
+function parseFlags(argv: readonly string[]) {
+  return parseArgs({
+    args: [...argv],
+    strict: true,
+    allowPositionals: false,
+    options: {
+      port: { type: "string" },
+      networks: { type: "string" },
+      "block-time": { type: "string" },
+      "fork-testnet": { type: "string" },
+      "fork-mainnet": { type: "string" },
+      buyers: { type: "string" },
+      "buyer-balance": { type: "string" },
+      "testnet-rpc-port": { type: "string" },
+      "mainnet-rpc-port": { type: "string" },
+      "rate-limit-verify": { type: "string" },
+      "rate-limit-settle": { type: "string" },
+      "log-level": { type: "string" },
+      json: { type: "boolean" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+}

@@ -1,0 +1,82 @@
+import { readdir, stat, utimes, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { createHardhatRuntimeEnvironment, importUserConfig } from "hardhat/hre";
+import type { HardhatRuntimeEnvironment } from "hardhat/types/hre";
+import type { Hex } from "viem";
+import type { TokenArtifact } from "../chain/deploy.js";
+
+/** The kit's root (where hardhat.config.ts lives), found from this file so the cwd does not matter. */
+export const PROJECT_ROOT = fileURLToPath(new URL("../../", import.meta.url));
+
+let kitHre: Promise<HardhatRuntimeEnvironment> | undefined;
+
+/** A Hardhat runtime for the kit's own config, created once per process (independent of the cwd). */
+export function kitHardhat(): Promise<HardhatRuntimeEnvironment> {
+  kitHre ??= (async () => {
+    const configPath = fileURLToPath(new URL("../../hardhat.config.ts", import.meta.url));
+    return createHardhatRuntimeEnvironment(await importUserConfig(configPath), { config: configPath }, PROJECT_ROOT);
+  })();
+  // A failed attempt is not remembered: the next call tries again.
+  kitHre.catch(() => (kitHre = undefined));
+  return kitHre;
+}
+
+const artifacts = new WeakMap<HardhatRuntimeEnvironment, Promise<TokenArtifact>>();
+
+/**
+ * The compiled BridgedUSDC, built first when needed: `build` true always runs Hardhat's build,
+ * false never, and by default it runs when the artifact is missing or a contract, hardhat.config.ts
+ * or package-lock.json changed since the last build (Hardhat's own no-op check costs ~0.7 s of start-up).
+ * Shared per runtime: two builds at once in one project race on the same cache files.
+ */
+export function loadTokenArtifact(hre: HardhatRuntimeEnvironment, options: { build?: boolean } = {}): Promise<TokenArtifact> {
+  const cached = artifacts.get(hre);
+  if (cached && options.build === undefined) return cached;
+  const loading = (async () => {
+    if (options.build ?? !(await artifactIsFresh(hre))) await buildContracts(hre);
+    const artifact = await hre.artifacts.readArtifact("BridgedUSDC");
+    return { abi: artifact.abi, bytecode: artifact.bytecode as Hex, deployedBytecode: artifact.deployedBytecode as Hex };
+  })();
+  artifacts.set(hre, loading);
+  loading.catch(() => artifacts.delete(hre));
+  return loading;
+}
+
+async function artifactIsFresh(hre: HardhatRuntimeEnvironment): Promise<boolean> {
+  try {
+    const artifact = (await stat(await hre.artifacts.getArtifactPath("BridgedUSDC"))).mtimeMs;
+    // A no-op build leaves the artifact's time alone, so the last build is stamped separately.
+    const stamped = await stat(buildStamp(hre)).then((s) => s.mtimeMs, () => 0);
+    const built = Math.max(artifact, stamped);
+    const inputs = [join(hre.config.paths.root, "hardhat.config.ts"), join(hre.config.paths.root, "package-lock.json")];
+    for (const entry of await readdir(join(hre.config.paths.root, "contracts"), { recursive: true })) {
+      if (entry.endsWith(".sol")) inputs.push(join(hre.config.paths.root, "contracts", entry));
+    }
+    for (const input of inputs) {
+      const changed = await stat(input).then((s) => s.mtimeMs, () => 0);
+      if (changed > built) return false;
+    }
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function buildStamp(hre: HardhatRuntimeEnvironment): string {
+  return join(hre.config.paths.cache, "harness-build.stamp");
+}
+
+async function buildContracts(hre: HardhatRuntimeEnvironment): Promise<void> {
+  const startedAt = new Date();
+  try {
+    await hre.tasks.getTask("build").run({ quiet: true, noTests: true });
+  } catch {
+    // Another process (a test run) may have been building the same project: once more, after it.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    await hre.tasks.getTask("build").run({ quiet: true, noTests: true });
+  }
+  // Stamped with the time the build started: a file changed during the build still counts as newer.
+  await writeFile(buildStamp(hre), `${startedAt.toISOString()}\n`).catch(() => {});
+  await utimes(buildStamp(hre), startedAt, startedAt).catch(() => {});
+}

@@ -1,0 +1,10 @@
+// The local stack for integrators and CI: chains 338/25 with USDC.e at its real address, funded
+// buyers (Hardhat's PUBLIC test keys, LOCAL-ONLY) and a facilitator, all in one process.
+export { startLocalStack, type LocalStack, type LocalStackNetwork, type LocalStackOptions } from "./stack.js";
+export { startLocalChain, HARDHAT_NETWORK, type LocalChain, type LocalChainOptions } from "./chain.js";
+export { serveJsonRpc, type JsonRpcBridge, type RequestProvider, type ServeJsonRpcOptions } from "./rpc-bridge.js";
+export { ACCOUNT_INDEX, HARDHAT_MNEMONIC, buyerIndexes, localAccount, type LocalAccount } from "./accounts.js";
+export { PortInUseError, PORT_ROLE_LABEL, type PortRole } from "./errors.js";
+export { DEFAULT_BUYER_BALANCE, DEFAULT_BUYERS, DEFAULT_FACILITATOR_PORT, DEFAULT_RPC_PORT, MAX_BUYERS } from "./defaults.js";
+export { kitHardhat, loadTokenArtifact, PROJECT_ROOT } from "./hardhat.js";
+export { lineLogger, stderrSink, type LogLevel, type LogSink } from "./log.js";

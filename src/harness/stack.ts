@@ -1,0 +1,197 @@
+import { createServer } from "node:net";
+import type { Address, Hex, Transport } from "viem";
+import type { HardhatRuntimeEnvironment } from "hardhat/types/hre";
+import { loadConfig } from "../facilitator/config.js";
+import type { Logger } from "../facilitator/logger.js";
+import { startFacilitator, StartupError, type RunningFacilitator } from "../facilitator/server.js";
+import { NETWORK_NAMES, type NetworkName } from "../protocol/networks.js";
+import { ACCOUNT_INDEX, localAccount } from "./accounts.js";
+import { startLocalChain, type LocalChain } from "./chain.js";
+import { DEFAULT_FACILITATOR_PORT, DEFAULT_RPC_PORT } from "./defaults.js";
+import { isAddressInUse, PortInUseError, type PortRole } from "./errors.js";
+import { kitHardhat, loadTokenArtifact } from "./hardhat.js";
+
+export { DEFAULT_FACILITATOR_PORT } from "./defaults.js";
+
+/** Options of {@link startLocalStack}. Everything is optional: the default is both chains and the facilitator. */
+export interface LocalStackOptions {
+  /** Which chains to run (and the facilitator to serve); default both. */
+  networks?: readonly NetworkName[];
+  /** Facilitator port; default {@link DEFAULT_FACILITATOR_PORT}; 0 picks a free port. */
+  port?: number;
+  /** JSON-RPC port per chain; default 8545 (testnet) and 8546 (mainnet); 0 picks a free port. */
+  rpcPorts?: Partial<Record<NetworkName, number>>;
+  /** Milliseconds between blocks; 0 (default) = automine. */
+  blockTimeMs?: number;
+  /** JSON-RPC URL to fork, per network. */
+  fork?: Partial<Record<NetworkName, string>>;
+  /** Buyers per chain (accounts #2 upward, skipping #9); default 3. */
+  buyers?: number;
+  /** USDC.e per buyer, in base units (6 decimals); default 1,000 USDC.e. */
+  buyerBalance?: bigint;
+  /** Facilitator rate limits per client IP and minute; 0 switches a limit off. Default: both off. */
+  rateLimits?: { verifyPerMinute?: number; settlePerMinute?: number };
+  /**
+   * More facilitator settings as its environment variables (LOG_LEVEL, CONFIRMATIONS, ...). The
+   * stack sets the networks, RPC, token, relayer, host, port and rate limits itself.
+   */
+  env?: NodeJS.ProcessEnv;
+  /** The facilitator's logger; default silent. */
+  logger?: Logger;
+  /** Hardhat runtime for the chains; default one for the kit's hardhat.config.ts. */
+  hre?: HardhatRuntimeEnvironment;
+  /** Progress lines while starting (for a terminal). */
+  onProgress?: (message: string) => void;
+}
+
+/** What a client needs to use one local network. Plain data: this is what `npm start -- --json` prints. */
+export interface LocalStackNetwork {
+  chainId: number;
+  rpcUrl: string;
+  token: Address;
+  domain: { name: string; version: string };
+  /** LOCAL-ONLY public Hardhat keys, funded with USDC.e. */
+  buyers: Array<{ address: Address; privateKey: Hex }>;
+}
+
+/** A running local stack. */
+export interface LocalStack {
+  facilitatorUrl: string;
+  /** The facilitator's relayer (Hardhat account #9). */
+  relayer: Address;
+  /** The default seller `payTo` (Hardhat account #1); not part of the JSON line. */
+  seller: Address;
+  networks: Partial<Record<NetworkName, LocalStackNetwork>>;
+  /** The chains themselves (in-process providers, `fund`, ...). */
+  chains: Partial<Record<NetworkName, LocalChain>>;
+  facilitator: RunningFacilitator;
+  /** Stops the facilitator, then the chains. Idempotent. */
+  stop(): Promise<void>;
+}
+
+// Variables the stack owns: a value inherited from the caller's environment must not redirect it.
+const OWNED_VARIABLES = /^(PORT|HOST|FACILITATOR_NETWORKS|RELAYER_PRIVATE_KEY(_FILE)?|CRONOS_(TESTNET|MAINNET)_(RPC_URL|TOKEN_ADDRESS|TOKEN_NAME|TOKEN_VERSION)|RATE_LIMIT_(VERIFY|SETTLE)_PER_MINUTE)$/;
+const ENV_PREFIX: Record<NetworkName, string> = { "cronos-testnet": "CRONOS_TESTNET", "cronos-mainnet": "CRONOS_MAINNET" };
+
+/**
+ * Starts the local chains (USDC.e at its real address, funded buyers, JSON-RPC on 127.0.0.1) and a
+ * facilitator for them in this process. Everything started is stopped again if a step fails.
+ */
+export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
+  const networks = [...new Set(options.networks ?? NETWORK_NAMES)];
+  if (networks.length === 0) throw new RangeError("networks: at least one network is needed");
+  const port = options.port ?? DEFAULT_FACILITATOR_PORT;
+  const progress = options.onProgress ?? (() => {});
+  const relayer = localAccount(ACCOUNT_INDEX.relayer);
+
+  // Fails in milliseconds, before the slow part, when a fixed port is already taken.
+  if (port !== 0) await assertPortFree(port, "facilitator");
+  for (const network of networks) {
+    const rpcPort = options.rpcPorts?.[network] ?? DEFAULT_RPC_PORT[network];
+    if (rpcPort !== 0) await assertPortFree(rpcPort, `${network}-rpc`);
+  }
+
+  const chains: Partial<Record<NetworkName, LocalChain>> = {};
+  let facilitator: RunningFacilitator | undefined;
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      await facilitator?.close(5_000);
+      await Promise.all(Object.values(chains).map((chain) => chain.stop()));
+    })();
+    return stopping;
+  };
+
+  try {
+    const hre = options.hre ?? (await kitHardhat());
+    const artifact = loadTokenArtifact(hre);
+    artifact.catch(() => {});
+    const attempts = networks.map(async (network) => {
+      chains[network] = await startLocalChain({
+        network,
+        hre,
+        port: options.rpcPorts?.[network],
+        blockTimeMs: options.blockTimeMs,
+        forkUrl: options.fork?.[network],
+        buyers: options.buyers,
+        buyerBalance: options.buyerBalance,
+        artifact,
+        onProgress: progress,
+      });
+    });
+    try {
+      await Promise.all(attempts);
+    } catch (error) {
+      // Report the first failure, but only once every chain still starting has been stopped.
+      await Promise.allSettled(attempts);
+      throw error;
+    }
+
+    progress(`facilitator: starting on 127.0.0.1:${port}`);
+    const env: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(options.env ?? {}).filter(([key]) => !OWNED_VARIABLES.test(key)));
+    const transports: Partial<Record<NetworkName, Transport>> = {};
+    for (const network of networks) {
+      const chain = chains[network]!;
+      transports[network] = chain.transport;
+      // A fork may carry a token whose domain differs from the kit's table; serve what is on chain.
+      env[`${ENV_PREFIX[network]}_TOKEN_NAME`] = chain.domain.name;
+      env[`${ENV_PREFIX[network]}_TOKEN_VERSION`] = chain.domain.version;
+    }
+    const config = loadConfig(
+      {
+        ...env,
+        FACILITATOR_NETWORKS: networks.join(","),
+        // Hardhat account #9: a PUBLIC test key, LOCAL-ONLY.
+        RELAYER_PRIVATE_KEY: relayer.privateKey,
+        HOST: "127.0.0.1",
+        PORT: String(port),
+        RATE_LIMIT_VERIFY_PER_MINUTE: String(options.rateLimits?.verifyPerMinute ?? 0),
+        RATE_LIMIT_SETTLE_PER_MINUTE: String(options.rateLimits?.settlePerMinute ?? 0),
+      },
+      { embedded: networks },
+    );
+    try {
+      facilitator = await startFacilitator(config, { transports, ...(options.logger ? { logger: options.logger } : {}) });
+    } catch (error) {
+      if (port !== 0 && (isAddressInUse(error) || (error instanceof StartupError && /already in use/.test(error.message)))) {
+        throw new PortInUseError(port, "facilitator", "127.0.0.1", { cause: error });
+      }
+      throw error;
+    }
+    progress(`facilitator: ready at ${facilitator.url}`);
+
+    const summary: Partial<Record<NetworkName, LocalStackNetwork>> = {};
+    for (const network of networks) {
+      const chain = chains[network]!;
+      summary[network] = {
+        chainId: chain.chainId,
+        rpcUrl: chain.rpcUrl,
+        token: chain.token,
+        domain: { ...chain.domain },
+        buyers: chain.buyers.map(({ address, privateKey }) => ({ address, privateKey })),
+      };
+    }
+    return {
+      facilitatorUrl: facilitator.url,
+      relayer: facilitator.relayers[0] ?? relayer.address,
+      seller: localAccount(ACCOUNT_INDEX.seller).address,
+      networks: summary,
+      chains,
+      facilitator,
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** Throws {@link PortInUseError} when `port` cannot be bound on 127.0.0.1 right now. */
+async function assertPortFree(port: number, role: PortRole): Promise<void> {
+  const host = "127.0.0.1";
+  await new Promise<void>((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", (error) => reject(isAddressInUse(error) ? new PortInUseError(port, role, host, { cause: error }) : error));
+    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()));
+  });
+}

@@ -1,0 +1,89 @@
+import { expect } from "chai";
+import hre from "hardhat";
+import { decodeFunctionResult, encodeFunctionData } from "viem";
+import { tokenAbi } from "../../src/chain/token-abi.js";
+import { NETWORKS } from "../../src/protocol/networks.js";
+import { localAccount } from "../../src/harness/accounts.js";
+import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
+import { serveJsonRpc } from "../../src/harness/rpc-bridge.js";
+import { balanceOfData, occupyPort, rpc } from "./helpers.js";
+
+async function balanceOf(rpcUrl: string, token: string, address: string): Promise<bigint> {
+  return BigInt(await rpc<string>(rpcUrl, "eth_call", [{ to: token, data: balanceOfData(address) }, "latest"]));
+}
+
+describe("local chain forking another node (src/harness/chain.ts)", function () {
+  let origin: LocalChain | undefined;
+  let fork: LocalChain | undefined;
+  afterEach(async () => {
+    await fork?.stop();
+    await origin?.stop();
+    fork = origin = undefined;
+  });
+
+  it("uses the forked token as is, keeps forked balances and funds new buyers via the master minter", async () => {
+    // The "remote" node: a chain of our own on an ephemeral port, token deployed, two buyers funded.
+    origin = await startLocalChain({ hre, network: "cronos-testnet", port: 0, buyers: 2, buyerBalance: 9_000_000n });
+    const token = NETWORKS["cronos-testnet"].token;
+    // Something only the origin has, to prove the fork reads the origin's state.
+    const marker = localAccount(15).address;
+    await origin.fund([marker], 424_242n);
+
+    fork = await startLocalChain({ hre, network: "cronos-testnet", port: 0, forkUrl: origin.rpcUrl, buyers: 3, buyerBalance: 7_000_000n });
+    expect(fork.tokenDeployed).to.equal(false);
+    expect(fork.forkUrl).to.equal(origin.rpcUrl);
+    expect(fork.rpcUrl).to.not.equal(origin.rpcUrl);
+    expect(await rpc(fork.rpcUrl, "eth_chainId")).to.equal("0x152");
+    expect(fork.domain).to.deep.equal(NETWORKS["cronos-testnet"].domain);
+    const masterMinter = decodeFunctionResult({
+      abi: tokenAbi,
+      functionName: "masterMinter",
+      data: await rpc<`0x${string}`>(fork.rpcUrl, "eth_call", [{ to: token, data: encodeFunctionData({ abi: tokenAbi, functionName: "masterMinter" }) }, "latest"]),
+    });
+    expect(masterMinter).to.equal(localAccount(0).address);
+
+    const [b2, b3, b4] = fork.buyers;
+    expect(await balanceOf(fork.rpcUrl, token, marker)).to.equal(424_242n);
+    // Already above the target: kept, never taken away.
+    expect(await balanceOf(fork.rpcUrl, token, b2!.address)).to.equal(9_000_000n);
+    expect(await balanceOf(fork.rpcUrl, token, b3!.address)).to.equal(9_000_000n);
+    // New on the fork: minted there, through the impersonated master minter.
+    expect(await balanceOf(fork.rpcUrl, token, b4!.address)).to.equal(7_000_000n);
+    expect(await balanceOf(origin.rpcUrl, token, b4!.address)).to.equal(0n);
+
+    // More funding later works too, and stays on the fork.
+    const late = localAccount(30).address;
+    await fork.fund([late], 123n);
+    expect(await balanceOf(fork.rpcUrl, token, late)).to.equal(123n);
+    expect(await balanceOf(origin.rpcUrl, token, late)).to.equal(0n);
+  });
+
+  it("places the token itself when the forked node has none at the address", async () => {
+    // An empty node (no token anywhere), served by the same JSON-RPC bridge.
+    const empty = await hre.network.create({ network: "cronosMainnet" });
+    const bridge = await serveJsonRpc(empty.provider, { port: 0, role: "cronos-mainnet-rpc" });
+    try {
+      fork = await startLocalChain({ hre, network: "cronos-mainnet", port: 0, forkUrl: bridge.url, buyers: 1, buyerBalance: 5n });
+      expect(fork.tokenDeployed).to.equal(true);
+      expect(await balanceOf(fork.rpcUrl, fork.token, fork.buyers[0]!.address)).to.equal(5n);
+      expect(await rpc(bridge.url, "eth_getCode", [fork.token, "latest"])).to.equal("0x");
+    } finally {
+      await fork?.stop();
+      fork = undefined;
+      await bridge.close();
+      await empty.close();
+    }
+  });
+
+  it("fails within seconds, naming the URL, when the node to fork does not answer", async () => {
+    const closed = await occupyPort();
+    await closed.release();
+    const startedAt = Date.now();
+    const error = await startLocalChain({ hre, network: "cronos-testnet", port: 0, forkUrl: `http://127.0.0.1:${closed.port}` }).then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
+    expect(error?.message).to.equal(`cronos-testnet: cannot fork http://127.0.0.1:${closed.port}: ECONNREFUSED`);
+    expect(Date.now() - startedAt).to.be.lessThan(5_000);
+  });
+});

@@ -1,0 +1,151 @@
+import { expect } from "chai";
+import { z } from "zod";
+import type { Address, Hex } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { createPaymentHeader } from "../../src/buyer/index.js";
+import { parseStartArgs, UsageError } from "../../src/harness/cli.js";
+import { NETWORKS } from "../../src/protocol/networks.js";
+import { occupyPort, portIsFree, rpc, spawnStart } from "./helpers.js";
+
+const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/);
+const networkLine = z.strictObject({
+  chainId: z.number().int(),
+  rpcUrl: z.url(),
+  token: address,
+  domain: z.strictObject({ name: z.string(), version: z.string() }),
+  buyers: z.array(z.strictObject({ address, privateKey: z.string().regex(/^0x[0-9a-f]{64}$/) })).min(1),
+});
+/** The `--json` line, as documented: nothing more, nothing less. */
+const jsonLine = z.strictObject({
+  facilitatorUrl: z.url(),
+  relayer: address,
+  networks: z.strictObject({ "cronos-testnet": networkLine.optional(), "cronos-mainnet": networkLine.optional() }),
+});
+
+function usageError(argv: string[], env: NodeJS.ProcessEnv = {}): string {
+  try {
+    parseStartArgs(argv, env);
+  } catch (error) {
+    expect(error).to.be.instanceOf(UsageError);
+    return (error as Error).message;
+  }
+  throw new Error(`no UsageError for ${argv.join(" ")}`);
+}
+
+describe("npm start options (src/harness/cli.ts)", function () {
+  it("defaults to both networks, port 8402, RPC ports 8545/8546, automine, 3 buyers of 1,000 USDC.e, no rate limits", () => {
+    const { stack, json, help } = parseStartArgs([], {});
+    expect({ json, help }).to.deep.equal({ json: false, help: false });
+    expect(stack).to.deep.include({ networks: ["cronos-testnet", "cronos-mainnet"], port: 8402, blockTimeMs: 0, buyers: 3, buyerBalance: 1_000_000_000n });
+    expect(stack.rpcPorts).to.deep.equal({ "cronos-testnet": 8545, "cronos-mainnet": 8546 });
+    expect(stack.rateLimits).to.deep.equal({ verifyPerMinute: 0, settlePerMinute: 0 });
+    expect(stack.fork).to.deep.equal({});
+  });
+
+  it("reads variables, and a flag wins over its variable", () => {
+    const env = { PORT: "9000", NETWORKS: "mainnet", BUYERS: "5", BUYER_BALANCE: "2.5", RATE_LIMIT_SETTLE_PER_MINUTE: "7", FORK_MAINNET_URL: "http://127.0.0.1:1234" };
+    const { stack } = parseStartArgs(["--port", "9001", "--json", "--block-time=250"], env);
+    expect(stack).to.deep.include({ port: 9001, networks: ["cronos-mainnet"], buyers: 5, buyerBalance: 2_500_000n, blockTimeMs: 250 });
+    expect(stack.rateLimits).to.deep.equal({ verifyPerMinute: 0, settlePerMinute: 7 });
+    expect(stack.fork).to.deep.equal({ "cronos-mainnet": "http://127.0.0.1:1234" });
+    expect(stack.rpcPorts).to.deep.equal({ "cronos-mainnet": 8546 });
+  });
+
+  it("rejects bad options with one line naming the flag or variable", () => {
+    expect(usageError(["--port", "http"])).to.match(/^--port: .*got "http"$/);
+    expect(usageError([], { PORT: "70000" })).to.match(/^PORT: /);
+    expect(usageError(["--nope"])).to.contain("--nope");
+    expect(usageError(["--networks", "ethereum"])).to.contain('unknown network "ethereum"');
+    expect(usageError(["--buyers=-1"])).to.match(/^--buyers: /);
+    expect(usageError(["--buyer-balance", "1e3"])).to.match(/^--buyer-balance: /);
+    expect(usageError(["--fork-testnet", "ws://x"])).to.match(/^--fork-testnet: /);
+    expect(usageError(["--networks", "cronos-testnet", "--fork-mainnet", "http://x"])).to.match(/^--fork-mainnet: /);
+    expect(usageError(["--port", "8545"])).to.contain("--testnet-rpc-port");
+    for (const message of [usageError(["--port", "x"]), usageError(["positional"])]) expect(message).to.not.contain("\n");
+  });
+});
+
+describe("npm start as a separate process (scripts/start.ts)", function () {
+  this.timeout(90_000);
+
+  it("--json prints exactly one JSON line when ready, serves what it names, and stops cleanly on SIGTERM", async () => {
+    const started = Date.now();
+    const proc = spawnStart(["--json", "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--buyers", "2"]);
+    try {
+      const line = await proc.firstLine(60_000);
+      const readyMs = Date.now() - started;
+      const summary = jsonLine.parse(JSON.parse(line));
+      expect(Object.keys(summary.networks)).to.have.members(["cronos-testnet", "cronos-mainnet"]);
+      for (const [name, network] of Object.entries(summary.networks)) {
+        const info = NETWORKS[name as keyof typeof NETWORKS];
+        expect(network).to.deep.include({ chainId: info.chainId, token: info.token, domain: info.domain });
+        expect(network!.buyers).to.have.length(2);
+        expect(Number.parseInt(await rpc<string>(network!.rpcUrl, "eth_chainId"), 16)).to.equal(info.chainId);
+      }
+      const supported = await fetch(`${summary.facilitatorUrl}/v2/x402/supported`);
+      expect(supported.status).to.equal(200);
+      const kinds = ((await supported.json()) as { kinds: Array<{ network: string }> }).kinds.map((k) => k.network);
+      expect(kinds).to.have.members(["cronos-testnet", "cronos-mainnet"]);
+      expect(proc.stderr()).to.contain("ready in");
+      // Nothing else on stdout, even after requests were served.
+      expect(proc.stdout()).to.equal(`${line}\n`);
+
+      proc.child.kill("SIGTERM");
+      expect(await proc.exited).to.equal(0);
+      expect(proc.stdout()).to.equal(`${line}\n`);
+      const ports = [summary.facilitatorUrl, ...Object.values(summary.networks).map((n) => n!.rpcUrl)].map((url) => Number(new URL(url).port));
+      for (const port of ports) expect(await portIsFree(port), `port ${port} free after exit`).to.equal(true);
+      console.log(`      (JSON line after ${readyMs} ms, including tsx and Hardhat start-up)`);
+    } finally {
+      proc.child.kill("SIGKILL");
+    }
+  });
+
+  it("keeps serving when its parent reads stdout only and never stderr", async () => {
+    const proc = spawnStart(["--json", "--port", "0", "--testnet-rpc-port", "0", "--networks", "testnet"], {}, { readStderr: false });
+    try {
+      const summary = jsonLine.parse(JSON.parse(await proc.firstLine(60_000)));
+      const network = summary.networks["cronos-testnet"]!;
+      const requirements = { scheme: "exact", network: "cronos-testnet", payTo: summary.relayer as Address, asset: network.token, maxAmountRequired: "1", maxTimeoutSeconds: 300 };
+      const signer = privateKeyToAccount(network.buyers[0]!.privateKey as Hex);
+      // Each verify logs a line on stderr: 600 of them are far more than a pipe buffer (64 KiB) holds.
+      for (let i = 0; i < 600; i++) {
+        const paymentHeader = await createPaymentHeader({ signer, requirements });
+        const response = await fetch(`${summary.facilitatorUrl}/v2/x402/verify`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ x402Version: 1, paymentHeader, paymentRequirements: requirements }),
+          signal: AbortSignal.timeout(5_000),
+        });
+        expect(response.status).to.equal(200);
+        await response.text();
+      }
+      proc.child.kill("SIGTERM");
+      expect(await proc.exited).to.equal(0);
+    } finally {
+      proc.child.kill("SIGKILL");
+    }
+  });
+
+  it("exits 1 with a message naming the port and its flag and variable when a port is taken", async () => {
+    const holder = await occupyPort();
+    try {
+      const proc = spawnStart(["--json", "--port", "0", "--testnet-rpc-port", String(holder.port), "--mainnet-rpc-port", "0"]);
+      expect(await proc.exited).to.equal(1);
+      expect(proc.stdout()).to.equal("");
+      const message = proc.stderr().trim().split("\n").at(-1)!;
+      expect(message).to.contain(`port ${holder.port}`);
+      expect(message).to.contain("--testnet-rpc-port");
+      expect(message).to.contain("TESTNET_RPC_PORT");
+    } finally {
+      await holder.release();
+    }
+  });
+
+  it("exits 2 with one line for a bad flag", async () => {
+    const proc = spawnStart(["--json", "--buyers", "many"]);
+    expect(await proc.exited).to.equal(2);
+    expect(proc.stdout()).to.equal("");
+    expect(proc.stderr().trim()).to.match(/^error: --buyers: [^\n]+$/);
+  });
+});

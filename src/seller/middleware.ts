@@ -110,7 +110,8 @@ export type RequirePaymentOptions = FacilitatorOption & {
   acceptBodyHeader?: boolean;
   /**
    * Answer 402 without calling the facilitator when the header is not base64 JSON of a payment
-   * (default true); the facilitator would answer such a request with HTTP 400, which is a 500 here.
+   * (default true), with the reason the facilitator would give (`Invalid Base64 paymentHeader`,
+   * `Invalid paymentHeader: …`): the same answer, one round trip less.
    */
   checkHeaderLocally?: boolean;
   /** Merge `payment` into JSON object bodies sent with `res.json` / `res.send` (default true). */

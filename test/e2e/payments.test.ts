@@ -1,0 +1,208 @@
+import { expect } from "chai";
+import type { Hex } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { createPaymentHeader, getPaymentResponse, wrapFetchWithPayment } from "../../src/buyer/index.js";
+import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import { NETWORKS, type NetworkName } from "../../src/protocol/networks.js";
+import type { PaymentRequirements } from "../../src/protocol/schemas.js";
+import {
+  content,
+  decodeBase64Json,
+  expectAnswer,
+  expectSettlementOnChain,
+  ISO_TIMESTAMP,
+  paymentRequiredBody,
+  PRICE,
+  recordingFetch,
+  rpcClient,
+  startFacilitatorProxy,
+  startSeller,
+  STACK_OPTIONS,
+  tokenBalances,
+  TX_HASH,
+  type FacilitatorProxy,
+  type TestSeller,
+} from "./helpers.js";
+
+describe("e2e: paying a seller over real HTTP (buyer SDK → seller SDK → facilitator → local chains)", function () {
+  let stack: LocalStack;
+  let proxy: FacilitatorProxy;
+  let seller: TestSeller;
+
+  before(async () => {
+    stack = await startLocalStack(STACK_OPTIONS);
+    proxy = await startFacilitatorProxy(stack.facilitatorUrl);
+    seller = await startSeller(proxy.url, stack.seller);
+  });
+  after(async () => {
+    await seller?.close();
+    await proxy?.close();
+    await stack?.stop();
+  });
+  beforeEach(() => proxy.reset());
+
+  const cases: Array<{ route: "testnet" | "mainnet" | "cronos"; network: NetworkName; wire: string; chainId: number; version: string }> = [
+    { route: "testnet", network: "cronos-testnet", wire: "cronos-testnet", chainId: 338, version: "1" },
+    { route: "mainnet", network: "cronos-mainnet", wire: "cronos-mainnet", chainId: 25, version: "2" },
+    { route: "cronos", network: "cronos-mainnet", wire: "cronos", chainId: 25, version: "2" },
+  ];
+
+  for (const { route, network, wire, chainId, version } of cases) {
+    it(`pays a ${wire} route: 402, signed retry, verify, settle, 200 with content + payment + X-PAYMENT-RESPONSE, and USDC.e moves on chain ${chainId}`, async () => {
+      const info = stack.networks[network]!;
+      expect({ chainId: info.chainId, token: info.token, domain: info.domain }).to.deep.equal({
+        chainId,
+        token: NETWORKS[network].token,
+        domain: { name: "Bridged USDC (Stargate)", version },
+      });
+      const url = `${seller.url}${seller.routes[route]}`;
+      const requirements = seller.requirements[route];
+
+      // Unpaid: the seller's 402 with its requirements.
+      await expectAnswer(await fetch(url), 402, paymentRequiredBody(requirements, "Payment Required"));
+      expect(requirements).to.deep.equal({
+        scheme: "exact",
+        network: wire,
+        payTo: stack.seller,
+        asset: NETWORKS[network].token,
+        maxAmountRequired: "10000",
+        description: "X402 payment request",
+        mimeType: "application/json",
+        maxTimeoutSeconds: 300,
+        resource: seller.routes[route],
+      });
+      expect(proxy.paths()).to.deep.equal([]);
+
+      const buyer = privateKeyToAccount(info.buyers[0]!.privateKey);
+      const client = rpcClient(info.rpcUrl);
+      const before = await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller]);
+      const buyerGasBefore = await client.getBalance({ address: buyer.address });
+
+      const recorder = recordingFetch();
+      const paidFetch = wrapFetchWithPayment(recorder.fetch, { signer: buyer, maxAmount: PRICE });
+      const response = await paidFetch(url);
+      const text = await response.text();
+      expect(response.status, text).to.equal(200);
+      const body = JSON.parse(text) as { payment: { txHash: Hex; blockNumber: number } };
+
+      // The header the buyer sent, and what the seller passed to the facilitator.
+      expect(recorder.paymentHeaders).to.have.length(1);
+      const header = recorder.paymentHeaders[0]!;
+      const sent = decodeBase64Json(header);
+      expect(sent).to.deep.include({ x402Version: 1, scheme: "exact", network: wire });
+      expect(sent.payload).to.deep.include({ from: buyer.address, to: stack.seller, value: "10000", validAfter: 0, asset: NETWORKS[network].token });
+      const nonce = sent.payload.nonce as Hex;
+      expect(proxy.paths()).to.deep.equal(["/v2/x402/verify", "/v2/x402/settle"]);
+      const facilitatorRequest = { x402Version: 1, paymentHeader: header, paymentRequirements: requirements };
+      expect(proxy.calls.map((call) => call.body)).to.deep.equal([facilitatorRequest, facilitatorRequest]);
+      expect(proxy.calls[0]!.answer).to.deep.equal({ isValid: true, invalidReason: null });
+
+      // The chain: one transaction by the relayer with AuthorizationUsed then Transfer.
+      expect(body.payment.txHash).to.match(TX_HASH);
+      const onChain = await expectSettlementOnChain(stack, network, body.payment.txHash, {
+        from: buyer.address,
+        to: stack.seller,
+        value: PRICE,
+        nonce,
+      });
+      expect(onChain.timestamp).to.match(ISO_TIMESTAMP);
+      const payment = {
+        txHash: body.payment.txHash,
+        from: buyer.address,
+        to: stack.seller,
+        value: "10000",
+        blockNumber: Number(onChain.receipt.blockNumber),
+        timestamp: onChain.timestamp,
+      };
+      expect(body).to.deep.equal({ ...content(seller.routes[route]), payment });
+
+      // X-PAYMENT-RESPONSE: the facilitator's settle answer, base64 JSON, network as the seller wrote it.
+      const settlement = { x402Version: 1, event: "payment.settled", network: wire, ...payment };
+      expect(getPaymentResponse(response)).to.deep.equal(settlement);
+      expect(decodeBase64Json(response.headers.get("X-PAYMENT-RESPONSE")!)).to.deep.equal(settlement);
+      expect(proxy.calls[1]!.answer).to.deep.equal(settlement);
+
+      // Balances: the buyer paid the price and no gas; the seller got the price.
+      const after = await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller]);
+      expect(after).to.deep.equal([before[0]! - PRICE, before[1]! + PRICE]);
+      expect(await client.getBalance({ address: buyer.address })).to.equal(buyerGasBefore);
+    });
+  }
+
+  it("refuses a replay of a paid header with 402 Authorization already used and moves no more USDC.e", async () => {
+    const info = stack.networks["cronos-testnet"]!;
+    const url = `${seller.url}${seller.routes.testnet}`;
+    const buyer = privateKeyToAccount(info.buyers[1]!.privateKey);
+    const recorder = recordingFetch();
+    const before = await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller]);
+
+    const paid = await wrapFetchWithPayment(recorder.fetch, { signer: buyer, maxAmount: PRICE })(url);
+    expect(paid.status).to.equal(200);
+    const { payment } = (await paid.json()) as { payment: { txHash: Hex } };
+    const afterPayment = await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller]);
+    expect(afterPayment).to.deep.equal([before[0]! - PRICE, before[1]! + PRICE]);
+
+    proxy.reset();
+    const replay = await fetch(url, { headers: { "X-PAYMENT": recorder.paymentHeaders[0]! } });
+    await expectAnswer(replay, 402, paymentRequiredBody(seller.requirements.testnet, "Payment verification failed", "Authorization already used"));
+    expect(replay.headers.get("X-PAYMENT-RESPONSE")).to.equal(null);
+    expect(proxy.paths()).to.deep.equal(["/v2/x402/verify"]);
+    expect(await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller])).to.deep.equal(afterPayment);
+
+    // The header stays spent for every route that takes it, and the facilitator's settle says the same
+    // and names the transaction that spent it.
+    const settle = await fetch(`${stack.facilitatorUrl}/v2/x402/settle`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ x402Version: 1, paymentHeader: recorder.paymentHeaders[0], paymentRequirements: seller.requirements.testnet }),
+    });
+    expect(settle.status).to.equal(200);
+    const answer = (await settle.json()) as Record<string, unknown>;
+    expect(answer.timestamp).to.match(ISO_TIMESTAMP);
+    expect({ ...answer, timestamp: "…" }).to.deep.equal({
+      x402Version: 1,
+      event: "payment.failed",
+      network: "cronos-testnet",
+      timestamp: "…",
+      error: "Authorization already used",
+      txHash: payment.txHash,
+    });
+    expect(await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller])).to.deep.equal(afterPayment);
+  });
+
+  it("takes the payment header from a JSON body field paymentHeader instead of X-PAYMENT and answers 200", async () => {
+    const info = stack.networks["cronos-testnet"]!;
+    const url = `${seller.url}${seller.routes.testnetPost}`;
+    const buyer = privateKeyToAccount(info.buyers[2]!.privateKey);
+    const post = (body: unknown) => fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+
+    const unpaid = await post({ question: "weather?" });
+    const required = (await unpaid.clone().json()) as { paymentRequirements: PaymentRequirements };
+    await expectAnswer(unpaid, 402, paymentRequiredBody(seller.requirements.testnet, "Payment Required"));
+
+    const before = await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller]);
+    const paymentHeader = await createPaymentHeader({ signer: buyer, requirements: required.paymentRequirements });
+    const response = await post({ question: "weather?", paymentHeader });
+    const text = await response.text();
+    expect(response.status, text).to.equal(200);
+    const body = JSON.parse(text) as { payment: { txHash: Hex } };
+    const onChain = await expectSettlementOnChain(stack, "cronos-testnet", body.payment.txHash, {
+      from: buyer.address,
+      to: stack.seller,
+      value: PRICE,
+      nonce: decodeBase64Json(paymentHeader).payload.nonce as Hex,
+    });
+    const payment = {
+      txHash: body.payment.txHash,
+      from: buyer.address,
+      to: stack.seller,
+      value: "10000",
+      blockNumber: Number(onChain.receipt.blockNumber),
+      timestamp: onChain.timestamp,
+    };
+    expect(body).to.deep.equal({ ...content(`POST ${seller.routes.testnetPost}`), payment });
+    expect(getPaymentResponse(response)).to.deep.equal({ x402Version: 1, event: "payment.settled", network: "cronos-testnet", ...payment });
+    expect(proxy.paths()).to.deep.equal(["/v2/x402/verify", "/v2/x402/settle"]);
+    expect(await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller])).to.deep.equal([before[0]! - PRICE, before[1]! + PRICE]);
+  });
+});

@@ -1,0 +1,212 @@
+import { expect } from "chai";
+import type { Hex } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { createPaymentHeader, wrapFetchWithPayment } from "../../src/buyer/index.js";
+import { localAccount } from "../../src/harness/accounts.js";
+import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import { SettleError } from "../../src/protocol/reasons.js";
+import {
+  chainTime,
+  expectAnswer,
+  expectSettlementOnChain,
+  decodeBase64Json,
+  increaseTime,
+  ISO_TIMESTAMP,
+  ownerKey,
+  paymentRequiredBody,
+  PRICE,
+  recordingFetch,
+  rpcClient,
+  startFacilitatorProxy,
+  startSeller,
+  STACK_OPTIONS,
+  tokenBalance,
+  tokenBalances,
+  writeToken,
+  type FacilitatorProxy,
+  type TestSeller,
+} from "./helpers.js";
+
+const SETTLEMENT_FAILED = "Payment settlement failed";
+
+/** A settle answer without its timestamp (checked for format separately). */
+function withoutTimestamp(answer: unknown): Record<string, unknown> {
+  const { timestamp, ...rest } = answer as Record<string, unknown>;
+  expect(timestamp).to.match(ISO_TIMESTAMP);
+  return rest;
+}
+
+describe("e2e: settle errors after a passing verify, through a real seller (402 with the settle error)", function () {
+  let stack: LocalStack;
+  /** Between the seller and the facilitator: sees the calls, and can act on the chain between verify and settle. */
+  let proxy: FacilitatorProxy;
+  let seller: TestSeller;
+
+  const testnet = () => stack.networks["cronos-testnet"]!;
+  const url = () => `${seller.url}${seller.routes.testnet}`;
+  const send = (header: string) => fetch(url(), { headers: { "X-PAYMENT": header } });
+
+  before(async () => {
+    stack = await startLocalStack(STACK_OPTIONS);
+    proxy = await startFacilitatorProxy(stack.facilitatorUrl);
+    seller = await startSeller(proxy.url, stack.seller);
+  });
+  after(async () => {
+    await seller?.close();
+    await proxy?.close();
+    await stack?.stop();
+  });
+  beforeEach(() => proxy.reset());
+
+  /** Asserts the seller's 402, that verify passed and settle failed with `error` (and `txHash` when given). */
+  async function expectSettleFailed(response: Response, error: string, txHash?: Hex) {
+    await expectAnswer(response, 402, paymentRequiredBody(seller.requirements.testnet, SETTLEMENT_FAILED, error));
+    expect(response.headers.get("X-PAYMENT-RESPONSE")).to.equal(null);
+    expect(proxy.paths()).to.deep.equal(["/v2/x402/verify", "/v2/x402/settle"]);
+    expect(proxy.calls[0]!.answer).to.deep.equal({ isValid: true, invalidReason: null });
+    expect(withoutTimestamp(proxy.calls[1]!.answer)).to.deep.equal({
+      x402Version: 1,
+      event: "payment.failed",
+      network: "cronos-testnet",
+      error,
+      ...(txHash ? { txHash } : {}),
+    });
+  }
+
+  it("answers Transaction failed on-chain when the token is paused (verify does not read pause), spends no gas, and the same header pays once unpaused", async () => {
+    const info = testnet();
+    const buyer = privateKeyToAccount(info.buyers[0]!.privateKey);
+    const header = await createPaymentHeader({ signer: buyer, requirements: seller.requirements.testnet });
+    const parties = [buyer.address, stack.seller];
+    const before = await tokenBalances(info.rpcUrl, info.token, parties);
+    const relayerNonce = await rpcClient(info.rpcUrl).getTransactionCount({ address: stack.relayer });
+
+    await writeToken("cronos-testnet", info.rpcUrl, info.token, ownerKey(), "pause");
+    try {
+      await expectSettleFailed(await send(header), SettleError.failedOnChain);
+      expect(SettleError.failedOnChain).to.equal("Transaction failed on-chain");
+      expect(await tokenBalances(info.rpcUrl, info.token, parties)).to.deep.equal(before);
+      // Caught by the simulation: nothing was sent.
+      expect(await rpcClient(info.rpcUrl).getTransactionCount({ address: stack.relayer })).to.equal(relayerNonce);
+    } finally {
+      await writeToken("cronos-testnet", info.rpcUrl, info.token, ownerKey(), "unpause");
+    }
+
+    proxy.reset();
+    const paid = await send(header);
+    expect(paid.status, await paid.clone().text()).to.equal(200);
+    expect(await tokenBalances(info.rpcUrl, info.token, parties)).to.deep.equal([before[0]! - PRICE, before[1]! + PRICE]);
+  });
+
+  it("answers Transaction failed on-chain when the payer is blacklisted, and moves nothing", async () => {
+    const info = testnet();
+    const buyer = privateKeyToAccount(info.buyers[0]!.privateKey);
+    const before = await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller]);
+    await writeToken("cronos-testnet", info.rpcUrl, info.token, ownerKey(), "blacklist", [buyer.address]);
+    try {
+      const response = await wrapFetchWithPayment(fetch, { signer: buyer, maxAmount: PRICE })(url());
+      await expectSettleFailed(response, "Transaction failed on-chain");
+    } finally {
+      await writeToken("cronos-testnet", info.rpcUrl, info.token, ownerKey(), "unBlacklist", [buyer.address]);
+    }
+    expect(await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller])).to.deep.equal(before);
+  });
+
+  it("answers Authorization expired when the chain's clock passes validBefore between verify and settle", async () => {
+    const info = testnet();
+    const buyer = privateKeyToAccount(info.buyers[0]!.privateKey);
+    const now = await chainTime(info.rpcUrl);
+    const header = await createPaymentHeader({ signer: buyer, requirements: seller.requirements.testnet, validBefore: now + 60n });
+    const before = await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller]);
+    proxy.beforeSettle = () => increaseTime(info.rpcUrl, 120);
+
+    await expectSettleFailed(await send(header), "Authorization expired");
+    expect(await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller])).to.deep.equal(before);
+  });
+
+  it("answers Authorization already used when the header is settled elsewhere between verify and settle (replay race), naming that transaction; USDC.e moves once", async () => {
+    const info = testnet();
+    const buyer = privateKeyToAccount(info.buyers[1]!.privateKey);
+    const recorder = recordingFetch();
+    const before = await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller]);
+    let raced: { event: string; txHash: Hex } | undefined;
+    proxy.beforeSettle = async (body) => {
+      // Someone holding the same header settles it first, straight at the facilitator.
+      const response = await fetch(`${stack.facilitatorUrl}/v2/x402/settle`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      raced = (await response.json()) as { event: string; txHash: Hex };
+    };
+
+    const response = await wrapFetchWithPayment(recorder.fetch, { signer: buyer, maxAmount: PRICE })(url());
+    expect(raced?.event).to.equal("payment.settled");
+    await expectSettleFailed(response, "Authorization already used", raced!.txHash);
+    await expectSettlementOnChain(stack, "cronos-testnet", raced!.txHash, {
+      from: buyer.address,
+      to: stack.seller,
+      value: PRICE,
+      nonce: decodeBase64Json(recorder.paymentHeaders[0]!).payload.nonce as Hex,
+    });
+    expect(await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller])).to.deep.equal([before[0]! - PRICE, before[1]! + PRICE]);
+  });
+
+  it("lets one of three concurrent requests with the same header through: one 200, two 402 Authorization already used; USDC.e moves once", async () => {
+    const info = testnet();
+    const buyer = privateKeyToAccount(info.buyers[1]!.privateKey);
+    const header = await createPaymentHeader({ signer: buyer, requirements: seller.requirements.testnet });
+    const before = await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller]);
+
+    const responses = await Promise.all([send(header), send(header), send(header)]);
+    const statuses = responses.map((response) => response.status).sort();
+    expect(statuses).to.deep.equal([200, 402, 402]);
+    for (const response of responses.filter((r) => r.status === 402)) {
+      const body = (await response.json()) as { error: string; reason: string };
+      // Refused by verify (the winner had settled) or by settle (both were in flight): the reason is the same.
+      expect(body).to.deep.equal(paymentRequiredBody(seller.requirements.testnet, body.error, "Authorization already used"));
+      expect(body.error).to.be.oneOf(["Payment verification failed", SETTLEMENT_FAILED]);
+    }
+    expect(await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller])).to.deep.equal([before[0]! - PRICE, before[1]! + PRICE]);
+  });
+
+  it("answers ERC20: transfer amount exceeds balance when the buyer moves its USDC.e away between verify and settle", async () => {
+    const info = testnet();
+    const key = info.buyers[2]!.privateKey;
+    const buyer = privateKeyToAccount(key);
+    const elsewhere = localAccount(5).address;
+    const held = await tokenBalance(info.rpcUrl, info.token, buyer.address);
+    const sellerBefore = await tokenBalance(info.rpcUrl, info.token, stack.seller);
+    proxy.beforeSettle = async () => {
+      await writeToken("cronos-testnet", info.rpcUrl, info.token, key, "transfer", [elsewhere, held]);
+    };
+    try {
+      const response = await wrapFetchWithPayment(fetch, { signer: buyer, maxAmount: PRICE })(url());
+      await expectSettleFailed(response, "ERC20: transfer amount exceeds balance");
+      expect(await tokenBalance(info.rpcUrl, info.token, stack.seller)).to.equal(sellerBefore);
+    } finally {
+      await writeToken("cronos-testnet", info.rpcUrl, info.token, localAccount(5).privateKey, "transfer", [buyer.address, held]);
+    }
+  });
+
+  it("answers the two settle errors a passing verify rules out on /v2/x402/settle directly: Authorization not yet valid and Invalid signature", async () => {
+    // The chain's clock only moves forward and an EOA signature does not change, so after verify said
+    // yes these two cannot happen; settle still answers them for a request that was never verified.
+    const info = testnet();
+    const buyer = privateKeyToAccount(info.buyers[0]!.privateKey);
+    const now = await chainTime(info.rpcUrl);
+    const settle = async (paymentHeader: string) => {
+      const response = await fetch(`${stack.facilitatorUrl}/v2/x402/settle`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ x402Version: 1, paymentHeader, paymentRequirements: seller.requirements.testnet }),
+      });
+      expect(response.status).to.equal(200);
+      return withoutTimestamp(await response.json());
+    };
+    const early = await createPaymentHeader({ signer: buyer, requirements: seller.requirements.testnet, validAfter: now + 600n, validBefore: now + 3600n });
+    expect(await settle(early)).to.deep.equal({ x402Version: 1, event: "payment.failed", network: "cronos-testnet", error: "Authorization not yet valid" });
+    const wrongChain = await createPaymentHeader({ signer: buyer, requirements: seller.requirements.testnet, chainId: 25 });
+    expect(await settle(wrongChain)).to.deep.equal({ x402Version: 1, event: "payment.failed", network: "cronos-testnet", error: "Invalid signature" });
+  });
+});

@@ -83,6 +83,7 @@ export class Relayer {
   readonly #chainId: number;
   readonly #keys: RelayerKey[];
   #fees: { at: number; value: Promise<Fees> } | undefined;
+  #cursor = 0;
 
   constructor(parameters: RelayerParameters) {
     if (parameters.privateKeys.length === 0) throw new Error("Relayer needs at least one private key");
@@ -101,13 +102,23 @@ export class Relayer {
     return this.#keys.map((key) => ({ address: key.account.address, localNonce: key.localNonce, pending: key.pending }));
   }
 
-  /** The account that will send the next transaction (simulate with it as `from`). */
+  /**
+   * The account to send the next transaction from (simulate with it as `from`): the least busy key,
+   * taking keys in turn on ties, so settles that arrive together spread over the keys.
+   */
   pick(): Address {
     return this.#leastBusy().account.address;
   }
 
   #leastBusy(): RelayerKey {
-    return this.#keys.reduce((best, key) => (key.pending < best.pending ? key : best));
+    const count = this.#keys.length;
+    let best = this.#keys[this.#cursor % count]!;
+    for (let i = 1; i < count; i++) {
+      const key = this.#keys[(this.#cursor + i) % count]!;
+      if (key.pending < best.pending) best = key;
+    }
+    this.#cursor = (this.#cursor + 1) % count;
+    return best;
   }
 
   #currentFees(): Promise<Fees> {

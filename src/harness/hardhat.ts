@@ -1,4 +1,4 @@
-import { readdir, stat, utimes, writeFile } from "node:fs/promises";
+import { readFile, readdir, stat, utimes, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createHardhatRuntimeEnvironment, importUserConfig } from "hardhat/hre";
@@ -35,8 +35,9 @@ export function loadTokenArtifact(hre: HardhatRuntimeEnvironment, options: { bui
   if (cached && options.build === undefined) return cached;
   const loading = (async () => {
     if (options.build ?? !(await artifactIsFresh(hre))) await buildContracts(hre);
-    const artifact = await hre.artifacts.readArtifact("BridgedUSDC");
-    return { abi: artifact.abi, bytecode: artifact.bytecode as Hex, deployedBytecode: artifact.deployedBytecode as Hex };
+    // Read from disk, not through hre.artifacts: its index predates a build this runtime just ran.
+    const artifact = JSON.parse(await readFile(artifactPath(hre), "utf8")) as { abi: TokenArtifact["abi"]; bytecode: Hex; deployedBytecode: Hex };
+    return { abi: artifact.abi, bytecode: artifact.bytecode, deployedBytecode: artifact.deployedBytecode };
   })();
   artifacts.set(hre, loading);
   loading.catch(() => artifacts.delete(hre));
@@ -45,7 +46,7 @@ export function loadTokenArtifact(hre: HardhatRuntimeEnvironment, options: { bui
 
 async function artifactIsFresh(hre: HardhatRuntimeEnvironment): Promise<boolean> {
   try {
-    const artifact = (await stat(await hre.artifacts.getArtifactPath("BridgedUSDC"))).mtimeMs;
+    const artifact = (await stat(artifactPath(hre))).mtimeMs;
     // A no-op build leaves the artifact's time alone, so the last build is stamped separately.
     const stamped = await stat(buildStamp(hre)).then((s) => s.mtimeMs, () => 0);
     const built = Math.max(artifact, stamped);
@@ -61,6 +62,10 @@ async function artifactIsFresh(hre: HardhatRuntimeEnvironment): Promise<boolean>
   } catch {
     return false;
   }
+}
+
+function artifactPath(hre: HardhatRuntimeEnvironment): string {
+  return join(hre.config.paths.artifacts, "contracts", "BridgedUSDC.sol", "BridgedUSDC.json");
 }
 
 function buildStamp(hre: HardhatRuntimeEnvironment): string {

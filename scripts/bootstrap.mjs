@@ -69,6 +69,12 @@ let child;
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
   process.on(signal, () => child?.kill(signal));
 }
+// `npm start` runs us under `sh -c`, and a SIGTERM to npm does not reach us: when our parent goes
+// away, stop the command as if signalled, so a stack started by a CI job never outlives it.
+const parentPid = process.ppid;
+setInterval(() => {
+  if (process.ppid !== parentPid) child?.kill("SIGTERM");
+}, 250).unref();
 
 function run(step, args) {
   return new Promise((resolve) => {

@@ -22,7 +22,9 @@ export class ChainState {
   #code = new Map<Address, Promise<boolean>>();
   #balance = new Map<Address, Promise<bigint>>();
   #unused = new Map<string, Promise<boolean>>();
+  // Bounded: forgetting an old entry only costs one chain read if that authorization comes back.
   readonly #used = new Set<string>();
+  static readonly USED_CACHE_LIMIT = 100_000;
 
   constructor(client: PublicClient, token: Address) {
     this.#client = client;
@@ -94,13 +96,21 @@ export class ChainState {
         blockNumber: head.number,
       }),
     );
-    if (used) this.#used.add(key);
+    if (used) this.#rememberUsed(key);
     return used;
   }
 
   /** Records an authorization this process saw used (its settle transaction was mined). */
   markUsed(authorizer: Address, nonce: Hex): void {
-    this.#used.add(`${authorizer.toLowerCase()}:${nonce.toLowerCase()}`);
+    this.#rememberUsed(`${authorizer.toLowerCase()}:${nonce.toLowerCase()}`);
+  }
+
+  #rememberUsed(key: string): void {
+    this.#used.add(key);
+    if (this.#used.size > ChainState.USED_CACHE_LIMIT) {
+      // A Set iterates in insertion order: drop the oldest.
+      this.#used.delete(this.#used.values().next().value!);
+    }
   }
 
   /** ERC-1271: whether the wallet at `wallet` accepts `signature` over `digest`, as the token asks it. */

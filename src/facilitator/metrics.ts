@@ -50,7 +50,8 @@ export function createMetrics(options: { defaults?: boolean } = {}): Facilitator
   const rpcErrors = new Counter({ name: "x402_rpc_errors_total", help: "RPC faults by network", labelNames: ["network"], registers: [registry] });
   const limited = new Counter({ name: "x402_rate_limited_total", help: "requests refused by a rate limit", labelNames: ["route"], registers: [registry] });
   let runtimes: ReadonlyMap<NetworkName, NetworkRuntime> = new Map();
-  const nonceGap = new Gauge({
+  // Gauges register themselves; their values are read from the chain at scrape time.
+  new Gauge({
     name: "x402_relayer_nonce_gap",
     help: "relayer transactions handed a nonce but not yet mined (local next nonce - chain latest nonce)",
     labelNames: ["network", "relayer"],
@@ -72,7 +73,7 @@ export function createMetrics(options: { defaults?: boolean } = {}): Facilitator
       );
     },
   });
-  const balance = new Gauge({
+  new Gauge({
     name: "x402_relayer_balance_wei",
     help: "relayer native gas balance",
     labelNames: ["network", "relayer"],
@@ -92,8 +93,6 @@ export function createMetrics(options: { defaults?: boolean } = {}): Facilitator
       );
     },
   });
-  void nonceGap;
-  void balance;
   return {
     registry,
     outcome(record) {

@@ -1,6 +1,6 @@
 import { bytesToHex, isAddressEqual, type Hex } from "viem";
 import { decodePaymentHeader } from "../protocol/header.js";
-import { canonicalNetwork, type NetworkName } from "../protocol/networks.js";
+import { canonicalNetwork } from "../protocol/networks.js";
 import { EXACT_SCHEME, VerifyReason } from "../protocol/reasons.js";
 import type { FacilitatorRequest, PaymentPayload } from "../protocol/schemas.js";
 import { recoverSigner, transferAuthorizationDigest } from "../chain/signature.js";
@@ -153,10 +153,8 @@ export async function verifyPayment(request: FacilitatorRequest, context: Facili
   return { isValid: true, runtime, payload, value, head, contractWallet };
 }
 
-/** The network name of a request for answers: as the caller sent it. */
-export function answerNetwork(request: { paymentRequirements?: { network?: unknown } } | undefined): string {
-  const network = request?.paymentRequirements?.network;
+/** The network name to answer with: as the caller sent it in any body, parsed or not; else "unknown". */
+export function answerNetwork(body: unknown): string {
+  const network = (body as { paymentRequirements?: { network?: unknown } } | null | undefined)?.paymentRequirements?.network;
   return typeof network === "string" ? network : "unknown";
 }
-
-export type { NetworkName };

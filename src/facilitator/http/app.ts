@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
 import express, { type ErrorRequestHandler, type Express, type Request, type Response } from "express";
 import type { Store } from "express-rate-limit";
-import { z } from "zod";
 import { RequestError, SettleError, SettleEvent, X402_VERSION } from "../../protocol/reasons.js";
 import { describeZodError, facilitatorRequestSchema, type FacilitatorRequest, type SupportedResponse } from "../../protocol/schemas.js";
 import { FacilitatorFault, type FacilitatorContext } from "../runtime.js";
@@ -58,8 +57,6 @@ function refusal(route: Route, network: string, text: string): object {
     : { x402Version: X402_VERSION, event: SettleEvent.failed, network, timestamp: new Date().toISOString(), error: text };
 }
 
-const looseBodySchema = z.object({ paymentRequirements: z.object({ network: z.unknown() }).partial() }).partial();
-
 /** Parses a verify/settle body; on failure returns the status and text to answer. */
 function parseRequest(req: Request): { ok: true; request: FacilitatorRequest } | { ok: false; status: number; text: string } {
   const headerVersion = req.get("X402-Version");
@@ -77,11 +74,6 @@ function parseRequest(req: Request): { ok: true; request: FacilitatorRequest } |
   const parsed = facilitatorRequestSchema.safeParse(body);
   if (!parsed.success) return { ok: false, status: 400, text: RequestError.invalidRequest(describeZodError(parsed.error)) };
   return { ok: true, request: parsed.data };
-}
-
-function networkOf(req: Request): string {
-  const loose = looseBodySchema.safeParse(req.body);
-  return loose.success ? answerNetwork(loose.data as { paymentRequirements?: { network?: unknown } }) : "unknown";
 }
 
 /**
@@ -130,7 +122,7 @@ export function createApp(options: AppOptions): Express {
     const requestId = String(res.locals.requestId);
     const parsed = parseRequest(req);
     if (!parsed.ok) {
-      const network = networkOf(req);
+      const network = answerNetwork(req.body);
       res.status(parsed.status).json(refusal(route, network, parsed.text));
       options.onOutcome?.({ requestId, route, status: parsed.status, network, outcome: parsed.text, code: "invalid_request", durationMs: performance.now() - started });
       return;

@@ -18,6 +18,7 @@ const env = { ...process.env, PATH: `${bin}${delimiter}${process.env.PATH ?? ""}
 const COMMANDS = {
   // Not the tsx CLI: its wrapper process kills a child that is busy starting up when a signal arrives.
   start: [["node", "--import", "tsx", "scripts/start.ts"]],
+  facilitator: [["node", "--import", "tsx", "scripts/facilitator.ts"]],
   // Compile first: the type check reads the typed artifacts Hardhat generates.
   test: [["hardhat", "compile", "--quiet"], ["tsc", "--noEmit"], ["hardhat", "test"]],
   setup: [],

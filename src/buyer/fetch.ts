@@ -1,9 +1,8 @@
 import { z } from "zod";
 import { canonicalNetwork, NETWORK_NAMES, NETWORKS } from "../protocol/networks.js";
 import { EXACT_SCHEME } from "../protocol/reasons.js";
-import { describeZodError, type PaymentRequirements, type SettleResponse } from "../protocol/schemas.js";
+import { parsePaymentRequirements, describeZodError, type PaymentRequirements, type SettleResponse } from "../protocol/schemas.js";
 import { PaymentError } from "./errors.js";
-import { parsePaymentRequirements } from "../protocol/schemas.js";
 import { createPaymentHeader, decodePaymentResponse, type PaymentSigner } from "./sign.js";
 
 /** Options of {@link wrapFetchWithPayment}: who pays and what it is willing to pay. */

@@ -3,6 +3,7 @@ import { canonicalNetwork, NETWORKS } from "../protocol/networks.js";
 import { encodePaymentHeader } from "../protocol/header.js";
 import { transferAuthorizationTypedData, type TokenDomain } from "../protocol/eip3009.js";
 import {
+  parsePaymentRequirements,
   addressSchema,
   describeZodError,
   settleResponseSchema,
@@ -10,7 +11,6 @@ import {
   type SettleResponse,
 } from "../protocol/schemas.js";
 import { PaymentError } from "./errors.js";
-import { parsePaymentRequirements } from "../protocol/schemas.js";
 
 /**
  * A wallet that signs with a known account: structurally a viem `WalletClient` created with `account`

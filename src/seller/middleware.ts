@@ -3,8 +3,8 @@ import { z } from "zod";
 import { canonicalNetwork, NETWORKS } from "../protocol/networks.js";
 import { decodePaymentHeader } from "../protocol/header.js";
 import { EXACT_SCHEME, SettleEvent, VerifyReason, X402_VERSION } from "../protocol/reasons.js";
-import { parsePaymentRequirements } from "../protocol/schemas.js";
 import {
+  parsePaymentRequirements,
   type PaymentRequirements,
   type PaymentRequirementsInput,
   type SettleSuccess,

@@ -41,7 +41,7 @@ export const paymentRequirementsSchema = z.looseObject({
   mimeType: z.string({ error: expected("must be a string") }).optional(),
   maxTimeoutSeconds: z.number({ error: expected("must be a number") }).int().positive().optional(),
   resource: z.string({ error: expected("must be a string") }).optional(),
-});
+}, { error: expected("must be an object") });
 /** Payment requirements after parsing. */
 export type PaymentRequirements = z.output<typeof paymentRequirementsSchema>;
 /** Payment requirements as written by a seller. */

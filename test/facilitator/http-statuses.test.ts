@@ -82,6 +82,9 @@ describe("facilitator HTTP: statuses and bodies of decisions.md", () => {
         const missing = await request(opened.app).post(`/v2/x402/${route}`).send({ x402Version: 1, paymentRequirements: body.paymentRequirements });
         expect(missing.status).to.equal(400);
         expect(bodyOf(missing)).to.deep.equal(refusal("Invalid request: paymentHeader is required"));
+        const noRequirements = await request(opened.app).post(`/v2/x402/${route}`).send({ x402Version: 1, paymentHeader: body.paymentHeader });
+        expect(noRequirements.status).to.equal(400);
+        expect(bodyOf(noRequirements)).to.deep.equal(unknownRefusal("Invalid request: paymentRequirements is required"));
         const mistyped = await request(opened.app)
           .post(`/v2/x402/${route}`)
           .send({ ...body, paymentRequirements: { ...body.paymentRequirements, maxAmountRequired: 1000000 } });

@@ -20,33 +20,36 @@ const WARMUP_MS = 1_000;
 const LEVELS = (process.env.BENCH_CONCURRENCY ?? "1,16,64").split(",").map(Number);
 const PAY_TO: Address = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
 
+function post(url: URL, agent: Agent, body: string) {
+  return new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const req = request(
+      { host: url.hostname, port: url.port, path: "/v2/x402/verify", method: "POST", agent, headers: { "Content-Type": "application/json", "X402-Version": "1", "Content-Length": Buffer.byteLength(body) } },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (c) => (text += c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+/** Closed loop: `concurrency` clients, each sending its next request when its answer arrives. */
 async function run(url: URL, bodies: string[], concurrency: number) {
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
   let next = 0;
   const latencies: number[] = [];
   let bad = 0;
   let measuring = false;
-  const post = (body: string) =>
-    new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const req = request(
-        { host: url.hostname, port: url.port, path: "/v2/x402/verify", method: "POST", agent, headers: { "Content-Type": "application/json", "X402-Version": "1", "Content-Length": Buffer.byteLength(body) } },
-        (res) => {
-          let text = "";
-          res.setEncoding("utf8");
-          res.on("data", (c) => (text += c));
-          res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
-        },
-      );
-      req.on("error", reject);
-      req.end(body);
-    });
   let stopAt = Infinity;
   const worker = async () => {
     while (performance.now() < stopAt) {
       const body = bodies[next++];
       if (body === undefined) throw new Error("ran out of signed bodies: raise the pool size");
       const t = performance.now();
-      const { status, text } = await post(body);
+      const { status, text } = await post(url, agent, body);
       if (measuring) {
         latencies.push(performance.now() - t);
         if (status !== 200 || !text.startsWith('{"isValid":true')) bad++;
@@ -66,6 +69,68 @@ async function run(url: URL, bodies: string[], concurrency: number) {
   return { rps: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99), n: latencies.length, bad };
 }
 
+/**
+ * Open loop: requests are started on a fixed schedule (`rate` per second, checked every millisecond)
+ * over at most `connections` keep-alive connections, whatever the answers' pace; a request due while
+ * all connections are busy waits for one, and that wait counts in its latency (no coordinated omission).
+ */
+async function runOpen(url: URL, bodies: string[], rate: number, connections: number) {
+  const agent = new Agent({ keepAlive: true, maxSockets: connections });
+  const latencies: number[] = [];
+  const lags: number[] = [];
+  let bad = 0;
+  let next = 0;
+  const total = Math.floor((rate * DURATION_MS) / 1000);
+  const pending: Promise<void>[] = [];
+  const started = performance.now();
+  await new Promise<void>((resolve) => {
+    const timer = setInterval(() => {
+      const due = Math.min(total, Math.floor(((performance.now() - started) * rate) / 1000));
+      while (next < due) {
+        const scheduled = started + (next * 1000) / rate;
+        const body = bodies[next++]!;
+        lags.push(performance.now() - scheduled);
+        pending.push(
+          post(url, agent, body).then(({ status, text }) => {
+            latencies.push(performance.now() - scheduled);
+            if (status !== 200 || !text.startsWith('{"isValid":true')) bad++;
+          }),
+        );
+      }
+      if (next >= total) {
+        clearInterval(timer);
+        resolve();
+      }
+    }, 1);
+  });
+  await Promise.all(pending);
+  const elapsed = (performance.now() - started) / 1000;
+  agent.destroy();
+  latencies.sort((a, b) => a - b);
+  lags.sort((a, b) => a - b);
+  return { rps: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99), n: latencies.length, bad, lagP99: percentile(lags, 99) };
+}
+
+/** The facilitator's own verify latency histogram (cumulative buckets, seconds → count) from /metrics. */
+async function serverBuckets(url: URL): Promise<Map<number, number>> {
+  const text = await (await fetch(new URL("/metrics", url))).text();
+  const buckets = new Map<number, number>();
+  for (const match of text.matchAll(/^x402_request_duration_seconds_bucket\{le="([^"]+)",route="verify"\} (\d+)$/gm)) {
+    buckets.set(match[1] === "+Inf" ? Infinity : Number(match[1]), Number(match[2]));
+  }
+  return buckets;
+}
+
+/** The smallest bucket bound under which `p` % of the requests between two scrapes finished. */
+function bucketQuantile(before: Map<number, number>, after: Map<number, number>, p: number): string {
+  const bounds = [...after.keys()].sort((a, b) => a - b);
+  const total = (after.get(Infinity) ?? 0) - (before.get(Infinity) ?? 0);
+  for (const bound of bounds) {
+    if ((after.get(bound)! - (before.get(bound) ?? 0)) >= (p / 100) * total) return bound === Infinity ? "> max" : `<= ${bound * 1000} ms`;
+  }
+  return "?";
+}
+
 function recoveryCost(token: Address) {
   const domain = { name: "Bridged USDC (Stargate)", version: "1", chainId: 338, verifyingContract: token };
   const separator = domainSeparator(domain);
@@ -81,7 +146,7 @@ function recoveryCost(token: Address) {
   return { native, sig, domain, message };
 }
 
-const pool = Number(process.env.BENCH_POOL ?? 60_000);
+const pool = Number(process.env.BENCH_POOL ?? 90_000);
 const stack = await startStackProcess(["--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--networks", "cronos-testnet", "--buyers", "8"], {
   RATE_LIMIT_VERIFY_PER_MINUTE: "0",
   RATE_LIMIT_SETTLE_PER_MINUTE: "0",
@@ -97,12 +162,26 @@ try {
   const url = new URL(stack.info.facilitatorUrl);
   let offset = 0;
   console.log(`verify over HTTP, ${DURATION_MS / 1000} s per level after ${WARMUP_MS / 1000} s warm-up`);
+  console.log("closed loop: each client sends its next request when its answer arrives");
   console.log("concurrency  requests/s   p50 ms   p99 ms   requests  not-valid");
   for (const level of LEVELS) {
     const slice = bodies.slice(offset);
     const result = await run(url, slice, level);
     offset += result.n + 5_000;
     console.log(`${String(level).padStart(11)}  ${result.rps.toFixed(0).padStart(10)}  ${result.p50.toFixed(2).padStart(7)}  ${result.p99.toFixed(2).padStart(7)}  ${String(result.n).padStart(9)}  ${String(result.bad).padStart(9)}`);
+  }
+  const rates = (process.env.BENCH_OPEN_RATES ?? "1500,2000").split(",").map(Number);
+  console.log("open loop over 64 connections (requests started on schedule; a wait for a free connection counts)");
+  console.log("offered/s   served/s   p50 ms   p99 ms   requests  not-valid");
+  for (const rate of rates) {
+    const before = await serverBuckets(url);
+    const result = await runOpen(url, bodies.slice(offset), rate, 64);
+    const after = await serverBuckets(url);
+    offset += result.n + 5_000;
+    console.log(
+      `${String(rate).padStart(9)}  ${result.rps.toFixed(0).padStart(9)}  ${result.p50.toFixed(2).padStart(7)}  ${result.p99.toFixed(2).padStart(7)}  ${String(result.n).padStart(9)}  ${String(result.bad).padStart(9)}` +
+        `   (in the facilitator, handler only: p50 ${bucketQuantile(before, after, 50)}, p99 ${bucketQuantile(before, after, 99)}; generator's own send lag p99 ${result.lagP99.toFixed(1)} ms)`,
+    );
   }
   const cost = recoveryCost(net.token);
   const m = 200;

@@ -150,6 +150,8 @@ const pool = Number(process.env.BENCH_POOL ?? 90_000);
 const stack = await startStackProcess(["--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--networks", "cronos-testnet", "--buyers", "8"], {
   RATE_LIMIT_VERIFY_PER_MINUTE: "0",
   RATE_LIMIT_SETTLE_PER_MINUTE: "0",
+  // The facilitator's default for real networks (the local stack reads the head on every verify).
+  HEAD_CACHE_MS: process.env.HEAD_CACHE_MS ?? "250",
 });
 try {
   const net = stack.info.networks["cronos-testnet"]!;

@@ -25,6 +25,8 @@ export interface FacilitatorConfig {
   settleTimeoutMs: number;
   /** verify refuses an authorization that expires within this many seconds of the chain's clock. */
   settleMarginSeconds: number;
+  /** verify may reuse a chain head read this many ms ago (0 = read it for every verify). */
+  headCacheMs: number;
   rpcTimeoutMs: number;
   /** How often receipts and blocks are polled. */
   pollingIntervalMs: number;
@@ -84,6 +86,7 @@ const envSchema = z.object({
   CONFIRMATIONS: intVar(1, 1),
   SETTLE_TIMEOUT_SECONDS: intVar(120, 1),
   SETTLE_MARGIN_SECONDS: intVar(6),
+  HEAD_CACHE_MS: intVar(250),
   RPC_TIMEOUT_MS: intVar(10_000, 1),
   POLLING_INTERVAL_MS: intVar(250, 1),
   RATE_LIMIT_VERIFY_PER_MINUTE: intVar(10),
@@ -174,6 +177,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
     confirmations: e.CONFIRMATIONS,
     settleTimeoutMs: e.SETTLE_TIMEOUT_SECONDS * 1000,
     settleMarginSeconds: e.SETTLE_MARGIN_SECONDS,
+    headCacheMs: e.HEAD_CACHE_MS,
     rpcTimeoutMs: e.RPC_TIMEOUT_MS,
     pollingIntervalMs: e.POLLING_INTERVAL_MS,
     rateLimits: { verifyPerMinute: e.RATE_LIMIT_VERIFY_PER_MINUTE, settlePerMinute: e.RATE_LIMIT_SETTLE_PER_MINUTE },

@@ -20,6 +20,8 @@ export interface NetworkRuntime {
 export interface FacilitatorContext {
   networks: ReadonlyMap<NetworkName, NetworkRuntime>;
   settleMarginSeconds: number;
+  /** verify may reuse a chain head read this recently (settle always reads a fresh one). */
+  headCacheMs: number;
   confirmations: number;
   settleTimeoutMs: number;
   pollingIntervalMs: number;

@@ -94,6 +94,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
   const context: FacilitatorContext = {
     networks,
     settleMarginSeconds: config.settleMarginSeconds,
+    headCacheMs: config.headCacheMs,
     confirmations: config.confirmations,
     settleTimeoutMs: config.settleTimeoutMs,
     pollingIntervalMs: config.pollingIntervalMs,

@@ -55,7 +55,7 @@ export function settlementCalldata(payment: VerifiedPayment): Hex {
  */
 export async function settlePayment(request: FacilitatorRequest, context: FacilitatorContext): Promise<SettleResponse> {
   const network = answerNetwork(request);
-  const outcome = await verifyPayment(request, context);
+  const outcome = await verifyPayment(request, context, { freshHead: true });
   if (!outcome.isValid) {
     let txHash: Hex | undefined;
     if (outcome.code === "used" && outcome.runtime && outcome.payload) {

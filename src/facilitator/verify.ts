@@ -55,9 +55,14 @@ function refuse(code: VerifyFailureCode, reason: string, extra: Partial<RefusedP
  * Verifies a payment against its requirements: the spec's checks in the spec's order (header,
  * scheme, network, asset and amount, recipient, signature, time window), then read-only chain state
  * (nonce used, balance). The first failure is the answer. Chain reads are pinned to one block
- * whose timestamp is the clock. Throws {@link FacilitatorFault} only when the chain cannot be read.
+ * whose timestamp is the clock; verify may reuse a head read within `headCacheMs`, settle passes
+ * `freshHead`. Throws {@link FacilitatorFault} only when the chain cannot be read.
  */
-export async function verifyPayment(request: FacilitatorRequest, context: FacilitatorContext): Promise<VerifyOutcome> {
+export async function verifyPayment(
+  request: FacilitatorRequest,
+  context: FacilitatorContext,
+  options: { freshHead?: boolean } = {},
+): Promise<VerifyOutcome> {
   const requirements = request.paymentRequirements;
 
   // 1. header
@@ -107,7 +112,7 @@ export async function verifyPayment(request: FacilitatorRequest, context: Facili
   let balance: bigint;
   const state = runtime.state;
   try {
-    head = await state.head();
+    head = await state.head(options.freshHead ? 0 : context.headCacheMs);
     [contractWallet, used, balance] = await Promise.all([
       state.hasCode(authorization.from, head),
       state.authorizationUsed(authorization.from, authorization.nonce, head),

@@ -139,6 +139,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     }
     const config = loadConfig(
       {
+        // A local chain's time is moved by tests: verify reads the head every time unless told otherwise.
+        HEAD_CACHE_MS: "0",
         ...env,
         FACILITATOR_NETWORKS: networks.join(","),
         // Hardhat account #9: a PUBLIC test key, LOCAL-ONLY.

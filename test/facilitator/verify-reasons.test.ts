@@ -305,3 +305,19 @@ describe("facilitator verify: every reason, in the spec's order", () => {
     expect(await opened.chain.contract.read.balanceOf([wallet.address])).to.equal(4_000_000n);
   });
 });
+
+describe("facilitator verify: the chain head cache (HEAD_CACHE_MS)", () => {
+  it("lets verify reuse a recent head, while settle always reads a fresh one", async () => {
+    const opened = await openFacilitator("cronos-testnet", { HEAD_CACHE_MS: "60000" });
+    const latest = await opened.chain.publicClient.getBlock();
+    const { body } = await makePayment(opened.chain, { validBefore: latest.timestamp + 100n });
+    expect(await verify(opened, body)).to.deep.equal({ isValid: true, invalidReason: null });
+    await opened.chain.networkHelpers.time.increase(200);
+    // Within the cache window verify still judges by the head it read; settle does not.
+    expect(await verify(opened, body)).to.deep.equal({ isValid: true, invalidReason: null });
+    const settle = await request(opened.app).post("/v2/x402/settle").send(body);
+    expect(settle.body.event).to.equal("payment.failed");
+    expect(settle.body.error).to.equal("Authorization expired");
+    expect(await verify(opened, body)).to.deep.equal({ isValid: false, invalidReason: "Authorization expired" });
+  });
+});

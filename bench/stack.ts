@@ -19,7 +19,13 @@ export async function startStackProcess(args: string[], env: Record<string, stri
   const started = performance.now();
   const child = spawn(`${ROOT}node_modules/.bin/tsx`, ["scripts/start.ts", "--json", ...args], {
     cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: "silent", ...(process.env.BENCH_PROFILE_DIR ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}` } : {}), ...env },
+    env: {
+      ...process.env,
+      LOG_LEVEL: "silent",
+      ...(process.env.BENCH_PROFILE_DIR ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}` } : {}),
+      ...(process.env.BENCH_STACK_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_STACK_NODE_OPTIONS } : {}),
+      ...env,
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stderr = "";

@@ -5,6 +5,9 @@ import { NETWORKS, type NetworkName } from "../../src/protocol/networks.js";
 
 // Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
 
+/** When in-process test chains start; they then advance with the wall clock. */
+export const TEST_CHAIN_START = "2026-06-01T00:00:00Z";
+
 /** The hardhat network of each Cronos network name. */
 export const HARDHAT_NETWORK: Record<NetworkName, string> = {
   "cronos-testnet": "cronosTestnet",
@@ -19,7 +22,8 @@ export async function tokenArtifact(): Promise<TokenArtifact> {
 
 /** Opens a fresh local chain for `network` (338 or 25) with the token at its real address and funded buyers. */
 export async function openChain(network: NetworkName, options: { fund?: bigint; buyers?: number; at?: Address | null } = {}) {
-  const connection = await hre.network.create(HARDHAT_NETWORK[network]);
+  // A fixed start date keeps the signed vectors (validBefore 2030-01-01) valid whenever the suite runs.
+  const connection = await hre.network.create({ network: HARDHAT_NETWORK[network], override: { initialDate: TEST_CHAIN_START } });
   const { viem } = connection;
   const publicClient = await viem.getPublicClient();
   const wallets = await viem.getWalletClients();

@@ -100,6 +100,11 @@ if (signalledAt !== undefined) {
   log("running; Ctrl+C (SIGINT) or SIGTERM stops everything");
 }
 
+function describeLimits(limits: { verifyPerMinute: number; settlePerMinute: number }): string {
+  const one = (n: number) => (n === 0 ? "no limit" : `${n}/min`);
+  return `verify ${one(limits.verifyPerMinute)}, settle ${one(limits.settlePerMinute)} per client IP (--rate-limit-verify / --rate-limit-settle; the production facilitator defaults to 10 and 5)`;
+}
+
 function summary(running: LocalStack, buyerBalance: bigint): string {
   const lines = [
     "",
@@ -108,6 +113,7 @@ function summary(running: LocalStack, buyerBalance: bigint): string {
     `Facilitator  ${running.facilitatorUrl}   (GET /v2/x402/supported, POST /v2/x402/verify, POST /v2/x402/settle)`,
     `Relayer      ${running.relayer}   (Hardhat account #${ACCOUNT_INDEX.relayer})`,
     `Seller payTo ${running.seller}   (Hardhat account #${ACCOUNT_INDEX.seller}, a suggested default)`,
+    `Rate limits  ${describeLimits(running.facilitator.facilitator.rateLimits)}`,
   ];
   for (const [network, info] of Object.entries(running.networks)) {
     const forked = running.chains[network as keyof typeof running.chains]?.forkUrl;

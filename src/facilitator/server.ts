@@ -35,6 +35,8 @@ export interface Facilitator {
   context: FacilitatorContext;
   relayers: Address[];
   metrics: FacilitatorMetrics;
+  /** Requests per client IP and minute; 0 = no limit. */
+  rateLimits: FacilitatorConfig["rateLimits"];
 }
 
 /** A start-up check failed: the message is one line naming the network, the variable and what was found. */
@@ -142,7 +144,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     metrics: config.metrics ? metrics.registry : undefined,
   });
   const relayers = [...networks.values()][0]?.relayer.addresses ?? [];
-  return { app, context, relayers, metrics };
+  return { app, context, relayers, metrics, rateLimits: config.rateLimits };
 }
 
 /** A listening facilitator. */

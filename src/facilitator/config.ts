@@ -36,6 +36,8 @@ export interface FacilitatorConfig {
   bodyLimitBytes: number;
   /** Healthcheck fails when the latest block is older than this; 0 switches the check off. */
   healthMaxBlockAgeSeconds: number;
+  /** A healthcheck answer is reused for this long (it costs several RPC reads per network); 0 = never. */
+  healthCacheMs: number;
   /** Healthcheck and start-up fail when a relayer holds less native gas than this (wei). */
   relayerMinBalanceWei: bigint;
   /** How far back (blocks) settle looks for the transaction that used an authorization. */
@@ -94,6 +96,7 @@ const envSchema = z.object({
   TRUST_PROXY: optionalString,
   BODY_LIMIT_BYTES: intVar(64 * 1024, 1024),
   HEALTH_MAX_BLOCK_AGE_SECONDS: intVar(0),
+  HEALTH_CACHE_MS: intVar(1_000),
   RELAYER_MIN_BALANCE_WEI: optionalString,
   LOG_LOOKBACK_BLOCKS: intVar(10_000, 1),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).optional(),
@@ -184,6 +187,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     healthMaxBlockAgeSeconds: e.HEALTH_MAX_BLOCK_AGE_SECONDS,
+    healthCacheMs: e.HEALTH_CACHE_MS,
     relayerMinBalanceWei: parseWei(e.RELAYER_MIN_BALANCE_WEI),
     logLookbackBlocks: e.LOG_LOOKBACK_BLOCKS,
     logLevel: e.LOG_LEVEL ?? "info",

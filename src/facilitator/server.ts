@@ -111,7 +111,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
   const app = createApp({
     context,
     supported: () => supported,
-    health: () =>
+    health: memoize(config.healthCacheMs, () =>
       healthReport(
         [...networks.values()].map((runtime) => () =>
           inspectNetwork({
@@ -123,6 +123,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
           }),
         ),
       ),
+    ),
     rateLimits: config.rateLimits,
     trustProxy: config.trustProxy,
     bodyLimitBytes: config.bodyLimitBytes,
@@ -145,6 +146,23 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
   });
   const relayers = [...networks.values()][0]?.relayer.addresses ?? [];
   return { app, context, relayers, metrics, rateLimits: config.rateLimits };
+}
+
+/**
+ * Shares one run of `task` between callers for `ttlMs` after it started (and while it runs), so an
+ * unauthenticated endpoint that reads the chain cannot be turned into a flood of RPC requests.
+ */
+function memoize<T>(ttlMs: number, task: () => Promise<T>): () => Promise<T> {
+  let last: { at: number; value: Promise<T> } | undefined;
+  return () => {
+    const now = Date.now();
+    if (!last || now - last.at >= ttlMs) {
+      const value = task();
+      last = { at: now, value };
+      value.catch(() => (last = undefined));
+    }
+    return last.value;
+  };
 }
 
 /** A listening facilitator. */

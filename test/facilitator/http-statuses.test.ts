@@ -57,6 +57,16 @@ describe("facilitator HTTP: statuses and bodies of decisions.md", () => {
     }
   });
 
+  it("shares one healthcheck answer between callers for HEALTH_CACHE_MS", async () => {
+    const cached = await openFacilitator("cronos-testnet", { HEALTH_CACHE_MS: "60000" });
+    const [first, second] = await Promise.all([request(cached.app).get("/healthcheck"), request(cached.app).get("/healthcheck")]);
+    await cached.chain.networkHelpers.setBalance("0xa0Ee7A142d267C1f36714E4a8F75612F20a79720", 0n);
+    const third = await request(cached.app).get("/healthcheck");
+    expect([first.status, second.status, third.status]).to.deep.equal([200, 200, 200]);
+    expect(second.body.results.timestamp).to.equal(first.body.results.timestamp);
+    expect(third.body.results.timestamp).to.equal(first.body.results.timestamp);
+  });
+
   it("answers 404 JSON for an unknown route", async () => {
     const response = await request(opened.app).get("/v2/x402/nothing");
     expect(response.status).to.equal(404);

@@ -27,7 +27,7 @@ export async function openFacilitator(
 ) {
   const chain = await openChain(network);
   const config: FacilitatorConfig = loadConfig(
-    { RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, RATE_LIMIT_VERIFY_PER_MINUTE: "0", RATE_LIMIT_SETTLE_PER_MINUTE: "0", POLLING_INTERVAL_MS: "20", HEAD_CACHE_MS: "0", ...env },
+    { RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, RATE_LIMIT_VERIFY_PER_MINUTE: "0", RATE_LIMIT_SETTLE_PER_MINUTE: "0", POLLING_INTERVAL_MS: "20", HEAD_CACHE_MS: "0", HEALTH_CACHE_MS: "0", ...env },
     { embedded: [network] },
   );
   const facilitator = await createFacilitator(config, { transports: { [network]: custom(chain.connection.provider) }, ...options });

@@ -4,9 +4,7 @@ import { recoverTypedDataAddress } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import {
   getPaymentResponse,
-  PaymentError,
   wrapFetchWithPayment,
-  type PaymentErrorCode,
   type PaymentFetchOptions,
 } from "../../src/buyer/index.js";
 import { transferAuthorizationTypedData } from "../../src/protocol/eip3009.js";
@@ -14,6 +12,7 @@ import { decodePaymentHeader } from "../../src/protocol/header.js";
 import { NETWORKS } from "../../src/protocol/networks.js";
 import { listen, SETTLED } from "../helpers/stand-in-facilitator.js";
 import { VECTOR_PAYEE, VECTOR_SIGNER } from "../helpers/vectors.js";
+import { rejection } from "../helpers/payment-error.js";
 
 const account = privateKeyToAccount(VECTOR_SIGNER.privateKey);
 const TESTNET = {
@@ -62,18 +61,6 @@ const options = (overrides: Partial<PaymentFetchOptions> = {}): PaymentFetchOpti
   ...overrides,
 });
 
-async function rejection(promise: Promise<unknown>, code: PaymentErrorCode): Promise<PaymentError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).to.be.instanceOf(PaymentError);
-    if (error instanceof PaymentError) {
-      expect(error.code).to.equal(code);
-      return error;
-    }
-  }
-  throw new Error(`expected PaymentError ${code}`);
-}
 
 function paidFor(header: string | undefined) {
   const decoded = decodePaymentHeader(header ?? "");

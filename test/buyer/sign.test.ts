@@ -1,13 +1,14 @@
 import { expect } from "chai";
 import { createWalletClient, custom, recoverTypedDataAddress, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { createPaymentHeader, decodePaymentResponse, PaymentError, type PaymentErrorCode } from "../../src/buyer/index.js";
+import { createPaymentHeader, decodePaymentResponse, PaymentError } from "../../src/buyer/index.js";
 import { decodePaymentHeader } from "../../src/protocol/header.js";
 import { transferAuthorizationTypedData } from "../../src/protocol/eip3009.js";
 import { NETWORKS } from "../../src/protocol/networks.js";
 import type { PaymentPayload } from "../../src/protocol/schemas.js";
 import { SETTLED, settleFailed } from "../helpers/stand-in-facilitator.js";
 import { VECTORS, VECTOR_A_HEADER, VECTOR_MESSAGE, VECTOR_PAYEE, VECTOR_SIGNER } from "../helpers/vectors.js";
+import { rejection } from "../helpers/payment-error.js";
 
 const account = privateKeyToAccount(VECTOR_SIGNER.privateKey);
 const VECTOR_A_REQUIREMENTS = {
@@ -26,18 +27,6 @@ function decode(header: string): PaymentPayload {
   return decoded.payload;
 }
 
-async function rejection(promise: Promise<unknown>, code: PaymentErrorCode): Promise<PaymentError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).to.be.instanceOf(PaymentError);
-    if (error instanceof PaymentError) {
-      expect(error.code).to.equal(code);
-      return error;
-    }
-  }
-  throw new Error(`expected PaymentError ${code}`);
-}
 
 describe("buyer: createPaymentHeader", () => {
   it("is byte-identical to the official client's header for vector A (LocalAccount)", async () => {

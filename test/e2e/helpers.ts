@@ -21,7 +21,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { cronos, cronosTestnet } from "viem/chains";
 import { tokenAbi } from "../../src/chain/token-abi.js";
 import { localAccount } from "../../src/harness/accounts.js";
-import type { LocalStack, LocalStackOptions } from "../../src/harness/stack.js";
+import { startLocalStack, type LocalStack, type LocalStackOptions } from "../../src/harness/stack.js";
 import type { NetworkName } from "../../src/protocol/networks.js";
 import type { PaymentRequirements } from "../../src/protocol/schemas.js";
 import { paymentRequirements, requirePayment, type RequirePaymentOptions } from "../../src/seller/index.js";
@@ -439,4 +439,32 @@ export function spawnInRoot(command: string, args: readonly string[], env: NodeJ
       });
     },
   };
+}
+
+/** What most e2e files run against: a local stack, a recording proxy in front of its facilitator, and a seller. */
+export interface SellerEnvironment {
+  stack: LocalStack;
+  proxy: FacilitatorProxy;
+  seller: TestSeller;
+}
+
+/**
+ * Registers mocha hooks (call it inside a `describe`) that start a {@link SellerEnvironment} before the
+ * tests, stop it after them, and clear the proxy's records before each test. The returned object is
+ * filled in once the `before` hook has run.
+ */
+export function useSellerEnvironment(): SellerEnvironment {
+  const env = {} as SellerEnvironment;
+  before(async () => {
+    env.stack = await startLocalStack(STACK_OPTIONS);
+    env.proxy = await startFacilitatorProxy(env.stack.facilitatorUrl);
+    env.seller = await startSeller(env.proxy.url, env.stack.seller);
+  });
+  after(async () => {
+    await env.seller?.close();
+    await env.proxy?.close();
+    await env.stack?.stop();
+  });
+  beforeEach(() => env.proxy.reset());
+  return env;
 }

@@ -2,7 +2,7 @@ import { expect } from "chai";
 import type { Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { createPaymentHeader, getPaymentResponse, wrapFetchWithPayment } from "../../src/buyer/index.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { NETWORKS, type NetworkName } from "../../src/protocol/networks.js";
 import type { PaymentRequirements } from "../../src/protocol/schemas.js";
 import {
@@ -15,13 +15,11 @@ import {
   PRICE,
   recordingFetch,
   rpcClient,
-  startFacilitatorProxy,
-  startSeller,
-  STACK_OPTIONS,
   tokenBalances,
   TX_HASH,
   type FacilitatorProxy,
   type TestSeller,
+  useSellerEnvironment,
 } from "./helpers.js";
 
 describe("e2e: paying a seller over real HTTP (buyer SDK → seller SDK → facilitator → local chains)", function () {
@@ -29,17 +27,8 @@ describe("e2e: paying a seller over real HTTP (buyer SDK → seller SDK → faci
   let proxy: FacilitatorProxy;
   let seller: TestSeller;
 
-  before(async () => {
-    stack = await startLocalStack(STACK_OPTIONS);
-    proxy = await startFacilitatorProxy(stack.facilitatorUrl);
-    seller = await startSeller(proxy.url, stack.seller);
-  });
-  after(async () => {
-    await seller?.close();
-    await proxy?.close();
-    await stack?.stop();
-  });
-  beforeEach(() => proxy.reset());
+  const env = useSellerEnvironment();
+  before(() => ({ stack, proxy, seller } = env));
 
   const cases: Array<{ route: "testnet" | "mainnet" | "cronos"; network: NetworkName; wire: string; chainId: number; version: string }> = [
     { route: "testnet", network: "cronos-testnet", wire: "cronos-testnet", chainId: 338, version: "1" },

@@ -3,7 +3,7 @@ import type { Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { createPaymentHeader, wrapFetchWithPayment } from "../../src/buyer/index.js";
 import { localAccount } from "../../src/harness/accounts.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { SettleError } from "../../src/protocol/reasons.js";
 import {
   chainTime,
@@ -17,14 +17,12 @@ import {
   PRICE,
   recordingFetch,
   rpcClient,
-  startFacilitatorProxy,
-  startSeller,
-  STACK_OPTIONS,
   tokenBalance,
   tokenBalances,
   writeToken,
   type FacilitatorProxy,
   type TestSeller,
+  useSellerEnvironment,
 } from "./helpers.js";
 
 const SETTLEMENT_FAILED = "Payment settlement failed";
@@ -46,17 +44,8 @@ describe("e2e: settle errors after a passing verify, through a real seller (402 
   const url = () => `${seller.url}${seller.routes.testnet}`;
   const send = (header: string) => fetch(url(), { headers: { "X-PAYMENT": header } });
 
-  before(async () => {
-    stack = await startLocalStack(STACK_OPTIONS);
-    proxy = await startFacilitatorProxy(stack.facilitatorUrl);
-    seller = await startSeller(proxy.url, stack.seller);
-  });
-  after(async () => {
-    await seller?.close();
-    await proxy?.close();
-    await stack?.stop();
-  });
-  beforeEach(() => proxy.reset());
+  const env = useSellerEnvironment();
+  before(() => ({ stack, proxy, seller } = env));
 
   /** Asserts the seller's 402, that verify passed and settle failed with `error` (and `txHash` when given). */
   async function expectSettleFailed(response: Response, error: string, txHash?: Hex) {

@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { parseSignature, toHex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { createPaymentHeader, type CreatePaymentHeaderParameters } from "../../src/buyer/index.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { CANCEL_AUTHORIZATION_TYPES } from "../../src/protocol/eip3009.js";
 import { NETWORKS } from "../../src/protocol/networks.js";
 import { VerifyReason } from "../../src/protocol/reasons.js";
@@ -15,13 +15,12 @@ import {
   increaseTime,
   paymentRequiredBody,
   PRICE,
-  startFacilitatorProxy,
   startSeller,
-  STACK_OPTIONS,
   tokenBalances,
   writeToken,
   type FacilitatorProxy,
   type TestSeller,
+  useSellerEnvironment,
 } from "./helpers.js";
 
 const VERIFICATION_FAILED = "Payment verification failed";
@@ -40,22 +39,17 @@ describe("e2e: every verify reason, through a real seller (402 with the exact re
   const testnet = () => stack.networks["cronos-testnet"]!;
   const balances = () => tokenBalances(testnet().rpcUrl, testnet().token, [buyer.address, other.address, stack.seller]);
 
+  const env = useSellerEnvironment();
   before(async () => {
-    stack = await startLocalStack(STACK_OPTIONS);
-    proxy = await startFacilitatorProxy(stack.facilitatorUrl);
-    seller = await startSeller(proxy.url, stack.seller);
+    ({ stack, proxy, seller } = env);
     forwarding = await startSeller(proxy.url, stack.seller, { checkHeaderLocally: false });
     buyer = privateKeyToAccount(testnet().buyers[0]!.privateKey);
     other = privateKeyToAccount(testnet().buyers[1]!.privateKey);
   });
   after(async () => {
     await forwarding?.close();
-    await seller?.close();
-    await proxy?.close();
-    await stack?.stop();
   });
   beforeEach(async () => {
-    proxy.reset();
     balancesBefore = await balances();
   });
   afterEach(async function () {

@@ -1,5 +1,8 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { NetworkRuntime } from "./runtime.js";
+import type { Relayer } from "../chain/relayer.js";
+
+type RelayerStatus = ReturnType<Relayer["status"]>[number];
 import type { OutcomeRecord } from "./http/app.js";
 import { canonicalNetwork, type NetworkName } from "../protocol/networks.js";
 
@@ -50,49 +53,38 @@ export function createMetrics(options: { defaults?: boolean } = {}): Facilitator
   const rpcErrors = new Counter({ name: "x402_rpc_errors_total", help: "RPC faults by network", labelNames: ["network"], registers: [registry] });
   const limited = new Counter({ name: "x402_rate_limited_total", help: "requests refused by a rate limit", labelNames: ["route"], registers: [registry] });
   let runtimes: ReadonlyMap<NetworkName, NetworkRuntime> = new Map();
-  // Gauges register themselves; their values are read from the chain at scrape time.
-  new Gauge({
-    name: "x402_relayer_nonce_gap",
-    help: "relayer transactions handed a nonce but not yet mined (local next nonce - chain latest nonce)",
-    labelNames: ["network", "relayer"],
-    registers: [registry],
-    async collect() {
-      this.reset();
-      await Promise.all(
-        [...runtimes.values()].flatMap((runtime) =>
-          runtime.relayer.status().map(async ({ address, localNonce }) => {
-            if (localNonce === undefined) return;
-            try {
-              const mined = await runtime.client.getTransactionCount({ address, blockTag: "latest" });
-              this.set({ network: runtime.config.network, relayer: address }, localNonce - mined);
-            } catch {
-              rpcErrors.inc({ network: runtime.config.network });
-            }
-          }),
-        ),
-      );
-    },
-  });
-  new Gauge({
-    name: "x402_relayer_balance_wei",
-    help: "relayer native gas balance",
-    labelNames: ["network", "relayer"],
-    registers: [registry],
-    async collect() {
-      this.reset();
-      await Promise.all(
-        [...runtimes.values()].flatMap((runtime) =>
-          runtime.relayer.addresses.map(async (address) => {
-            try {
-              this.set({ network: runtime.config.network, relayer: address }, Number(await runtime.client.getBalance({ address })));
-            } catch {
-              rpcErrors.inc({ network: runtime.config.network });
-            }
-          }),
-        ),
-      );
-    },
-  });
+  /** A gauge per network and relayer, read from the chain at scrape time; `read` undefined = no value. */
+  const relayerGauge = (name: string, help: string, read: (runtime: NetworkRuntime, relayer: RelayerStatus) => Promise<number | undefined>) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ["network", "relayer"],
+      registers: [registry],
+      async collect() {
+        this.reset();
+        await Promise.all(
+          [...runtimes.values()].flatMap((runtime) =>
+            runtime.relayer.status().map(async (relayer) => {
+              try {
+                const value = await read(runtime, relayer);
+                if (value !== undefined) this.set({ network: runtime.config.network, relayer: relayer.address }, value);
+              } catch {
+                rpcErrors.inc({ network: runtime.config.network });
+              }
+            }),
+          ),
+        );
+      },
+    });
+  relayerGauge(
+    "x402_relayer_nonce_gap",
+    "relayer transactions handed a nonce but not yet mined (local next nonce - chain latest nonce)",
+    async (runtime, { address, localNonce }) =>
+      localNonce === undefined ? undefined : localNonce - (await runtime.client.getTransactionCount({ address, blockTag: "latest" })),
+  );
+  relayerGauge("x402_relayer_balance_wei", "relayer native gas balance", async (runtime, { address }) =>
+    Number(await runtime.client.getBalance({ address })),
+  );
   return {
     registry,
     outcome(record) {

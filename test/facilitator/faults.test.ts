@@ -5,15 +5,8 @@ import { loadConfig } from "../../src/facilitator/config.js";
 import { createFacilitator } from "../../src/facilitator/server.js";
 import { serveJsonRpc } from "../../src/harness/rpc-bridge.js";
 import { openChain } from "../helpers/token.js";
-import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
+import { HARDHAT_KEYS, makePayment, withoutTimestamp } from "../helpers/facilitator.js";
 
-const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-
-function withoutTimestamp(body: Record<string, unknown>) {
-  expect(body.timestamp).to.match(ISO);
-  const { timestamp: _t, ...rest } = body;
-  return rest;
-}
 
 function config(env: Record<string, string> = {}) {
   return loadConfig(

@@ -3,16 +3,9 @@ import request from "supertest";
 import { custom } from "viem";
 import { loadConfig } from "../../src/facilitator/config.js";
 import { createFacilitator } from "../../src/facilitator/server.js";
-import { HARDHAT_KEYS, makePayment, openFacilitator } from "../helpers/facilitator.js";
+import { HARDHAT_KEYS, makePayment, openFacilitator, withoutTimestamp } from "../helpers/facilitator.js";
 
 type Opened = Awaited<ReturnType<typeof openFacilitator>>;
-const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-
-function withoutTimestamp(body: Record<string, unknown>) {
-  expect(body.timestamp).to.match(ISO);
-  const { timestamp: _t, ...rest } = body;
-  return rest;
-}
 
 describe("facilitator HTTP: statuses and bodies of decisions.md", () => {
   let opened: Opened;

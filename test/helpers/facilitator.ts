@@ -1,3 +1,4 @@
+import { expect } from "chai";
 import { custom, toHex, type Address, type Hex, type LocalAccount } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { loadConfig, type FacilitatorConfig } from "../../src/facilitator/config.js";
@@ -8,6 +9,16 @@ import type { NetworkInfo, NetworkName } from "../../src/protocol/networks.js";
 import { openChain } from "./token.js";
 
 // Helpers only: importing this file runs nothing.
+
+/** An ISO-8601 UTC time as `Date#toISOString` writes it. */
+export const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+/** Asserts `body.timestamp` is an ISO time and returns the body without it, for deep-equal checks. */
+export function withoutTimestamp(body: Record<string, unknown>): Record<string, unknown> {
+  expect(body.timestamp).to.match(ISO_TIME);
+  const { timestamp: _timestamp, ...rest } = body;
+  return rest;
+}
 
 /** Hardhat's public test keys (LOCAL-ONLY): #1 the seller, #9 the relayer, #2… buyers. */
 export const HARDHAT_KEYS = {

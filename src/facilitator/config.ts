@@ -45,6 +45,8 @@ export interface FacilitatorConfig {
   logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
   /** Serve Prometheus metrics at `/metrics`. */
   metrics: boolean;
+  /** Serve the page that watches payments happen at `/` (`DASHBOARD=true`; off by default, on in the local stack). */
+  dashboard: boolean;
 }
 
 /** A configuration problem; the message names the variable and what was found. */
@@ -101,6 +103,7 @@ const envSchema = z.object({
   LOG_LOOKBACK_BLOCKS: intVar(10_000, 1),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).optional(),
   METRICS: z.enum(["true", "false"]).optional(),
+  DASHBOARD: z.enum(["true", "false"], { error: 'must be "true" or "false"' }).optional(),
 });
 
 /** Which env prefix each network's variables use. */
@@ -192,6 +195,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
     logLookbackBlocks: e.LOG_LOOKBACK_BLOCKS,
     logLevel: e.LOG_LEVEL ?? "info",
     metrics: e.METRICS !== "false",
+    dashboard: e.DASHBOARD === "true",
   };
 }
 

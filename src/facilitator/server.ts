@@ -11,6 +11,7 @@ import { EXACT_SCHEME, X402_VERSION } from "../protocol/reasons.js";
 import type { FacilitatorConfig } from "./config.js";
 import { healthReport, inspectNetwork, readDomain } from "./health.js";
 import { createApp, type OutcomeRecord } from "./http/app.js";
+import { createDashboard, type Dashboard, type DashboardPlayground } from "./dashboard/index.js";
 import { MemoryInFlightGuard, type InFlightGuard } from "./in-flight.js";
 import { silentLogger, type Logger } from "./logger.js";
 import { createMetrics, type FacilitatorMetrics } from "./metrics.js";
@@ -27,6 +28,8 @@ export interface StartFacilitatorOptions {
   onRateLimited?: (route: string) => void;
   /** Also export Node's process metrics (a standalone process; not for embedded use). */
   defaultMetrics?: boolean;
+  /** The local stack's buyers and try-it panel for the dashboard (when `config.dashboard`). Never in production. */
+  playground?: DashboardPlayground;
 }
 
 /** A facilitator assembled but not listening: for tests (supertest) and embedding. */
@@ -37,6 +40,8 @@ export interface Facilitator {
   metrics: FacilitatorMetrics;
   /** Requests per client IP and minute; 0 = no limit. */
   rateLimits: FacilitatorConfig["rateLimits"];
+  /** The page at `/` and its live feed, when `config.dashboard`. */
+  dashboard?: Dashboard;
 }
 
 /** A start-up check failed: the message is one line naming the network, the variable and what was found. */
@@ -108,22 +113,26 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
   const supported = {
     kinds: config.networks.map((n) => ({ x402Version: X402_VERSION, scheme: EXACT_SCHEME, network: n.network })),
   };
+  const health = memoize(config.healthCacheMs, () =>
+    healthReport(
+      [...networks.values()].map((runtime) => () =>
+        inspectNetwork({
+          client: runtime.client,
+          config: runtime.config,
+          relayers: runtime.relayer.addresses,
+          relayerMinBalanceWei: config.relayerMinBalanceWei,
+          maxBlockAgeSeconds: config.healthMaxBlockAgeSeconds,
+        }),
+      ),
+    ),
+  );
+  const dashboard = config.dashboard
+    ? createDashboard({ configs: config.networks, runtimes: networks, health, playground: options.playground })
+    : undefined;
   const app = createApp({
     context,
     supported: () => supported,
-    health: memoize(config.healthCacheMs, () =>
-      healthReport(
-        [...networks.values()].map((runtime) => () =>
-          inspectNetwork({
-            client: runtime.client,
-            config: runtime.config,
-            relayers: runtime.relayer.addresses,
-            relayerMinBalanceWei: config.relayerMinBalanceWei,
-            maxBlockAgeSeconds: config.healthMaxBlockAgeSeconds,
-          }),
-        ),
-      ),
-    ),
+    health,
     rateLimits: config.rateLimits,
     trustProxy: config.trustProxy,
     bodyLimitBytes: config.bodyLimitBytes,
@@ -135,6 +144,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
         { requestId: record.requestId, route: record.route, status: record.status, network: record.network, payer: record.payer, amount: record.amount, outcome: record.outcome, txHash: record.txHash, durationMs: Math.round(record.durationMs * 10) / 10 },
         record.route,
       );
+      dashboard?.record(record);
       options.onOutcome?.(record);
     },
     onRateLimited(route) {
@@ -143,9 +153,10 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     },
     onResponse: metrics.request,
     metrics: config.metrics ? metrics.registry : undefined,
+    dashboard: dashboard?.router,
   });
   const relayers = [...networks.values()][0]?.relayer.addresses ?? [];
-  return { app, context, relayers, metrics, rateLimits: config.rateLimits };
+  return { app, context, relayers, metrics, rateLimits: config.rateLimits, ...(dashboard ? { dashboard } : {}) };
 }
 
 /**
@@ -196,6 +207,8 @@ export async function startFacilitator(config: FacilitatorConfig, options: Start
     facilitator,
     close(graceMs = 30_000) {
       closing ??= new Promise<void>((resolve) => {
+        // Open dashboard streams never go idle: end them, or closing would wait out the grace.
+        facilitator.dashboard?.close();
         const timer = setTimeout(() => server.closeAllConnections(), graceMs);
         // Keep-alive connections go idle as their last request (a settle in flight) is answered: close them then.
         const sweep = setInterval(() => server.closeIdleConnections(), 100);

@@ -10,6 +10,7 @@ import { startLocalChain, type LocalChain } from "./chain.js";
 import { DEFAULT_FACILITATOR_PORT, DEFAULT_RPC_PORT } from "./defaults.js";
 import { isAddressInUse, PortInUseError, type PortRole } from "./errors.js";
 import { kitHardhat, loadTokenArtifact } from "./hardhat.js";
+import { createPlayground } from "./playground.js";
 
 export { DEFAULT_FACILITATOR_PORT } from "./defaults.js";
 
@@ -57,6 +58,8 @@ export interface LocalStackNetwork {
 /** A running local stack. */
 export interface LocalStack {
   facilitatorUrl: string;
+  /** The page that watches payments happen (with buyers and a try-it panel); absent with `DASHBOARD=false`. */
+  dashboardUrl?: string;
   /** The facilitator's relayer (Hardhat account #9). */
   relayer: Address;
   /** The default seller `payTo` (Hardhat account #1); not part of the JSON line. */
@@ -141,6 +144,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       {
         // A local chain's time is moved by tests: verify reads the head every time unless told otherwise.
         HEAD_CACHE_MS: "0",
+        // The page at `/` is for people watching the local stack: on unless DASHBOARD=false.
+        DASHBOARD: "true",
         ...env,
         FACILITATOR_NETWORKS: networks.join(","),
         // Hardhat account #9: a PUBLIC test key, LOCAL-ONLY.
@@ -152,8 +157,10 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       },
       { embedded: networks },
     );
+    const seller = localAccount(ACCOUNT_INDEX.seller).address;
+    const playground = createPlayground({ chains, payTo: seller, facilitatorUrl: () => facilitator!.url });
     try {
-      facilitator = await startFacilitator(config, { transports, ...(options.logger ? { logger: options.logger } : {}) });
+      facilitator = await startFacilitator(config, { transports, playground, ...(options.logger ? { logger: options.logger } : {}) });
     } catch (error) {
       if (port !== 0 && (isAddressInUse(error) || (error instanceof StartupError && /already in use/.test(error.message)))) {
         throw new PortInUseError(port, "facilitator", "127.0.0.1", { cause: error });
@@ -175,8 +182,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     }
     return {
       facilitatorUrl: facilitator.url,
+      ...(config.dashboard ? { dashboardUrl: `${facilitator.url}/` } : {}),
       relayer: facilitator.relayers[0] ?? relayer.address,
-      seller: localAccount(ACCOUNT_INDEX.seller).address,
+      seller,
       networks: summary,
       chains,
       facilitator,

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import express, { type ErrorRequestHandler, type Express, type Request, type Response } from "express";
+import express, { type ErrorRequestHandler, type Express, type Request, type Response, type Router } from "express";
 import type { Store } from "express-rate-limit";
 import { RequestError, SettleError, SettleEvent, X402_VERSION } from "../../protocol/reasons.js";
 import { describeZodError, facilitatorRequestSchema, type FacilitatorRequest, type SupportedResponse } from "../../protocol/schemas.js";
@@ -26,6 +26,8 @@ export interface AppOptions {
   onResponse?: (route: string, status: number) => void;
   /** Serves Prometheus metrics at `/metrics` when given. */
   metrics?: { contentType: string; metrics(): Promise<string> };
+  /** The dashboard's routes (the page at `/`, its API and live feed), when it is on. */
+  dashboard?: Router;
 }
 
 /** What happened to one verify or settle request. */
@@ -180,6 +182,8 @@ export function createApp(options: AppOptions): Express {
   });
   app.post("/v2/x402/verify", ...(verifyLimit ? [verifyLimit] : []), json, handler("verify"));
   app.post("/v2/x402/settle", ...(settleLimit ? [settleLimit] : []), json, handler("settle"));
+
+  if (options.dashboard) app.use(options.dashboard);
 
   app.use((_req, res) => {
     res.status(404).json({ error: RequestError.notFound });

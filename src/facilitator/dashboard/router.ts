@@ -1,0 +1,163 @@
+import { readFileSync } from "node:fs";
+import express, { type ErrorRequestHandler, type Request, type Response, type Router } from "express";
+import { parseUnits } from "viem";
+import { z } from "zod";
+import { canonicalNetwork } from "../../protocol/networks.js";
+import { addressSchema, describeZodError } from "../../protocol/schemas.js";
+import type { FeedRow, OutcomeFeed } from "./feed.js";
+import type { NetworksView } from "./networks.js";
+import { TRY_SCENARIOS, type DashboardPlayground } from "./playground.js";
+
+/** Options of {@link dashboardRouter}. */
+export interface DashboardRouterOptions {
+  feed: OutcomeFeed;
+  networks: () => Promise<NetworksView>;
+  /** The local stack's extras; absent in production, and then their routes do not exist. */
+  playground?: DashboardPlayground;
+  /** Most SSE streams open at once; more are answered 503. */
+  maxStreams?: number;
+}
+
+/** The dashboard's routes, and a way to end its open streams (so a shutdown need not wait for browsers). */
+export interface DashboardRoutes {
+  router: Router;
+  /** Ends every open stream and refuses new ones. */
+  close(): void;
+}
+
+// The page and its two assets, read once: the page is part of the server, like its code.
+const PUBLIC = new URL("./public/", import.meta.url);
+const ASSETS = {
+  "/": { file: "index.html", type: "text/html; charset=utf-8" },
+  "/dashboard/app.js": { file: "app.js", type: "text/javascript; charset=utf-8" },
+  "/dashboard/style.css": { file: "style.css", type: "text/css; charset=utf-8" },
+} as const;
+
+// Everything comes from this origin: no fonts, scripts or styles from elsewhere (the page works offline).
+const PAGE_HEADERS = {
+  "Content-Security-Policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "X-Content-Type-Options": "nosniff",
+  "Referrer-Policy": "no-referrer",
+  "Cache-Control": "no-cache",
+};
+
+const payBodySchema = z.object({
+  network: z.string({ error: "is required" }),
+  buyer: addressSchema,
+  amount: z
+    .string({ error: "is required" })
+    .regex(/^\d{1,12}(\.\d{1,6})?$/, { error: "must be USDC.e as a decimal with up to 6 decimals, e.g. 0.25" })
+    .refine((value) => parseUnits(value, 6) > 0n, { error: "must be more than 0" }),
+  scenario: z.enum(TRY_SCENARIOS, { error: `must be one of ${TRY_SCENARIOS.join(", ")}` }),
+});
+
+/**
+ * One SSE event carrying a feed row. The event id is `<epoch>.<rev>`: a browser that reconnects
+ * resumes after the last row it saw, or gets the whole feed again from a restarted facilitator.
+ */
+export function sseEvent(epoch: string, row: FeedRow): string {
+  return `id: ${epoch}.${row.rev}\nevent: outcome\ndata: ${JSON.stringify(row)}\n\n`;
+}
+
+/** The `rev` to resume after, from a `Last-Event-ID` of this feed's epoch; undefined = from the start. */
+function resumeAfter(lastEventId: string | undefined, epoch: string): number | undefined {
+  const match = /^([0-9a-z]+)\.(\d{1,15})$/.exec(lastEventId?.trim() ?? "");
+  return match && match[1] === epoch ? Number(match[2]) : undefined;
+}
+
+/**
+ * The dashboard: the page at `/` and its assets, `GET /dashboard/api/networks`, `GET /dashboard/api/feed`,
+ * the live feed as server-sent events at `GET /dashboard/events`, and with a playground
+ * `GET /dashboard/api/local/buyers` and `POST /dashboard/api/local/pay`.
+ */
+export function dashboardRouter(options: DashboardRouterOptions): DashboardRoutes {
+  const { feed, playground } = options;
+  const maxStreams = options.maxStreams ?? 100;
+  const streams = new Set<Response>();
+  let closed = false;
+  const router = express.Router();
+
+  for (const [path, asset] of Object.entries(ASSETS)) {
+    const body = readFileSync(new URL(asset.file, PUBLIC));
+    router.get(path, (_req, res) => {
+      res.set({ ...PAGE_HEADERS, "Content-Type": asset.type }).send(body);
+    });
+  }
+
+  router.get("/dashboard/api/networks", async (_req, res) => {
+    res.set("Cache-Control", "no-store").json(await options.networks());
+  });
+
+  router.get("/dashboard/api/feed", async (_req, res) => {
+    res.set("Cache-Control", "no-store").json({ rows: await feed.rows() });
+  });
+
+  router.get("/dashboard/events", (req: Request, res: Response) => {
+    if (closed || streams.size >= maxStreams) {
+      res.status(503).json({ error: closed ? "Service unavailable: stopping" : `Service unavailable: ${maxStreams} dashboard streams are open` });
+      return;
+    }
+    const after = resumeAfter(req.get("Last-Event-ID"), feed.epoch);
+    res.status(200).set({ "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no" });
+    res.flushHeaders();
+    res.write("retry: 2000\n\n");
+    streams.add(res);
+    const stop = feed.stream(after, (row) => res.write(sseEvent(feed.epoch, row)));
+    // A comment now and then keeps proxies from closing a quiet stream.
+    const keepAlive = setInterval(() => res.write(": keep-alive\n\n"), 15_000);
+    keepAlive.unref();
+    res.on("close", () => {
+      stop();
+      clearInterval(keepAlive);
+      streams.delete(res);
+    });
+  });
+
+  if (playground) {
+    router.get("/dashboard/api/local/buyers", async (_req, res) => {
+      res.set("Cache-Control", "no-store").json({ buyers: await playground.buyers() });
+    });
+
+    router.post("/dashboard/api/local/pay", express.json({ limit: 4096 }), async (req, res) => {
+      const parsed = payBodySchema.safeParse(req.body);
+      if (!parsed.success) {
+        res.status(400).json({ error: `Invalid request: ${describeZodError(parsed.error)}` });
+        return;
+      }
+      const { buyer, amount, scenario } = parsed.data;
+      const network = canonicalNetwork(parsed.data.network);
+      const buyers = await playground.buyers();
+      if (!network || !buyers.some((b) => b.network === network)) {
+        res.status(400).json({ error: `Invalid request: network "${parsed.data.network}" has no local buyers here` });
+        return;
+      }
+      if (!buyers.some((b) => b.network === network && b.address === buyer)) {
+        res.status(400).json({ error: `Invalid request: buyer ${buyer} is not a funded buyer of ${network}` });
+        return;
+      }
+      try {
+        res.json({ steps: await playground.pay({ network, buyer, amount: parseUnits(amount, 6), scenario }) });
+      } catch (error) {
+        // The facilitator refused the call itself (a rate limit, an RPC fault): the page says so.
+        res.status(502).json({ error: error instanceof Error ? error.message : String(error) });
+      }
+    });
+
+    const badBody: ErrorRequestHandler = (error, _req, res, next) => {
+      const status = (error as { status?: number }).status;
+      if (typeof status !== "number" || status >= 500) return next(error);
+      res.status(status === 413 ? 413 : 400).json({ error: `Invalid request: ${status === 413 ? "body too large" : "body is not valid JSON"}` });
+    };
+    router.use("/dashboard/api/local", badBody);
+  }
+
+  return {
+    router,
+    close() {
+      closed = true;
+      for (const res of streams) res.end();
+      streams.clear();
+    },
+  };
+}

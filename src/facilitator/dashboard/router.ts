@@ -47,7 +47,7 @@ const payBodySchema = z.object({
   buyer: addressSchema,
   amount: z
     .string({ error: "is required" })
-    .regex(/^\d{1,12}(\.\d{1,6})?$/, { error: "must be USDC.e as a decimal with up to 6 decimals, e.g. 0.25" })
+    .regex(/^\d{1,12}(\.\d{1,6})?$/, { error: "must be USDC.e as a decimal with up to 6 decimals, e.g. 0.25", abort: true })
     .refine((value) => parseUnits(value, 6) > 0n, { error: "must be more than 0" }),
   scenario: z.enum(TRY_SCENARIOS, { error: `must be one of ${TRY_SCENARIOS.join(", ")}` }),
 });

@@ -1,0 +1,150 @@
+import { existsSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { expect } from "chai";
+import hre from "hardhat";
+import { chromium, type Browser, type Page } from "playwright-core";
+import { VerifyReason } from "../../src/protocol/reasons.js";
+import { localAccount } from "../../src/harness/accounts.js";
+import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import { balanceOfData, ROOT, rpc } from "../harness/helpers.js";
+
+// The system Chromium (Debian package `chromium`; .ci/run installs it). Playwright's own browser
+// download cannot work offline, so none is used.
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+/** Where the screenshots of each state go (git-ignored). */
+const SHOTS = join(ROOT, "test-output", "dashboard");
+
+const BUYER = localAccount(2);
+const SELLER = localAccount(1).address;
+
+describe("e2e: the dashboard in a real browser (headless Chromium on a local stack)", function () {
+  this.timeout(120_000);
+  let stack: LocalStack;
+  let browser: Browser;
+  let page: Page;
+  const requested: string[] = [];
+
+  const onChain = async (address: string) => {
+    const network = stack.networks["cronos-testnet"]!;
+    return BigInt(await rpc<string>(network.rpcUrl, "eth_call", [{ to: network.token, data: balanceOfData(address) }, "latest"]));
+  };
+  const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+  // Functions passed to the page run there; the project compiles without the DOM library, hence `(globalThis as any)`.
+  const cellText = (row: string, column: number) => page.locator(`${row} td:nth-child(${column})`).innerText();
+
+  before(async function () {
+    if (!existsSync(CHROMIUM)) {
+      console.log(`      skipped: no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH); .ci/run installs it`);
+      this.skip();
+    }
+    mkdirSync(SHOTS, { recursive: true });
+    console.log(`      screenshots: ${SHOTS}`);
+    stack = await startLocalStack({ hre, port: 0, rpcPorts: { "cronos-testnet": 0 }, networks: ["cronos-testnet"], buyers: 2 });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-default-apps", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"],
+    });
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, reducedMotion: "reduce" });
+    await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: stack.facilitatorUrl });
+    page = await context.newPage();
+    page.on("request", (req) => requested.push(req.url()));
+    page.on("pageerror", (error) => requested.push(`pageerror: ${error.message}`));
+  });
+  after(async () => {
+    await browser?.close();
+    await stack?.stop();
+  });
+
+  it("shows the network, the funded buyers with their balances and an empty feed", async () => {
+    await page.goto(stack.dashboardUrl!);
+    await page.locator("#buyer-rows tr").nth(1).waitFor();
+    await page.getByText("Live", { exact: true }).waitFor();
+    const card = await page.locator("#network-list article").innerText();
+    const network = stack.networks["cronos-testnet"]!;
+    for (const fact of ["cronos-testnet", "healthy", "338", network.rpcUrl, network.token, 'name "Bridged USDC (Stargate)", version "1"', stack.relayer]) {
+      expect(card).to.include(fact);
+    }
+    expect(await page.locator("#buyer-rows .balance").allInnerTexts()).to.deep.equal(["1,000.00", "1,000.00"]);
+    expect(await page.locator("#feed-empty").isVisible()).to.equal(true);
+    await shot("1-loaded");
+  });
+
+  it("copies a buyer's key with the local-only button", async () => {
+    const button = page.getByRole("button", { name: `Copy the private key of ${BUYER.address} on cronos-testnet (local-only test key)` });
+    expect(await button.innerText()).to.match(/Copy key\s+local-only/i);
+    await button.click();
+    expect(await page.evaluate(() => (globalThis as any).navigator.clipboard.readText())).to.equal(BUYER.privateKey);
+  });
+
+  it("pays from the try-it panel with the keyboard: verify and settle rows appear with tx, block and gas; the balance drops on chain and in the page", async () => {
+    await page.locator("#try-amount").focus();
+    await page.keyboard.press("ControlOrMeta+A");
+    await page.keyboard.type("0.25");
+    await page.keyboard.press("Enter");
+    const settled = 'tr[data-code="settled"]';
+    // The settled row is written again once its receipt is read: wait for the block.
+    await page.waitForFunction((selector) => /\d/.test((globalThis as any).document.querySelector(`${selector} td:nth-child(8)`)?.textContent ?? ""), settled);
+
+    const txHash = (await page.locator(`${settled} td:nth-child(7) code`).getAttribute("title"))!;
+    const receipt = await rpc<{ blockNumber: string; gasUsed: string; status: string }>(stack.networks["cronos-testnet"]!.rpcUrl, "eth_getTransactionReceipt", [txHash]);
+    expect(receipt.status).to.equal("0x1");
+    expect(await page.locator(`${settled} td:nth-child(4) code`).getAttribute("title")).to.equal(BUYER.address);
+    expect(await page.locator(`${settled} td:nth-child(5) code`).getAttribute("title")).to.equal(SELLER);
+    expect(await cellText(settled, 2)).to.equal("settle · cronos");
+    expect(await cellText(settled, 3)).to.equal("cronos-testnet");
+    expect(await cellText(settled, 6)).to.equal("0.25");
+    expect(await page.locator(`${settled} td:nth-child(7) .ok-text`).innerText()).to.equal("✓ settled");
+    expect(await cellText(settled, 8)).to.equal(String(Number(receipt.blockNumber)));
+    expect(await cellText(settled, 9)).to.equal(Number(receipt.gasUsed).toLocaleString("en-US"));
+    expect(await page.locator('tr[data-code="valid"] td:nth-child(7)').innerText()).to.equal("✓ valid");
+    expect(await page.locator("#try-result").innerText()).to.match(/^verify: valid → settle: settled in block \d+ \(tx 0x[0-9a-f]{4}…[0-9a-f]{4}\)$/);
+
+    expect(await onChain(BUYER.address)).to.equal(999_750_000n);
+    expect(await onChain(SELLER)).to.equal(250_000n);
+    await page.locator(`#buyer-rows tr[data-address="${BUYER.address}"] .balance`, { hasText: "999.75" }).waitFor();
+    await shot("2-paid");
+  });
+
+  it("provokes each refusal: the rows stand out with their exact reasons, and no USDC.e moves", async () => {
+    const cases = [
+      { button: "Expired authorization", code: "expired", reason: VerifyReason.expired },
+      { button: "Wrong amount", code: "amount", reason: VerifyReason.invalidAmount("250000") },
+      { button: "Replay the last payment", code: "used", reason: VerifyReason.alreadyUsed },
+    ];
+    for (const { button, code, reason } of cases) {
+      await page.getByRole("button", { name: button }).click();
+      const row = page.locator(`tr[data-code="${code}"]`);
+      await row.waitFor();
+      expect(await row.getAttribute("class")).to.equal("refused");
+      expect(await row.locator(".tag").innerText()).to.match(/^refused$/i);
+      expect(await row.locator(".reason").innerText()).to.equal(reason);
+      expect(await page.locator("#try-result").innerText()).to.equal(`verify: refused, ${reason}`);
+    }
+    expect(await page.locator("tr.refused").count()).to.equal(3);
+    expect(await onChain(BUYER.address)).to.equal(999_750_000n);
+    await shot("3-refused");
+  });
+
+  it("keeps the feed across a reload", async () => {
+    const before = await page.locator("#feed-rows tr").allInnerTexts();
+    expect(before).to.have.length(5);
+    await page.reload();
+    await page.locator("#feed-rows tr").nth(4).waitFor();
+    expect(await page.locator("#feed-rows tr").allInnerTexts()).to.deep.equal(before);
+    await shot("4-reloaded");
+  });
+
+  it("is readable on a narrow screen: no sideways scrolling, each row a labelled card", async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    expect(await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth)).to.be.at.most(390);
+    const label = await page.locator("#feed-rows tr").first().locator("td").first().evaluate((td) => (globalThis as any).getComputedStyle(td, "::before").content);
+    expect(label).to.equal('"Time"');
+    await shot("5-narrow");
+  });
+
+  it("loaded nothing from another origin and raised no script error", () => {
+    expect(requested.length).to.be.greaterThan(0);
+    expect(requested.filter((url) => !url.startsWith(`${stack.facilitatorUrl}/`))).to.deep.equal([]);
+  });
+});

@@ -111,10 +111,10 @@ function summary(running: LocalStack, buyerBalance: bigint): string {
     "x402 local stack for Cronos (all on 127.0.0.1)",
     "",
     `Facilitator  ${running.facilitatorUrl}   (GET /v2/x402/supported, POST /v2/x402/verify, POST /v2/x402/settle)`,
+    ...(running.dashboardUrl ? [`Dashboard    ${running.dashboardUrl}   (open it in a browser: live payments, buyers, a try-it panel; DASHBOARD=false hides it)`] : []),
     `Relayer      ${running.relayer}   (Hardhat account #${ACCOUNT_INDEX.relayer})`,
     `Seller payTo ${running.seller}   (Hardhat account #${ACCOUNT_INDEX.seller}, a suggested default)`,
     `Rate limits  ${describeLimits(running.facilitator.facilitator.rateLimits)}`,
-    ...(running.dashboardUrl ? [`Dashboard    ${running.dashboardUrl}   (open it in a browser: live payments, buyers, a try-it panel; DASHBOARD=false hides it)`] : []),
   ];
   for (const [network, info] of Object.entries(running.networks)) {
     const forked = running.chains[network as keyof typeof running.chains]?.forkUrl;

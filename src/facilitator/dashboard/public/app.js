@@ -154,7 +154,7 @@ function feedCells(row) {
   const cell = (label, className, ...content) => el("td", { "data-label": label, className }, el("span", {}, ...content));
   return [
     cell("Time", undefined, el("time", { datetime: row.time, title: row.time }, time.toLocaleTimeString("en-GB"))),
-    cell("Step", undefined, row.route, el("span", { className: "muted" }, ` · ${row.dialect}`)),
+    cell("Step", undefined, row.route, " ", el("span", { className: "muted dialect", title: "wire dialect" }, row.dialect)),
     cell("Network", undefined, row.network),
     cell("Payer", undefined, code(row.payer)),
     cell("Payee", undefined, code(row.payee)),

@@ -127,11 +127,10 @@ async function refreshNetworks() {
   try {
     networksSnapshot = await getJson("dashboard/api/networks");
     renderNetworks();
-    return networksSnapshot;
+    showMode(networksSnapshot.local === true);
   } catch (error) {
     cards.clear();
     $("network-list").replaceChildren(el("p", { className: "problems" }, `Cannot read the networks: ${error.message}`));
-    return undefined;
   }
 }
 
@@ -358,19 +357,24 @@ function setUpTryForm() {
 
 // ---- Start ---------------------------------------------------------------------------------
 
-connectFeed();
-const first = await refreshNetworks();
-isLocal = first?.local === true;
-const mode = $("mode");
-mode.textContent = isLocal ? "Local stack" : "Read-only";
-mode.className = isLocal ? "badge local" : "badge";
-mode.hidden = false;
-if (isLocal) {
-  $("try").hidden = false;
-  $("buyers").hidden = false;
-  setUpTryForm();
-  await refreshBuyers();
-  setInterval(refreshBuyers, 5000);
+/** Shows what this facilitator is: the local stack (buyers, try-it) or a read-only view. */
+function showMode(local) {
+  const mode = $("mode");
+  if (!mode.hidden && local === isLocal) return;
+  mode.textContent = local ? "Local stack" : "Read-only";
+  mode.className = local ? "badge local" : "badge";
+  mode.hidden = false;
+  if (local && !isLocal) {
+    isLocal = true;
+    $("try").hidden = false;
+    $("buyers").hidden = false;
+    setUpTryForm();
+    refreshBuyers();
+    setInterval(refreshBuyers, 5000);
+  }
 }
+
+connectFeed();
+refreshNetworks();
 setInterval(refreshNetworks, 5000);
 setInterval(() => networksSnapshot && renderNetworks(), 1000);

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -121,4 +122,24 @@ export function spawnStart(args: readonly string[], env: NodeJS.ProcessEnv = {},
       });
     },
   };
+}
+
+/**
+ * The processes (pid and command line) whose environment holds `name=value`: everything a command
+ * spawned with that variable started, however deep and whoever adopted it since (Linux /proc).
+ */
+export function processesWithEnv(name: string, value: string): Array<{ pid: number; command: string }> {
+  const wanted = `${name}=${value}`;
+  const found: Array<{ pid: number; command: string }> = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // A zombie's environment reads empty: only running processes match.
+      if (!readFileSync(`/proc/${entry}/environ`, "utf8").split("\0").includes(wanted)) continue;
+      found.push({ pid: Number(entry), command: readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0").join(" ").trim() });
+    } catch {
+      // exited meanwhile, or not ours to read
+    }
+  }
+  return found;
 }

@@ -25,9 +25,4 @@ export class MemoryInFlightGuard implements InFlightGuard {
   release(key: string): void {
     this.#held.delete(key);
   }
-
-  /** Settles in flight now. */
-  get size(): number {
-    return this.#held.size;
-  }
 }

@@ -12,11 +12,6 @@ export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
   ],
 } as const;
 
-/** EIP-712 types of EIP-3009 `ReceiveWithAuthorization` (same fields, other primary type). */
-export const RECEIVE_WITH_AUTHORIZATION_TYPES = {
-  ReceiveWithAuthorization: TRANSFER_WITH_AUTHORIZATION_TYPES.TransferWithAuthorization,
-} as const;
-
 /** EIP-712 types of EIP-3009 `CancelAuthorization`. */
 export const CANCEL_AUTHORIZATION_TYPES = {
   CancelAuthorization: [

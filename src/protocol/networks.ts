@@ -5,8 +5,6 @@ export interface NetworkInfo {
   /** Canonical x402 network string. */
   readonly network: NetworkName;
   readonly chainId: number;
-  /** Public RPC endpoint of the real network. */
-  readonly rpcUrl: string;
   /** The USDC.e token contract on the real network. */
   readonly token: Address;
   readonly tokenSymbol: string;
@@ -27,7 +25,6 @@ export const NETWORKS: Readonly<Record<NetworkName, NetworkInfo>> = {
   [CRONOS_TESTNET]: {
     network: CRONOS_TESTNET,
     chainId: 338,
-    rpcUrl: "https://evm-t3.cronos.org",
     token: "0xc01efAaF7C5C61bEbFAeb358E1161b537b8bC0e0",
     tokenSymbol: "devUSDC.e",
     tokenDecimals: 6,
@@ -36,7 +33,6 @@ export const NETWORKS: Readonly<Record<NetworkName, NetworkInfo>> = {
   [CRONOS_MAINNET]: {
     network: CRONOS_MAINNET,
     chainId: 25,
-    rpcUrl: "https://evm.cronos.org",
     token: "0xf951eC28187D9E5Ca673Da8FE6757E6f0Be5F77C",
     tokenSymbol: "USDC.e",
     tokenDecimals: 6,
@@ -50,9 +46,4 @@ export const NETWORK_NAMES: readonly NetworkName[] = [CRONOS_TESTNET, CRONOS_MAI
 export function canonicalNetwork(network: string): NetworkName | undefined {
   if (network === CRONOS_MAINNET_ALIAS) return CRONOS_MAINNET;
   return (NETWORK_NAMES as readonly string[]).includes(network) ? (network as NetworkName) : undefined;
-}
-
-/** The canonical network of a chain id, if the kit knows it. */
-export function networkOfChainId(chainId: number): NetworkName | undefined {
-  return NETWORK_NAMES.find((name) => NETWORKS[name].chainId === chainId);
 }

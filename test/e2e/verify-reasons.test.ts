@@ -4,8 +4,6 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { createPaymentHeader, type CreatePaymentHeaderParameters } from "../../src/buyer/index.js";
 import type { LocalStack } from "../../src/harness/stack.js";
 import { CANCEL_AUTHORIZATION_TYPES } from "../../src/protocol/eip3009.js";
-import { NETWORKS } from "../../src/protocol/networks.js";
-import { VerifyReason } from "../../src/protocol/reasons.js";
 import type { PaymentRequirements } from "../../src/protocol/schemas.js";
 import {
   chainTime,
@@ -49,12 +47,15 @@ describe("e2e: every verify reason, through a real seller (402 with the exact re
   after(async () => {
     await forwarding?.close();
   });
+  /** Set by a test that ends by paying (it checks its own settle and balances); false for every other. */
+  let paysAtTheEnd: boolean;
   beforeEach(async () => {
     balancesBefore = await balances();
+    paysAtTheEnd = false;
   });
   afterEach(async function () {
-    // A refused payment never reaches settle and moves nothing (the one test that pays at the end says so).
-    if (this.currentTest?.state !== "passed" || this.currentTest.title.includes("then pays")) return;
+    // A refused payment never reaches settle and moves nothing.
+    if (this.currentTest?.state !== "passed" || paysAtTheEnd) return;
     expect(proxy.paths()).to.not.include("/v2/x402/settle");
     expect(await balances()).to.deep.equal(balancesBefore);
   });
@@ -84,9 +85,9 @@ describe("e2e: every verify reason, through a real seller (402 with the exact re
     it("answers Invalid Base64 paymentHeader for text that is not base64, and for base64 that is not JSON", async () => {
       for (const header of ["%%%not base64%%%", Buffer.from("hello, seller").toString("base64")]) {
         proxy.reset();
-        await expectRefused(await send(header), VerifyReason.invalidBase64);
+        await expectRefused(await send(header), "Invalid Base64 paymentHeader");
         expect(proxy.paths(), "answered by the seller itself").to.deep.equal([]);
-        await expectRefused(await send(header, forwarding), VerifyReason.invalidBase64);
+        await expectRefused(await send(header, forwarding), "Invalid Base64 paymentHeader");
         expect(proxy.paths(), "answered by the facilitator").to.deep.equal(["/v2/x402/verify"]);
         expect(proxy.calls[0]!.answer).to.deep.equal({ isValid: false, invalidReason: "Invalid Base64 paymentHeader" });
       }
@@ -95,7 +96,6 @@ describe("e2e: every verify reason, through a real seller (402 with the exact re
     it("answers Invalid paymentHeader: naming the field, for JSON of the wrong shape", async () => {
       const header = tampered(await signed(), (json) => (json.payload.from = "0x1234"));
       const reason = "Invalid paymentHeader: payload.from must be a 0x-prefixed 20-byte address";
-      expect(VerifyReason.invalidHeader("payload.from must be a 0x-prefixed 20-byte address")).to.equal(reason);
       await expectRefused(await send(header), reason);
       expect(proxy.paths()).to.deep.equal([]);
       await expectRefused(await send(header, forwarding), reason);
@@ -123,10 +123,9 @@ describe("e2e: every verify reason, through a real seller (402 with the exact re
     });
 
     it("answers Unsupported asset: for a header signed for another token", async () => {
-      const mainnetToken = NETWORKS["cronos-mainnet"].token;
+      const mainnetToken = "0xf951eC28187D9E5Ca673Da8FE6757E6f0Be5F77C"; // USDC.e on cronos-mainnet
       const header = await signed({ requirements: { ...seller.requirements.testnet, asset: mainnetToken } });
-      await expectRefused(await send(header), `Unsupported asset: ${mainnetToken}`);
-      expect(mainnetToken).to.equal("0xf951eC28187D9E5Ca673Da8FE6757E6f0Be5F77C");
+      await expectRefused(await send(header), "Unsupported asset: 0xf951eC28187D9E5Ca673Da8FE6757E6f0Be5F77C");
     });
 
     it("answers Invalid amount: for a header that pays less than the price", async () => {
@@ -138,8 +137,7 @@ describe("e2e: every verify reason, through a real seller (402 with the exact re
 
     it("answers Recipient does not match payTo address for a header that pays someone else", async () => {
       const header = await signed({ requirements: { ...seller.requirements.testnet, payTo: other.address } });
-      await expectRefused(await send(header), VerifyReason.recipientMismatch);
-      expect(VerifyReason.recipientMismatch).to.equal("Recipient does not match payTo address");
+      await expectRefused(await send(header), "Recipient does not match payTo address");
     });
   });
 
@@ -175,6 +173,7 @@ describe("e2e: every verify reason, through a real seller (402 with the exact re
       await expectRefused(await send(header), "Authorization not yet valid");
 
       await increaseTime(testnet().rpcUrl, 301);
+      paysAtTheEnd = true;
       const paid = await send(header);
       expect(paid.status, await paid.clone().text()).to.equal(200);
       expect(proxy.paths()).to.deep.equal(["/v2/x402/verify", "/v2/x402/verify", "/v2/x402/settle"]);

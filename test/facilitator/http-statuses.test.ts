@@ -189,12 +189,18 @@ describe("facilitator rate limits (per client IP, per minute)", () => {
   it("answers the 6th settle in a minute with 429", async () => {
     const opened = await openFacilitator("cronos-testnet", { RATE_LIMIT_SETTLE_PER_MINUTE: "5" });
     const { body } = await makePayment(opened.chain);
+    const windowOpened = Date.now(); // no later than the first request, which opens the client's minute
     for (let i = 0; i < 5; i++) {
       expect((await request(opened.app).post("/v2/x402/settle").send(body)).status).to.equal(200);
     }
     const limited = await request(opened.app).post("/v2/x402/settle").send(body);
+    const elapsedMs = Date.now() - windowOpened;
     expect(limited.status).to.equal(429);
-    expect(limited.body).to.deep.equal({ error: "Too many requests", retryAfter: limited.body.retryAfter });
+    // retryAfter: the whole seconds left of the client's minute, from 60 minus what has passed down to 60.
+    const { retryAfter } = limited.body as { retryAfter: number };
+    expect(retryAfter).to.be.within(Math.max(1, Math.ceil((60_000 - elapsedMs) / 1000)), 60);
+    expect(limited.body).to.deep.equal({ error: "Too many requests", retryAfter });
+    expect(limited.headers["retry-after"]).to.equal(String(retryAfter));
   });
 
   it("counts clients by X-Forwarded-For only when trusted proxies are configured", async () => {

@@ -19,7 +19,8 @@ describe("facilitator observability", () => {
   });
 
   it("serves Prometheus metrics: outcomes, latency, confirmation wait, rate limits, relayer gauges", async () => {
-    const opened = await openFacilitator("cronos-testnet", { RATE_LIMIT_VERIFY_PER_MINUTE: "1" });
+    const records: OutcomeRecord[] = [];
+    const opened = await openFacilitator("cronos-testnet", { RATE_LIMIT_VERIFY_PER_MINUTE: "1" }, { onOutcome: (r) => records.push(r) });
     const payment = await makePayment(opened.chain);
     await request(opened.app).post("/v2/x402/verify").send(payment.body);
     await request(opened.app).post("/v2/x402/verify").send(payment.body);
@@ -36,6 +37,27 @@ describe("facilitator observability", () => {
     expect(text).to.include('x402_http_requests_total{route="/v2/x402/verify",status="429"} 1');
     expect(text).to.include('x402_settle_confirmation_seconds_count{network="cronos-testnet"} 1');
     expect(text).to.include('x402_relayer_nonce_gap{network="cronos-testnet",relayer="0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"} 0');
-    expect(text).to.match(/x402_relayer_balance_wei\{network="cronos-testnet",relayer="0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"\} \d/);
+    const relayer = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720";
+    expect(sample(text, `x402_relayer_balance_wei{network="cronos-testnet",relayer="${relayer}"}`)).to.equal(
+      Number(await opened.chain.publicClient.getBalance({ address: relayer })),
+    );
+
+    // Latency: one observation per verify/settle answer (the 429 is not one), of the duration each answer took.
+    for (const route of ["verify", "settle"] as const) {
+      const seconds = records.filter((r) => r.route === route).map((r) => r.durationMs / 1000);
+      expect(seconds, route).to.have.length(route === "verify" ? 1 : 2);
+      expect(sample(text, `x402_request_duration_seconds_count{route="${route}"}`), route).to.equal(seconds.length);
+      expect(sample(text, `x402_request_duration_seconds_sum{route="${route}"}`), route).to.be.closeTo(seconds.reduce((a, b) => a + b, 0), 1e-9);
+      for (const le of [0.001, 0.01, 0.1, 1, 10]) {
+        expect(sample(text, `x402_request_duration_seconds_bucket{le="${le}",route="${route}"}`), `${route} le ${le}`).to.equal(seconds.filter((s) => s <= le).length);
+      }
+    }
   });
 });
+
+/** The value of one sample (`name{labels}` exactly as exposed) in a Prometheus text page. */
+function sample(text: string, series: string): number {
+  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+  expect(line, `no sample ${series}`).to.be.a("string");
+  return Number(line!.slice(series.length + 1));
+}

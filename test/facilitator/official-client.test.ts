@@ -1,9 +1,10 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { expect } from "chai";
-import { ethers } from "ethers";
 import { Facilitator, CronosNetwork } from "@crypto.com/facilitator-client";
 import request from "supertest";
+import type { TypedDataDomain, TypedDataParameter } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
 import { VECTOR_A_HEADER, VECTOR_SIGNER, VECTOR_PAYEE } from "../helpers/vectors.js";
 import { HARDHAT_KEYS, openFacilitator } from "../helpers/facilitator.js";
 
@@ -14,6 +15,20 @@ function officialClient(url: string): Facilitator {
   const client = new Facilitator({ network: CronosNetwork.CronosTestnet });
   (client as unknown as { baseUrl: string }).baseUrl = url;
   return client;
+}
+
+/**
+ * What the client uses of an ethers `Signer` (its address, its provider's chain id, `signTypedData`
+ * with ethers' argument order), made of a viem account and the local chain: no ethers needed here.
+ */
+function ethersStyleSigner(key: `0x${string}`, opened: Opened) {
+  const account = privateKeyToAccount(key);
+  return {
+    provider: { getNetwork: async () => ({ chainId: BigInt(await opened.chain.publicClient.getChainId()) }) },
+    getAddress: async () => account.address,
+    signTypedData: (domain: TypedDataDomain, types: Record<string, readonly TypedDataParameter[]>, message: Record<string, unknown>) =>
+      account.signTypedData({ domain, types, primaryType: Object.keys(types)[0]!, message }),
+  };
 }
 
 describe("the official Cronos client (@crypto.com/facilitator-client 1.0.4) against this facilitator", () => {
@@ -34,10 +49,7 @@ describe("the official Cronos client (@crypto.com/facilitator-client 1.0.4) agai
     expect(supported).to.deep.equal({ kinds: [{ x402Version: 1, scheme: "exact", network: "cronos-testnet" }] });
 
     // The client signs over its provider's chain id: the local chain reports 338.
-    const provider = new ethers.BrowserProvider(opened.chain.connection.provider as unknown as ethers.Eip1193Provider);
-    const signer = new ethers.Wallet(HARDHAT_KEYS.buyer, provider);
-    // ESM and CJS builds of ethers are distinct types; the client takes the CJS one.
-    const header = await client.generatePaymentHeader({ to: opened.seller.address, value: "1000000", signer: signer as never });
+    const header = await client.generatePaymentHeader({ to: opened.seller.address, value: "1000000", signer: ethersStyleSigner(HARDHAT_KEYS.buyer, opened) as never });
     const requirements = client.generatePaymentRequirements({
       payTo: opened.seller.address,
       description: "Premium API access",

@@ -7,6 +7,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { NETWORKS } from "../../src/protocol/networks.js";
 import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
+import { waitUntil } from "../harness/helpers.js";
 
 const TSX = new URL("../../node_modules/.bin/tsx", import.meta.url).pathname;
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -118,13 +119,15 @@ describe("the facilitator process against a local node (start-up checks, secrets
         body: JSON.stringify(payment.body),
       });
       // Wait until the transaction is in the node's pool, then ask the process to stop.
-      for (let i = 0; i < 100; i++) {
+      const inPool = await waitUntil(async () => {
         const pending = (await chain.provider.request({ method: "eth_getBlockByNumber", params: ["pending", false] })) as { transactions: string[] };
-        if (pending.transactions.length > 0) break;
-        await new Promise((r) => setTimeout(r, 50));
-      }
+        return pending.transactions.length > 0;
+      }, 30_000);
+      expect(inPool, `the settle transaction never reached the node's pool; stderr: ${stderr}`).to.equal(true);
       child.kill("SIGTERM");
-      await new Promise((r) => setTimeout(r, 300));
+      // Mine only once the process has taken the signal: the settle is then in flight during shutdown.
+      const tookSignal = await waitUntil(async () => lines.some((l) => (JSON.parse(l) as { msg: string }).msg.startsWith("stopping")), 30_000);
+      expect(tookSignal, `no "stopping" log line after SIGTERM; stdout: ${lines.join("\n")}`).to.equal(true);
       await chain.provider.request({ method: "evm_mine", params: [] });
       const answer = (await (await settling).json()) as { event: string };
       expect(answer.event).to.equal("payment.settled");

@@ -82,6 +82,14 @@ describe("facilitator settle: every error, produced on a real chain", () => {
   });
 
   it("answers Invalid signature for a signature by another key", async () => {
+    const balance = await opened.chain.contract.read.balanceOf([opened.buyer.address]);
+    const payment = await makePayment(opened.chain, { signer: privateKeyToAccount(HARDHAT_KEYS.buyer2) });
+    expect(payment.message.from).to.equal(opened.buyer.address);
+    expectFailed(await settle(opened, payment.body), "Invalid signature");
+    expect(await opened.chain.contract.read.balanceOf([opened.buyer.address])).to.equal(balance);
+  });
+
+  it("answers Invalid signature for the payer's signature over another value", async () => {
     const payment = await makePayment(opened.chain, { signedValue: 7n });
     expectFailed(await settle(opened, payment.body), "Invalid signature");
   });

@@ -63,6 +63,8 @@ export interface MakePaymentOptions {
   signature?: Hex;
   /** Sign a different value than the header carries. */
   signedValue?: bigint;
+  /** Sign the payer's very message with this key instead of the payer's. */
+  signer?: LocalAccount;
 }
 
 /** Signs an authorization and builds a verify/settle request body for it. */
@@ -84,7 +86,7 @@ export async function makePayment(
   };
   const signature =
     options.signature ??
-    (await payer.signTypedData(
+    (await (options.signer ?? payer).signTypedData(
       transferAuthorizationTypedData(
         {
           name: chain.info.domain.name,

@@ -82,6 +82,8 @@ export function startUsage(): string {
     "",
     "Starts local Cronos chains (testnet 338, mainnet 25) with USDC.e at its real address and funded",
     "buyers, plus an x402 facilitator for them, all on 127.0.0.1. Stops on Ctrl+C / SIGTERM.",
+    "Clients on viem's cronos / cronosTestnet definitions work as is: Multicall3 sits at its canonical",
+    "address and the chains start past its creation blocks (testnet 10,200,000, mainnet 2,000,000).",
     "",
     "Options (flag, environment variable, meaning; a flag wins over its variable):",
     ...rows.map(([flag, env, text]) => `${flag!.padEnd(width)}  ${env!.padEnd(envWidth)}  ${text}`),

@@ -2,7 +2,7 @@ import { parseArgs } from "node:util";
 import { parseUnits } from "viem";
 import { z } from "zod";
 import { CRONOS_MAINNET, CRONOS_TESTNET, NETWORK_NAMES, canonicalNetwork, type NetworkName } from "../protocol/networks.js";
-import { CRONOS_BLOCK_TIME_MS, DEFAULT_BUYERS, DEFAULT_FACILITATOR_PORT, DEFAULT_RPC_PORT, MAX_BUYERS } from "./defaults.js";
+import { CRONOS_BLOCK_TIME_MS, DEFAULT_BUYERS, DEFAULT_FACILITATOR_PORT, DEFAULT_RPC_PORT, MAX_BUYERS, START_BLOCK } from "./defaults.js";
 import type { PortRole } from "./errors.js";
 import { LOG_LEVELS, type LogLevel } from "./log.js";
 import type { LocalStackOptions } from "./stack.js";
@@ -83,7 +83,7 @@ export function startUsage(): string {
     "Starts local Cronos chains (testnet 338, mainnet 25) with USDC.e at its real address and funded",
     "buyers, plus an x402 facilitator for them, all on 127.0.0.1. Stops on Ctrl+C / SIGTERM.",
     "Clients on viem's cronos / cronosTestnet definitions work as is: Multicall3 sits at its canonical",
-    "address and the chains start past its creation blocks (testnet 10,200,000, mainnet 2,000,000).",
+    `address and the chains start past its creation blocks (testnet ${START_BLOCK[CRONOS_TESTNET].toLocaleString("en-US")}, mainnet ${START_BLOCK[CRONOS_MAINNET].toLocaleString("en-US")}).`,
     "",
     "Options (flag, environment variable, meaning; a flag wins over its variable):",
     ...rows.map(([flag, env, text]) => `${flag!.padEnd(width)}  ${env!.padEnd(envWidth)}  ${text}`),

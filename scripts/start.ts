@@ -6,6 +6,7 @@ import { ACCOUNT_INDEX } from "../src/harness/accounts.js";
 import { parseStartArgs, PORT_SETTING, startUsage, UsageError } from "../src/harness/cli.js";
 import { PORT_ROLE_LABEL, PortInUseError } from "../src/harness/errors.js";
 import { lineLogger, stderrSink } from "../src/harness/log.js";
+import { MULTICALL3_ADDRESS } from "../src/harness/multicall3.js";
 import type { LocalStack } from "../src/harness/stack.js";
 
 const writeStdout = process.stdout.write.bind(process.stdout);
@@ -122,6 +123,7 @@ function summary(running: LocalStack, buyerBalance: bigint): string {
       "",
       `${network}  chain id ${info.chainId}${forked ? `  (fork of ${forked})` : ""}`,
       `  RPC URL   ${info.rpcUrl}`,
+      `  viem      ${info.viemChain}   (import { ${info.viemChain} } from "viem/chains"; Multicall3 at ${MULTICALL3_ADDRESS})`,
       `  USDC.e    ${info.token}   EIP-712 domain: name "${info.domain.name}", version "${info.domain.version}"`,
       `  Buyers    (${forked ? "topped up to " : ""}${formatUnits(buyerBalance, 6)} USDC.e each) - LOCAL-ONLY: Hardhat's PUBLIC test keys, never use them on a real network`,
       ...info.buyers.map((buyer) => `    ${buyer.address}  ${buyer.privateKey}`),

@@ -10,12 +10,12 @@ import {
   type Account,
   type Address,
   type Chain,
+  type Hex,
   type PublicClient,
   type Transport,
   type WalletClient,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { cronos, cronosTestnet } from "viem/chains";
 import type { HardhatRuntimeEnvironment } from "hardhat/types/hre";
 import type { NetworkConnection } from "hardhat/types/network";
 import type { EthereumProvider } from "hardhat/types/providers";
@@ -23,11 +23,13 @@ import { deployToken, fundAccounts, type TokenArtifact } from "../chain/deploy.j
 import { tokenAbi } from "../chain/token-abi.js";
 import { NETWORKS, type NetworkName } from "../protocol/networks.js";
 import { ACCOUNT_INDEX, buyerIndexes, localAccount, PREFUNDED_ACCOUNTS, type LocalAccount } from "./accounts.js";
-import { kitHardhat, loadTokenArtifact } from "./hardhat.js";
-import { DEFAULT_BUYER_BALANCE, DEFAULT_BUYERS, DEFAULT_RPC_PORT, MAX_BUYERS } from "./defaults.js";
+import { kitHardhat, loadKitArtifact, loadTokenArtifact } from "./hardhat.js";
+import { DEFAULT_BUYER_BALANCE, DEFAULT_BUYERS, DEFAULT_RPC_PORT, MAX_BUYERS, START_BLOCK } from "./defaults.js";
+import { MULTICALL3_ADDRESS, placeMulticall3, VIEM_CHAIN_NAME, VIEM_CHAINS, type ViemChainName } from "./multicall3.js";
 import { serveJsonRpc, type JsonRpcBridge } from "./rpc-bridge.js";
 
-export { DEFAULT_BUYER_BALANCE, DEFAULT_BUYERS, DEFAULT_RPC_PORT, MAX_BUYERS } from "./defaults.js";
+export { CRONOS_BLOCK_TIME_MS, DEFAULT_BUYER_BALANCE, DEFAULT_BUYERS, DEFAULT_RPC_PORT, MAX_BUYERS, START_BLOCK } from "./defaults.js";
+export { MULTICALL3_ADDRESS, VIEM_CHAIN_NAME, type ViemChainName } from "./multicall3.js";
 
 /** The Hardhat network (in hardhat.config.ts) behind each Cronos network. */
 export const HARDHAT_NETWORK: Readonly<Record<NetworkName, string>> = {
@@ -35,7 +37,6 @@ export const HARDHAT_NETWORK: Readonly<Record<NetworkName, string>> = {
   "cronos-mainnet": "cronosMainnet",
 };
 
-const VIEM_CHAIN: Readonly<Record<NetworkName, Chain>> = { "cronos-testnet": cronosTestnet, "cronos-mainnet": cronos };
 // Native gas given to accounts the chain does not pre-fund (buyers past #19, a fork's master minter).
 const GAS_MONEY = parseEther("10000");
 
@@ -48,7 +49,10 @@ export interface LocalChainOptions {
   host?: string;
   /** JSON-RPC port; default {@link DEFAULT_RPC_PORT}; 0 picks a free port. */
   port?: number;
-  /** Milliseconds between blocks; 0 (default) mines each transaction immediately (automine). */
+  /**
+   * Milliseconds between blocks; 0 (default) mines each transaction immediately (automine). Below
+   * 1000, consecutive blocks may share a timestamp (as on Cronos), so chain time keeps the wall clock's pace.
+   */
   blockTimeMs?: number;
   /** Fork this JSON-RPC endpoint instead of starting empty. */
   forkUrl?: string;
@@ -60,6 +64,8 @@ export interface LocalChainOptions {
   buyerBalance?: bigint;
   /** The token to place (or a promise of it, so the port binds first); default the compiled BridgedUSDC. */
   artifact?: TokenArtifact | Promise<TokenArtifact>;
+  /** The Multicall3 to place (or a promise of it); default the compiled Multicall3. */
+  multicall3Artifact?: TokenArtifact | Promise<TokenArtifact>;
   /** Progress lines (for a terminal). */
   onProgress?: (message: string) => void;
 }
@@ -68,6 +74,8 @@ export interface LocalChainOptions {
 export interface LocalChain {
   network: NetworkName;
   chainId: number;
+  /** The viem chain definition this chain matches (`cronosTestnet` or `cronos` in `viem/chains`). */
+  viemChain: ViemChainName;
   /** JSON-RPC over HTTP, for clients in other processes. */
   rpcUrl: string;
   port: number;
@@ -78,11 +86,13 @@ export interface LocalChain {
   forkUrl?: string;
   /** False when a fork already had a token at the address (it was used as is). */
   tokenDeployed: boolean;
+  /** False when a fork already had code at Multicall3's address (it was used as is). */
+  multicall3Deployed: boolean;
   /** Funded buyers. LOCAL-ONLY public Hardhat keys. */
   buyers: LocalAccount[];
   /** The in-process provider: the fastest way to the chain from this process. */
   provider: EthereumProvider;
-  /** `custom(provider)`: a viem transport over the in-process provider. */
+  /** `custom(provider, { retryCount: 0 })`: a viem transport over the in-process provider. */
   transport: Transport;
   publicClient: PublicClient;
   /** Mints `amount` base units to each address (as the token's master minter). */
@@ -92,8 +102,10 @@ export interface LocalChain {
 }
 
 /**
- * Starts a local chain for `network` (chain id 338 or 25) in this process, puts USDC.e at its real
- * address (unless a fork already has it), funds the buyers and serves JSON-RPC on 127.0.0.1.
+ * Starts a local chain for `network` (chain id 338 or 25) in this process, puts Multicall3 and
+ * USDC.e at their real addresses (unless a fork already has them), funds the buyers and serves
+ * JSON-RPC on 127.0.0.1. A fresh chain starts at {@link START_BLOCK}: its history is empty blocks
+ * one second apart that end at the present, so chain time still follows the wall clock.
  */
 export async function startLocalChain(options: LocalChainOptions): Promise<LocalChain> {
   const { network } = options;
@@ -144,30 +156,43 @@ export async function startLocalChain(options: LocalChainOptions): Promise<Local
   try {
     const hre = options.hre ?? (await kitHardhat());
     progress(options.forkUrl ? `starting chain ${info.chainId}, forking ${options.forkUrl}` : `starting chain ${info.chainId}`);
+    let forkBlockNumber = options.forkBlockNumber;
     if (options.forkUrl) {
-      const remoteChainId = await probeForkUrl(network, options.forkUrl);
+      const remote = await probeForkUrl(network, options.forkUrl);
+      const remoteChainId = remote.chainId;
+      // Pinned to the node's latest block: left alone, EDR forks 128 blocks back (a reorg margin
+      // Cronos' instant finality does not need) and misses what the node did last.
+      forkBlockNumber ??= remote.blockNumber;
       if (remoteChainId !== info.chainId) {
         progress(`warning: ${options.forkUrl} reports chain id ${remoteChainId}, not ${info.chainId}; the fork still answers as ${info.chainId}`);
       }
     }
-    const [artifact, created] = await Promise.all([
+    // Blocks 1 .. START_BLOCK-1 are mined 1 s apart right away; genesis is backdated by as much.
+    const history = START_BLOCK[network] - 1n;
+    const [artifact, multicall3Artifact, created] = await Promise.all([
       options.artifact ?? loadTokenArtifact(hre),
+      options.multicall3Artifact ?? loadKitArtifact(hre, "Multicall3"),
       hre.network.create({
         network: HARDHAT_NETWORK[network],
         override: {
           chainId: info.chainId,
           // Set-up runs with automine; interval mining (if asked) starts afterwards.
           mining: { auto: true, interval: 0 },
+          // Sub-second blocks share timestamps, as on Cronos, instead of running ahead of the clock.
+          allowBlocksWithSameTimestamp: blockTimeMs > 0 && blockTimeMs < 1000,
+          ...(options.forkUrl ? {} : { initialDate: new Date(Date.now() - Number(history) * 1000) }),
           ...(options.forkUrl
-            ? { forking: { enabled: true, url: options.forkUrl, ...(options.forkBlockNumber !== undefined ? { blockNumber: options.forkBlockNumber } : {}) } }
+            ? { forking: { enabled: true, url: options.forkUrl, blockNumber: forkBlockNumber } }
             : {}),
         },
       }),
     ]);
     connection = created;
     const provider = created.provider;
-    const transport = custom(provider);
-    const chain = VIEM_CHAIN[network];
+    // No retries: an in-process provider has no transient faults, and viem would retry every
+    // revert three times with back-off (about 1 s per reverting call).
+    const transport = custom(provider, { retryCount: 0 });
+    const chain = VIEM_CHAINS[VIEM_CHAIN_NAME[network]];
     const publicClient = createPublicClient({ chain, transport }) as PublicClient;
 
     if (options.forkUrl) {
@@ -175,6 +200,10 @@ export async function startLocalChain(options: LocalChainOptions): Promise<Local
       // itself; one local block makes "latest" executable.
       await provider.request({ method: "evm_mine", params: [] });
     }
+    // Before the history is mined, so Multicall3 is there at every block viem may pin a read to.
+    const multicall3Deployed = await placeMulticall3(provider, (await multicall3Artifact).deployedBytecode);
+    progress(multicall3Deployed ? `placed Multicall3 at ${MULTICALL3_ADDRESS}` : `using the Multicall3 the fork already has at ${MULTICALL3_ADDRESS}`);
+    if (!options.forkUrl) await mineHistory(provider, history);
     const chainId = await publicClient.getChainId();
     if (chainId !== info.chainId) throw new Error(`${network}: the chain reports id ${chainId}, expected ${info.chainId}`);
     const deployer = localAccount(ACCOUNT_INDEX.deployer);
@@ -235,16 +264,19 @@ export async function startLocalChain(options: LocalChainOptions): Promise<Local
       intervalMining = true;
     }
     markReady();
-    progress(`ready: chain id ${chainId} at ${bridge.url}${blockTimeMs > 0 ? `, a block every ${blockTimeMs} ms` : ", automine"}`);
+    const head = await publicClient.getBlockNumber({ cacheTime: 0 });
+    progress(`ready: chain id ${chainId} at ${bridge.url}, block ${head}${blockTimeMs > 0 ? `, a block every ${blockTimeMs} ms` : ", automine"}`);
     return {
       network,
       chainId,
+      viemChain: VIEM_CHAIN_NAME[network],
       rpcUrl: bridge.url,
       port: bridge.port,
       token: getAddress(info.token),
       domain: { name, version },
       ...(options.forkUrl ? { forkUrl: options.forkUrl } : {}),
       tokenDeployed,
+      multicall3Deployed,
       buyers,
       provider,
       transport,
@@ -281,13 +313,22 @@ async function impersonateMasterMinter(
   return createWalletClient({ account: { address: masterMinter, type: "json-rpc" }, chain, transport });
 }
 
-/** Asks `url` for its chain id, so an unreachable fork fails in seconds with a clear reason (EDR retries for ~50 s). */
-async function probeForkUrl(network: NetworkName, url: string): Promise<number> {
+/** Asks `url` for its chain id and latest block, so an unreachable fork fails in seconds with a clear reason (EDR retries for ~50 s). */
+async function probeForkUrl(network: NetworkName, url: string): Promise<{ chainId: number; blockNumber: bigint }> {
+  const chainId = await askOnce(url, "eth_chainId");
+  if (typeof chainId !== "bigint") throw new Error(`${network}: cannot fork ${url}: ${chainId.reason}`);
+  const blockNumber = await askOnce(url, "eth_blockNumber");
+  if (typeof blockNumber !== "bigint") throw new Error(`${network}: cannot fork ${url}: ${blockNumber.reason}`);
+  return { chainId: Number(chainId), blockNumber };
+}
+
+/** One JSON-RPC call whose result is a hex quantity; the reason when there is no such answer. */
+async function askOnce(url: string, method: string): Promise<bigint | { reason: string }> {
   // node:http rather than fetch: fetch refuses some ports ("bad ports") that EDR would use fine.
-  const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] });
+  const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: [] });
   const target = new URL(url);
   const request = target.protocol === "https:" ? httpsRequest : httpRequest;
-  const outcome = await new Promise<{ chainId?: number; reason?: string }>((resolve) => {
+  return new Promise((resolve) => {
     const req = request(
       target,
       { method: "POST", headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) }, timeout: 10_000 },
@@ -297,11 +338,11 @@ async function probeForkUrl(network: NetworkName, url: string): Promise<number> 
         res.on("end", () => {
           try {
             const result = (JSON.parse(text) as { result?: unknown }).result;
-            if (typeof result === "string") return resolve({ chainId: Number(BigInt(result)) });
+            if (typeof result === "string") return resolve(BigInt(result));
           } catch {
-            // Not JSON: reported below with the status.
+            // Not JSON (or not a quantity): reported below with the status.
           }
-          resolve({ reason: `HTTP ${res.statusCode}, no eth_chainId result` });
+          resolve({ reason: `HTTP ${res.statusCode}, no ${method} result` });
         });
       },
     );
@@ -309,8 +350,18 @@ async function probeForkUrl(network: NetworkName, url: string): Promise<number> 
     req.on("error", (error: NodeJS.ErrnoException) => resolve({ reason: error.code ?? error.message }));
     req.end(body);
   });
-  if (outcome.chainId === undefined) throw new Error(`${network}: cannot fork ${url}: ${outcome.reason}`);
-  return outcome.chainId;
+}
+
+/**
+ * Mines `blocks` empty blocks one second apart in one step (EDR reserves them without executing
+ * each), then moves chain time up to the wall clock: the backdated genesis was computed a moment
+ * before the chain was created.
+ */
+async function mineHistory(provider: EthereumProvider, blocks: bigint): Promise<void> {
+  await provider.request({ method: "hardhat_mine", params: [numberToHex(blocks), "0x1"] });
+  const latest = (await provider.request({ method: "eth_getBlockByNumber", params: ["latest", false] })) as { timestamp: Hex };
+  const behind = Math.floor(Date.now() / 1000) - Number(BigInt(latest.timestamp));
+  if (behind > 0) await provider.request({ method: "evm_increaseTime", params: [behind] });
 }
 
 async function setBalance(provider: EthereumProvider, address: Address, wei: bigint): Promise<void> {

@@ -2,7 +2,7 @@ import { parseArgs } from "node:util";
 import { parseUnits } from "viem";
 import { z } from "zod";
 import { CRONOS_MAINNET, CRONOS_TESTNET, NETWORK_NAMES, canonicalNetwork, type NetworkName } from "../protocol/networks.js";
-import { DEFAULT_BUYERS, DEFAULT_FACILITATOR_PORT, DEFAULT_RPC_PORT, MAX_BUYERS } from "./defaults.js";
+import { CRONOS_BLOCK_TIME_MS, DEFAULT_BUYERS, DEFAULT_FACILITATOR_PORT, DEFAULT_RPC_PORT, MAX_BUYERS, START_BLOCK } from "./defaults.js";
 import type { PortRole } from "./errors.js";
 import { LOG_LEVELS, type LogLevel } from "./log.js";
 import type { LocalStackOptions } from "./stack.js";
@@ -39,7 +39,13 @@ export const START_OPTIONS = {
     description: "comma-separated networks to run: cronos-testnet, cronos-mainnet (aliases: testnet, mainnet, cronos)",
     fallback: NETWORK_NAMES.join(","),
   },
-  blockTime: { flag: "--block-time", env: "BLOCK_TIME_MS", value: "MS", description: "milliseconds between blocks; 0 = mine each transaction at once (automine)", fallback: "0" },
+  blockTime: {
+    flag: "--block-time",
+    env: "BLOCK_TIME_MS",
+    value: "MS|cronos",
+    description: `milliseconds between blocks; 0 = mine each transaction at once (automine); "cronos" = ${CRONOS_BLOCK_TIME_MS}, the real networks' pace (500 ms blocks since 2025, per the Cronos 2025 whitepaper, whitepaper.cronos.org)`,
+    fallback: "0",
+  },
   forkTestnet: { flag: "--fork-testnet", env: "FORK_TESTNET_URL", value: "URL", description: "fork this JSON-RPC endpoint for cronos-testnet instead of starting empty", fallback: "" },
   forkMainnet: { flag: "--fork-mainnet", env: "FORK_MAINNET_URL", value: "URL", description: "fork this JSON-RPC endpoint for cronos-mainnet instead of starting empty", fallback: "" },
   buyers: { flag: "--buyers", env: "BUYERS", value: "N", description: `funded buyers per chain, 0-${MAX_BUYERS} (Hardhat accounts #2 upward, skipping #9)`, fallback: String(DEFAULT_BUYERS) },
@@ -76,6 +82,8 @@ export function startUsage(): string {
     "",
     "Starts local Cronos chains (testnet 338, mainnet 25) with USDC.e at its real address and funded",
     "buyers, plus an x402 facilitator for them, all on 127.0.0.1. Stops on Ctrl+C / SIGTERM.",
+    "Clients on viem's cronos / cronosTestnet definitions work as is: Multicall3 sits at its canonical",
+    `address and the chains start past its creation blocks (testnet ${START_BLOCK[CRONOS_TESTNET].toLocaleString("en-US")}, mainnet ${START_BLOCK[CRONOS_MAINNET].toLocaleString("en-US")}).`,
     "",
     "Options (flag, environment variable, meaning; a flag wins over its variable):",
     ...rows.map(([flag, env, text]) => `${flag!.padEnd(width)}  ${env!.padEnd(envWidth)}  ${text}`),
@@ -113,7 +121,9 @@ const VALUE_SCHEMAS = {
     if (names.length === 0) ctx.addIssue({ code: "custom", message: "names no network" });
     return names;
   }),
-  blockTime: count(3_600_000),
+  blockTime: z.union([z.literal("cronos").transform(() => CRONOS_BLOCK_TIME_MS), count(3_600_000)], {
+    error: 'must be "cronos" or an integer from 0 to 3600000',
+  }),
   forkTestnet: forkUrl,
   forkMainnet: forkUrl,
   buyers: count(MAX_BUYERS),

@@ -19,3 +19,20 @@ export const DEFAULT_BUYER_BALANCE = 1_000_000_000n;
 
 /** Most buyers a chain will fund (keeps start-up bounded). */
 export const MAX_BUYERS = 100;
+
+/**
+ * The block each local chain's own history starts at: blocks 1 up to it are empty and 1 s apart, so
+ * the chain stands past the block at which viem's `cronos` / `cronosTestnet` definitions say Multicall3
+ * was created (mainnet 1,963,112, testnet 10,191,251) and block-pinned multicall reads pass viem's check.
+ */
+export const START_BLOCK: Readonly<Record<NetworkName, bigint>> = {
+  "cronos-testnet": 10_200_000n,
+  "cronos-mainnet": 2_000_000n,
+};
+
+/**
+ * Milliseconds between blocks on the real Cronos EVM networks since the 2025 block-time change:
+ * 500 ms (Cronos 2025 whitepaper, whitepaper.cronos.org: "500ms block times"; before mid-2025 it
+ * was 5 to 6 s). `--block-time cronos` mines at this pace.
+ */
+export const CRONOS_BLOCK_TIME_MS = 500;

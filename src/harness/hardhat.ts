@@ -22,7 +22,11 @@ export function kitHardhat(): Promise<HardhatRuntimeEnvironment> {
   return kitHre;
 }
 
-const artifacts = new WeakMap<HardhatRuntimeEnvironment, Promise<TokenArtifact>>();
+/** The kit's contracts the harness places on its chains. */
+export type KitContract = "BridgedUSDC" | "Multicall3";
+
+const artifacts = new WeakMap<HardhatRuntimeEnvironment, Map<KitContract, Promise<TokenArtifact>>>();
+const builds = new WeakMap<HardhatRuntimeEnvironment, Promise<void>>();
 
 /**
  * The compiled BridgedUSDC, built first when needed: `build` true always runs Hardhat's build,
@@ -31,22 +35,41 @@ const artifacts = new WeakMap<HardhatRuntimeEnvironment, Promise<TokenArtifact>>
  * Shared per runtime: two builds at once in one project race on the same cache files.
  */
 export function loadTokenArtifact(hre: HardhatRuntimeEnvironment, options: { build?: boolean } = {}): Promise<TokenArtifact> {
-  const cached = artifacts.get(hre);
+  return loadKitArtifact(hre, "BridgedUSDC", options);
+}
+
+/** A compiled contract of the kit (see {@link loadTokenArtifact} for when it is built). */
+export function loadKitArtifact(hre: HardhatRuntimeEnvironment, name: KitContract, options: { build?: boolean } = {}): Promise<TokenArtifact> {
+  let byName = artifacts.get(hre);
+  if (!byName) artifacts.set(hre, (byName = new Map()));
+  const cached = byName.get(name);
   if (cached && options.build === undefined) return cached;
   const loading = (async () => {
-    if (options.build ?? !(await artifactIsFresh(hre))) await buildContracts(hre);
+    await ensureBuilt(hre, options.build);
     // Read from disk, not through hre.artifacts: its index predates a build this runtime just ran.
-    const artifact = JSON.parse(await readFile(artifactPath(hre), "utf8")) as { abi: TokenArtifact["abi"]; bytecode: Hex; deployedBytecode: Hex };
+    const artifact = JSON.parse(await readFile(artifactPath(hre, name), "utf8")) as { abi: TokenArtifact["abi"]; bytecode: Hex; deployedBytecode: Hex };
     return { abi: artifact.abi, bytecode: artifact.bytecode, deployedBytecode: artifact.deployedBytecode };
   })();
-  artifacts.set(hre, loading);
-  loading.catch(() => artifacts.delete(hre));
+  byName.set(name, loading);
+  loading.catch(() => byName.delete(name));
   return loading;
+}
+
+/** One freshness check (and build) per runtime, shared by every artifact it loads. */
+function ensureBuilt(hre: HardhatRuntimeEnvironment, build: boolean | undefined): Promise<void> {
+  const cached = builds.get(hre);
+  if (cached && build === undefined) return cached;
+  const running = (async () => {
+    if (build ?? !(await artifactIsFresh(hre))) await buildContracts(hre);
+  })();
+  builds.set(hre, running);
+  running.catch(() => builds.delete(hre));
+  return running;
 }
 
 async function artifactIsFresh(hre: HardhatRuntimeEnvironment): Promise<boolean> {
   try {
-    const artifact = (await stat(artifactPath(hre))).mtimeMs;
+    const artifact = Math.min(...(await Promise.all(KIT_CONTRACTS.map(async (name) => (await stat(artifactPath(hre, name))).mtimeMs))));
     // A no-op build leaves the artifact's time alone, so the last build is stamped separately.
     const stamped = await stat(buildStamp(hre)).then((s) => s.mtimeMs, () => 0);
     const built = Math.max(artifact, stamped);
@@ -64,8 +87,10 @@ async function artifactIsFresh(hre: HardhatRuntimeEnvironment): Promise<boolean>
   }
 }
 
-function artifactPath(hre: HardhatRuntimeEnvironment): string {
-  return join(hre.config.paths.artifacts, "contracts", "BridgedUSDC.sol", "BridgedUSDC.json");
+const KIT_CONTRACTS: readonly KitContract[] = ["BridgedUSDC", "Multicall3"];
+
+function artifactPath(hre: HardhatRuntimeEnvironment, name: KitContract): string {
+  return join(hre.config.paths.artifacts, "contracts", `${name}.sol`, `${name}.json`);
 }
 
 function buildStamp(hre: HardhatRuntimeEnvironment): string {

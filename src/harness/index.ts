@@ -5,6 +5,15 @@ export { startLocalChain, HARDHAT_NETWORK, type LocalChain, type LocalChainOptio
 export { serveJsonRpc, type JsonRpcBridge, type RequestProvider, type ServeJsonRpcOptions } from "./rpc-bridge.js";
 export { ACCOUNT_INDEX, HARDHAT_MNEMONIC, buyerIndexes, localAccount, type LocalAccount } from "./accounts.js";
 export { PortInUseError, PORT_ROLE_LABEL, type PortRole } from "./errors.js";
-export { DEFAULT_BUYER_BALANCE, DEFAULT_BUYERS, DEFAULT_FACILITATOR_PORT, DEFAULT_RPC_PORT, MAX_BUYERS } from "./defaults.js";
-export { kitHardhat, loadTokenArtifact, PROJECT_ROOT } from "./hardhat.js";
+export {
+  CRONOS_BLOCK_TIME_MS,
+  DEFAULT_BUYER_BALANCE,
+  DEFAULT_BUYERS,
+  DEFAULT_FACILITATOR_PORT,
+  DEFAULT_RPC_PORT,
+  MAX_BUYERS,
+  START_BLOCK,
+} from "./defaults.js";
+export { MULTICALL3_ADDRESS, placeMulticall3, VIEM_CHAIN_NAME, VIEM_CHAINS, type ViemChainName } from "./multicall3.js";
+export { kitHardhat, loadKitArtifact, loadTokenArtifact, PROJECT_ROOT, type KitContract } from "./hardhat.js";
 export { lineLogger, stderrSink, type LogLevel, type LogSink } from "./log.js";

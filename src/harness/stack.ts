@@ -9,10 +9,11 @@ import { ACCOUNT_INDEX, localAccount } from "./accounts.js";
 import { startLocalChain, type LocalChain } from "./chain.js";
 import { DEFAULT_FACILITATOR_PORT, DEFAULT_RPC_PORT } from "./defaults.js";
 import { isAddressInUse, PortInUseError, type PortRole } from "./errors.js";
-import { kitHardhat, loadTokenArtifact } from "./hardhat.js";
+import { kitHardhat, loadKitArtifact, loadTokenArtifact } from "./hardhat.js";
+import type { ViemChainName } from "./multicall3.js";
 import { createPlayground } from "./playground.js";
 
-export { DEFAULT_FACILITATOR_PORT } from "./defaults.js";
+export { CRONOS_BLOCK_TIME_MS, DEFAULT_FACILITATOR_PORT } from "./defaults.js";
 
 /** Options of {@link startLocalStack}. Everything is optional: the default is both chains and the facilitator. */
 export interface LocalStackOptions {
@@ -22,7 +23,7 @@ export interface LocalStackOptions {
   port?: number;
   /** JSON-RPC port per chain; default 8545 (testnet) and 8546 (mainnet); 0 picks a free port. */
   rpcPorts?: Partial<Record<NetworkName, number>>;
-  /** Milliseconds between blocks; 0 (default) = automine. */
+  /** Milliseconds between blocks; 0 (default) = automine; {@link CRONOS_BLOCK_TIME_MS} = the real networks' pace. */
   blockTimeMs?: number;
   /** JSON-RPC URL to fork, per network. */
   fork?: Partial<Record<NetworkName, string>>;
@@ -48,6 +49,8 @@ export interface LocalStackOptions {
 /** What a client needs to use one local network. Plain data: this is what `npm start -- --json` prints. */
 export interface LocalStackNetwork {
   chainId: number;
+  /** The viem chain definition that matches this network: `cronosTestnet` or `cronos` (from `viem/chains`). */
+  viemChain: ViemChainName;
   rpcUrl: string;
   token: Address;
   domain: { name: string; version: string };
@@ -108,7 +111,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   try {
     const hre = options.hre ?? (await kitHardhat());
     const artifact = loadTokenArtifact(hre);
+    const multicall3Artifact = loadKitArtifact(hre, "Multicall3");
     artifact.catch(() => {});
+    multicall3Artifact.catch(() => {});
     const attempts = networks.map(async (network) => {
       chains[network] = await startLocalChain({
         network,
@@ -119,6 +124,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         buyers: options.buyers,
         buyerBalance: options.buyerBalance,
         artifact,
+        multicall3Artifact,
         onProgress: progress,
       });
     });
@@ -174,6 +180,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       const chain = chains[network]!;
       summary[network] = {
         chainId: chain.chainId,
+        viemChain: chain.viemChain,
         rpcUrl: chain.rpcUrl,
         token: chain.token,
         domain: { ...chain.domain },

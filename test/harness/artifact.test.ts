@@ -3,12 +3,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
 import { createHardhatRuntimeEnvironment, importUserConfig } from "hardhat/hre";
-import { loadTokenArtifact, PROJECT_ROOT } from "../../src/harness/hardhat.js";
+import { loadKitArtifact, loadTokenArtifact, PROJECT_ROOT } from "../../src/harness/hardhat.js";
 
 describe("the token artifact on a fresh clone (src/harness/hardhat.ts)", function () {
   this.timeout(120_000);
 
-  it("compiles BridgedUSDC when no artifact exists yet and returns it", async () => {
+  it("compiles BridgedUSDC and Multicall3 when no artifact exists yet and returns them", async () => {
     const dir = await mkdtemp(join(tmpdir(), "kit-artifacts-"));
     try {
       const configPath = join(PROJECT_ROOT, "hardhat.config.ts");
@@ -22,6 +22,8 @@ describe("the token artifact on a fresh clone (src/harness/hardhat.ts)", functio
       const artifact = await loadTokenArtifact(hre);
       expect(artifact.deployedBytecode).to.match(/^0x[0-9a-f]{1000,}$/);
       expect(artifact.abi.some((item) => item.type === "function" && item.name === "transferWithAuthorization")).to.equal(true);
+      const multicall3 = await loadKitArtifact(hre, "Multicall3");
+      expect(multicall3.abi.some((item) => item.type === "function" && item.name === "aggregate3")).to.equal(true);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -5,7 +5,7 @@ import { decodeFunctionResult, encodeFunctionData, type Address } from "viem";
 import { tokenAbi } from "../../src/chain/token-abi.js";
 import { NETWORKS } from "../../src/protocol/networks.js";
 import { buyerIndexes, localAccount } from "../../src/harness/accounts.js";
-import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
+import { CRONOS_BLOCK_TIME_MS, startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import { PortInUseError } from "../../src/harness/errors.js";
 import { balanceOfData, occupyPort, portIsFree, postJson, rpc, waitUntil, type WireResponse } from "./helpers.js";
 
@@ -122,6 +122,23 @@ describe("local chain over HTTP (src/harness/chain.ts)", function () {
     const hash = await rpc<string>(timed.rpcUrl, "eth_sendTransaction", [{ from: localAccount(0).address, to: localAccount(1).address, value: "0x1" }]);
     const mined = await waitUntil(async () => (await rpc(timed.rpcUrl, "eth_getTransactionReceipt", [hash])) !== null, 5_000, 20);
     expect(mined).to.equal(true);
+  });
+
+  it("at the Cronos pace (500 ms) lets blocks share a timestamp, so chain time keeps the wall clock's pace", async () => {
+    const chain = await start({ network: "cronos-mainnet", buyers: 0, blockTimeMs: CRONOS_BLOCK_TIME_MS });
+    const head = async () => (await chain.publicClient.getBlock({ blockTag: "latest" })).number;
+    const first = await chain.publicClient.getBlock();
+    const wallStart = Date.now();
+    const grew = await waitUntil(async () => (await head()) >= first.number + 8n, 20_000);
+    const wallSeconds = (Date.now() - wallStart) / 1000;
+    expect(grew, "8 blocks within 20 s at one per 500 ms").to.equal(true);
+    const last = await chain.publicClient.getBlock();
+    // One second per block (the automine rule) would have moved chain time by at least 8 s in about 4 s.
+    expect(Number(last.timestamp - first.timestamp)).to.be.at.most(Math.ceil(wallSeconds) + 1);
+    for (let n = first.number + 1n; n <= last.number; n++) {
+      const [a, b] = await Promise.all([chain.publicClient.getBlock({ blockNumber: n - 1n }), chain.publicClient.getBlock({ blockNumber: n })]);
+      expect(b.timestamp >= a.timestamp).to.equal(true);
+    }
   });
 
   it("fails with PortInUseError naming the port when the RPC port is taken, and frees its port on stop", async () => {

@@ -7,6 +7,8 @@ import { NETWORKS } from "../../src/protocol/networks.js";
 import { localAccount } from "../../src/harness/accounts.js";
 import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import { serveJsonRpc } from "../../src/harness/rpc-bridge.js";
+import { loadKitArtifact } from "../../src/harness/hardhat.js";
+import { MULTICALL3_ADDRESS } from "../../src/harness/multicall3.js";
 import { balanceOfData, rpc } from "./helpers.js";
 
 async function balanceOf(rpcUrl: string, token: string, address: string): Promise<bigint> {
@@ -30,8 +32,14 @@ describe("local chain forking another node (src/harness/chain.ts)", function () 
     const marker = localAccount(15).address;
     await origin.fund([marker], 424_242n);
 
+    const originHead = await rpc<{ number: string; hash: string }>(origin.rpcUrl, "eth_getBlockByNumber", ["latest", false]);
     fork = await startLocalChain({ hre, network: "cronos-testnet", port: 0, forkUrl: origin.rpcUrl, buyers: 3, buyerBalance: 7_000_000n });
+    // Forked at the node's latest block (not EDR's default of 128 blocks back).
+    expect((await rpc<{ hash: string }>(fork.rpcUrl, "eth_getBlockByNumber", [originHead.number, false])).hash).to.equal(originHead.hash);
     expect(fork.tokenDeployed).to.equal(false);
+    // The origin has Multicall3 at the canonical address: the fork uses it as is.
+    expect(fork.multicall3Deployed).to.equal(false);
+    expect(await rpc(fork.rpcUrl, "eth_getCode", [MULTICALL3_ADDRESS, "latest"])).to.equal(await rpc(origin.rpcUrl, "eth_getCode", [MULTICALL3_ADDRESS, "latest"]));
     expect(fork.forkUrl).to.equal(origin.rpcUrl);
     expect(fork.rpcUrl).to.not.equal(origin.rpcUrl);
     expect(await rpc(fork.rpcUrl, "eth_chainId")).to.equal("0x152");
@@ -68,6 +76,11 @@ describe("local chain forking another node (src/harness/chain.ts)", function () 
       expect(fork.tokenDeployed).to.equal(true);
       expect(await balanceOf(fork.rpcUrl, fork.token, fork.buyers[0]!.address)).to.equal(5n);
       expect(await rpc(bridge.url, "eth_getCode", [fork.token, "latest"])).to.equal("0x");
+      // Multicall3 is placed on the fork, which keeps the forked node's height (no history is mined).
+      expect(fork.multicall3Deployed).to.equal(true);
+      expect(await rpc(fork.rpcUrl, "eth_getCode", [MULTICALL3_ADDRESS, "latest"])).to.equal((await loadKitArtifact(hre, "Multicall3")).deployedBytecode);
+      expect(await rpc(bridge.url, "eth_getCode", [MULTICALL3_ADDRESS, "latest"])).to.equal("0x");
+      expect(BigInt(await rpc<string>(fork.rpcUrl, "eth_blockNumber")) < 100n).to.equal(true);
     } finally {
       await fork?.stop();
       fork = undefined;

@@ -28,6 +28,7 @@ describe("local stack in one process (src/harness/stack.ts)", function () {
     for (const [name, network] of Object.entries(stack.networks)) {
       const info = NETWORKS[name as keyof typeof NETWORKS];
       expect(network.chainId).to.equal(info.chainId);
+      expect(network.viemChain).to.equal(name === "cronos-testnet" ? "cronosTestnet" : "cronos");
       expect(network.token).to.equal(info.token);
       expect(network.domain).to.deep.equal(info.domain);
       expect(network.buyers).to.have.length(3);

@@ -10,6 +10,7 @@ import { occupyPort, portIsFree, rpc, spawnStart } from "./helpers.js";
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/);
 const networkLine = z.strictObject({
   chainId: z.number().int(),
+  viemChain: z.enum(["cronosTestnet", "cronos"]),
   rpcUrl: z.url(),
   token: address,
   domain: z.strictObject({ name: z.string(), version: z.string() }),
@@ -51,6 +52,14 @@ describe("npm start options (src/harness/cli.ts)", function () {
     expect(stack.rpcPorts).to.deep.equal({ "cronos-mainnet": 8546 });
   });
 
+  it('takes --block-time cronos (or BLOCK_TIME_MS=cronos) as the real networks\' 500 ms blocks', () => {
+    expect(parseStartArgs(["--block-time", "cronos"], {}).stack.blockTimeMs).to.equal(500);
+    expect(parseStartArgs([], { BLOCK_TIME_MS: "cronos" }).stack.blockTimeMs).to.equal(500);
+    expect(parseStartArgs(["--block-time=0"], { BLOCK_TIME_MS: "cronos" }).stack.blockTimeMs).to.equal(0);
+    expect(usageError(["--block-time", "fast"])).to.equal('--block-time: must be "cronos" or an integer from 0 to 3600000, got "fast"');
+    expect(usageError([], { BLOCK_TIME_MS: "Cronos" })).to.match(/^BLOCK_TIME_MS: must be "cronos" or an integer/);
+  });
+
   it("rejects bad options with one line naming the flag or variable", () => {
     expect(usageError(["--port", "http"])).to.match(/^--port: .*got "http"$/);
     expect(usageError([], { PORT: "70000" })).to.match(/^PORT: /);
@@ -78,7 +87,7 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
       expect(Object.keys(summary.networks)).to.have.members(["cronos-testnet", "cronos-mainnet"]);
       for (const [name, network] of Object.entries(summary.networks)) {
         const info = NETWORKS[name as keyof typeof NETWORKS];
-        expect(network).to.deep.include({ chainId: info.chainId, token: info.token, domain: info.domain });
+        expect(network).to.deep.include({ chainId: info.chainId, viemChain: name === "cronos-testnet" ? "cronosTestnet" : "cronos", token: info.token, domain: info.domain });
         expect(network!.buyers).to.have.length(2);
         expect(Number.parseInt(await rpc<string>(network!.rpcUrl, "eth_chainId"), 16)).to.equal(info.chainId);
       }

@@ -6,11 +6,10 @@ import { encodePaymentHeader } from "../../src/protocol/header.js";
 import { transferAuthorizationTypedData } from "../../src/protocol/eip3009.js";
 import { VerifyReason } from "../../src/protocol/reasons.js";
 import { HARDHAT_KEYS, makePayment, openFacilitator } from "../helpers/facilitator.js";
+import { relayerNonce } from "../helpers/settle.js";
 import { deployOwnerWallet, walletOwnerKey, walletPayment } from "../helpers/wallets.js";
 
 type Opened = Awaited<ReturnType<typeof openFacilitator>>;
-
-const RELAYER = privateKeyToAccount(HARDHAT_KEYS.relayer).address;
 
 async function verify(opened: Opened, body: object) {
   const response = await request(opened.app).post("/v2/x402/verify").set("X402-Version", "1").send(body);
@@ -89,7 +88,7 @@ describe("facilitator verify: the signature before the chain, and the reads it c
         opened.chain.contract.read.balanceOf([opened.buyer.address]),
         opened.chain.contract.read.balanceOf([wallet.address]),
         opened.chain.contract.read.balanceOf([payee]),
-        opened.chain.publicClient.getTransactionCount({ address: RELAYER, blockTag: "pending" }),
+        relayerNonce(opened),
         opened.chain.publicClient.getBlockNumber({ cacheTime: 0 }),
       ]);
     const before = await snapshot();

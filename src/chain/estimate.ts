@@ -30,8 +30,11 @@ export async function estimateGasWithin(client: PublicClient, parameters: Estima
     });
     gas = BigInt(answer);
   } catch (error) {
+    // A revert reason first: a reason string may itself mention gas.
+    const reason = revertReason(error);
+    if (reason !== undefined) return { outcome: "reverts", reason };
     if (isOutOfGas(error)) return { outcome: "overCap" };
-    if (isRevert(error)) return { outcome: "reverts", reason: revertReason(error) };
+    if (isRevert(error)) return { outcome: "reverts", reason: undefined };
     throw error;
   }
   // A node that ignores the given limit may still answer more than the cap.

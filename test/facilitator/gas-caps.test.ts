@@ -1,7 +1,8 @@
 import { expect } from "chai";
 import request from "supertest";
-import { numberToHex, type Address, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { HttpRequestError, InvalidInputRpcError, RpcRequestError, numberToHex, type Address, type Hex } from "viem";
+import { isOutOfGas, isRevert, revertReason } from "../../src/chain/revert.js";
 import { SettleError, VerifyReason } from "../../src/protocol/reasons.js";
 import { makePayment, openFacilitator } from "../helpers/facilitator.js";
 import { expectFailed, relayerNonce, settle } from "../helpers/settle.js";
@@ -85,5 +86,17 @@ describe("relayer safety: gas caps (MAX_SETTLE_GAS, ERC1271_GAS_LIMIT)", () => {
       expect(tx.gas <= 250_000n, `gas limit ${tx.gas}`).to.equal(true);
     }
     for (const wallet of wallets) expect(await opened.chain.contract.read.balanceOf([wallet.address])).to.equal(0n);
+  });
+
+  it("tells a node's out-of-gas answer (geth and Cronos, Hardhat) from a revert and from a transport failure", () => {
+    const rpcError = (code: number, message: string, data?: string) =>
+      new InvalidInputRpcError(new RpcRequestError({ body: {}, url: "http://node", error: { code, message, ...(data ? { data } : {}) } }));
+    expect(isOutOfGas(rpcError(-32000, "gas required exceeds allowance (250000)"))).to.equal(true);
+    expect(isOutOfGas(rpcError(-32000, "out of gas"))).to.equal(true);
+    expect(isOutOfGas(rpcError(-32000, "Transaction ran out of gas"))).to.equal(true);
+    const reverted = rpcError(3, "execution reverted: FiatTokenV2: invalid signature");
+    expect([isOutOfGas(reverted), isRevert(reverted), revertReason(reverted)]).to.deep.equal([false, true, "FiatTokenV2: invalid signature"]);
+    const down = new HttpRequestError({ url: "http://node", details: "fetch failed" });
+    expect([isOutOfGas(down), isRevert(down)]).to.deep.equal([false, false]);
   });
 });

@@ -31,9 +31,11 @@ describe("relayer safety: reverts the relayer would pay for", () => {
     let all: Promise<SettleAnswer[]>;
     try {
       all = Promise.all(payments.map((payment) => settle(opened, payment.body).then((answer) => (answered.push(answer), answer))));
-      expect(await waitUntil(async () => answered.length === 4, 10_000, 10), "four answers before any block").to.equal(true);
+      // Four answers and one transaction in the mempool, before any block: the fifth waits for its receipt.
+      const ready = async () => answered.length === 4 && (await relayerNonce(opened)) === nonce + 1;
+      expect(await waitUntil(ready, 10_000, 10), "four answers and one transaction before any block").to.equal(true);
+      expect(answered).to.have.length(4);
       for (const answer of answered) expectFailed(answer, SettleError.insufficientBalance);
-      expect(await relayerNonce(opened)).to.equal(nonce + 1);
       await opened.chain.networkHelpers.mine();
     } finally {
       await setAutomine(opened, true);

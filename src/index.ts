@@ -32,6 +32,7 @@ export { tokenAbi } from "./chain/token-abi.js";
 export { loadConfig, ConfigError, type FacilitatorConfig, type NetworkConfig } from "./facilitator/config.js";
 export { createFacilitator, startFacilitator, StartupError, type Facilitator, type RunningFacilitator, type StartFacilitatorOptions } from "./facilitator/server.js";
 export { MemoryInFlightGuard, type InFlightGuard } from "./facilitator/in-flight.js";
+export { MemorySettleGuards, type SettleGuards, type PayerAccount, type TokenScope, type Reservation, type PenaltySubject } from "./facilitator/settle-guards.js";
 
 // Seller and buyer SDKs.
 export * from "./seller/index.js";

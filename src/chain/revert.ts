@@ -1,4 +1,4 @@
-import { BaseError, ContractFunctionRevertedError } from "viem";
+import { BaseError, ContractFunctionRevertedError, decodeErrorResult, isHex, type Hex } from "viem";
 import { SettleError } from "../protocol/reasons.js";
 
 type SettleErrorText = (typeof SettleError)[keyof typeof SettleError];
@@ -20,11 +20,52 @@ export function revertReason(error: unknown): string | undefined {
   if (error instanceof BaseError) {
     const reverted = error.walk((e) => e instanceof ContractFunctionRevertedError);
     if (reverted instanceof ContractFunctionRevertedError && reverted.reason) return reverted.reason;
+    // A raw JSON-RPC error (e.g. `eth_estimateGas` asked directly) carries the revert data.
+    const data = revertData(error);
+    if (data) return data;
   }
   // Nodes that do not return revert data still name the reason in the message.
   const message = error instanceof Error ? `${error.message} ${(error as BaseError).details ?? ""}` : String(error);
   const match = /reverted with reason string '([^']*)'|execution reverted: ([^\n"]+)/.exec(message);
   return match?.[1] ?? match?.[2]?.trim();
+}
+
+/** `Error(string)`'s message from the `data` of an RPC error in the chain, when there is one. */
+function revertData(error: BaseError): string | undefined {
+  let reason: string | undefined;
+  error.walk((e) => {
+    const data = (e as { data?: unknown }).data;
+    const hex = typeof data === "string" ? data : (data as { data?: unknown } | undefined)?.data;
+    if (typeof hex === "string" && isHex(hex) && hex.startsWith("0x08c379a0")) {
+      try {
+        const decoded = decodeErrorResult({ data: hex as Hex, abi: [] });
+        if (typeof decoded.args?.[0] === "string") reason = decoded.args[0];
+      } catch {
+        // not an Error(string) after all
+      }
+    }
+    return reason !== undefined;
+  });
+  return reason;
+}
+
+/**
+ * Whether a viem error is an on-chain revert (as opposed to a transport or RPC fault): viem's revert
+ * errors, a JSON-RPC error with EIP-1474 code 3, a call that returned no data, or a node message
+ * naming a revert reason.
+ */
+export function isRevert(error: unknown): boolean {
+  if (!(error instanceof BaseError)) return revertReason(error) !== undefined;
+  const found = error.walk((e) => {
+    const name = (e as { name?: string }).name;
+    return (
+      (e as { code?: unknown }).code === 3 ||
+      name === "ContractFunctionRevertedError" ||
+      name === "ExecutionRevertedError" ||
+      name === "ContractFunctionZeroDataError"
+    );
+  });
+  return found !== null || revertReason(error) !== undefined;
 }
 
 /** Maps a token revert reason to the settle `error` text; anything unknown is a generic on-chain failure. */
@@ -34,4 +75,24 @@ export function settleErrorOfRevert(reason: string | undefined): SettleErrorText
     if (reason === prefix || reason.startsWith(prefix)) return text;
   }
   return SettleError.failedOnChain;
+}
+
+/**
+ * Whether a node refused a call or an estimate for the gas limit it was given: the call needs more
+ * (geth and Cronos: "gas required exceeds allowance", "out of gas"; Hardhat/EDR: "Transaction ran out
+ * of gas"). Distinct from a revert and from a transport fault.
+ */
+export function isOutOfGas(error: unknown): boolean {
+  let found = false;
+  const test = (e: unknown) => {
+    const text = e instanceof Error ? `${e.message} ${(e as { details?: string }).details ?? ""}` : "";
+    if (/out of gas|gas required exceeds|exceeds allowance/i.test(text)) found = true;
+  };
+  if (error && typeof error === "object" && "walk" in error && typeof error.walk === "function") {
+    error.walk((e: unknown) => {
+      test(e);
+      return false;
+    });
+  } else test(error);
+  return found;
 }

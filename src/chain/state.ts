@@ -1,5 +1,8 @@
-import type { Address, Hex, PublicClient } from "viem";
+import { encodeFunctionData, keccak256, type Address, type Hex, type PublicClient } from "viem";
+import { isOutOfGas, isRevert } from "./revert.js";
 import { erc1271Abi, ERC1271_MAGIC_VALUE, tokenAbi } from "./token-abi.js";
+
+const MAGIC_WORD = ERC1271_MAGIC_VALUE.padEnd(66, "0");
 
 /** The chain's latest block: its number is the key of every cached read, its timestamp the clock. */
 export interface Head {
@@ -20,7 +23,7 @@ export class ChainState {
   #headRequest: Promise<Head> | undefined;
   #lastHead: { at: number; head: Promise<Head> } | undefined;
   #cacheBlock = -1n;
-  #code = new Map<Address, Promise<boolean>>();
+  #code = new Map<Address, Promise<Hex | undefined>>();
   #balance = new Map<Address, Promise<bigint>>();
   #unused = new Map<string, Promise<boolean>>();
   // Bounded: forgetting an old entry only costs one chain read if that authorization comes back.
@@ -77,12 +80,17 @@ export class ChainState {
     return value;
   }
 
-  /** Whether `address` holds code (a contract wallet, or an EIP-7702 account) at `head`. */
-  hasCode(address: Address, head: Head): Promise<boolean> {
-    return this.#cached(head, () => this.#code, address, async () => {
-      const code = await this.#client.getCode({ address, blockNumber: head.number });
-      return code !== undefined && code !== "0x";
-    });
+  /**
+   * The keccak-256 hash of the code at `address` (a contract wallet, or an EIP-7702 account), or
+   * undefined when it holds none. Pinned to `head` (and cached for its block) when given, else read
+   * at the latest block: one request, for an answer that needs nothing else from the chain.
+   */
+  codeHash(address: Address, head?: Head): Promise<Hex | undefined> {
+    const read = async () => {
+      const code = await this.#client.getCode(head ? { address, blockNumber: head.number } : { address });
+      return code === undefined || code === "0x" ? undefined : keccak256(code);
+    };
+    return head ? this.#cached(head, () => this.#code, address, read) : read();
   }
 
   /** The token balance of `address` at `head`. */
@@ -122,36 +130,25 @@ export class ChainState {
     }
   }
 
-  /** ERC-1271: whether the wallet at `wallet` accepts `signature` over `digest`, as the token asks it. */
-  async isValidErc1271(wallet: Address, digest: Hex, signature: Hex, head: Head): Promise<boolean> {
+  /**
+   * ERC-1271: whether the wallet at `wallet` accepts `signature` over `digest`, as the token asks it.
+   * The `eth_call` carries `gasLimit`: a wallet that needs more is refused like one that says no, so a
+   * wallet's code cannot make verify (or the node) burn gas at will.
+   */
+  async isValidErc1271(wallet: Address, digest: Hex, signature: Hex, head: Head, gasLimit: bigint): Promise<boolean> {
     try {
-      const result = await this.#client.readContract({
-        address: wallet,
-        abi: erc1271Abi,
-        functionName: "isValidSignature",
-        args: [digest, signature],
+      const { data } = await this.#client.call({
+        to: wallet,
+        data: encodeFunctionData({ abi: erc1271Abi, functionName: "isValidSignature", args: [digest, signature] }),
         blockNumber: head.number,
+        gas: gasLimit,
       });
-      return result.toLowerCase() === ERC1271_MAGIC_VALUE;
+      // The token compares the whole first word of the answer with the magic value (bytes4, left-aligned).
+      return data !== undefined && data.slice(0, 66).toLowerCase() === MAGIC_WORD;
     } catch (error) {
-      // A revert means "not valid" to the token too; a transport failure is a fault.
-      if (isRevert(error)) return false;
+      // A revert or running out of the budget means "not valid"; a transport failure is a fault.
+      if (isRevert(error) || isOutOfGas(error)) return false;
       throw error;
     }
   }
-}
-
-/** Whether a viem error is an on-chain revert (as opposed to a transport or RPC fault). */
-export function isRevert(error: unknown): boolean {
-  let found = false;
-  if (error && typeof error === "object" && "walk" in error && typeof error.walk === "function") {
-    error.walk((e: unknown) => {
-      const name = (e as { name?: string }).name;
-      if (name === "ContractFunctionRevertedError" || name === "ExecutionRevertedError" || name === "ContractFunctionZeroDataError") {
-        found = true;
-      }
-      return false;
-    });
-  }
-  return found;
 }

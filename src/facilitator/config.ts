@@ -47,6 +47,18 @@ export interface FacilitatorConfig {
   metrics: boolean;
   /** Serve the page that watches payments happen at `/` (`DASHBOARD=true`; off by default, on in the local stack). */
   dashboard: boolean;
+  /** What a settlement may cost the relayer (see docs/operations.md, "Threat model: what the relayer pays"). */
+  relayerSafety: RelayerSafetyConfig;
+}
+
+/** Relayer safety: gas caps and the revert penalty. */
+export interface RelayerSafetyConfig {
+  /** `MAX_SETTLE_GAS`: a settlement whose estimate exceeds this is refused before sending. */
+  maxSettleGas: bigint;
+  /** `ERC1271_GAS_LIMIT`: gas limit of the `isValidSignature` call that checks a contract wallet's signature. */
+  erc1271GasLimit: bigint;
+  /** `REVERT_PENALTY_SECONDS`: how long a payer (and its wallet code) whose settlement reverted is refused; 0 = off. */
+  revertPenaltySeconds: number;
 }
 
 /** A configuration problem; the message names the variable and what was found. */
@@ -104,6 +116,10 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).optional(),
   METRICS: z.enum(["true", "false"]).optional(),
   DASHBOARD: z.enum(["true", "false"], { error: 'must be "true" or "false"' }).optional(),
+  // Relayer safety (defaults sized from measured honest settlements: docs/operations.md)
+  MAX_SETTLE_GAS: intVar(250_000, 21_000),
+  ERC1271_GAS_LIMIT: intVar(150_000, 21_000),
+  REVERT_PENALTY_SECONDS: intVar(600),
 });
 
 /** Which env prefix each network's variables use. */
@@ -196,7 +212,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
     logLevel: e.LOG_LEVEL ?? "info",
     metrics: e.METRICS !== "false",
     dashboard: e.DASHBOARD === "true",
+    relayerSafety: {
+      maxSettleGas: BigInt(gasCap("MAX_SETTLE_GAS", e.MAX_SETTLE_GAS)),
+      erc1271GasLimit: BigInt(gasCap("ERC1271_GAS_LIMIT", e.ERC1271_GAS_LIMIT)),
+      revertPenaltySeconds: e.REVERT_PENALTY_SECONDS,
+    },
   };
+}
+
+/** A gas limit a node accepts for one call: at most 2^24 (EIP-7825's transaction cap). */
+function gasCap(variable: string, value: number): number {
+  if (value > 16_777_216) throw new ConfigError(`${variable}: must be at most 16777216 (one transaction's gas cap), got "${value}"`);
+  return value;
 }
 
 function readRelayerKeys(inline: string | undefined, file: string | undefined): Hex[] {

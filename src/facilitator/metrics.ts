@@ -16,6 +16,8 @@ export interface FacilitatorMetrics {
   rateLimited(route: string): void;
   rpcError(network: string): void;
   confirmationWait(network: string, seconds: number): void;
+  /** Gas the relayer paid for a settlement that reverted on chain. */
+  revertedGas(network: string, gas: bigint): void;
   /** Relayer gauges are read from the chain when scraped. */
   watchRelayers(networks: ReadonlyMap<NetworkName, NetworkRuntime>): void;
 }
@@ -51,6 +53,12 @@ export function createMetrics(options: { defaults?: boolean } = {}): Facilitator
     registers: [registry],
   });
   const rpcErrors = new Counter({ name: "x402_rpc_errors_total", help: "RPC faults by network", labelNames: ["network"], registers: [registry] });
+  const reverted = new Counter({
+    name: "x402_settle_reverted_gas_total",
+    help: "gas the relayer paid for settlements that reverted on chain",
+    labelNames: ["network"],
+    registers: [registry],
+  });
   const limited = new Counter({ name: "x402_rate_limited_total", help: "requests refused by a rate limit", labelNames: ["route"], registers: [registry] });
   let runtimes: ReadonlyMap<NetworkName, NetworkRuntime> = new Map();
   /** A gauge per network and relayer, read from the chain at scrape time; `read` undefined = no value. */
@@ -103,6 +111,9 @@ export function createMetrics(options: { defaults?: boolean } = {}): Facilitator
     },
     confirmationWait(network, seconds) {
       confirmations.observe({ network }, seconds);
+    },
+    revertedGas(network, gas) {
+      reverted.inc({ network }, Number(gas));
     },
     watchRelayers(networks) {
       runtimes = networks;

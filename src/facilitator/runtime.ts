@@ -5,6 +5,7 @@ import type { NetworkName } from "../protocol/networks.js";
 import type { NetworkConfig } from "./config.js";
 import type { InFlightGuard } from "./in-flight.js";
 import type { Logger } from "./logger.js";
+import type { SettleGuards } from "./settle-guards.js";
 
 /** Everything the facilitator holds for one network, built at start-up. */
 export interface NetworkRuntime {
@@ -27,22 +28,33 @@ export interface FacilitatorContext {
   pollingIntervalMs: number;
   logLookbackBlocks: number;
   inFlight: InFlightGuard;
+  /** What the relayer may pay for: gas caps, balance reservations, revert penalties. */
+  relayerSafety: RelayerSafety;
   logger: Logger;
   /** Measurement hooks (metrics); optional. */
   observe?: {
     confirmationWait(network: string, seconds: number): void;
     rpcError(network: string): void;
+    /** Gas the relayer paid for a settlement that reverted on chain. */
+    revertedGas(network: string, gas: bigint): void;
   };
 }
 
-/** A fault (RPC down, a bug): not a protocol outcome. The HTTP layer answers `status`. */
+/** The bounds on what a settlement can cost the relayer (see docs/operations.md, threat model). */
+export interface RelayerSafety {
+  /** A settlement whose gas estimate exceeds this is refused before sending; the estimate searches no further. */
+  maxSettleGas: bigint;
+  /** Gas limit of the ERC-1271 `isValidSignature` call; a wallet that needs more has an invalid signature. */
+  erc1271GasLimit: bigint;
+  /** A payer (and a contract wallet's code hash) whose settlement reverted on chain is refused this long (chain seconds). */
+  revertPenaltySeconds: number;
+  guards: SettleGuards;
+}
+
+/**
+ * A fault (RPC down, the ledger unreachable): not a protocol outcome. The HTTP layer answers it by
+ * route, as decided: verify 500; settle 503 (thrown only before anything was sent).
+ */
 export class FacilitatorFault extends Error {
   override name = "FacilitatorFault";
-  constructor(
-    message: string,
-    readonly status: 500 | 503,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
 }

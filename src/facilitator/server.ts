@@ -13,6 +13,7 @@ import { healthReport, inspectNetwork, readDomain } from "./health.js";
 import { createApp, type OutcomeRecord } from "./http/app.js";
 import { createDashboard, type Dashboard, type DashboardPlayground } from "./dashboard/index.js";
 import { MemoryInFlightGuard, type InFlightGuard } from "./in-flight.js";
+import { MemorySettleGuards, type SettleGuards } from "./settle-guards.js";
 import { silentLogger, type Logger } from "./logger.js";
 import { createMetrics, type FacilitatorMetrics } from "./metrics.js";
 import type { FacilitatorContext, NetworkRuntime } from "./runtime.js";
@@ -23,6 +24,8 @@ export interface StartFacilitatorOptions {
   transports?: Partial<Record<NetworkName, Transport>>;
   logger?: Logger;
   inFlight?: InFlightGuard;
+  /** Balance reservations and revert penalties; shared between instances through a ledger. Default in memory. */
+  settleGuards?: SettleGuards;
   rateLimitStores?: { verify?: Store; settle?: Store };
   onOutcome?: (outcome: OutcomeRecord) => void;
   onRateLimited?: (route: string) => void;
@@ -107,8 +110,9 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     pollingIntervalMs: config.pollingIntervalMs,
     logLookbackBlocks: config.logLookbackBlocks,
     inFlight: options.inFlight ?? new MemoryInFlightGuard(),
+    relayerSafety: { ...config.relayerSafety, guards: options.settleGuards ?? new MemorySettleGuards() },
     logger,
-    observe: { confirmationWait: metrics.confirmationWait, rpcError: metrics.rpcError },
+    observe: { confirmationWait: metrics.confirmationWait, rpcError: metrics.rpcError, revertedGas: metrics.revertedGas },
   };
   const supported = {
     kinds: config.networks.map((n) => ({ x402Version: X402_VERSION, scheme: EXACT_SCHEME, network: n.network })),

@@ -1,11 +1,13 @@
-import { encodeFunctionData, parseSignature, type Address, type Hex } from "viem";
+import { encodeFunctionData, parseSignature, type Address, type Hex, type TransactionReceipt } from "viem";
 import { tokenAbi } from "../chain/token-abi.js";
+import { estimateGasWithin } from "../chain/estimate.js";
+import { waitForReceipt } from "../chain/receipt.js";
 import { RelaySendError } from "../chain/relayer.js";
-import { isRevert } from "../chain/state.js";
-import { revertReason, settleErrorOfRevert } from "../chain/revert.js";
+import { settleErrorOfRevert } from "../chain/revert.js";
 import { SettleError, SettleEvent, X402_VERSION } from "../protocol/reasons.js";
 import type { FacilitatorRequest, SettleResponse } from "../protocol/schemas.js";
 import { FacilitatorFault, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
+import { penaltySubjects, type PayerAccount } from "./settle-guards.js";
 import { verifyPayment, answerNetwork, type RefusedPayment, type VerifiedPayment } from "./verify.js";
 
 /** Settle's text for a verify refusal: the settle vocabulary where it has a word, else verify's reason. */
@@ -49,7 +51,8 @@ export function settlementCalldata(payment: VerifiedPayment): Hex {
 }
 
 /**
- * Settles a payment: re-verifies it, simulates the token call (a doomed settle costs no gas),
+ * Settles a payment: re-verifies it, checks the relayer-safety guards (revert penalty, balance
+ * reserved by the payer's other settles in flight), simulates the token call within `maxSettleGas`,
  * sends it from a relayer key, and waits for the receipt. Protocol outcomes are returned as the
  * settle answer; a fault before anything was sent throws {@link FacilitatorFault} (503).
  */
@@ -70,76 +73,150 @@ export async function settlePayment(request: FacilitatorRequest, context: Facili
   const holdMs = context.settleTimeoutMs + 60_000;
   if (!(await context.inFlight.acquire(key, holdMs))) return failed(network, SettleError.alreadyUsed);
   try {
-    return await send(outcome, network, context);
+    return await guarded(outcome, network, context, holdMs);
   } finally {
     await context.inFlight.release(key);
   }
 }
 
-async function send(payment: VerifiedPayment, network: string, context: FacilitatorContext): Promise<SettleResponse> {
+/** What became of a settle's transaction, for its balance reservation. */
+type Sent = { answer: SettleResponse; spent: "no" | "unknown" | bigint };
+
+/** Refuses a payer under a revert penalty or without unreserved balance; else sends, holding the reservation meanwhile. */
+async function guarded(payment: VerifiedPayment, network: string, context: FacilitatorContext, holdMs: number): Promise<SettleResponse> {
+  const { guards } = context.relayerSafety;
+  const { config } = payment.runtime;
+  const account: PayerAccount = { chainId: config.chainId, token: config.token, payer: payment.payload.authorization.from };
+  const subjects = penaltySubjects(account.payer, payment.codeHash);
+  let reserved: boolean;
+  try {
+    if (await guards.penalized(account, subjects, payment.head.timestamp)) {
+      context.logger.warn({ network: config.network, payer: account.payer, codeHash: payment.codeHash }, "settle refused: revert penalty");
+      return failed(network, SettleError.failedOnChain);
+    }
+    const reservation = { id: payment.payload.authorization.nonce, amount: payment.value, balance: payment.balance, block: payment.head.number, ttlMs: holdMs };
+    reserved = await guards.reserve(account, reservation);
+  } catch (error) {
+    throw new FacilitatorFault("settle guards unavailable", { cause: error });
+  }
+  // The payer's settles in flight already promise its balance: this one would revert at the relayer's expense.
+  if (!reserved) return failed(network, SettleError.insufficientBalance);
+  // `send` throws only before anything was sent.
+  let spent: Sent["spent"] = "no";
+  try {
+    const sent = await send(payment, network, context);
+    spent = sent.spent;
+    return sent.answer;
+  } finally {
+    // An unknown outcome keeps its reservation until it lapses: the transaction may still land.
+    if (spent !== "unknown") {
+      await guards
+        .release(account, payment.payload.authorization.nonce, spent === "no" ? undefined : spent)
+        .catch((error: unknown) => context.logger.error({ network: config.network, err: String(error) }, "settle guards: release failed"));
+    }
+  }
+}
+
+async function send(payment: VerifiedPayment, network: string, context: FacilitatorContext): Promise<Sent> {
   const { runtime } = payment;
   const { client, relayer, config } = runtime;
+  const { maxSettleGas } = context.relayerSafety;
   const authorization = payment.payload.authorization;
   const data = settlementCalldata(payment);
   const relayerAddress = relayer.pick();
+  const notSent = (error: string): Sent => ({ answer: failed(network, error), spent: "no" });
 
-  let gas: bigint;
+  let estimate;
   try {
-    gas = await client.estimateGas({ account: relayerAddress, to: config.token, data });
+    estimate = await estimateGasWithin(client, { from: relayerAddress, to: config.token, data, cap: maxSettleGas });
   } catch (error) {
-    if (isRevert(error) || revertReason(error) !== undefined) {
-      return failed(network, settleErrorOfRevert(revertReason(error)));
-    }
-    throw new FacilitatorFault(`cannot simulate settlement on ${config.network}`, 503, { cause: error });
+    throw new FacilitatorFault(`cannot simulate settlement on ${config.network}`, { cause: error });
   }
+  if (estimate.outcome === "reverts") return notSent(settleErrorOfRevert(estimate.reason));
+  if (estimate.outcome === "overCap") {
+    context.logger.warn({ network: config.network, payer: authorization.from, maxSettleGas: String(maxSettleGas) }, "settle refused: gas estimate over MAX_SETTLE_GAS");
+    return notSent(SettleError.failedOnChain);
+  }
+  // Headroom for state that moves before the block, never past the cap.
+  const gasLimit = bigMin((estimate.gas * 13n) / 10n, maxSettleGas);
 
   let hash: Hex;
   try {
-    ({ hash } = await relayer.send({ to: config.token, data, gas: (gas * 13n) / 10n }, relayerAddress));
+    ({ hash } = await relayer.send({ to: config.token, data, gas: gasLimit }, relayerAddress));
   } catch (error) {
     if (error instanceof RelaySendError && error.maybeSent) {
       context.logger.error({ network: config.network, txHash: error.hash, err: String(error.cause) }, "settle send failed midway");
-      return failed(network, SettleError.failedOnChain, error.hash);
+      return { answer: failed(network, SettleError.failedOnChain, error.hash), spent: "unknown" };
     }
-    throw new FacilitatorFault(`relayer could not send on ${config.network}`, 503, { cause: error });
+    throw new FacilitatorFault(`relayer could not send on ${config.network}`, { cause: error });
   }
 
-  let receipt;
   const sentAt = performance.now();
-  try {
-    receipt = await client.waitForTransactionReceipt({
-      hash,
-      confirmations: context.confirmations,
-      timeout: context.settleTimeoutMs,
-      pollingInterval: context.pollingIntervalMs,
-    });
-  } catch (error) {
-    // Sent but not confirmed in time (or the node stopped answering): report the hash so it can be traced.
-    context.logger.warn({ network: config.network, txHash: hash, err: String(error) }, "settle receipt not confirmed");
-    return failed(network, SettleError.failedOnChain, hash);
+  const receipt = await waitForReceipt(client, {
+    hash,
+    confirmations: context.confirmations,
+    timeoutMs: context.settleTimeoutMs,
+    pollingIntervalMs: context.pollingIntervalMs,
+    onRpcError: () => context.observe?.rpcError(config.network),
+  });
+  if (!receipt) {
+    // Sent but not confirmed by the deadline: report the hash so it can be traced.
+    context.logger.warn({ network: config.network, txHash: hash }, "settle receipt not confirmed");
+    return { answer: failed(network, SettleError.failedOnChain, hash), spent: "unknown" };
   }
   context.observe?.confirmationWait(config.network, (performance.now() - sentAt) / 1000);
-  if (receipt.status !== "success") return failed(network, SettleError.failedOnChain, hash);
+  const blockTime = await blockTimestamp(runtime, receipt, payment);
+  if (receipt.status !== "success") {
+    await penalize(payment, receipt, blockTime, context);
+    return { answer: failed(network, SettleError.failedOnChain, hash), spent: "no" };
+  }
 
   runtime.state.markUsed(authorization.from, authorization.nonce);
-  let timestamp: string;
-  try {
-    const block = await client.getBlock({ blockNumber: receipt.blockNumber });
-    timestamp = new Date(Number(block.timestamp) * 1000).toISOString();
-  } catch {
-    timestamp = new Date().toISOString();
-  }
   return {
-    x402Version: X402_VERSION,
-    event: SettleEvent.settled,
-    txHash: hash,
-    from: authorization.from,
-    to: authorization.to,
-    value: payment.value.toString(),
-    blockNumber: Number(receipt.blockNumber),
-    network,
-    timestamp,
+    answer: {
+      x402Version: X402_VERSION,
+      event: SettleEvent.settled,
+      txHash: hash,
+      from: authorization.from,
+      to: authorization.to,
+      value: payment.value.toString(),
+      blockNumber: Number(receipt.blockNumber),
+      network,
+      timestamp: new Date(Number(blockTime) * 1000).toISOString(),
+    },
+    spent: receipt.blockNumber,
   };
+}
+
+/** A settlement reverted on chain at the relayer's expense: count the gas, and refuse its payer (and wallet code) for a while. */
+async function penalize(payment: VerifiedPayment, receipt: TransactionReceipt, blockTime: bigint, context: FacilitatorContext): Promise<void> {
+  const { config } = payment.runtime;
+  const { guards, revertPenaltySeconds } = context.relayerSafety;
+  const payer = payment.payload.authorization.from;
+  context.observe?.revertedGas(config.network, receipt.gasUsed);
+  context.logger.warn(
+    { network: config.network, txHash: receipt.transactionHash, payer, codeHash: payment.codeHash, gasUsed: String(receipt.gasUsed), penaltySeconds: revertPenaltySeconds },
+    "settlement reverted on chain",
+  );
+  if (revertPenaltySeconds <= 0) return;
+  try {
+    await guards.penalize({ chainId: config.chainId, token: config.token }, penaltySubjects(payer, payment.codeHash), blockTime + BigInt(revertPenaltySeconds));
+  } catch (error) {
+    context.logger.error({ network: config.network, err: String(error) }, "settle guards: penalty not recorded");
+  }
+}
+
+/** The time of the block that mined `receipt` (the chain's clock); the verify head's time if the block cannot be read. */
+async function blockTimestamp(runtime: NetworkRuntime, receipt: TransactionReceipt, payment: VerifiedPayment): Promise<bigint> {
+  try {
+    return (await runtime.client.getBlock({ blockNumber: receipt.blockNumber })).timestamp;
+  } catch {
+    return payment.head.timestamp;
+  }
+}
+
+function bigMin(a: bigint, b: bigint): bigint {
+  return a < b ? a : b;
 }
 
 /**

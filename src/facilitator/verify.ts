@@ -31,8 +31,12 @@ export interface VerifiedPayment {
   payload: PaymentPayload;
   value: bigint;
   head: Head;
+  /** The payer's token balance at `head`. */
+  balance: bigint;
   /** Whether the payer is a contract wallet (its signature goes through ERC-1271). */
   contractWallet: boolean;
+  /** The keccak-256 of the payer's code, when it has code. */
+  codeHash?: Hex;
 }
 
 /** A refused payment; `reason` is the exact `invalidReason` text. */
@@ -54,9 +58,11 @@ function refuse(code: VerifyFailureCode, reason: string, extra: Partial<RefusedP
 /**
  * Verifies a payment against its requirements: the spec's checks in the spec's order (header,
  * scheme, network, asset and amount, recipient, signature, time window), then read-only chain state
- * (nonce used, balance). The first failure is the answer. Chain reads are pinned to one block
- * whose timestamp is the clock; verify may reuse a head read within `headCacheMs`, settle passes
- * `freshHead`. Throws {@link FacilitatorFault} only when the chain cannot be read.
+ * (nonce used, balance). The first failure is the answer. The signature is recovered before anything
+ * is read: a signature that is not the payer's costs one read (is the payer a contract wallet?).
+ * Chain reads are pinned to one block whose timestamp is the clock; verify may reuse a head read
+ * within `headCacheMs`, settle passes `freshHead`. Throws {@link FacilitatorFault} only when the
+ * chain cannot be read.
  */
 export async function verifyPayment(
   request: FacilitatorRequest,
@@ -105,24 +111,8 @@ export async function verifyPayment(
     return refuse("recipient", VerifyReason.recipientMismatch, { payload, runtime });
   }
 
-  // Chain reads, all pinned to one block, in parallel: code of the payer, nonce state, balance.
-  let head: Head;
-  let contractWallet: boolean;
-  let used: boolean;
-  let balance: bigint;
-  const state = runtime.state;
-  try {
-    head = await state.head(options.freshHead ? 0 : context.headCacheMs);
-    [contractWallet, used, balance] = await Promise.all([
-      state.hasCode(authorization.from, head),
-      state.authorizationUsed(authorization.from, authorization.nonce, head),
-      state.balanceOf(authorization.from, head),
-    ]);
-  } catch (error) {
-    throw new FacilitatorFault(`cannot read ${runtime.config.network} state`, 503, { cause: error });
-  }
-
-  // 6. signature, as the token checks it: ERC-1271 for an address with code, ECDSA otherwise
+  // 6. signature, as the token checks it: ECDSA for an address without code, ERC-1271 otherwise.
+  // What needs no chain comes first: the ECDSA recovery. Then the reads, pinned to one block.
   const digest = transferAuthorizationDigest(runtime.separator, {
     from: authorization.from,
     to: authorization.to,
@@ -131,19 +121,20 @@ export async function verifyPayment(
     validBefore: authorization.validBefore,
     nonce: authorization.nonce,
   });
-  let signatureValid: boolean;
-  if (contractWallet) {
-    try {
-      signatureValid = await state.isValidErc1271(authorization.from, bytesToHex(digest) as Hex, authorization.signature, head);
-    } catch (error) {
-      throw new FacilitatorFault(`cannot read ${runtime.config.network} state`, 503, { cause: error });
-    }
-  } else {
-    const signer = recoverSigner(digest, authorization.signature);
-    signatureValid = signer !== undefined && isAddressEqual(signer, authorization.from);
+  const signer = recoverSigner(digest, authorization.signature);
+  const signedByPayer = signer !== undefined && isAddressEqual(signer, authorization.from);
+  let chain: PayerState | RefusedPayment;
+  try {
+    chain = await readPayerState(runtime, authorization, bytesToHex(digest), signedByPayer, {
+      headAgeMs: options.freshHead ? 0 : context.headCacheMs,
+      erc1271GasLimit: context.relayerSafety.erc1271GasLimit,
+    });
+  } catch (error) {
+    throw new FacilitatorFault(`cannot read ${runtime.config.network} state`, { cause: error });
   }
+  if ("isValid" in chain) return { ...chain, payload, runtime };
+  const { head, codeHash, used, balance } = chain;
   const extra = { payload, runtime, head };
-  if (!signatureValid) return refuse("signature", VerifyReason.invalidSignature, extra);
 
   // 7. validity window by the chain's clock; leave settle time to land before validBefore
   if (head.timestamp <= authorization.validAfter) return refuse("notYetValid", VerifyReason.notYetValid, extra);
@@ -155,7 +146,46 @@ export async function verifyPayment(
   if (used) return refuse("used", VerifyReason.alreadyUsed, extra);
   if (balance < value) return refuse("balance", VerifyReason.insufficientBalance, extra);
 
-  return { isValid: true, runtime, payload, value, head, contractWallet };
+  return { isValid: true, runtime, payload, value, head, balance, contractWallet: codeHash !== undefined, codeHash };
+}
+
+/** What verify reads from the chain about a payer, all at `head`. */
+interface PayerState {
+  head: Head;
+  codeHash: Hex | undefined;
+  used: boolean;
+  balance: bigint;
+}
+
+/**
+ * Reads what the signature check and the state checks need, fewest reads first. `signedByPayer`
+ * (the ECDSA signature recovers to `from`): code, nonce state and balance at one head, in parallel.
+ * Otherwise only a contract wallet can still accept the signature: the payer's code first (no code
+ * answers after that one read), then the wallet's ERC-1271 answer, then the state.
+ */
+async function readPayerState(
+  runtime: NetworkRuntime,
+  authorization: PaymentPayload["authorization"],
+  digest: Hex,
+  signedByPayer: boolean,
+  options: { headAgeMs: number; erc1271GasLimit: bigint },
+): Promise<PayerState | RefusedPayment> {
+  const { state } = runtime;
+  const { from, nonce, signature } = authorization;
+  const invalid = (head?: Head) => refuse("signature", VerifyReason.invalidSignature, head ? { head } : {});
+  if (signedByPayer) {
+    const head = await state.head(options.headAgeMs);
+    const [codeHash, used, balance] = await Promise.all([state.codeHash(from, head), state.authorizationUsed(from, nonce, head), state.balanceOf(from, head)]);
+    // An EIP-7702 account has code: the token asks it through ERC-1271 as well.
+    if (codeHash !== undefined && !(await state.isValidErc1271(from, digest, signature, head, options.erc1271GasLimit))) return invalid(head);
+    return { head, codeHash, used, balance };
+  }
+  const codeHash = await state.codeHash(from);
+  if (codeHash === undefined) return invalid();
+  const head = await state.head(options.headAgeMs);
+  if (!(await state.isValidErc1271(from, digest, signature, head, options.erc1271GasLimit))) return invalid(head);
+  const [used, balance] = await Promise.all([state.authorizationUsed(from, nonce, head), state.balanceOf(from, head)]);
+  return { head, codeHash, used, balance };
 }
 
 /** The network name to answer with: as the caller sent it in any body, parsed or not; else "unknown". */

@@ -85,14 +85,17 @@ describe("e2e: settle errors after a passing verify, through a real seller (402 
     expect(await tokenBalances(info.rpcUrl, info.token, parties)).to.deep.equal([before[0]! - PRICE, before[1]! + PRICE]);
   });
 
-  it("answers Transaction failed on-chain when the payer is blacklisted, and moves nothing", async () => {
+  it("answers Transaction failed on-chain when the payer is blacklisted, moves nothing and spends no gas", async () => {
     const info = testnet();
     const buyer = privateKeyToAccount(info.buyers[0]!.privateKey);
     const before = await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller]);
     await writeToken("cronos-testnet", info.rpcUrl, info.token, ownerKey(), "blacklist", [buyer.address]);
     try {
+      const relayerNonce = await rpcClient(info.rpcUrl).getTransactionCount({ address: stack.relayer, blockTag: "pending" });
       const response = await wrapFetchWithPayment(fetch, { signer: buyer, maxAmount: PRICE })(url());
       await expectSettleFailed(response, "Transaction failed on-chain");
+      // Caught by the simulation: the relayer sent nothing.
+      expect(await rpcClient(info.rpcUrl).getTransactionCount({ address: stack.relayer, blockTag: "pending" })).to.equal(relayerNonce);
     } finally {
       await writeToken("cronos-testnet", info.rpcUrl, info.token, ownerKey(), "unBlacklist", [buyer.address]);
     }

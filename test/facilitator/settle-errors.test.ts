@@ -5,19 +5,10 @@ import { privateKeyToAccount } from "viem/accounts";
 import { revertReason, settleErrorOfRevert } from "../../src/chain/revert.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
 import { SettleError } from "../../src/protocol/reasons.js";
-import { HARDHAT_KEYS, makePayment, openFacilitator, withoutTimestamp } from "../helpers/facilitator.js";
+import { HARDHAT_KEYS, makePayment, openFacilitator } from "../helpers/facilitator.js";
+import { expectFailed, relayerNonce, settle } from "../helpers/settle.js";
 
 type Opened = Awaited<ReturnType<typeof openFacilitator>>;
-
-async function settle(opened: Opened, body: object) {
-  const response = await request(opened.app).post("/v2/x402/settle").set("X402-Version", "1").send(body);
-  expect(response.status, JSON.stringify(response.body)).to.equal(200);
-  return response.body as Record<string, unknown>;
-}
-
-function expectFailed(answer: Record<string, unknown>, error: string, extra: Record<string, unknown> = {}) {
-  expect(withoutTimestamp(answer)).to.deep.equal({ x402Version: 1, event: "payment.failed", network: "cronos-testnet", error, ...extra });
-}
 
 /** The `transferWithAuthorization` call a payment makes, for simulating it straight on the chain. */
 function calldata(payment: Awaited<ReturnType<typeof makePayment>>, valueOverride?: bigint): Hex {
@@ -105,18 +96,21 @@ describe("facilitator settle: every error, produced on a real chain", () => {
   it("answers Transaction failed on-chain when the token is paused (caught by simulation: no gas spent)", async () => {
     const payment = await makePayment(opened.chain);
     await opened.chain.contract.write.pause();
-    const relayer = privateKeyToAccount(HARDHAT_KEYS.relayer).address;
-    const nonceBefore = await opened.chain.publicClient.getTransactionCount({ address: relayer });
+    const nonceBefore = await relayerNonce(opened);
     const before = await balances();
     expectFailed(await settle(opened, payment.body), "Transaction failed on-chain");
-    expect(await opened.chain.publicClient.getTransactionCount({ address: relayer })).to.equal(nonceBefore);
+    expect(await relayerNonce(opened)).to.equal(nonceBefore);
     expect(await balances()).to.deep.equal(before);
   });
 
-  it("answers Transaction failed on-chain for a blacklisted payer", async () => {
+  it("answers Transaction failed on-chain for a blacklisted payer (caught by simulation: no gas spent)", async () => {
     const payment = await makePayment(opened.chain);
     await opened.chain.contract.write.blacklist([opened.buyer.address]);
+    const nonceBefore = await relayerNonce(opened);
+    const before = await balances();
     expectFailed(await settle(opened, payment.body), "Transaction failed on-chain");
+    expect(await relayerNonce(opened)).to.equal(nonceBefore);
+    expect(await balances()).to.deep.equal(before);
   });
 
   it("maps each FiatToken revert, as the chain reports it, to the settle vocabulary", async () => {

@@ -6,6 +6,7 @@ import { createFacilitator, type StartFacilitatorOptions } from "../../src/facil
 import { encodePaymentHeader } from "../../src/protocol/header.js";
 import { transferAuthorizationTypedData } from "../../src/protocol/eip3009.js";
 import type { NetworkInfo, NetworkName } from "../../src/protocol/networks.js";
+import { recordRpc } from "./rpc.js";
 import { openChain } from "./token.js";
 
 // Helpers only: importing this file runs nothing.
@@ -30,7 +31,10 @@ export const HARDHAT_KEYS = {
 
 export type Chain = Awaited<ReturnType<typeof openChain>>;
 
-/** Opens a local chain and a facilitator on it (not listening; use supertest on `app`). */
+/**
+ * Opens a local chain and a facilitator on it (not listening; use supertest on `app`). `rpc` records
+ * the facilitator's chain requests from the end of its start-up on.
+ */
 export async function openFacilitator(
   network: NetworkName = "cronos-testnet",
   env: Record<string, string> = {},
@@ -41,10 +45,12 @@ export async function openFacilitator(
     { RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, RATE_LIMIT_VERIFY_PER_MINUTE: "0", RATE_LIMIT_SETTLE_PER_MINUTE: "0", POLLING_INTERVAL_MS: "20", HEAD_CACHE_MS: "0", HEALTH_CACHE_MS: "0", ...env },
     { embedded: [network] },
   );
-  const facilitator = await createFacilitator(config, { transports: { [network]: custom(chain.connection.provider) }, ...options });
+  const rpc = recordRpc(chain.connection.provider);
+  const facilitator = await createFacilitator(config, { transports: { [network]: custom(rpc.provider) }, ...options });
+  rpc.reset();
   const buyer = privateKeyToAccount(HARDHAT_KEYS.buyer);
   const seller = privateKeyToAccount(HARDHAT_KEYS.seller);
-  return { chain, config, facilitator, app: facilitator.app, buyer, seller, network };
+  return { chain, config, facilitator, app: facilitator.app, buyer, seller, network, rpc };
 }
 
 /** Options of {@link makePayment}. */

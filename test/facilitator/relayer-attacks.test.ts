@@ -1,0 +1,123 @@
+import { expect } from "chai";
+import request from "supertest";
+import { parseSignature, type Address } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { CANCEL_AUTHORIZATION_TYPES } from "../../src/protocol/eip3009.js";
+import { SettleError } from "../../src/protocol/reasons.js";
+import { HARDHAT_KEYS, makePayment, openFacilitator } from "../helpers/facilitator.js";
+import { expectFailed, FRONT_RUN, RELAYER, relayerNonce, revertedGas, setAutomine, settle, settleFrontRun, type SettleAnswer } from "../helpers/settle.js";
+import { deployFlipWallet, walletPayment } from "../helpers/wallets.js";
+import { waitUntil } from "../harness/helpers.js";
+
+// Reverts the relayer pays for: what a simulation cannot catch, shown on a real local chain (EDR),
+// then refused. Automine is off while an attacker's transaction and a pending settlement meet in
+// one block; the attacker's higher tip puts its transaction first (EDR orders the mempool by tip).
+
+describe("relayer safety: reverts the relayer would pay for", () => {
+  it("five concurrent authorizations, each for the payer's whole balance: one settles, four answer ERC20: transfer amount exceeds balance without sending", async () => {
+    const opened = await openFacilitator();
+    const payer = privateKeyToAccount(generatePrivateKey());
+    const balance = 3_000_000n;
+    await opened.chain.contract.write.mint([payer.address, balance]);
+    const payTo = opened.seller.address;
+    const payments = await Promise.all(Array.from({ length: 5 }, () => makePayment(opened.chain, { payer, amount: balance, payTo })));
+    const sellerBefore = await opened.chain.contract.read.balanceOf([payTo]);
+    const nonce = await relayerNonce(opened);
+    opened.rpc.reset();
+
+    // Automine off: the first settlement waits in the mempool, so every verify sees the whole balance.
+    await setAutomine(opened, false);
+    const answered: Array<Record<string, unknown>> = [];
+    let all: Promise<SettleAnswer[]>;
+    try {
+      all = Promise.all(payments.map((payment) => settle(opened, payment.body).then((answer) => (answered.push(answer), answer))));
+      // Four answers and one transaction in the mempool, before any block: the fifth waits for its receipt.
+      const ready = async () => answered.length === 4 && (await relayerNonce(opened)) === nonce + 1;
+      expect(await waitUntil(ready, 10_000, 10), "four answers and one transaction before any block").to.equal(true);
+      expect(answered).to.have.length(4);
+      for (const answer of answered) expectFailed(answer, SettleError.insufficientBalance);
+      await opened.chain.networkHelpers.mine();
+    } finally {
+      await setAutomine(opened, true);
+    }
+    const answers = await all;
+    expect(answers.map((a) => a.event).sort()).to.deep.equal(["payment.failed", "payment.failed", "payment.failed", "payment.failed", "payment.settled"]);
+    expect(await opened.chain.contract.read.balanceOf([payer.address])).to.equal(0n);
+    expect(await opened.chain.contract.read.balanceOf([payTo])).to.equal(sellerBefore + balance);
+    expect(await opened.chain.publicClient.getTransactionCount({ address: RELAYER })).to.equal(nonce + 1);
+    // The refusals came from the reservation, before any simulation.
+    expect(opened.rpc.count("eth_estimateGas")).to.equal(1);
+  });
+
+  it("cancelAuthorization front-running a pending settle: it reverts once at the relayer's expense (counted in metrics); the payer's next settles are refused without sending until REVERT_PENALTY_SECONDS pass", async () => {
+    const opened = await openFacilitator();
+    const { chain } = opened;
+    const payment = await makePayment(chain);
+    const domain = { name: chain.info.domain.name, version: chain.info.domain.version, chainId: chain.info.chainId, verifyingContract: chain.token };
+
+    const { answer, settlement } = await settleFrontRun(opened, payment.body, async () => {
+      const cancel = await opened.buyer.signTypedData({
+        domain,
+        types: CANCEL_AUTHORIZATION_TYPES,
+        primaryType: "CancelAuthorization",
+        message: { authorizer: opened.buyer.address, nonce: payment.message.nonce },
+      });
+      const { v, r, s } = parseSignature(cancel);
+      return chain.contract.write.cancelAuthorization([opened.buyer.address, payment.message.nonce, Number(v), r, s], { account: opened.buyer.address, ...FRONT_RUN });
+    });
+    expect(settlement.status).to.equal("reverted");
+    expectFailed(answer, SettleError.failedOnChain, { txHash: settlement.transactionHash });
+    expect(await revertedGas(opened)).to.equal(Number(settlement.gasUsed));
+
+    // Under the penalty: refused before any simulation, nothing sent; another payer is not affected.
+    const nonce = await relayerNonce(opened);
+    opened.rpc.reset();
+    const next = await makePayment(chain);
+    expectFailed(await settle(opened, next.body), SettleError.failedOnChain);
+    expect(await relayerNonce(opened)).to.equal(nonce);
+    expect(opened.rpc.count("eth_estimateGas")).to.equal(0);
+    const other = await makePayment(chain, { payer: privateKeyToAccount(HARDHAT_KEYS.buyer2) });
+    expect((await settle(opened, other.body)).event).to.equal("payment.settled");
+
+    // The penalty lasts 600 s of the chain's clock (the default) from the block that reverted.
+    const revertedAt = (await chain.publicClient.getBlock({ blockNumber: settlement.blockNumber })).timestamp;
+    await chain.networkHelpers.time.increaseTo(revertedAt + 599n);
+    expectFailed(await settle(opened, next.body), SettleError.failedOnChain);
+    await chain.networkHelpers.time.increaseTo(revertedAt + 600n);
+    expect((await settle(opened, next.body)).event).to.equal("payment.settled");
+    expect(await revertedGas(opened)).to.equal(Number(settlement.gasUsed));
+  });
+
+  it("a wallet whose isValidSignature flips after a cheap poke(): after its settle reverts, five more attempts from it and from a wallet with the same code are refused without sending", async () => {
+    const opened = await openFacilitator();
+    const { chain } = opened;
+    const attacker: Address = privateKeyToAccount(generatePrivateKey()).address;
+    const first = await deployFlipWallet(chain);
+    const twin = await deployFlipWallet(chain);
+    expect(await chain.publicClient.getCode({ address: twin.payer.address })).to.equal(await chain.publicClient.getCode({ address: first.payer.address }));
+    for (const wallet of [first, twin]) await chain.contract.write.mint([wallet.payer.address, 10n]);
+    const nonceBefore = await relayerNonce(opened);
+
+    const { answer, settlement } = await settleFrontRun(opened, (await walletPayment(chain, first.payer, { payTo: attacker, amount: 1n })).body, () =>
+      first.contract.write.poke(FRONT_RUN),
+    );
+    expect(settlement.status).to.equal("reverted");
+    expectFailed(answer, SettleError.failedOnChain, { txHash: settlement.transactionHash });
+
+    // The wallet accepts its owner's signature again: a simulation would pass; only the penalty stops the settles.
+    await first.contract.write.unpoke();
+    opened.rpc.reset();
+    for (const wallet of [first, twin, first, twin, twin]) {
+      const { body } = await walletPayment(chain, wallet.payer, { payTo: attacker, amount: 1n });
+      expect((await request(opened.app).post("/v2/x402/verify").send(body)).body).to.deep.equal({ isValid: true, invalidReason: null });
+      expectFailed(await settle(opened, body), SettleError.failedOnChain);
+    }
+    expect(await relayerNonce(opened)).to.equal(nonceBefore + 1);
+    expect(opened.rpc.count("eth_estimateGas")).to.equal(0);
+    expect(await revertedGas(opened)).to.equal(Number(settlement.gasUsed));
+    expect(await chain.contract.read.balanceOf([attacker])).to.equal(0n);
+
+    await chain.networkHelpers.time.increase(600);
+    expect((await settle(opened, (await walletPayment(chain, twin.payer, { payTo: attacker, amount: 1n })).body)).event).to.equal("payment.settled");
+  });
+});

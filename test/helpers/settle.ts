@@ -1,0 +1,76 @@
+import { expect } from "chai";
+import request from "supertest";
+import { parseGwei, type Hex } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { waitUntil } from "../harness/helpers.js";
+import { HARDHAT_KEYS, withoutTimestamp, type openFacilitator } from "./facilitator.js";
+
+// Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
+
+type Opened = Awaited<ReturnType<typeof openFacilitator>>;
+
+/** A settle answer as JSON. */
+export type SettleAnswer = Record<string, unknown> & { event: string; txHash?: Hex };
+
+/** The relayer of {@link openFacilitator} (Hardhat's PUBLIC test key #9, LOCAL-ONLY). */
+export const RELAYER = privateKeyToAccount(HARDHAT_KEYS.relayer).address;
+
+/** The relayer's next nonce, counting transactions in the mempool: it moves only when something is sent. */
+export function relayerNonce(opened: Opened): Promise<number> {
+  return opened.chain.publicClient.getTransactionCount({ address: RELAYER, blockTag: "pending" });
+}
+
+/** POSTs a settle and asserts the status is 200 (every protocol outcome is). */
+export async function settle(opened: Opened, body: object): Promise<SettleAnswer> {
+  const response = await request(opened.app).post("/v2/x402/settle").set("X402-Version", "1").send(body);
+  expect(response.status, JSON.stringify(response.body)).to.equal(200);
+  return response.body as SettleAnswer;
+}
+
+/** Asserts a `payment.failed` answer on cronos-testnet with exactly `error` (and the given extra fields). */
+export function expectFailed(answer: Record<string, unknown>, error: string, extra: Record<string, unknown> = {}): void {
+  expect(withoutTimestamp(answer)).to.deep.equal({ x402Version: 1, event: "payment.failed", network: "cronos-testnet", error, ...extra });
+}
+
+/** Switches the chain's automine (off: sent transactions wait in the mempool for `mine()`). */
+export async function setAutomine(opened: Opened, on: boolean): Promise<void> {
+  await opened.chain.connection.provider.request({ method: "evm_setAutomine", params: [on] });
+}
+
+/** An attacker's fees: its transaction is mined before the relayer's in the same block; its own gas limit (no estimate against the pending block). */
+export const FRONT_RUN = { maxPriorityFeePerGas: parseGwei("500"), maxFeePerGas: parseGwei("1000"), gas: 200_000n } as const;
+
+/**
+ * Starts a settle with automine off, waits until its transaction is in the mempool, lets `frontRun`
+ * send the attacker's transaction (with {@link FRONT_RUN} fees), and mines both in one block.
+ * Asserts the attacker's transaction went first and succeeded; returns the answer and the settlement's receipt.
+ */
+export async function settleFrontRun(opened: Opened, body: object, frontRun: () => Promise<Hex>) {
+  const { chain } = opened;
+  const nonce = await relayerNonce(opened);
+  await setAutomine(opened, false);
+  try {
+    const settling = settle(opened, body);
+    expect(await waitUntil(async () => (await relayerNonce(opened)) === nonce + 1, 10_000, 10), "the settlement reached the mempool").to.equal(true);
+    const attack = await frontRun();
+    await chain.networkHelpers.mine();
+    const answer = await settling;
+    const [settlement, attacker] = await Promise.all([
+      chain.publicClient.getTransactionReceipt({ hash: answer.txHash! }),
+      chain.publicClient.getTransactionReceipt({ hash: attack }),
+    ]);
+    expect(attacker.status).to.equal("success");
+    expect(attacker.blockNumber).to.equal(settlement.blockNumber);
+    expect(attacker.transactionIndex).to.be.below(settlement.transactionIndex);
+    return { answer, settlement };
+  } finally {
+    await setAutomine(opened, true);
+  }
+}
+
+/** The gas counted in `x402_settle_reverted_gas_total` for cronos-testnet. */
+export async function revertedGas(opened: Opened): Promise<number> {
+  const metric = opened.facilitator.metrics.registry.getSingleMetric("x402_settle_reverted_gas_total");
+  const values = (await metric!.get()).values.filter((v) => v.labels.network === "cronos-testnet");
+  return values.reduce((sum, v) => sum + v.value, 0);
+}

@@ -1,7 +1,8 @@
 import pino from "pino";
+import { redactUrl } from "../chain/rpc-url.js";
 import { ConfigError, loadConfig } from "./config.js";
 import { startFacilitator, StartupError, type RunningFacilitator } from "./server.js";
-import type { Logger } from "./logger.js";
+import { redactingLogger } from "./logger.js";
 
 /** Options of {@link runFacilitatorProcess}. */
 export interface RunProcessOptions {
@@ -12,8 +13,9 @@ export interface RunProcessOptions {
 
 /**
  * The facilitator as a process against real RPCs: configuration from the environment, start-up
- * checks, JSON logs on stdout, graceful SIGTERM/SIGINT. A configuration or start-up problem is
- * printed as one line on stderr and exits 1.
+ * checks, JSON logs on stdout, graceful SIGTERM/SIGINT. It never starts local chains: a configuration
+ * or start-up problem (no RPC URL, an unreadable key file, an unknown CRONOS_* / RELAYER_* variable, …)
+ * is printed as one line on stderr and exits 1.
  */
 export async function runFacilitatorProcess(options: RunProcessOptions = {}): Promise<RunningFacilitator> {
   const env = options.env ?? process.env;
@@ -24,7 +26,8 @@ export async function runFacilitatorProcess(options: RunProcessOptions = {}): Pr
     if (error instanceof ConfigError) fail(`configuration: ${error.message}`);
     throw error;
   }
-  const logger = pino({ level: config.logLevel, base: { service: "x402-facilitator" } }) as unknown as Logger;
+  const pinoLogger = pino({ level: config.logLevel, base: { service: "x402-facilitator" } });
+  const logger = redactingLogger(pinoLogger);
   let running: RunningFacilitator;
   try {
     running = await startFacilitator(config, { logger, defaultMetrics: true });
@@ -33,19 +36,39 @@ export async function runFacilitatorProcess(options: RunProcessOptions = {}): Pr
     throw error;
   }
   logger.info(
-    { url: running.url, networks: config.networks.map((n) => ({ network: n.network, chainId: n.chainId, token: n.token })), relayers: running.relayers },
+    {
+      url: running.url,
+      metricsUrl: running.metricsUrl,
+      networks: config.networks.map((n) => ({ network: n.network, chainId: n.chainId, rpc: n.rpcUrl && redactUrl(n.rpcUrl), token: n.token })),
+      relayers: running.relayers,
+      apiKeys: config.apiKeys.length,
+    },
     "facilitator listening",
   );
   const grace = options.shutdownGraceMs ?? 30_000;
+  let stoppingSince: number | undefined;
   const stop = (signal: string) => {
+    if (stoppingSince !== undefined) {
+      // Ctrl+C reaches this process more than once (terminal, npm, bootstrap): only a later one forces.
+      if (performance.now() - stoppingSince < 2_000) return;
+      logger.warn({ signal }, "stopping again: exiting now");
+      pinoLogger.flush(() => process.exit(1));
+      return;
+    }
+    stoppingSince = performance.now();
     logger.info({ signal, graceMs: grace }, "stopping: no new requests, letting settles in flight finish");
-    void running.close(grace).then(() => {
+    void running.close(grace).then(async () => {
       logger.info({}, "stopped");
+      // pino writes asynchronously: exiting with a write in flight printed "stopped" before "stopping".
+      await new Promise<void>((resolve) => {
+        setTimeout(resolve, 2_000).unref();
+        pinoLogger.flush(() => resolve());
+      });
       process.exit(0);
     });
   };
-  process.once("SIGTERM", stop);
-  process.once("SIGINT", stop);
+  process.on("SIGTERM", stop);
+  process.on("SIGINT", stop);
   return running;
 }
 

@@ -18,21 +18,18 @@ describe("facilitator observability", () => {
     ]);
   });
 
-  it("serves Prometheus metrics: outcomes, latency, confirmation wait, rate limits, relayer gauges", async () => {
+  it("counts outcomes, latency, confirmation wait, rate limits and relayer gauges in its Prometheus registry", async () => {
     const opened = await openFacilitator("cronos-testnet", { RATE_LIMIT_VERIFY_PER_MINUTE: "1" });
     const payment = await makePayment(opened.chain);
     await request(opened.app).post("/v2/x402/verify").send(payment.body);
     await request(opened.app).post("/v2/x402/verify").send(payment.body);
     await request(opened.app).post("/v2/x402/settle").send(payment.body);
     await request(opened.app).post("/v2/x402/settle").send(payment.body);
-    const response = await request(opened.app).get("/metrics");
-    expect(response.status).to.equal(200);
-    expect(response.headers["content-type"]).to.match(/^text\/plain/);
-    const text = response.text;
+    const text = await opened.facilitator.metrics.registry.metrics();
     expect(text).to.include('x402_outcomes_total{route="verify",network="cronos-testnet",outcome="valid"} 1');
     expect(text).to.include('x402_outcomes_total{route="settle",network="cronos-testnet",outcome="settled"} 1');
     expect(text).to.include('x402_outcomes_total{route="settle",network="cronos-testnet",outcome="alreadyUsed"} 1');
-    expect(text).to.include('x402_rate_limited_total{route="verify"} 1');
+    expect(text).to.include('x402_rate_limited_total{route="verify",by="ip"} 1');
     expect(text).to.include('x402_http_requests_total{route="/v2/x402/verify",status="429"} 1');
     expect(text).to.include('x402_settle_confirmation_seconds_count{network="cronos-testnet"} 1');
     expect(text).to.include('x402_relayer_nonce_gap{network="cronos-testnet",relayer="0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"} 0');

@@ -43,7 +43,7 @@ describe("the facilitator process against a local node (start-up checks, secrets
   let base: Record<string, string>;
   before(async () => {
     chain = await startLocalChain({ network: "cronos-testnet", port: 0, buyers: 1 });
-    base = { CRONOS_TESTNET_RPC_URL: chain.rpcUrl, RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, PORT: "0", LOG_LEVEL: "info" };
+    base = { CRONOS_TESTNET_RPC_URL: chain.rpcUrl, RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, PORT: "0", METRICS_PORT: "0", LOG_LEVEL: "info" };
   });
   after(() => chain.stop());
 
@@ -85,7 +85,7 @@ describe("the facilitator process against a local node (start-up checks, secrets
       "facilitator: configuration: RELAYER_PRIVATE_KEY: required (the key that sends settle transactions), or RELAYER_PRIVATE_KEY_FILE\n",
     );
     const port = await runToExit({ ...base, PORT: "http" });
-    expect(port.stderr).to.equal('facilitator: configuration: PORT: must be an integer >= 0, got "http"\n');
+    expect(port.stderr).to.equal('facilitator: configuration: PORT: must be an integer from 0 to 65535, got "http"\n');
   });
 
   it("starts on the right chain, logs JSON without secrets, and on SIGTERM lets a settle in flight finish, then exits 0", async () => {

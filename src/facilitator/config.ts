@@ -302,7 +302,9 @@ function readRelayerKeys(inline: string | undefined, file: string | undefined): 
 function assertNoUnknownVariables(env: NodeJS.ProcessEnv): void {
   for (const [name, value] of Object.entries(env)) {
     if (value === undefined || !OWN_NAMESPACE.test(name) || KNOWN_VARIABLES.includes(name)) continue;
-    throw new ConfigError(`${name}: unknown variable; did you mean ${closest(name, KNOWN_VARIABLES)}?`);
+    // Suggest from the same namespace first (RELAYER_KEY_FILE → RELAYER_PRIVATE_KEY_FILE, not API_KEYS_FILE).
+    const namespace = KNOWN_VARIABLES.filter((known) => known.split("_")[0] === name.split("_")[0]);
+    throw new ConfigError(`${name}: unknown variable; did you mean ${closest(name, namespace.length > 0 ? namespace : KNOWN_VARIABLES)}?`);
   }
 }
 

@@ -26,8 +26,16 @@ export async function runFacilitatorProcess(options: RunProcessOptions = {}): Pr
     if (error instanceof ConfigError) fail(`configuration: ${error.message}`);
     throw error;
   }
-  const pinoLogger = pino({ level: config.logLevel, base: { service: "x402-facilitator" } });
-  const logger = redactingLogger(pinoLogger);
+  // Asynchronous writes to stdout; `exit` below lets the ones in flight land first.
+  const destination = pino.destination({ dest: 1, sync: false });
+  const logger = redactingLogger(pino({ level: config.logLevel, base: { service: "x402-facilitator" } }, destination));
+  const exit = (code: number) => {
+    // pino's flush() returns before a write in flight lands, and process.exit() then wrote the next
+    // line first ("stopped" before "stopping"): end the stream and exit once it is closed.
+    setTimeout(() => process.exit(code), 2_000).unref();
+    destination.once("close", () => process.exit(code));
+    destination.end();
+  };
   let running: RunningFacilitator;
   try {
     running = await startFacilitator(config, { logger, defaultMetrics: true });
@@ -52,19 +60,14 @@ export async function runFacilitatorProcess(options: RunProcessOptions = {}): Pr
       // Ctrl+C reaches this process more than once (terminal, npm, bootstrap): only a later one forces.
       if (performance.now() - stoppingSince < 2_000) return;
       logger.warn({ signal }, "stopping again: exiting now");
-      pinoLogger.flush(() => process.exit(1));
+      exit(1);
       return;
     }
     stoppingSince = performance.now();
     logger.info({ signal, graceMs: grace }, "stopping: no new requests, letting settles in flight finish");
-    void running.close(grace).then(async () => {
+    void running.close(grace).then(() => {
       logger.info({}, "stopped");
-      // pino writes asynchronously: exiting with a write in flight printed "stopped" before "stopping".
-      await new Promise<void>((resolve) => {
-        setTimeout(resolve, 2_000).unref();
-        pinoLogger.flush(() => resolve());
-      });
-      process.exit(0);
+      exit(0);
     });
   };
   process.on("SIGTERM", stop);

@@ -170,6 +170,9 @@ const envSchema = z.object({
 const OWN_NAMESPACE = /^(CRONOS_|RELAYER_|RATE_LIMIT_|METRICS_|API_KEYS)/;
 const KNOWN_VARIABLES = Object.keys(envSchema.shape);
 
+/** Every environment variable the facilitator reads. */
+export const CONFIG_VARIABLES: readonly string[] = KNOWN_VARIABLES;
+
 /** Which env prefix each network's variables use. */
 const PREFIX: Record<NetworkName, "CRONOS_TESTNET" | "CRONOS_MAINNET"> = {
   "cronos-testnet": "CRONOS_TESTNET",

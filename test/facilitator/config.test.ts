@@ -6,7 +6,8 @@ import { expect } from "chai";
 import request from "supertest";
 import { custom } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { ConfigError, loadConfig } from "../../src/facilitator/config.js";
+import { readFileSync } from "node:fs";
+import { CONFIG_VARIABLES, ConfigError, loadConfig } from "../../src/facilitator/config.js";
 import { HARDHAT_KEYS, makePayment, openFacilitator, startFacilitatorOnChain, withoutTimestamp } from "../helpers/facilitator.js";
 
 // One test per setting: each proves what the setting does, not only that it parses.
@@ -47,6 +48,13 @@ describe("configuration: every setting does what it says", () => {
     }
     // Other variables are none of its business.
     expect(() => load({ HOME: "/root", FORK_TESTNET_URL: "http://x", NODE_OPTIONS: "" })).not.to.throw();
+  });
+
+  it("documents every setting in .env.example, and nothing it does not read", () => {
+    const text = readFileSync(new URL("../../.env.example", import.meta.url), "utf8");
+    const named = new Set([...text.matchAll(/^#? ?([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1]!));
+    expect([...named].filter((name) => !CONFIG_VARIABLES.includes(name))).to.deep.equal([]);
+    expect(CONFIG_VARIABLES.filter((name) => !named.has(name))).to.deep.equal([]);
   });
 
   it("RELAYER_PRIVATE_KEY_FILE: one key per line, each key sends settlements in turn", async () => {

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import request from "supertest";
 import type { OutcomeRecord } from "../../src/facilitator/http/app.js";
-import { makePayment, openFacilitator } from "../helpers/facilitator.js";
+import { makePayment, openFacilitator, recordingLogger } from "../helpers/facilitator.js";
 
 describe("facilitator observability", () => {
   it("tags every answer with a request id and reports one outcome per verify/settle", async () => {
@@ -34,5 +34,28 @@ describe("facilitator observability", () => {
     expect(text).to.include('x402_settle_confirmation_seconds_count{network="cronos-testnet"} 1');
     expect(text).to.include('x402_relayer_nonce_gap{network="cronos-testnet",relayer="0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"} 0');
     expect(text).to.match(/x402_relayer_balance_wei\{network="cronos-testnet",relayer="0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"\} \d/);
+  });
+});
+
+describe("facilitator logs: RPC URLs by scheme and host only", () => {
+  it("redacts every URL in the messages and fields it logs (an RPC error text carries the URL and its key)", async () => {
+    const log = recordingLogger();
+    const opened = await openFacilitator("cronos-testnet", {}, { logger: log.logger });
+    const viemText = "HTTP request failed.\n\nURL: https://rpc.example.com/v2/PATH-SECRET?apikey=QUERY-SECRET\nRequest body: {}";
+    opened.facilitator.context.logger.warn(
+      { err: viemText, nested: { urls: ["wss://user:pw@ws.example.com:8443/ws/SECRET"] }, cause: new Error("fetch https://rpc.example.com/SECRET failed") },
+      "settle receipt not confirmed at https://rpc.example.com/v2/SECRET",
+    );
+    expect(log.lines).to.deep.equal([
+      {
+        level: "warn",
+        fields: {
+          err: "HTTP request failed.\n\nURL: https://rpc.example.com\nRequest body: {}",
+          nested: { urls: ["wss://ws.example.com:8443"] },
+          cause: "Error: fetch https://rpc.example.com failed",
+        },
+        message: "settle receipt not confirmed at https://rpc.example.com",
+      },
+    ]);
   });
 });

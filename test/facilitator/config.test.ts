@@ -157,7 +157,7 @@ describe("configuration: every setting does what it says", () => {
   });
 
   it("rate limits by default: the 11th verify and the 6th settle a minute from one client IP are 429", async () => {
-    const opened = await openFacilitator("cronos-testnet", { RATE_LIMIT_VERIFY_PER_MINUTE: "", RATE_LIMIT_SETTLE_PER_MINUTE: "" });
+    const opened = await openFacilitator("cronos-testnet", { RATE_LIMIT_VERIFY_PER_MINUTE: "", RATE_LIMIT_SETTLE_PER_MINUTE: "", RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "" });
     const { body } = await makePayment(opened.chain);
     const verifies = [];
     for (let i = 0; i < 11; i++) verifies.push((await request(opened.app).post("/v2/x402/verify").send(body)).status);
@@ -168,7 +168,7 @@ describe("configuration: every setting does what it says", () => {
   });
 
   it("rate limits by default with API keys: 600 verifies and 120 settles a minute per key, the 11th settle a minute from one payer is 429", async () => {
-    const opened = await openFacilitator("cronos-testnet", { API_KEYS: SELLER_KEY, RATE_LIMIT_VERIFY_PER_MINUTE: "", RATE_LIMIT_SETTLE_PER_MINUTE: "" });
+    const opened = await openFacilitator("cronos-testnet", { API_KEYS: SELLER_KEY, RATE_LIMIT_VERIFY_PER_MINUTE: "", RATE_LIMIT_SETTLE_PER_MINUTE: "", RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "" });
     const { body } = await makePayment(opened.chain);
     const post = (route: string) => request(opened.app).post(`/v2/x402/${route}`).set("Authorization", `Bearer ${SELLER_KEY}`).send(body);
     expect((await post("verify")).headers["ratelimit-policy"]).to.match(/^"verify"; q=600; w=60; pk=/);

@@ -32,7 +32,15 @@ export const HARDHAT_KEYS = {
 export type Chain = Awaited<ReturnType<typeof openChain>>;
 
 /** The facilitator settings of the tests' facilitators: no rate limits, fast polling, no caches. */
-const TEST_ENV = { RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, RATE_LIMIT_VERIFY_PER_MINUTE: "0", RATE_LIMIT_SETTLE_PER_MINUTE: "0", POLLING_INTERVAL_MS: "20", HEAD_CACHE_MS: "0", HEALTH_CACHE_MS: "0" };
+const TEST_ENV = {
+  RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer,
+  RATE_LIMIT_VERIFY_PER_MINUTE: "0",
+  RATE_LIMIT_SETTLE_PER_MINUTE: "0",
+  RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0",
+  POLLING_INTERVAL_MS: "20",
+  HEAD_CACHE_MS: "0",
+  HEALTH_CACHE_MS: "0",
+};
 
 /** Opens a local chain and a facilitator on it (not listening; use supertest on `app`). */
 export async function openFacilitator(

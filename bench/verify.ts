@@ -5,6 +5,7 @@
 // pays its real per-payment chain read; the chain does not move during a run.
 import { Agent, request } from "node:http";
 import { createRequire } from "node:module";
+import { createServer } from "node:net";
 import os from "node:os";
 import { bytesToHex, getAddress, hexToBytes, recoverTypedDataAddress, toHex, type Address, type Hex } from "viem";
 import { domainSeparator, recoverSigner, secp256k1Backend, transferAuthorizationDigest } from "../src/chain/signature.js";
@@ -112,8 +113,8 @@ async function runOpen(url: URL, bodies: string[], rate: number, connections: nu
 }
 
 /** The facilitator's own verify latency histogram (cumulative buckets, seconds → count) from /metrics. */
-async function serverBuckets(url: URL): Promise<Map<number, number>> {
-  const text = await (await fetch(new URL("/metrics", url))).text();
+async function serverBuckets(metricsUrl: string): Promise<Map<number, number>> {
+  const text = await (await fetch(metricsUrl)).text();
   const buckets = new Map<number, number>();
   for (const match of text.matchAll(/^x402_request_duration_seconds_bucket\{le="([^"]+)",route="verify"\} (\d+)$/gm)) {
     buckets.set(match[1] === "+Inf" ? Infinity : Number(match[1]), Number(match[2]));
@@ -146,8 +147,20 @@ function recoveryCost(token: Address) {
   return { native, sig, domain, message };
 }
 
+/** A port free right now, for the facilitator's metrics listener (its own, not the service port). */
+async function freePort(): Promise<number> {
+  const probe = createServer().listen(0, "127.0.0.1");
+  await new Promise((resolve) => probe.once("listening", resolve));
+  const { port } = probe.address() as { port: number };
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
+
 const pool = Number(process.env.BENCH_POOL ?? 90_000);
+const metricsPort = await freePort();
+const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
 const stack = await startStackProcess(["--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--networks", "cronos-testnet", "--buyers", "8"], {
+  METRICS_PORT: String(metricsPort),
   RATE_LIMIT_VERIFY_PER_MINUTE: "0",
   RATE_LIMIT_SETTLE_PER_MINUTE: "0",
   // The facilitator's default for real networks (the local stack reads the head on every verify).
@@ -176,9 +189,9 @@ try {
   console.log("open loop over 64 connections (requests started on schedule; a wait for a free connection counts)");
   console.log("offered/s   served/s   p50 ms   p99 ms   requests  not-valid");
   for (const rate of rates) {
-    const before = await serverBuckets(url);
+    const before = await serverBuckets(metricsUrl);
     const result = await runOpen(url, bodies.slice(offset), rate, 64);
-    const after = await serverBuckets(url);
+    const after = await serverBuckets(metricsUrl);
     offset += result.n + 5_000;
     console.log(
       `${String(rate).padStart(9)}  ${result.rps.toFixed(0).padStart(9)}  ${result.p50.toFixed(2).padStart(7)}  ${result.p99.toFixed(2).padStart(7)}  ${String(result.n).padStart(9)}  ${String(result.bad).padStart(9)}` +

@@ -1,6 +1,7 @@
 // `npm start`: the local stack (two Cronos chains + facilitator) in this one process.
 // stdout carries only the summary (or, with --json, exactly one JSON line); everything else goes to stderr.
 import { formatUnits } from "viem";
+import { redactUrl, redactUrls } from "../src/chain/rpc-url.js";
 import { ConfigError } from "../src/facilitator/config.js";
 import { ACCOUNT_INDEX } from "../src/harness/accounts.js";
 import { parseStartArgs, PORT_SETTING, startUsage, UsageError } from "../src/harness/cli.js";
@@ -19,10 +20,11 @@ process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
   return true;
 }) as typeof process.stdout.write;
 
-const log = (line: string) => sink.write(`[start] ${line}\n`);
+// A fork URL may carry an RPC provider's API key: progress shows scheme and host only.
+const log = (line: string) => sink.write(`[start] ${redactUrls(line)}\n`);
 
 async function fail(message: string, status: number): Promise<never> {
-  process.stderr.write(`error: ${message}\n`);
+  process.stderr.write(`error: ${redactUrls(message)}\n`);
   await sink.flush(1_000);
   process.exit(status);
 }
@@ -116,12 +118,13 @@ function summary(running: LocalStack, buyerBalance: bigint): string {
     `Relayer      ${running.relayer}   (Hardhat account #${ACCOUNT_INDEX.relayer})`,
     `Seller payTo ${running.seller}   (Hardhat account #${ACCOUNT_INDEX.seller}, a suggested default)`,
     `Rate limits  ${describeLimits(running.facilitator.facilitator.rateLimits)}`,
+    ...(running.facilitator.metricsUrl ? [`Metrics      ${running.facilitator.metricsUrl}   (Prometheus; its own loopback listener)`] : []),
   ];
   for (const [network, info] of Object.entries(running.networks)) {
     const forked = running.chains[network as keyof typeof running.chains]?.forkUrl;
     lines.push(
       "",
-      `${network}  chain id ${info.chainId}${forked ? `  (fork of ${forked})` : ""}`,
+      `${network}  chain id ${info.chainId}${forked ? `  (fork of ${redactUrl(forked)})` : ""}`,
       `  RPC URL   ${info.rpcUrl}`,
       `  viem      ${info.viemChain}   (import { ${info.viemChain} } from "viem/chains"; Multicall3 at ${MULTICALL3_ADDRESS})`,
       `  USDC.e    ${info.token}   EIP-712 domain: name "${info.domain.name}", version "${info.domain.version}"`,

@@ -1,4 +1,6 @@
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
 import { z } from "zod";
 import { getAddress, isAddress, isHex, type Address, type Hex } from "viem";
 import { NETWORKS, NETWORK_NAMES, canonicalNetwork, type NetworkName } from "../protocol/networks.js";
@@ -30,9 +32,9 @@ export interface FacilitatorConfig {
   rpcTimeoutMs: number;
   /** How often receipts and blocks are polled. */
   pollingIntervalMs: number;
-  rateLimits: { verifyPerMinute: number; settlePerMinute: number };
-  /** Express `trust proxy`: false (socket address only), true, a hop count, or addresses/subnets. */
-  trustProxy: boolean | number | string[];
+  rateLimits: RateLimitsConfig;
+  /** Express `trust proxy`: false (socket address only), a hop count, or proxy addresses/subnets; never `true`. */
+  trustProxy: false | number | string[];
   bodyLimitBytes: number;
   /** Healthcheck fails when the latest block is older than this; 0 switches the check off. */
   healthMaxBlockAgeSeconds: number;
@@ -43,12 +45,21 @@ export interface FacilitatorConfig {
   /** How far back (blocks) settle looks for the transaction that used an authorization. */
   logLookbackBlocks: number;
   logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
-  /** Serve Prometheus metrics at `/metrics`. */
+  /** Serve Prometheus metrics at `/metrics` on a listener of their own (`metricsHost:metricsPort`). */
   metrics: boolean;
   /** Serve the page that watches payments happen at `/` (`DASHBOARD=true`; off by default, on in the local stack). */
   dashboard: boolean;
   /** What a settlement may cost the relayer (see docs/operations.md, "Threat model: what the relayer pays"). */
   relayerSafety: RelayerSafetyConfig;
+  // --- The HTTP edge ---
+  metricsHost: string;
+  metricsPort: number;
+  /** Relayer gauges (RPC reads) are read at most once per this many ms, however often `/metrics` is scraped. */
+  metricsCacheMs: number;
+  /** Bounds on slow clients, for the service and the metrics listener. */
+  http: HttpLimitsConfig;
+  /** Seller API keys (hashes only); empty = no authentication, per-IP limits. */
+  apiKeys: ApiKeyConfig[];
 }
 
 /** Relayer safety: gas caps and the revert penalty. */
@@ -61,20 +72,54 @@ export interface RelayerSafetyConfig {
   revertPenaltySeconds: number;
 }
 
+/** Per-minute request limits; 0 switches one off. */
+export interface RateLimitsConfig {
+  /** Per client IP, when no API keys are configured. */
+  verifyPerMinute: number;
+  settlePerMinute: number;
+  /** Per API key (a key's own `verify=`/`settle=` wins), when keys are configured. */
+  keyVerifyPerMinute: number;
+  keySettlePerMinute: number;
+  /** Per payer address decoded from the settle request, with or without keys. */
+  payerSettlePerMinute: number;
+}
+
+/** Time-outs and the connection cap of a listener. */
+export interface HttpLimitsConfig {
+  /** Receiving a whole request (headers and body) may take this long; not the answer (a settle may wait longer). */
+  requestTimeoutMs: number;
+  /** Receiving the request headers may take this long (also bounds a connection that sends nothing). */
+  headersTimeoutMs: number;
+  /** Connections held at once; further ones are closed on arrival. */
+  maxConnections: number;
+}
+
+/** One seller API key, as configuration keeps it: never the key itself. */
+export interface ApiKeyConfig {
+  /** The first 12 hex digits of the key's SHA-256: what logs and rate-limit stores show. */
+  id: string;
+  /** SHA-256 of the key, hex. */
+  sha256: string;
+  /** This key's own limits (`verify=N settle=N` in the key file), else the RATE_LIMIT_KEY_* defaults. */
+  verifyPerMinute?: number;
+  settlePerMinute?: number;
+}
+
 /** A configuration problem; the message names the variable and what was found. */
 export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
-const intVar = (fallback: number, min = 0) =>
+const intVar = (fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER) =>
   z
     .string()
     .optional()
     .transform((value, ctx) => {
       if (value === undefined || value.trim() === "") return fallback;
       const n = Number(value);
-      if (!Number.isInteger(n) || n < min) {
-        ctx.addIssue({ code: "custom", message: `must be an integer >= ${min}, got "${value}"` });
+      if (!Number.isInteger(n) || n < min || n > max) {
+        const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`;
+        ctx.addIssue({ code: "custom", message: `must be an integer ${range}, got "${value}"` });
         return z.NEVER;
       }
       return n;
@@ -86,7 +131,7 @@ const optionalString = z
   .transform((value) => (value === undefined || value.trim() === "" ? undefined : value.trim()));
 
 const envSchema = z.object({
-  PORT: intVar(8402),
+  PORT: intVar(8402, 0, 65_535),
   HOST: optionalString.transform((v) => v ?? "127.0.0.1"),
   FACILITATOR_NETWORKS: optionalString,
   CRONOS_TESTNET_RPC_URL: optionalString,
@@ -120,7 +165,29 @@ const envSchema = z.object({
   MAX_SETTLE_GAS: intVar(250_000, 21_000),
   ERC1271_GAS_LIMIT: intVar(150_000, 21_000),
   REVERT_PENALTY_SECONDS: intVar(600),
+  // --- The HTTP edge: slow clients, API keys, per-key and per-payer limits, the metrics listener ---
+  REQUEST_TIMEOUT_MS: intVar(30_000, 100),
+  HEADERS_TIMEOUT_MS: intVar(10_000, 100),
+  MAX_CONNECTIONS: intVar(1_000, 1),
+  API_KEYS: optionalString,
+  API_KEYS_FILE: optionalString,
+  RATE_LIMIT_KEY_VERIFY_PER_MINUTE: intVar(600),
+  RATE_LIMIT_KEY_SETTLE_PER_MINUTE: intVar(120),
+  RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: intVar(10),
+  METRICS_HOST: optionalString.transform((v) => v ?? "127.0.0.1"),
+  METRICS_PORT: intVar(9464, 0, 65_535),
+  METRICS_CACHE_MS: intVar(5_000),
 });
+
+/**
+ * Variables in the facilitator's own namespaces: one that the schema does not know (a typo such as
+ * `CRONOS_MAINNET_RPC`) stops start-up instead of being ignored.
+ */
+const OWN_NAMESPACE = /^(CRONOS_|RELAYER_|RATE_LIMIT_|METRICS_|API_KEYS)/;
+const KNOWN_VARIABLES = Object.keys(envSchema.shape);
+
+/** Every environment variable the facilitator reads. */
+export const CONFIG_VARIABLES: readonly string[] = KNOWN_VARIABLES;
 
 /** Which env prefix each network's variables use. */
 const PREFIX: Record<NetworkName, "CRONOS_TESTNET" | "CRONOS_MAINNET"> = {
@@ -142,6 +209,7 @@ export interface LoadConfigOptions {
  * naming the variable at the first problem; never echoes a secret.
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadConfigOptions = {}): FacilitatorConfig {
+  assertNoUnknownVariables(env);
   const parsed = envSchema.safeParse(env);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -202,7 +270,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
     headCacheMs: e.HEAD_CACHE_MS,
     rpcTimeoutMs: e.RPC_TIMEOUT_MS,
     pollingIntervalMs: e.POLLING_INTERVAL_MS,
-    rateLimits: { verifyPerMinute: e.RATE_LIMIT_VERIFY_PER_MINUTE, settlePerMinute: e.RATE_LIMIT_SETTLE_PER_MINUTE },
+    rateLimits: {
+      verifyPerMinute: e.RATE_LIMIT_VERIFY_PER_MINUTE,
+      settlePerMinute: e.RATE_LIMIT_SETTLE_PER_MINUTE,
+      keyVerifyPerMinute: e.RATE_LIMIT_KEY_VERIFY_PER_MINUTE,
+      keySettlePerMinute: e.RATE_LIMIT_KEY_SETTLE_PER_MINUTE,
+      payerSettlePerMinute: e.RATE_LIMIT_PAYER_SETTLE_PER_MINUTE,
+    },
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     healthMaxBlockAgeSeconds: e.HEALTH_MAX_BLOCK_AGE_SECONDS,
@@ -217,6 +291,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
       erc1271GasLimit: BigInt(gasCap("ERC1271_GAS_LIMIT", e.ERC1271_GAS_LIMIT)),
       revertPenaltySeconds: e.REVERT_PENALTY_SECONDS,
     },
+    metricsHost: e.METRICS_HOST,
+    metricsPort: e.METRICS_PORT,
+    metricsCacheMs: e.METRICS_CACHE_MS,
+    http: httpLimits(e.REQUEST_TIMEOUT_MS, e.HEADERS_TIMEOUT_MS, e.MAX_CONNECTIONS),
+    apiKeys: readApiKeys(e.API_KEYS, e.API_KEYS_FILE),
   };
 }
 
@@ -248,11 +327,123 @@ function readRelayerKeys(inline: string | undefined, file: string | undefined): 
   return keys as Hex[];
 }
 
-function parseTrustProxy(value: string | undefined): boolean | number | string[] {
-  if (value === undefined || value === "false") return false;
-  if (value === "true") return true;
-  if (/^\d+$/.test(value)) return Number(value);
-  return value.split(",").map((s) => s.trim()).filter(Boolean);
+// --- The HTTP edge ---
+
+function assertNoUnknownVariables(env: NodeJS.ProcessEnv): void {
+  for (const [name, value] of Object.entries(env)) {
+    if (value === undefined || !OWN_NAMESPACE.test(name) || KNOWN_VARIABLES.includes(name)) continue;
+    // Suggest from the same namespace first (RELAYER_KEY_FILE → RELAYER_PRIVATE_KEY_FILE, not API_KEYS_FILE).
+    const namespace = KNOWN_VARIABLES.filter((known) => known.split("_")[0] === name.split("_")[0]);
+    throw new ConfigError(`${name}: unknown variable; did you mean ${closest(name, namespace.length > 0 ? namespace : KNOWN_VARIABLES)}?`);
+  }
+}
+
+/** The candidate with the smallest edit distance to `name`. */
+function closest(name: string, candidates: readonly string[]): string {
+  let best = candidates[0]!;
+  let bestDistance = Infinity;
+  for (const candidate of candidates) {
+    const distance = editDistance(name, candidate);
+    if (distance < bestDistance) [best, bestDistance] = [candidate, distance];
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
+const PROXY_NAMES = ["loopback", "linklocal", "uniquelocal"];
+
+/**
+ * `TRUST_PROXY`: false, a hop count, or proxy addresses/subnets. `true` (trust every hop) is refused:
+ * any client could then choose its rate-limit key with a forged `X-Forwarded-For`.
+ */
+function parseTrustProxy(value: string | undefined): false | number | string[] {
+  if (value === undefined || value.toLowerCase() === "false") return false;
+  if (/^(true|yes|on|\*)$/i.test(value)) {
+    throw new ConfigError(
+      `TRUST_PROXY: "${value}" would trust every X-Forwarded-For entry, so any client could pick its rate-limit key; give the number of proxies in front (e.g. 1) or their addresses/subnets (e.g. loopback or 10.0.0.0/8)`,
+    );
+  }
+  if (/^\d+$/.test(value)) return Number(value) === 0 ? false : Number(value);
+  const entries = value.split(",").map((s) => s.trim()).filter(Boolean);
+  for (const entry of entries) {
+    if (!PROXY_NAMES.includes(entry) && !isAddressOrSubnet(entry)) {
+      throw new ConfigError(`TRUST_PROXY: "${entry}" is not an IP address, a subnet (address/prefix) or one of ${PROXY_NAMES.join(", ")}`);
+    }
+  }
+  return entries;
+}
+
+function isAddressOrSubnet(entry: string): boolean {
+  const [address = "", prefix, ...rest] = entry.split("/");
+  const family = isIP(address);
+  if (family === 0 || rest.length > 0) return false;
+  if (prefix === undefined) return true;
+  // proxy-addr also takes an IPv4 netmask (10.0.0.0/255.0.0.0).
+  if (family === 4 && isIP(prefix) === 4) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
+}
+
+function httpLimits(requestTimeoutMs: number, headersTimeoutMs: number, maxConnections: number): HttpLimitsConfig {
+  // Node refuses a headers time-out longer than the request time-out.
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError(`HEADERS_TIMEOUT_MS: ${headersTimeoutMs} is longer than REQUEST_TIMEOUT_MS ${requestTimeoutMs}`);
+  }
+  return { requestTimeoutMs, headersTimeoutMs, maxConnections };
+}
+
+const API_KEY = /^[A-Za-z0-9._~+/=-]{16,512}$/;
+
+/**
+ * Seller API keys from `API_KEYS` (comma-separated) or `API_KEYS_FILE` (one per line, `#` comments,
+ * optionally `verify=N settle=N` after the key). Keeps hashes only; messages name the position, never a key.
+ */
+function readApiKeys(inline: string | undefined, file: string | undefined): ApiKeyConfig[] {
+  if (inline && file) throw new ConfigError("API_KEYS / API_KEYS_FILE: set one, not both");
+  const lines: Array<{ where: string; text: string }> = [];
+  if (inline) {
+    inline.split(",").map((s) => s.trim()).filter(Boolean).forEach((text, index) => lines.push({ where: `API_KEYS: key #${index + 1}`, text }));
+  } else if (file) {
+    let raw: string;
+    try {
+      raw = readFileSync(file, "utf8");
+    } catch (error) {
+      throw new ConfigError(`API_KEYS_FILE: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? "error"})`);
+    }
+    raw.split(/\r?\n/).forEach((line, index) => {
+      const text = line.trim();
+      if (text !== "" && !text.startsWith("#")) lines.push({ where: `API_KEYS_FILE: line ${index + 1}`, text });
+    });
+    if (lines.length === 0) throw new ConfigError(`API_KEYS_FILE: no key found in ${file}`);
+  }
+  const seen = new Map<string, string>();
+  return lines.map(({ where, text }): ApiKeyConfig => {
+    const [key = "", ...settings] = text.split(/\s+/);
+    if (!API_KEY.test(key)) throw new ConfigError(`${where}: a key is 16 to 512 characters of A-Z a-z 0-9 . _ ~ + / = -`);
+    if (settings.length > 0 && !file) throw new ConfigError(`${where}: per-key limits go in API_KEYS_FILE`);
+    const sha256 = createHash("sha256").update(key).digest("hex");
+    const earlier = seen.get(sha256);
+    if (earlier) throw new ConfigError(`${where}: repeats the key of ${earlier.replace(/^API_KEYS(_FILE)?: /, "")}`);
+    seen.set(sha256, where);
+    const entry: ApiKeyConfig = { id: sha256.slice(0, 12), sha256 };
+    for (const setting of settings) {
+      const match = /^(verify|settle)=(\d+)$/.exec(setting);
+      // Not echoed: a second key pasted on the line would be a secret.
+      if (!match) throw new ConfigError(`${where}: after the key, only verify=N and settle=N may follow`);
+      entry[match[1] === "verify" ? "verifyPerMinute" : "settlePerMinute"] = Number(match[2]);
+    }
+    return entry;
+  });
 }
 
 function parseWei(value: string | undefined): bigint {

@@ -1,3 +1,5 @@
+import { redactUrls } from "../chain/rpc-url.js";
+
 /** The logging surface the facilitator uses (pino-compatible). Secrets are never passed to it. */
 export interface Logger {
   info(fields: object, message?: string): void;
@@ -17,3 +19,31 @@ export const silentLogger: Logger = {
     return silentLogger;
   },
 };
+
+const REDACTING = Symbol("redacting");
+
+/**
+ * Wraps `logger` so that every URL in a message or field (an RPC URL inside an error text, say) shows
+ * its scheme and host only: RPC URLs often carry an API key in their path or query.
+ */
+export function redactingLogger(logger: Logger): Logger {
+  if ((logger as { [REDACTING]?: true })[REDACTING]) return logger;
+  const wrap = (level: "info" | "warn" | "error" | "debug") => (fields: object, message?: string) =>
+    logger[level](redactValue(fields, 0) as object, message === undefined ? undefined : redactUrls(message));
+  return {
+    [REDACTING]: true,
+    info: wrap("info"),
+    warn: wrap("warn"),
+    error: wrap("error"),
+    debug: wrap("debug"),
+    child: (bindings) => redactingLogger(logger.child(redactValue(bindings, 0) as object)),
+  } as Logger;
+}
+
+function redactValue(value: unknown, depth: number): unknown {
+  if (typeof value === "string") return redactUrls(value);
+  if (value instanceof Error) return redactUrls(`${value.name}: ${value.message}`);
+  if (value === null || typeof value !== "object" || depth > 4) return value;
+  if (Array.isArray(value)) return value.map((item) => redactValue(item, depth + 1));
+  return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, redactValue(item, depth + 1)]));
+}

@@ -1,7 +1,8 @@
 import pino from "pino";
+import { redactUrl } from "../chain/rpc-url.js";
 import { ConfigError, loadConfig } from "./config.js";
 import { startFacilitator, StartupError, type RunningFacilitator } from "./server.js";
-import type { Logger } from "./logger.js";
+import { redactingLogger } from "./logger.js";
 
 /** Options of {@link runFacilitatorProcess}. */
 export interface RunProcessOptions {
@@ -12,8 +13,9 @@ export interface RunProcessOptions {
 
 /**
  * The facilitator as a process against real RPCs: configuration from the environment, start-up
- * checks, JSON logs on stdout, graceful SIGTERM/SIGINT. A configuration or start-up problem is
- * printed as one line on stderr and exits 1.
+ * checks, JSON logs on stdout, graceful SIGTERM/SIGINT. It never starts local chains: a configuration
+ * or start-up problem (no RPC URL, an unreadable key file, an unknown CRONOS_* / RELAYER_* variable, …)
+ * is printed as one line on stderr and exits 1.
  */
 export async function runFacilitatorProcess(options: RunProcessOptions = {}): Promise<RunningFacilitator> {
   const env = options.env ?? process.env;
@@ -24,7 +26,16 @@ export async function runFacilitatorProcess(options: RunProcessOptions = {}): Pr
     if (error instanceof ConfigError) fail(`configuration: ${error.message}`);
     throw error;
   }
-  const logger = pino({ level: config.logLevel, base: { service: "x402-facilitator" } }) as unknown as Logger;
+  // Asynchronous writes to stdout; `exit` below lets the ones in flight land first.
+  const destination = pino.destination({ dest: 1, sync: false });
+  const logger = redactingLogger(pino({ level: config.logLevel, base: { service: "x402-facilitator" } }, destination));
+  const exit = (code: number) => {
+    // pino's flush() returns before a write in flight lands, and process.exit() then wrote the next
+    // line first ("stopped" before "stopping"): end the stream and exit once it is closed.
+    setTimeout(() => process.exit(code), 2_000).unref();
+    destination.once("close", () => process.exit(code));
+    destination.end();
+  };
   let running: RunningFacilitator;
   try {
     running = await startFacilitator(config, { logger, defaultMetrics: true });
@@ -33,19 +44,34 @@ export async function runFacilitatorProcess(options: RunProcessOptions = {}): Pr
     throw error;
   }
   logger.info(
-    { url: running.url, networks: config.networks.map((n) => ({ network: n.network, chainId: n.chainId, token: n.token })), relayers: running.relayers },
+    {
+      url: running.url,
+      metricsUrl: running.metricsUrl,
+      networks: config.networks.map((n) => ({ network: n.network, chainId: n.chainId, rpc: n.rpcUrl && redactUrl(n.rpcUrl), token: n.token })),
+      relayers: running.relayers,
+      apiKeys: config.apiKeys.length,
+    },
     "facilitator listening",
   );
   const grace = options.shutdownGraceMs ?? 30_000;
+  let stoppingSince: number | undefined;
   const stop = (signal: string) => {
+    if (stoppingSince !== undefined) {
+      // Ctrl+C reaches this process more than once (terminal, npm, bootstrap): only a later one forces.
+      if (performance.now() - stoppingSince < 2_000) return;
+      logger.warn({ signal }, "stopping again: exiting now");
+      exit(1);
+      return;
+    }
+    stoppingSince = performance.now();
     logger.info({ signal, graceMs: grace }, "stopping: no new requests, letting settles in flight finish");
     void running.close(grace).then(() => {
       logger.info({}, "stopped");
-      process.exit(0);
+      exit(0);
     });
   };
-  process.once("SIGTERM", stop);
-  process.once("SIGINT", stop);
+  process.on("SIGTERM", stop);
+  process.on("SIGINT", stop);
   return running;
 }
 

@@ -1,10 +1,16 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { NetworkRuntime } from "./runtime.js";
-import type { Relayer } from "../chain/relayer.js";
-
-type RelayerStatus = ReturnType<Relayer["status"]>[number];
 import type { OutcomeRecord } from "./http/app.js";
+import { memoizeFor } from "./memoize.js";
 import { canonicalNetwork, type NetworkName } from "../protocol/networks.js";
+
+/** One relayer as the gauges show it; a value the RPC did not give is absent. */
+interface RelayerReading {
+  network: NetworkName;
+  relayer: string;
+  nonceGap?: number;
+  balanceWei?: number;
+}
 
 /** The facilitator's Prometheus metrics, on a registry of its own (several instances per process stay apart). */
 export interface FacilitatorMetrics {
@@ -13,17 +19,30 @@ export interface FacilitatorMetrics {
   outcome(record: OutcomeRecord): void;
   /** Any HTTP answer. */
   request(route: string, status: number): void;
-  rateLimited(route: string): void;
+  /** A request refused by a limit: `by` whose quota ran out (client IP, API key, payer). */
+  rateLimited(route: string, by: string): void;
+  /** A connection closed on arrival because MAX_CONNECTIONS were open. */
+  connectionDropped(listener: string): void;
   rpcError(network: string): void;
   confirmationWait(network: string, seconds: number): void;
   /** Gas the relayer paid for a settlement that reverted on chain. */
   revertedGas(network: string, gas: bigint): void;
-  /** Relayer gauges are read from the chain when scraped. */
+  /** Relayer gauges are read from the chain when scraped, at most once per `cacheMs`. */
   watchRelayers(networks: ReadonlyMap<NetworkName, NetworkRuntime>): void;
 }
 
-/** Creates the metrics; `defaults` adds Node's process metrics. */
-export function createMetrics(options: { defaults?: boolean } = {}): FacilitatorMetrics {
+/** Options of {@link createMetrics}. */
+export interface CreateMetricsOptions {
+  /** Also export Node's process metrics. */
+  defaults?: boolean;
+  /** Relayer gauges (two RPC reads per relayer) are shared by all scrapes for this long; default 5 s. */
+  cacheMs?: number;
+  /** The clock of that cache (ms); default `Date.now`. */
+  now?: () => number;
+}
+
+/** Creates the metrics on a registry of their own. */
+export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMetrics {
   const registry = new Registry();
   if (options.defaults) collectDefaultMetrics({ register: registry });
   const requests = new Counter({
@@ -59,10 +78,42 @@ export function createMetrics(options: { defaults?: boolean } = {}): Facilitator
     labelNames: ["network"],
     registers: [registry],
   });
-  const limited = new Counter({ name: "x402_rate_limited_total", help: "requests refused by a rate limit", labelNames: ["route"], registers: [registry] });
+  const limited = new Counter({
+    name: "x402_rate_limited_total",
+    help: "requests refused by a rate limit, by route and whose quota ran out (ip, key, payer)",
+    labelNames: ["route", "by"],
+    registers: [registry],
+  });
+  const dropped = new Counter({
+    name: "x402_http_connections_dropped_total",
+    help: "connections closed on arrival because MAX_CONNECTIONS were open",
+    labelNames: ["listener"],
+    registers: [registry],
+  });
   let runtimes: ReadonlyMap<NetworkName, NetworkRuntime> = new Map();
-  /** A gauge per network and relayer, read from the chain at scrape time; `read` undefined = no value. */
-  const relayerGauge = (name: string, help: string, read: (runtime: NetworkRuntime, relayer: RelayerStatus) => Promise<number | undefined>) =>
+  // Every scrape within cacheMs shares one read of every relayer (a scrape flood is no RPC flood).
+  const readRelayers = memoizeFor(
+    options.cacheMs ?? 5_000,
+    () =>
+      Promise.all(
+        [...runtimes.values()].flatMap((runtime) =>
+          runtime.relayer.status().map(async ({ address, localNonce }): Promise<RelayerReading> => {
+            const network = runtime.config.network;
+            const reading: RelayerReading = { network, relayer: address };
+            const [nonce, balance] = await Promise.allSettled([
+              localNonce === undefined ? Promise.resolve(undefined) : runtime.client.getTransactionCount({ address, blockTag: "latest" }),
+              runtime.client.getBalance({ address }),
+            ]);
+            if (nonce.status === "fulfilled" && nonce.value !== undefined) reading.nonceGap = localNonce! - nonce.value;
+            if (balance.status === "fulfilled") reading.balanceWei = Number(balance.value);
+            if (nonce.status === "rejected" || balance.status === "rejected") rpcErrors.inc({ network });
+            return reading;
+          }),
+        ),
+      ),
+    options.now,
+  );
+  const relayerGauge = (name: string, help: string, value: (reading: RelayerReading) => number | undefined) =>
     new Gauge({
       name,
       help,
@@ -70,29 +121,18 @@ export function createMetrics(options: { defaults?: boolean } = {}): Facilitator
       registers: [registry],
       async collect() {
         this.reset();
-        await Promise.all(
-          [...runtimes.values()].flatMap((runtime) =>
-            runtime.relayer.status().map(async (relayer) => {
-              try {
-                const value = await read(runtime, relayer);
-                if (value !== undefined) this.set({ network: runtime.config.network, relayer: relayer.address }, value);
-              } catch {
-                rpcErrors.inc({ network: runtime.config.network });
-              }
-            }),
-          ),
-        );
+        for (const reading of await readRelayers()) {
+          const v = value(reading);
+          if (v !== undefined) this.set({ network: reading.network, relayer: reading.relayer }, v);
+        }
       },
     });
   relayerGauge(
     "x402_relayer_nonce_gap",
     "relayer transactions handed a nonce but not yet mined (local next nonce - chain latest nonce)",
-    async (runtime, { address, localNonce }) =>
-      localNonce === undefined ? undefined : localNonce - (await runtime.client.getTransactionCount({ address, blockTag: "latest" })),
+    (reading) => reading.nonceGap,
   );
-  relayerGauge("x402_relayer_balance_wei", "relayer native gas balance", async (runtime, { address }) =>
-    Number(await runtime.client.getBalance({ address })),
-  );
+  relayerGauge("x402_relayer_balance_wei", "relayer native gas balance", (reading) => reading.balanceWei);
   return {
     registry,
     outcome(record) {
@@ -103,8 +143,11 @@ export function createMetrics(options: { defaults?: boolean } = {}): Facilitator
     request(route, status) {
       requests.inc({ route, status: String(status) });
     },
-    rateLimited(route) {
-      limited.inc({ route });
+    rateLimited(route, by) {
+      limited.inc({ route, by });
+    },
+    connectionDropped(listener) {
+      dropped.inc({ listener });
     },
     rpcError(network) {
       rpcErrors.inc({ network });

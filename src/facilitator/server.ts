@@ -1,8 +1,6 @@
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { Server } from "node:http";
 import { createPublicClient, http, webSocket, type Address, type PublicClient, type Transport } from "viem";
 import type { Express } from "express";
-import type { Store } from "express-rate-limit";
 import { ChainState } from "../chain/state.js";
 import { Relayer } from "../chain/relayer.js";
 import { domainSeparator } from "../chain/signature.js";
@@ -12,9 +10,14 @@ import type { FacilitatorConfig } from "./config.js";
 import { healthReport, inspectNetwork, readDomain } from "./health.js";
 import { createApp, type OutcomeRecord } from "./http/app.js";
 import { createDashboard, type Dashboard, type DashboardPlayground } from "./dashboard/index.js";
+import type { QuotaHolder } from "./http/edge.js";
+import { createListener, listenOn } from "./http/listen.js";
+import { metricsEndpoint } from "./http/metrics-endpoint.js";
+import type { RateLimitStores } from "./http/rate-limit.js";
 import { MemoryInFlightGuard, type InFlightGuard } from "./in-flight.js";
 import { MemorySettleGuards, type SettleGuards } from "./settle-guards.js";
-import { silentLogger, type Logger } from "./logger.js";
+import { redactingLogger, silentLogger, type Logger } from "./logger.js";
+import { memoizeFor } from "./memoize.js";
 import { createMetrics, type FacilitatorMetrics } from "./metrics.js";
 import type { FacilitatorContext, NetworkRuntime } from "./runtime.js";
 
@@ -26,13 +29,16 @@ export interface StartFacilitatorOptions {
   inFlight?: InFlightGuard;
   /** Balance reservations and revert penalties; shared between instances through a ledger. Default in memory. */
   settleGuards?: SettleGuards;
-  rateLimitStores?: { verify?: Store; settle?: Store };
+  /** One express-rate-limit `Store` per limiter (verify, settle, settlePayer) shared between instances; default in-memory. */
+  rateLimitStores?: RateLimitStores;
   onOutcome?: (outcome: OutcomeRecord) => void;
-  onRateLimited?: (route: string) => void;
+  onRateLimited?: (route: string, by: QuotaHolder) => void;
   /** Also export Node's process metrics (a standalone process; not for embedded use). */
   defaultMetrics?: boolean;
   /** The local stack's buyers and try-it panel for the dashboard (when `config.dashboard`). Never in production. */
   playground?: DashboardPlayground;
+  /** Wall clock (ms) of the healthcheck and metrics caches and the block age; default `Date.now`. */
+  now?: () => number;
 }
 
 /** A facilitator assembled but not listening: for tests (supertest) and embedding. */
@@ -41,7 +47,7 @@ export interface Facilitator {
   context: FacilitatorContext;
   relayers: Address[];
   metrics: FacilitatorMetrics;
-  /** Requests per client IP and minute; 0 = no limit. */
+  /** Requests per minute per client IP (or API key, or payer); 0 = no limit. */
   rateLimits: FacilitatorConfig["rateLimits"];
   /** The page at `/` and its live feed, when `config.dashboard`. */
   dashboard?: Dashboard;
@@ -66,7 +72,9 @@ function transportFor(config: FacilitatorConfig, network: NetworkName, rpcUrl: s
  * failed check.
  */
 export async function createFacilitator(config: FacilitatorConfig, options: StartFacilitatorOptions = {}): Promise<Facilitator> {
-  const logger = options.logger ?? silentLogger;
+  // Every line passes through URL redaction: an RPC error text may carry the URL and its API key.
+  const logger = redactingLogger(options.logger ?? silentLogger);
+  const now = options.now ?? Date.now;
   const networks = new Map<NetworkName, NetworkRuntime>();
   const clients = new Map<NetworkName, PublicClient>();
   for (const network of config.networks) {
@@ -85,6 +93,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
         relayers: relayer.addresses,
         relayerMinBalanceWei: config.relayerMinBalanceWei,
         maxBlockAgeSeconds: 0,
+        rpcTimeoutMs: config.rpcTimeoutMs,
       });
       const first = inspection.problems[0];
       if (first) throw new StartupError(`${network.network}: ${first.variable}: ${first.message}`);
@@ -99,7 +108,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     }),
   );
 
-  const metrics = createMetrics({ defaults: options.defaultMetrics ?? false });
+  const metrics = createMetrics({ defaults: options.defaultMetrics ?? false, cacheMs: config.metricsCacheMs, now });
   metrics.watchRelayers(networks);
   const context: FacilitatorContext = {
     networks,
@@ -117,18 +126,23 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
   const supported = {
     kinds: config.networks.map((n) => ({ x402Version: X402_VERSION, scheme: EXACT_SCHEME, network: n.network })),
   };
-  const health = memoize(config.healthCacheMs, () =>
-    healthReport(
-      [...networks.values()].map((runtime) => () =>
-        inspectNetwork({
-          client: runtime.client,
-          config: runtime.config,
-          relayers: runtime.relayer.addresses,
-          relayerMinBalanceWei: config.relayerMinBalanceWei,
-          maxBlockAgeSeconds: config.healthMaxBlockAgeSeconds,
-        }),
+  const health = memoizeFor(
+    config.healthCacheMs,
+    () =>
+      healthReport(
+        [...networks.values()].map((runtime) => () =>
+          inspectNetwork({
+            client: runtime.client,
+            config: runtime.config,
+            relayers: runtime.relayer.addresses,
+            relayerMinBalanceWei: config.relayerMinBalanceWei,
+            maxBlockAgeSeconds: config.healthMaxBlockAgeSeconds,
+            rpcTimeoutMs: config.rpcTimeoutMs,
+            nowMs: now(),
+          }),
+        ),
       ),
-    ),
+    now,
   );
   const dashboard = config.dashboard
     ? createDashboard({ configs: config.networks, runtimes: networks, health, playground: options.playground })
@@ -140,6 +154,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     rateLimits: config.rateLimits,
     trustProxy: config.trustProxy,
     bodyLimitBytes: config.bodyLimitBytes,
+    apiKeys: config.apiKeys,
     rateLimitStores: options.rateLimitStores,
     onOutcome(record) {
       metrics.outcome(record);
@@ -151,78 +166,81 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       dashboard?.record(record);
       options.onOutcome?.(record);
     },
-    onRateLimited(route) {
-      metrics.rateLimited(route);
-      options.onRateLimited?.(route);
+    onRateLimited(route, by) {
+      metrics.rateLimited(route, by);
+      options.onRateLimited?.(route, by);
     },
     onResponse: metrics.request,
-    metrics: config.metrics ? metrics.registry : undefined,
     dashboard: dashboard?.router,
   });
   const relayers = [...networks.values()][0]?.relayer.addresses ?? [];
   return { app, context, relayers, metrics, rateLimits: config.rateLimits, ...(dashboard ? { dashboard } : {}) };
 }
 
-/**
- * Shares one run of `task` between callers for `ttlMs` after it started (and while it runs), so an
- * unauthenticated endpoint that reads the chain cannot be turned into a flood of RPC requests.
- */
-function memoize<T>(ttlMs: number, task: () => Promise<T>): () => Promise<T> {
-  let last: { at: number; value: Promise<T> } | undefined;
-  return () => {
-    const now = Date.now();
-    if (!last || now - last.at >= ttlMs) {
-      const value = task();
-      last = { at: now, value };
-      value.catch(() => (last = undefined));
-    }
-    return last.value;
-  };
-}
-
 /** A listening facilitator. */
 export interface RunningFacilitator {
   url: string;
+  /** Where Prometheus metrics are served (`…/metrics`, its own listener); absent with METRICS=false. */
+  metricsUrl?: string;
   relayers: Address[];
   facilitator: Facilitator;
   /** Stops taking requests, lets settles in flight finish (bounded by `graceMs`), closes connections. */
   close(graceMs?: number): Promise<void>;
 }
 
-/** Assembles the facilitator and listens on `config.host:config.port` (port 0 = any free port). */
+/**
+ * Assembles the facilitator and listens on `config.host:config.port` (port 0 = any free port), and
+ * unless `config.metrics` is off serves `/metrics` on `config.metricsHost:config.metricsPort`.
+ */
 export async function startFacilitator(config: FacilitatorConfig, options: StartFacilitatorOptions = {}): Promise<RunningFacilitator> {
   const facilitator = await createFacilitator(config, options);
-  const server: Server = createServer(facilitator.app);
-  server.keepAliveTimeout = 65_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", (error: NodeJS.ErrnoException) => {
-      if (error.code === "EADDRINUSE") {
-        reject(new StartupError(`PORT: ${config.host}:${config.port} is already in use; choose another port (PORT=… or --port …)`));
-      } else reject(error);
-    });
-    server.listen(config.port, config.host, () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
-  const host = config.host.includes(":") ? `[${config.host}]` : config.host;
+  const { logger } = facilitator.context;
+  const listener = (name: string, handler: Parameters<typeof createListener>[0]) =>
+    createListener(handler, { name, limits: config.http, logger, onDropped: () => facilitator.metrics.connectionDropped(name) });
+  const servers: Server[] = [];
+  const bind = async (server: Server, host: string, port: number, variable: string, hint: string) => {
+    try {
+      const url = await listenOn(server, host, port);
+      servers.push(server);
+      return url;
+    } catch (error) {
+      await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
+      if ((error as NodeJS.ErrnoException).code === "EADDRINUSE") {
+        throw new StartupError(`${variable}: ${host}:${port} is already in use; choose another port (${hint})`);
+      }
+      throw error;
+    }
+  };
+  const server = listener("service", facilitator.app);
+  const url = await bind(server, config.host, config.port, "PORT", "PORT=… or --port …");
+  const metricsUrl = config.metrics
+    ? await bind(listener("metrics", metricsEndpoint(facilitator.metrics.registry, logger)), config.metricsHost, config.metricsPort, "METRICS_PORT", "METRICS_PORT=…, or METRICS=false")
+    : undefined;
   let closing: Promise<void> | undefined;
   return {
-    url: `http://${host}:${port}`,
+    url,
+    ...(metricsUrl ? { metricsUrl: `${metricsUrl}/metrics` } : {}),
     relayers: facilitator.relayers,
     facilitator,
     close(graceMs = 30_000) {
-      closing ??= new Promise<void>((resolve) => {
-        // Open dashboard streams never go idle: end them, or closing would wait out the grace.
-        facilitator.dashboard?.close();
-        const timer = setTimeout(() => server.closeAllConnections(), graceMs);
-        // Keep-alive connections go idle as their last request (a settle in flight) is answered: close them then.
-        const sweep = setInterval(() => server.closeIdleConnections(), 100);
-        server.close(() => {
-          clearTimeout(timer);
-          clearInterval(sweep);
-          resolve();
-        });
-        server.closeIdleConnections();
-      });
+      // Open dashboard streams never go idle: end them, or closing would wait out the grace.
+      facilitator.dashboard?.close();
+      closing ??= Promise.all(
+        servers.map(
+          (each) =>
+            new Promise<void>((resolve) => {
+              const timer = setTimeout(() => each.closeAllConnections(), graceMs);
+              // Keep-alive connections go idle as their last request (a settle in flight) is answered: close them then.
+              const sweep = setInterval(() => each.closeIdleConnections(), 100);
+              each.close(() => {
+                clearTimeout(timer);
+                clearInterval(sweep);
+                resolve();
+              });
+              each.closeIdleConnections();
+            }),
+        ),
+      ).then(() => undefined);
       return closing;
     },
   };

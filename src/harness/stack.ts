@@ -152,6 +152,10 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         HEAD_CACHE_MS: "0",
         // The page at `/` is for people watching the local stack: on unless DASHBOARD=false.
         DASHBOARD: "true",
+        // Metrics on a free loopback port (several stacks at once must not collide); no per-payer limit
+        // (test suites pay from a few buyers). Both may be set through the environment.
+        METRICS_PORT: "0",
+        RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0",
         ...env,
         FACILITATOR_NETWORKS: networks.join(","),
         // Hardhat account #9: a PUBLIC test key, LOCAL-ONLY.

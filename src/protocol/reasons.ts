@@ -38,6 +38,13 @@ export const RequestError = {
   payloadTooLarge: "Payload too large",
   internal: "Internal error",
   unavailable: "Service unavailable",
+  // The HTTP edge: refused before the body is read.
+  unsupportedMediaType: "Unsupported Media Type: the body must be application/json",
+  unsupportedCharset: "Unsupported Media Type: the body must be UTF-8 JSON",
+  missingApiKey: "Unauthorized: an API key is required (Authorization: Bearer <key>)",
+  unknownApiKey: "Unauthorized: unknown API key",
+  requestTimeout: "Request timeout",
+  badRequest: "Bad request",
 } as const;
 
 /** Settle event names (spec section 6). */

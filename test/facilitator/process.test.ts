@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { createServer } from "node:net";
+import { createServer as createHttpServer, type Server } from "node:http";
 import { createInterface } from "node:readline";
 import { expect } from "chai";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
@@ -31,12 +31,33 @@ async function runToExit(env: Record<string, string>): Promise<Run> {
   return { code, stdout, stderr };
 }
 
-async function freePort(): Promise<number> {
-  const server = createServer();
+/** A JSON-RPC forwarder to `target` that drops every connection while `down` is set. */
+async function switchableRpc(target: string): Promise<{ url: string; server: Server; down: boolean }> {
+  const state = { down: false };
+  const server = createHttpServer((req, res) => {
+    if (state.down) {
+      req.socket.destroy();
+      return;
+    }
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      void fetch(target, { method: "POST", headers: { "Content-Type": "application/json" }, body: Buffer.concat(chunks) })
+        .then(async (answer) => res.writeHead(answer.status, { "Content-Type": "application/json" }).end(await answer.text()))
+        .catch(() => req.socket.destroy());
+    });
+  });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
+  return Object.assign(state, { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, server });
+}
+
+async function until(condition: () => boolean): Promise<void> {
+  for (let i = 0; i < 600 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+  if (!condition()) throw new Error("condition not met within 30 s");
+}
+
+function escape(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
 describe("the facilitator process against a local node (start-up checks, secrets, shutdown)", () => {
@@ -44,7 +65,7 @@ describe("the facilitator process against a local node (start-up checks, secrets
   let base: Record<string, string>;
   before(async () => {
     chain = await startLocalChain({ network: "cronos-testnet", port: 0, buyers: 1 });
-    base = { CRONOS_TESTNET_RPC_URL: chain.rpcUrl, RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, PORT: "0", LOG_LEVEL: "info" };
+    base = { CRONOS_TESTNET_RPC_URL: chain.rpcUrl, RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, PORT: "0", METRICS_PORT: "0", LOG_LEVEL: "info" };
   });
   after(() => chain.stop());
 
@@ -71,10 +92,88 @@ describe("the facilitator process against a local node (start-up checks, secrets
     expect(run.stderr + run.stdout).not.to.include(key.slice(2));
   });
 
-  it("stops at start-up when the RPC does not answer", async () => {
-    const run = await runToExit({ ...base, CRONOS_TESTNET_RPC_URL: `http://127.0.0.1:${await freePort()}`, RPC_TIMEOUT_MS: "500" });
-    expect(run.code).to.equal(1);
-    expect(run.stderr).to.match(/^facilitator: start-up check failed: cronos-testnet: CRONOS_TESTNET_RPC_URL: the RPC does not answer \(.+\)\n$/);
+  it("stops at start-up when the RPC does not answer, naming its host (never the key in its path or query) and the cause", async () => {
+    const secret = "/v2/PATH-SECRET-KEY?apikey=QUERY-SECRET-KEY";
+    const line = (host: string, cause: string) => `facilitator: start-up check failed: cronos-testnet: CRONOS_TESTNET_RPC_URL: the RPC at ${host} does not answer (${cause})\n`;
+    // Port 2: privileged, unassigned, on no browser's blocked list; nothing listens there.
+    const refused = await runToExit({ ...base, CRONOS_TESTNET_RPC_URL: `http://127.0.0.1:2${secret}`, RPC_TIMEOUT_MS: "500" });
+    expect([refused.code, refused.stderr]).to.deep.equal([1, line("http://127.0.0.1:2", "connection refused")]);
+    const unknownHost = await runToExit({ ...base, CRONOS_TESTNET_RPC_URL: `https://user:password@rpc.example.invalid${secret}`, RPC_TIMEOUT_MS: "2000" });
+    expect(unknownHost.code).to.equal(1);
+    expect(unknownHost.stderr).to.match(new RegExp(`^${escape(line("https://rpc.example.invalid", "DNS lookup failed, XXX")).replace("XXX", "(ENOTFOUND|EAI_AGAIN)")}$`));
+    const silent = createHttpServer(() => {});
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = (silent.address() as { port: number }).port;
+      const slow = await runToExit({ ...base, CRONOS_TESTNET_RPC_URL: `http://127.0.0.1:${port}${secret}`, RPC_TIMEOUT_MS: "300" });
+      expect([slow.code, slow.stderr]).to.deep.equal([1, line(`http://127.0.0.1:${port}`, "no answer within 300 ms")]);
+    } finally {
+      silent.closeAllConnections();
+      silent.close();
+    }
+    for (const run of [refused, unknownHost]) expect(run.stderr + run.stdout).not.to.match(/SECRET|password/);
+  });
+
+  it("never starts local chains: no RPC URL, an unreadable key file or an unknown CRONOS_/RELAYER_ variable stops it with one line", async () => {
+    const refusals: Array<[Record<string, string>, string]> = [
+      [{ RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer }, "CRONOS_TESTNET_RPC_URL / CRONOS_MAINNET_RPC_URL: no network configured; set at least one RPC URL (or run `npm start` for the embedded local chains)"],
+      [{ RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, CRONOS_MAINNET_RPC: chain.rpcUrl }, "CRONOS_MAINNET_RPC: unknown variable; did you mean CRONOS_MAINNET_RPC_URL?"],
+      [{ ...base, RELAYER_PRIVATE_KEY: "", RELAYER_PRIVATE_KEY_FILE: "/nonexistent/relayer-key" }, "RELAYER_PRIVATE_KEY_FILE: cannot read /nonexistent/relayer-key (ENOENT)"],
+      [{ ...base, RELAYER_PRIVATE_KEY: "", RELAYER_PRIVATE_KEY_FILE: ROOT }, `RELAYER_PRIVATE_KEY_FILE: cannot read ${ROOT} (EISDIR)`],
+      [{ ...base, RELAYER_KEY_FILE: "/run/secrets/key" }, "RELAYER_KEY_FILE: unknown variable; did you mean RELAYER_PRIVATE_KEY_FILE?"],
+      [{ ...base, TRUST_PROXY: "true" }, 'TRUST_PROXY: "true" would trust every X-Forwarded-For entry, so any client could pick its rate-limit key; give the number of proxies in front (e.g. 1) or their addresses/subnets (e.g. loopback or 10.0.0.0/8)'],
+    ];
+    for (const [env, message] of refusals) {
+      const run = await runToExit(env);
+      expect([run.code, run.stdout, run.stderr]).to.deep.equal([1, "", `facilitator: configuration: ${message}\n`]);
+    }
+  });
+
+  it("npm run facilitator with no RPC URL exits 1 with that line, starting nothing", async () => {
+    const npm = spawn("npm", ["run", "--silent", "facilitator"], { cwd: ROOT, env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/root", RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    npm.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+    npm.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    const [code] = (await once(npm, "exit")) as [number | null];
+    expect([code, stdout]).to.deep.equal([1, ""]);
+    expect(stderr.split("\n").filter((l) => l.startsWith("facilitator:") || l.startsWith("[start]"))).to.deep.equal([
+      "facilitator: configuration: CRONOS_TESTNET_RPC_URL / CRONOS_MAINNET_RPC_URL: no network configured; set at least one RPC URL (or run `npm start` for the embedded local chains)",
+    ]);
+  });
+
+  it("keeps an RPC URL's path and query (its API key) out of logs, healthcheck and answers while the RPC fails", async () => {
+    const rpc = await switchableRpc(chain.rpcUrl);
+    const secretUrl = `${rpc.url}/v2/PATH-SECRET-KEY?apikey=QUERY-SECRET-KEY`;
+    const child = spawn(TSX, ["scripts/facilitator.ts"], { cwd: ROOT, env: { PATH: process.env.PATH ?? "", ...base, CRONOS_TESTNET_RPC_URL: secretUrl, RPC_TIMEOUT_MS: "1000" }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    try {
+      await until(() => stdout.includes('"facilitator listening"'));
+      const listening = JSON.parse(stdout.split("\n")[0]!) as { url: string; networks: Array<{ rpc: string }> };
+      expect(listening.networks.map((n) => n.rpc)).to.deep.equal([rpc.url]);
+      const payment = await makePayment(
+        { publicClient: chain.publicClient, info: NETWORKS["cronos-testnet"], token: chain.token },
+        { payer: privateKeyToAccount(chain.buyers[0]!.privateKey) },
+      );
+      rpc.down = true;
+      const post = (route: string) =>
+        fetch(`${listening.url}/v2/x402/${route}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(payment.body) });
+      const [verify, settle, health] = await Promise.all([post("verify"), post("settle"), fetch(`${listening.url}/healthcheck`)]);
+      expect([verify.status, settle.status, health.status]).to.deep.equal([500, 503, 503]);
+      const healthBody = (await health.json()) as { results: { message: string } };
+      expect(healthBody.results.message).to.equal(`cronos-testnet: CRONOS_TESTNET_RPC_URL: the RPC at ${rpc.url} does not answer (connection reset)`);
+      const answers = JSON.stringify([await verify.json(), await settle.json(), healthBody]);
+      child.kill("SIGTERM");
+      await once(child, "exit");
+      expect(stdout).to.include('"msg":"request fault"');
+      expect(answers + stdout + stderr).not.to.match(/SECRET/);
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL");
+      rpc.server.close();
+    }
   });
 
   it("refuses a malformed key or a missing one without echoing it", async () => {
@@ -86,7 +185,7 @@ describe("the facilitator process against a local node (start-up checks, secrets
       "facilitator: configuration: RELAYER_PRIVATE_KEY: required (the key that sends settle transactions), or RELAYER_PRIVATE_KEY_FILE\n",
     );
     const port = await runToExit({ ...base, PORT: "http" });
-    expect(port.stderr).to.equal('facilitator: configuration: PORT: must be an integer >= 0, got "http"\n');
+    expect(port.stderr).to.equal('facilitator: configuration: PORT: must be an integer from 0 to 65535, got "http"\n');
   });
 
   it("starts on the right chain, logs JSON without secrets, and on SIGTERM lets a settle in flight finish, then exits 0", async () => {
@@ -137,6 +236,8 @@ describe("the facilitator process against a local node (start-up checks, secrets
       expect(Date.now() - stopping).to.be.below(5_000);
       const logged = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
       expect(logged.some((l) => l.route === "settle" && l.outcome === "settled" && l.network === "cronos-testnet")).to.equal(true);
+      const stopLines = logged.map((l) => l.msg).filter((msg) => msg === "stopped" || String(msg).startsWith("stopping"));
+      expect(stopLines).to.deep.equal(["stopping: no new requests, letting settles in flight finish", "stopped"]);
       expect(logged.at(-1)?.msg).to.equal("stopped");
       expect(lines.join("\n")).not.to.include(HARDHAT_KEYS.relayer.slice(2));
     } finally {

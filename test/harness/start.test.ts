@@ -157,4 +157,13 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
     expect(proc.stdout()).to.equal("");
     expect(proc.stderr().trim()).to.match(/^error: --buyers: [^\n]+$/);
   });
+
+  it("shows a fork URL by scheme and host only: its path and query may hold an RPC provider's key", async () => {
+    // Port 2: privileged and unassigned, nothing listens there, so the fork fails at once.
+    const proc = spawnStart(["--fork-testnet", "http://user:pw@127.0.0.1:2/v2/FORK-SECRET?key=QUERY-SECRET", "--networks", "cronos-testnet", "--port", "0", "--testnet-rpc-port", "0"]);
+    expect(await proc.exited).to.equal(1);
+    expect(proc.stderr()).to.equal(
+      "[start] cronos-testnet: starting chain 338, forking http://127.0.0.1:2\nerror: start-up failed: cronos-testnet: cannot fork http://127.0.0.1:2 ECONNREFUSED\n",
+    );
+  });
 });

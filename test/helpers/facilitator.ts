@@ -1,8 +1,9 @@
 import { expect } from "chai";
-import { custom, toHex, type Address, type Hex, type LocalAccount } from "viem";
+import { custom, toHex, type Address, type Hex, type LocalAccount, type Transport } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { loadConfig, type FacilitatorConfig } from "../../src/facilitator/config.js";
-import { createFacilitator, type StartFacilitatorOptions } from "../../src/facilitator/server.js";
+import { createFacilitator, startFacilitator, type StartFacilitatorOptions } from "../../src/facilitator/server.js";
+import type { Logger } from "../../src/facilitator/logger.js";
 import { encodePaymentHeader } from "../../src/protocol/header.js";
 import { transferAuthorizationTypedData } from "../../src/protocol/eip3009.js";
 import type { NetworkInfo, NetworkName } from "../../src/protocol/networks.js";
@@ -31,6 +32,17 @@ export const HARDHAT_KEYS = {
 
 export type Chain = Awaited<ReturnType<typeof openChain>>;
 
+/** The facilitator settings of the tests' facilitators: no rate limits, fast polling, no caches. */
+const TEST_ENV = {
+  RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer,
+  RATE_LIMIT_VERIFY_PER_MINUTE: "0",
+  RATE_LIMIT_SETTLE_PER_MINUTE: "0",
+  RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0",
+  POLLING_INTERVAL_MS: "20",
+  HEAD_CACHE_MS: "0",
+  HEALTH_CACHE_MS: "0",
+};
+
 /**
  * Opens a local chain and a facilitator on it (not listening; use supertest on `app`). `rpc` records
  * the facilitator's chain requests from the end of its start-up on.
@@ -41,10 +53,7 @@ export async function openFacilitator(
   options: StartFacilitatorOptions = {},
 ) {
   const chain = await openChain(network);
-  const config: FacilitatorConfig = loadConfig(
-    { RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, RATE_LIMIT_VERIFY_PER_MINUTE: "0", RATE_LIMIT_SETTLE_PER_MINUTE: "0", POLLING_INTERVAL_MS: "20", HEAD_CACHE_MS: "0", HEALTH_CACHE_MS: "0", ...env },
-    { embedded: [network] },
-  );
+  const config: FacilitatorConfig = loadConfig({ ...TEST_ENV, ...env }, { embedded: [network] });
   const rpc = recordRpc(chain.connection.provider);
   const facilitator = await createFacilitator(config, { transports: { [network]: custom(rpc.provider) }, ...options });
   rpc.reset();
@@ -126,4 +135,35 @@ export async function makePayment(
     maxTimeoutSeconds: 300,
   };
   return { body: { x402Version: 1, paymentHeader, paymentRequirements }, message, signature, payer, payTo };
+}
+
+/**
+ * Opens a local chain and a listening facilitator on it (service and metrics listeners on 127.0.0.1,
+ * free ports). `transportOf` replaces the chain's own transport (e.g. one that counts requests).
+ */
+export async function startFacilitatorOnChain(
+  env: Record<string, string> = {},
+  options: StartFacilitatorOptions = {},
+  transportOf: (chain: Chain) => Transport = (chain) => custom(chain.connection.provider),
+) {
+  const network: NetworkName = "cronos-testnet";
+  const chain = await openChain(network);
+  const config = loadConfig({ ...TEST_ENV, PORT: "0", METRICS_PORT: "0", ...env }, { embedded: [network] });
+  const running = await startFacilitator(config, { ...options, transports: { [network]: transportOf(chain) } });
+  return { chain, config, running };
+}
+
+/** A log line as a {@link recordingLogger} keeps it. */
+export interface RecordedLine {
+  level: "info" | "warn" | "error" | "debug";
+  fields: Record<string, unknown>;
+  message?: string;
+}
+
+/** A facilitator logger that keeps every line, to assert on. */
+export function recordingLogger(): { logger: Logger; lines: RecordedLine[] } {
+  const lines: RecordedLine[] = [];
+  const at = (level: RecordedLine["level"]) => (fields: object, message?: string) => lines.push({ level, fields: fields as Record<string, unknown>, message });
+  const logger: Logger = { info: at("info"), warn: at("warn"), error: at("error"), debug: at("debug"), child: () => logger };
+  return { logger, lines };
 }

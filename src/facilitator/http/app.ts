@@ -1,31 +1,32 @@
 import { randomUUID } from "node:crypto";
 import express, { type ErrorRequestHandler, type Express, type Request, type Response, type Router } from "express";
-import type { Store } from "express-rate-limit";
 import { RequestError, SettleError, SettleEvent, X402_VERSION } from "../../protocol/reasons.js";
 import { describeZodError, facilitatorRequestSchema, type FacilitatorRequest, type SupportedResponse } from "../../protocol/schemas.js";
 import { FacilitatorFault, type FacilitatorContext } from "../runtime.js";
 import { verifyPayment, answerNetwork } from "../verify.js";
 import { settlePayment } from "../settle.js";
 import type { HealthReport } from "../health.js";
-import { perMinuteLimit } from "./rate-limit.js";
+import type { ApiKeyConfig, RateLimitsConfig } from "../config.js";
+import { edgeGuards, type QuotaHolder } from "./edge.js";
+import type { RateLimitStores } from "./rate-limit.js";
 
 /** Options of {@link createApp}. */
 export interface AppOptions {
   context: FacilitatorContext;
   supported: () => SupportedResponse;
   health: () => Promise<HealthReport>;
-  rateLimits: { verifyPerMinute: number; settlePerMinute: number };
-  trustProxy: boolean | number | string[];
+  rateLimits: RateLimitsConfig;
+  trustProxy: false | number | string[];
   bodyLimitBytes: number;
-  /** Shared rate-limit stores when several instances run; default in-memory. */
-  rateLimitStores?: { verify?: Store; settle?: Store };
-  /** Called once per verify/settle answer (logging, metrics). */
+  /** Seller API keys; with any, verify and settle require one (401 otherwise) and quotas are per key. */
+  apiKeys?: readonly ApiKeyConfig[];
+  /** Shared rate-limit stores when several instances run, one per limiter; default in-memory. */
+  rateLimitStores?: RateLimitStores;
+  /** Called once per verify/settle answer, refusals at the edge included (logging, metrics). */
   onOutcome?: (outcome: OutcomeRecord) => void;
-  onRateLimited?: (route: string) => void;
+  onRateLimited?: (route: Route, by: QuotaHolder) => void;
   /** Called once per HTTP answer with the route (or "other") and status. */
   onResponse?: (route: string, status: number) => void;
-  /** Serves Prometheus metrics at `/metrics` when given. */
-  metrics?: { contentType: string; metrics(): Promise<string> };
   /** The dashboard's routes (the page at `/`, its API and live feed), when it is on. */
   dashboard?: Router;
 }
@@ -49,7 +50,7 @@ export interface OutcomeRecord {
 type Route = "verify" | "settle";
 
 const SETTLE_ERROR_CODES = new Map<string, string>(Object.entries(SettleError).map(([key, text]) => [text, key]));
-const ROUTES = new Set(["/healthcheck", "/metrics", "/v2/x402/supported", "/v2/x402/verify", "/v2/x402/settle"]);
+const ROUTES = new Set(["/healthcheck", "/v2/x402/supported", "/v2/x402/verify", "/v2/x402/settle"]);
 const REQUEST_ID = /^[\w.:-]{1,64}$/;
 
 /** The endpoint's own shape for a refused request: verify's or settle's. */
@@ -100,13 +101,6 @@ export function createApp(options: AppOptions): Express {
     next();
   });
 
-  if (options.metrics) {
-    const metrics = options.metrics;
-    app.get("/metrics", async (_req, res) => {
-      res.set("Content-Type", metrics.contentType).send(await metrics.metrics());
-    });
-  }
-
   app.get("/healthcheck", async (_req, res) => {
     const report = await options.health();
     res.status(report.status === "success" ? 200 : 503).json(report);
@@ -116,8 +110,9 @@ export function createApp(options: AppOptions): Express {
     res.json(options.supported());
   });
 
-  // Any content type is read as JSON: a client that forgets the header still gets a precise answer.
-  const json = express.json({ limit: options.bodyLimitBytes, type: () => true, strict: false });
+  /** A verify/settle request answered before its handler ran (401, 413, 415, unreadable body): one outcome record. */
+  const refused = (route: Route, res: Response, status: number, text: string, code: string) =>
+    options.onOutcome?.({ requestId: String(res.locals.requestId), route, status, network: "unknown", outcome: text, code, durationMs: 0 });
 
   const handler = (route: Route) => async (req: Request, res: Response) => {
     const started = performance.now();
@@ -168,20 +163,17 @@ export function createApp(options: AppOptions): Express {
     }
   };
 
-  const verifyLimit = perMinuteLimit({
-    name: "verify",
-    limit: options.rateLimits.verifyPerMinute,
-    store: options.rateLimitStores?.verify,
-    onLimited: options.onRateLimited,
+  const guards = edgeGuards({
+    rateLimits: options.rateLimits,
+    apiKeys: options.apiKeys ?? [],
+    bodyLimitBytes: options.bodyLimitBytes,
+    stores: options.rateLimitStores,
+    logger: context.logger,
+    onRefused: (route, res, text) => refused(route, res, res.statusCode, text, res.statusCode === 401 ? "unauthorized" : "unsupported_media_type"),
+    onRateLimited: options.onRateLimited,
   });
-  const settleLimit = perMinuteLimit({
-    name: "settle",
-    limit: options.rateLimits.settlePerMinute,
-    store: options.rateLimitStores?.settle,
-    onLimited: options.onRateLimited,
-  });
-  app.post("/v2/x402/verify", ...(verifyLimit ? [verifyLimit] : []), json, handler("verify"));
-  app.post("/v2/x402/settle", ...(settleLimit ? [settleLimit] : []), json, handler("settle"));
+  app.post("/v2/x402/verify", ...guards.verify, handler("verify"));
+  app.post("/v2/x402/settle", ...guards.settle, handler("settle"));
 
   if (options.dashboard) app.use(options.dashboard);
 
@@ -192,14 +184,25 @@ export function createApp(options: AppOptions): Express {
   const onError: ErrorRequestHandler = (error, req, res, _next) => {
     const type = (error as { type?: string }).type;
     const route: Route | undefined = req.path.endsWith("/verify") ? "verify" : req.path.endsWith("/settle") ? "settle" : undefined;
+    // The client went away mid-body (or was cut off by REQUEST_TIMEOUT_MS, which answered and logged 408).
+    if (type === "request.aborted") return;
     if (type === "entity.too.large") {
-      res.status(413).json({ error: `${RequestError.payloadTooLarge}: the limit is ${options.bodyLimitBytes} bytes` });
+      const text = `${RequestError.payloadTooLarge}: the limit is ${options.bodyLimitBytes} bytes`;
+      res.status(413).json({ error: text });
+      if (route) refused(route, res, 413, text, "payload_too_large");
+      return;
+    }
+    if (type === "charset.unsupported" || type === "encoding.unsupported") {
+      const text = RequestError.unsupportedCharset;
+      res.status(415).json({ error: text });
+      if (route) refused(route, res, 415, text, "unsupported_media_type");
       return;
     }
     const status = (error as { status?: number }).status;
     if (route && typeof status === "number" && status >= 400 && status < 500) {
       const text = RequestError.invalidRequest(type === "entity.parse.failed" ? "body is not valid JSON" : "body could not be read");
       res.status(400).json(refusal(route, "unknown", text));
+      refused(route, res, 400, text, "invalid_request");
       return;
     }
     context.logger.error({ path: req.path, err: errorSummary(error) }, "unhandled error");

@@ -1,0 +1,36 @@
+import { createHash } from "node:crypto";
+import type { Request, RequestHandler, Response } from "express";
+import { RequestError } from "../../protocol/reasons.js";
+import type { ApiKeyConfig } from "../config.js";
+
+const BEARER = /^Bearer[ \t]+([^\s]+)[ \t]*$/i;
+const REALM = 'Bearer realm="x402-facilitator"';
+
+/**
+ * Requires `Authorization: Bearer <key>` with one of `keys` (compared by SHA-256, so a lookup reveals
+ * nothing about the keys through its timing). A missing or unknown key is answered 401 JSON with a
+ * `WWW-Authenticate` challenge (RFC 6750) before the body is read; the key is never echoed.
+ * The key found is left in `res.locals.apiKey` for the per-key limits and the logs (its id only).
+ */
+export function requireApiKey(keys: readonly ApiKeyConfig[], onRefused: (res: Response, text: string) => void): RequestHandler {
+  const byHash = new Map(keys.map((key) => [key.sha256, key]));
+  return (req, res, next) => {
+    const header = req.get("Authorization");
+    const token = header === undefined ? undefined : BEARER.exec(header)?.[1];
+    const key = token === undefined ? undefined : byHash.get(createHash("sha256").update(token).digest("hex"));
+    if (key) {
+      res.locals.apiKey = key;
+      next();
+      return;
+    }
+    const text = header === undefined ? RequestError.missingApiKey : RequestError.unknownApiKey;
+    res.set("WWW-Authenticate", header === undefined ? REALM : `${REALM}, error="invalid_token"`);
+    res.status(401).json({ error: text });
+    onRefused(res, text);
+  };
+}
+
+/** The API key {@link requireApiKey} accepted for this request, if any. */
+export function apiKeyOf(req: Request): ApiKeyConfig | undefined {
+  return req.res?.locals.apiKey as ApiKeyConfig | undefined;
+}

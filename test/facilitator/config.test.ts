@@ -1,0 +1,200 @@
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { inspect } from "node:util";
+import { expect } from "chai";
+import request from "supertest";
+import { custom } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { readFileSync } from "node:fs";
+import { CONFIG_VARIABLES, ConfigError, loadConfig } from "../../src/facilitator/config.js";
+import { HARDHAT_KEYS, makePayment, openFacilitator, startFacilitatorOnChain, withoutTimestamp } from "../helpers/facilitator.js";
+
+// One test per setting: each proves what the setting does, not only that it parses.
+
+// Hardhat's public test key #8 (LOCAL-ONLY), a second relayer.
+const SECOND_RELAYER = "0xdbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97" as const;
+const SELLER_KEY = "seller-a-0123456789abcdef";
+
+async function tempFile(name: string, text: string): Promise<string> {
+  const file = join(await mkdtemp(join(tmpdir(), "x402-config-")), name);
+  await writeFile(file, text);
+  return file;
+}
+
+/** Loads a configuration with a relayer key, `env` on top, for an embedded testnet. */
+const load = (env: Record<string, string>) => loadConfig({ RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, ...env }, { embedded: ["cronos-testnet"] });
+
+async function until(condition: () => Promise<boolean> | boolean): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (await condition()) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error("condition not met after 500 tries");
+}
+
+describe("configuration: every setting does what it says", () => {
+  it("refuses an unknown variable in the facilitator's namespaces, naming the closest known one", () => {
+    const cases: Array<[string, string]> = [
+      ["CRONOS_MAINNET_RPC", "CRONOS_MAINNET_RPC_URL"],
+      ["CRONOS_TESTNET_RPC_ULR", "CRONOS_TESTNET_RPC_URL"],
+      ["RELAYER_PRIVATE_KEY_FIL", "RELAYER_PRIVATE_KEY_FILE"],
+      ["RATE_LIMIT_SETTLE_PER_MIN", "RATE_LIMIT_SETTLE_PER_MINUTE"],
+      ["METRICS_PROT", "METRICS_PORT"],
+      ["API_KEYS_PATH", "API_KEYS_FILE"],
+    ];
+    for (const [typo, known] of cases) {
+      expect(() => load({ [typo]: "x" }), typo).to.throw(ConfigError, `${typo}: unknown variable; did you mean ${known}?`);
+    }
+    // Other variables are none of its business.
+    expect(() => load({ HOME: "/root", FORK_TESTNET_URL: "http://x", NODE_OPTIONS: "" })).not.to.throw();
+  });
+
+  it("documents every setting in .env.example, and nothing it does not read", () => {
+    const text = readFileSync(new URL("../../.env.example", import.meta.url), "utf8");
+    const named = new Set([...text.matchAll(/^#? ?([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1]!));
+    expect([...named].filter((name) => !CONFIG_VARIABLES.includes(name))).to.deep.equal([]);
+    expect(CONFIG_VARIABLES.filter((name) => !named.has(name))).to.deep.equal([]);
+  });
+
+  it("RELAYER_PRIVATE_KEY_FILE: one key per line, each key sends settlements in turn", async () => {
+    const file = await tempFile("keys", `${HARDHAT_KEYS.relayer}\r\n${SECOND_RELAYER.slice(2)}\n\n`);
+    const opened = await openFacilitator("cronos-testnet", { RELAYER_PRIVATE_KEY: "", RELAYER_PRIVATE_KEY_FILE: file });
+    const payments = await Promise.all(Array.from({ length: 6 }, () => makePayment(opened.chain)));
+    const answers = await Promise.all(payments.map((p) => request(opened.app).post("/v2/x402/settle").send(p.body)));
+    expect(answers.map((a) => a.body.event)).to.deep.equal(Array(6).fill("payment.settled"));
+    const senders = await Promise.all(answers.map(async (a) => (await opened.chain.publicClient.getTransaction({ hash: a.body.txHash })).from.toLowerCase()));
+    expect(new Set(senders)).to.deep.equal(new Set([privateKeyToAccount(HARDHAT_KEYS.relayer).address.toLowerCase(), privateKeyToAccount(SECOND_RELAYER).address.toLowerCase()]));
+    expect(() => load({ RELAYER_PRIVATE_KEY: "", RELAYER_PRIVATE_KEY_FILE: "/nonexistent/relayer-key" })).to.throw(
+      ConfigError,
+      "RELAYER_PRIVATE_KEY_FILE: cannot read /nonexistent/relayer-key (ENOENT)",
+    );
+  });
+
+  it("HEALTH_MAX_BLOCK_AGE_SECONDS: the healthcheck fails once the latest block is older, and 0 never judges age", async () => {
+    let nowMs = 0;
+    const strict = await openFacilitator("cronos-testnet", { HEALTH_MAX_BLOCK_AGE_SECONDS: "60" }, { now: () => nowMs });
+    const latest = await strict.chain.publicClient.getBlock();
+    nowMs = Number(latest.timestamp + 30n) * 1000;
+    const fresh = await request(strict.app).get("/healthcheck");
+    expect([fresh.status, fresh.body.results.networks["cronos-testnet"].blockAgeSeconds]).to.deep.equal([200, 30]);
+    nowMs = Number(latest.timestamp + 120n) * 1000;
+    const stale = await request(strict.app).get("/healthcheck");
+    expect(stale.status).to.equal(503);
+    expect(stale.body.results.message).to.equal("cronos-testnet: CRONOS_TESTNET_RPC_URL: the latest block is 120 s old (HEALTH_MAX_BLOCK_AGE_SECONDS 60)");
+    const lax = await openFacilitator("cronos-testnet", {}, { now: () => nowMs + 86_400_000 });
+    expect((await request(lax.app).get("/healthcheck")).status).to.equal(200);
+  });
+
+  it("BODY_LIMIT_BYTES: a body of exactly the limit is read, one byte more is 413", async () => {
+    const opened = await openFacilitator("cronos-testnet", { BODY_LIMIT_BYTES: "2048" });
+    const { body } = await makePayment(opened.chain);
+    const sized = (bytes: number) => {
+      const base = JSON.stringify({ ...body, paymentRequirements: { ...body.paymentRequirements, description: "" } });
+      return JSON.stringify({ ...body, paymentRequirements: { ...body.paymentRequirements, description: "x".repeat(bytes - base.length) } });
+    };
+    const atLimit = await request(opened.app).post("/v2/x402/verify").set("Content-Type", "application/json").send(sized(2048));
+    expect(atLimit.body).to.deep.equal({ isValid: true, invalidReason: null });
+    const over = await request(opened.app).post("/v2/x402/verify").set("Content-Type", "application/json").send(sized(2049));
+    expect(over.status).to.equal(413);
+    expect(over.body).to.deep.equal({ error: "Payload too large: the limit is 2048 bytes" });
+    expect(() => load({ BODY_LIMIT_BYTES: "1023" })).to.throw(ConfigError, 'BODY_LIMIT_BYTES: must be an integer >= 1024, got "1023"');
+  });
+
+  it("LOG_LOOKBACK_BLOCKS: a spent authorization's transaction is found at the window's far edge, and not one block beyond", async () => {
+    const opened = await openFacilitator("cronos-testnet", { LOG_LOOKBACK_BLOCKS: "5" });
+    const payment = await makePayment(opened.chain);
+    const settled = await request(opened.app).post("/v2/x402/settle").send(payment.body);
+    expect(settled.body.event).to.equal("payment.settled");
+    await opened.chain.networkHelpers.mine(5);
+    const atEdge = await request(opened.app).post("/v2/x402/settle").send(payment.body);
+    expect(withoutTimestamp(atEdge.body)).to.deep.equal({ x402Version: 1, event: "payment.failed", network: "cronos-testnet", error: "Authorization already used", txHash: settled.body.txHash });
+    await opened.chain.networkHelpers.mine(1);
+    const beyond = await request(opened.app).post("/v2/x402/settle").send(payment.body);
+    expect(withoutTimestamp(beyond.body)).to.deep.equal({ x402Version: 1, event: "payment.failed", network: "cronos-testnet", error: "Authorization already used" });
+  });
+
+  it("CONFIRMATIONS: with 2, settle answers only after a second block holds the transaction", async () => {
+    let blockPolls = 0;
+    const { chain, running } = await startFacilitatorOnChain({ CONFIRMATIONS: "2" }, {}, (opened) =>
+      custom({
+        request: async (args: { method: string; params?: unknown }) => {
+          if (args.method === "eth_blockNumber") blockPolls++;
+          return opened.connection.provider.request(args as never);
+        },
+      }),
+    );
+    try {
+      const payment = await makePayment(chain);
+      let answered = false;
+      const settling = fetch(`${running.url}/v2/x402/settle`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(payment.body) }).then(async (r) => {
+        answered = true;
+        return (await r.json()) as { event: string; blockNumber: number };
+      });
+      // Automine puts the transaction in a block at once; the facilitator then keeps polling for a second one.
+      await until(() => chain.contract.read.authorizationState([payment.payer.address, payment.message.nonce]));
+      const minedIn = Number(await chain.publicClient.getBlockNumber());
+      const polled = blockPolls;
+      await until(() => blockPolls >= polled + 3);
+      expect(answered).to.equal(false);
+      await chain.networkHelpers.mine(1);
+      const answer = await settling;
+      expect([answer.event, answer.blockNumber]).to.deep.equal(["payment.settled", minedIn]);
+    } finally {
+      await running.close(0);
+    }
+  });
+
+  it("SETTLE_MARGIN_SECONDS: verify refuses an authorization expiring within the margin of the chain's clock", async () => {
+    const wide = await openFacilitator("cronos-testnet", { SETTLE_MARGIN_SECONDS: "30" });
+    const now = (await wide.chain.publicClient.getBlock()).timestamp;
+    const { body } = await makePayment(wide.chain, { validBefore: now + 20n });
+    expect((await request(wide.app).post("/v2/x402/verify").send(body)).body).to.deep.equal({ isValid: false, invalidReason: "Authorization expired" });
+    const narrow = await openFacilitator("cronos-testnet", { SETTLE_MARGIN_SECONDS: "10" });
+    const later = (await narrow.chain.publicClient.getBlock()).timestamp;
+    const inTime = await makePayment(narrow.chain, { validBefore: later + 20n });
+    expect((await request(narrow.app).post("/v2/x402/verify").send(inTime.body)).body).to.deep.equal({ isValid: true, invalidReason: null });
+  });
+
+  it("rate limits by default: the 11th verify and the 6th settle a minute from one client IP are 429", async () => {
+    const opened = await openFacilitator("cronos-testnet", { RATE_LIMIT_VERIFY_PER_MINUTE: "", RATE_LIMIT_SETTLE_PER_MINUTE: "", RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "" });
+    const { body } = await makePayment(opened.chain);
+    const verifies = [];
+    for (let i = 0; i < 11; i++) verifies.push((await request(opened.app).post("/v2/x402/verify").send(body)).status);
+    expect(verifies).to.deep.equal([...Array(10).fill(200), 429]);
+    const settles = [];
+    for (let i = 0; i < 6; i++) settles.push((await request(opened.app).post("/v2/x402/settle").send(body)).status);
+    expect(settles).to.deep.equal([...Array(5).fill(200), 429]);
+  });
+
+  it("rate limits by default with API keys: 600 verifies and 120 settles a minute per key, the 11th settle a minute from one payer is 429", async () => {
+    const opened = await openFacilitator("cronos-testnet", { API_KEYS: SELLER_KEY, RATE_LIMIT_VERIFY_PER_MINUTE: "", RATE_LIMIT_SETTLE_PER_MINUTE: "", RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "" });
+    const { body } = await makePayment(opened.chain);
+    const post = (route: string) => request(opened.app).post(`/v2/x402/${route}`).set("Authorization", `Bearer ${SELLER_KEY}`).send(body);
+    expect((await post("verify")).headers["ratelimit-policy"]).to.match(/^"verify"; q=600; w=60; pk=/);
+    const settles = [];
+    for (let i = 0; i < 11; i++) settles.push(await post("settle"));
+    expect(settles.map((s) => s.status)).to.deep.equal([...Array(10).fill(200), 429]);
+    expect(settles[0]!.headers["ratelimit-policy"]).to.match(/^"settle"; q=120; w=60; pk=:[^:]+:, "settle-payer"; q=10; w=60; pk=/);
+  });
+
+  it("API_KEYS / API_KEYS_FILE: refuses a short, repeated or unreadable key source without echoing a key", async () => {
+    expect(() => load({ API_KEYS: "short" })).to.throw(ConfigError, "API_KEYS: key #1: a key is 16 to 512 characters of A-Z a-z 0-9 . _ ~ + / = -");
+    expect(() => load({ API_KEYS: `${SELLER_KEY}, ${SELLER_KEY}` })).to.throw(ConfigError, "API_KEYS: key #2: repeats the key of key #1");
+    expect(() => load({ API_KEYS: `${SELLER_KEY} verify=1` })).to.throw(ConfigError, "API_KEYS: key #1: per-key limits go in API_KEYS_FILE");
+    const pasted = await tempFile("keys", `${SELLER_KEY} another-secret-key-0123456789\n`);
+    expect(() => load({ API_KEYS_FILE: pasted })).to.throw(ConfigError, "API_KEYS_FILE: line 1: after the key, only verify=N and settle=N may follow");
+    const empty = await tempFile("keys", "# no keys yet\n\n");
+    expect(() => load({ API_KEYS_FILE: empty })).to.throw(ConfigError, `API_KEYS_FILE: no key found in ${empty}`);
+    expect(() => load({ API_KEYS_FILE: "/nonexistent/keys" })).to.throw(ConfigError, "API_KEYS_FILE: cannot read /nonexistent/keys (ENOENT)");
+    expect(() => load({ API_KEYS: SELLER_KEY, API_KEYS_FILE: pasted })).to.throw(ConfigError, "API_KEYS / API_KEYS_FILE: set one, not both");
+    const config = load({ API_KEYS: SELLER_KEY });
+    expect(inspect(config, { depth: 10 })).not.to.include(SELLER_KEY);
+  });
+
+  it("REQUEST_TIMEOUT_MS / HEADERS_TIMEOUT_MS / MAX_CONNECTIONS: defaults 30 s, 10 s and 1000; the headers time-out may not exceed the request time-out", () => {
+    expect(load({}).http).to.deep.equal({ requestTimeoutMs: 30_000, headersTimeoutMs: 10_000, maxConnections: 1_000 });
+    expect(() => load({ REQUEST_TIMEOUT_MS: "5000", HEADERS_TIMEOUT_MS: "6000" })).to.throw(ConfigError, "HEADERS_TIMEOUT_MS: 6000 is longer than REQUEST_TIMEOUT_MS 5000");
+    expect(() => load({ MAX_CONNECTIONS: "0" })).to.throw(ConfigError, 'MAX_CONNECTIONS: must be an integer >= 1, got "0"');
+  });
+});

@@ -5,6 +5,7 @@ import type { Relayer } from "../chain/relayer.js";
 type RelayerStatus = ReturnType<Relayer["status"]>[number];
 import type { OutcomeRecord } from "./http/app.js";
 import { canonicalNetwork, type NetworkName } from "../protocol/networks.js";
+import { networkOfCaip2 } from "../protocol/x402v2.js";
 
 /** The facilitator's Prometheus metrics, on a registry of its own (several instances per process stay apart). */
 export interface FacilitatorMetrics {
@@ -32,8 +33,8 @@ export function createMetrics(options: { defaults?: boolean } = {}): Facilitator
   });
   const outcomes = new Counter({
     name: "x402_outcomes_total",
-    help: "verify and settle answers by network and outcome code",
-    labelNames: ["route", "network", "outcome"],
+    help: "verify and settle answers by network, outcome code and dialect (cronos or x402v2)",
+    labelNames: ["route", "network", "outcome", "dialect"],
     registers: [registry],
   });
   const latency = new Histogram({
@@ -89,7 +90,8 @@ export function createMetrics(options: { defaults?: boolean } = {}): Facilitator
     registry,
     outcome(record) {
       // The network label is bounded: a caller's unknown network string counts as "other".
-      outcomes.inc({ route: record.route, network: canonicalNetwork(record.network) ?? "other", outcome: record.code });
+      const network = canonicalNetwork(record.network) ?? networkOfCaip2(record.network) ?? "other";
+      outcomes.inc({ route: record.route, network, outcome: record.code, dialect: record.dialect });
       latency.observe({ route: record.route }, record.durationMs / 1000);
     },
     request(route, status) {

@@ -7,8 +7,8 @@ import { ChainState } from "../chain/state.js";
 import { Relayer } from "../chain/relayer.js";
 import { domainSeparator } from "../chain/signature.js";
 import type { NetworkName } from "../protocol/networks.js";
-import { EXACT_SCHEME, X402_VERSION } from "../protocol/reasons.js";
 import type { FacilitatorConfig } from "./config.js";
+import { supportedAnswer } from "./dialects/index.js";
 import { healthReport, inspectNetwork, readDomain } from "./health.js";
 import { createApp, type OutcomeRecord } from "./http/app.js";
 import { createDashboard, type Dashboard, type DashboardPlayground } from "./dashboard/index.js";
@@ -110,9 +110,11 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     logger,
     observe: { confirmationWait: metrics.confirmationWait, rpcError: metrics.rpcError },
   };
-  const supported = {
-    kinds: config.networks.map((n) => ({ x402Version: X402_VERSION, scheme: EXACT_SCHEME, network: n.network })),
-  };
+  const relayers = [...networks.values()][0]?.relayer.addresses ?? [];
+  const supported = supportedAnswer(
+    config.networks.map((n) => n.network),
+    relayers,
+  );
   const health = memoize(config.healthCacheMs, () =>
     healthReport(
       [...networks.values()].map((runtime) => () =>
@@ -141,7 +143,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       metrics.outcome(record);
       // One line per verify/settle outcome.
       logger.info(
-        { requestId: record.requestId, route: record.route, status: record.status, network: record.network, payer: record.payer, amount: record.amount, outcome: record.outcome, txHash: record.txHash, durationMs: Math.round(record.durationMs * 10) / 10 },
+        { requestId: record.requestId, route: record.route, dialect: record.dialect, status: record.status, network: record.network, payer: record.payer, amount: record.amount, outcome: record.outcome, txHash: record.txHash, durationMs: Math.round(record.durationMs * 10) / 10 },
         record.route,
       );
       dashboard?.record(record);
@@ -155,7 +157,6 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     metrics: config.metrics ? metrics.registry : undefined,
     dashboard: dashboard?.router,
   });
-  const relayers = [...networks.values()][0]?.relayer.addresses ?? [];
   return { app, context, relayers, metrics, rateLimits: config.rateLimits, ...(dashboard ? { dashboard } : {}) };
 }
 

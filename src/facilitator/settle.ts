@@ -3,10 +3,48 @@ import { tokenAbi } from "../chain/token-abi.js";
 import { RelaySendError } from "../chain/relayer.js";
 import { isRevert } from "../chain/state.js";
 import { revertReason, settleErrorOfRevert } from "../chain/revert.js";
-import { SettleError, SettleEvent, X402_VERSION } from "../protocol/reasons.js";
-import type { FacilitatorRequest, SettleResponse } from "../protocol/schemas.js";
+import type { Payment } from "../protocol/payment.js";
+import { SettleError } from "../protocol/reasons.js";
 import { FacilitatorFault, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
-import { verifyPayment, answerNetwork, type RefusedPayment, type VerifiedPayment } from "./verify.js";
+import { verifyPayment, type RefusedPayment, type VerifiedPayment, type VerifyFailureCode } from "./verify.js";
+
+/** Why a settlement failed: a verify refusal, or a transaction that failed (or may have) on chain. */
+export type SettleFailureCode = VerifyFailureCode | "failedOnChain";
+
+/** What settle did, whichever dialect asked: each dialect's codec turns it into its own answer. */
+export type SettleOutcome = SettledPayment | FailedSettlement;
+
+/** The authorization was transferred on chain. */
+export interface SettledPayment {
+  settled: true;
+  txHash: Hex;
+  from: Address;
+  to: Address;
+  value: bigint;
+  blockNumber: bigint;
+  /** The block's time, ISO-8601. */
+  timestamp: string;
+}
+
+/** Nothing was transferred; `error` is the settle text (`SettleError`, or verify's reason where settle has no word). */
+export interface FailedSettlement {
+  settled: false;
+  code: SettleFailureCode;
+  error: string;
+  /** The transaction that was sent (or that already used the authorization), when known. */
+  txHash?: Hex;
+}
+
+type SettleErrorText = (typeof SettleError)[keyof typeof SettleError];
+
+const SETTLE_ERROR_CODES: Record<SettleErrorText, SettleFailureCode> = {
+  [SettleError.alreadyUsed]: "used",
+  [SettleError.expired]: "expired",
+  [SettleError.notYetValid]: "notYetValid",
+  [SettleError.insufficientBalance]: "balance",
+  [SettleError.invalidSignature]: "signature",
+  [SettleError.failedOnChain]: "failedOnChain",
+};
 
 /** Settle's text for a verify refusal: the settle vocabulary where it has a word, else verify's reason. */
 function settleTextOf(refused: RefusedPayment): string {
@@ -26,15 +64,8 @@ function settleTextOf(refused: RefusedPayment): string {
   }
 }
 
-function failed(network: string, error: string, txHash?: Hex): SettleResponse {
-  return {
-    x402Version: X402_VERSION,
-    event: SettleEvent.failed,
-    network,
-    timestamp: new Date().toISOString(),
-    error,
-    ...(txHash ? { txHash } : {}),
-  };
+function failed(error: SettleErrorText, txHash?: Hex): FailedSettlement {
+  return { settled: false, code: SETTLE_ERROR_CODES[error], error, ...(txHash ? { txHash } : {}) };
 }
 
 /** The token call that settles `payment`: `(v, r, s)` for an EOA signature, `bytes` for an ERC-1271 wallet. */
@@ -50,33 +81,32 @@ export function settlementCalldata(payment: VerifiedPayment): Hex {
 
 /**
  * Settles a payment: re-verifies it, simulates the token call (a doomed settle costs no gas),
- * sends it from a relayer key, and waits for the receipt. Protocol outcomes are returned as the
- * settle answer; a fault before anything was sent throws {@link FacilitatorFault} (503).
+ * sends it from a relayer key, and waits for the receipt. Protocol outcomes are returned as a
+ * {@link SettleOutcome}; a fault before anything was sent throws {@link FacilitatorFault} (503).
  */
-export async function settlePayment(request: FacilitatorRequest, context: FacilitatorContext): Promise<SettleResponse> {
-  const network = answerNetwork(request);
-  const outcome = await verifyPayment(request, context, { freshHead: true });
+export async function settlePayment(payment: Payment, context: FacilitatorContext): Promise<SettleOutcome> {
+  const outcome = await verifyPayment(payment, context, { freshHead: true });
   if (!outcome.isValid) {
     let txHash: Hex | undefined;
     if (outcome.code === "used" && outcome.runtime && outcome.payload) {
       txHash = await findAuthorizationTransaction(outcome.runtime, outcome.payload.authorization.from, outcome.payload.authorization.nonce, context);
     }
-    return failed(network, settleTextOf(outcome), txHash);
+    return { settled: false, code: outcome.code, error: settleTextOf(outcome), ...(txHash ? { txHash } : {}) };
   }
 
   const { runtime } = outcome;
   const { from, nonce } = outcome.payload.authorization;
   const key = `${runtime.config.chainId}:${runtime.config.token}:${from}:${nonce}`.toLowerCase();
   const holdMs = context.settleTimeoutMs + 60_000;
-  if (!(await context.inFlight.acquire(key, holdMs))) return failed(network, SettleError.alreadyUsed);
+  if (!(await context.inFlight.acquire(key, holdMs))) return failed(SettleError.alreadyUsed);
   try {
-    return await send(outcome, network, context);
+    return await send(outcome, context);
   } finally {
     await context.inFlight.release(key);
   }
 }
 
-async function send(payment: VerifiedPayment, network: string, context: FacilitatorContext): Promise<SettleResponse> {
+async function send(payment: VerifiedPayment, context: FacilitatorContext): Promise<SettleOutcome> {
   const { runtime } = payment;
   const { client, relayer, config } = runtime;
   const authorization = payment.payload.authorization;
@@ -88,7 +118,7 @@ async function send(payment: VerifiedPayment, network: string, context: Facilita
     gas = await client.estimateGas({ account: relayerAddress, to: config.token, data });
   } catch (error) {
     if (isRevert(error) || revertReason(error) !== undefined) {
-      return failed(network, settleErrorOfRevert(revertReason(error)));
+      return failed(settleErrorOfRevert(revertReason(error)));
     }
     throw new FacilitatorFault(`cannot simulate settlement on ${config.network}`, 503, { cause: error });
   }
@@ -99,7 +129,7 @@ async function send(payment: VerifiedPayment, network: string, context: Facilita
   } catch (error) {
     if (error instanceof RelaySendError && error.maybeSent) {
       context.logger.error({ network: config.network, txHash: error.hash, err: String(error.cause) }, "settle send failed midway");
-      return failed(network, SettleError.failedOnChain, error.hash);
+      return failed(SettleError.failedOnChain, error.hash);
     }
     throw new FacilitatorFault(`relayer could not send on ${config.network}`, 503, { cause: error });
   }
@@ -116,10 +146,10 @@ async function send(payment: VerifiedPayment, network: string, context: Facilita
   } catch (error) {
     // Sent but not confirmed in time (or the node stopped answering): report the hash so it can be traced.
     context.logger.warn({ network: config.network, txHash: hash, err: String(error) }, "settle receipt not confirmed");
-    return failed(network, SettleError.failedOnChain, hash);
+    return failed(SettleError.failedOnChain, hash);
   }
   context.observe?.confirmationWait(config.network, (performance.now() - sentAt) / 1000);
-  if (receipt.status !== "success") return failed(network, SettleError.failedOnChain, hash);
+  if (receipt.status !== "success") return failed(SettleError.failedOnChain, hash);
 
   runtime.state.markUsed(authorization.from, authorization.nonce);
   let timestamp: string;
@@ -130,14 +160,12 @@ async function send(payment: VerifiedPayment, network: string, context: Facilita
     timestamp = new Date().toISOString();
   }
   return {
-    x402Version: X402_VERSION,
-    event: SettleEvent.settled,
+    settled: true,
     txHash: hash,
     from: authorization.from,
     to: authorization.to,
-    value: payment.value.toString(),
-    blockNumber: Number(receipt.blockNumber),
-    network,
+    value: payment.value,
+    blockNumber: receipt.blockNumber,
     timestamp,
   };
 }

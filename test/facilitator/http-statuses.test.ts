@@ -13,10 +13,17 @@ describe("facilitator HTTP: statuses and bodies of decisions.md", () => {
     opened = await openFacilitator();
   });
 
-  it("GET /v2/x402/supported lists each configured network once", async () => {
+  it("GET /v2/x402/supported lists each configured network once per dialect, with the relayers as signers", async () => {
     const response = await request(opened.app).get("/v2/x402/supported");
     expect(response.status).to.equal(200);
-    expect(response.body).to.deep.equal({ kinds: [{ x402Version: 1, scheme: "exact", network: "cronos-testnet" }] });
+    expect(response.body).to.deep.equal({
+      kinds: [
+        { x402Version: 1, scheme: "exact", network: "cronos-testnet" },
+        { x402Version: 2, scheme: "exact", network: "eip155:338" },
+      ],
+      extensions: [],
+      signers: { "eip155:*": ["0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"] },
+    });
   });
 
   it("GET /healthcheck answers the documented shape with a real per-network check", async () => {

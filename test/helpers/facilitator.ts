@@ -119,3 +119,38 @@ export async function makePayment(
   };
   return { body: { x402Version: 1, paymentHeader, paymentRequirements }, message, signature, payer, payTo };
 }
+
+/** The x402 v2 (CAIP-2) id of each Cronos network, written out here rather than taken from src/. */
+export const CAIP2: Record<string, string> = { "cronos-testnet": "eip155:338", "cronos-mainnet": "eip155:25", cronos: "eip155:25" };
+
+/**
+ * The same payment as {@link makePayment} made, as an x402 v2 verify/settle body: what `@x402/core`'s
+ * `HTTPFacilitatorClient` posts (`accepted` is the requirements, numbers are decimal strings).
+ */
+export function v2BodyOf(made: Awaited<ReturnType<typeof makePayment>>) {
+  const { body, message, signature } = made;
+  const r = body.paymentRequirements;
+  const version = r.network === "cronos-testnet" ? "1" : "2";
+  const paymentRequirements = {
+    scheme: r.scheme,
+    network: CAIP2[r.network] ?? r.network,
+    asset: r.asset,
+    amount: r.maxAmountRequired,
+    payTo: r.payTo,
+    maxTimeoutSeconds: r.maxTimeoutSeconds,
+    extra: { name: "Bridged USDC (Stargate)", version },
+  };
+  const authorization = {
+    from: message.from,
+    to: message.to,
+    value: r.maxAmountRequired,
+    validAfter: String(message.validAfter),
+    validBefore: String(message.validBefore),
+    nonce: message.nonce,
+  };
+  return {
+    x402Version: 2,
+    paymentPayload: { x402Version: 2, resource: { url: "http://127.0.0.1/paid" }, accepted: paymentRequirements, payload: { signature, authorization } },
+    paymentRequirements,
+  };
+}

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { Address } from "viem";
+import type { Address, Hex } from "viem";
 import { canonicalNetwork, NETWORK_NAMES, NETWORKS, type NetworkName } from "./networks.js";
 import { addressSchema, coinbasePayloadSchema, expected, uintStringSchema, type PaymentRequirements } from "./schemas.js";
 
@@ -110,6 +110,17 @@ export const v2PaymentPayloadSchema = z.looseObject({
   extensions: z.record(z.string(), z.unknown()).optional(),
 });
 export type V2PaymentPayload = z.output<typeof v2PaymentPayloadSchema>;
+
+/** An x402 v2 payment as a buyer writes it: numbers as decimal strings, `accepted` echoing the seller's offer. */
+export interface SignedV2Payment {
+  x402Version: typeof X402_V2_VERSION;
+  resource?: V2Resource;
+  accepted: Record<string, unknown>;
+  payload: {
+    signature: Hex;
+    authorization: { from: Address; to: Address; value: string; validAfter: string; validBefore: string; nonce: Hex };
+  };
+}
 
 /**
  * Body of verify and settle in x402 v2 (what `@x402/core`'s `HTTPFacilitatorClient` posts). The

@@ -214,7 +214,7 @@ export function cronosPrice(network: string, price: bigint | string): CronosAsse
 
 /** An entry of `@x402/core`'s `spendControls.allowedAssets`: lets an `@x402/*` buyer pay USDC.e on Cronos, up to `maxAmount` base units. */
 export interface CronosSpendControl {
-  network: string;
+  network: `eip155:${number}`;
   asset: Address;
   maxAmountPerPayment: string;
 }

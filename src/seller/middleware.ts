@@ -297,6 +297,15 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
       const text = operation === "verify" ? SellerError.verifyRequestFailed : SellerError.settleRequestFailed;
       res.status(500).json({ error: text, details: SellerError.tryLater });
     };
+    /** Calls the facilitator; on a fault answers 500 (see `unavailable`) and gives `undefined`. */
+    const ask = async <T>(operation: "verify" | "settle", call: () => Promise<T>): Promise<T | undefined> => {
+      try {
+        return await call();
+      } catch (error) {
+        unavailable(operation, error);
+        return undefined;
+      }
+    };
     /** Hands the paid request to the handler. */
     const paid = (payment: PaymentContext, header: string, value: unknown) => {
       contexts.set(req, payment);
@@ -321,25 +330,15 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
         return;
       }
       const request = { paymentPayload: json, paymentRequirements: v2Requirements };
-      let verification;
-      try {
-        verification = await facilitator.verifyV2(request);
-      } catch (error) {
-        unavailable("verify", error);
-        return;
-      }
+      const verification = await ask("verify", () => facilitator.verifyV2(request));
+      if (!verification) return;
       if (!verification.isValid) {
         const code = verification.invalidReason ?? "invalid_payment";
         paymentRequired(SellerError.verificationFailed, verification.invalidMessage ?? code, code);
         return;
       }
-      let settlement;
-      try {
-        settlement = await facilitator.settleV2(request);
-      } catch (error) {
-        unavailable("settle", error);
-        return;
-      }
+      const settlement = await ask("settle", () => facilitator.settleV2(request));
+      if (!settlement) return;
       if (!settlement.success) {
         const code = settlement.errorReason ?? "settlement_failed";
         paymentRequired(SellerError.settlementFailed, settlement.errorMessage ?? code, code);
@@ -380,25 +379,15 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
     }
 
     const request = { x402Version: X402_VERSION, paymentHeader, paymentRequirements } as const;
-    let verification;
-    try {
-      verification = await facilitator.verify(request);
-    } catch (error) {
-      unavailable("verify", error);
-      return;
-    }
+    const verification = await ask("verify", () => facilitator.verify(request));
+    if (!verification) return;
     if (!verification.isValid) {
       paymentRequired(SellerError.verificationFailed, verification.invalidReason ?? "Payment is not valid");
       return;
     }
 
-    let settlement;
-    try {
-      settlement = await facilitator.settle(request);
-    } catch (error) {
-      unavailable("settle", error);
-      return;
-    }
+    const settlement = await ask("settle", () => facilitator.settle(request));
+    if (!settlement) return;
     if (settlement.event !== SettleEvent.settled) {
       paymentRequired(SellerError.settlementFailed, settlement.error);
       return;

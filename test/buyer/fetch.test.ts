@@ -12,7 +12,7 @@ import { transferAuthorizationTypedData } from "../../src/protocol/eip3009.js";
 import { decodePaymentHeader } from "../../src/protocol/header.js";
 import { NETWORKS } from "../../src/protocol/networks.js";
 import { listen, SETTLED } from "../helpers/stand-in-facilitator.js";
-import { VECTOR_PAYEE, VECTOR_SIGNER } from "../helpers/vectors.js";
+import { VECTOR_PAYEE, VECTOR_SIGNER, VECTOR_V2_OFFER } from "../helpers/vectors.js";
 import { rejection } from "../helpers/payment-error.js";
 
 const account = privateKeyToAccount(VECTOR_SIGNER.privateKey);
@@ -209,15 +209,7 @@ describe("buyer: wrapFetchWithPayment", () => {
   });
 
   describe("an x402 v2 402 (PAYMENT-REQUIRED, as @x402/express answers)", () => {
-    const V2_TESTNET = {
-      scheme: "exact",
-      network: "eip155:338",
-      asset: TESTNET.asset,
-      amount: "1000000",
-      payTo: VECTOR_PAYEE,
-      maxTimeoutSeconds: 300,
-      extra: { name: "Bridged USDC (Stargate)", version: "1" },
-    };
+    const V2_TESTNET = VECTOR_V2_OFFER;
     const V2_SETTLED = { success: true, payer: account.address, transaction: SETTLED.txHash, network: "eip155:338" };
     const base64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64");
 

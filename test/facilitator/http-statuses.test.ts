@@ -1,9 +1,6 @@
 import { expect } from "chai";
 import request from "supertest";
-import { custom } from "viem";
-import { loadConfig } from "../../src/facilitator/config.js";
-import { createFacilitator } from "../../src/facilitator/server.js";
-import { HARDHAT_KEYS, makePayment, openFacilitator, withoutTimestamp } from "../helpers/facilitator.js";
+import { makePayment, openFacilitator, openFlakyFacilitator, withoutTimestamp } from "../helpers/facilitator.js";
 
 type Opened = Awaited<ReturnType<typeof openFacilitator>>;
 
@@ -139,17 +136,8 @@ describe("facilitator HTTP: statuses and bodies of decisions.md", () => {
 
   it("answers verify 500 and settle 503, in JSON, when the chain cannot be read", async () => {
     const { body } = await makePayment(opened.chain);
-    let failing = false;
-    const provider = opened.chain.connection.provider;
-    const flaky = custom({
-      request: async (args: { method: string; params?: unknown }) => {
-        if (failing) throw new Error("connect ECONNREFUSED 127.0.0.1:1");
-        return provider.request(args as never);
-      },
-    });
-    const config = loadConfig({ RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, RATE_LIMIT_VERIFY_PER_MINUTE: "0", RATE_LIMIT_SETTLE_PER_MINUTE: "0" }, { embedded: ["cronos-testnet"] });
-    const { app } = await createFacilitator(config, { transports: { "cronos-testnet": flaky } });
-    failing = true;
+    const { app, fail } = await openFlakyFacilitator(opened);
+    fail();
     const verify = await request(app).post("/v2/x402/verify").send(body);
     expect(verify.status).to.equal(500);
     expect(verify.body).to.deep.equal({

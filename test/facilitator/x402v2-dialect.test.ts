@@ -1,11 +1,17 @@
 import { expect } from "chai";
 import request from "supertest";
-import { custom } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { loadConfig } from "../../src/facilitator/config.js";
 import type { OutcomeRecord } from "../../src/facilitator/http/app.js";
-import { createFacilitator } from "../../src/facilitator/server.js";
-import { HARDHAT_KEYS, makePayment, openFacilitator, v2BodyOf, withoutTimestamp, type MakePaymentOptions } from "../helpers/facilitator.js";
+import {
+  cancelAuthorization,
+  HARDHAT_KEYS,
+  makePayment,
+  openFacilitator,
+  openFlakyFacilitator,
+  v2BodyOf,
+  withoutTimestamp,
+  type MakePaymentOptions,
+} from "../helpers/facilitator.js";
 
 type Opened = Awaited<ReturnType<typeof openFacilitator>>;
 type Made = Awaited<ReturnType<typeof makePayment>>;
@@ -109,15 +115,7 @@ describe("facilitator: the x402 v2 dialect beside the Cronos one on /v2/x402", (
     {
       name: "a cancelled nonce",
       code: "invalid_exact_evm_nonce_already_used",
-      before: async (o, made) => {
-        const cancel = await o.buyer.signTypedData({
-          domain: { name: o.chain.info.domain.name, version: o.chain.info.domain.version, chainId: 338, verifyingContract: o.chain.token },
-          types: { CancelAuthorization: [{ name: "authorizer", type: "address" }, { name: "nonce", type: "bytes32" }] },
-          primaryType: "CancelAuthorization",
-          message: { authorizer: o.buyer.address, nonce: made.message.nonce },
-        });
-        await o.chain.contract.write.cancelAuthorization([o.buyer.address, made.message.nonce, cancel]);
-      },
+      before: (o, made) => cancelAuthorization(o, made.message.nonce),
     },
     {
       name: "a payer without the funds",
@@ -242,17 +240,8 @@ describe("facilitator: the x402 v2 dialect beside the Cronos one on /v2/x402", (
 
   it("answers verify 500 and settle 503 in v2 shapes when the chain cannot be read", async () => {
     const made = await makePayment(opened.chain);
-    let failing = false;
-    const provider = opened.chain.connection.provider;
-    const flaky = custom({
-      request: async (args: { method: string; params?: unknown }) => {
-        if (failing) throw new Error("connect ECONNREFUSED 127.0.0.1:1");
-        return provider.request(args as never);
-      },
-    });
-    const config = loadConfig({ RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, RATE_LIMIT_VERIFY_PER_MINUTE: "0", RATE_LIMIT_SETTLE_PER_MINUTE: "0" }, { embedded: ["cronos-testnet"] });
-    const { app } = await createFacilitator(config, { transports: { "cronos-testnet": flaky } });
-    failing = true;
+    const { app, fail } = await openFlakyFacilitator(opened);
+    fail();
     const text = "Service unavailable: cannot read cronos-testnet state";
     const verify = await request(app).post("/v2/x402/verify").send(v2BodyOf(made));
     expect({ status: verify.status, body: verify.body }).to.deep.equal({

@@ -154,3 +154,33 @@ export function v2BodyOf(made: Awaited<ReturnType<typeof makePayment>>) {
     paymentRequirements,
   };
 }
+
+/** Cancels `nonce` for the buyer on chain (`cancelAuthorization`, signed with EIP-712), as a payer may. */
+export async function cancelAuthorization(opened: Awaited<ReturnType<typeof openFacilitator>>, nonce: Hex): Promise<void> {
+  const { chain, buyer } = opened;
+  const cancel = await buyer.signTypedData({
+    domain: { name: chain.info.domain.name, version: chain.info.domain.version, chainId: chain.info.chainId, verifyingContract: chain.token },
+    types: { CancelAuthorization: [{ name: "authorizer", type: "address" }, { name: "nonce", type: "bytes32" }] },
+    primaryType: "CancelAuthorization",
+    message: { authorizer: buyer.address, nonce },
+  });
+  await chain.contract.write.cancelAuthorization([buyer.address, nonce, cancel]);
+}
+
+/**
+ * A facilitator on the chain of `opened` whose RPC can be made to fail (connection refused) with
+ * `fail()`, after its start-up checks passed.
+ */
+export async function openFlakyFacilitator(opened: Awaited<ReturnType<typeof openFacilitator>>) {
+  let failing = false;
+  const provider = opened.chain.connection.provider;
+  const flaky = custom({
+    request: async (args: { method: string; params?: unknown }) => {
+      if (failing) throw new Error("connect ECONNREFUSED 127.0.0.1:1");
+      return provider.request(args as never);
+    },
+  });
+  const config = loadConfig({ RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, RATE_LIMIT_VERIFY_PER_MINUTE: "0", RATE_LIMIT_SETTLE_PER_MINUTE: "0" }, { embedded: ["cronos-testnet"] });
+  const { app } = await createFacilitator(config, { transports: { "cronos-testnet": flaky } });
+  return { app, fail: () => void (failing = true) };
+}

@@ -21,7 +21,7 @@ import {
   SETTLED,
   type StandInFacilitator,
 } from "../helpers/stand-in-facilitator.js";
-import { VECTOR_A_HEADER, VECTOR_PAYEE, VECTOR_SIGNER } from "../helpers/vectors.js";
+import { VECTOR_A_HEADER, VECTOR_PAYEE, VECTOR_SIGNER, VECTOR_V2_OFFER } from "../helpers/vectors.js";
 
 const REQUIREMENTS = paymentRequirements({
   network: "cronos-testnet",
@@ -414,15 +414,7 @@ describe("seller: requirePayment", () => {
   });
 
   describe("x402 v2 buyers (PAYMENT-SIGNATURE) on the same route", () => {
-    const V2_OFFER = {
-      scheme: "exact",
-      network: "eip155:338",
-      asset: REQUIREMENTS.asset,
-      amount: "1000000",
-      payTo: VECTOR_PAYEE,
-      maxTimeoutSeconds: 300,
-      extra: { name: "Bridged USDC (Stargate)", version: "1" },
-    };
+    const V2_OFFER = VECTOR_V2_OFFER;
     const V2_SETTLED = { success: true, payer: SETTLED.from, transaction: SETTLED.txHash, network: "eip155:338" };
     const decodeHeader = (value: string | null) => JSON.parse(Buffer.from(value ?? "", "base64").toString("utf8")) as Record<string, unknown>;
     const signedPayment = () =>

@@ -76,12 +76,12 @@ describe("facilitator: the x402 v2 dialect beside the Cronos one on /v2/x402", (
     });
     expect(await opened.chain.contract.read.balanceOf([made.payTo])).to.equal(before + 1_000_000n);
 
-    // Logs and metrics say which dialect; the network is the configured one.
+    // Logs and metrics say which dialect; the network is named as the checks saw it.
     expect(records.map(({ dialect, network, route, code }) => ({ dialect, network, route, code }))).to.deep.equal([
-      { dialect: "x402v2", network: "eip155:338", route: "verify", code: "valid" },
-      { dialect: "x402v2", network: "eip155:338", route: "settle", code: "settled" },
-      { dialect: "x402v2", network: "eip155:338", route: "verify", code: "used" },
-      { dialect: "x402v2", network: "eip155:338", route: "settle", code: "alreadyUsed" },
+      { dialect: "x402v2", network: "cronos-testnet", route: "verify", code: "valid" },
+      { dialect: "x402v2", network: "cronos-testnet", route: "settle", code: "settled" },
+      { dialect: "x402v2", network: "cronos-testnet", route: "verify", code: "used" },
+      { dialect: "x402v2", network: "cronos-testnet", route: "settle", code: "alreadyUsed" },
     ]);
     const metrics = await opened.facilitator.metrics.registry.metrics();
     expect(metrics).to.include('x402_outcomes_total{route="settle",network="cronos-testnet",outcome="settled",dialect="x402v2"} 1');

@@ -104,7 +104,8 @@ export function createApp(options: AppOptions): Express {
     const dialect = codec.name;
     const read = codec.read(req.body, req.get("X402-Version"));
     const { echo } = read;
-    const network = echo.network;
+    // Records name the network as the checks saw it (x402 v2's eip155:338 is cronos-testnet); answers echo the caller's.
+    const network = read.ok ? read.payment.requirements.network : echo.network;
     if (!read.ok) {
       res.status(400).json(codec.refusal(route, "invalid", read.text, echo));
       options.onOutcome?.({ requestId, route, dialect, status: 400, network, outcome: read.text, code: "invalid_request", durationMs: performance.now() - started });

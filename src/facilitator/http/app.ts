@@ -55,6 +55,11 @@ const SETTLE_ERROR_CODES = new Map<string, string>(Object.entries(SettleError).m
 const ROUTES = new Set(["/healthcheck", "/metrics", "/v2/x402/supported", "/v2/x402/verify", "/v2/x402/settle"]);
 const REQUEST_ID = /^[\w.:-]{1,64}$/;
 
+/** The endpoint's own shape for a request refused before its dialect is known (Cronos, the default). */
+function refusal(route: Route, network: string, text: string): object {
+  return cronosDialect.refusal(route, "invalid", text, { network });
+}
+
 /**
  * Builds the facilitator's HTTP app: `/healthcheck`, `/v2/x402/supported`, `/v2/x402/verify`,
  * `/v2/x402/settle`. Every answer is JSON, with the statuses of the project's decisions.
@@ -179,7 +184,7 @@ export function createApp(options: AppOptions): Express {
     const status = (error as { status?: number }).status;
     if (route && typeof status === "number" && status >= 400 && status < 500) {
       const text = RequestError.invalidRequest(type === "entity.parse.failed" ? "body is not valid JSON" : "body could not be read");
-      res.status(400).json(cronosDialect.refusal(route, "invalid", text, { network: "unknown" }));
+      res.status(400).json(refusal(route, "unknown", text));
       return;
     }
     context.logger.error({ path: req.path, err: errorSummary(error) }, "unhandled error");

@@ -43,7 +43,8 @@ app.disable("x-powered-by");
 // runs; `payment` (txHash, from, to, value, blockNumber, timestamp) is merged into the JSON answer.
 app.get("/weather", requirePayment(requirements, { facilitatorUrl }), (req, res) => {
   const payment = getPayment(req);
-  console.log(`paid: ${payment?.receipt.value} base units from ${payment?.receipt.from}, tx ${payment?.receipt.txHash} (block ${payment?.receipt.blockNumber})`);
+  const block = payment?.receipt.blockNumber === undefined ? "" : ` (block ${payment.receipt.blockNumber})`;
+  console.log(`paid (${payment?.dialect}): ${payment?.receipt.value} base units from ${payment?.receipt.from}, tx ${payment?.receipt.txHash}${block}`);
   res.json({ location: "Cronos City", temperatureC: 21, conditions: "sunny", windKph: 9 });
 });
 

@@ -24,7 +24,35 @@ export {
   type SupportedResponse,
   type PaymentRequired,
 } from "./protocol/schemas.js";
-export { decodePaymentHeader, encodePaymentHeader } from "./protocol/header.js";
+export { decodePaymentHeader, encodePaymentHeader, encodeBase64Json, decodeBase64Json } from "./protocol/header.js";
+// The x402 v2 dialect (the `@x402/*` packages), and prices for their sellers and buyers on Cronos.
+export {
+  X402_V2_VERSION,
+  X402V2Header,
+  EvmReason,
+  V2RequestReason,
+  cronosPrice,
+  cronosSpendControl,
+  caip2OfNetwork,
+  networkOfCaip2,
+  v2RequirementsOf,
+  v2RequirementsSchema,
+  v2PaymentPayloadSchema,
+  v2FacilitatorRequestSchema,
+  v2VerifyResponseSchema,
+  v2SettleResponseSchema,
+  v2PaymentRequiredSchema,
+  type CronosAssetAmount,
+  type CronosSpendControl,
+  type SignedV2Payment,
+  type V2PaymentRequirements,
+  type V2PaymentPayload,
+  type V2PaymentRequired,
+  type V2Resource,
+  type V2VerifyResponse,
+  type V2SettleResponse,
+} from "./protocol/x402v2.js";
+export type { Payment, PaymentTerms, PayerPayload, DecodedPayload } from "./protocol/payment.js";
 export { TRANSFER_WITH_AUTHORIZATION_TYPES, transferAuthorizationTypedData, type TokenDomain } from "./protocol/eip3009.js";
 export { tokenAbi } from "./chain/token-abi.js";
 

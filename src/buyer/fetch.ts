@@ -1,9 +1,25 @@
 import { z } from "zod";
+import { decodeBase64Json, encodeBase64Json } from "../protocol/header.js";
 import { canonicalNetwork, NETWORK_NAMES, NETWORKS } from "../protocol/networks.js";
 import { EXACT_SCHEME } from "../protocol/reasons.js";
 import { parsePaymentRequirements, describeZodError, type PaymentRequirements, type SettleResponse } from "../protocol/schemas.js";
+import {
+  networkOfCaip2,
+  v2PaymentRequiredSchema,
+  v2RequirementsSchema,
+  X402V2Header,
+  type V2PaymentRequirements,
+  type V2Resource,
+  type V2SettleResponse,
+} from "../protocol/x402v2.js";
 import { PaymentError } from "./errors.js";
-import { createPaymentHeader, decodePaymentResponse, type PaymentSigner } from "./sign.js";
+import {
+  createPaymentHeader,
+  createV2PaymentPayload,
+  decodePaymentResponse,
+  decodeV2PaymentResponse,
+  type PaymentSigner,
+} from "./sign.js";
 
 /** Options of {@link wrapFetchWithPayment}: who pays and what it is willing to pay. */
 export interface PaymentFetchOptions {
@@ -26,63 +42,93 @@ const paymentRequiredBodySchema = z.looseObject({
   accepts: z.array(z.unknown(), { error: "must be a list" }).optional(),
 });
 
+/** One payable offer of a 402, in the dialect it came in. */
+type Offer =
+  | { dialect: "cronos"; requirements: PaymentRequirements }
+  | { dialect: "x402v2"; raw: Record<string, unknown>; requirements: V2PaymentRequirements; resource?: V2Resource };
+
 /**
- * Wraps `fetch` so that a 402 answer is paid and the request retried once with `X-PAYMENT`.
+ * Wraps `fetch` so that a 402 answer is paid and the request retried once, in the dialect the seller offers.
  *
- * On a 402 it reads the body's requirements (`paymentRequirements`, then each of `accepts`), takes the
- * first it is willing to pay (scheme `exact`, an allowed network and asset, `maxAmountRequired <= maxAmount`),
- * signs it with {@link createPaymentHeader} and sends the request again. The second answer is returned
- * whatever it is (a second 402 is not paid again). Read the settlement with {@link getPaymentResponse}.
+ * On a 402 it reads the Cronos body's requirements (`paymentRequirements`, then each of `accepts`), then
+ * the x402 v2 offers of a `PAYMENT-REQUIRED` header (e.g. an `@x402/express` seller), and takes the first
+ * it is willing to pay (scheme `exact`, an allowed network and asset, an amount `<= maxAmount`). A Cronos
+ * offer is paid with `X-PAYMENT` ({@link createPaymentHeader}), a v2 one with `PAYMENT-SIGNATURE`
+ * ({@link createV2PaymentPayload}). The second answer is returned whatever it is (a second 402 is not
+ * paid again). Read the settlement with {@link getPaymentResponse} or {@link getV2PaymentResponse}.
  *
  * A request whose body is a one-shot stream cannot be sent twice; use a string, buffer or `Request`.
  *
- * @throws {PaymentError} `malformed_402` (body not JSON or without requirements),
+ * @throws {PaymentError} `malformed_402` (no readable requirements in body nor header),
  *   `no_acceptable_requirements` (`details` lists why each was refused), or the signer's errors.
  */
 export function wrapFetchWithPayment(fetchImpl: typeof fetch, options: PaymentFetchOptions): typeof fetch {
   const networks = new Set((options.networks ?? NETWORK_NAMES).map(normaliseNetwork));
   const assets = options.assets?.map((asset) => asset.toLowerCase());
 
-  function refusal(requirements: PaymentRequirements): string | undefined {
-    if (requirements.scheme !== EXACT_SCHEME) return `scheme "${requirements.scheme}" is not "${EXACT_SCHEME}"`;
-    const network = normaliseNetwork(requirements.network);
-    if (!networks.has(network)) return `network "${requirements.network}" is not allowed`;
+  function refusal(terms: { scheme: string; network: string; asset: string; amount: string; amountName: string }): string | undefined {
+    if (terms.scheme !== EXACT_SCHEME) return `scheme "${terms.scheme}" is not "${EXACT_SCHEME}"`;
+    const network = normaliseNetwork(terms.network);
+    if (!networks.has(network)) return `network "${terms.network}" is not allowed`;
     const canonical = canonicalNetwork(network);
     const allowedAssets = assets ?? (canonical ? [NETWORKS[canonical].token.toLowerCase()] : []);
-    if (!allowedAssets.includes(requirements.asset.toLowerCase())) {
-      return `asset ${requirements.asset} is not allowed on ${requirements.network}`;
+    if (!allowedAssets.includes(terms.asset.toLowerCase())) {
+      return `asset ${terms.asset} is not allowed on ${terms.network}`;
     }
-    if (BigInt(requirements.maxAmountRequired) > options.maxAmount) {
-      return `maxAmountRequired ${requirements.maxAmountRequired} exceeds maxAmount ${options.maxAmount}`;
+    if (BigInt(terms.amount) > options.maxAmount) {
+      return `${terms.amountName} ${terms.amount} exceeds maxAmount ${options.maxAmount}`;
     }
     return undefined;
   }
 
-  async function choose(response: Response): Promise<PaymentRequirements> {
-    const text = await response.text();
+  /** The offers of a 402: the Cronos body's, then the `PAYMENT-REQUIRED` header's. */
+  function offersOf(response: Response, text: string): unknown[] {
+    const header = response.headers.get(X402V2Header.paymentRequired);
+    const v2 = header === null ? undefined : v2OffersOf(header);
     let json: unknown;
     try {
       json = JSON.parse(text);
     } catch {
+      if (v2) return v2;
       throw new PaymentError("malformed_402", "the 402 answer is not JSON", { status: response.status, details: text.slice(0, 200) });
     }
     const body = paymentRequiredBodySchema.safeParse(json);
     if (!body.success) {
+      if (v2) return v2;
       throw new PaymentError("malformed_402", "the 402 answer is malformed", {
         status: response.status,
         details: describeZodError(body.error),
       });
     }
     const { paymentRequirements, accepts } = body.data;
-    const candidates = [...(paymentRequirements === undefined ? [] : [paymentRequirements]), ...(accepts ?? [])];
+    return [...(paymentRequirements === undefined ? [] : [paymentRequirements]), ...(accepts ?? []), ...(v2 ?? [])];
+  }
+
+  async function choose(response: Response): Promise<Offer> {
+    const candidates = offersOf(response, await response.text());
     if (candidates.length === 0) {
       throw new PaymentError("malformed_402", "the 402 answer holds no payment requirements", { status: response.status });
     }
     const reasons: string[] = [];
     for (const [index, candidate] of candidates.entries()) {
-      const parsed = parsePaymentRequirements(candidate);
-      const reason = parsed.ok ? refusal(parsed.requirements) : `invalid: ${parsed.problem}`;
-      if (parsed.ok && reason === undefined) return parsed.requirements;
+      let reason: string | undefined;
+      if (candidate instanceof V2Offer) {
+        const parsed = v2RequirementsSchema.safeParse(candidate.raw);
+        if (!parsed.success) reason = `invalid: ${describeZodError(parsed.error)}`;
+        else {
+          const terms = parsed.data;
+          reason = refusal({ ...terms, amountName: "amount" });
+          if (reason === undefined) return { dialect: "x402v2", raw: candidate.raw, requirements: terms, resource: candidate.resource };
+        }
+      } else {
+        const parsed = parsePaymentRequirements(candidate);
+        if (!parsed.ok) reason = `invalid: ${parsed.problem}`;
+        else {
+          const terms = parsed.requirements;
+          reason = refusal({ ...terms, amount: terms.maxAmountRequired, amountName: "maxAmountRequired" });
+          if (reason === undefined) return { dialect: "cronos", requirements: terms };
+        }
+      }
       reasons.push(`#${index}: ${reason}`);
     }
     throw new PaymentError("no_acceptable_requirements", "no acceptable payment requirements in the 402 answer", {
@@ -91,23 +137,43 @@ export function wrapFetchWithPayment(fetchImpl: typeof fetch, options: PaymentFe
     });
   }
 
+  async function paymentHeaders(offer: Offer): Promise<[string, string]> {
+    const signing = { signer: options.signer, chainId: options.chainId, domain: options.domain };
+    if (offer.dialect === "cronos") {
+      return ["X-PAYMENT", await createPaymentHeader({ ...signing, requirements: offer.requirements })];
+    }
+    const payment = await createV2PaymentPayload({ ...signing, requirements: offer.raw, resource: offer.resource });
+    return [X402V2Header.paymentSignature, encodeBase64Json(payment)];
+  }
+
   return async (input, init) => {
     // A Request's body can be read once: keep a copy for the paid retry.
     const replay = input instanceof Request ? input.clone() : undefined;
     const first = await fetchImpl(input, init);
     if (first.status !== 402) return first;
 
-    const requirements = await choose(first);
-    const paymentHeader = await createPaymentHeader({
-      signer: options.signer,
-      requirements,
-      chainId: options.chainId,
-      domain: options.domain,
-    });
+    const [name, value] = await paymentHeaders(await choose(first));
     const headers = new Headers(init?.headers ?? replay?.headers);
-    headers.set("X-PAYMENT", paymentHeader);
+    headers.set(name, value);
     return fetchImpl(replay ?? input, { ...init, headers });
   };
+}
+
+/** An offer of a `PAYMENT-REQUIRED` header, told apart from the Cronos body's. */
+class V2Offer {
+  constructor(
+    readonly raw: Record<string, unknown>,
+    readonly resource: V2Resource | undefined,
+  ) {}
+}
+
+/** The offers in a `PAYMENT-REQUIRED` value; `undefined` when it is not one (the body may still be). */
+function v2OffersOf(header: string): V2Offer[] | undefined {
+  const decoded = decodeBase64Json(header);
+  const parsed = decoded.ok ? v2PaymentRequiredSchema.safeParse(decoded.json) : undefined;
+  if (!parsed?.success) return undefined;
+  const resource = parsed.data.resource;
+  return parsed.data.accepts.map((entry) => new V2Offer(isRecord(entry) ? entry : { invalid: entry }, resource));
 }
 
 /**
@@ -120,6 +186,20 @@ export function getPaymentResponse(response: Response): SettleResponse | undefin
   return value === null ? undefined : decodePaymentResponse(value);
 }
 
+/**
+ * The x402 v2 settlement a paid answer carries in `PAYMENT-RESPONSE`, or `undefined` when there is none.
+ *
+ * @throws {PaymentError} `malformed_payment_response` when the header is present but unreadable.
+ */
+export function getV2PaymentResponse(response: Response): V2SettleResponse | undefined {
+  const value = response.headers.get(X402V2Header.paymentResponse);
+  return value === null ? undefined : decodeV2PaymentResponse(value);
+}
+
 function normaliseNetwork(network: string): string {
-  return canonicalNetwork(network) ?? network;
+  return canonicalNetwork(network) ?? networkOfCaip2(network) ?? network;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

@@ -1,6 +1,7 @@
+import type { z } from "zod";
 import { toHex, type Account, type Address, type Hex, type LocalAccount } from "viem";
 import { canonicalNetwork, NETWORKS } from "../protocol/networks.js";
-import { encodePaymentHeader } from "../protocol/header.js";
+import { decodeBase64Json, encodePaymentHeader } from "../protocol/header.js";
 import { transferAuthorizationTypedData, type TokenDomain } from "../protocol/eip3009.js";
 import {
   parsePaymentRequirements,
@@ -10,6 +11,15 @@ import {
   type PaymentRequirementsInput,
   type SettleResponse,
 } from "../protocol/schemas.js";
+import {
+  networkOfCaip2,
+  v2RequirementsSchema,
+  v2SettleResponseSchema,
+  X402_V2_VERSION,
+  type SignedV2Payment,
+  type V2Resource,
+  type V2SettleResponse,
+} from "../protocol/x402v2.js";
 import { PaymentError } from "./errors.js";
 
 /**
@@ -67,7 +77,96 @@ export async function createPaymentHeader(parameters: CreatePaymentHeaderParamet
   const parsed = parsePaymentRequirements(parameters.requirements);
   if (!parsed.ok) throw new PaymentError("invalid_parameters", "invalid payment requirements", { details: parsed.problem });
   const { requirements } = parsed;
-  const token = addressSchema.safeParse(requirements.asset);
+  const canonical = canonicalNetwork(requirements.network);
+  const info = canonical ? NETWORKS[canonical] : undefined;
+  const signed = await signAuthorization(parameters, {
+    network: requirements.network,
+    payTo: requirements.payTo,
+    asset: requirements.asset,
+    amount: requirements.maxAmountRequired,
+    maxTimeoutSeconds: requirements.maxTimeoutSeconds,
+    chainId: info?.chainId,
+    domain: info?.domain,
+  });
+  return encodePaymentHeader({
+    network: requirements.network,
+    ...signed,
+    value: requirements.maxAmountRequired,
+    asset: requirements.asset,
+  });
+}
+
+/** Parameters of {@link createV2PaymentPayload}: the chosen offer of an x402 v2 402 and who signs it. */
+export interface CreateV2PaymentPayloadParameters extends Omit<CreatePaymentHeaderParameters, "requirements"> {
+  /** One entry of the 402's `accepts`, exactly as the seller sent it (it is echoed as `accepted`). */
+  requirements: Record<string, unknown>;
+  /** The 402's `resource`, echoed. */
+  resource?: V2Resource;
+}
+
+/**
+ * Signs an EIP-3009 `TransferWithAuthorization` for one x402 v2 offer and returns the payment the
+ * `@x402/*` packages send in `PAYMENT-SIGNATURE` (base64 it with `encodeBase64Json`):
+ * `{x402Version: 2, resource, accepted, payload: {signature, authorization}}`, numbers as decimal
+ * strings. The chain id comes from the CAIP-2 network (`eip155:338`), the token's EIP-712 domain from
+ * `extra.name` / `extra.version` (else the Cronos network's).
+ *
+ * @throws {PaymentError} `invalid_parameters` (not v2 requirements, or not an `eip155` network),
+ *   `unknown_network` (no domain known), `no_account`.
+ */
+export async function createV2PaymentPayload(parameters: CreateV2PaymentPayloadParameters): Promise<SignedV2Payment> {
+  const parsed = v2RequirementsSchema.safeParse(parameters.requirements);
+  if (!parsed.success) {
+    throw new PaymentError("invalid_parameters", "invalid x402 v2 payment requirements", { details: describeZodError(parsed.error) });
+  }
+  const requirements = parsed.data;
+  const chain = /^eip155:(\d{1,15})$/.exec(requirements.network);
+  if (!chain) throw new PaymentError("invalid_parameters", `not an EVM network: "${requirements.network}"`);
+  const known = networkOfCaip2(requirements.network);
+  const extra = requirements.extra ?? {};
+  const domain =
+    typeof extra.name === "string" && typeof extra.version === "string" ? { name: extra.name, version: extra.version } : known && NETWORKS[known].domain;
+  const signed = await signAuthorization(parameters, {
+    network: requirements.network,
+    payTo: requirements.payTo,
+    asset: requirements.asset,
+    amount: requirements.amount,
+    maxTimeoutSeconds: requirements.maxTimeoutSeconds,
+    chainId: Number(chain[1]),
+    domain,
+  });
+  const { signature, ...authorization } = signed;
+  return {
+    x402Version: X402_V2_VERSION,
+    ...(parameters.resource ? { resource: parameters.resource } : {}),
+    accepted: parameters.requirements,
+    payload: {
+      signature,
+      authorization: {
+        ...authorization,
+        value: requirements.amount,
+        validAfter: authorization.validAfter.toString(),
+        validBefore: authorization.validBefore.toString(),
+      },
+    },
+  };
+}
+
+/** What one authorization pays, whichever dialect carries it. */
+interface AuthorizationTerms {
+  network: string;
+  payTo: Address;
+  asset: string;
+  amount: string;
+  maxTimeoutSeconds?: number;
+  /** The chain id and token domain the network implies, overridden by the caller's `chainId` / `domain`. */
+  chainId?: number;
+  domain?: { name: string; version: string };
+}
+
+/** Signs one `TransferWithAuthorization`: the fields both layouts carry, with the signature. */
+async function signAuthorization(parameters: Omit<CreatePaymentHeaderParameters, "requirements">, terms: AuthorizationTerms) {
+  const token = addressSchema.safeParse(terms.asset);
   if (!token.success) {
     throw new PaymentError("invalid_parameters", "invalid payment requirements", { details: `asset ${describeZodError(token.error)}` });
   }
@@ -75,22 +174,17 @@ export async function createPaymentHeader(parameters: CreatePaymentHeaderParamet
   if (!/^0x[0-9a-fA-F]{64}$/.test(nonce)) {
     throw new PaymentError("invalid_parameters", "nonce must be 0x-prefixed 32 bytes", { details: nonce });
   }
-
-  const canonical = canonicalNetwork(requirements.network);
-  const info = canonical ? NETWORKS[canonical] : undefined;
-  const chainId = parameters.chainId ?? info?.chainId;
-  const domainNameVersion = parameters.domain ?? info?.domain;
+  const chainId = parameters.chainId ?? terms.chainId;
+  const domainNameVersion = parameters.domain ?? terms.domain;
   if (chainId === undefined || domainNameVersion === undefined) {
-    throw new PaymentError("unknown_network", `unknown network "${requirements.network}"`, {
+    throw new PaymentError("unknown_network", `unknown network "${terms.network}"`, {
       details: "pass chainId and domain to sign for it",
     });
   }
 
   const now = parameters.now ?? Math.floor(Date.now() / 1000);
   const validAfter = BigInt(parameters.validAfter ?? 0);
-  const validBefore = BigInt(
-    parameters.validBefore ?? now + Math.max(DEFAULT_VALIDITY_SECONDS, requirements.maxTimeoutSeconds ?? 0),
-  );
+  const validBefore = BigInt(parameters.validBefore ?? now + Math.max(DEFAULT_VALIDITY_SECONDS, terms.maxTimeoutSeconds ?? 0));
 
   const from = signerAddress(parameters.signer);
   const domain: TokenDomain = {
@@ -101,25 +195,14 @@ export async function createPaymentHeader(parameters: CreatePaymentHeaderParamet
   };
   const typedData = transferAuthorizationTypedData(domain, {
     from,
-    to: requirements.payTo,
-    value: BigInt(requirements.maxAmountRequired),
+    to: terms.payTo,
+    value: BigInt(terms.amount),
     validAfter,
     validBefore,
     nonce,
   });
   const signature = await sign(parameters.signer, typedData);
-
-  return encodePaymentHeader({
-    network: requirements.network,
-    from,
-    to: requirements.payTo,
-    value: requirements.maxAmountRequired,
-    validAfter,
-    validBefore,
-    nonce,
-    signature,
-    asset: requirements.asset,
-  });
+  return { from, to: terms.payTo, value: terms.amount, validAfter, validBefore, nonce, signature };
 }
 
 function isWalletSigner(signer: PaymentSigner): signer is WalletSigner {
@@ -148,17 +231,25 @@ function sign(signer: PaymentSigner, typedData: ReturnType<typeof transferAuthor
  * @throws {PaymentError} `malformed_payment_response` when it is not base64 JSON of a settle answer.
  */
 export function decodePaymentResponse(headerValue: string): SettleResponse {
-  const text = headerValue.trim();
-  let json: unknown;
-  try {
-    if (!/^[A-Za-z0-9+/]+={0,2}$/.test(text)) throw new Error("not base64");
-    json = JSON.parse(Buffer.from(text, "base64").toString("utf8"));
-  } catch (error) {
-    throw new PaymentError("malformed_payment_response", "X-PAYMENT-RESPONSE is not base64 JSON", { cause: error });
-  }
-  const parsed = settleResponseSchema.safeParse(json);
+  return decodeSettleHeader("X-PAYMENT-RESPONSE", headerValue, settleResponseSchema);
+}
+
+/**
+ * Decodes a `PAYMENT-RESPONSE` value (x402 v2): base64 JSON of the facilitator's v2 settle answer
+ * `{success, payer, transaction, network}`.
+ *
+ * @throws {PaymentError} `malformed_payment_response` when it is not base64 JSON of a v2 settle answer.
+ */
+export function decodeV2PaymentResponse(headerValue: string): V2SettleResponse {
+  return decodeSettleHeader("PAYMENT-RESPONSE", headerValue, v2SettleResponseSchema);
+}
+
+function decodeSettleHeader<S extends z.ZodType>(name: string, value: string, schema: S): z.output<S> {
+  const decoded = decodeBase64Json(value);
+  if (!decoded.ok) throw new PaymentError("malformed_payment_response", `${name} is not base64 JSON`);
+  const parsed = schema.safeParse(decoded.json);
   if (!parsed.success) {
-    throw new PaymentError("malformed_payment_response", "X-PAYMENT-RESPONSE is not a settle answer", {
+    throw new PaymentError("malformed_payment_response", `${name} is not a settle answer`, {
       details: describeZodError(parsed.error),
     });
   }

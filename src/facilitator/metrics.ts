@@ -3,6 +3,7 @@ import type { NetworkRuntime } from "./runtime.js";
 import type { OutcomeRecord } from "./http/app.js";
 import { memoizeFor } from "./memoize.js";
 import { canonicalNetwork, type NetworkName } from "../protocol/networks.js";
+import { networkOfCaip2 } from "../protocol/x402v2.js";
 
 /** One relayer as the gauges show it; a value the RPC did not give is absent. */
 interface RelayerReading {
@@ -53,8 +54,8 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
   });
   const outcomes = new Counter({
     name: "x402_outcomes_total",
-    help: "verify and settle answers by network and outcome code",
-    labelNames: ["route", "network", "outcome"],
+    help: "verify and settle answers by network, outcome code and dialect (cronos or x402v2)",
+    labelNames: ["route", "network", "outcome", "dialect"],
     registers: [registry],
   });
   const latency = new Histogram({
@@ -137,7 +138,8 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     registry,
     outcome(record) {
       // The network label is bounded: a caller's unknown network string counts as "other".
-      outcomes.inc({ route: record.route, network: canonicalNetwork(record.network) ?? "other", outcome: record.code });
+      const network = canonicalNetwork(record.network) ?? networkOfCaip2(record.network) ?? "other";
+      outcomes.inc({ route: record.route, network, outcome: record.code, dialect: record.dialect });
       latency.observe({ route: record.route }, record.durationMs / 1000);
     },
     request(route, status) {

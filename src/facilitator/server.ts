@@ -5,8 +5,8 @@ import { ChainState } from "../chain/state.js";
 import { Relayer } from "../chain/relayer.js";
 import { domainSeparator } from "../chain/signature.js";
 import type { NetworkName } from "../protocol/networks.js";
-import { EXACT_SCHEME, X402_VERSION } from "../protocol/reasons.js";
 import type { FacilitatorConfig } from "./config.js";
+import { supportedAnswer } from "./dialects/index.js";
 import { healthReport, inspectNetwork, readDomain } from "./health.js";
 import { createApp, type OutcomeRecord } from "./http/app.js";
 import { createDashboard, type Dashboard, type DashboardPlayground } from "./dashboard/index.js";
@@ -123,9 +123,11 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     logger,
     observe: { confirmationWait: metrics.confirmationWait, rpcError: metrics.rpcError, revertedGas: metrics.revertedGas },
   };
-  const supported = {
-    kinds: config.networks.map((n) => ({ x402Version: X402_VERSION, scheme: EXACT_SCHEME, network: n.network })),
-  };
+  const relayers = [...networks.values()][0]?.relayer.addresses ?? [];
+  const supported = supportedAnswer(
+    config.networks.map((n) => n.network),
+    relayers,
+  );
   const health = memoizeFor(
     config.healthCacheMs,
     () =>
@@ -160,7 +162,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       metrics.outcome(record);
       // One line per verify/settle outcome.
       logger.info(
-        { requestId: record.requestId, route: record.route, status: record.status, network: record.network, payer: record.payer, amount: record.amount, outcome: record.outcome, txHash: record.txHash, durationMs: Math.round(record.durationMs * 10) / 10 },
+        { requestId: record.requestId, route: record.route, dialect: record.dialect, status: record.status, network: record.network, payer: record.payer, amount: record.amount, outcome: record.outcome, txHash: record.txHash, durationMs: Math.round(record.durationMs * 10) / 10 },
         record.route,
       );
       dashboard?.record(record);
@@ -173,7 +175,6 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     onResponse: metrics.request,
     dashboard: dashboard?.router,
   });
-  const relayers = [...networks.values()][0]?.relayer.addresses ?? [];
   return { app, context, relayers, metrics, rateLimits: config.rateLimits, ...(dashboard ? { dashboard } : {}) };
 }
 

@@ -4,11 +4,49 @@ import { estimateGasWithin } from "../chain/estimate.js";
 import { waitForReceipt } from "../chain/receipt.js";
 import { RelaySendError } from "../chain/relayer.js";
 import { settleErrorOfRevert } from "../chain/revert.js";
-import { SettleError, SettleEvent, X402_VERSION } from "../protocol/reasons.js";
-import type { FacilitatorRequest, SettleResponse } from "../protocol/schemas.js";
+import type { Payment } from "../protocol/payment.js";
+import { SettleError } from "../protocol/reasons.js";
 import { FacilitatorFault, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
 import { penaltySubjects, type PayerAccount } from "./settle-guards.js";
-import { verifyPayment, answerNetwork, type RefusedPayment, type VerifiedPayment } from "./verify.js";
+import { verifyPayment, type RefusedPayment, type VerifiedPayment, type VerifyFailureCode } from "./verify.js";
+
+/** Why a settlement failed: a verify refusal, or a transaction that failed (or may have) on chain. */
+export type SettleFailureCode = VerifyFailureCode | "failedOnChain";
+
+/** What settle did, whichever dialect asked: each dialect's codec turns it into its own answer. */
+export type SettleOutcome = SettledPayment | FailedSettlement;
+
+/** The authorization was transferred on chain. */
+export interface SettledPayment {
+  settled: true;
+  txHash: Hex;
+  from: Address;
+  to: Address;
+  value: bigint;
+  blockNumber: bigint;
+  /** The block's time, ISO-8601. */
+  timestamp: string;
+}
+
+/** Nothing was transferred; `error` is the settle text (`SettleError`, or verify's reason where settle has no word). */
+export interface FailedSettlement {
+  settled: false;
+  code: SettleFailureCode;
+  error: string;
+  /** The transaction that was sent (or that already used the authorization), when known. */
+  txHash?: Hex;
+}
+
+type SettleErrorText = (typeof SettleError)[keyof typeof SettleError];
+
+const SETTLE_ERROR_CODES: Record<SettleErrorText, SettleFailureCode> = {
+  [SettleError.alreadyUsed]: "used",
+  [SettleError.expired]: "expired",
+  [SettleError.notYetValid]: "notYetValid",
+  [SettleError.insufficientBalance]: "balance",
+  [SettleError.invalidSignature]: "signature",
+  [SettleError.failedOnChain]: "failedOnChain",
+};
 
 /** Settle's text for a verify refusal: the settle vocabulary where it has a word, else verify's reason. */
 function settleTextOf(refused: RefusedPayment): string {
@@ -28,15 +66,8 @@ function settleTextOf(refused: RefusedPayment): string {
   }
 }
 
-function failed(network: string, error: string, txHash?: Hex): SettleResponse {
-  return {
-    x402Version: X402_VERSION,
-    event: SettleEvent.failed,
-    network,
-    timestamp: new Date().toISOString(),
-    error,
-    ...(txHash ? { txHash } : {}),
-  };
+function failed(error: SettleErrorText, txHash?: Hex): FailedSettlement {
+  return { settled: false, code: SETTLE_ERROR_CODES[error], error, ...(txHash ? { txHash } : {}) };
 }
 
 /** The token call that settles `payment`: `(v, r, s)` for an EOA signature, `bytes` for an ERC-1271 wallet. */
@@ -53,37 +84,36 @@ export function settlementCalldata(payment: VerifiedPayment): Hex {
 /**
  * Settles a payment: re-verifies it, checks the relayer-safety guards (revert penalty, balance
  * reserved by the payer's other settles in flight), simulates the token call within `maxSettleGas`,
- * sends it from a relayer key, and waits for the receipt. Protocol outcomes are returned as the
- * settle answer; a fault before anything was sent throws {@link FacilitatorFault} (503).
+ * sends it from a relayer key, and waits for the receipt. Protocol outcomes are returned as a
+ * {@link SettleOutcome}; a fault before anything was sent throws {@link FacilitatorFault} (503).
  */
-export async function settlePayment(request: FacilitatorRequest, context: FacilitatorContext): Promise<SettleResponse> {
-  const network = answerNetwork(request);
-  const outcome = await verifyPayment(request, context, { freshHead: true });
+export async function settlePayment(payment: Payment, context: FacilitatorContext): Promise<SettleOutcome> {
+  const outcome = await verifyPayment(payment, context, { freshHead: true });
   if (!outcome.isValid) {
     let txHash: Hex | undefined;
     if (outcome.code === "used" && outcome.runtime && outcome.payload) {
       txHash = await findAuthorizationTransaction(outcome.runtime, outcome.payload.authorization.from, outcome.payload.authorization.nonce, context);
     }
-    return failed(network, settleTextOf(outcome), txHash);
+    return { settled: false, code: outcome.code, error: settleTextOf(outcome), ...(txHash ? { txHash } : {}) };
   }
 
   const { runtime } = outcome;
   const { from, nonce } = outcome.payload.authorization;
   const key = `${runtime.config.chainId}:${runtime.config.token}:${from}:${nonce}`.toLowerCase();
   const holdMs = context.settleTimeoutMs + 60_000;
-  if (!(await context.inFlight.acquire(key, holdMs))) return failed(network, SettleError.alreadyUsed);
+  if (!(await context.inFlight.acquire(key, holdMs))) return failed(SettleError.alreadyUsed);
   try {
-    return await guarded(outcome, network, context, holdMs);
+    return await guarded(outcome, context, holdMs);
   } finally {
     await context.inFlight.release(key);
   }
 }
 
 /** What became of a settle's transaction, for its balance reservation. */
-type Sent = { answer: SettleResponse; spent: "no" | "unknown" | bigint };
+type Sent = { answer: SettleOutcome; spent: "no" | "unknown" | bigint };
 
 /** Refuses a payer under a revert penalty or without unreserved balance; else sends, holding the reservation meanwhile. */
-async function guarded(payment: VerifiedPayment, network: string, context: FacilitatorContext, holdMs: number): Promise<SettleResponse> {
+async function guarded(payment: VerifiedPayment, context: FacilitatorContext, holdMs: number): Promise<SettleOutcome> {
   const { guards } = context.relayerSafety;
   const { config } = payment.runtime;
   const account: PayerAccount = { chainId: config.chainId, token: config.token, payer: payment.payload.authorization.from };
@@ -92,7 +122,7 @@ async function guarded(payment: VerifiedPayment, network: string, context: Facil
   try {
     if (await guards.penalized(account, subjects, payment.head.timestamp)) {
       context.logger.warn({ network: config.network, payer: account.payer, codeHash: payment.codeHash }, "settle refused: revert penalty");
-      return failed(network, SettleError.failedOnChain);
+      return failed(SettleError.failedOnChain);
     }
     const reservation = { id: payment.payload.authorization.nonce, amount: payment.value, balance: payment.balance, block: payment.head.number, ttlMs: holdMs };
     reserved = await guards.reserve(account, reservation);
@@ -100,11 +130,11 @@ async function guarded(payment: VerifiedPayment, network: string, context: Facil
     throw new FacilitatorFault("settle guards unavailable", { cause: error });
   }
   // The payer's settles in flight already promise its balance: this one would revert at the relayer's expense.
-  if (!reserved) return failed(network, SettleError.insufficientBalance);
+  if (!reserved) return failed(SettleError.insufficientBalance);
   // `send` throws only before anything was sent.
   let spent: Sent["spent"] = "no";
   try {
-    const sent = await send(payment, network, context);
+    const sent = await send(payment, context);
     spent = sent.spent;
     return sent.answer;
   } finally {
@@ -117,14 +147,14 @@ async function guarded(payment: VerifiedPayment, network: string, context: Facil
   }
 }
 
-async function send(payment: VerifiedPayment, network: string, context: FacilitatorContext): Promise<Sent> {
+async function send(payment: VerifiedPayment, context: FacilitatorContext): Promise<Sent> {
   const { runtime } = payment;
   const { client, relayer, config } = runtime;
   const { maxSettleGas } = context.relayerSafety;
   const authorization = payment.payload.authorization;
   const data = settlementCalldata(payment);
   const relayerAddress = relayer.pick();
-  const notSent = (error: string): Sent => ({ answer: failed(network, error), spent: "no" });
+  const notSent = (error: SettleErrorText): Sent => ({ answer: failed(error), spent: "no" });
 
   let estimate;
   try {
@@ -146,7 +176,7 @@ async function send(payment: VerifiedPayment, network: string, context: Facilita
   } catch (error) {
     if (error instanceof RelaySendError && error.maybeSent) {
       context.logger.error({ network: config.network, txHash: error.hash, err: String(error.cause) }, "settle send failed midway");
-      return { answer: failed(network, SettleError.failedOnChain, error.hash), spent: "unknown" };
+      return { answer: failed(SettleError.failedOnChain, error.hash), spent: "unknown" };
     }
     throw new FacilitatorFault(`relayer could not send on ${config.network}`, { cause: error });
   }
@@ -162,26 +192,24 @@ async function send(payment: VerifiedPayment, network: string, context: Facilita
   if (!receipt) {
     // Sent but not confirmed by the deadline: report the hash so it can be traced.
     context.logger.warn({ network: config.network, txHash: hash }, "settle receipt not confirmed");
-    return { answer: failed(network, SettleError.failedOnChain, hash), spent: "unknown" };
+    return { answer: failed(SettleError.failedOnChain, hash), spent: "unknown" };
   }
   context.observe?.confirmationWait(config.network, (performance.now() - sentAt) / 1000);
   const blockTime = await blockTimestamp(runtime, receipt, payment);
   if (receipt.status !== "success") {
     await penalize(payment, receipt, blockTime, context);
-    return { answer: failed(network, SettleError.failedOnChain, hash), spent: "no" };
+    return { answer: failed(SettleError.failedOnChain, hash), spent: "no" };
   }
 
   runtime.state.markUsed(authorization.from, authorization.nonce);
   return {
     answer: {
-      x402Version: X402_VERSION,
-      event: SettleEvent.settled,
+      settled: true,
       txHash: hash,
       from: authorization.from,
       to: authorization.to,
-      value: payment.value.toString(),
-      blockNumber: Number(receipt.blockNumber),
-      network,
+      value: payment.value,
+      blockNumber: receipt.blockNumber,
       timestamp: new Date(Number(blockTime) * 1000).toISOString(),
     },
     spent: receipt.blockNumber,

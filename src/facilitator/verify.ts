@@ -1,8 +1,7 @@
 import { bytesToHex, isAddressEqual, type Hex } from "viem";
-import { decodePaymentHeader } from "../protocol/header.js";
 import { canonicalNetwork } from "../protocol/networks.js";
+import type { Payment, PayerPayload } from "../protocol/payment.js";
 import { EXACT_SCHEME, VerifyReason } from "../protocol/reasons.js";
-import type { FacilitatorRequest, PaymentPayload } from "../protocol/schemas.js";
 import { recoverSigner, transferAuthorizationDigest } from "../chain/signature.js";
 import type { Head } from "../chain/state.js";
 import { FacilitatorFault, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
@@ -28,7 +27,7 @@ export type VerifyFailureCode =
 export interface VerifiedPayment {
   isValid: true;
   runtime: NetworkRuntime;
-  payload: PaymentPayload;
+  payload: PayerPayload;
   value: bigint;
   head: Head;
   /** The payer's token balance at `head`. */
@@ -45,7 +44,7 @@ export interface RefusedPayment {
   code: VerifyFailureCode;
   reason: string;
   runtime?: NetworkRuntime;
-  payload?: PaymentPayload;
+  payload?: PayerPayload;
   head?: Head;
 }
 
@@ -63,21 +62,20 @@ function refuse(code: VerifyFailureCode, reason: string, extra: Partial<RefusedP
  * Chain reads are pinned to one block whose timestamp is the clock; verify may reuse a head read
  * within `headCacheMs`, settle passes `freshHead`. Throws {@link FacilitatorFault} only when the
  * chain cannot be read.
+ *
+ * The payment comes from a dialect's codec (`dialects/`), already decoded: verify does not know
+ * which dialect carried it.
  */
 export async function verifyPayment(
-  request: FacilitatorRequest,
+  payment: Payment,
   context: FacilitatorContext,
   options: { freshHead?: boolean } = {},
 ): Promise<VerifyOutcome> {
-  const requirements = request.paymentRequirements;
+  const requirements = payment.requirements;
 
-  // 1. header
-  const decoded = decodePaymentHeader(request.paymentHeader);
-  if (!decoded.ok) {
-    return decoded.kind === "base64"
-      ? refuse("base64", VerifyReason.invalidBase64)
-      : refuse("header", VerifyReason.invalidHeader(decoded.detail));
-  }
+  // 1. header (the payer's part, decoded by the codec; refused here when it could not be read)
+  const decoded = payment.payload;
+  if (!decoded.ok) return refuse(decoded.code, decoded.reason);
   const payload = decoded.payload;
   const authorization = payload.authorization;
 
@@ -102,7 +100,7 @@ export async function verifyPayment(
     return refuse("asset", VerifyReason.unsupportedAsset(payload.asset), { payload, runtime });
   }
   const value = /^\d{1,78}$/.test(authorization.value) ? BigInt(authorization.value) : -1n;
-  if (value <= 0n || value > MAX_UINT256 || value !== BigInt(requirements.maxAmountRequired)) {
+  if (value <= 0n || value > MAX_UINT256 || value !== BigInt(requirements.amount)) {
     return refuse("amount", VerifyReason.invalidAmount(authorization.value), { payload, runtime });
   }
 
@@ -165,7 +163,7 @@ interface PayerState {
  */
 async function readPayerState(
   runtime: NetworkRuntime,
-  authorization: PaymentPayload["authorization"],
+  authorization: PayerPayload["authorization"],
   digest: Hex,
   signedByPayer: boolean,
   options: { headAgeMs: number; erc1271GasLimit: bigint },

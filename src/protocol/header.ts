@@ -1,3 +1,4 @@
+import type { Hex } from "viem";
 import { paymentHeaderSchema, describeZodError, type Authorization, type PaymentPayload } from "./schemas.js";
 
 type AuthorizationFields = Omit<Authorization, "signature">;
@@ -10,20 +11,30 @@ export type DecodeHeaderResult =
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
+/** Standard base64 (with padding) of the UTF-8 JSON of `value`: how every x402 header carries JSON. */
+export function encodeBase64Json(value: unknown): string {
+  return Buffer.from(JSON.stringify(value), "utf8").toString("base64");
+}
+
+/** Reads a base64 JSON header value (standard alphabet, padding optional); `ok: false` when it is not one. */
+export function decodeBase64Json(value: string): { ok: true; json: unknown } | { ok: false } {
+  const text = value.trim();
+  if (text.length === 0 || !BASE64.test(text) || text.length % 4 === 1) return { ok: false };
+  try {
+    return { ok: true, json: JSON.parse(Buffer.from(text, "base64").toString("utf8")) };
+  } catch {
+    return { ok: false };
+  }
+}
+
 /**
  * Decodes a base64 `X-PAYMENT` value (standard alphabet, padding optional) into a payment payload
  * in either the Cronos flat layout or Coinbase's nested one.
  */
 export function decodePaymentHeader(header: string): DecodeHeaderResult {
-  const text = header.trim();
-  if (text.length === 0 || !BASE64.test(text) || text.length % 4 === 1) return { ok: false, kind: "base64" };
-  let json: unknown;
-  try {
-    json = JSON.parse(Buffer.from(text, "base64").toString("utf8"));
-  } catch {
-    return { ok: false, kind: "base64" };
-  }
-  const parsed = paymentHeaderSchema.safeParse(json);
+  const decoded = decodeBase64Json(header);
+  if (!decoded.ok) return { ok: false, kind: "base64" };
+  const parsed = paymentHeaderSchema.safeParse(decoded.json);
   if (!parsed.success) return { ok: false, kind: "shape", detail: describeZodError(parsed.error) };
   const { x402Version, scheme, network, payload } = parsed.data;
   const nested = "authorization" in payload ? (payload.authorization as AuthorizationFields) : undefined;
@@ -36,17 +47,15 @@ export function decodePaymentHeader(header: string): DecodeHeaderResult {
       scheme,
       network,
       asset,
-      authorization: {
-        from: authorization.from,
-        to: authorization.to,
-        value: authorization.value,
-        validAfter: authorization.validAfter,
-        validBefore: authorization.validBefore,
-        nonce: authorization.nonce,
-        signature: payload.signature,
-      },
+      authorization: signedAuthorization(authorization, payload.signature),
     },
   };
+}
+
+/** The authorization fields of a decoded payload (extra keys dropped) with their signature. */
+export function signedAuthorization(fields: Omit<Authorization, "signature">, signature: Hex): Authorization {
+  const { from, to, value, validAfter, validBefore, nonce } = fields;
+  return { from, to, value, validAfter, validBefore, nonce, signature };
 }
 
 /** The fields the Cronos layout carries, in the order the official client writes them. */
@@ -68,7 +77,7 @@ export interface CronosHeaderFields {
  * time bounds as JSON numbers, standard base64.
  */
 export function encodePaymentHeader(fields: CronosHeaderFields): string {
-  const json = JSON.stringify({
+  return encodeBase64Json({
     x402Version: 1,
     scheme: "exact",
     network: fields.network,
@@ -83,5 +92,4 @@ export function encodePaymentHeader(fields: CronosHeaderFields): string {
       asset: fields.asset,
     },
   });
-  return Buffer.from(json, "utf8").toString("base64");
 }

@@ -7,6 +7,8 @@
 export const VerifyReason = {
   invalidBase64: "Invalid Base64 paymentHeader",
   invalidHeader: (what: string) => `Invalid paymentHeader: ${what}`,
+  /** The x402 v2 dialect's counterpart of `invalidHeader`: a `paymentPayload` of the wrong shape. */
+  invalidPayload: (what: string) => `Invalid paymentPayload: ${what}`,
   unsupportedScheme: (scheme: string) => `Unsupported scheme: ${scheme}`,
   unsupportedNetwork: (network: string) => `Unsupported network: ${network}`,
   unsupportedAsset: (asset: string) => `Unsupported asset: ${asset}`,

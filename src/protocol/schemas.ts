@@ -4,7 +4,7 @@ import { getAddress, isAddress, type Address, type Hex } from "viem";
 const MAX_UINT256 = (1n << 256n) - 1n;
 
 /** An error message that says "is required" for a missing field and `what` otherwise. */
-function expected(what: string) {
+export function expected(what: string) {
   return (issue: { input?: unknown }) => (issue.input === undefined ? "is required" : what);
 }
 
@@ -73,8 +73,8 @@ const cronosPayloadSchema = z.looseObject({
   asset: z.string().optional(),
 });
 
-/** Coinbase x402 v1 layout: `{signature, authorization: {...}}`. */
-const coinbasePayloadSchema = z.looseObject({
+/** Coinbase x402 layout (v1 header payload, and the x402 v2 `exact` EVM payload): `{signature, authorization: {...}}`. */
+export const coinbasePayloadSchema = z.looseObject({
   signature: hexSchema.transform((v) => v as Hex),
   authorization: z.looseObject(authorizationFields),
 });
@@ -154,9 +154,11 @@ export type SettleSuccess = z.infer<typeof settleSuccessSchema>;
 export type SettleFailure = z.infer<typeof settleFailureSchema>;
 export type SettleResponse = z.infer<typeof settleResponseSchema>;
 
-/** `GET /v2/x402/supported`. */
+/** `GET /v2/x402/supported`: both dialects' kinds, and (x402 v2) extensions and the relayer addresses by CAIP family. */
 export const supportedResponseSchema = z.object({
   kinds: z.array(z.object({ x402Version: z.number(), scheme: z.string(), network: z.string() })),
+  extensions: z.array(z.string()).optional(),
+  signers: z.record(z.string(), z.array(z.string())).optional(),
 });
 export type SupportedResponse = z.infer<typeof supportedResponseSchema>;
 

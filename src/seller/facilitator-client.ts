@@ -1,6 +1,13 @@
 import type { z } from "zod";
 import { X402_VERSION } from "../protocol/reasons.js";
 import {
+  v2SettleResponseSchema,
+  v2VerifyResponseSchema,
+  X402_V2_VERSION,
+  type V2SettleResponse,
+  type V2VerifyResponse,
+} from "../protocol/x402v2.js";
+import {
   describeZodError,
   settleResponseSchema,
   supportedResponseSchema,
@@ -68,10 +75,24 @@ export interface FacilitatorRequestBody {
   paymentRequirements: PaymentRequirementsInput;
 }
 
+/**
+ * The body of verify and settle in x402 v2: the buyer's payment (the decoded `PAYMENT-SIGNATURE`,
+ * passed through untouched) and the seller's requirements in v2 form. `x402Version: 2` is added.
+ */
+export interface V2FacilitatorRequestBody {
+  paymentPayload: Record<string, unknown>;
+  paymentRequirements: Record<string, unknown>;
+}
+
 /** Options of {@link createFacilitatorClient}. */
 export interface FacilitatorClientOptions {
   /** Base URL of the facilitator, e.g. `https://facilitator.cronoslabs.org`; `/v2/x402/...` is appended. */
   url: string;
+  /**
+   * The seller's API key for a facilitator that gives sellers their own quotas: sent as
+   * `Authorization: Bearer <key>` on every call. It is never logged nor put in an error.
+   */
+  apiKey?: string;
   /** Limit of supported and verify calls, covering connection, answer and body, in milliseconds. Default 30 000. */
   timeoutMs?: number;
   /**
@@ -93,6 +114,10 @@ export interface FacilitatorClient {
   verify(request: FacilitatorRequestBody): Promise<VerifyResponse>;
   /** `POST /v2/x402/settle`. `event: "payment.failed"` is returned, not thrown. */
   settle(request: FacilitatorRequestBody): Promise<SettleResponse>;
+  /** `POST /v2/x402/verify` in the x402 v2 dialect. `isValid: false` is returned, not thrown. */
+  verifyV2(request: V2FacilitatorRequestBody): Promise<V2VerifyResponse>;
+  /** `POST /v2/x402/settle` in the x402 v2 dialect. `success: false` is returned, not thrown. */
+  settleV2(request: V2FacilitatorRequestBody): Promise<V2SettleResponse>;
 }
 
 /** Default time limit of supported and verify calls. */
@@ -109,6 +134,11 @@ export function createFacilitatorClient(options: FacilitatorClientOptions): Faci
   const defaultTimeoutMs = options.timeoutMs ?? DEFAULT_FACILITATOR_TIMEOUT_MS;
   const settleTimeoutMs = options.settleTimeoutMs ?? DEFAULT_SETTLE_TIMEOUT_MS;
   const fetchImpl: FetchFunction = options.fetch ?? ((input, init) => fetch(input, init));
+  if (options.apiKey !== undefined && !/^[\x21-\x7e]+$/.test(options.apiKey)) {
+    // The key itself is not repeated: messages end up in logs.
+    throw new TypeError("apiKey must be a non-empty string of printable ASCII without spaces");
+  }
+  const auth: Record<string, string> = options.apiKey === undefined ? {} : { Authorization: `Bearer ${options.apiKey}` };
 
   async function call<S extends z.ZodType>(
     operation: FacilitatorOperation,
@@ -166,22 +196,30 @@ export function createFacilitatorClient(options: FacilitatorClientOptions): Faci
     return parsed.data;
   }
 
-  const post = (request: FacilitatorRequestBody): RequestInit => ({
+  const post = (version: number, body: object): RequestInit => ({
     method: "POST",
-    headers: { "Content-Type": "application/json", "X402-Version": String(X402_VERSION) },
-    body: JSON.stringify({
-      x402Version: request.x402Version ?? X402_VERSION,
-      paymentHeader: request.paymentHeader,
-      paymentRequirements: request.paymentRequirements,
-    }),
+    headers: { "Content-Type": "application/json", "X402-Version": String(version), ...auth },
+    body: JSON.stringify(body),
+  });
+  const cronosBody = (request: FacilitatorRequestBody) => ({
+    x402Version: request.x402Version ?? X402_VERSION,
+    paymentHeader: request.paymentHeader,
+    paymentRequirements: request.paymentRequirements,
+  });
+  const v2Body = (request: V2FacilitatorRequestBody) => ({
+    x402Version: X402_V2_VERSION,
+    paymentPayload: request.paymentPayload,
+    paymentRequirements: request.paymentRequirements,
   });
 
   return {
     url,
     supported: () =>
-      call("supported", supportedResponseSchema, { method: "GET", headers: { "X402-Version": String(X402_VERSION) } }),
-    verify: (request) => call("verify", verifyResponseSchema, post(request)),
-    settle: (request) => call("settle", settleResponseSchema, post(request)),
+      call("supported", supportedResponseSchema, { method: "GET", headers: { "X402-Version": String(X402_VERSION), ...auth } }),
+    verify: (request) => call("verify", verifyResponseSchema, post(X402_VERSION, cronosBody(request))),
+    settle: (request) => call("settle", settleResponseSchema, post(X402_VERSION, cronosBody(request))),
+    verifyV2: (request) => call("verify", v2VerifyResponseSchema, post(X402_V2_VERSION, v2Body(request))),
+    settleV2: (request) => call("settle", v2SettleResponseSchema, post(X402_V2_VERSION, v2Body(request))),
   };
 }
 

@@ -7,6 +7,7 @@ export {
   type FacilitatorErrorCode,
   type FacilitatorOperation,
   type FacilitatorRequestBody,
+  type V2FacilitatorRequestBody,
   type FetchFunction,
 } from "./facilitator-client.js";
 export {
@@ -16,6 +17,8 @@ export {
   InvalidRequirementsError,
   REQUIREMENTS_DEFAULTS,
   SellerError,
+  consoleSellerLogger,
+  type SellerLogger,
   type FacilitatorOption,
   type PaymentContext,
   type PaymentReceipt,

@@ -1,15 +1,25 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from "express";
 import { z } from "zod";
 import { canonicalNetwork, NETWORKS } from "../protocol/networks.js";
-import { decodePaymentHeader } from "../protocol/header.js";
+import { decodeBase64Json, decodePaymentHeader, encodeBase64Json } from "../protocol/header.js";
 import { EXACT_SCHEME, SettleEvent, VerifyReason, X402_VERSION } from "../protocol/reasons.js";
 import {
+  describeZodError,
   parsePaymentRequirements,
   type PaymentRequirements,
   type PaymentRequirementsInput,
   type SettleSuccess,
 } from "../protocol/schemas.js";
-import { createFacilitatorClient, type FacilitatorClient } from "./facilitator-client.js";
+import {
+  EvmReason,
+  v2PaymentPayloadSchema,
+  v2RequirementsOf,
+  X402_V2_VERSION,
+  X402V2Header,
+  type V2PaymentRequirements,
+  type V2SettleResponse,
+} from "../protocol/x402v2.js";
+import { createFacilitatorClient, FacilitatorError, type FacilitatorClient } from "./facilitator-client.js";
 
 /** A seller configuration mistake: requirements that are not valid payment requirements. */
 export class InvalidRequirementsError extends Error {
@@ -94,9 +104,26 @@ export type FacilitatorOption =
       timeoutMs?: number;
       /** Limit of a settle call in ms (default 150 000, beyond the facilitator's own receipt wait). */
       settleTimeoutMs?: number;
+      /** The seller's API key at the facilitator, sent as `Authorization: Bearer <key>`; never logged. */
+      apiKey?: string;
       facilitator?: never;
     }
-  | { facilitator: FacilitatorClient; facilitatorUrl?: never; timeoutMs?: never; settleTimeoutMs?: never };
+  | { facilitator: FacilitatorClient; facilitatorUrl?: never; timeoutMs?: never; settleTimeoutMs?: never; apiKey?: never };
+
+/**
+ * Where the middleware writes what it does not tell buyers: facilitator faults and the seller's own
+ * errors, with their details. pino-compatible (`logger.error(fields, message)`), e.g. a pino logger.
+ */
+export interface SellerLogger {
+  error(fields: object, message?: string): void;
+}
+
+/** The default {@link SellerLogger}: one line on stderr. */
+export const consoleSellerLogger: SellerLogger = {
+  error(fields, message) {
+    console.error(`[x402 seller] ${message ?? "error"} ${JSON.stringify(fields)}`);
+  },
+};
 
 /** Options of {@link requirePayment}. */
 export type RequirePaymentOptions = FacilitatorOption & {
@@ -116,6 +143,8 @@ export type RequirePaymentOptions = FacilitatorOption & {
   checkHeaderLocally?: boolean;
   /** Merge `payment` into JSON object bodies sent with `res.json` / `res.send` (default true). */
   mergePaymentIntoJson?: boolean;
+  /** Where faults are logged with their details (buyers get a generic answer). Default {@link consoleSellerLogger}. */
+  logger?: SellerLogger;
 };
 
 /** The settled payment as it is given to the handler and merged into its JSON answer. */
@@ -124,21 +153,37 @@ export interface PaymentReceipt {
   from: string;
   to: string;
   value: string;
-  blockNumber: number;
-  /** ISO time of the settlement, as the facilitator reported it. */
-  timestamp: string;
+  /** The block of the settlement (absent when paid in x402 v2, whose settle answer does not carry it). */
+  blockNumber?: number;
+  /** ISO time of the settlement, as the facilitator reported it (absent when paid in x402 v2). */
+  timestamp?: string;
 }
 
-/** Everything known about the payment of a request that passed {@link requirePayment}. */
-export interface PaymentContext {
-  receipt: PaymentReceipt;
-  /** The facilitator's settle answer (also sent base64-encoded in `X-PAYMENT-RESPONSE`). */
-  settlement: SettleSuccess;
-  /** The requirements the payment was verified and settled against. */
-  requirements: PaymentRequirements;
-  /** The buyer's `X-PAYMENT` value. */
-  paymentHeader: string;
-}
+/** Everything known about the payment of a request that passed {@link requirePayment}, in the dialect the buyer paid in. */
+export type PaymentContext =
+  | {
+      /** Paid with `X-PAYMENT` (the Cronos dialect). */
+      dialect: "cronos";
+      receipt: PaymentReceipt;
+      /** The facilitator's settle answer (also sent base64-encoded in `X-PAYMENT-RESPONSE`). */
+      settlement: SettleSuccess;
+      /** The requirements the payment was verified and settled against. */
+      requirements: PaymentRequirements;
+      /** The buyer's `X-PAYMENT` value. */
+      paymentHeader: string;
+    }
+  | {
+      /** Paid with `PAYMENT-SIGNATURE` (x402 v2, e.g. an `@x402/fetch` buyer). */
+      dialect: "x402v2";
+      receipt: PaymentReceipt;
+      /** The facilitator's v2 settle answer (also sent base64-encoded in `PAYMENT-RESPONSE`). */
+      settlement: V2SettleResponse;
+      /** The route's requirements; {@link v2Requirements} is the form they were verified and settled in. */
+      requirements: PaymentRequirements;
+      v2Requirements: V2PaymentRequirements;
+      /** The buyer's `PAYMENT-SIGNATURE` value. */
+      paymentHeader: string;
+    };
 
 /** Error texts of the seller's answers. */
 export const SellerError = {
@@ -148,6 +193,8 @@ export const SellerError = {
   verifyRequestFailed: "Facilitator verify request failed",
   settleRequestFailed: "Facilitator settle request failed",
   requirementsUnavailable: "Payment requirements unavailable",
+  /** The `details` of every 500: what went wrong is logged, not told to buyers. */
+  tryLater: "The payment could not be processed right now; try again later",
 } as const;
 
 const contexts = new WeakMap<Request, PaymentContext>();
@@ -160,14 +207,19 @@ export function getPayment(req: Request): PaymentContext | undefined {
 const bodyHeaderSchema = z.object({ paymentHeader: z.string().trim().min(1) });
 
 /**
- * Express 5 middleware that lets a request through only once it is paid (x402, spec 7.3):
+ * Express 5 middleware that lets a request through only once it is paid (x402, spec 7.3), by a
+ * Cronos-style buyer (`X-PAYMENT`) or an x402 v2 one such as `@x402/fetch` (`PAYMENT-SIGNATURE`):
  *
- * - no `X-PAYMENT` header (any case) nor JSON body field `paymentHeader` → 402
- *   `{error: "Payment Required", x402Version: 1, paymentRequirements, accepts: [paymentRequirements]}`;
+ * - no payment → 402 `{error: "Payment Required", x402Version: 1, paymentRequirements, accepts: [paymentRequirements]}`,
+ *   plus, on a Cronos network, the x402 v2 offer in `PAYMENT-REQUIRED` (base64 JSON: CAIP-2 network,
+ *   `amount`, the token's EIP-712 domain in `extra`);
  * - verify answers `isValid: false` → 402, same body with `error: "Payment verification failed"` and `reason`;
- * - settle answers `payment.failed` → 402, same body with `error: "Payment settlement failed"` and `reason`;
- * - the facilitator cannot be reached, times out, answers non-2xx or an invalid answer → 500 `{error, details}`;
- * - settled → `X-PAYMENT-RESPONSE` (base64 JSON of the settle answer) is set and the handler runs.
+ * - settle answers that it failed → 402, same body with `error: "Payment settlement failed"` and `reason`;
+ *   (`PAYMENT-REQUIRED`'s `error` is the reason, or for a v2 payment the facilitator's code);
+ * - the facilitator cannot be reached, times out, answers non-2xx or an invalid answer → 500
+ *   `{error, details}` with a generic `details`: the facts go to `options.logger`, never to buyers;
+ * - settled → `X-PAYMENT-RESPONSE` (or `PAYMENT-RESPONSE` for a v2 payment: base64 JSON of the
+ *   facilitator's settle answer) is set and the handler runs.
  *
  * Hand-off to the handler: `res.locals.payment` is the {@link PaymentReceipt}
  * (`{txHash, from, to, value, blockNumber, timestamp}`), {@link getPayment}`(req)` gives the whole
@@ -191,6 +243,7 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
   const acceptBodyHeader = options.acceptBodyHeader ?? true;
   const checkHeaderLocally = options.checkHeaderLocally ?? true;
   const mergePayment = options.mergePaymentIntoJson ?? true;
+  const logger = options.logger ?? consoleSellerLogger;
   const jsonParser = express.json();
 
   async function readHeader(req: Request, res: Response): Promise<string | undefined> {
@@ -211,10 +264,21 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
     try {
       paymentRequirements = await resolveRequirements(req);
     } catch (error) {
-      res.status(500).json({ error: SellerError.requirementsUnavailable, details: messageOf(error) });
+      logger.error({ method: req.method, path: req.originalUrl, err: messageOf(error) }, "payment requirements unavailable");
+      res.status(500).json({ error: SellerError.requirementsUnavailable, details: SellerError.tryLater });
       return;
     }
-    const paymentRequired = (error: string, reason?: string) => {
+    const v2Requirements = v2RequirementsOf(paymentRequirements);
+    const paymentRequired = (error: string, reason?: string, v2Error?: string) => {
+      if (v2Requirements) {
+        const offer = {
+          x402Version: X402_V2_VERSION,
+          error: v2Error ?? reason ?? error,
+          resource: resourceOf(req, paymentRequirements),
+          accepts: [v2Requirements],
+        };
+        res.setHeader(X402V2Header.paymentRequired, encodeBase64Json(offer));
+      }
       res.status(402).json({
         error,
         x402Version: X402_VERSION,
@@ -223,6 +287,73 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
         ...(reason === undefined ? {} : { reason }),
       });
     };
+    /** A facilitator fault: the details are logged, the buyer gets 500 with a generic text. */
+    const unavailable = (operation: "verify" | "settle", error: unknown) => {
+      const facts = error instanceof FacilitatorError ? { code: error.code, ...(error.status === undefined ? {} : { status: error.status }) } : {};
+      logger.error(
+        { operation, method: req.method, path: req.originalUrl, facilitator: facilitator.url, ...facts, err: messageOf(error) },
+        `facilitator ${operation} failed`,
+      );
+      const text = operation === "verify" ? SellerError.verifyRequestFailed : SellerError.settleRequestFailed;
+      res.status(500).json({ error: text, details: SellerError.tryLater });
+    };
+    /** Calls the facilitator; on a fault answers 500 (see `unavailable`) and gives `undefined`. */
+    const ask = async <T>(operation: "verify" | "settle", call: () => Promise<T>): Promise<T | undefined> => {
+      try {
+        return await call();
+      } catch (error) {
+        unavailable(operation, error);
+        return undefined;
+      }
+    };
+    /** Hands the paid request to the handler. */
+    const paid = (payment: PaymentContext, header: string, value: unknown) => {
+      contexts.set(req, payment);
+      res.locals.payment = payment.receipt;
+      res.setHeader(header, encodeBase64Json(value));
+      if (mergePayment) {
+        const json = res.json.bind(res);
+        res.json = (body?: unknown) => json(isPlainObject(body) && !("payment" in body) ? { ...body, payment: payment.receipt } : body);
+      }
+      next();
+    };
+
+    const signature = req.get(X402V2Header.paymentSignature)?.trim();
+    if (signature && v2Requirements) {
+      // x402 v2: the payment is a base64 JSON object, passed to the facilitator untouched.
+      const decoded = decodeBase64Json(signature);
+      const json = decoded.ok && isPlainObject(decoded.json) ? decoded.json : undefined;
+      const local = checkHeaderLocally && json ? v2PaymentPayloadSchema.safeParse(json) : undefined;
+      if (json === undefined || (local && !local.success)) {
+        const what = local && !local.success ? describeZodError(local.error) : "PAYMENT-SIGNATURE is not base64 JSON of an object";
+        paymentRequired(SellerError.verificationFailed, VerifyReason.invalidPayload(what), EvmReason.unsupportedPayloadType);
+        return;
+      }
+      const request = { paymentPayload: json, paymentRequirements: v2Requirements };
+      const verification = await ask("verify", () => facilitator.verifyV2(request));
+      if (!verification) return;
+      if (!verification.isValid) {
+        const code = verification.invalidReason ?? "invalid_payment";
+        paymentRequired(SellerError.verificationFailed, verification.invalidMessage ?? code, code);
+        return;
+      }
+      const settlement = await ask("settle", () => facilitator.settleV2(request));
+      if (!settlement) return;
+      if (!settlement.success) {
+        const code = settlement.errorReason ?? "settlement_failed";
+        paymentRequired(SellerError.settlementFailed, settlement.errorMessage ?? code, code);
+        return;
+      }
+      const receipt: PaymentReceipt = {
+        txHash: settlement.transaction,
+        from: settlement.payer ?? verification.payer ?? "",
+        to: paymentRequirements.payTo,
+        value: paymentRequirements.maxAmountRequired,
+      };
+      const context = { dialect: "x402v2", receipt, settlement, requirements: paymentRequirements, v2Requirements, paymentHeader: signature } as const;
+      paid(context, X402V2Header.paymentResponse, settlement);
+      return;
+    }
 
     let paymentHeader: string | undefined;
     try {
@@ -248,25 +379,15 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
     }
 
     const request = { x402Version: X402_VERSION, paymentHeader, paymentRequirements } as const;
-    let verification;
-    try {
-      verification = await facilitator.verify(request);
-    } catch (error) {
-      res.status(500).json({ error: SellerError.verifyRequestFailed, details: messageOf(error) });
-      return;
-    }
+    const verification = await ask("verify", () => facilitator.verify(request));
+    if (!verification) return;
     if (!verification.isValid) {
       paymentRequired(SellerError.verificationFailed, verification.invalidReason ?? "Payment is not valid");
       return;
     }
 
-    let settlement;
-    try {
-      settlement = await facilitator.settle(request);
-    } catch (error) {
-      res.status(500).json({ error: SellerError.settleRequestFailed, details: messageOf(error) });
-      return;
-    }
+    const settlement = await ask("settle", () => facilitator.settle(request));
+    if (!settlement) return;
     if (settlement.event !== SettleEvent.settled) {
       paymentRequired(SellerError.settlementFailed, settlement.error);
       return;
@@ -280,22 +401,26 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
       blockNumber: settlement.blockNumber,
       timestamp: settlement.timestamp,
     };
-    contexts.set(req, { receipt, settlement, requirements: paymentRequirements, paymentHeader });
-    res.locals.payment = receipt;
-    res.setHeader("X-PAYMENT-RESPONSE", encodePaymentResponse(settlement));
-    if (mergePayment) {
-      const json = res.json.bind(res);
-      res.json = (body?: unknown) => json(isPlainObject(body) && !("payment" in body) ? { ...body, payment: receipt } : body);
-    }
-    next();
+    paid({ dialect: "cronos", receipt, settlement, requirements: paymentRequirements, paymentHeader }, "X-PAYMENT-RESPONSE", cronosResponse(settlement));
   };
 }
 
-/** base64 JSON of a settle answer, its fields in the spec's order. */
-function encodePaymentResponse(settlement: SettleSuccess): string {
+/** The settle answer with its fields in the spec's order, as `X-PAYMENT-RESPONSE` carries it. */
+function cronosResponse(settlement: SettleSuccess): SettleSuccess {
   const { x402Version, event, network, timestamp, txHash, from, to, value, blockNumber } = settlement;
-  const json = JSON.stringify({ x402Version, event, network, timestamp, txHash, from, to, value, blockNumber });
-  return Buffer.from(json, "utf8").toString("base64");
+  return { x402Version, event, network, timestamp, txHash, from, to, value, blockNumber };
+}
+
+/** The paid resource for x402 v2's `PAYMENT-REQUIRED`: the requirements' `resource` (made absolute) or the request URL. */
+function resourceOf(req: Request, requirements: PaymentRequirements) {
+  const base = `${req.protocol}://${req.get("host") ?? "localhost"}`;
+  let url: string;
+  try {
+    url = new URL(requirements.resource ?? req.originalUrl, base).href;
+  } catch {
+    url = new URL(req.originalUrl, base).href;
+  }
+  return { url, ...(requirements.description ? { description: requirements.description } : {}), ...(requirements.mimeType ? { mimeType: requirements.mimeType } : {}) };
 }
 
 function facilitatorOf(options: RequirePaymentOptions): FacilitatorClient {
@@ -303,7 +428,12 @@ function facilitatorOf(options: RequirePaymentOptions): FacilitatorClient {
   if (typeof options.facilitatorUrl !== "string") {
     throw new TypeError("requirePayment needs `facilitatorUrl` or `facilitator`");
   }
-  return createFacilitatorClient({ url: options.facilitatorUrl, timeoutMs: options.timeoutMs, settleTimeoutMs: options.settleTimeoutMs });
+  return createFacilitatorClient({
+    url: options.facilitatorUrl,
+    timeoutMs: options.timeoutMs,
+    settleTimeoutMs: options.settleTimeoutMs,
+    apiKey: options.apiKey,
+  });
 }
 
 function constant(requirements: PaymentRequirements): () => Promise<PaymentRequirements> {

@@ -4,6 +4,7 @@ import { recoverTypedDataAddress } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import {
   getPaymentResponse,
+  getV2PaymentResponse,
   wrapFetchWithPayment,
   type PaymentFetchOptions,
 } from "../../src/buyer/index.js";
@@ -11,7 +12,7 @@ import { transferAuthorizationTypedData } from "../../src/protocol/eip3009.js";
 import { decodePaymentHeader } from "../../src/protocol/header.js";
 import { NETWORKS } from "../../src/protocol/networks.js";
 import { listen, SETTLED } from "../helpers/stand-in-facilitator.js";
-import { VECTOR_PAYEE, VECTOR_SIGNER } from "../helpers/vectors.js";
+import { VECTOR_PAYEE, VECTOR_SIGNER, VECTOR_V2_OFFER } from "../helpers/vectors.js";
 import { rejection } from "../helpers/payment-error.js";
 
 const account = privateKeyToAccount(VECTOR_SIGNER.privateKey);
@@ -205,5 +206,83 @@ describe("buyer: wrapFetchWithPayment", () => {
       { method: "PUT", body: "from a Request", auth: "Bearer r", paid: false },
       { method: "PUT", body: "from a Request", auth: "Bearer r", paid: true },
     ]);
+  });
+
+  describe("an x402 v2 402 (PAYMENT-REQUIRED, as @x402/express answers)", () => {
+    const V2_TESTNET = VECTOR_V2_OFFER;
+    const V2_SETTLED = { success: true, payer: account.address, transaction: SETTLED.txHash, network: "eip155:338" };
+    const base64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64");
+
+    /** A v2 seller: `{}` body, the offer in PAYMENT-REQUIRED, paid by PAYMENT-SIGNATURE; `body` adds a Cronos body. */
+    async function v2Seller(accepts: unknown[], body: unknown = {}) {
+      const signatures: string[] = [];
+      const app = express();
+      app.get("/premium", (req, res) => {
+        const signature = req.get("PAYMENT-SIGNATURE");
+        const payment = req.get("X-PAYMENT");
+        if (signature) signatures.push(signature);
+        if (signature === undefined && payment === undefined) {
+          res.setHeader("PAYMENT-REQUIRED", base64({ x402Version: 2, error: "Payment required", resource: { url: "http://shop/premium" }, accepts }));
+          res.status(402).json(body);
+          return;
+        }
+        if (signature) res.setHeader("PAYMENT-RESPONSE", base64(V2_SETTLED));
+        else res.setHeader("X-PAYMENT-RESPONSE", PAYMENT_RESPONSE);
+        res.json({ content: "secret", paidWith: signature ? "PAYMENT-SIGNATURE" : "X-PAYMENT" });
+      });
+      const server = await listen(app);
+      closers.push(server.close);
+      return { url: `${server.url}/premium`, signatures };
+    }
+
+    it("pays with PAYMENT-SIGNATURE: the v2 payment echoing the offer, signed over chain 338 and the offer's domain", async () => {
+      const shop = await v2Seller([{ ...V2_TESTNET, scheme: "upto" }, V2_TESTNET]);
+      const response = await wrapFetchWithPayment(fetch, options())(shop.url);
+      expect(response.status).to.equal(200);
+      expect(await response.json()).to.deep.equal({ content: "secret", paidWith: "PAYMENT-SIGNATURE" });
+      expect(getV2PaymentResponse(response)).to.deep.equal(V2_SETTLED);
+      expect(getPaymentResponse(response)).to.equal(undefined);
+
+      const payment = JSON.parse(Buffer.from(shop.signatures[0]!, "base64").toString("utf8"));
+      expect(payment).to.deep.include({ x402Version: 2, resource: { url: "http://shop/premium" }, accepted: V2_TESTNET });
+      const { authorization, signature } = payment.payload;
+      expect(authorization).to.include({ from: account.address, to: VECTOR_PAYEE, value: "1000000", validAfter: "0" });
+      expect(authorization.validBefore).to.match(/^\d+$/);
+      const info = NETWORKS["cronos-testnet"];
+      const signer = await recoverTypedDataAddress({
+        ...transferAuthorizationTypedData(
+          { name: "Bridged USDC (Stargate)", version: "1", chainId: 338, verifyingContract: info.token },
+          { ...authorization, value: 1_000_000n, validAfter: 0n, validBefore: BigInt(authorization.validBefore) },
+        ),
+        signature,
+      });
+      expect(signer).to.equal(account.address);
+    });
+
+    it("pays in the Cronos dialect when the 402 offers both (the kit seller's answer)", async () => {
+      const shop = await v2Seller([V2_TESTNET], { error: "Payment Required", x402Version: 1, paymentRequirements: TESTNET, accepts: [TESTNET] });
+      const response = await wrapFetchWithPayment(fetch, options())(shop.url);
+      expect(await response.json()).to.deep.equal({ content: "secret", paidWith: "X-PAYMENT" });
+      expect(shop.signatures).to.deep.equal([]);
+    });
+
+    it("refuses v2 offers it will not pay, naming them as the seller wrote them", async () => {
+      const shop = await v2Seller([
+        { ...V2_TESTNET, amount: "1000001" },
+        { ...V2_TESTNET, network: "eip155:8453" },
+        { ...V2_TESTNET, asset: "0x5FbDB2315678afecb367f032d93F642f64180aa3" },
+        { ...V2_TESTNET, amount: "1.5" },
+      ]);
+      const error = await rejection(wrapFetchWithPayment(fetch, options())(shop.url), "no_acceptable_requirements");
+      expect(error.details).to.equal(
+        [
+          "#0: amount 1000001 exceeds maxAmount 1000000",
+          '#1: network "eip155:8453" is not allowed',
+          "#2: asset 0x5FbDB2315678afecb367f032d93F642f64180aa3 is not allowed on eip155:338",
+          "#3: invalid: amount must be a decimal string of digits",
+        ].join("; "),
+      );
+      expect(shop.signatures).to.deep.equal([]);
+    });
   });
 });

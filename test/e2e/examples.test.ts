@@ -59,7 +59,7 @@ describe("e2e: the example seller and buyer (scripts/example-*.ts) as processes 
     expect(await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller])).to.deep.equal([before[0]! - 10_000n, before[1]! + 10_000n]);
 
     // The seller logged the payment, and stops on SIGTERM.
-    expect(seller.stdout()).to.contain(`paid: 10000 base units from ${buyer.address}, tx ${payment.txHash}`);
+    expect(seller.stdout()).to.contain(`paid (cronos): 10000 base units from ${buyer.address}, tx ${payment.txHash}`);
     seller.child.kill("SIGTERM");
     expect(await seller.exited).to.equal(0);
   });

@@ -20,9 +20,25 @@ import {
   type TestSeller,
 } from "./helpers.js";
 
-describe("e2e: the seller when the facilitator is unreachable or answers garbage (500 {error, details})", function () {
+/** The generic `details` of a seller's 500: the facts are in its log, not in the answer. */
+const TRY_LATER = "The payment could not be processed right now; try again later";
+
+/** A seller logger that keeps what it is given. */
+function recordingLogger() {
+  const entries: Array<{ message?: string; fields: Record<string, unknown> }> = [];
+  return { entries, error: (fields: object, message?: string) => void entries.push({ message, fields: fields as Record<string, unknown> }) };
+}
+
+describe("e2e: the seller when the facilitator is unreachable or answers garbage (500 {error, details}, the facts logged)", function () {
   const payTo = localAccount(1).address;
   const requirements = paymentRequirements({ network: "cronos-testnet", payTo, amount: PRICE });
+  const logger = recordingLogger();
+  beforeEach(() => (logger.entries.length = 0));
+  /** The one log line of a fault, its facts. */
+  const loggedFacts = () => {
+    expect(logger.entries).to.have.length(1);
+    return logger.entries[0]!.fields;
+  };
   /** A well-formed, signed header: it passes the seller's own check, so the facilitator is asked. */
   let header: string;
   before(async () => {
@@ -32,18 +48,23 @@ describe("e2e: the seller when the facilitator is unreachable or answers garbage
   /** A seller for `facilitatorUrl` on an ephemeral port. */
   async function sellerFor(facilitatorUrl: string): Promise<Listening> {
     const app = express();
-    app.get("/paid", requirePayment(requirements, { facilitatorUrl, timeoutMs: 5_000 }), (_req, res) => void res.json({ paid: true }));
+    app.get("/paid", requirePayment(requirements, { facilitatorUrl, timeoutMs: 5_000, logger }), (_req, res) => void res.json({ paid: true }));
     return listen(app);
   }
 
-  it("answers 500 Facilitator verify request failed with the connection error when nothing listens at the facilitator URL", async () => {
+  it("answers 500 Facilitator verify request failed and logs the connection error when nothing listens at the facilitator URL", async () => {
     const facilitatorUrl = await closedPortUrl();
     const seller = await sellerFor(facilitatorUrl);
     try {
       const response = await fetch(`${seller.url}/paid`, { headers: { "X-PAYMENT": header } });
-      await expectAnswer(response, 500, {
-        error: "Facilitator verify request failed",
-        details: `facilitator verify failed: unreachable: fetch failed: connect ECONNREFUSED ${facilitatorUrl.replace("http://", "")}`,
+      await expectAnswer(response, 500, { error: "Facilitator verify request failed", details: TRY_LATER });
+      expect(loggedFacts()).to.deep.equal({
+        operation: "verify",
+        method: "GET",
+        path: "/paid",
+        facilitator: facilitatorUrl,
+        code: "unreachable",
+        err: `facilitator verify failed: unreachable: fetch failed: connect ECONNREFUSED ${facilitatorUrl.replace("http://", "")}`,
       });
       // Without a header the seller does not need the facilitator: still a plain 402.
       expect((await fetch(`${seller.url}/paid`)).status).to.equal(402);
@@ -85,28 +106,24 @@ describe("e2e: the seller when the facilitator is unreachable or answers garbage
 
     it("answers 500 when verify's answer is not JSON", async () => {
       answers["/v2/x402/verify"] = { status: 200, type: "text/html", body: "<html><body>Gateway</body></html>" };
-      await expectAnswer(await pay(), 500, {
-        error: "Facilitator verify request failed",
-        details: "facilitator verify failed: malformed (HTTP 200): answer is not JSON: <html><body>Gateway</body></html>",
-      });
+      await expectAnswer(await pay(), 500, { error: "Facilitator verify request failed", details: TRY_LATER });
+      expect(loggedFacts().err).to.equal("facilitator verify failed: malformed (HTTP 200): answer is not JSON: <html><body>Gateway</body></html>");
       expect(calls).to.deep.equal(["/v2/x402/verify"]);
     });
 
     it("answers 500 when verify's answer is JSON of the wrong shape", async () => {
       answers["/v2/x402/verify"] = json({ valid: "yes" });
-      await expectAnswer(await pay(), 500, {
-        error: "Facilitator verify request failed",
-        details: "facilitator verify failed: malformed (HTTP 200): answer does not match the verify response schema: isValid Invalid input: expected boolean, received undefined; invalidReason Invalid input: expected string, received undefined",
-      });
+      await expectAnswer(await pay(), 500, { error: "Facilitator verify request failed", details: TRY_LATER });
+      expect(loggedFacts().err).to.equal(
+        "facilitator verify failed: malformed (HTTP 200): answer does not match the verify response schema: isValid Invalid input: expected boolean, received undefined; invalidReason Invalid input: expected string, received undefined",
+      );
       expect(calls).to.deep.equal(["/v2/x402/verify"]);
     });
 
     it("answers 500 when verify answers an HTTP error", async () => {
       answers["/v2/x402/verify"] = { status: 502, type: "text/plain", body: "Bad Gateway" };
-      await expectAnswer(await pay(), 500, {
-        error: "Facilitator verify request failed",
-        details: "facilitator verify failed: http_status (HTTP 502): HTTP 502: Bad Gateway",
-      });
+      await expectAnswer(await pay(), 500, { error: "Facilitator verify request failed", details: TRY_LATER });
+      expect(loggedFacts()).to.include({ code: "http_status", status: 502, err: "facilitator verify failed: http_status (HTTP 502): HTTP 502: Bad Gateway" });
     });
 
     it("answers 500 when verify says valid but settle's answer is of the wrong shape (no content is served)", async () => {
@@ -116,19 +133,16 @@ describe("e2e: the seller when the facilitator is unreachable or answers garbage
       const body = (await response.json()) as { error: string; details: string };
       expect(response.status).to.equal(500);
       expect(response.headers.get("X-PAYMENT-RESPONSE")).to.equal(null);
-      expect(Object.keys(body)).to.deep.equal(["error", "details"]);
-      expect(body.error).to.equal("Facilitator settle request failed");
-      expect(body.details).to.match(/^facilitator settle failed: malformed \(HTTP 200\): answer does not match the settle response schema: /);
+      expect(body).to.deep.equal({ error: "Facilitator settle request failed", details: TRY_LATER });
+      expect(loggedFacts().err).to.match(/^facilitator settle failed: malformed \(HTTP 200\): answer does not match the settle response schema: /);
       expect(calls).to.deep.equal(["/v2/x402/verify", "/v2/x402/settle"]);
     });
 
     it("answers 500 when settle's answer is empty", async () => {
       answers["/v2/x402/verify"] = json({ isValid: true, invalidReason: null });
       answers["/v2/x402/settle"] = { status: 200, type: "application/json", body: "" };
-      await expectAnswer(await pay(), 500, {
-        error: "Facilitator settle request failed",
-        details: "facilitator settle failed: malformed (HTTP 200): answer is not JSON: (empty body)",
-      });
+      await expectAnswer(await pay(), 500, { error: "Facilitator settle request failed", details: TRY_LATER });
+      expect(loggedFacts().err).to.equal("facilitator settle failed: malformed (HTTP 200): answer is not JSON: (empty body)");
     });
   });
 });
@@ -137,6 +151,7 @@ describe("e2e: the facilitator's settle rate limit, seen through a seller", func
   let stack: LocalStack;
   let limited: RunningFacilitator;
   let seller: TestSeller;
+  const logger = recordingLogger();
 
   before(async () => {
     stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"] });
@@ -156,7 +171,7 @@ describe("e2e: the facilitator's settle rate limit, seen through a seller", func
         METRICS_PORT: "0",
       }),
     );
-    seller = await startSeller(limited.url, stack.seller);
+    seller = await startSeller(limited.url, stack.seller, { logger });
   });
   after(async () => {
     await seller?.close();
@@ -164,7 +179,7 @@ describe("e2e: the facilitator's settle rate limit, seen through a seller", func
     await stack?.stop();
   });
 
-  it("pays five requests, then answers the sixth 500 Facilitator settle request failed (HTTP 429) and moves nothing for it", async () => {
+  it("pays five requests, then answers the sixth 500 Facilitator settle request failed, logs the 429, and moves nothing for it", async () => {
     const info = stack.networks["cronos-testnet"]!;
     const buyer = privateKeyToAccount(info.buyers[0]!.privateKey);
     const paidFetch = wrapFetchWithPayment(fetch, { signer: buyer, maxAmount: PRICE });
@@ -180,12 +195,13 @@ describe("e2e: the facilitator's settle rate limit, seen through a seller", func
     expect(afterFive).to.deep.equal([before[0]! - 5n * PRICE, before[1]! + 5n * PRICE]);
 
     const sixth = await paidFetch(url);
-    const body = (await sixth.json()) as { error: string; details: string };
-    expect(sixth.status).to.equal(500);
-    expect(Object.keys(body)).to.deep.equal(["error", "details"]);
-    expect(body.error).to.equal("Facilitator settle request failed");
-    const match = body.details.match(/^facilitator settle failed: http_status \(HTTP 429\): HTTP 429: (\{.*\})$/);
-    expect(match, body.details).to.not.equal(null);
+    // The buyer is not handed the facilitator's 429 body; the seller's log has it.
+    await expectAnswer(sixth, 500, { error: "Facilitator settle request failed", details: TRY_LATER });
+    expect(logger.entries).to.have.length(1);
+    const facts = logger.entries[0]!.fields as { status: number; err: string };
+    expect(facts.status).to.equal(429);
+    const match = facts.err.match(/^facilitator settle failed: http_status \(HTTP 429\): HTTP 429: (\{.*\})$/);
+    expect(match, facts.err).to.not.equal(null);
     const limitAnswer = JSON.parse(match![1]!) as { error: string; retryAfter: number };
     expect(limitAnswer.error).to.equal("Too many requests");
     expect(limitAnswer.retryAfter).to.be.within(1, 60);

@@ -196,7 +196,7 @@ describe("dashboard live feed (server-sent events)", function () {
       [`${epoch}.3`, "outcome"],
     ]);
     const receipt = await opened.chain.publicClient.getTransactionReceipt({ hash: settle.body.txHash });
-    const common = { dialect: "cronos", network: "cronos-testnet", status: 200, ok: true, payer: opened.buyer.address, amount: "1.25" };
+    const common = { dialect: "cronos", network: "cronos-testnet", status: 200, ok: true, payer: opened.buyer.address, payee: opened.seller.address, amount: "1.25" };
     expect(stream.events.slice(1).map((event) => shape(rowOf(event)))).to.deep.equal([
       { id: 1, rev: 1, route: "verify", ...common, outcome: "valid", code: "valid" },
       { id: 2, rev: 2, route: "settle", ...common, outcome: "settled", code: "settled", txHash: settle.body.txHash },
@@ -205,7 +205,6 @@ describe("dashboard live feed (server-sent events)", function () {
         rev: 3,
         route: "settle",
         ...common,
-        payee: opened.seller.address,
         outcome: "settled",
         code: "settled",
         txHash: settle.body.txHash,
@@ -242,6 +241,7 @@ describe("dashboard live feed (server-sent events)", function () {
       status: 200,
       ok: false,
       payer: opened.buyer.address,
+      payee: opened.seller.address,
       amount: "0.000007",
       outcome: VerifyReason.expired,
       code: "expired",

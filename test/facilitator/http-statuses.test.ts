@@ -1,9 +1,6 @@
 import { expect } from "chai";
 import request from "supertest";
-import { custom } from "viem";
-import { loadConfig } from "../../src/facilitator/config.js";
-import { createFacilitator } from "../../src/facilitator/server.js";
-import { HARDHAT_KEYS, makePayment, openFacilitator, withoutTimestamp } from "../helpers/facilitator.js";
+import { makePayment, openFacilitator, openFlakyFacilitator, withoutTimestamp } from "../helpers/facilitator.js";
 
 type Opened = Awaited<ReturnType<typeof openFacilitator>>;
 
@@ -13,10 +10,17 @@ describe("facilitator HTTP: statuses and bodies of decisions.md", () => {
     opened = await openFacilitator();
   });
 
-  it("GET /v2/x402/supported lists each configured network once", async () => {
+  it("GET /v2/x402/supported lists each configured network once per dialect, with the relayers as signers", async () => {
     const response = await request(opened.app).get("/v2/x402/supported");
     expect(response.status).to.equal(200);
-    expect(response.body).to.deep.equal({ kinds: [{ x402Version: 1, scheme: "exact", network: "cronos-testnet" }] });
+    expect(response.body).to.deep.equal({
+      kinds: [
+        { x402Version: 1, scheme: "exact", network: "cronos-testnet" },
+        { x402Version: 2, scheme: "exact", network: "eip155:338" },
+      ],
+      extensions: [],
+      signers: { "eip155:*": ["0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"] },
+    });
   });
 
   it("GET /healthcheck answers the documented shape with a real per-network check", async () => {
@@ -127,17 +131,8 @@ describe("facilitator HTTP: statuses and bodies of decisions.md", () => {
 
   it("answers verify 500 and settle 503, in JSON, when the chain cannot be read", async () => {
     const { body } = await makePayment(opened.chain);
-    let failing = false;
-    const provider = opened.chain.connection.provider;
-    const flaky = custom({
-      request: async (args: { method: string; params?: unknown }) => {
-        if (failing) throw new Error("connect ECONNREFUSED 127.0.0.1:1");
-        return provider.request(args as never);
-      },
-    });
-    const config = loadConfig({ RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, RATE_LIMIT_VERIFY_PER_MINUTE: "0", RATE_LIMIT_SETTLE_PER_MINUTE: "0" }, { embedded: ["cronos-testnet"] });
-    const { app } = await createFacilitator(config, { transports: { "cronos-testnet": flaky } });
-    failing = true;
+    const { app, fail } = await openFlakyFacilitator(opened);
+    fail();
     const verify = await request(app).post("/v2/x402/verify").send(body);
     expect(verify.status).to.equal(500);
     expect(verify.body).to.deep.equal({

@@ -13,8 +13,8 @@ describe("facilitator observability", () => {
     const settle = await request(opened.app).post("/v2/x402/settle").send(payment.body);
     expect(settle.headers["x-request-id"]).to.match(/^[0-9a-f-]{36}$/);
     expect(records.map(({ durationMs: _d, requestId, ...rest }) => ({ requestId: requestId === "req-42" ? requestId : "uuid", ...rest }))).to.deep.equal([
-      { requestId: "req-42", route: "verify", status: 200, network: "cronos-testnet", payer: opened.buyer.address, amount: "1000000", outcome: "valid", code: "valid" },
-      { requestId: "uuid", route: "settle", status: 200, network: "cronos-testnet", payer: opened.buyer.address, amount: "1000000", outcome: "settled", code: "settled", txHash: settle.body.txHash },
+      { requestId: "req-42", route: "verify", dialect: "cronos", status: 200, network: "cronos-testnet", payer: opened.buyer.address, payee: opened.seller.address, amount: "1000000", outcome: "valid", code: "valid" },
+      { requestId: "uuid", route: "settle", dialect: "cronos", status: 200, network: "cronos-testnet", payer: opened.buyer.address, payee: opened.seller.address, amount: "1000000", outcome: "settled", code: "settled", txHash: settle.body.txHash },
     ]);
   });
 
@@ -27,9 +27,9 @@ describe("facilitator observability", () => {
     await request(opened.app).post("/v2/x402/settle").send(payment.body);
     await request(opened.app).post("/v2/x402/settle").send(payment.body);
     const text = await opened.facilitator.metrics.registry.metrics();
-    expect(text).to.include('x402_outcomes_total{route="verify",network="cronos-testnet",outcome="valid"} 1');
-    expect(text).to.include('x402_outcomes_total{route="settle",network="cronos-testnet",outcome="settled"} 1');
-    expect(text).to.include('x402_outcomes_total{route="settle",network="cronos-testnet",outcome="alreadyUsed"} 1');
+    expect(text).to.include('x402_outcomes_total{route="verify",network="cronos-testnet",outcome="valid",dialect="cronos"} 1');
+    expect(text).to.include('x402_outcomes_total{route="settle",network="cronos-testnet",outcome="settled",dialect="cronos"} 1');
+    expect(text).to.include('x402_outcomes_total{route="settle",network="cronos-testnet",outcome="alreadyUsed",dialect="cronos"} 1');
     expect(text).to.include('x402_rate_limited_total{route="verify",by="ip"} 1');
     expect(text).to.include('x402_http_requests_total{route="/v2/x402/verify",status="429"} 1');
     expect(text).to.include('x402_settle_confirmation_seconds_count{network="cronos-testnet"} 1');

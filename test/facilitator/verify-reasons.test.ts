@@ -5,7 +5,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { VerifyReason } from "../../src/protocol/reasons.js";
 import { transferAuthorizationTypedData } from "../../src/protocol/eip3009.js";
 import { encodePaymentHeader } from "../../src/protocol/header.js";
-import { HARDHAT_KEYS, makePayment, openFacilitator } from "../helpers/facilitator.js";
+import { cancelAuthorization, HARDHAT_KEYS, makePayment, openFacilitator } from "../helpers/facilitator.js";
 
 const N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
 
@@ -217,13 +217,7 @@ describe("facilitator verify: every reason, in the spec's order", () => {
     expect(await verify(opened, settled.body)).to.deep.equal({ isValid: false, invalidReason: "Authorization already used" });
 
     const cancelled = await makePayment(opened.chain);
-    const cancel = await opened.buyer.signTypedData({
-      domain: { name: opened.chain.info.domain.name, version: opened.chain.info.domain.version, chainId: 338, verifyingContract: opened.chain.token },
-      types: { CancelAuthorization: [{ name: "authorizer", type: "address" }, { name: "nonce", type: "bytes32" }] },
-      primaryType: "CancelAuthorization",
-      message: { authorizer: opened.buyer.address, nonce: cancelled.message.nonce },
-    });
-    await opened.chain.contract.write.cancelAuthorization([opened.buyer.address, cancelled.message.nonce, cancel]);
+    await cancelAuthorization(opened, cancelled.message.nonce);
     expect(await verify(opened, cancelled.body)).to.deep.equal({ isValid: false, invalidReason: "Authorization already used" });
   });
 

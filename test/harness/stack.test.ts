@@ -36,7 +36,7 @@ describe("local stack in one process (src/harness/stack.ts)", function () {
       expect(Number.parseInt(await rpc<string>(network.rpcUrl, "eth_chainId"), 16)).to.equal(info.chainId);
     }
     const supported = (await (await fetch(`${stack.facilitatorUrl}/v2/x402/supported`)).json()) as { kinds: Array<{ network: string }> };
-    expect(supported.kinds.map((k) => k.network)).to.have.members(["cronos-testnet", "cronos-mainnet"]);
+    expect(supported.kinds.map((k) => k.network)).to.have.members(["cronos-testnet", "cronos-mainnet", "eip155:338", "eip155:25"]);
     // No rate limit by default: more requests than the facilitator's own default (10 a minute).
     for (let i = 0; i < 12; i++) {
       const response = await fetch(`${stack.facilitatorUrl}/v2/x402/verify`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });

@@ -94,7 +94,7 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
       const supported = await fetch(`${summary.facilitatorUrl}/v2/x402/supported`);
       expect(supported.status).to.equal(200);
       const kinds = ((await supported.json()) as { kinds: Array<{ network: string }> }).kinds.map((k) => k.network);
-      expect(kinds).to.have.members(["cronos-testnet", "cronos-mainnet"]);
+      expect(kinds).to.have.members(["cronos-testnet", "cronos-mainnet", "eip155:338", "eip155:25"]);
       expect(proc.stderr()).to.contain("ready in");
       // Nothing else on stdout, even after requests were served.
       expect(proc.stdout()).to.equal(`${line}\n`);

@@ -167,3 +167,68 @@ export function recordingLogger(): { logger: Logger; lines: RecordedLine[] } {
   const logger: Logger = { info: at("info"), warn: at("warn"), error: at("error"), debug: at("debug"), child: () => logger };
   return { logger, lines };
 }
+
+/** The x402 v2 (CAIP-2) id of each Cronos network, written out here rather than taken from src/. */
+export const CAIP2: Record<string, string> = { "cronos-testnet": "eip155:338", "cronos-mainnet": "eip155:25", cronos: "eip155:25" };
+
+/**
+ * The same payment as {@link makePayment} made, as an x402 v2 verify/settle body: what `@x402/core`'s
+ * `HTTPFacilitatorClient` posts (`accepted` is the requirements, numbers are decimal strings).
+ */
+export function v2BodyOf(made: Awaited<ReturnType<typeof makePayment>>) {
+  const { body, message, signature } = made;
+  const r = body.paymentRequirements;
+  const version = r.network === "cronos-testnet" ? "1" : "2";
+  const paymentRequirements = {
+    scheme: r.scheme,
+    network: CAIP2[r.network] ?? r.network,
+    asset: r.asset,
+    amount: r.maxAmountRequired,
+    payTo: r.payTo,
+    maxTimeoutSeconds: r.maxTimeoutSeconds,
+    extra: { name: "Bridged USDC (Stargate)", version },
+  };
+  const authorization = {
+    from: message.from,
+    to: message.to,
+    value: r.maxAmountRequired,
+    validAfter: String(message.validAfter),
+    validBefore: String(message.validBefore),
+    nonce: message.nonce,
+  };
+  return {
+    x402Version: 2,
+    paymentPayload: { x402Version: 2, resource: { url: "http://127.0.0.1/paid" }, accepted: paymentRequirements, payload: { signature, authorization } },
+    paymentRequirements,
+  };
+}
+
+/** Cancels `nonce` for the buyer on chain (`cancelAuthorization`, signed with EIP-712), as a payer may. */
+export async function cancelAuthorization(opened: Awaited<ReturnType<typeof openFacilitator>>, nonce: Hex): Promise<void> {
+  const { chain, buyer } = opened;
+  const cancel = await buyer.signTypedData({
+    domain: { name: chain.info.domain.name, version: chain.info.domain.version, chainId: chain.info.chainId, verifyingContract: chain.token },
+    types: { CancelAuthorization: [{ name: "authorizer", type: "address" }, { name: "nonce", type: "bytes32" }] },
+    primaryType: "CancelAuthorization",
+    message: { authorizer: buyer.address, nonce },
+  });
+  await chain.contract.write.cancelAuthorization([buyer.address, nonce, cancel]);
+}
+
+/**
+ * A facilitator on the chain of `opened` whose RPC can be made to fail (connection refused) with
+ * `fail()`, after its start-up checks passed.
+ */
+export async function openFlakyFacilitator(opened: Awaited<ReturnType<typeof openFacilitator>>) {
+  let failing = false;
+  const provider = opened.chain.connection.provider;
+  const flaky = custom({
+    request: async (args: { method: string; params?: unknown }) => {
+      if (failing) throw new Error("connect ECONNREFUSED 127.0.0.1:1");
+      return provider.request(args as never);
+    },
+  });
+  const config = loadConfig({ RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, RATE_LIMIT_VERIFY_PER_MINUTE: "0", RATE_LIMIT_SETTLE_PER_MINUTE: "0" }, { embedded: ["cronos-testnet"] });
+  const { app } = await createFacilitator(config, { transports: { "cronos-testnet": flaky } });
+  return { app, fail: () => void (failing = true) };
+}

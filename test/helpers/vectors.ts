@@ -22,6 +22,17 @@ export const VECTOR_MESSAGE = {
 };
 
 export const VECTOR_DOMAIN_NAME = "Bridged USDC (Stargate)";
+
+/** Vector A's terms as an x402 v2 offer on testnet (what a seller puts in `PAYMENT-REQUIRED`'s `accepts`). */
+export const VECTOR_V2_OFFER = {
+  scheme: "exact",
+  network: "eip155:338",
+  asset: "0xc01efAaF7C5C61bEbFAeb358E1161b537b8bC0e0",
+  amount: "1000000",
+  payTo: VECTOR_PAYEE,
+  maxTimeoutSeconds: 300,
+  extra: { name: VECTOR_DOMAIN_NAME, version: "1" },
+};
 export const VECTOR_STRUCT_HASH = "0xef5a9d72437be8ce4f1c254f5b4c46a17d56602f29ee606ac91a4396a25c1436" as Hex;
 
 export interface Vector {

@@ -146,4 +146,40 @@ describe("seller: facilitator client", () => {
     expect(error.code).to.equal("timeout");
     expect(calls).to.deep.equal(["http://facilitator.invalid/v2/x402/supported"]);
   });
+
+  it("sends apiKey as Authorization: Bearer on supported, verify and settle, and refuses a key that cannot be a header", async () => {
+    const apiKey = "sk-seller-abc123";
+    const client = createFacilitatorClient({ url: standIn.url, apiKey });
+    await client.supported();
+    await client.verify(REQUEST);
+    await client.settle(REQUEST);
+    expect(standIn.requests.map((request) => request.headers.authorization)).to.deep.equal(Array(3).fill(`Bearer ${apiKey}`));
+    expect(() => createFacilitatorClient({ url: standIn.url, apiKey: "two words" })).to.throw(
+      TypeError,
+      /^apiKey must be a non-empty string of printable ASCII without spaces$/,
+    );
+    // Without a key nothing is sent.
+    standIn.reset();
+    await createFacilitatorClient({ url: standIn.url }).verify(REQUEST);
+    expect(standIn.requests[0]?.headers.authorization).to.equal(undefined);
+  });
+
+  it("speaks x402 v2 with verifyV2 and settleV2: the body, X402-Version 2 and the v2 answers", async () => {
+    const client = createFacilitatorClient({ url: standIn.url });
+    const request = { paymentPayload: { x402Version: 2, accepted: {}, payload: {} }, paymentRequirements: { scheme: "exact", network: "eip155:338" } };
+    const verified = { isValid: false, invalidReason: "invalid_exact_evm_signature", invalidMessage: "Invalid EIP-3009 signature", payer: VECTOR_PAYEE };
+    const settled = { success: true, payer: VECTOR_PAYEE, transaction: SETTLED.txHash, network: "eip155:338" };
+    standIn.answers.verify = json(verified);
+    standIn.answers.settle = json(settled);
+    expect(await client.verifyV2(request)).to.deep.equal(verified);
+    expect(await client.settleV2(request)).to.deep.equal(settled);
+    for (const recorded of standIn.requests) {
+      expect(recorded.headers["x402-version"]).to.equal("2");
+      expect(recorded.body).to.deep.equal({ x402Version: 2, ...request });
+    }
+    standIn.answers.settle = json({ success: true });
+    const error = await rejection(client.settleV2(request));
+    expect(error.code).to.equal("malformed");
+    expect(error.details).to.match(/^answer does not match the settle response schema: transaction/);
+  });
 });

@@ -1,6 +1,7 @@
 import { expect } from "chai";
 import express, { type RequestHandler } from "express";
-import { decodePaymentResponse } from "../../src/buyer/index.js";
+import { privateKeyToAccount } from "viem/accounts";
+import { createV2PaymentPayload, decodePaymentResponse } from "../../src/buyer/index.js";
 import {
   createFacilitatorClient,
   getPayment,
@@ -20,7 +21,7 @@ import {
   SETTLED,
   type StandInFacilitator,
 } from "../helpers/stand-in-facilitator.js";
-import { VECTOR_A_HEADER, VECTOR_PAYEE } from "../helpers/vectors.js";
+import { VECTOR_A_HEADER, VECTOR_PAYEE, VECTOR_SIGNER, VECTOR_V2_OFFER } from "../helpers/vectors.js";
 
 const REQUIREMENTS = paymentRequirements({
   network: "cronos-testnet",
@@ -54,13 +55,19 @@ const paymentRequiredBody = (requirements: unknown, extra: { error: string; reas
 describe("seller: requirePayment", () => {
   let standIn: StandInFacilitator;
   const closers: Array<() => Promise<void>> = [];
+  /** What the middleware logged (every seller here logs into it). */
+  const logged: Array<{ message?: string; fields: Record<string, unknown> }> = [];
+  const logger = { error: (fields: object, message?: string) => void logged.push({ message, fields: fields as Record<string, unknown> }) };
   before(async () => {
     standIn = await startStandInFacilitator();
   });
   after(async () => {
     await standIn.close();
   });
-  beforeEach(() => standIn.reset());
+  beforeEach(() => {
+    standIn.reset();
+    logged.length = 0;
+  });
   afterEach(async () => {
     await Promise.all(closers.splice(0).map((close) => close()));
   });
@@ -75,7 +82,7 @@ describe("seller: requirePayment", () => {
     const app = express();
     if (setup.bodyParser) app.use(express.json());
     const handler: RequestHandler = setup.handler ?? ((_req, res) => void res.json(CONTENT));
-    const middleware = requirePayment(requirements, { facilitatorUrl: standIn.url, ...options });
+    const middleware = requirePayment(requirements, { facilitatorUrl: standIn.url, logger, ...options });
     app.all("/premium", middleware, (req, res, next) => {
       state.handlerRuns += 1;
       return handler(req, res, next);
@@ -179,7 +186,7 @@ describe("seller: requirePayment", () => {
     expect(seller.state.handlerRuns).to.equal(0);
   });
 
-  describe("facilitator faults answer 500 {error, details}", () => {
+  describe("facilitator faults answer 500 {error, details} with a generic details text and log the facts", () => {
     const faults = [
       {
         title: "verify answers HTTP 500",
@@ -261,14 +268,15 @@ describe("seller: requirePayment", () => {
         const seller = await startSeller(REQUIREMENTS, { timeoutMs: 200, settleTimeoutMs: 200 });
         const response = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
         expect(response.status).to.equal(500);
-        const body: unknown = await response.json();
-        if (typeof fault.details === "string") {
-          expect(body).to.deep.equal({ error: fault.error, details: fault.details });
-        } else {
-          expect(body).to.have.all.keys("error", "details");
-          expect(body).to.have.property("error", fault.error);
-          expect(body).to.have.property("details").that.matches(fault.details);
-        }
+        // The buyer learns that it failed, not how: no status, address or body of the facilitator.
+        expect(await response.json()).to.deep.equal({ error: fault.error, details: "The payment could not be processed right now; try again later" });
+        expect(logged).to.have.length(1);
+        const [entry] = logged;
+        const operation = fault.calls.at(-1);
+        expect(entry?.message).to.equal(`facilitator ${operation} failed`);
+        expect(entry?.fields).to.include({ operation, method: "GET", path: "/premium", facilitator: standIn.url });
+        if (typeof fault.details === "string") expect(entry?.fields.err).to.equal(fault.details);
+        else expect(entry?.fields.err).to.match(fault.details);
         expectFacilitatorCalls(...fault.calls);
         expect(seller.state.handlerRuns).to.equal(0);
       });
@@ -276,17 +284,28 @@ describe("seller: requirePayment", () => {
 
     it("when the facilitator is a closed port", async () => {
       const app = express();
-      app.get("/premium", requirePayment(REQUIREMENTS, { facilitatorUrl: await closedPortUrl() }), (_req, res) => {
+      const facilitatorUrl = await closedPortUrl();
+      app.get("/premium", requirePayment(REQUIREMENTS, { facilitatorUrl, logger }), (_req, res) => {
         res.json(CONTENT);
       });
       const server = await listen(app);
       closers.push(server.close);
       const response = await fetch(`${server.url}/premium`, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
       expect(response.status).to.equal(500);
-      const body: unknown = await response.json();
-      expect(body).to.have.all.keys("error", "details");
-      expect(body).to.have.property("error", "Facilitator verify request failed");
-      expect(body).to.have.property("details").that.matches(/^facilitator verify failed: unreachable: .*ECONNREFUSED/);
+      const text = await response.text();
+      expect(JSON.parse(text)).to.deep.equal({ error: "Facilitator verify request failed", details: "The payment could not be processed right now; try again later" });
+      expect(text).to.not.include("ECONNREFUSED");
+      expect(text).to.not.include(facilitatorUrl.replace("http://", ""));
+      expect(logged.map((entry) => entry.fields)).to.deep.equal([
+        {
+          operation: "verify",
+          method: "GET",
+          path: "/premium",
+          facilitator: facilitatorUrl,
+          code: "unreachable",
+          err: `facilitator verify failed: unreachable: fetch failed: connect ECONNREFUSED ${facilitatorUrl.replace("http://", "")}`,
+        },
+      ]);
     });
   });
 
@@ -309,16 +328,21 @@ describe("seller: requirePayment", () => {
       const throwing = await startSeller(() => {
         throw new Error("price feed down");
       });
+      const generic = { error: "Payment requirements unavailable", details: "The payment could not be processed right now; try again later" };
       const first = await fetch(throwing.url);
       expect(first.status).to.equal(500);
-      expect(await first.json()).to.deep.equal({ error: "Payment requirements unavailable", details: "price feed down" });
+      expect(await first.json()).to.deep.equal(generic);
       const invalid = await startSeller(() => ({ ...REQUIREMENTS, payTo: "0x1234" }));
       const second = await fetch(invalid.url);
       expect(second.status).to.equal(500);
-      expect(await second.json()).to.deep.equal({
-        error: "Payment requirements unavailable",
-        details: "invalid payment requirements: payTo must be a 0x-prefixed 20-byte address",
-      });
+      expect(await second.json()).to.deep.equal(generic);
+      expect(logged).to.deep.equal([
+        { message: "payment requirements unavailable", fields: { method: "GET", path: "/premium", err: "price feed down" } },
+        {
+          message: "payment requirements unavailable",
+          fields: { method: "GET", path: "/premium", err: "invalid payment requirements: payTo must be a 0x-prefixed 20-byte address" },
+        },
+      ]);
     });
 
     it("throws InvalidRequirementsError at set-up for invalid fixed requirements", () => {
@@ -362,7 +386,7 @@ describe("seller: requirePayment", () => {
       expect(response.status).to.equal(200);
       expect(JSON.parse(await response.text())).to.deep.equal({
         locals: RECEIPT,
-        context: { receipt: RECEIPT, requirements: REQUIREMENTS, paymentHeader: VECTOR_A_HEADER },
+        context: { dialect: "cronos", receipt: RECEIPT, requirements: REQUIREMENTS, paymentHeader: VECTOR_A_HEADER },
       });
     });
 
@@ -386,6 +410,108 @@ describe("seller: requirePayment", () => {
       const response = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
       expect(response.status).to.equal(200);
       expect(await response.json()).to.deep.equal(CONTENT);
+    });
+  });
+
+  describe("x402 v2 buyers (PAYMENT-SIGNATURE) on the same route", () => {
+    const V2_OFFER = VECTOR_V2_OFFER;
+    const V2_SETTLED = { success: true, payer: SETTLED.from, transaction: SETTLED.txHash, network: "eip155:338" };
+    const decodeHeader = (value: string | null) => JSON.parse(Buffer.from(value ?? "", "base64").toString("utf8")) as Record<string, unknown>;
+    const signedPayment = () =>
+      createV2PaymentPayload({
+        signer: privateKeyToAccount(VECTOR_SIGNER.privateKey),
+        requirements: V2_OFFER,
+        resource: { url: "http://127.0.0.1/premium" },
+      });
+
+    it("answers 402 with the Cronos body and the x402 v2 offer in PAYMENT-REQUIRED", async () => {
+      const seller = await startSeller();
+      const response = await fetch(seller.url);
+      expect(response.status).to.equal(402);
+      expect(await response.json()).to.deep.equal(paymentRequiredBody(REQUIREMENTS, { error: "Payment Required" }));
+      expect(decodeHeader(response.headers.get("PAYMENT-REQUIRED"))).to.deep.equal({
+        x402Version: 2,
+        error: "Payment Required",
+        resource: { url: "http://127.0.0.1/premium", description: "A premium answer", mimeType: "application/json" },
+        accepts: [V2_OFFER],
+      });
+    });
+
+    it("verifies and settles a PAYMENT-SIGNATURE payment in x402 v2 and answers PAYMENT-RESPONSE", async () => {
+      standIn.answers.verify = json({ isValid: true, payer: SETTLED.from });
+      standIn.answers.settle = json(V2_SETTLED);
+      const seller = await startSeller(REQUIREMENTS, {}, {
+        handler: (req, res) => void res.json({ ...CONTENT, dialect: getPayment(req)?.dialect }),
+      });
+      const payment = await signedPayment();
+      const response = await fetch(seller.url, { headers: { "PAYMENT-SIGNATURE": Buffer.from(JSON.stringify(payment)).toString("base64") } });
+      expect(response.status).to.equal(200);
+      expect(await response.json()).to.deep.equal({
+        ...CONTENT,
+        dialect: "x402v2",
+        payment: { txHash: SETTLED.txHash, from: SETTLED.from, to: VECTOR_PAYEE, value: "1000000" },
+      });
+      expect(decodeHeader(response.headers.get("PAYMENT-RESPONSE"))).to.deep.equal(V2_SETTLED);
+      expect(response.headers.get("X-PAYMENT-RESPONSE")).to.equal(null);
+      expect(standIn.requests.map((request) => [request.path, request.headers["x402-version"], request.body])).to.deep.equal(
+        ["verify", "settle"].map((operation) => [
+          `/v2/x402/${operation}`,
+          "2",
+          { x402Version: 2, paymentPayload: payment, paymentRequirements: V2_OFFER },
+        ]),
+      );
+    });
+
+    it("answers 402 with the facilitator's code in PAYMENT-REQUIRED when x402 v2 verify refuses", async () => {
+      standIn.answers.verify = json({
+        isValid: false,
+        invalidReason: "invalid_exact_evm_insufficient_balance",
+        invalidMessage: "ERC20: transfer amount exceeds balance",
+        payer: SETTLED.from,
+      });
+      const seller = await startSeller();
+      const signature = Buffer.from(JSON.stringify(await signedPayment())).toString("base64");
+      const response = await fetch(seller.url, { headers: { "PAYMENT-SIGNATURE": signature } });
+      expect(response.status).to.equal(402);
+      expect(await response.json()).to.deep.equal(
+        paymentRequiredBody(REQUIREMENTS, { error: "Payment verification failed", reason: "ERC20: transfer amount exceeds balance" }),
+      );
+      expect(decodeHeader(response.headers.get("PAYMENT-REQUIRED"))).to.include({ error: "invalid_exact_evm_insufficient_balance" });
+      expect(standIn.requests.map((request) => request.path)).to.deep.equal(["/v2/x402/verify"]);
+      expect(seller.state.handlerRuns).to.equal(0);
+    });
+
+    it("answers 402 without calling the facilitator when PAYMENT-SIGNATURE is not an x402 v2 payment", async () => {
+      const seller = await startSeller();
+      for (const [value, reason] of [
+        ["%%%", "Invalid paymentPayload: PAYMENT-SIGNATURE is not base64 JSON of an object"],
+        [Buffer.from(JSON.stringify({ x402Version: 2 })).toString("base64"), "Invalid paymentPayload: accepted is required; payload is required"],
+      ]) {
+        const response = await fetch(seller.url, { headers: { "PAYMENT-SIGNATURE": value! } });
+        expect(response.status).to.equal(402);
+        expect(await response.json()).to.deep.equal(paymentRequiredBody(REQUIREMENTS, { error: "Payment verification failed", reason }));
+        expect(decodeHeader(response.headers.get("PAYMENT-REQUIRED"))).to.include({ error: "unsupported_payload_type" });
+      }
+      expect(standIn.requests).to.deep.equal([]);
+    });
+  });
+
+  describe("apiKey", () => {
+    it("sends the seller's key as a bearer token on verify and settle, and keeps it out of logs and answers", async () => {
+      const apiKey = "sk-seller-0123456789";
+      const seller = await startSeller(REQUIREMENTS, { apiKey });
+      const paid = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+      expect(paid.status).to.equal(200);
+      expect(standIn.requests.map((request) => request.headers.authorization)).to.deep.equal([`Bearer ${apiKey}`, `Bearer ${apiKey}`]);
+
+      standIn.reset();
+      standIn.answers.verify = json({ error: "Unknown API key" }, 401);
+      const refused = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+      expect(refused.status).to.equal(500);
+      expect(await refused.text()).to.not.include(apiKey);
+      expect(logged).to.have.length(1);
+      expect(logged[0]?.fields).to.include({ code: "http_status", status: 401 });
+      expect(JSON.stringify(logged)).to.not.include(apiKey);
     });
   });
 

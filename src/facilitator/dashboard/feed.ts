@@ -104,7 +104,7 @@ export class OutcomeFeed {
   }
 
   /** Records one outcome (the facilitator's `onOutcome`). Returns once the row is published; enrichment follows. */
-  record(outcome: OutcomeRecord & { dialect?: string; payee?: string }): FeedRow {
+  record(outcome: Omit<OutcomeRecord, "dialect"> & { dialect?: string; payee?: string }): FeedRow {
     const network = clip(outcome.network);
     const row: FeedRow = this.publish({
       id: ++this.nextId,

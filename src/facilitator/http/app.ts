@@ -1,10 +1,11 @@
 import { randomUUID } from "node:crypto";
 import express, { type ErrorRequestHandler, type Express, type Request, type Response, type Router } from "express";
-import { RequestError, SettleError, SettleEvent, X402_VERSION } from "../../protocol/reasons.js";
-import { describeZodError, facilitatorRequestSchema, type FacilitatorRequest, type SupportedResponse } from "../../protocol/schemas.js";
+import { RequestError, SettleError } from "../../protocol/reasons.js";
+import type { SupportedResponse } from "../../protocol/schemas.js";
 import { FacilitatorFault, type FacilitatorContext } from "../runtime.js";
-import { verifyPayment, answerNetwork } from "../verify.js";
+import { verifyPayment } from "../verify.js";
 import { settlePayment } from "../settle.js";
+import { cronosDialect, dialectOf, type DialectName } from "../dialects/index.js";
 import type { HealthReport } from "../health.js";
 import type { ApiKeyConfig, RateLimitsConfig } from "../config.js";
 import { edgeGuards, type QuotaHolder } from "./edge.js";
@@ -35,9 +36,12 @@ export interface AppOptions {
 export interface OutcomeRecord {
   requestId: string;
   route: "verify" | "settle";
+  /** Which dialect the request spoke: `cronos` (x402Version 1) or `x402v2`; `unknown` when refused before its body was read. */
+  dialect: DialectName | "unknown";
   status: number;
   network: string;
   payer?: string;
+  payee?: string;
   amount?: string;
   /** `valid`, `settled`, or the reason / error text. */
   outcome: string;
@@ -53,30 +57,9 @@ const SETTLE_ERROR_CODES = new Map<string, string>(Object.entries(SettleError).m
 const ROUTES = new Set(["/healthcheck", "/v2/x402/supported", "/v2/x402/verify", "/v2/x402/settle"]);
 const REQUEST_ID = /^[\w.:-]{1,64}$/;
 
-/** The endpoint's own shape for a refused request: verify's or settle's. */
+/** The endpoint's own shape for a request refused before its dialect is known (Cronos, the default). */
 function refusal(route: Route, network: string, text: string): object {
-  return route === "verify"
-    ? { isValid: false, invalidReason: text }
-    : { x402Version: X402_VERSION, event: SettleEvent.failed, network, timestamp: new Date().toISOString(), error: text };
-}
-
-/** Parses a verify/settle body; on failure returns the status and text to answer. */
-function parseRequest(req: Request): { ok: true; request: FacilitatorRequest } | { ok: false; status: number; text: string } {
-  const headerVersion = req.get("X402-Version");
-  if (headerVersion !== undefined && headerVersion.trim() !== String(X402_VERSION)) {
-    return { ok: false, status: 400, text: RequestError.unsupportedVersion(headerVersion.trim()) };
-  }
-  const body: unknown = req.body;
-  if (body === null || typeof body !== "object" || Array.isArray(body)) {
-    return { ok: false, status: 400, text: RequestError.invalidRequest("body must be a JSON object") };
-  }
-  const version = (body as { x402Version?: unknown }).x402Version;
-  if (typeof version === "number" && version !== X402_VERSION) {
-    return { ok: false, status: 400, text: RequestError.unsupportedVersion(version) };
-  }
-  const parsed = facilitatorRequestSchema.safeParse(body);
-  if (!parsed.success) return { ok: false, status: 400, text: RequestError.invalidRequest(describeZodError(parsed.error)) };
-  return { ok: true, request: parsed.data };
+  return cronosDialect.refusal(route, "invalid", text, { network });
 }
 
 /**
@@ -112,42 +95,49 @@ export function createApp(options: AppOptions): Express {
 
   /** A verify/settle request answered before its handler ran (401, 413, 415, unreadable body): one outcome record. */
   const refused = (route: Route, res: Response, status: number, text: string, code: string) =>
-    options.onOutcome?.({ requestId: String(res.locals.requestId), route, status, network: "unknown", outcome: text, code, durationMs: 0 });
+    options.onOutcome?.({ requestId: String(res.locals.requestId), route, dialect: "unknown", status, network: "unknown", outcome: text, code, durationMs: 0 });
 
+  // The dispatch point: the body's dialect reads it into one payment and writes the outcome back.
   const handler = (route: Route) => async (req: Request, res: Response) => {
     const started = performance.now();
     const requestId = String(res.locals.requestId);
-    const parsed = parseRequest(req);
-    if (!parsed.ok) {
-      const network = answerNetwork(req.body);
-      res.status(parsed.status).json(refusal(route, network, parsed.text));
-      options.onOutcome?.({ requestId, route, status: parsed.status, network, outcome: parsed.text, code: "invalid_request", durationMs: performance.now() - started });
+    const codec = dialectOf(req.body);
+    const dialect = codec.name;
+    const read = codec.read(req.body, req.get("X402-Version"));
+    const { echo } = read;
+    // Records name the network as the checks saw it (x402 v2's eip155:338 is cronos-testnet); answers echo the caller's.
+    const network = read.ok ? read.payment.requirements.network : echo.network;
+    if (!read.ok) {
+      res.status(400).json(codec.refusal(route, "invalid", read.text, echo));
+      options.onOutcome?.({ requestId, route, dialect, status: 400, network, outcome: read.text, code: "invalid_request", durationMs: performance.now() - started });
       return;
     }
-    const request = parsed.request;
-    const network = request.paymentRequirements.network;
+    const { payment } = read;
     try {
       if (route === "verify") {
-        const outcome = await verifyPayment(request, context);
-        const body = { isValid: outcome.isValid, invalidReason: outcome.isValid ? null : outcome.reason };
-        res.json(body);
+        const outcome = await verifyPayment(payment, context);
+        res.json(codec.verifyAnswer(outcome, echo));
         options.onOutcome?.({
-          requestId, route, status: 200, network,
+          requestId, route, dialect, status: 200, network,
           payer: outcome.payload?.authorization.from,
+          payee: outcome.payload?.authorization.to,
           amount: outcome.payload?.authorization.value,
           outcome: outcome.isValid ? "valid" : outcome.reason,
           code: outcome.isValid ? "valid" : outcome.code,
           durationMs: performance.now() - started,
         });
       } else {
-        const answer = await settlePayment(request, context);
-        res.json(answer);
+        const outcome = await settlePayment(payment, context);
+        res.json(codec.settleAnswer(outcome, echo));
+        const authorization = payment.payload.ok ? payment.payload.payload.authorization : undefined;
         options.onOutcome?.({
-          requestId, route, status: 200, network,
-          ...(answer.event === SettleEvent.settled ? { payer: answer.from, amount: answer.value } : {}),
-          outcome: answer.event === SettleEvent.settled ? "settled" : answer.error,
-          code: answer.event === SettleEvent.settled ? "settled" : (SETTLE_ERROR_CODES.get(answer.error) ?? "refused"),
-          txHash: answer.txHash,
+          requestId, route, dialect, status: 200, network,
+          ...(outcome.settled
+            ? { payer: outcome.from, payee: outcome.to, amount: outcome.value.toString() }
+            : authorization ? { payer: authorization.from, payee: authorization.to, amount: authorization.value } : {}),
+          outcome: outcome.settled ? "settled" : outcome.error,
+          code: outcome.settled ? "settled" : (SETTLE_ERROR_CODES.get(outcome.error) ?? "refused"),
+          txHash: outcome.txHash,
           durationMs: performance.now() - started,
         });
       }
@@ -157,9 +147,9 @@ export function createApp(options: AppOptions): Express {
       // decisions.md: a fault is 500 on verify; settle got here before sending anything, so 503.
       const status = route === "verify" ? 500 : 503;
       const text = fault ? `${RequestError.unavailable}: ${fault.message}` : RequestError.internal;
-      context.logger.error({ requestId, route, network, err: errorSummary(error) }, "request fault");
-      res.status(status).json({ ...refusal(route, network, text), error: text });
-      options.onOutcome?.({ requestId, route, status, network, outcome: text, code: "fault", durationMs: performance.now() - started });
+      context.logger.error({ requestId, route, dialect, network, err: errorSummary(error) }, "request fault");
+      res.status(status).json(codec.refusal(route, fault ? "unavailable" : "internal", text, echo));
+      options.onOutcome?.({ requestId, route, dialect, status, network, outcome: text, code: "fault", durationMs: performance.now() - started });
     }
   };
 

@@ -1,0 +1,51 @@
+import type { Address } from "viem";
+import type { NetworkName } from "../../protocol/networks.js";
+import type { Payment } from "../../protocol/payment.js";
+import type { SettleOutcome } from "../settle.js";
+import type { VerifyOutcome } from "../verify.js";
+
+/** The dialects the facilitator speaks on one `/v2/x402` base: Cronos (x402Version 1) and x402 v2. */
+export type DialectName = "cronos" | "x402v2";
+
+/** The two payment endpoints. */
+export type PaymentRoute = "verify" | "settle";
+
+/** What an answer repeats from its request: the network as the caller wrote it, and the payer when known. */
+export interface Echo {
+  network: string;
+  payer?: Address;
+}
+
+/** A verify/settle body read by its dialect: one payment, or the text of a 400 answer. */
+export type ReadResult = { ok: true; payment: Payment; echo: Echo } | { ok: false; text: string; echo: Echo };
+
+/** Why a request has no protocol outcome: unreadable (400), the chain could not be read (503/500), a bug. */
+export type RefusalKind = "invalid" | "unavailable" | "internal";
+
+/** A `supported` entry. */
+export interface SupportedKind {
+  x402Version: number;
+  scheme: string;
+  network: string;
+}
+
+/**
+ * One dialect at the HTTP edge: it turns its body into one {@link Payment} and the dialect-free
+ * outcomes of verify and settle back into its own answers. Nothing behind it knows the dialect.
+ */
+export interface DialectCodec {
+  readonly name: DialectName;
+  /** Reads a verify/settle body (any JSON) and the `X402-Version` header. */
+  read(body: unknown, headerVersion: string | undefined): ReadResult;
+  verifyAnswer(outcome: VerifyOutcome, echo: Echo): object;
+  settleAnswer(outcome: SettleOutcome, echo: Echo): object;
+  /** The answer of a request without a protocol outcome, in the endpoint's shape. */
+  refusal(route: PaymentRoute, kind: RefusalKind, text: string, echo: Echo): object;
+  /** How `supported` lists a configured network in this dialect. */
+  kind(network: NetworkName): SupportedKind;
+}
+
+/** A plain JSON object (not null, not an array). */
+export function isJsonObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,161 @@
+import { signedAuthorization } from "../../protocol/header.js";
+import type { DecodedPayload } from "../../protocol/payment.js";
+import { EXACT_SCHEME, RequestError, VerifyReason } from "../../protocol/reasons.js";
+import { describeZodError } from "../../protocol/schemas.js";
+import {
+  caip2OfNetwork,
+  EvmReason,
+  isCaip2,
+  networkOfCaip2,
+  v2FacilitatorRequestSchema,
+  v2PaymentPayloadSchema,
+  V2RequestReason,
+  X402_V2_VERSION,
+} from "../../protocol/x402v2.js";
+import type { SettleFailureCode } from "../settle.js";
+import { isJsonObject, type DialectCodec, type Echo, type ReadResult, type RefusalKind } from "./codec.js";
+
+/**
+ * The code `@x402/evm` answers for the same condition, per refusal. `docs/conformance.md` lists
+ * this table next to the Cronos texts.
+ */
+export const V2_REASON_OF: Readonly<Record<SettleFailureCode, string>> = {
+  base64: EvmReason.unsupportedPayloadType,
+  header: EvmReason.unsupportedPayloadType,
+  scheme: EvmReason.invalidScheme,
+  network: EvmReason.networkMismatch,
+  asset: EvmReason.eip3009NotSupported,
+  amount: EvmReason.valueMismatch,
+  recipient: EvmReason.recipientMismatch,
+  signature: EvmReason.invalidSignature,
+  notYetValid: EvmReason.validAfter,
+  expired: EvmReason.validBefore,
+  used: EvmReason.nonceAlreadyUsed,
+  balance: EvmReason.insufficientBalance,
+  failedOnChain: EvmReason.transactionFailed,
+};
+
+const REQUEST_REASON_OF: Readonly<Record<RefusalKind, string>> = {
+  invalid: V2RequestReason.invalidRequest,
+  unavailable: V2RequestReason.unavailable,
+  internal: V2RequestReason.internal,
+};
+
+/**
+ * The x402 v2 dialect (the `@x402/*` packages, e.g. `@x402/core`'s `HTTPFacilitatorClient`):
+ * `{x402Version: 2, paymentPayload, paymentRequirements}` with CAIP-2 networks and `amount`, answered
+ * `{isValid, invalidReason?, invalidMessage?, payer}` and `{success, errorReason?, errorMessage?, payer, transaction, network}`
+ * with `@x402/evm`'s reason codes (the Cronos text goes in `invalidMessage` / `errorMessage`).
+ */
+export const x402v2Dialect: DialectCodec = {
+  name: "x402v2",
+
+  read(body, headerVersion): ReadResult {
+    const requirements = isJsonObject(body) ? body.paymentRequirements : undefined;
+    const sentNetwork = isJsonObject(requirements) && typeof requirements.network === "string" ? requirements.network : "unknown";
+    const echo: Echo = { network: sentNetwork };
+    const fail = (text: string): ReadResult => ({ ok: false, text, echo });
+    if (headerVersion !== undefined && headerVersion.trim() !== String(X402_V2_VERSION)) {
+      const version = headerVersion.trim();
+      return fail(
+        version === "1"
+          ? RequestError.invalidRequest("the X402-Version header says 1 (the Cronos dialect) but the body is x402Version 2")
+          : RequestError.unsupportedVersion(version),
+      );
+    }
+    if (!isJsonObject(body)) return fail(RequestError.invalidRequest("body must be a JSON object"));
+    if (typeof body.x402Version === "number" && body.x402Version !== X402_V2_VERSION) {
+      return fail(RequestError.unsupportedVersion(body.x402Version));
+    }
+    const mixed = mixedDialects(body);
+    if (mixed) return fail(RequestError.invalidRequest(mixed));
+    const parsed = v2FacilitatorRequestSchema.safeParse(body);
+    if (!parsed.success) return fail(RequestError.invalidRequest(describeZodError(parsed.error)));
+
+    const { paymentPayload, paymentRequirements: terms } = parsed.data;
+    const payment = v2PaymentPayloadSchema.safeParse(paymentPayload);
+    let payload: DecodedPayload;
+    if (payment.success) {
+      const { accepted, payload: signed } = payment.data;
+      payload = {
+        ok: true,
+        payload: {
+          scheme: accepted.scheme,
+          network: networkOfCaip2(accepted.network) ?? accepted.network,
+          asset: accepted.asset,
+          authorization: signedAuthorization(signed.authorization, signed.signature),
+        },
+      };
+    } else {
+      payload = { ok: false, code: "header", reason: VerifyReason.invalidPayload(describeZodError(payment.error)) };
+    }
+    return {
+      ok: true,
+      payment: {
+        requirements: {
+          scheme: terms.scheme,
+          network: networkOfCaip2(terms.network) ?? terms.network,
+          payTo: terms.payTo,
+          asset: terms.asset,
+          amount: terms.amount,
+        },
+        payload,
+      },
+      echo: { network: terms.network, ...(payload.ok ? { payer: payload.payload.authorization.from } : {}) },
+    };
+  },
+
+  verifyAnswer(outcome, echo) {
+    if (outcome.isValid) return { isValid: true, payer: echo.payer };
+    return { isValid: false, invalidReason: V2_REASON_OF[outcome.code], invalidMessage: outcome.reason, ...payer(echo) };
+  },
+
+  settleAnswer(outcome, echo) {
+    if (outcome.settled) return { success: true, payer: outcome.from, transaction: outcome.txHash, network: echo.network };
+    return {
+      success: false,
+      errorReason: V2_REASON_OF[outcome.code],
+      errorMessage: outcome.error,
+      ...payer(echo),
+      transaction: outcome.txHash ?? "",
+      network: echo.network,
+    };
+  },
+
+  refusal(route, kind, text, echo) {
+    const reason = REQUEST_REASON_OF[kind];
+    if (route === "verify") return { isValid: false, invalidReason: reason, invalidMessage: text };
+    return { success: false, errorReason: reason, errorMessage: text, transaction: "", network: echo.network };
+  },
+
+  kind(network) {
+    return { x402Version: X402_V2_VERSION, scheme: EXACT_SCHEME, network: caip2OfNetwork(network)! };
+  },
+};
+
+function payer(echo: Echo): { payer?: string } {
+  return echo.payer ? { payer: echo.payer } : {};
+}
+
+/** What in an x402 v2 body belongs to the Cronos dialect, if anything. */
+function mixedDialects(body: Record<string, unknown>): string | undefined {
+  if ("paymentHeader" in body) {
+    return "paymentHeader is the Cronos dialect's field (x402Version 1): x402Version 2 sends a paymentPayload object";
+  }
+  const requirements = isJsonObject(body.paymentRequirements) ? body.paymentRequirements : {};
+  if ("maxAmountRequired" in requirements && !("amount" in requirements)) {
+    return "paymentRequirements.maxAmountRequired is the Cronos dialect's field (x402Version 1): x402Version 2 names it amount";
+  }
+  const accepted = isJsonObject(body.paymentPayload) && isJsonObject(body.paymentPayload.accepted) ? body.paymentPayload.accepted : {};
+  for (const [field, network] of [
+    ["paymentRequirements.network", requirements.network],
+    ["paymentPayload.accepted.network", accepted.network],
+  ] as const) {
+    if (typeof network === "string" && !isCaip2(network)) {
+      const caip2 = caip2OfNetwork(network);
+      const hint = caip2 ? `names it ${caip2}` : "names networks in CAIP-2 (eip155:<chain id>)";
+      return `${field} ${network} is a Cronos-dialect network name (x402Version 1): x402Version 2 ${hint}`;
+    }
+  }
+  return undefined;
+}

@@ -33,6 +33,7 @@ export const COMMANDS = {
   setup: [],
   start: typescript("scripts/start.ts"),
   facilitator: typescript("scripts/facilitator.ts"),
+  conformance: typescript("scripts/conformance.ts"),
   // Compile first: the type check reads the typed artifacts Hardhat generates.
   test: [compileStep(), typeCheckStep(), testRunner()],
   "test:only": [compileStep(), testRunner()],

@@ -1,0 +1,82 @@
+import type { Hex, LocalAccount } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { requirementsFor, type CaseContext, type CaseNeed } from "../cases.js";
+import { NEED_REASON, skip, type CheckContext } from "../check.js";
+import type { Target } from "../target.js";
+
+/** The price of the payments the checks only need refused: 0.01 USDC.e (nothing is ever paid at it). */
+export const REFUSAL_PRICE = 10_000n;
+
+/** How far back a buyer's used nonces are looked for in the chain's logs. */
+export const USED_NONCE_LOOKBACK_BLOCKS = 10_000n;
+
+/** The paths of the facilitator's operations. */
+export const PATHS = {
+  health: "/healthcheck",
+  supported: "/v2/x402/supported",
+  verify: "/v2/x402/verify",
+  settle: "/v2/x402/settle",
+} as const;
+
+/** A settlement this run made, for the checks that build on it (on chain, replay, used nonce). */
+export interface Paid {
+  body: { x402Version: 1; paymentHeader: string; paymentRequirements: object };
+  txHash: Hex;
+  blockNumber: number;
+  timestamp: string;
+  nonce: Hex;
+  /** The latest block before the settle was sent, when an RPC is known. */
+  fromBlock?: bigint;
+}
+
+/** Where {@link Paid} is kept in the run's shared map. */
+export function paidKey(target: Target): string {
+  return `paid:${target.network}`;
+}
+
+/** One key per run that holds nothing: what it signs can never be paid. */
+export function freshSignerOf(context: CheckContext): LocalAccount {
+  let fresh = context.shared.get("fresh-signer") as LocalAccount | undefined;
+  if (!fresh) {
+    fresh = privateKeyToAccount(generatePrivateKey());
+    context.shared.set("fresh-signer", fresh);
+  }
+  return fresh;
+}
+
+/** A signer for payments whose outcome does not depend on funds: the buyer when given, else the run's fresh key. */
+export function signerOf(context: CheckContext, target: Target): LocalAccount {
+  return target.buyer ?? freshSignerOf(context);
+}
+
+/** The clock verify judges by: the chain's latest block when an RPC is known, else this machine's. */
+export async function clockOf(target: Target): Promise<bigint> {
+  return target.chain ? target.chain.now() : BigInt(Math.floor(Date.now() / 1000));
+}
+
+/** A nonce the buyer has used: this run's payment, else the chain's logs; skips the check when there is none. */
+async function usedNonceOf(context: CheckContext, target: Target): Promise<Hex> {
+  const paid = context.shared.get(paidKey(target)) as Paid | undefined;
+  if (paid) return paid.nonce;
+  if (!target.buyer) skip(NEED_REASON.buyer);
+  if (!target.chain) skip(`needs a nonce the buyer has used: --settle (this run's payment), or --rpc to find one in the chain's logs`);
+  const nonces = await target.chain.usedNonces(target.token, target.buyer.address, USED_NONCE_LOOKBACK_BLOCKS);
+  if (nonces.length === 0) {
+    skip(`the buyer used no nonce in the last ${USED_NONCE_LOOKBACK_BLOCKS} blocks; run once with --settle`);
+  }
+  return nonces[0]!;
+}
+
+/** The context a refusal case builds its payment from, for `target`. */
+export async function caseContextOf(context: CheckContext, target: Target, needs: readonly CaseNeed[] = []): Promise<CaseContext> {
+  if (needs.includes("chainClock") && !target.chain) skip(`${NEED_REASON.rpc}: the chain's clock to the second`);
+  const usedNonce = needs.includes("usedNonce") ? await usedNonceOf(context, target) : undefined;
+  return {
+    requirements: requirementsFor({ network: target.network, payTo: target.payTo, asset: target.token, amount: REFUSAL_PRICE }),
+    signer: signerOf(context, target),
+    chainId: target.chainId,
+    domain: target.domain,
+    now: await clockOf(target),
+    ...(usedNonce === undefined ? {} : { usedNonce }),
+  };
+}

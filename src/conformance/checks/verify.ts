@@ -1,0 +1,129 @@
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { VerifyReason } from "../../protocol/reasons.js";
+import { REFUSAL_CASES, requirementsFor, signFor, tamper, type CaseContext, type ExpectedReason, type RefusalCase } from "../cases.js";
+import { CheckFailure, type Check } from "../check.js";
+import { expectVerifyRefusal, expectVerifyValid } from "../expect.js";
+import { SMALLEST_AMOUNT, type Target } from "../target.js";
+import { caseContextOf, freshSignerOf, PATHS } from "./context.js";
+
+/** Whether a refusal case applies to `target`'s network. */
+export function appliesTo(refusal: RefusalCase, target: Target): boolean {
+  return refusal.networks === undefined || refusal.networks.includes(target.network);
+}
+
+/** `verify.<case>`: verify answers 200 `{isValid: false, invalidReason}` with the case's reason. */
+export function verifyRefusalCheck(refusal: RefusalCase, target: Target): Check {
+  return {
+    id: `verify.${refusal.id}`,
+    title: `verify refuses ${refusal.title}`,
+    spec: refusal.spec,
+    dialect: "cronos",
+    target,
+    ...(refusal.needs?.includes("usedNonce") ? { needs: ["buyer"] as const } : {}),
+    async run(context) {
+      const built = await refusal.build(await caseContextOf(context, target, refusal.needs));
+      const answer = await context.http.post(PATHS.verify, { x402Version: 1, paymentHeader: built.paymentHeader, paymentRequirements: built.paymentRequirements });
+      expectVerifyRefusal(answer, built.expected);
+    },
+  };
+}
+
+/** verify accepts a funded buyer's payment of the smallest amount. */
+export function verifyAcceptsCheck(target: Target): Check {
+  return {
+    id: "verify.accepts",
+    title: "verify answers {isValid: true, invalidReason: null} for a funded buyer's payment of 1 unit",
+    spec: "spec 2.4, 4.3; wire format › verify (invalidReason null when valid)",
+    dialect: "cronos",
+    target,
+    needs: ["buyer"],
+    async run(context) {
+      const caseContext = await caseContextOf(context, target);
+      const requirements = requirementsFor({ network: target.network, payTo: target.payTo, asset: target.token, amount: SMALLEST_AMOUNT });
+      const paymentHeader = await signFor({ ...caseContext, requirements });
+      expectVerifyValid(await context.http.post(PATHS.verify, { x402Version: 1, paymentHeader, paymentRequirements: requirements }));
+    },
+  };
+}
+
+/** A header that fails two checks, and the first of them, which must be the answer. */
+interface TwoFaults {
+  faults: string;
+  header(context: CaseContext): Promise<string>;
+  expected: ExpectedReason;
+}
+
+const ANOTHER_TOKEN = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
+const HOUR = 3600n;
+
+const TWO_FAULTS: readonly TwoFaults[] = [
+  {
+    faults: "scheme and amount",
+    header: async (c) => tamper(await signFor(c), (json) => ((json.scheme = "streaming"), (json.payload.value = "0"))),
+    expected: { key: "unsupportedScheme", text: VerifyReason.unsupportedScheme("streaming") },
+  },
+  {
+    faults: "network and asset",
+    header: async (c) => tamper(await signFor(c), (json) => ((json.network = "base-sepolia"), (json.payload.asset = ANOTHER_TOKEN))),
+    expected: { key: "unsupportedNetwork", text: VerifyReason.unsupportedNetwork("base-sepolia") },
+  },
+  {
+    faults: "asset and amount",
+    header: async (c) => tamper(await signFor(c), (json) => ((json.payload.asset = ANOTHER_TOKEN), (json.payload.value = "0"))),
+    expected: { key: "unsupportedAsset", text: VerifyReason.unsupportedAsset(ANOTHER_TOKEN) },
+  },
+  {
+    faults: "amount and recipient",
+    header: async (c) => tamper(await signFor(c), (json) => ((json.payload.value = "0"), (json.payload.to = privateKeyToAccount(generatePrivateKey()).address))),
+    expected: { key: "invalidAmount", text: VerifyReason.invalidAmount("0") },
+  },
+  {
+    faults: "recipient and signature (to changed after signing)",
+    header: async (c) => tamper(await signFor(c), (json) => (json.payload.to = privateKeyToAccount(generatePrivateKey()).address)),
+    expected: { key: "recipientMismatch", text: VerifyReason.recipientMismatch },
+  },
+  {
+    faults: "signature and validity window (validBefore moved into the past after signing)",
+    header: async (c) => tamper(await signFor(c), (json) => (json.payload.validBefore = Number(c.now - HOUR))),
+    expected: { key: "invalidSignature", text: VerifyReason.invalidSignature },
+  },
+  {
+    faults: "validity window and balance (an empty payer, valid from an hour ahead)",
+    header: (c) => signFor(c, { validAfter: c.now + HOUR, validBefore: c.now + 2n * HOUR }),
+    expected: { key: "notYetValid", text: VerifyReason.notYetValid },
+  },
+];
+
+/** verify answers the first failing check, in the spec's order, for headers that fail two. */
+export function verifyOrderCheck(target: Target): Check {
+  return {
+    id: "verify.first-failure-wins",
+    title: "verify answers the first failing check in the spec's order, for headers failing two (7 pairs)",
+    spec: "spec 4.3 (checks 1–7 in order); decisions › Verify: the first failure is the answer",
+    dialect: "cronos",
+    target,
+    async run(context) {
+      // An empty payer: the balance is the last check, so every pair's answer comes before it.
+      const caseContext = { ...(await caseContextOf(context, target)), signer: freshSignerOf(context) };
+      for (const pair of TWO_FAULTS) {
+        const paymentHeader = await pair.header(caseContext);
+        const answer = await context.http.post(PATHS.verify, { x402Version: 1, paymentHeader, paymentRequirements: caseContext.requirements });
+        try {
+          expectVerifyRefusal(answer, pair.expected);
+        } catch (error) {
+          if (error instanceof CheckFailure) throw new CheckFailure(`for a header failing ${pair.faults}: ${error.message}`);
+          throw error;
+        }
+      }
+    },
+  };
+}
+
+/** Every verify check of the Cronos dialect for `target` that needs no payment of this run. */
+export function verifyChecks(target: Target): Check[] {
+  return [
+    verifyAcceptsCheck(target),
+    ...REFUSAL_CASES.filter((refusal) => appliesTo(refusal, target) && !refusal.needs?.includes("usedNonce")).map((refusal) => verifyRefusalCheck(refusal, target)),
+    verifyOrderCheck(target),
+  ];
+}

@@ -34,6 +34,8 @@ export interface FacilitatorHttpOptions {
   /** Told when a request waits for the facilitator's rate limit. */
   onWait?: (line: string) => void;
   fetch?: typeof fetch;
+  /** How the client waits out a 429; default a timer. */
+  sleep?: (ms: number) => Promise<void>;
 }
 
 /** The facilitator as the checks speak to it: raw answers, 429s waited out unless asked for. */
@@ -56,6 +58,7 @@ export function createFacilitatorHttp(options: FacilitatorHttpOptions): Facilita
   const doFetch = options.fetch ?? fetch;
   const timeoutMs = options.timeoutMs ?? 150_000;
   const maxWaitMs = options.maxRateLimitWaitMs ?? 180_000;
+  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
 
   async function once(request: HttpRequest): Promise<Answer> {
     const method = request.method ?? (request.body === undefined ? "GET" : "POST");
@@ -85,7 +88,7 @@ export function createFacilitatorHttp(options: FacilitatorHttpOptions): Facilita
       const seconds = retryAfterSeconds(answer);
       if (waited + seconds * 1000 > maxWaitMs) return answer;
       options.onWait?.(`waiting ${seconds} s: the facilitator's rate limit on ${request.path} (Retry-After)`);
-      await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+      await sleep(seconds * 1000);
       waited += seconds * 1000;
     }
   }

@@ -102,6 +102,16 @@ export interface ProxiedCall {
   answer: unknown;
 }
 
+/** An answer the proxy gives instead of the facilitator's (what a wrong facilitator would say). */
+export interface ProxiedAnswer {
+  status: number;
+  contentType: string;
+  body: string;
+}
+
+// Hop-by-hop and length headers: the proxy's own connection sets these.
+const UNFORWARDED = new Set(["host", "connection", "content-length", "transfer-encoding", "keep-alive"]);
+
 /**
  * A transparent proxy in front of the real facilitator, so a test can see which calls the seller
  * made, and act on the chain between verify and settle (what another party could do in that gap).
@@ -110,6 +120,8 @@ export interface FacilitatorProxy extends Listening {
   calls: ProxiedCall[];
   /** Runs once before the next settle is passed on (then cleared). */
   beforeSettle?: (body: unknown) => Promise<void>;
+  /** Answers instead of the facilitator when it returns an answer (the call is still made and recorded). */
+  rewrite?: (call: ProxiedCall) => ProxiedAnswer | undefined;
   /** The paths called since the last reset. */
   paths(): string[];
   reset(): void;
@@ -133,9 +145,11 @@ export async function startFacilitatorProxy(target: string): Promise<Facilitator
         proxy.beforeSettle = undefined;
         await hook(body);
       }
+      const headers = Object.entries(req.headers).filter(([name]) => !UNFORWARDED.has(name)) as Array<[string, string]>;
+      if (req.headers["content-type"] === undefined) headers.push(["content-type", "application/json"]);
       const upstream = await fetch(`${target}${path}`, {
         method: req.method,
-        headers: { "content-type": req.headers["content-type"] ?? "application/json" },
+        headers,
         ...(req.method === "GET" || req.method === "HEAD" ? {} : { body: text }),
       });
       const answerText = await upstream.text();
@@ -145,8 +159,16 @@ export async function startFacilitatorProxy(target: string): Promise<Facilitator
       } catch {
         answer = answerText;
       }
-      calls.push({ path, body, status: upstream.status, answer });
-      res.writeHead(upstream.status, { "content-type": upstream.headers.get("content-type") ?? "application/json" });
+      const call = { path, body, status: upstream.status, answer };
+      calls.push(call);
+      const rewritten = proxy.rewrite?.(call);
+      if (rewritten) {
+        res.writeHead(rewritten.status, { "content-type": rewritten.contentType });
+        res.end(rewritten.body);
+        return;
+      }
+      const answerHeaders = [...upstream.headers].filter(([name]) => !UNFORWARDED.has(name) && name !== "content-encoding");
+      res.writeHead(upstream.status, Object.fromEntries(answerHeaders));
       res.end(answerText);
     })().catch((error: unknown) => {
       res.writeHead(599, { "content-type": "text/plain" });
@@ -159,6 +181,7 @@ export async function startFacilitatorProxy(target: string): Promise<Facilitator
     reset() {
       calls.length = 0;
       proxy.beforeSettle = undefined;
+      proxy.rewrite = undefined;
     },
   });
 }

@@ -20,5 +20,5 @@ export function formatResultLine(result: CheckResult, width = 0): string {
 export function formatSummary(report: RunReport): string {
   const { total, passed, failed, skipped } = report.summary;
   const verdict = failed === 0 ? "conforms" : "does NOT conform";
-  return `${total} checks: ${passed} passed, ${failed} failed, ${skipped} skipped in ${(report.durationMs / 1000).toFixed(1)} s; ${report.facilitator} ${verdict} (for the checks run)`;
+  return `${total} check${total === 1 ? "" : "s"}: ${passed} passed, ${failed} failed, ${skipped} skipped in ${(report.durationMs / 1000).toFixed(1)} s; ${report.facilitator} ${verdict} (for the checks run)`;
 }

@@ -202,6 +202,22 @@ export const REFUSAL_CASES: readonly RefusalCase[] = [
     },
   },
   {
+    id: "network-alias-of-header",
+    title: "a header signed for mainnet under its alias cronos (the answer names the network as written)",
+    spec: "spec 4.3 check 3, 7.1 Unsupported network; decisions › Networks: cronos answered as sent",
+    headerOnly: true,
+    networks: [CRONOS_TESTNET],
+    async build(context) {
+      const mainnet = NETWORKS[CRONOS_MAINNET];
+      const paymentHeader = await createPaymentHeader({
+        signer: context.signer,
+        requirements: { ...context.requirements, network: CRONOS_MAINNET_ALIAS, asset: mainnet.token },
+        now: Number(context.now),
+      });
+      return { paymentHeader, paymentRequirements: context.requirements, expected: exact("unsupportedNetwork", VerifyReason.unsupportedNetwork(CRONOS_MAINNET_ALIAS)) };
+    },
+  },
+  {
     id: "network-unknown",
     title: "requirements and header on a network the facilitator does not serve (base-sepolia)",
     spec: "spec 4.3 check 3, 7.1 Unsupported network",

@@ -109,7 +109,7 @@ describe("e2e: npm run conformance against the kit's own facilitator", function 
       expect(stderr).to.include(`buyer ${privateKeyToAccount(key).address}`);
       const written = await readFile(junit, "utf8");
       for (const form of [key, key.slice(2), key.slice(2).toUpperCase(), key.slice(2, 34)]) {
-        for (const [where, text] of [["stdout", stdout], ["stderr", stderr], ["JUnit", written]]) {
+        for (const [where, text] of [["stdout", stdout], ["stderr", stderr], ["JUnit", written]] as const) {
           expect(text.toLowerCase().includes(form.toLowerCase()), `${where} holds the key`).to.equal(false);
         }
       }

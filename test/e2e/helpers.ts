@@ -10,7 +10,6 @@ import {
   createPublicClient,
   createWalletClient,
   http,
-  parseEventLogs,
   type Address,
   type Chain,
   type Hex,
@@ -20,6 +19,8 @@ import {
 import { privateKeyToAccount } from "viem/accounts";
 import { cronos, cronosTestnet } from "viem/chains";
 import { tokenAbi } from "../../src/chain/token-abi.js";
+import { createChainReader } from "../../src/conformance/chain.js";
+import { expectSettlementOnChain as checkSettlementOnChain, type SettlementOnChain } from "../../src/conformance/settlement.js";
 import { localAccount } from "../../src/harness/accounts.js";
 import { startLocalStack, type LocalStack, type LocalStackOptions } from "../../src/harness/stack.js";
 import type { NetworkName } from "../../src/protocol/networks.js";
@@ -349,36 +350,19 @@ export function ownerKey(): Hex {
   return localAccount(0).privateKey;
 }
 
-/** The token events of a settlement receipt, decoded. */
-export function tokenEvents(receipt: TransactionReceipt, token: Address) {
-  return parseEventLogs({ abi: tokenAbi, logs: receipt.logs })
-    .filter((log) => log.address.toLowerCase() === token.toLowerCase())
-    .map((log) => ({ eventName: log.eventName, args: log.args as Record<string, unknown> }));
-}
-
 /**
- * Checks a settlement on chain: the receipt succeeded, was sent by the relayer to the token, and
- * holds exactly AuthorizationUsed(from, nonce) then Transfer(from, to, value). Returns the receipt
- * and its block's ISO timestamp.
+ * Checks a settlement on chain with the conformance catalog's own check: the receipt succeeded, was sent
+ * by the relayer to the token, and holds exactly AuthorizationUsed(from, nonce) then Transfer(from, to,
+ * value); balances moved by it. Returns the receipt and its block's ISO timestamp.
  */
-export async function expectSettlementOnChain(
+export function expectSettlementOnChain(
   stack: LocalStack,
   network: NetworkName,
   txHash: Hex,
   expected: { from: Address; to: Address; value: bigint; nonce: Hex },
-): Promise<{ receipt: TransactionReceipt; timestamp: string }> {
+): Promise<SettlementOnChain> {
   const info = stack.networks[network]!;
-  const client = rpcClient(info.rpcUrl);
-  const receipt = await client.getTransactionReceipt({ hash: txHash });
-  expect(receipt.status).to.equal("success");
-  expect(receipt.from.toLowerCase()).to.equal(stack.relayer.toLowerCase());
-  expect(receipt.to?.toLowerCase()).to.equal(info.token.toLowerCase());
-  expect(tokenEvents(receipt, info.token)).to.deep.equal([
-    { eventName: "AuthorizationUsed", args: { authorizer: expected.from, nonce: expected.nonce } },
-    { eventName: "Transfer", args: { from: expected.from, to: expected.to, value: expected.value } },
-  ]);
-  const block = await client.getBlock({ blockNumber: receipt.blockNumber });
-  return { receipt, timestamp: new Date(Number(block.timestamp) * 1000).toISOString() };
+  return checkSettlementOnChain(createChainReader(info.rpcUrl), { token: info.token, txHash, ...expected, relayers: [stack.relayer] });
 }
 
 // ---------------------------------------------------------------------------------------------

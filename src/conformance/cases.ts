@@ -230,7 +230,7 @@ export const REFUSAL_CASES: readonly RefusalCase[] = [
   },
   {
     id: "network-alias",
-    title: "mainnet named by its alias cronos (accepted: the answer is the next check's, here the empty payer's balance)",
+    title: "an empty payer on mainnet named by its alias cronos, for its balance (the alias itself passes)",
     spec: "spec 2.1, 9 (cronos for mainnet); decisions › Networks: cronos is an alias of cronos-mainnet",
     headerOnly: false,
     networks: [CRONOS_MAINNET],

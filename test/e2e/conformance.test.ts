@@ -138,7 +138,7 @@ registerHooks({
       for (const network of ["cronos-testnet", "cronos-mainnet"]) {
         expect(skipped).to.include.members([
           `verify.accepts@${network} — needs a funded buyer key (--buyer-key-file PATH or --buyer-key 0x…)`,
-          `verify.expires-within-margin@${network} — needs the network's JSON-RPC (--rpc URL): the chain's clock to the second`,
+          `verify.expires-within-margin@${network} — needs the network's JSON-RPC (--rpc URL)`,
           `settle.pays@${network} — needs a funded buyer key (--buyer-key-file PATH or --buyer-key 0x…)`,
           `verify.nonce-used@${network} — needs a funded buyer key (--buyer-key-file PATH or --buyer-key 0x…)`,
         ]);

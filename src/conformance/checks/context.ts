@@ -69,7 +69,7 @@ async function usedNonceOf(context: CheckContext, target: Target): Promise<Hex> 
 
 /** The context a refusal case builds its payment from, for `target`. */
 export async function caseContextOf(context: CheckContext, target: Target, needs: readonly CaseNeed[] = []): Promise<CaseContext> {
-  if (needs.includes("chainClock") && !target.chain) skip(`${NEED_REASON.rpc}: the chain's clock to the second`);
+  if (needs.includes("chainClock") && !target.chain) skip(NEED_REASON.rpc);
   const usedNonce = needs.includes("usedNonce") ? await usedNonceOf(context, target) : undefined;
   return {
     requirements: requirementsFor({ network: target.network, payTo: target.payTo, asset: target.token, amount: REFUSAL_PRICE }),

@@ -1,7 +1,7 @@
 import { formatUnits, type Address, type Hex } from "viem";
 import { randomNonce } from "../../buyer/sign.js";
 import { SettleError, SettleEvent, VerifyReason, X402_VERSION } from "../../protocol/reasons.js";
-import { REFUSAL_CASES, decodeHeaderJson, requirementsFor, settleExpectation, signFor, type RefusalCase } from "../cases.js";
+import { REFUSAL_CASES, requirementsFor, settleExpectation, signFor, type RefusalCase } from "../cases.js";
 import { fail, skip, type Check, type CheckContext } from "../check.js";
 import { expectEqual, expectSettled, expectSettleFailure, expectVerifyRefusal, expectVerifyValid } from "../expect.js";
 import { describeAnswer } from "../http.js";
@@ -9,7 +9,7 @@ import { expectSettlementOnChain } from "../settlement.js";
 import { SMALLEST_AMOUNT, type Target } from "../target.js";
 import { caseContextOf, paidKey, PATHS, type Paid } from "./context.js";
 import { SUPPORTED_KEY } from "./service.js";
-import { appliesTo, verifyRefusalCheck } from "./verify.js";
+import { appliesTo, needsOf, verifyRefusalCheck } from "./verify.js";
 
 const ALREADY_USED = { key: "alreadyUsed", text: SettleError.alreadyUsed } as const;
 
@@ -21,7 +21,7 @@ export function settleRefusalCheck(refusal: RefusalCase, target: Target): Check 
     spec: `${refusal.spec}; decisions › Settle (re-runs verify)`,
     dialect: "cronos",
     target,
-    ...(refusal.needs?.includes("usedNonce") ? { needs: ["buyer"] as const } : {}),
+    needs: needsOf(refusal),
     async run(context) {
       const built = await refusal.build(await caseContextOf(context, target, refusal.needs));
       const answer = await context.http.post(PATHS.settle, { x402Version: 1, paymentHeader: built.paymentHeader, paymentRequirements: built.paymentRequirements });
@@ -173,9 +173,4 @@ export function settleRefusalChecks(target: Target): Check[] {
   return REFUSAL_CASES.filter((refusal) => refusal.settle && appliesTo(refusal, target) && !refusal.needs?.includes("usedNonce")).map((refusal) =>
     settleRefusalCheck(refusal, target),
   );
-}
-
-/** The nonce inside a header (for messages and on-chain lookups). */
-export function nonceOf(paymentHeader: string): Hex {
-  return decodeHeaderJson(paymentHeader).payload.nonce as Hex;
 }

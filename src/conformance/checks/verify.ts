@@ -1,7 +1,7 @@
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { VerifyReason } from "../../protocol/reasons.js";
 import { REFUSAL_CASES, requirementsFor, signFor, tamper, type CaseContext, type ExpectedReason, type RefusalCase } from "../cases.js";
-import { CheckFailure, type Check } from "../check.js";
+import { CheckFailure, type Check, type Need } from "../check.js";
 import { expectVerifyRefusal, expectVerifyValid } from "../expect.js";
 import { SMALLEST_AMOUNT, type Target } from "../target.js";
 import { caseContextOf, freshSignerOf, PATHS } from "./context.js";
@@ -9,6 +9,11 @@ import { caseContextOf, freshSignerOf, PATHS } from "./context.js";
 /** Whether a refusal case applies to `target`'s network. */
 export function appliesTo(refusal: RefusalCase, target: Target): boolean {
   return refusal.networks === undefined || refusal.networks.includes(target.network);
+}
+
+/** What a check of `refusal` needs: a buyer for a used nonce (its own), an RPC for the chain's clock. */
+export function needsOf(refusal: RefusalCase): Need[] {
+  return [...(refusal.needs?.includes("usedNonce") ? (["buyer"] as const) : []), ...(refusal.needs?.includes("chainClock") ? (["rpc"] as const) : [])];
 }
 
 /** `verify.<case>`: verify answers 200 `{isValid: false, invalidReason}` with the case's reason. */
@@ -19,7 +24,7 @@ export function verifyRefusalCheck(refusal: RefusalCase, target: Target): Check 
     spec: refusal.spec,
     dialect: "cronos",
     target,
-    ...(refusal.needs?.includes("usedNonce") ? { needs: ["buyer"] as const } : {}),
+    needs: needsOf(refusal),
     async run(context) {
       const built = await refusal.build(await caseContextOf(context, target, refusal.needs));
       const answer = await context.http.post(PATHS.verify, { x402Version: 1, paymentHeader: built.paymentHeader, paymentRequirements: built.paymentRequirements });

@@ -1,8 +1,9 @@
 import { describeZodError, settleFailureSchema, settleSuccessSchema, type SettleFailure, type SettleSuccess } from "../protocol/schemas.js";
 import { SettleEvent } from "../protocol/reasons.js";
 import { describeReason, matchesReason, type ExpectedReason } from "./cases.js";
-import { brief, fail } from "./check.js";
+import { fail } from "./check.js";
 import { describeAnswer, isJsonAnswer, type Answer } from "./http.js";
+import { brief } from "./brief.js";
 
 // Assertions on answers. Each failure says what was expected and what came back.
 

@@ -1,4 +1,4 @@
-import { brief } from "./check.js";
+import { brief } from "./brief.js";
 
 /** One answer of the facilitator, as it came over the wire. */
 export interface Answer {

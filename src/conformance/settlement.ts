@@ -1,7 +1,8 @@
 import { parseEventLogs, type Address, type Hex, type TransactionReceipt } from "viem";
 import { tokenAbi } from "../chain/token-abi.js";
-import { brief, fail } from "./check.js";
+import { fail } from "./check.js";
 import { tokenEvents, type ChainReader } from "./chain.js";
+import { brief } from "./brief.js";
 
 /** What a settlement must have done on chain. */
 export interface ExpectedSettlement {

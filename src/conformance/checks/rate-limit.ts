@@ -1,9 +1,10 @@
 import { RequestError } from "../../protocol/reasons.js";
-import { brief, fail, type Check } from "../check.js";
+import { fail, type Check } from "../check.js";
 import { expectJson, expectObject } from "../expect.js";
 import { describeAnswer, type Answer, type FacilitatorHttp } from "../http.js";
 import type { Target } from "../target.js";
 import { caseContextOf, PATHS } from "./context.js";
+import { brief } from "../brief.js";
 
 /** The spec's limits per IP and minute (section 8). */
 const SPEC_LIMIT = { verify: 10, settle: 5 } as const;

@@ -1,7 +1,7 @@
 import { formatUnits, type Address, type Hex } from "viem";
 import { randomNonce } from "../../buyer/sign.js";
 import { SettleError, SettleEvent, VerifyReason, X402_VERSION } from "../../protocol/reasons.js";
-import { REFUSAL_CASES, requirementsFor, settleExpectation, signFor, type RefusalCase } from "../cases.js";
+import { REFUSAL_CASES, requirementsFor, signFor } from "../cases.js";
 import { fail, skip, type Check, type CheckContext } from "../check.js";
 import { expectEqual, expectSettled, expectSettleFailure, expectVerifyRefusal, expectVerifyValid } from "../expect.js";
 import { describeAnswer } from "../http.js";
@@ -9,26 +9,9 @@ import { expectSettlementOnChain } from "../settlement.js";
 import { SMALLEST_AMOUNT, type Target } from "../target.js";
 import { caseContextOf, paidKey, PATHS, type Paid } from "./context.js";
 import { SUPPORTED_KEY } from "./service.js";
-import { appliesTo, needsOf, verifyRefusalCheck } from "./verify.js";
+import { appliesTo, refusalCheck } from "./refusals.js";
 
 const ALREADY_USED = { key: "alreadyUsed", text: SettleError.alreadyUsed } as const;
-
-/** `settle.<case>`: settle answers 200 `payment.failed` with settle's word for the case (nothing is sent). */
-export function settleRefusalCheck(refusal: RefusalCase, target: Target): Check {
-  return {
-    id: `settle.${refusal.id}`,
-    title: `settle refuses ${refusal.title}`,
-    spec: `${refusal.spec}; decisions › Settle (re-runs verify)`,
-    dialect: "cronos",
-    target,
-    needs: needsOf(refusal),
-    async run(context) {
-      const built = await refusal.build(await caseContextOf(context, target, refusal.needs));
-      const answer = await context.http.post(PATHS.settle, { x402Version: 1, paymentHeader: built.paymentHeader, paymentRequirements: built.paymentRequirements });
-      expectSettleFailure(answer, settleExpectation(built.expected), built.paymentRequirements.network);
-    },
-  };
-}
 
 /** A fresh authorization of the smallest amount from the buyer to payTo, as a verify/settle body. */
 async function smallestPayment(context: CheckContext, target: Target) {
@@ -138,8 +121,8 @@ export function paymentChecks(target: Target): Check[] {
         expectVerifyRefusal(await context.http.post(PATHS.verify, paid.body), { key: "alreadyUsed", text: VerifyReason.alreadyUsed });
       },
     },
-    ...nonceUsed.map((refusal) => verifyRefusalCheck(refusal, target)),
-    ...nonceUsed.map((refusal) => settleRefusalCheck(refusal, target)),
+    ...nonceUsed.map((refusal) => refusalCheck("verify", refusal, target)),
+    ...nonceUsed.map((refusal) => refusalCheck("settle", refusal, target)),
     {
       id: "settle.concurrent-once",
       title: "three settles of one authorization at once: exactly one payment.settled, two Authorization already used; one transfer on chain",
@@ -171,6 +154,6 @@ export function paymentChecks(target: Target): Check[] {
 /** settle's refusals of the cases settle is checked with (none of them needs a payment of this run). */
 export function settleRefusalChecks(target: Target): Check[] {
   return REFUSAL_CASES.filter((refusal) => refusal.settle && appliesTo(refusal, target) && !refusal.needs?.includes("usedNonce")).map((refusal) =>
-    settleRefusalCheck(refusal, target),
+    refusalCheck("settle", refusal, target),
   );
 }

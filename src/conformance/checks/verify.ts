@@ -1,37 +1,11 @@
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { VerifyReason } from "../../protocol/reasons.js";
-import { REFUSAL_CASES, requirementsFor, signFor, tamper, type CaseContext, type ExpectedReason, type RefusalCase } from "../cases.js";
-import { CheckFailure, type Check, type Need } from "../check.js";
+import { REFUSAL_CASES, requirementsFor, signFor, tamper, type CaseContext, type ExpectedReason } from "../cases.js";
+import { CheckFailure, type Check } from "../check.js";
 import { expectVerifyRefusal, expectVerifyValid } from "../expect.js";
 import { SMALLEST_AMOUNT, type Target } from "../target.js";
 import { caseContextOf, freshSignerOf, PATHS } from "./context.js";
-
-/** Whether a refusal case applies to `target`'s network. */
-export function appliesTo(refusal: RefusalCase, target: Target): boolean {
-  return refusal.networks === undefined || refusal.networks.includes(target.network);
-}
-
-/** What a check of `refusal` needs: a buyer for a used nonce (its own), an RPC for the chain's clock. */
-export function needsOf(refusal: RefusalCase): Need[] {
-  return [...(refusal.needs?.includes("usedNonce") ? (["buyer"] as const) : []), ...(refusal.needs?.includes("chainClock") ? (["rpc"] as const) : [])];
-}
-
-/** `verify.<case>`: verify answers 200 `{isValid: false, invalidReason}` with the case's reason. */
-export function verifyRefusalCheck(refusal: RefusalCase, target: Target): Check {
-  return {
-    id: `verify.${refusal.id}`,
-    title: `verify refuses ${refusal.title}`,
-    spec: refusal.spec,
-    dialect: "cronos",
-    target,
-    needs: needsOf(refusal),
-    async run(context) {
-      const built = await refusal.build(await caseContextOf(context, target, refusal.needs));
-      const answer = await context.http.post(PATHS.verify, { x402Version: 1, paymentHeader: built.paymentHeader, paymentRequirements: built.paymentRequirements });
-      expectVerifyRefusal(answer, built.expected);
-    },
-  };
-}
+import { appliesTo, refusalCheck } from "./refusals.js";
 
 /** verify accepts a funded buyer's payment of the smallest amount. */
 export function verifyAcceptsCheck(target: Target): Check {
@@ -128,7 +102,7 @@ export function verifyOrderCheck(target: Target): Check {
 export function verifyChecks(target: Target): Check[] {
   return [
     verifyAcceptsCheck(target),
-    ...REFUSAL_CASES.filter((refusal) => appliesTo(refusal, target) && !refusal.needs?.includes("usedNonce")).map((refusal) => verifyRefusalCheck(refusal, target)),
+    ...REFUSAL_CASES.filter((refusal) => appliesTo(refusal, target) && !refusal.needs?.includes("usedNonce")).map((refusal) => refusalCheck("verify", refusal, target)),
     verifyOrderCheck(target),
   ];
 }

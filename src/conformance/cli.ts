@@ -30,6 +30,8 @@ export interface ConformanceCommand {
   /** The buyer's key. Held only to sign; never printed. */
   buyerKey?: Hex;
   payTo?: Address;
+  /** A seller API key for verify and settle. Never printed. */
+  apiKey?: string;
   settle: boolean;
   rateLimit: boolean;
   junit?: string;
@@ -62,6 +64,8 @@ export function conformanceUsage(): string {
     "  --buyer-key-file PATH a file holding the funded buyer's private key (hex); the key is never printed",
     "  --buyer-key 0x…       the same on the command line (visible to other users of the machine; prefer the file)",
     "  --pay-to 0x…          who the checks' payments pay (default: the buyer itself)",
+    "  --api-key-file PATH   a file holding a seller API key, for a facilitator that requires one on verify",
+    "                        and settle (sent as Authorization: Bearer; never printed)",
     "  --settle              settle real payments: 2 units of 1 (0.000001 USDC.e each), a replay, and",
     "                        three concurrent settles of one authorization (needs a funded buyer key)",
     "  --rate-limit          also spend this IP's verify and settle quota to check the 429 answer",
@@ -102,6 +106,20 @@ function parseKey(source: string, value: string): Hex {
   return (text.startsWith("0x") ? text : `0x${text}`) as Hex;
 }
 
+/** A secret file's text, or a usage error naming the file (never its content). */
+async function readText(flag: string, path: string): Promise<string> {
+  try {
+    return await readFile(path, "utf8");
+  } catch (error) {
+    throw new UsageError(`${flag}: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? "error"})`);
+  }
+}
+
+/** The first line that is neither blank nor a `#` comment, trimmed. */
+function firstLine(text: string): string {
+  return text.split(/\r?\n/).map((line) => line.trim()).find((line) => line !== "" && !line.startsWith("#")) ?? "";
+}
+
 /** Parses the command line (after `--`). Reads the key file when one is named. */
 export async function parseConformanceArgs(argv: readonly string[]): Promise<ConformanceCommand> {
   let values;
@@ -117,6 +135,7 @@ export async function parseConformanceArgs(argv: readonly string[]): Promise<Con
         "buyer-key": { type: "string" },
         "buyer-key-file": { type: "string" },
         "pay-to": { type: "string" },
+        "api-key-file": { type: "string" },
         settle: { type: "boolean", default: false },
         "rate-limit": { type: "boolean", default: false },
         only: { type: "string", multiple: true },
@@ -147,25 +166,24 @@ export async function parseConformanceArgs(argv: readonly string[]): Promise<Con
   if (values["buyer-key"] !== undefined) command.buyerKey = parseKey("--buyer-key", values["buyer-key"]);
   if (values["buyer-key-file"] !== undefined) {
     const path = values["buyer-key-file"];
-    let text: string;
-    try {
-      text = await readFile(path, "utf8");
-    } catch (error) {
-      throw new UsageError(`--buyer-key-file: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? "error"})`);
-    }
-    const line = text.split(/\r?\n/).map((l) => l.trim()).find((l) => l !== "" && !l.startsWith("#")) ?? "";
-    command.buyerKey = parseKey(`--buyer-key-file ${path}`, line);
+    command.buyerKey = parseKey(`--buyer-key-file ${path}`, firstLine(await readText("--buyer-key-file", path)));
   }
   if (values["pay-to"] !== undefined) {
     const payTo = addressSchema.safeParse(values["pay-to"]);
     if (!payTo.success) throw new UsageError(`--pay-to: expected a 0x-prefixed 20-byte address, got ${JSON.stringify(values["pay-to"])}`);
     command.payTo = payTo.data;
   }
+  if (values["api-key-file"] !== undefined) {
+    const path = values["api-key-file"];
+    const line = firstLine(await readText("--api-key-file", path));
+    if (!/^[\x21-\x7e]{1,512}$/.test(line)) throw new UsageError(`--api-key-file ${path}: no API key on its first line (printable characters, no spaces; its content is not shown)`);
+    command.apiKey = line;
+  }
   if (values.junit !== undefined && values.junit.trim() === "") throw new UsageError("--junit: expected a file path");
   if (values.junit !== undefined) command.junit = values.junit;
 
   if (command.facilitator === undefined) {
-    for (const [flag, given] of [["--rpc", command.rpc], ["--buyer-key", command.buyerKey], ["--pay-to", command.payTo]] as const) {
+    for (const [flag, given] of [["--rpc", command.rpc], ["--buyer-key", command.buyerKey], ["--pay-to", command.payTo], ["--api-key-file", command.apiKey]] as const) {
       if (given !== undefined) throw new UsageError(`${flag}: only with --facilitator (the local stack brings its own chains and buyers)`);
     }
   } else {
@@ -325,6 +343,7 @@ export async function runConformanceCommand(argv: readonly string[], io: Conform
       settle: setup.settle,
       rateLimit: setup.rateLimit,
       only: command.only,
+      ...(command.apiKey ? { apiKey: command.apiKey } : {}),
       onStart: (checks) => (width = header(checks)),
       onResult: (result) => out(`${formatResultLine(result, width)}\n`),
       onNote: note,

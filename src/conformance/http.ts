@@ -34,6 +34,8 @@ export interface FacilitatorHttpOptions {
   /** Told when a request waits for the facilitator's rate limit. */
   onWait?: (line: string) => void;
   fetch?: typeof fetch;
+  /** Headers every POST carries (e.g. `Authorization: Bearer <seller API key>`); never printed. */
+  postHeaders?: Record<string, string>;
   /** How the client waits out a 429; default a timer. */
   sleep?: (ms: number) => Promise<void>;
 }
@@ -62,7 +64,8 @@ export function createFacilitatorHttp(options: FacilitatorHttpOptions): Facilita
 
   async function once(request: HttpRequest): Promise<Answer> {
     const method = request.method ?? (request.body === undefined ? "GET" : "POST");
-    const init: RequestInit = { method, headers: request.headers ?? {}, signal: AbortSignal.timeout(request.timeoutMs ?? timeoutMs), redirect: "manual" };
+    const headers = method === "POST" ? { ...options.postHeaders, ...request.headers } : (request.headers ?? {});
+    const init: RequestInit = { method, headers, signal: AbortSignal.timeout(request.timeoutMs ?? timeoutMs), redirect: "manual" };
     if (request.body !== undefined) init.body = typeof request.body === "string" ? request.body : JSON.stringify(request.body);
     let response: Response;
     try {

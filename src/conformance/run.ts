@@ -19,6 +19,8 @@ export interface ConformanceOptions {
   onStart?: (checks: readonly Check[]) => void;
   onResult?: (result: CheckResult) => void;
   onNote?: (line: string) => void;
+  /** A seller API key for facilitators that require one on verify and settle (sent as `Authorization: Bearer`). */
+  apiKey?: string;
   fetch?: typeof fetch;
 }
 
@@ -35,6 +37,7 @@ export async function runConformance(options: ConformanceOptions): Promise<Confo
     baseUrl: options.facilitatorUrl,
     ...(options.onNote ? { onWait: options.onNote } : {}),
     ...(options.fetch ? { fetch: options.fetch } : {}),
+    ...(options.apiKey ? { postHeaders: { Authorization: `Bearer ${options.apiKey}` } } : {}),
   });
   const checks = cronosCatalog(options.targets);
   const report = await runChecks({

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { expect } from "chai";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { parseConformanceArgs, parseNetwork, runConformanceCommand, UsageError } from "../../src/conformance/cli.js";
-import { closedPortUrl } from "../e2e/helpers.js";
+import { closedPortUrl, listen } from "../e2e/helpers.js";
 
 /** Runs the command in this process and collects what it writes. */
 async function run(argv: string[]): Promise<{ status: number; stdout: string; stderr: string }> {
@@ -110,6 +110,35 @@ describe("npm run conformance: options", () => {
     const bad = await run(["--network", "nowhere"]);
     expect(bad).to.deep.include({ status: 2, stdout: "" });
     expect(bad.stderr).to.match(/^error: --network: unknown network "nowhere"/);
+  });
+
+  it("sends a seller API key from --api-key-file on verify and settle only, and never prints it", async () => {
+    const apiKey = `sk_${generatePrivateKey().slice(2, 34)}`;
+    const file = join(dir, "api.key");
+    await writeFile(file, `${apiKey}\n`);
+    const seen: Array<{ method: string; url: string; authorization: string | undefined }> = [];
+    const server = await listen((req, res) => {
+      seen.push({ method: req.method!, url: req.url!, authorization: req.headers.authorization });
+      req.resume();
+      req.on("end", () => {
+        const authorized = req.headers.authorization === `Bearer ${apiKey}`;
+        res.writeHead(req.method === "GET" || authorized ? 200 : 401, { "content-type": "application/json" });
+        res.end(JSON.stringify(req.method === "GET" ? { kinds: [] } : authorized ? { isValid: false, invalidReason: "Invalid Base64 paymentHeader" } : { error: "Unauthorized" }));
+      });
+    });
+    try {
+      const { status, stdout, stderr } = await run(["--facilitator", server.url, "--network", "cronos-testnet", "--api-key-file", file, "--only", "verify.header-not-base64"]);
+      expect(status, stdout + stderr).to.equal(0);
+      expect(seen).to.deep.equal([{ method: "POST", url: "/v2/x402/verify", authorization: `Bearer ${apiKey}` }]);
+      expect(stdout + stderr).to.not.include(apiKey.slice(3));
+      expect(await usageError(["--api-key-file", file])).to.equal("--api-key-file: only with --facilitator (the local stack brings its own chains and buyers)");
+      await writeFile(file, "two words\n");
+      expect(await usageError(["--facilitator", server.url, "--api-key-file", file])).to.equal(
+        `--api-key-file ${file}: no API key on its first line (printable characters, no spaces; its content is not shown)`,
+      );
+    } finally {
+      await server.close();
+    }
   });
 
   it("exits 1 against a URL where nothing listens: the first check says so and the rest are not run", async () => {

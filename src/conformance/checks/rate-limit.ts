@@ -61,7 +61,7 @@ export function rateLimitChecks(sample: Target): Check[] {
         const forged = await send({ "X-Forwarded-For": `203.0.113.${Math.floor(Math.random() * 250) + 1}` });
         if (forged.status !== 429) fail("HTTP 429 for a request with a forged X-Forwarded-For (no new quota)", describeAnswer(forged));
         const policy = limited.headers.get("ratelimit-policy")?.match(/q=(\d+).*?w=(\d+)/);
-        return `429 within ${sent} requests${policy ? ` (policy: ${policy[1]} per ${policy[2]} s)` : ""}, retryAfter ${json.retryAfter} s`;
+        return `429 after ${sent} request${sent === 1 ? "" : "s"}${policy ? ` (policy: ${policy[1]} per ${policy[2]} s)` : ""}, retryAfter ${json.retryAfter} s`;
       },
     }),
   );

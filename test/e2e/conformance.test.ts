@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { expect } from "chai";
-import { privateKeyToAccount } from "viem/accounts";
+import type { Hex } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { createChainReader } from "../../src/conformance/chain.js";
 import { cronosCatalog } from "../../src/conformance/checks/index.js";
 import { runConformance } from "../../src/conformance/run.js";
@@ -12,7 +13,7 @@ import type { Target } from "../../src/conformance/target.js";
 import type { LocalStack } from "../../src/harness/stack.js";
 import { NETWORK_NAMES, NETWORKS } from "../../src/protocol/networks.js";
 import { findAll, parseXml } from "../helpers/xml.js";
-import { startFacilitatorProxy, spawnInRoot, useSellerEnvironment, type FacilitatorProxy, type ProxiedAnswer, type ProxiedCall } from "./helpers.js";
+import { startFacilitatorProxy, spawnInRoot, tokenBalance, useSellerEnvironment, type FacilitatorProxy, type ProxiedAnswer, type ProxiedCall } from "./helpers.js";
 
 /** The check lines of a run's output. */
 function checkLines(output: string): string[] {
@@ -113,6 +114,37 @@ describe("e2e: npm run conformance against the kit's own facilitator", function 
           expect(text.toLowerCase().includes(form.toLowerCase()), `${where} holds the key`).to.equal(false);
         }
       }
+    });
+
+    it("finds a used nonce in the chain's logs without --settle, skips saying why for a buyer that has none, and passes a buyer paying itself on chain", async () => {
+      const testnet = stack.networks["cronos-testnet"]!;
+      const target = (key: Hex): Target => {
+        const buyer = privateKeyToAccount(key);
+        return { network: "cronos-testnet", chainId: 338, token: testnet.token, domain: testnet.domain, chain: createChainReader(testnet.rpcUrl), buyer, payTo: buyer.address };
+      };
+      const run = async (t: Target, only: string[], settle: boolean) => {
+        const { report } = await runConformance({ facilitatorUrl: stack.facilitatorUrl, targets: [t], settle, rateLimit: false, only });
+        return report.results.map((result) => [name(result), result.status, result.status === "passed" ? "" : result.message]);
+      };
+
+      // Buyer #2 pays itself (the default payTo against a URL): its balance nets to zero, the events show the transfer.
+      const self = target(testnet.buyers[2]!.privateKey);
+      const before = await tokenBalance(testnet.rpcUrl, testnet.token, self.buyer!.address);
+      expect(await run(self, ["settle.pays", "settle.on-chain"], true)).to.deep.equal([
+        ["settle.pays@cronos-testnet", "passed", ""],
+        ["settle.on-chain@cronos-testnet", "passed", ""],
+      ]);
+      expect(await tokenBalance(testnet.rpcUrl, testnet.token, self.buyer!.address)).to.equal(before);
+
+      // A later run without --settle finds that payment's nonce in the logs.
+      expect(await run(self, ["verify.nonce-used", "settle.nonce-used"], false)).to.deep.equal([
+        ["verify.nonce-used@cronos-testnet", "passed", ""],
+        ["settle.nonce-used@cronos-testnet", "passed", ""],
+      ]);
+      // A buyer that never paid has none to find.
+      expect(await run(target(generatePrivateKey()), ["verify.nonce-used"], false)).to.deep.equal([
+        ["verify.nonce-used@cronos-testnet", "skipped", "the buyer used no nonce in the last 10000 blocks; run once with --settle"],
+      ]);
     });
 
     it("with no key, no RPC and without loading Hardhat: every check that costs nothing passes, the rest are skipped saying what they need", async () => {
@@ -221,7 +253,7 @@ describe("e2e: conformance against deliberately wrong facilitators (a proxy that
     expect(results["settle.on-chain@cronos-testnet"]).to.deep.equal({ status: "skipped", message: "settle.pays did not settle a payment to build on" });
   });
 
-  it("a facilitator that answers a replay with the first settlement fails the replay and concurrency checks", async () => {
+  it("a facilitator that answers a replay with the first settlement fails the replay check", async () => {
     // Remembers each settled header and answers it again as settled (the kit refuses: already used).
     const settled = new Map<string, string>();
     proxy.rewrite = (call) => {

@@ -43,6 +43,8 @@ export interface Check {
   dialect: Dialect;
   /** The network it runs on; absent for checks of the whole service. */
   target?: Target;
+  /** The network as its dialect names it, in the result's name (default the target's network). */
+  network?: string;
   needs?: readonly Need[];
   /** Spends quota: run after every other check, so the others are not throttled by it. */
   last?: boolean;

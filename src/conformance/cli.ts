@@ -5,13 +5,12 @@ import type { Address, Hex, LocalAccount } from "viem";
 import { addressSchema, supportedResponseSchema } from "../protocol/schemas.js";
 import { CRONOS_MAINNET, CRONOS_TESTNET, NETWORK_NAMES, NETWORKS, canonicalNetwork, type NetworkName } from "../protocol/networks.js";
 import { createChainReader, redactUrl, type ChainReader } from "./chain.js";
-import { PATHS } from "./checks/context.js";
-import { createFacilitatorHttp } from "./http.js";
+import { createFacilitatorHttp, PATHS } from "./http.js";
 import { formatResultLine, formatSummary, nameWidth } from "./report/console.js";
 import { toJsonDocument } from "./report/json.js";
 import { toJUnit } from "./report/junit.js";
 import { runConformance } from "./run.js";
-import { resultName } from "./runner.js";
+import { networkOf, resultName } from "./runner.js";
 import type { Target } from "./target.js";
 import type { Check } from "./check.js";
 
@@ -330,7 +329,7 @@ export async function runConformanceCommand(argv: readonly string[], io: Conform
 
   try {
     const header = (checks: readonly Check[]) => {
-      const width = nameWidth(checks.map((check) => resultName({ id: check.id, network: check.target?.network })));
+      const width = nameWidth(checks.map((check) => resultName({ id: check.id, network: networkOf(check) })));
       out(`x402 facilitator conformance: ${setup.facilitatorUrl}${setup.local ? " (the local stack, started for this run)" : ""}\n`);
       for (const target of setup.targets) out(`  ${describeTarget(target)}\n`);
       out(`  settle ${setup.settle ? "on" : "off"}, rate limit ${setup.rateLimit ? "on" : "off"}; ${checks.length} checks\n\n`);

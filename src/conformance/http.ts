@@ -1,5 +1,13 @@
 import { brief } from "./brief.js";
 
+/** The paths of the facilitator's operations. */
+export const PATHS = {
+  health: "/healthcheck",
+  supported: "/v2/x402/supported",
+  verify: "/v2/x402/verify",
+  settle: "/v2/x402/settle",
+} as const;
+
 /** One answer of the facilitator, as it came over the wire. */
 export interface Answer {
   status: number;

@@ -56,12 +56,17 @@ export function resultName(result: { id: string; network?: string }): string {
   return result.network === undefined ? result.id : `${result.id}@${result.network}`;
 }
 
+/** The network a check's result is named after: as its dialect names it. */
+export function networkOf(check: Check): string | undefined {
+  return check.network ?? check.target?.network;
+}
+
 /** The checks `patterns` select (`*` matches any run of characters; a pattern matches the id or `id@network`). */
 export function selectChecks(checks: readonly Check[], patterns: readonly string[] | undefined): Check[] {
   if (!patterns || patterns.length === 0) return [...checks];
   const regexes = patterns.map((pattern) => new RegExp(`^${pattern.split("*").map(escapeRegExp).join(".*")}$`));
   return checks.filter((check) => {
-    const names = [check.id, resultName({ id: check.id, network: check.target?.network })];
+    const names = [check.id, resultName({ id: check.id, network: networkOf(check) })];
     return regexes.some((regex) => names.some((name) => regex.test(name)));
   });
 }
@@ -110,7 +115,7 @@ export async function runChecks(options: RunChecksOptions): Promise<RunReport> {
     const checkStarted = Date.now();
     const base = {
       id: check.id,
-      ...(check.target ? { network: check.target.network } : {}),
+      ...(networkOf(check) ? { network: networkOf(check) } : {}),
       dialect: check.dialect,
       title: check.title,
       spec: check.spec,

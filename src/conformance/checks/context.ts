@@ -2,6 +2,7 @@ import type { Hex, LocalAccount } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { requirementsFor, type CaseContext, type CaseNeed } from "../cases.js";
 import { NEED_REASON, skip, type CheckContext } from "../check.js";
+import type { CasePayment, Codec } from "../codec.js";
 import type { Target } from "../target.js";
 
 /** The price of the payments the checks only need refused: 0.01 USDC.e (nothing is ever paid at it). */
@@ -10,28 +11,25 @@ export const REFUSAL_PRICE = 10_000n;
 /** How far back a buyer's used nonces are looked for in the chain's logs. */
 export const USED_NONCE_LOOKBACK_BLOCKS = 10_000n;
 
-/** The paths of the facilitator's operations. */
-export const PATHS = {
-  health: "/healthcheck",
-  supported: "/v2/x402/supported",
-  verify: "/v2/x402/verify",
-  settle: "/v2/x402/settle",
-} as const;
-
-/** A settlement this run made, for the checks that build on it (on chain, replay, used nonce). */
+/** A settlement this run made, for the checks that build on it (on chain, replay). */
 export interface Paid {
-  body: { x402Version: 1; paymentHeader: string; paymentRequirements: object };
+  payment: CasePayment;
   txHash: Hex;
-  blockNumber: number;
-  timestamp: string;
+  blockNumber?: number;
+  timestamp?: string;
   nonce: Hex;
   /** The latest block before the settle was sent, when an RPC is known. */
   fromBlock?: bigint;
 }
 
-/** Where {@link Paid} is kept in the run's shared map. */
-export function paidKey(target: Target): string {
-  return `paid:${target.network}`;
+/** Where {@link Paid} is kept in the run's shared map, per dialect and network. */
+export function paidKey(codec: Codec, target: Target): string {
+  return `paid:${codec.dialect}:${target.network}`;
+}
+
+/** Where a nonce the buyer used in this run is kept, per network (whichever dialect paid). */
+export function usedNonceKey(target: Target): string {
+  return `used-nonce:${target.network}`;
 }
 
 /** One key per run that holds nothing: what it signs can never be paid. */
@@ -56,8 +54,8 @@ export async function clockOf(target: Target): Promise<bigint> {
 
 /** A nonce the buyer has used: this run's payment, else the chain's logs; skips the check when there is none. */
 async function usedNonceOf(context: CheckContext, target: Target): Promise<Hex> {
-  const paid = context.shared.get(paidKey(target)) as Paid | undefined;
-  if (paid) return paid.nonce;
+  const used = context.shared.get(usedNonceKey(target)) as Hex | undefined;
+  if (used) return used;
   if (!target.buyer) skip(NEED_REASON.buyer);
   if (!target.chain) skip(`needs a nonce the buyer has used: --settle (this run's payment), or --rpc to find one in the chain's logs`);
   const nonces = await target.chain.usedNonces(target.token, target.buyer.address, USED_NONCE_LOOKBACK_BLOCKS);

@@ -1,4 +1,5 @@
 import type { Check } from "../check.js";
+import { cronosCodec } from "../dialects/cronos.js";
 import type { Target } from "../target.js";
 import { rateLimitChecks } from "./rate-limit.js";
 import { requestChecks } from "./requests.js";
@@ -17,7 +18,7 @@ export function cronosCatalog(targets: readonly Target[]): Check[] {
   return [
     ...serviceChecks(targets),
     ...requestChecks(sample),
-    ...targets.flatMap((target) => [...verifyChecks(target), ...settleRefusalChecks(target), ...paymentChecks(target)]),
+    ...targets.flatMap((target) => [...verifyChecks(cronosCodec, target), ...settleRefusalChecks(cronosCodec, target), ...paymentChecks(cronosCodec, target)]),
     ...rateLimitChecks(sample),
   ];
 }

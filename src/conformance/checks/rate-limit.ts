@@ -1,9 +1,9 @@
 import { RequestError } from "../../protocol/reasons.js";
 import { fail, type Check } from "../check.js";
 import { expectJson, expectObject } from "../expect.js";
-import { describeAnswer, type Answer, type FacilitatorHttp } from "../http.js";
+import { describeAnswer, PATHS, type Answer, type FacilitatorHttp } from "../http.js";
 import type { Target } from "../target.js";
-import { caseContextOf, PATHS } from "./context.js";
+import { caseContextOf } from "./context.js";
 import { brief } from "../brief.js";
 
 /** The spec's limits per IP and minute (section 8). */

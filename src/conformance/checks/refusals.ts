@@ -1,8 +1,8 @@
-import { settleExpectation, type RefusalCase } from "../cases.js";
+import type { RefusalCase } from "../cases.js";
 import type { Check, Need } from "../check.js";
-import { expectSettleFailure, expectVerifyRefusal } from "../expect.js";
+import type { Codec } from "../codec.js";
 import type { Target } from "../target.js";
-import { caseContextOf, PATHS } from "./context.js";
+import { caseContextOf } from "./context.js";
 
 /** Whether a refusal case applies to `target`'s network. */
 export function appliesTo(refusal: RefusalCase, target: Target): boolean {
@@ -14,23 +14,30 @@ function needsOf(refusal: RefusalCase): Need[] {
   return [...(refusal.needs?.includes("usedNonce") ? (["buyer"] as const) : []), ...(refusal.needs?.includes("chainClock") ? (["rpc"] as const) : [])];
 }
 
+/** The fields every check of `codec` on `target` carries. */
+export function boundTo(codec: Codec, target: Target): Pick<Check, "dialect" | "target" | "network"> {
+  return { dialect: codec.dialect, target, network: codec.networkName(target) };
+}
+
 /**
- * `verify.<case>`: verify answers 200 `{isValid: false, invalidReason}` with the case's reason.
- * `settle.<case>`: settle answers 200 `payment.failed` with settle's word for it (nothing is sent).
+ * `verify.<case>`: verify refuses the case's payment with its reason (Cronos: 200 `{isValid: false,
+ * invalidReason}`). `settle.<case>`: settle refuses it with its own word for the reason, sending nothing.
  */
-export function refusalCheck(operation: "verify" | "settle", refusal: RefusalCase, target: Target): Check {
+export function refusalCheck(codec: Codec, operation: "verify" | "settle", refusal: RefusalCase, target: Target): Check {
   return {
     id: `${operation}.${refusal.id}`,
     title: `${operation} refuses ${refusal.title}`,
     spec: operation === "verify" ? refusal.spec : `${refusal.spec}; decisions › Settle (re-runs verify)`,
-    dialect: "cronos",
-    target,
+    ...boundTo(codec, target),
     needs: needsOf(refusal),
     async run(context) {
       const built = await refusal.build(await caseContextOf(context, target, refusal.needs));
-      const answer = await context.http.post(PATHS[operation], { x402Version: 1, paymentHeader: built.paymentHeader, paymentRequirements: built.paymentRequirements });
-      if (operation === "verify") expectVerifyRefusal(answer, built.expected);
-      else expectSettleFailure(answer, settleExpectation(built.expected), built.paymentRequirements.network);
+      codec.expectRefused(operation, await codec.send(context.http, operation, built), built.expected, built);
     },
   };
+}
+
+/** The refusal cases `codec` can express on `target`, those needing a used nonce apart (they run after a payment). */
+export function refusalCases(cases: readonly RefusalCase[], codec: Codec, target: Target, usedNonce: boolean): RefusalCase[] {
+  return cases.filter((refusal) => appliesTo(refusal, target) && codec.expresses(refusal) && Boolean(refusal.needs?.includes("usedNonce")) === usedNonce);
 }

@@ -2,9 +2,9 @@ import { RequestError } from "../../protocol/reasons.js";
 import { signFor, type ExpectedReason } from "../cases.js";
 import { fail, type Check, type CheckContext } from "../check.js";
 import { expectJson, expectObject, expectSettleFailure, expectVerifyRefusal } from "../expect.js";
-import { describeAnswer, type Answer } from "../http.js";
+import { describeAnswer, PATHS, type Answer } from "../http.js";
 import type { Target } from "../target.js";
-import { caseContextOf, freshSignerOf, PATHS } from "./context.js";
+import { caseContextOf, freshSignerOf } from "./context.js";
 
 type Operation = "verify" | "settle";
 

@@ -1,9 +1,8 @@
 import { EXACT_SCHEME, RequestError, X402_VERSION } from "../../protocol/reasons.js";
 import { fail, type Check } from "../check.js";
 import { expectJson, expectObject } from "../expect.js";
-import { describeAnswer } from "../http.js";
+import { describeAnswer, PATHS } from "../http.js";
 import type { Target } from "../target.js";
-import { PATHS } from "./context.js";
 import { brief } from "../brief.js";
 
 /** The supported answer, read once per run by the first check that needs it. */

@@ -1,25 +1,26 @@
-import { formatUnits, type Address, type Hex } from "viem";
+import { formatUnits, type Address } from "viem";
 import { randomNonce } from "../../buyer/sign.js";
-import { SettleError, SettleEvent, VerifyReason, X402_VERSION } from "../../protocol/reasons.js";
+import { VerifyReason } from "../../protocol/reasons.js";
 import { REFUSAL_CASES, requirementsFor, signFor } from "../cases.js";
 import { fail, skip, type Check, type CheckContext } from "../check.js";
-import { expectEqual, expectSettled, expectSettleFailure, expectVerifyRefusal, expectVerifyValid } from "../expect.js";
+import type { CasePayment, Codec } from "../codec.js";
+import { expectEqual } from "../expect.js";
 import { describeAnswer } from "../http.js";
 import { expectSettlementOnChain } from "../settlement.js";
 import { SMALLEST_AMOUNT, type Target } from "../target.js";
-import { caseContextOf, paidKey, PATHS, type Paid } from "./context.js";
+import { caseContextOf, paidKey, usedNonceKey, type Paid } from "./context.js";
 import { SUPPORTED_KEY } from "./service.js";
-import { appliesTo, refusalCheck } from "./refusals.js";
+import { boundTo, refusalCases, refusalCheck } from "./refusals.js";
 
-const ALREADY_USED = { key: "alreadyUsed", text: SettleError.alreadyUsed } as const;
+const ALREADY_USED = { key: "alreadyUsed", text: VerifyReason.alreadyUsed } as const;
 
-/** A fresh authorization of the smallest amount from the buyer to payTo, as a verify/settle body. */
-async function smallestPayment(context: CheckContext, target: Target) {
+/** A fresh authorization of the smallest amount from the buyer to payTo. */
+async function smallestPayment(context: CheckContext, target: Target): Promise<CasePayment & { nonce: Paid["nonce"] }> {
   const caseContext = await caseContextOf(context, target);
-  const requirements = requirementsFor({ network: target.network, payTo: target.payTo, asset: target.token, amount: SMALLEST_AMOUNT });
+  const paymentRequirements = requirementsFor({ network: target.network, payTo: target.payTo, asset: target.token, amount: SMALLEST_AMOUNT });
   const nonce = randomNonce();
-  const paymentHeader = await signFor({ ...caseContext, requirements }, { nonce });
-  return { body: { x402Version: X402_VERSION as 1, paymentHeader, paymentRequirements: requirements }, nonce };
+  const paymentHeader = await signFor({ ...caseContext, requirements: paymentRequirements }, { nonce });
+  return { paymentHeader, paymentRequirements, nonce };
 }
 
 /** The relayers the facilitator names in its supported answer (x402 v2's `signers`), if any. */
@@ -30,8 +31,8 @@ function relayersOf(context: CheckContext, target: Target): readonly Address[] |
   return listed.length > 0 ? listed : undefined;
 }
 
-function paidOf(context: CheckContext, target: Target): Paid {
-  const paid = context.shared.get(paidKey(target)) as Paid | undefined;
+function paidOf(context: CheckContext, codec: Codec, target: Target): Paid {
+  const paid = context.shared.get(paidKey(codec, target)) as Paid | undefined;
   if (!paid) skip("settle.pays did not settle a payment to build on");
   return paid;
 }
@@ -39,72 +40,63 @@ function paidOf(context: CheckContext, target: Target): Paid {
 const PAYMENT_SPEC = "spec 1 (seller flow: verify, then settle), 2.5, 4.4, 6 payment.settled; wire format › settle";
 
 /** The checks that settle real payments of 1 unit (with --settle), and those that build on them. */
-export function paymentChecks(target: Target): Check[] {
-  const settleNeeds = ["buyer", "settle"] as const;
-  const nonceUsed = REFUSAL_CASES.filter((refusal) => refusal.needs?.includes("usedNonce") && appliesTo(refusal, target));
+export function paymentChecks(codec: Codec, target: Target): Check[] {
+  const bound = boundTo(codec, target);
+  const needs = ["buyer", "settle"] as const;
+  const nonceUsed = refusalCases(REFUSAL_CASES, codec, target, true);
+  const paid = (context: CheckContext) => paidOf(context, codec, target);
   return [
     {
       id: "settle.pays",
-      title: "verify, then settle 1 unit (0.000001 USDC.e): payment.settled with every field typed as the official client insists",
+      title: "verify, then settle 1 unit (0.000001 USDC.e): settled, with every field typed as the dialect's clients insist",
       spec: PAYMENT_SPEC,
-      dialect: "cronos",
-      target,
-      needs: settleNeeds,
+      ...bound,
+      needs,
       async run(context) {
         const buyer = target.buyer!;
-        const { body, nonce } = await smallestPayment(context, target);
-        expectVerifyValid(await context.http.post(PATHS.verify, body));
+        const { nonce, ...payment } = await smallestPayment(context, target);
+        codec.expectValid(await codec.send(context.http, "verify", payment), buyer.address);
         const fromBlock = target.chain ? await target.chain.client.getBlockNumber({ cacheTime: 0 }) : undefined;
-        const answer = await context.http.post(PATHS.settle, body);
-        const settled = expectSettled(answer);
-        const problems: string[] = [];
-        if (settled.x402Version !== X402_VERSION) problems.push(`x402Version ${settled.x402Version} (expected 1)`);
-        if (settled.network !== target.network) problems.push(`network ${settled.network} (expected ${target.network}, as sent)`);
-        if (settled.from.toLowerCase() !== buyer.address.toLowerCase()) problems.push(`from ${settled.from} (expected the payer ${buyer.address})`);
-        if (settled.to.toLowerCase() !== target.payTo.toLowerCase()) problems.push(`to ${settled.to} (expected payTo ${target.payTo})`);
-        if (settled.value !== SMALLEST_AMOUNT.toString()) problems.push(`value ${settled.value} (expected "1")`);
-        if (problems.length > 0) fail("payment.settled for this payment", `${problems.join("; ")} in ${describeAnswer(answer)}`);
-        const paid: Paid = { body, txHash: settled.txHash as Hex, blockNumber: settled.blockNumber, timestamp: settled.timestamp, nonce, ...(fromBlock === undefined ? {} : { fromBlock }) };
-        context.shared.set(paidKey(target), paid);
-        context.note(`${target.network}: paid ${formatUnits(SMALLEST_AMOUNT, 6)} USDC.e from ${buyer.address} to ${target.payTo} in ${settled.txHash}`);
-        return `${settled.txHash} in block ${settled.blockNumber}`;
+        const settled = codec.expectSettled(await codec.send(context.http, "settle", payment), { payer: buyer.address, payTo: target.payTo, value: SMALLEST_AMOUNT, target });
+        context.shared.set(paidKey(codec, target), { payment, ...settled, nonce, ...(fromBlock === undefined ? {} : { fromBlock }) } satisfies Paid);
+        context.shared.set(usedNonceKey(target), nonce);
+        context.note(`${codec.networkName(target)}: paid ${formatUnits(SMALLEST_AMOUNT, 6)} USDC.e from ${buyer.address} to ${target.payTo} in ${settled.txHash}`);
+        return settled.blockNumber === undefined ? settled.txHash : `${settled.txHash} in block ${settled.blockNumber}`;
       },
     },
     {
       id: "settle.on-chain",
       title: "the settlement is on chain: AuthorizationUsed then Transfer of 1 unit, in the block and at the time settle said, balances moved",
       spec: "spec 4.4 (transferWithAuthorization, confirmed before the answer), 2.5 blockNumber/timestamp; decisions › Settle",
-      dialect: "cronos",
-      target,
-      needs: [...settleNeeds, "rpc"],
+      ...bound,
+      needs: [...needs, "rpc"],
       async run(context) {
-        const paid = paidOf(context, target);
+        const { txHash, nonce, blockNumber, timestamp } = paid(context);
         const relayers = relayersOf(context, target);
         await expectSettlementOnChain(target.chain!, {
           token: target.token,
-          txHash: paid.txHash,
+          txHash,
           from: target.buyer!.address,
           to: target.payTo,
           value: SMALLEST_AMOUNT,
-          nonce: paid.nonce,
+          nonce,
           ...(relayers ? { relayers } : {}),
-          answer: paid,
+          ...(blockNumber !== undefined && timestamp !== undefined ? { answer: { blockNumber, timestamp } } : {}),
         });
       },
     },
     {
       id: "settle.replay",
-      title: "settle of the same authorization again answers payment.failed Authorization already used (and its txHash, if any, is the first's); nothing moves twice",
+      title: "settle of the same authorization again is refused as already used (its transaction, if named, the first's); nothing moves twice",
       spec: "spec 3, 4.4 (unique nonces prevent duplicates), 7.2 Authorization already used; decisions › Settle: settled twice → one transfer",
-      dialect: "cronos",
-      target,
-      needs: settleNeeds,
+      ...bound,
+      needs,
       async run(context) {
-        const paid = paidOf(context, target);
-        const failure = expectSettleFailure(await context.http.post(PATHS.settle, paid.body), ALREADY_USED, target.network);
-        if (failure.txHash !== undefined) expectEqual(failure.txHash.toLowerCase(), paid.txHash.toLowerCase(), "the replay's txHash to be the payment's");
+        const first = paid(context);
+        const { txHash } = codec.expectRefused("settle", await codec.send(context.http, "settle", first.payment), ALREADY_USED, first.payment);
+        if (txHash !== undefined) expectEqual(txHash.toLowerCase(), first.txHash.toLowerCase(), "the replay's transaction to be the payment's");
         if (target.chain) {
-          const uses = await target.chain.authorizationUses(target.token, target.buyer!.address, paid.nonce, paid.fromBlock ?? BigInt(paid.blockNumber));
+          const uses = await target.chain.authorizationUses(target.token, target.buyer!.address, first.nonce, first.fromBlock ?? BigInt(first.blockNumber ?? 0));
           expectEqual(uses, 1, "AuthorizationUsed events for the nonce on chain");
         }
       },
@@ -113,35 +105,33 @@ export function paymentChecks(target: Target): Check[] {
       id: "verify.replay",
       title: "verify of a settled authorization answers Authorization already used",
       spec: "spec 7.2 Authorization already used; decisions › Verify 8 (authorizationState)",
-      dialect: "cronos",
-      target,
-      needs: settleNeeds,
+      ...bound,
+      needs,
       async run(context) {
-        const paid = paidOf(context, target);
-        expectVerifyRefusal(await context.http.post(PATHS.verify, paid.body), { key: "alreadyUsed", text: VerifyReason.alreadyUsed });
+        const { payment } = paid(context);
+        codec.expectRefused("verify", await codec.send(context.http, "verify", payment), ALREADY_USED, payment);
       },
     },
-    ...nonceUsed.map((refusal) => refusalCheck("verify", refusal, target)),
-    ...nonceUsed.map((refusal) => refusalCheck("settle", refusal, target)),
+    ...nonceUsed.map((refusal) => refusalCheck(codec, "verify", refusal, target)),
+    ...nonceUsed.map((refusal) => refusalCheck(codec, "settle", refusal, target)),
     {
       id: "settle.concurrent-once",
-      title: "three settles of one authorization at once: exactly one payment.settled, two Authorization already used; one transfer on chain",
+      title: "three settles of one authorization at once: exactly one settles, two are refused as already used; one transfer on chain",
       spec: "decisions › Settle: the same authorization settled concurrently → exactly one transfer",
-      dialect: "cronos",
-      target,
-      needs: settleNeeds,
+      ...bound,
+      needs,
       async run(context) {
-        const { body, nonce } = await smallestPayment(context, target);
+        const { nonce, ...payment } = await smallestPayment(context, target);
         const fromBlock = target.chain ? await target.chain.client.getBlockNumber({ cacheTime: 0 }) : undefined;
-        const answers = await Promise.all([0, 1, 2].map(() => context.http.post(PATHS.settle, body)));
-        const settled = answers.filter((answer) => (answer.json as { event?: unknown } | undefined)?.event === SettleEvent.settled);
-        if (settled.length !== 1) fail("exactly one payment.settled of three", `${settled.length}: ${answers.map(describeAnswer).join(" | ")}`);
-        const winner = expectSettled(settled[0]!);
+        const answers = await Promise.all([0, 1, 2].map(() => codec.send(context.http, "settle", payment)));
+        const settled = answers.filter((answer) => codec.isSettled(answer));
+        if (settled.length !== 1) fail("exactly one settlement of three", `${settled.length}: ${answers.map(describeAnswer).join(" | ")}`);
+        const winner = codec.expectSettled(settled[0]!, { payer: target.buyer!.address, payTo: target.payTo, value: SMALLEST_AMOUNT, target });
         for (const answer of answers.filter((a) => a !== settled[0])) {
-          const failure = expectSettleFailure(answer, ALREADY_USED, target.network);
-          if (failure.txHash !== undefined) expectEqual(failure.txHash.toLowerCase(), winner.txHash.toLowerCase(), "a loser's txHash to be the winner's");
+          const { txHash } = codec.expectRefused("settle", answer, ALREADY_USED, payment);
+          if (txHash !== undefined) expectEqual(txHash.toLowerCase(), winner.txHash.toLowerCase(), "a loser's transaction to be the winner's");
         }
-        context.note(`${target.network}: paid ${formatUnits(SMALLEST_AMOUNT, 6)} USDC.e from ${target.buyer!.address} to ${target.payTo} in ${winner.txHash}`);
+        context.note(`${codec.networkName(target)}: paid ${formatUnits(SMALLEST_AMOUNT, 6)} USDC.e from ${target.buyer!.address} to ${target.payTo} in ${winner.txHash}`);
         if (target.chain) {
           const uses = await target.chain.authorizationUses(target.token, target.buyer!.address, nonce, fromBlock!);
           expectEqual(uses, 1, "AuthorizationUsed events for the nonce on chain");
@@ -152,8 +142,8 @@ export function paymentChecks(target: Target): Check[] {
 }
 
 /** settle's refusals of the cases settle is checked with (none of them needs a payment of this run). */
-export function settleRefusalChecks(target: Target): Check[] {
-  return REFUSAL_CASES.filter((refusal) => refusal.settle && appliesTo(refusal, target) && !refusal.needs?.includes("usedNonce")).map((refusal) =>
-    refusalCheck("settle", refusal, target),
-  );
+export function settleRefusalChecks(codec: Codec, target: Target): Check[] {
+  return refusalCases(REFUSAL_CASES, codec, target, false)
+    .filter((refusal) => refusal.settle)
+    .map((refusal) => refusalCheck(codec, "settle", refusal, target));
 }

@@ -2,25 +2,24 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { VerifyReason } from "../../protocol/reasons.js";
 import { REFUSAL_CASES, requirementsFor, signFor, tamper, type CaseContext, type ExpectedReason } from "../cases.js";
 import { CheckFailure, type Check } from "../check.js";
-import { expectVerifyRefusal, expectVerifyValid } from "../expect.js";
+import type { Codec } from "../codec.js";
 import { SMALLEST_AMOUNT, type Target } from "../target.js";
-import { caseContextOf, freshSignerOf, PATHS } from "./context.js";
-import { appliesTo, refusalCheck } from "./refusals.js";
+import { caseContextOf, freshSignerOf } from "./context.js";
+import { boundTo, refusalCases, refusalCheck } from "./refusals.js";
 
 /** verify accepts a funded buyer's payment of the smallest amount. */
-export function verifyAcceptsCheck(target: Target): Check {
+export function verifyAcceptsCheck(codec: Codec, target: Target): Check {
   return {
     id: "verify.accepts",
-    title: "verify answers {isValid: true, invalidReason: null} for a funded buyer's payment of 1 unit",
+    title: "verify accepts a funded buyer's payment of 1 unit (Cronos: {isValid: true, invalidReason: null})",
     spec: "spec 2.4, 4.3; wire format › verify (invalidReason null when valid)",
-    dialect: "cronos",
-    target,
+    ...boundTo(codec, target),
     needs: ["buyer"],
     async run(context) {
       const caseContext = await caseContextOf(context, target);
-      const requirements = requirementsFor({ network: target.network, payTo: target.payTo, asset: target.token, amount: SMALLEST_AMOUNT });
-      const paymentHeader = await signFor({ ...caseContext, requirements });
-      expectVerifyValid(await context.http.post(PATHS.verify, { x402Version: 1, paymentHeader, paymentRequirements: requirements }));
+      const paymentRequirements = requirementsFor({ network: target.network, payTo: target.payTo, asset: target.token, amount: SMALLEST_AMOUNT });
+      const paymentHeader = await signFor({ ...caseContext, requirements: paymentRequirements });
+      codec.expectValid(await codec.send(context.http, "verify", { paymentHeader, paymentRequirements }), target.buyer!.address);
     },
   };
 }
@@ -74,21 +73,19 @@ const TWO_FAULTS: readonly TwoFaults[] = [
 ];
 
 /** verify answers the first failing check, in the spec's order, for headers that fail two. */
-export function verifyOrderCheck(target: Target): Check {
+export function verifyOrderCheck(codec: Codec, target: Target): Check {
   return {
     id: "verify.first-failure-wins",
     title: "verify answers the first failing check in the spec's order, for headers failing two (7 pairs)",
     spec: "spec 4.3 (checks 1–7 in order); decisions › Verify: the first failure is the answer",
-    dialect: "cronos",
-    target,
+    ...boundTo(codec, target),
     async run(context) {
       // An empty payer: the balance is the last check, so every pair's answer comes before it.
       const caseContext = { ...(await caseContextOf(context, target)), signer: freshSignerOf(context) };
       for (const pair of TWO_FAULTS) {
-        const paymentHeader = await pair.header(caseContext);
-        const answer = await context.http.post(PATHS.verify, { x402Version: 1, paymentHeader, paymentRequirements: caseContext.requirements });
+        const payment = { paymentHeader: await pair.header(caseContext), paymentRequirements: caseContext.requirements };
         try {
-          expectVerifyRefusal(answer, pair.expected);
+          codec.expectRefused("verify", await codec.send(context.http, "verify", payment), pair.expected, payment);
         } catch (error) {
           if (error instanceof CheckFailure) throw new CheckFailure(`for a header failing ${pair.faults}: ${error.message}`);
           throw error;
@@ -98,11 +95,11 @@ export function verifyOrderCheck(target: Target): Check {
   };
 }
 
-/** Every verify check of the Cronos dialect for `target` that needs no payment of this run. */
-export function verifyChecks(target: Target): Check[] {
+/** Every verify check of `codec` for `target` that needs no payment of this run. */
+export function verifyChecks(codec: Codec, target: Target): Check[] {
   return [
-    verifyAcceptsCheck(target),
-    ...REFUSAL_CASES.filter((refusal) => appliesTo(refusal, target) && !refusal.needs?.includes("usedNonce")).map((refusal) => refusalCheck("verify", refusal, target)),
-    verifyOrderCheck(target),
+    verifyAcceptsCheck(codec, target),
+    ...refusalCases(REFUSAL_CASES, codec, target, false).map((refusal) => refusalCheck(codec, "verify", refusal, target)),
+    verifyOrderCheck(codec, target),
   ];
 }

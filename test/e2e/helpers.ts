@@ -350,6 +350,9 @@ export function ownerKey(): Hex {
   return localAccount(0).privateKey;
 }
 
+/** The token events of a settlement receipt, decoded (the conformance catalog's reading). */
+export { tokenEvents } from "../../src/conformance/chain.js";
+
 /**
  * Checks a settlement on chain with the conformance catalog's own check: the receipt succeeded, was sent
  * by the relayer to the token, and holds exactly AuthorizationUsed(from, nonce) then Transfer(from, to,

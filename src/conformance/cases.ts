@@ -5,6 +5,7 @@ import { transferAuthorizationTypedData } from "../protocol/eip3009.js";
 import { CRONOS_MAINNET, CRONOS_MAINNET_ALIAS, CRONOS_TESTNET, NETWORKS, canonicalNetwork, type NetworkName } from "../protocol/networks.js";
 import { EXACT_SCHEME, SettleError, VerifyReason } from "../protocol/reasons.js";
 import type { PaymentRequirements, PaymentRequirementsInput } from "../protocol/schemas.js";
+import type { Dialect } from "./check.js";
 
 // The payments a facilitator must refuse, each with the reason it must give. One list, used by the
 // conformance checks (sent to verify and settle directly) and by the end-to-end suite (sent through a
@@ -72,6 +73,8 @@ export interface RefusalCase {
   needs?: readonly CaseNeed[];
   /** Networks it applies to (default all). */
   networks?: readonly NetworkName[];
+  /** Dialects that can express it (default both): a header that is not base64 exists only in the Cronos one. */
+  dialects?: readonly Dialect[];
   build(context: CaseContext): Promise<BuiltPayment>;
 }
 
@@ -129,6 +132,7 @@ export const REFUSAL_CASES: readonly RefusalCase[] = [
     title: "a header that is not base64",
     spec: "spec 7.1 Invalid Base64 paymentHeader",
     headerOnly: true,
+    dialects: ["cronos"],
     async build({ requirements }) {
       return { paymentHeader: "%%%not base64%%%", paymentRequirements: requirements, expected: exact("invalidBase64", VerifyReason.invalidBase64) };
     },
@@ -138,6 +142,7 @@ export const REFUSAL_CASES: readonly RefusalCase[] = [
     title: "a base64 header that is not JSON",
     spec: "spec 7.1 Invalid Base64 paymentHeader; decisions › Verify 1",
     headerOnly: true,
+    dialects: ["cronos"],
     async build({ requirements }) {
       const paymentHeader = Buffer.from("hello, seller").toString("base64");
       return { paymentHeader, paymentRequirements: requirements, expected: exact("invalidBase64", VerifyReason.invalidBase64) };
@@ -234,6 +239,7 @@ export const REFUSAL_CASES: readonly RefusalCase[] = [
     spec: "spec 2.1, 9 (cronos for mainnet); decisions › Networks: cronos is an alias of cronos-mainnet",
     headerOnly: false,
     networks: [CRONOS_MAINNET],
+    dialects: ["cronos"],
     async build(context) {
       const paymentRequirements = { ...context.requirements, network: CRONOS_MAINNET_ALIAS };
       const paymentHeader = await signFor({ ...context, signer: freshAccount() }, { requirements: paymentRequirements });

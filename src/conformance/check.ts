@@ -19,7 +19,7 @@ export type Need =
 export const NEED_REASON: Readonly<Record<Need, string>> = {
   buyer: "needs a funded buyer key (--buyer-key-file PATH or --buyer-key 0x…)",
   rpc: "needs the network's JSON-RPC (--rpc URL)",
-  settle: "needs --settle (settles 2 units = 0.000002 USDC.e from the buyer key)",
+  settle: "needs --settle (settles 1 unit = 0.000001 USDC.e twice per dialect from the buyer key)",
   "rate-limit": "needs --rate-limit (spends this IP's verify and settle quota for up to a minute)",
 };
 

@@ -1,6 +1,8 @@
+import { X402_VERSION } from "../protocol/reasons.js";
+import { X402_V2_VERSION } from "../protocol/x402v2.js";
 import type { Check, Dialect } from "./check.js";
-import { cronosCatalog } from "./checks/index.js";
-import { createFacilitatorHttp } from "./http.js";
+import { catalog } from "./checks/index.js";
+import { createFacilitatorHttp, PATHS, type FacilitatorHttp } from "./http.js";
 import { runChecks, type CheckResult, type RunReport } from "./runner.js";
 import type { Target } from "./target.js";
 
@@ -10,6 +12,8 @@ export interface ConformanceOptions {
   facilitatorUrl: string;
   /** The networks to check, with what is known of each (RPC, buyer, payTo). */
   targets: readonly Target[];
+  /** The dialects to check; default those the facilitator's supported answer offers (the Cronos one when it offers none). */
+  dialects?: readonly Dialect[];
   /** Settle real payments of 1 unit (needs a funded buyer). */
   settle: boolean;
   /** Spend this IP's rate-limit quota to see the 429 answer. */
@@ -31,6 +35,20 @@ export interface ConformanceRun {
   dialects: Dialect[];
 }
 
+const DIALECT_OF_VERSION: Readonly<Record<number, Dialect>> = { [X402_VERSION]: "cronos", [X402_V2_VERSION]: "x402-v2" };
+
+/** The dialects a facilitator offers, per the x402Version of its supported kinds; undefined when it cannot be read. */
+export async function offeredDialects(http: FacilitatorHttp): Promise<Dialect[] | undefined> {
+  try {
+    const kinds = ((await http.request({ method: "GET", path: PATHS.supported, timeoutMs: 30_000 })).json as { kinds?: unknown } | undefined)?.kinds;
+    if (!Array.isArray(kinds)) return undefined;
+    const versions = new Set(kinds.map((kind) => (kind as { x402Version?: unknown })?.x402Version));
+    return (["cronos", "x402-v2"] as const).filter((dialect) => [...versions].some((version) => DIALECT_OF_VERSION[version as number] === dialect));
+  } catch {
+    return undefined;
+  }
+}
+
 /** Runs the catalog against a facilitator: every selected check, each result as it ends. */
 export async function runConformance(options: ConformanceOptions): Promise<ConformanceRun> {
   const http = createFacilitatorHttp({
@@ -39,15 +57,17 @@ export async function runConformance(options: ConformanceOptions): Promise<Confo
     ...(options.fetch ? { fetch: options.fetch } : {}),
     ...(options.apiKey ? { postHeaders: { Authorization: `Bearer ${options.apiKey}` } } : {}),
   });
-  const checks = cronosCatalog(options.targets);
+  let dialects = options.dialects ? [...options.dialects] : await offeredDialects(http);
+  if (!dialects || dialects.length === 0) dialects = ["cronos"];
+  else if (!options.dialects && !dialects.includes("x402-v2")) options.onNote?.("supported offers no x402Version 2 kind: checking the Cronos dialect only");
   const report = await runChecks({
     http,
-    checks,
+    checks: catalog(options.targets, dialects),
     permissions: { settle: options.settle, rateLimit: options.rateLimit },
     ...(options.only ? { only: options.only } : {}),
     ...(options.onStart ? { onStart: options.onStart } : {}),
     ...(options.onResult ? { onResult: options.onResult } : {}),
     ...(options.onNote ? { onNote: options.onNote } : {}),
   });
-  return { report, dialects: ["cronos"] };
+  return { report, dialects };
 }

@@ -129,7 +129,10 @@ describe("npm run conformance: options", () => {
     try {
       const { status, stdout, stderr } = await run(["--facilitator", server.url, "--network", "cronos-testnet", "--api-key-file", file, "--only", "verify.header-not-base64"]);
       expect(status, stdout + stderr).to.equal(0);
-      expect(seen).to.deep.equal([{ method: "POST", url: "/v2/x402/verify", authorization: `Bearer ${apiKey}` }]);
+      expect(seen).to.deep.equal([
+        { method: "GET", url: "/v2/x402/supported", authorization: undefined },
+        { method: "POST", url: "/v2/x402/verify", authorization: `Bearer ${apiKey}` },
+      ]);
       expect(stdout + stderr).to.not.include(apiKey.slice(3));
       expect(await usageError(["--api-key-file", file])).to.equal("--api-key-file: only with --facilitator (the local stack brings its own chains and buyers)");
       await writeFile(file, "two words\n");

@@ -89,7 +89,7 @@ describe("conformance runner", () => {
     const withoutPermissions = await runChecks({ http: createFacilitatorHttp({ baseUrl: server.url }), checks: checks.slice(0, 3), permissions: { settle: false, rateLimit: false } });
     expect(withoutPermissions.results.map((r) => [r.id, r.message])).to.deep.equal([
       ["paid", "needs a funded buyer key (--buyer-key-file PATH or --buyer-key 0x…)"],
-      ["paid-with-buyer", "needs --settle (settles 2 units = 0.000002 USDC.e from the buyer key)"],
+      ["paid-with-buyer", "needs --settle (settles 1 unit = 0.000001 USDC.e twice per dialect from the buyer key)"],
       ["rate", "needs --rate-limit (spends this IP's verify and settle quota for up to a minute)"],
     ]);
   });

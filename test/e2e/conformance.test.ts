@@ -6,14 +6,15 @@ import { expect } from "chai";
 import type { Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { createChainReader } from "../../src/conformance/chain.js";
-import { cronosCatalog } from "../../src/conformance/checks/index.js";
+import { catalog } from "../../src/conformance/checks/index.js";
 import { runConformance } from "../../src/conformance/run.js";
+import type { Dialect } from "../../src/conformance/check.js";
 import type { CheckResult } from "../../src/conformance/runner.js";
 import type { Target } from "../../src/conformance/target.js";
-import type { LocalStack } from "../../src/harness/stack.js";
+import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
 import { NETWORK_NAMES, NETWORKS } from "../../src/protocol/networks.js";
 import { findAll, parseXml } from "../helpers/xml.js";
-import { startFacilitatorProxy, spawnInRoot, tokenBalance, useSellerEnvironment, type FacilitatorProxy, type ProxiedAnswer, type ProxiedCall } from "./helpers.js";
+import { startFacilitatorProxy, spawnInRoot, STACK_OPTIONS, tokenBalance, useSellerEnvironment, type FacilitatorProxy, type ProxiedAnswer, type ProxiedCall } from "./helpers.js";
 
 /** The check lines of a run's output. */
 function checkLines(output: string): string[] {
@@ -64,7 +65,7 @@ describe("e2e: npm run conformance against the kit's own facilitator", function 
     expect(document.networks).to.deep.equal(["cronos-testnet", "cronos-mainnet"]);
     expect(document.summary.failed, stderr).to.equal(0);
     expect(document.summary.skipped, stderr).to.equal(0);
-    expect(document.summary.total).to.equal(cronosCatalog(TARGETS).length);
+    expect(document.summary.total).to.equal(catalog(TARGETS, ["cronos", "x402-v2"]).length);
 
     const lines = checkLines(stderr);
     expect(lines).to.have.length(document.summary.total);
@@ -123,7 +124,7 @@ describe("e2e: npm run conformance against the kit's own facilitator", function 
         return { network: "cronos-testnet", chainId: 338, token: testnet.token, domain: testnet.domain, chain: createChainReader(testnet.rpcUrl), buyer, payTo: buyer.address };
       };
       const run = async (t: Target, only: string[], settle: boolean) => {
-        const { report } = await runConformance({ facilitatorUrl: stack.facilitatorUrl, targets: [t], settle, rateLimit: false, only });
+        const { report } = await runConformance({ facilitatorUrl: stack.facilitatorUrl, targets: [t], dialects: ["cronos"], settle, rateLimit: false, only });
         return report.results.map((result) => [name(result), result.status, result.status === "passed" ? "" : result.message]);
       };
 
@@ -186,6 +187,46 @@ registerHooks({
   });
 });
 
+describe("e2e: conformance against a facilitator that requires seller API keys (API_KEYS)", function () {
+  this.timeout(60_000);
+  const apiKey = `seller-${generatePrivateKey().slice(2, 26)}`;
+  let stack: LocalStack;
+  before(async () => {
+    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], env: { API_KEYS: apiKey } });
+  });
+  after(() => stack?.stop());
+
+  it("passes with --api-key-file's key, and without it every verify and settle check fails on the 401", async () => {
+    const testnet = stack.networks["cronos-testnet"]!;
+    const target: Target = { network: "cronos-testnet", chainId: 338, token: testnet.token, domain: testnet.domain, payTo: stack.seller };
+    const run = async (key?: string) => {
+      const { report } = await runConformance({
+        facilitatorUrl: stack.facilitatorUrl,
+        targets: [target],
+        settle: false,
+        rateLimit: false,
+        only: ["health.shape", "verify.expired", "settle.expired@eip155:338"],
+        ...(key ? { apiKey: key } : {}),
+      });
+      return report.results.map((result) => [name(result), result.status, result.message]);
+    };
+    expect(await run(apiKey)).to.deep.equal([
+      ["health.shape", "passed", undefined],
+      ["verify.expired@cronos-testnet", "passed", undefined],
+      ["verify.expired@eip155:338", "passed", undefined],
+      ["settle.expired@eip155:338", "passed", undefined],
+    ]);
+    const without = await run();
+    expect(without.map(([id, status]) => [id, status])).to.deep.equal([
+      ["health.shape", "passed"],
+      ["verify.expired@cronos-testnet", "failed"],
+      ["verify.expired@eip155:338", "failed"],
+      ["settle.expired@eip155:338", "failed"],
+    ]);
+    expect(without[1]![2]).to.match(/^expected verify's refusal .*: HTTP 200, got HTTP 401 application\/json/);
+  });
+});
+
 describe("e2e: conformance against deliberately wrong facilitators (a proxy that changes the kit's answers)", function () {
   this.timeout(120_000);
   const env = useSellerEnvironment();
@@ -210,8 +251,8 @@ describe("e2e: conformance against deliberately wrong facilitators (a proxy that
   beforeEach(() => proxy.reset());
 
   /** Runs the selected checks in this process against the proxy. */
-  async function check(only: string[], settle = false): Promise<Record<string, Pick<CheckResult, "status" | "message">>> {
-    const { report } = await runConformance({ facilitatorUrl: proxy.url, targets: [target], settle, rateLimit: false, only });
+  async function check(only: string[], settle = false, dialects: Dialect[] = ["cronos"]): Promise<Record<string, Pick<CheckResult, "status" | "message">>> {
+    const { report } = await runConformance({ facilitatorUrl: proxy.url, targets: [target], dialects, settle, rateLimit: false, only });
     return Object.fromEntries(report.results.map((result) => [name(result), { status: result.status, ...(result.message === undefined ? {} : { message: result.message }) }]));
   }
 
@@ -272,6 +313,26 @@ describe("e2e: conformance against deliberately wrong facilitators (a proxy that
     expect(results["verify.replay@cronos-testnet"]).to.deep.equal({ status: "passed" });
   });
 
+  it("in x402 v2: a reason of its own instead of @x402/evm's code, and a settlement named by the Cronos network, fail those checks in that dialect only", async () => {
+    proxy.rewrite = (call) => {
+      const body = answer(call);
+      if (call.path.endsWith("/verify") && body.invalidReason === "invalid_exact_evm_payload_authorization_value_mismatch") return json(200, { ...body, invalidReason: "invalid_amount" });
+      if (call.path.endsWith("/settle") && body.success === true) return json(200, { ...body, network: "cronos-testnet" });
+      return undefined;
+    };
+    const results = await check(["verify.amount-below-price", "settle.pays"], true, ["cronos", "x402-v2"]);
+    expect(results["verify.amount-below-price@cronos-testnet"]).to.deep.equal({ status: "passed" });
+    expect(results["settle.pays@cronos-testnet"]!.status).to.equal("passed");
+    expect(results["verify.amount-below-price@eip155:338"]!.status).to.equal("failed");
+    expect(results["verify.amount-below-price@eip155:338"]!.message).to.match(
+      /^expected verify's refusal \{isValid: false, invalidReason: "invalid_exact_evm_payload_authorization_value_mismatch"\}, got HTTP 200 application\/json \{"isValid":false,"invalidReason":"invalid_amount",/,
+    );
+    expect(results["settle.pays@eip155:338"]!.status).to.equal("failed");
+    expect(results["settle.pays@eip155:338"]!.message).to.match(
+      /^expected settle's success \{success: true, payer, transaction, network: "eip155:338"\}, got network cronos-testnet \(expected eip155:338, as sent\) in HTTP 200 /,
+    );
+  });
+
   it("an HTML page for a body that is not JSON fails the not-JSON checks of verify and settle", async () => {
     const html = "<html><body><h1>400 Bad Request</h1></body></html>";
     proxy.rewrite = (call) => (call.status === 400 && typeof call.body === "string" ? { status: 400, contentType: "text/html", body: html } : undefined);
@@ -294,7 +355,7 @@ describe("e2e: conformance against deliberately wrong facilitators (a proxy that
     try {
       const junit = join(dir, "wrong.xml");
       const { status, stdout, stderr } = await conformance([
-        "--facilitator", proxy.url, "--network", "cronos-testnet", "--only", "health.shape,verify.body-not-json,verify.amount-*,verify.expired", "--junit", junit,
+        "--facilitator", proxy.url, "--network", "cronos-testnet", "--only", "health.shape,verify.body-not-json,verify.amount-*@cronos-testnet,verify.expired@cronos-testnet", "--junit", junit,
       ]);
       expect(status, stderr).to.equal(1);
       const lines = checkLines(stdout);

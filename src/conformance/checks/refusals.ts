@@ -14,9 +14,12 @@ function needsOf(refusal: RefusalCase): Need[] {
   return [...(refusal.needs?.includes("usedNonce") ? (["buyer"] as const) : []), ...(refusal.needs?.includes("chainClock") ? (["rpc"] as const) : [])];
 }
 
-/** The fields every check of `codec` on `target` carries. */
-export function boundTo(codec: Codec, target: Target): Pick<Check, "dialect" | "target" | "network"> {
-  return { dialect: codec.dialect, target, network: codec.networkName(target) };
+/** What an x402 v2 check proves besides its row: the same row in that dialect's shapes and codes. */
+const V2_ROW = "decisions › Two dialects (x402 v2 shapes, @x402/evm codes)";
+
+/** The fields every check of `codec` on `target` carries, with the row it proves. */
+export function boundTo(codec: Codec, target: Target, spec: string): Pick<Check, "dialect" | "target" | "network" | "spec"> {
+  return { dialect: codec.dialect, target, network: codec.networkName(target), spec: codec.dialect === "x402-v2" ? `${spec}; ${V2_ROW}` : spec };
 }
 
 /**
@@ -27,8 +30,7 @@ export function refusalCheck(codec: Codec, operation: "verify" | "settle", refus
   return {
     id: `${operation}.${refusal.id}`,
     title: `${operation} refuses ${refusal.title}`,
-    spec: operation === "verify" ? refusal.spec : `${refusal.spec}; decisions › Settle (re-runs verify)`,
-    ...boundTo(codec, target),
+    ...boundTo(codec, target, operation === "verify" ? refusal.spec : `${refusal.spec}; decisions › Settle (re-runs verify)`),
     needs: needsOf(refusal),
     async run(context) {
       const built = await refusal.build(await caseContextOf(context, target, refusal.needs));

@@ -79,6 +79,18 @@ export function requestChecks(sample: Target): Check[] {
       });
     }
     checks.push({
+      id: `${operation}.content-type`,
+      title: `${operation}: a JSON body sent as text/plain (a browser's simple request) is 415 JSON {"error": …}, nothing processed`,
+      spec: "decisions › Relayer safety and the HTTP edge: a body whose Content-Type is not application/json → 415",
+      dialect: "cronos",
+      async run(context) {
+        const body = JSON.stringify(await validBody(context, sample));
+        const answer = await context.http.request({ method: "POST", path: PATHS[operation], body, headers: { "Content-Type": "text/plain", "X402-Version": "1" } });
+        const json = expectObject(expectJson(answer, 415, 'a body that is not application/json: 415 {"error": …}'), "415 body");
+        if (typeof json.error !== "string") fail('{"error": "…"}', describeAnswer(answer));
+      },
+    });
+    checks.push({
       id: `${operation}.body-too-large`,
       title: `${operation}: a body over 64 KiB is 413 JSON {"error": …}`,
       spec: `${STATUS_ROW}: body larger than the limit (64 KiB) → 413`,

@@ -4,6 +4,7 @@ import { VerifyReason } from "../../protocol/reasons.js";
 import { REFUSAL_CASES, requirementsFor, signFor } from "../cases.js";
 import { fail, skip, type Check, type CheckContext } from "../check.js";
 import type { CasePayment, Codec } from "../codec.js";
+import { signersOf } from "../dialects/x402v2.js";
 import { expectEqual } from "../expect.js";
 import { describeAnswer } from "../http.js";
 import { expectSettlementOnChain } from "../settlement.js";
@@ -26,8 +27,7 @@ async function smallestPayment(context: CheckContext, target: Target): Promise<C
 /** The relayers the facilitator names in its supported answer (x402 v2's `signers`), if any. */
 function relayersOf(context: CheckContext, target: Target): readonly Address[] | undefined {
   if (target.relayers) return target.relayers;
-  const signers = (context.shared.get(SUPPORTED_KEY) as { signers?: Record<string, unknown> } | undefined)?.signers;
-  const listed = signers ? Object.values(signers).flat().filter((value): value is Address => typeof value === "string") : [];
+  const listed = signersOf(context.shared.get(SUPPORTED_KEY));
   return listed.length > 0 ? listed : undefined;
 }
 
@@ -41,7 +41,6 @@ const PAYMENT_SPEC = "spec 1 (seller flow: verify, then settle), 2.5, 4.4, 6 pay
 
 /** The checks that settle real payments of 1 unit (with --settle), and those that build on them. */
 export function paymentChecks(codec: Codec, target: Target): Check[] {
-  const bound = boundTo(codec, target);
   const needs = ["buyer", "settle"] as const;
   const nonceUsed = refusalCases(REFUSAL_CASES, codec, target, true);
   const paid = (context: CheckContext) => paidOf(context, codec, target);
@@ -49,8 +48,7 @@ export function paymentChecks(codec: Codec, target: Target): Check[] {
     {
       id: "settle.pays",
       title: "verify, then settle 1 unit (0.000001 USDC.e): settled, with every field typed as the dialect's clients insist",
-      spec: PAYMENT_SPEC,
-      ...bound,
+      ...boundTo(codec, target, PAYMENT_SPEC),
       needs,
       async run(context) {
         const buyer = target.buyer!;
@@ -67,8 +65,7 @@ export function paymentChecks(codec: Codec, target: Target): Check[] {
     {
       id: "settle.on-chain",
       title: "the settlement is on chain: AuthorizationUsed then Transfer of 1 unit, in the block and at the time settle said, balances moved",
-      spec: "spec 4.4 (transferWithAuthorization, confirmed before the answer), 2.5 blockNumber/timestamp; decisions › Settle",
-      ...bound,
+      ...boundTo(codec, target, "spec 4.4 (transferWithAuthorization, confirmed before the answer), 2.5 blockNumber/timestamp; decisions › Settle"),
       needs: [...needs, "rpc"],
       async run(context) {
         const { txHash, nonce, blockNumber, timestamp } = paid(context);
@@ -88,8 +85,7 @@ export function paymentChecks(codec: Codec, target: Target): Check[] {
     {
       id: "settle.replay",
       title: "settle of the same authorization again is refused as already used (its transaction, if named, the first's); nothing moves twice",
-      spec: "spec 3, 4.4 (unique nonces prevent duplicates), 7.2 Authorization already used; decisions › Settle: settled twice → one transfer",
-      ...bound,
+      ...boundTo(codec, target, "spec 3, 4.4 (unique nonces prevent duplicates), 7.2 Authorization already used; decisions › Settle: settled twice → one transfer"),
       needs,
       async run(context) {
         const first = paid(context);
@@ -104,8 +100,7 @@ export function paymentChecks(codec: Codec, target: Target): Check[] {
     {
       id: "verify.replay",
       title: "verify of a settled authorization answers Authorization already used",
-      spec: "spec 7.2 Authorization already used; decisions › Verify 8 (authorizationState)",
-      ...bound,
+      ...boundTo(codec, target, "spec 7.2 Authorization already used; decisions › Verify 8 (authorizationState)"),
       needs,
       async run(context) {
         const { payment } = paid(context);
@@ -117,8 +112,7 @@ export function paymentChecks(codec: Codec, target: Target): Check[] {
     {
       id: "settle.concurrent-once",
       title: "three settles of one authorization at once: exactly one settles, two are refused as already used; one transfer on chain",
-      spec: "decisions › Settle: the same authorization settled concurrently → exactly one transfer",
-      ...bound,
+      ...boundTo(codec, target, "decisions › Settle: the same authorization settled concurrently → exactly one transfer"),
       needs,
       async run(context) {
         const { nonce, ...payment } = await smallestPayment(context, target);

@@ -12,8 +12,7 @@ export function verifyAcceptsCheck(codec: Codec, target: Target): Check {
   return {
     id: "verify.accepts",
     title: "verify accepts a funded buyer's payment of 1 unit (Cronos: {isValid: true, invalidReason: null})",
-    spec: "spec 2.4, 4.3; wire format › verify (invalidReason null when valid)",
-    ...boundTo(codec, target),
+    ...boundTo(codec, target, "spec 2.4, 4.3; wire format › verify (invalidReason null when valid)"),
     needs: ["buyer"],
     async run(context) {
       const caseContext = await caseContextOf(context, target);
@@ -77,8 +76,7 @@ export function verifyOrderCheck(codec: Codec, target: Target): Check {
   return {
     id: "verify.first-failure-wins",
     title: "verify answers the first failing check in the spec's order, for headers failing two (7 pairs)",
-    spec: "spec 4.3 (checks 1–7 in order); decisions › Verify: the first failure is the answer",
-    ...boundTo(codec, target),
+    ...boundTo(codec, target, "spec 4.3 (checks 1–7 in order); decisions › Verify: the first failure is the answer"),
     async run(context) {
       // An empty payer: the balance is the last check, so every pair's answer comes before it.
       const caseContext = { ...(await caseContextOf(context, target)), signer: freshSignerOf(context) };

@@ -12,7 +12,7 @@ import { toJUnit } from "./report/junit.js";
 import { runConformance } from "./run.js";
 import { networkOf, resultName } from "./runner.js";
 import type { Target } from "./target.js";
-import type { Check } from "./check.js";
+import type { Check, Dialect } from "./check.js";
 
 /** A bad flag or setting; the message is one line naming it (never a key). Exit status 2. */
 export class UsageError extends Error {
@@ -25,6 +25,8 @@ export interface ConformanceCommand {
   /** The facilitator's base URL; absent: start the local stack and check it. */
   facilitator?: string;
   network?: NetworkName;
+  /** The dialects to check; default those the facilitator offers. */
+  dialects?: Dialect[];
   rpc?: string;
   /** The buyer's key. Held only to sign; never printed. */
   buyerKey?: Hex;
@@ -58,6 +60,7 @@ export function conformanceUsage(): string {
     "  --facilitator URL     the facilitator's base URL (/healthcheck and /v2/x402/… under it)",
     "  --network NAME        the network to check: cronos-testnet, cronos-mainnet (cronos), eip155:338, eip155:25;",
     "                        default every network the facilitator's supported answer lists",
+    "  --dialect NAME        cronos (x402Version 1) or x402-v2; default every dialect supported offers",
     "  --rpc URL             the network's JSON-RPC: the chain's clock, used nonces, the settlement's receipt,",
     "                        events and balances (needs --network)",
     "  --buyer-key-file PATH a file holding the funded buyer's private key (hex); the key is never printed",
@@ -130,6 +133,7 @@ export async function parseConformanceArgs(argv: readonly string[]): Promise<Con
       options: {
         facilitator: { type: "string" },
         network: { type: "string" },
+        dialect: { type: "string", multiple: true },
         rpc: { type: "string" },
         "buyer-key": { type: "string" },
         "buyer-key-file": { type: "string" },
@@ -159,6 +163,12 @@ export async function parseConformanceArgs(argv: readonly string[]): Promise<Con
     const network = parseNetwork(values.network);
     if (!network) throw new UsageError(`--network: unknown network ${JSON.stringify(values.network)}; use cronos-testnet, cronos-mainnet, eip155:338 or eip155:25`);
     command.network = network;
+  }
+  if (values.dialect !== undefined) {
+    const dialects = values.dialect.flatMap((value) => value.split(",")).map((value) => value.trim());
+    const unknown = dialects.find((dialect) => dialect !== "cronos" && dialect !== "x402-v2");
+    if (unknown !== undefined) throw new UsageError(`--dialect: unknown dialect ${JSON.stringify(unknown)}; use cronos or x402-v2`);
+    command.dialects = [...new Set(dialects as Dialect[])];
   }
   if (values.rpc !== undefined) command.rpc = parseUrl("--rpc", values.rpc);
   if (values["buyer-key"] !== undefined && values["buyer-key-file"] !== undefined) throw new UsageError("--buyer-key and --buyer-key-file: give one of them");
@@ -343,6 +353,7 @@ export async function runConformanceCommand(argv: readonly string[], io: Conform
       rateLimit: setup.rateLimit,
       only: command.only,
       ...(command.apiKey ? { apiKey: command.apiKey } : {}),
+      ...(command.dialects ? { dialects: command.dialects } : {}),
       onStart: (checks) => (width = header(checks)),
       onResult: (result) => out(`${formatResultLine(result, width)}\n`),
       onNote: note,

@@ -98,6 +98,12 @@ describe("npm run conformance: options", () => {
     ]);
   });
 
+  it("takes --dialect cronos, x402-v2 or both, and refuses another", async () => {
+    expect((await parseConformanceArgs(["--dialect", "x402-v2"])).dialects).to.deep.equal(["x402-v2"]);
+    expect((await parseConformanceArgs(["--dialect", "cronos,x402-v2", "--dialect", "cronos"])).dialects).to.deep.equal(["cronos", "x402-v2"]);
+    expect(await usageError(["--dialect", "v3"])).to.equal('--dialect: unknown dialect "v3"; use cronos or x402-v2');
+  });
+
   it("splits --only on commas and repetitions", async () => {
     expect((await parseConformanceArgs(["--only", "verify.*, settle.pays", "--only", "health.shape"])).only).to.deep.equal(["verify.*", "settle.pays", "health.shape"]);
   });

@@ -1,0 +1,209 @@
+import { EventEmitter } from "node:events";
+import pg from "pg";
+import { Kysely, PostgresDialect, sql } from "kysely";
+import { Migrator, type Migration as KyselyMigration } from "kysely/migration";
+import { MIGRATIONS, POSTGRES_SCHEMA } from "./schema.js";
+import { deliver, SqlLedger, type SqlDriver, type SqlLedgerOptions, type SqlRow, type SqlTransaction, type SqlValue } from "./sql-ledger.js";
+import { LedgerError, type LedgerHealth } from "./types.js";
+
+/** The channel every instance LISTENs on: `o:<id>` (a row reached its outcome), `q:<id>` (queued for a key holder). */
+const CHANNEL = "x402_ledger";
+/** First key of the two-key advisory locks this ledger takes ("x402"), so they stay apart from other users'. */
+const LOCK_SPACE = 0x78343032;
+const MIGRATION_TABLE = "x402_ledger_migrations";
+const RECONNECT_MS = 1_000;
+
+/** A PostgreSQL URL without its credentials, for logs and health. */
+export function redactDatabaseUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.protocol}//${parsed.hostname}${parsed.port ? `:${parsed.port}` : ""}${parsed.pathname}`;
+  } catch {
+    return "postgres://(unparsable URL)";
+  }
+}
+
+// `?` placeholders (shared with SQLite) become `$1, $2, …`; the statements hold no `?` in literals.
+const numbered = new Map<string, string>();
+function toPostgres(text: string): string {
+  let converted = numbered.get(text);
+  if (converted === undefined) {
+    let n = 0;
+    converted = text.replace(/\?/g, () => `$${++n}`);
+    numbered.set(text, converted);
+  }
+  return converted;
+}
+
+function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+class PostgresDriver implements SqlDriver {
+  readonly backend = "postgres" as const;
+  readonly skipLocked = " FOR UPDATE SKIP LOCKED";
+  readonly forUpdate = " FOR UPDATE";
+  readonly messages = new EventEmitter();
+  readonly #url: string;
+  readonly #pool: pg.Pool;
+  #listener: pg.Client | undefined;
+  #reconnect: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  constructor(url: string, options: PostgresLedgerOptions) {
+    this.#url = url;
+    this.messages.setMaxListeners(0);
+    this.#pool = new pg.Pool({
+      connectionString: url,
+      max: options.poolSize ?? 10,
+      connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
+      statement_timeout: options.statementTimeoutMs ?? 10_000,
+      idleTimeoutMillis: 30_000,
+    });
+    // An idle client's error (the server restarted) must not crash the process; the next query reconnects.
+    this.#pool.on("error", () => {});
+  }
+
+  async all(text: string, params: readonly SqlValue[] = []): Promise<SqlRow[]> {
+    return (await this.#pool.query(toPostgres(text), params as SqlValue[])).rows as SqlRow[];
+  }
+
+  async run(text: string, params: readonly SqlValue[] = []): Promise<number> {
+    return (await this.#pool.query(toPostgres(text), params as SqlValue[])).rowCount ?? 0;
+  }
+
+  async transaction<T>(work: (tx: SqlTransaction) => Promise<T>): Promise<T> {
+    const client = await this.#pool.connect();
+    const query = (text: string, params: readonly SqlValue[] = []) => client.query(toPostgres(text), params as SqlValue[]);
+    const tx: SqlTransaction = {
+      all: async (text, params) => (await query(text, params)).rows as SqlRow[],
+      run: async (text, params) => (await query(text, params)).rowCount ?? 0,
+      lockPayer: async (key) => void (await query(`SELECT pg_advisory_xact_lock(?, hashtext(?))`, [LOCK_SPACE, key])),
+      // Delivered by PostgreSQL to every listener (this instance's too) when the transaction commits.
+      notify: async (text) => void (await query(`SELECT pg_notify('${CHANNEL}', ?)`, [text])),
+    };
+    let failed = false;
+    try {
+      await client.query("BEGIN");
+      const result = await work(tx);
+      await client.query("COMMIT");
+      return result;
+    } catch (error) {
+      failed = true;
+      await client.query("ROLLBACK").catch(() => undefined);
+      throw error;
+    } finally {
+      // A client whose ROLLBACK failed may be broken: destroy it rather than return it to the pool.
+      client.release(failed ? true : undefined);
+    }
+  }
+
+  /** Applies missing migrations; safe when several instances start at once (see {@link migratePostgres}). */
+  async migrate(): Promise<void> {
+    await migratePostgres(this.#url);
+  }
+
+  /** LISTENs for other instances' notifications; reconnects after a lost connection (waits poll meanwhile). */
+  async listen(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.#url });
+    const retry = () => {
+      if (this.#closed || this.#listener !== client) return;
+      this.#listener = undefined;
+      void client.end().catch(() => undefined);
+      this.#reconnect = setTimeout(() => {
+        this.listen().catch(() => retry());
+      }, RECONNECT_MS);
+      this.#reconnect.unref();
+    };
+    this.#listener = client;
+    client.on("error", retry);
+    client.on("end", retry);
+    client.on("notification", (notification) => {
+      if (notification.channel === CHANNEL && notification.payload) deliver(this.messages, notification.payload);
+    });
+    await client.connect();
+    await client.query(`LISTEN ${CHANNEL}`);
+    // Anything queued while we were not listening is picked up now.
+    deliver(this.messages, "q:*");
+  }
+
+  async health(): Promise<LedgerHealth> {
+    const base = { backend: this.backend, location: redactDatabaseUrl(this.#url), migrations: { applied: 0, expected: MIGRATIONS.length } };
+    try {
+      const [row] = await this.all(`SELECT COUNT(*) AS applied FROM ${MIGRATION_TABLE}`);
+      return { ...base, reachable: true, migrations: { ...base.migrations, applied: Number(row?.applied ?? 0) } };
+    } catch (error) {
+      return { ...base, reachable: false, error: message(error) };
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearTimeout(this.#reconnect);
+    const listener = this.#listener;
+    this.#listener = undefined;
+    await listener?.end().catch(() => undefined);
+    await this.#pool.end();
+  }
+}
+
+/**
+ * Brings the schema up to date with Kysely's Migrator: each migration runs in a transaction (DDL is
+ * transactional in PostgreSQL: a failed migration leaves nothing half-done) under a transaction-level
+ * advisory lock, so instances that start together apply it once and the others wait, then see it done.
+ */
+export async function migratePostgres(url: string): Promise<void> {
+  const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 1, connectionTimeoutMillis: 5_000 }) }) });
+  try {
+    const migrations: Record<string, KyselyMigration> = Object.fromEntries(
+      MIGRATIONS.map((migration) => [
+        migration.name,
+        {
+          async up(db: Kysely<unknown>) {
+            for (const statement of migration.statements(POSTGRES_SCHEMA)) await sql.raw(statement).execute(db);
+          },
+        },
+      ]),
+    );
+    const migrator = new Migrator({
+      db,
+      provider: { getMigrations: async () => migrations },
+      migrationTableName: MIGRATION_TABLE,
+      migrationLockTableName: `${MIGRATION_TABLE}_lock`,
+    });
+    const { error, results } = await migrator.migrateToLatest();
+    if (error) {
+      const failed = results?.find((r) => r.status === "Error")?.migrationName;
+      throw new LedgerError("unavailable", `DATABASE_URL: migrating ${redactDatabaseUrl(url)} failed${failed ? ` at ${failed}` : ""}: ${message(error)}`, {
+        cause: error,
+      });
+    }
+  } finally {
+    await db.destroy();
+  }
+}
+
+/** Options of {@link openPostgresLedger}. */
+export interface PostgresLedgerOptions extends SqlLedgerOptions {
+  /** `postgres://user:password@host:port/database`. */
+  url: string;
+  /** Connections in this instance's pool; default 10. */
+  poolSize?: number;
+  connectTimeoutMs?: number;
+  statementTimeoutMs?: number;
+}
+
+/** Opens the ledger on PostgreSQL: migrates the schema, starts listening for other instances. */
+export async function openPostgresLedger(options: PostgresLedgerOptions): Promise<SqlLedger> {
+  const driver = new PostgresDriver(options.url, options);
+  try {
+    await driver.migrate();
+    await driver.listen();
+  } catch (error) {
+    await driver.close().catch(() => undefined);
+    if (error instanceof LedgerError) throw error;
+    throw new LedgerError("unavailable", `DATABASE_URL: cannot use ${redactDatabaseUrl(options.url)}: ${message(error)}`, { cause: error });
+  }
+  return new SqlLedger(driver, options);
+}

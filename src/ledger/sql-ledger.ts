@@ -1,0 +1,576 @@
+import { EventEmitter } from "node:events";
+import { getAddress, type Address, type Hex } from "viem";
+import {
+  IllegalTransitionError,
+  LedgerError,
+  type BroadcastRecord,
+  type ClaimInput,
+  type ClaimResult,
+  type CounterHit,
+  type InstanceRecord,
+  type Lease,
+  type Ledger,
+  type LedgerHealth,
+  type Penalty,
+  type PenaltySubject,
+  type PendingSummary,
+  type RecordBroadcastInput,
+  type SettlementKey,
+  type SettlementRecord,
+  type SettlementStatus,
+  type TransactionState,
+} from "./types.js";
+
+/** A value bound to a `?` placeholder. */
+export type SqlValue = string | number | null;
+/** A result row, column name → value (PostgreSQL BIGINTs arrive as strings). */
+export type SqlRow = Record<string, unknown>;
+
+/** Runs statements with `?` placeholders. */
+export interface SqlExecutor {
+  all(sql: string, params?: readonly SqlValue[]): Promise<SqlRow[]>;
+  /** Returns the number of rows changed. */
+  run(sql: string, params?: readonly SqlValue[]): Promise<number>;
+}
+
+/** An open transaction. */
+export interface SqlTransaction extends SqlExecutor {
+  /** Serializes transactions that touch one payer's settlements (its reservation). */
+  lockPayer(key: string): Promise<void>;
+  /** Delivers `message` to every instance's listeners once the transaction commits. */
+  notify(message: string): Promise<void>;
+}
+
+/** What a backend provides to {@link SqlLedger}: statements, transactions, notifications. */
+export interface SqlDriver extends SqlExecutor {
+  readonly backend: "sqlite" | "postgres";
+  /** Appended to a sub-select that takes rows for work: ` FOR UPDATE SKIP LOCKED` or nothing. */
+  readonly skipLocked: string;
+  /** Appended to a select of a row about to change: ` FOR UPDATE` or nothing. */
+  readonly forUpdate: string;
+  /** Notifications from every instance sharing the database (`o:<id>`, `q:<id>`). */
+  readonly messages: EventEmitter;
+  transaction<T>(work: (tx: SqlTransaction) => Promise<T>): Promise<T>;
+  health(): Promise<LedgerHealth>;
+  close(): Promise<void>;
+}
+
+/** Options of {@link SqlLedger}. */
+export interface SqlLedgerOptions {
+  /** Milliseconds since the epoch; default `Date.now`. Tests move it. */
+  clock?: () => number;
+  /** Outcome waits re-read the row this often, in case a notification was missed; default 1000 ms. */
+  pollMs?: number;
+}
+
+const FINAL: ReadonlySet<SettlementStatus> = new Set(["settled", "failed"]);
+const IN_FLIGHT = "('claimed', 'sent')";
+
+const lower = (value: string) => value.toLowerCase();
+const num = (value: unknown) => (value === null || value === undefined ? undefined : Number(value));
+const str = (value: unknown) => (value === null || value === undefined ? undefined : String(value));
+const big = (value: unknown) => (value === null || value === undefined ? undefined : BigInt(value as string));
+const placeholders = (count: number) => Array.from({ length: count }, () => "?").join(", ");
+
+function keyParams(key: SettlementKey): SqlValue[] {
+  return [key.chainId, lower(key.token), lower(key.authorizer), lower(key.nonce)];
+}
+
+function toTransaction(row: SqlRow): BroadcastRecord {
+  return {
+    hash: row.hash as Hex,
+    relayer: getAddress(row.relayer as string),
+    relayerNonce: Number(row.relayer_nonce),
+    raw: row.raw as Hex,
+    state: row.state as TransactionState,
+    ...(row.fee_cap != null ? { feeCap: BigInt(row.fee_cap as string) } : {}),
+    ...(row.priority_fee != null ? { priorityFee: BigInt(row.priority_fee as string) } : {}),
+    createdAt: Number(row.created_at),
+    updatedAt: Number(row.updated_at),
+  };
+}
+
+function toSettlement(row: SqlRow, transactions: BroadcastRecord[]): SettlementRecord {
+  const defined = <T extends object>(value: T) => Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+  return {
+    id: Number(row.id),
+    key: {
+      chainId: Number(row.chain_id),
+      token: getAddress(row.token as string),
+      authorizer: getAddress(row.authorizer as string),
+      nonce: row.nonce as Hex,
+    },
+    network: String(row.network),
+    payee: getAddress(row.payee as string),
+    value: BigInt(row.value as string),
+    validBefore: BigInt(row.valid_before as string),
+    status: row.status as SettlementStatus,
+    attempts: Number(row.attempts),
+    createdAt: Number(row.created_at),
+    updatedAt: Number(row.updated_at),
+    transactions,
+    ...defined({
+      owner: str(row.owner),
+      ownerExpiresAt: num(row.owner_expires_at),
+      deadlineAt: num(row.deadline_at),
+      call:
+        row.call_to != null
+          ? { to: getAddress(row.call_to as string), data: row.call_data as Hex, gas: BigInt(row.call_gas as string) }
+          : undefined,
+      txHash: str(row.tx_hash) as Hex | undefined,
+      relayer: row.relayer != null ? getAddress(row.relayer as string) : undefined,
+      relayerNonce: num(row.relayer_nonce),
+      blockNumber: big(row.block_number),
+      blockTimestamp: big(row.block_timestamp),
+      error: str(row.error),
+    }),
+  };
+}
+
+function toLease(row: SqlRow): Lease {
+  return {
+    address: getAddress(row.address as string),
+    holder: String(row.holder),
+    epoch: Number(row.epoch),
+    acquiredAt: Number(row.acquired_at),
+    expiresAt: Number(row.expires_at),
+  };
+}
+
+function toPenalty(row: SqlRow): Penalty {
+  return {
+    chainId: Number(row.chain_id),
+    kind: row.kind as Penalty["kind"],
+    subject: String(row.subject),
+    until: Number(row.until_at),
+    ...(row.tx_hash != null ? { txHash: row.tx_hash as Hex } : {}),
+  };
+}
+
+/**
+ * The ledger over SQL: every rule lives here once; the backends ({@link SqlDriver}) differ only in
+ * how statements run, how transactions serialize and how instances are notified.
+ */
+export class SqlLedger implements Ledger {
+  readonly #db: SqlDriver;
+  readonly #now: () => number;
+  readonly #pollMs: number;
+
+  constructor(driver: SqlDriver, options: SqlLedgerOptions = {}) {
+    this.#db = driver;
+    this.#now = options.clock ?? Date.now;
+    this.#pollMs = options.pollMs ?? 1_000;
+  }
+
+  get backend(): "sqlite" | "postgres" {
+    return this.#db.backend;
+  }
+
+  async #records(executor: SqlExecutor, rows: SqlRow[]): Promise<SettlementRecord[]> {
+    if (rows.length === 0) return [];
+    const ids = rows.map((row) => Number(row.id));
+    const transactions = await executor.all(
+      `SELECT * FROM settlement_transactions WHERE settlement_id IN (${placeholders(ids.length)}) ORDER BY id`,
+      ids,
+    );
+    const byId = new Map<number, BroadcastRecord[]>(ids.map((id) => [id, []]));
+    for (const tx of transactions) byId.get(Number(tx.settlement_id))?.push(toTransaction(tx));
+    return rows.map((row) => toSettlement(row, byId.get(Number(row.id)) ?? []));
+  }
+
+  async #record(executor: SqlExecutor, row: SqlRow | undefined): Promise<SettlementRecord | undefined> {
+    return row ? (await this.#records(executor, [row]))[0] : undefined;
+  }
+
+  async #lockedRow(tx: SqlTransaction, id: number): Promise<SqlRow> {
+    const [row] = await tx.all(`SELECT * FROM settlements WHERE id = ?${this.#db.forUpdate}`, [id]);
+    if (!row) throw new LedgerError("not_found", `settlement ${id} does not exist`);
+    return row;
+  }
+
+  claim(input: ClaimInput): Promise<ClaimResult> {
+    const now = this.#now();
+    const key = keyParams(input.key);
+    return this.#db.transaction(async (tx) => {
+      await tx.lockPayer(`${key[0]}:${key[1]}:${key[2]}`);
+      const [existing] = await tx.all(
+        `SELECT * FROM settlements WHERE chain_id = ? AND token = ? AND authorizer = ? AND nonce = ?${this.#db.forUpdate}`,
+        key,
+      );
+      if (existing && existing.status !== "failed") return { outcome: "exists", record: (await this.#record(tx, existing))! };
+      if (input.balance !== undefined) {
+        const rows = await tx.all(
+          `SELECT value FROM settlements WHERE chain_id = ? AND token = ? AND authorizer = ? AND status IN ${IN_FLIGHT}`,
+          key.slice(0, 3),
+        );
+        const inFlight = rows.reduce((sum, row) => sum + BigInt(row.value as string), 0n);
+        if (inFlight + input.value > input.balance) return { outcome: "overBalance", inFlight };
+      }
+      const ownerExpiresAt = input.owner === null ? null : now + input.ownerTtlMs;
+      const deadlineAt = now + input.deadlineMs;
+      const nextCheckAt = ownerExpiresAt === null ? deadlineAt : Math.min(ownerExpiresAt, deadlineAt);
+      const fields: SqlValue[] = [
+        input.network,
+        lower(input.payee),
+        input.value.toString(),
+        input.validBefore.toString(),
+        input.owner,
+        ownerExpiresAt,
+        deadlineAt,
+        lower(input.call.to),
+        input.call.data,
+        input.call.gas.toString(),
+        nextCheckAt,
+        now,
+      ];
+      let rows: SqlRow[];
+      if (existing) {
+        // A failed row claimed again (its authorization is still unused): its transactions stay as history.
+        rows = await tx.all(
+          `UPDATE settlements SET status = 'claimed', network = ?, payee = ?, value = ?, valid_before = ?, owner = ?,
+             owner_expires_at = ?, deadline_at = ?, call_to = ?, call_data = ?, call_gas = ?, next_check_at = ?, updated_at = ?,
+             tx_hash = NULL, relayer = NULL, relayer_nonce = NULL, block_number = NULL, block_timestamp = NULL, error = NULL,
+             attempts = attempts + 1
+           WHERE id = ? AND status = 'failed' RETURNING *`,
+          [...fields, Number(existing.id)],
+        );
+      } else {
+        rows = await tx.all(
+          `INSERT INTO settlements (network, payee, value, valid_before, owner, owner_expires_at, deadline_at, call_to, call_data,
+             call_gas, next_check_at, updated_at, created_at, status, chain_id, token, authorizer, nonce)
+           VALUES (${placeholders(fields.length + 1)}, 'claimed', ?, ?, ?, ?)
+           ON CONFLICT (chain_id, token, authorizer, nonce) DO NOTHING RETURNING *`,
+          [...fields, now, ...key],
+        );
+      }
+      const row = rows[0];
+      if (!row) {
+        const [current] = await tx.all(`SELECT * FROM settlements WHERE chain_id = ? AND token = ? AND authorizer = ? AND nonce = ?`, key);
+        return { outcome: "exists", record: (await this.#record(tx, current))! };
+      }
+      if (input.owner === null) await tx.notify(`q:${row.id}`);
+      return { outcome: "claimed", record: (await this.#record(tx, row))! };
+    });
+  }
+
+  takeQueued(input: { owner: string; chainIds: readonly number[]; limit: number; ownerTtlMs: number }): Promise<SettlementRecord[]> {
+    if (input.chainIds.length === 0 || input.limit <= 0) return Promise.resolve([]);
+    const now = this.#now();
+    return this.#db.transaction(async (tx) => {
+      const rows = await tx.all(
+        `UPDATE settlements SET owner = ?, owner_expires_at = ?, next_check_at = ?, updated_at = ?
+         WHERE id IN (
+           SELECT id FROM settlements
+           WHERE status = 'claimed' AND owner IS NULL AND deadline_at > ? AND chain_id IN (${placeholders(input.chainIds.length)})
+           ORDER BY created_at LIMIT ?${this.#db.skipLocked}
+         ) RETURNING *`,
+        [input.owner, now + input.ownerTtlMs, now + input.ownerTtlMs, now, now, ...input.chainIds, input.limit],
+      );
+      return this.#records(tx, rows.sort((a, b) => Number(a.id) - Number(b.id)));
+    });
+  }
+
+  recordBroadcast(input: RecordBroadcastInput): Promise<boolean> {
+    const now = this.#now();
+    return this.#db.transaction(async (tx) => {
+      const [row] = await tx.all(`SELECT chain_id FROM settlements WHERE id = ?`, [input.id]);
+      const changed = await tx.run(
+        `UPDATE settlements SET status = 'sent', tx_hash = ?, relayer = ?, relayer_nonce = ?, next_check_at = ?, updated_at = ?
+         WHERE id = ? AND owner = ? AND status IN ${IN_FLIGHT}
+           AND EXISTS (SELECT 1 FROM relayer_leases WHERE address = ? AND holder = ? AND expires_at > ?)`,
+        [lower(input.hash), lower(input.relayer), input.relayerNonce, now + input.checkAfterMs, now, input.id, input.owner, lower(input.relayer), input.owner, now],
+      );
+      if (changed === 0 || !row) return false;
+      await tx.run(
+        `INSERT INTO settlement_transactions (hash, settlement_id, chain_id, relayer, relayer_nonce, raw, state, fee_cap, priority_fee, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, 'signed', ?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING`,
+        [
+          lower(input.hash),
+          input.id,
+          Number(row.chain_id),
+          lower(input.relayer),
+          input.relayerNonce,
+          input.raw,
+          input.feeCap?.toString() ?? null,
+          input.priorityFee?.toString() ?? null,
+          now,
+          now,
+        ],
+      );
+      return true;
+    });
+  }
+
+  async markTransaction(hash: Hex, state: TransactionState): Promise<void> {
+    await this.#db.run(`UPDATE settlement_transactions SET state = ?, updated_at = ? WHERE hash = ?`, [state, this.#now(), lower(hash)]);
+  }
+
+  markSettled(id: number, input: { txHash: Hex; blockNumber: bigint; blockTimestamp: bigint }): Promise<SettlementRecord> {
+    const now = this.#now();
+    const hash = lower(input.txHash);
+    return this.#db.transaction(async (tx) => {
+      const row = await this.#lockedRow(tx, id);
+      const status = row.status as SettlementStatus;
+      if (status === "settled" && row.tx_hash === hash) return (await this.#record(tx, row))!;
+      if (FINAL.has(status)) throw new IllegalTransitionError(status, "settled", id);
+      const [updated] = await tx.all(
+        `UPDATE settlements SET status = 'settled', tx_hash = ?, block_number = ?, block_timestamp = ?, error = NULL,
+           next_check_at = NULL, updated_at = ? WHERE id = ? RETURNING *`,
+        [hash, input.blockNumber.toString(), input.blockTimestamp.toString(), now, id],
+      );
+      await tx.run(`UPDATE settlement_transactions SET state = 'mined', updated_at = ? WHERE hash = ? AND settlement_id = ?`, [now, hash, id]);
+      await tx.notify(`o:${id}`);
+      return (await this.#record(tx, updated))!;
+    });
+  }
+
+  markFailed(id: number, input: { error: string; owner?: string }): Promise<SettlementRecord | undefined> {
+    const now = this.#now();
+    return this.#db.transaction(async (tx) => {
+      const row = await this.#lockedRow(tx, id);
+      const status = row.status as SettlementStatus;
+      if (status === "failed") return this.#record(tx, row);
+      if (status === "settled") throw new IllegalTransitionError(status, "failed", id);
+      if (input.owner !== undefined && row.owner !== input.owner) return undefined;
+      const [updated] = await tx.all(
+        `UPDATE settlements SET status = 'failed', error = ?, next_check_at = NULL, updated_at = ? WHERE id = ? RETURNING *`,
+        [input.error, now, id],
+      );
+      await tx.notify(`o:${id}`);
+      return this.#record(tx, updated);
+    });
+  }
+
+  requeue(id: number, owner: string): Promise<boolean> {
+    const now = this.#now();
+    return this.#db.transaction(async (tx) => {
+      const changed = await tx.run(
+        `UPDATE settlements SET owner = NULL, owner_expires_at = NULL, next_check_at = deadline_at, updated_at = ?
+         WHERE id = ? AND owner = ? AND status = 'claimed'`,
+        [now, id, owner],
+      );
+      if (changed > 0) await tx.notify(`q:${id}`);
+      return changed > 0;
+    });
+  }
+
+  async get(key: SettlementKey): Promise<SettlementRecord | undefined> {
+    const [row] = await this.#db.all(`SELECT * FROM settlements WHERE chain_id = ? AND token = ? AND authorizer = ? AND nonce = ?`, keyParams(key));
+    return this.#record(this.#db, row);
+  }
+
+  async getById(id: number): Promise<SettlementRecord | undefined> {
+    const [row] = await this.#db.all(`SELECT * FROM settlements WHERE id = ?`, [id]);
+    return this.#record(this.#db, row);
+  }
+
+  async findByTxHash(hash: Hex): Promise<SettlementRecord | undefined> {
+    const h = lower(hash);
+    const [row] = await this.#db.all(
+      `SELECT * FROM settlements WHERE id IN (SELECT settlement_id FROM settlement_transactions WHERE hash = ?) OR tx_hash = ? ORDER BY id LIMIT 1`,
+      [h, h],
+    );
+    return this.#record(this.#db, row);
+  }
+
+  async findByAuthorization(chainId: number, authorizer: Address, nonce: Hex): Promise<SettlementRecord[]> {
+    const rows = await this.#db.all(`SELECT * FROM settlements WHERE chain_id = ? AND authorizer = ? AND nonce = ? ORDER BY id`, [
+      chainId,
+      lower(authorizer),
+      lower(nonce),
+    ]);
+    return this.#records(this.#db, rows);
+  }
+
+  async listPending(options: { chainIds?: readonly number[]; limit?: number } = {}): Promise<SettlementRecord[]> {
+    const chains = options.chainIds;
+    const rows = await this.#db.all(
+      `SELECT * FROM settlements WHERE status IN ${IN_FLIGHT}${chains ? ` AND chain_id IN (${placeholders(chains.length)})` : ""}
+       ORDER BY created_at, id LIMIT ?`,
+      [...(chains ?? []), options.limit ?? 1_000],
+    );
+    return this.#records(this.#db, rows);
+  }
+
+  async pendingSummary(): Promise<PendingSummary> {
+    const [row] = await this.#db.all(`SELECT COUNT(*) AS count, MIN(created_at) AS oldest FROM settlements WHERE status IN ${IN_FLIGHT}`);
+    const oldest = num(row?.oldest);
+    return { count: Number(row?.count ?? 0), ...(oldest !== undefined ? { oldestCreatedAt: oldest } : {}) };
+  }
+
+  takeDue(input: { chainIds: readonly number[]; limit: number; recheckMs: number }): Promise<SettlementRecord[]> {
+    if (input.chainIds.length === 0 || input.limit <= 0) return Promise.resolve([]);
+    const now = this.#now();
+    return this.#db.transaction(async (tx) => {
+      const rows = await tx.all(
+        `UPDATE settlements SET next_check_at = ?
+         WHERE id IN (
+           SELECT id FROM settlements
+           WHERE status IN ${IN_FLIGHT} AND next_check_at <= ? AND chain_id IN (${placeholders(input.chainIds.length)})
+           ORDER BY next_check_at LIMIT ?${this.#db.skipLocked}
+         ) RETURNING *`,
+        [now + input.recheckMs, now, ...input.chainIds, input.limit],
+      );
+      return this.#records(tx, rows.sort((a, b) => Number(a.id) - Number(b.id)));
+    });
+  }
+
+  async deferCheck(id: number, untilMs: number): Promise<void> {
+    await this.#db.run(`UPDATE settlements SET next_check_at = ? WHERE id = ? AND status IN ${IN_FLIGHT}`, [untilMs, id]);
+  }
+
+  async waitForOutcome(id: number, timeoutMs: number, signal?: AbortSignal): Promise<SettlementRecord | undefined> {
+    const messages = this.#db.messages;
+    const event = `o:${id}`;
+    let wake: () => void = () => {};
+    const listener = () => wake();
+    messages.on(event, listener);
+    const deadline = performance.now() + timeoutMs;
+    try {
+      for (;;) {
+        const record = await this.getById(id);
+        const left = deadline - performance.now();
+        if (!record || FINAL.has(record.status) || left <= 0 || signal?.aborted) return record;
+        // Sleep until a notification, the next poll, the deadline or an abort, whichever comes first.
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(done, Math.min(this.#pollMs, left));
+          function done() {
+            clearTimeout(timer);
+            signal?.removeEventListener("abort", done);
+            resolve();
+          }
+          wake = done;
+          signal?.addEventListener("abort", done, { once: true });
+        });
+      }
+    } finally {
+      messages.off(event, listener);
+    }
+  }
+
+  onQueued(listener: () => void): () => void {
+    const handler = (message: string) => {
+      if (message.startsWith("q:")) listener();
+    };
+    this.#db.messages.on("message", handler);
+    return () => this.#db.messages.off("message", handler);
+  }
+
+  async acquireLease(address: Address, holder: string, ttlMs: number): Promise<Lease | undefined> {
+    const now = this.#now();
+    const [row] = await this.#db.all(
+      `INSERT INTO relayer_leases (address, holder, epoch, acquired_at, expires_at) VALUES (?, ?, 1, ?, ?)
+       ON CONFLICT (address) DO UPDATE SET
+         holder = excluded.holder,
+         epoch = CASE WHEN relayer_leases.holder = excluded.holder THEN relayer_leases.epoch ELSE relayer_leases.epoch + 1 END,
+         acquired_at = CASE WHEN relayer_leases.holder = excluded.holder THEN relayer_leases.acquired_at ELSE excluded.acquired_at END,
+         expires_at = excluded.expires_at
+       WHERE relayer_leases.holder = excluded.holder OR relayer_leases.expires_at <= ?
+       RETURNING *`,
+      [lower(address), holder, now, now + ttlMs, now],
+    );
+    return row ? toLease(row) : undefined;
+  }
+
+  async renewLeases(holder: string, ttlMs: number): Promise<Lease[]> {
+    const rows = await this.#db.all(`UPDATE relayer_leases SET expires_at = ? WHERE holder = ? AND expires_at > 0 RETURNING *`, [
+      this.#now() + ttlMs,
+      holder,
+    ]);
+    return rows.map(toLease).sort((a, b) => a.address.localeCompare(b.address));
+  }
+
+  async releaseLease(address: Address, holder: string): Promise<void> {
+    await this.#db.run(`UPDATE relayer_leases SET expires_at = 0 WHERE address = ? AND holder = ?`, [lower(address), holder]);
+  }
+
+  async leases(): Promise<Lease[]> {
+    return (await this.#db.all(`SELECT * FROM relayer_leases ORDER BY address`)).map(toLease);
+  }
+
+  async heartbeat(id: string, ttlMs: number, info: Record<string, unknown> = {}): Promise<void> {
+    const now = this.#now();
+    await this.#db.run(
+      `INSERT INTO ledger_instances (id, info, started_at, heartbeat_at, expires_at) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET info = excluded.info, heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at`,
+      [id, JSON.stringify(info), now, now, now + ttlMs],
+    );
+  }
+
+  async instances(): Promise<InstanceRecord[]> {
+    const rows = await this.#db.all(`SELECT * FROM ledger_instances WHERE expires_at > ? ORDER BY started_at, id`, [this.#now()]);
+    return rows.map((row) => ({
+      id: String(row.id),
+      info: JSON.parse(String(row.info)) as Record<string, unknown>,
+      startedAt: Number(row.started_at),
+      heartbeatAt: Number(row.heartbeat_at),
+      expiresAt: Number(row.expires_at),
+    }));
+  }
+
+  async removeInstance(id: string): Promise<void> {
+    await this.#db.run(`DELETE FROM ledger_instances WHERE id = ?`, [id]);
+  }
+
+  async penalize(penalty: Penalty): Promise<void> {
+    await this.#db.run(
+      `INSERT INTO revert_penalties (chain_id, kind, subject, until_at, tx_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT (chain_id, kind, subject) DO UPDATE SET
+         tx_hash = CASE WHEN excluded.until_at > revert_penalties.until_at THEN excluded.tx_hash ELSE revert_penalties.tx_hash END,
+         until_at = CASE WHEN excluded.until_at > revert_penalties.until_at THEN excluded.until_at ELSE revert_penalties.until_at END`,
+      [penalty.chainId, penalty.kind, lower(penalty.subject), penalty.until, penalty.txHash ? lower(penalty.txHash) : null, this.#now()],
+    );
+  }
+
+  async activePenalty(chainId: number, subjects: readonly PenaltySubject[]): Promise<Penalty | undefined> {
+    if (subjects.length === 0) return undefined;
+    const [row] = await this.#db.all(
+      `SELECT * FROM revert_penalties WHERE chain_id = ? AND until_at > ? AND (${subjects.map(() => "(kind = ? AND subject = ?)").join(" OR ")})
+       ORDER BY until_at DESC LIMIT 1`,
+      [chainId, this.#now(), ...subjects.flatMap((s) => [s.kind, lower(s.subject)])],
+    );
+    return row ? toPenalty(row) : undefined;
+  }
+
+  async hit(key: string, windowMs: number): Promise<CounterHit> {
+    const now = this.#now();
+    const [row] = await this.#db.all(
+      `INSERT INTO rate_limit_counters (key, hits, reset_at) VALUES (?, 1, ?)
+       ON CONFLICT (key) DO UPDATE SET
+         hits = CASE WHEN rate_limit_counters.reset_at <= ? THEN 1 ELSE rate_limit_counters.hits + 1 END,
+         reset_at = CASE WHEN rate_limit_counters.reset_at <= ? THEN excluded.reset_at ELSE rate_limit_counters.reset_at END
+       RETURNING hits, reset_at`,
+      [key, now + windowMs, now, now],
+    );
+    return { hits: Number(row!.hits), resetAt: Number(row!.reset_at) };
+  }
+
+  async unhit(key: string): Promise<void> {
+    await this.#db.run(`UPDATE rate_limit_counters SET hits = hits - 1 WHERE key = ? AND hits > 0`, [key]);
+  }
+
+  async resetHits(key: string): Promise<void> {
+    await this.#db.run(`DELETE FROM rate_limit_counters WHERE key = ?`, [key]);
+  }
+
+  async prune(): Promise<void> {
+    const now = this.#now();
+    await this.#db.run(`DELETE FROM rate_limit_counters WHERE reset_at <= ?`, [now]);
+    await this.#db.run(`DELETE FROM ledger_instances WHERE expires_at <= ?`, [now]);
+    await this.#db.run(`DELETE FROM revert_penalties WHERE until_at <= ?`, [now]);
+  }
+
+  health(): Promise<LedgerHealth> {
+    return this.#db.health();
+  }
+
+  close(): Promise<void> {
+    return this.#db.close();
+  }
+}
+
+/** Lets a driver deliver `o:<id>` and `q:<id>` messages: each as its own event and as `message`. */
+export function deliver(messages: EventEmitter, message: string): void {
+  messages.emit(message, message);
+  messages.emit("message", message);
+}

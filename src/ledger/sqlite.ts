@@ -1,0 +1,204 @@
+import { EventEmitter } from "node:events";
+import { mkdirSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, resolve } from "node:path";
+import type { DatabaseSync, StatementSync } from "node:sqlite";
+import { MIGRATIONS, SQLITE_SCHEMA } from "./schema.js";
+import { deliver, SqlLedger, type SqlDriver, type SqlLedgerOptions, type SqlRow, type SqlTransaction, type SqlValue } from "./sql-ledger.js";
+import { LedgerError, type LedgerHealth } from "./types.js";
+
+/** The embedded ledger's in-memory database (the local stack: its chains are ephemeral too). */
+export const MEMORY = ":memory:";
+
+/**
+ * Loads `node:sqlite` without the ExperimentalWarning Node 22 prints for it (that warning only:
+ * every other warning still goes through).
+ */
+function loadSqlite(): typeof import("node:sqlite") {
+  const emitWarning = process.emitWarning;
+  process.emitWarning = function (warning: string | Error, ...rest: unknown[]) {
+    const text = typeof warning === "string" ? warning : warning.message;
+    const type = typeof rest[0] === "string" ? rest[0] : (rest[0] as { type?: string } | undefined)?.type;
+    const name = typeof warning === "string" ? type : warning.name;
+    if (name === "ExperimentalWarning" && /SQLite/i.test(text)) return;
+    return (emitWarning as (...args: unknown[]) => void).call(process, warning, ...rest);
+  } as typeof process.emitWarning;
+  try {
+    return createRequire(import.meta.url)("node:sqlite") as typeof import("node:sqlite");
+  } finally {
+    process.emitWarning = emitWarning;
+  }
+}
+
+/** Runs tasks one at a time, in order. */
+class Serial {
+  #tail: Promise<unknown> = Promise.resolve();
+  run<T>(task: () => Promise<T> | T): Promise<T> {
+    const result = this.#tail.then(task);
+    this.#tail = result.catch(() => undefined);
+    return result;
+  }
+}
+
+/**
+ * What the handles on one database file in this process share: SQLite has one writer at a time and a
+ * synchronous API, so an open transaction must not interleave with another handle's statements
+ * (they would wait on each other in one thread); and waiters on one handle hear another's changes.
+ */
+interface FileShare {
+  serial: Serial;
+  messages: EventEmitter;
+  handles: number;
+}
+const files = new Map<string, FileShare>();
+
+class SqliteDriver implements SqlDriver {
+  readonly backend = "sqlite" as const;
+  readonly skipLocked = "";
+  readonly forUpdate = "";
+  readonly messages: EventEmitter;
+  readonly #db: DatabaseSync;
+  readonly #serial: Serial;
+  readonly #statements = new Map<string, StatementSync>();
+  readonly #location: string;
+  readonly #release: () => void;
+  #closed = false;
+
+  constructor(location: string) {
+    const { DatabaseSync } = loadSqlite();
+    this.#location = location;
+    if (location === MEMORY) {
+      this.messages = new EventEmitter();
+      this.#serial = new Serial();
+      this.#release = () => {};
+    } else {
+      const path = resolve(location);
+      mkdirSync(dirname(path), { recursive: true });
+      let share = files.get(path);
+      if (!share) files.set(path, (share = { serial: new Serial(), messages: new EventEmitter(), handles: 0 }));
+      share.handles++;
+      this.messages = share.messages;
+      this.#serial = share.serial;
+      this.#release = () => {
+        if (--share.handles === 0) files.delete(path);
+      };
+    }
+    this.messages.setMaxListeners(0);
+    this.#db = new DatabaseSync(location);
+    this.#db.exec("PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON");
+    if (location !== MEMORY) {
+      // WAL: readers never wait for the writer. FULL: a commit is on disk before it returns (money records).
+      this.#db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL");
+    }
+  }
+
+  #prepare(sql: string): StatementSync {
+    let statement = this.#statements.get(sql);
+    if (!statement) this.#statements.set(sql, (statement = this.#db.prepare(sql)));
+    return statement;
+  }
+
+  #all(sql: string, params: readonly SqlValue[]): SqlRow[] {
+    return this.#prepare(sql).all(...params) as SqlRow[];
+  }
+
+  #run(sql: string, params: readonly SqlValue[]): number {
+    return Number(this.#prepare(sql).run(...params).changes);
+  }
+
+  all(sql: string, params: readonly SqlValue[] = []): Promise<SqlRow[]> {
+    return this.#serial.run(() => this.#all(sql, params));
+  }
+
+  run(sql: string, params: readonly SqlValue[] = []): Promise<number> {
+    return this.#serial.run(() => this.#run(sql, params));
+  }
+
+  transaction<T>(work: (tx: SqlTransaction) => Promise<T>): Promise<T> {
+    return this.#serial.run(async () => {
+      const outbox: string[] = [];
+      const tx: SqlTransaction = {
+        all: async (sql, params = []) => this.#all(sql, params),
+        run: async (sql, params = []) => this.#run(sql, params),
+        // BEGIN IMMEDIATE already makes this the only writer.
+        lockPayer: async () => {},
+        notify: async (message) => void outbox.push(message),
+      };
+      this.#db.exec("BEGIN IMMEDIATE");
+      let result: T;
+      try {
+        result = await work(tx);
+        this.#db.exec("COMMIT");
+      } catch (error) {
+        if (this.#db.isTransaction) this.#db.exec("ROLLBACK");
+        throw error;
+      }
+      for (const message of outbox) deliver(this.messages, message);
+      return result;
+    });
+  }
+
+  /** Applies the migrations this file lacks, in one transaction (another process opening it waits). */
+  migrate(): void {
+    this.#db.exec("BEGIN IMMEDIATE");
+    try {
+      const applied = this.#userVersion();
+      if (applied > MIGRATIONS.length) {
+        throw new LedgerError("config", `${this.#location}: the ledger's schema (version ${applied}) is newer than this facilitator's (${MIGRATIONS.length})`);
+      }
+      for (const migration of MIGRATIONS.slice(applied)) {
+        for (const statement of migration.statements(SQLITE_SCHEMA)) this.#db.exec(statement);
+      }
+      this.#db.exec(`PRAGMA user_version = ${MIGRATIONS.length}`);
+      this.#db.exec("COMMIT");
+    } catch (error) {
+      if (this.#db.isTransaction) this.#db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+
+  #userVersion(): number {
+    return Number((this.#db.prepare("PRAGMA user_version").get() as { user_version: number }).user_version);
+  }
+
+  health(): Promise<LedgerHealth> {
+    return this.#serial.run(() => {
+      const base = { backend: this.backend, location: this.#location, migrations: { applied: 0, expected: MIGRATIONS.length } };
+      try {
+        return { ...base, reachable: true, migrations: { ...base.migrations, applied: this.#userVersion() } };
+      } catch (error) {
+        return { ...base, reachable: false, error: error instanceof Error ? error.message : String(error) };
+      }
+    });
+  }
+
+  close(): Promise<void> {
+    return this.#serial.run(() => {
+      if (this.#closed) return;
+      this.#closed = true;
+      this.#db.close();
+      this.#release();
+    });
+  }
+}
+
+/** Options of {@link openSqliteLedger}. */
+export interface SqliteLedgerOptions extends SqlLedgerOptions {
+  /** A file path (created with its directory if absent) or {@link MEMORY}. */
+  location: string;
+}
+
+/**
+ * Opens the embedded ledger on Node's built-in SQLite: a file (a standalone instance: a restart
+ * remembers everything) or `:memory:`. One instance per file; the schema is migrated on open.
+ */
+export function openSqliteLedger(options: SqliteLedgerOptions): SqlLedger {
+  const driver = new SqliteDriver(options.location);
+  try {
+    driver.migrate();
+  } catch (error) {
+    void driver.close();
+    throw error;
+  }
+  return new SqlLedger(driver, options);
+}

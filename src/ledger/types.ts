@@ -1,0 +1,295 @@
+import type { Address, Hex } from "viem";
+
+/**
+ * Where a settlement stands. `claimed`: an instance owns it (or it waits for a key holder), nothing
+ * broadcast; `sent`: at least one transaction was signed and recorded before its broadcast;
+ * `settled`: mined successfully; `failed`: it will not be mined (the error says why).
+ */
+export type SettlementStatus = "claimed" | "sent" | "settled" | "failed";
+
+/** The row's identity: one authorization of one token on one chain. */
+export interface SettlementKey {
+  chainId: number;
+  token: Address;
+  authorizer: Address;
+  nonce: Hex;
+}
+
+/** The simulated token call that settles the authorization. */
+export interface SettlementCall {
+  to: Address;
+  data: Hex;
+  gas: bigint;
+}
+
+/**
+ * A transaction's known state. `signed`: recorded before its broadcast, acceptance unknown;
+ * `accepted`: the node took it; `refused`: the node refused it outright (it never existed out there);
+ * `mined` / `reverted`: its receipt; `dropped`: known to be gone (its nonce was used by another).
+ */
+export type TransactionState = "signed" | "accepted" | "refused" | "mined" | "reverted" | "dropped";
+
+/** One transaction broadcast (or about to be) for a settlement. Every one is kept. */
+export interface BroadcastRecord {
+  hash: Hex;
+  relayer: Address;
+  relayerNonce: number;
+  /** The signed raw transaction: it can be broadcast again if the node forgets it. */
+  raw: Hex;
+  state: TransactionState;
+  /** maxFeePerGas (EIP-1559) or gasPrice (legacy), in wei. */
+  feeCap?: bigint;
+  /** maxPriorityFeePerGas (EIP-1559), in wei. */
+  priorityFee?: bigint;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** One settlement as the ledger holds it. Times are milliseconds since the epoch (the ledger's clock). */
+export interface SettlementRecord {
+  id: number;
+  key: SettlementKey;
+  /** Canonical network name (`cronos-testnet`, `cronos-mainnet`). */
+  network: string;
+  payee: Address;
+  value: bigint;
+  validBefore: bigint;
+  status: SettlementStatus;
+  /** The instance that sends (or follows) it; undefined = waiting for a relayer key holder. */
+  owner?: string;
+  /** Until then the owner may send it; afterwards another instance may take it over. */
+  ownerExpiresAt?: number;
+  /** If nothing was sent by then, the settlement is given up. */
+  deadlineAt?: number;
+  call?: SettlementCall;
+  /** The latest transaction (or the mined one once settled). */
+  txHash?: Hex;
+  relayer?: Address;
+  relayerNonce?: number;
+  blockNumber?: bigint;
+  /** Unix seconds of the block that mined it. */
+  blockTimestamp?: bigint;
+  error?: string;
+  /** How many times it was claimed (a failed row may be claimed again). */
+  attempts: number;
+  createdAt: number;
+  updatedAt: number;
+  /** Every transaction ever recorded for it, oldest first. */
+  transactions: BroadcastRecord[];
+}
+
+/** Whether any transaction of `record` may have reached the network. */
+export function anythingSent(record: SettlementRecord): boolean {
+  return record.transactions.some((tx) => tx.state !== "refused");
+}
+
+/** Parameters of {@link Ledger.claim}. */
+export interface ClaimInput {
+  key: SettlementKey;
+  network: string;
+  payee: Address;
+  value: bigint;
+  validBefore: bigint;
+  call: SettlementCall;
+  /** The instance that sends it now (it holds a relayer key); null hands it to any key holder. */
+  owner: string | null;
+  /** How long the owner may take to record its first transaction before another may take over. */
+  ownerTtlMs: number;
+  /** Give the settlement up if nothing was sent within this time (the settle time-out). */
+  deadlineMs: number;
+  /**
+   * The payer's token balance read at the fresh head: refuse the claim when the values of the
+   * payer's settlements in flight (claimed or sent, same chain and token) plus this one exceed it.
+   */
+  balance?: bigint;
+}
+
+/** What {@link Ledger.claim} decided. */
+export type ClaimResult =
+  /** This caller owns the row now (a new row, or a failed one claimed again). */
+  | { outcome: "claimed"; record: SettlementRecord }
+  /** Another settle owns (or finished) this authorization: wait for it or answer from it. */
+  | { outcome: "exists"; record: SettlementRecord }
+  /** The payer's settlements in flight already commit its balance. */
+  | { outcome: "overBalance"; inFlight: bigint };
+
+/** Parameters of {@link Ledger.recordBroadcast}. */
+export interface RecordBroadcastInput {
+  id: number;
+  /** The row's owner; the record is refused if the row changed hands. */
+  owner: string;
+  hash: Hex;
+  relayer: Address;
+  relayerNonce: number;
+  raw: Hex;
+  feeCap?: bigint;
+  priorityFee?: bigint;
+  /** When the reconciler may look at the row if its owner has not finished it (the owner follows it until then). */
+  checkAfterMs: number;
+}
+
+/** A relayer key lease: the key sends from `holder` only, until `expiresAt`. */
+export interface Lease {
+  address: Address;
+  holder: string;
+  /** Grows by one each time the key changes hands. */
+  epoch: number;
+  acquiredAt: number;
+  expiresAt: number;
+}
+
+/** A live facilitator instance (it sent a heartbeat within its time-to-live). */
+export interface InstanceRecord {
+  id: string;
+  info: Record<string, unknown>;
+  startedAt: number;
+  heartbeatAt: number;
+  expiresAt: number;
+}
+
+/** Who a revert penalty falls on: the payer, or every wallet with the same code hash. */
+export interface PenaltySubject {
+  kind: "payer" | "code";
+  /** Lower-case address, or code hash. */
+  subject: string;
+}
+
+/** A revert penalty: settles from `subject` are refused until `until`. */
+export interface Penalty extends PenaltySubject {
+  chainId: number;
+  until: number;
+  txHash?: Hex;
+}
+
+/** A rate-limit counter after a hit. */
+export interface CounterHit {
+  hits: number;
+  resetAt: number;
+}
+
+/** The database as `/healthcheck` reports it. */
+export interface LedgerHealth {
+  backend: "sqlite" | "postgres";
+  /** Where: a file path, `:memory:`, or the PostgreSQL URL without credentials. */
+  location: string;
+  reachable: boolean;
+  migrations: { applied: number; expected: number };
+  error?: string;
+}
+
+/** Counts for metrics. */
+export interface PendingSummary {
+  /** Rows claimed or sent. */
+  count: number;
+  /** Creation time of the oldest of them. */
+  oldestCreatedAt?: number;
+}
+
+/**
+ * The settlement ledger: the single record of money movement, shared by every facilitator instance
+ * that uses the same database. Implementations: embedded SQLite (one instance) and PostgreSQL
+ * (several). Every method is atomic on its own.
+ */
+export interface Ledger {
+  readonly backend: "sqlite" | "postgres";
+
+  /**
+   * Claims an authorization, atomically across instances. A new key, or a `failed` row (whose
+   * authorization the caller found unused on chain), becomes `claimed` by the caller; any other row
+   * is returned as it is. With `balance`, refuses when the payer's settlements in flight would exceed it.
+   */
+  claim(input: ClaimInput): Promise<ClaimResult>;
+  /** Takes up to `limit` rows waiting for a key holder (skipping rows another instance is taking). */
+  takeQueued(input: { owner: string; chainIds: readonly number[]; limit: number; ownerTtlMs: number }): Promise<SettlementRecord[]>;
+  /**
+   * Write-ahead: records a signed transaction BEFORE it is broadcast, moving the row to `sent`.
+   * False (record nothing, broadcast nothing) when `owner` no longer owns the row, the row is final,
+   * or `owner` does not hold the lease of `relayer`.
+   */
+  recordBroadcast(input: RecordBroadcastInput): Promise<boolean>;
+  /** Updates what is known about one recorded transaction. */
+  markTransaction(hash: Hex, state: TransactionState): Promise<void>;
+  /** `claimed`/`sent` → `settled`. Idempotent for the same hash; throws on a final row otherwise. */
+  markSettled(id: number, input: { txHash: Hex; blockNumber: bigint; blockTimestamp: bigint }): Promise<SettlementRecord>;
+  /** `claimed`/`sent` → `failed`. With `owner`, only while that instance owns the row (else undefined). */
+  markFailed(id: number, input: { error: string; owner?: string }): Promise<SettlementRecord | undefined>;
+  /** A claimed row whose owner did not send in time goes back to the queue for any key holder. */
+  requeue(id: number, owner: string): Promise<boolean>;
+
+  get(key: SettlementKey): Promise<SettlementRecord | undefined>;
+  getById(id: number): Promise<SettlementRecord | undefined>;
+  /** The settlement any of whose transactions (or whose settling transaction) has this hash. */
+  findByTxHash(hash: Hex): Promise<SettlementRecord | undefined>;
+  /** Settlements of one authorization on one chain (any token). */
+  findByAuthorization(chainId: number, authorizer: Address, nonce: Hex): Promise<SettlementRecord[]>;
+  /** Rows claimed or sent, oldest first. */
+  listPending(options?: { chainIds?: readonly number[]; limit?: number }): Promise<SettlementRecord[]>;
+  pendingSummary(): Promise<PendingSummary>;
+  /**
+   * For the reconciler: takes up to `limit` claimed/sent rows due for a check and postpones their
+   * next check by `recheckMs`, so instances share the work without doing it twice.
+   */
+  takeDue(input: { chainIds: readonly number[]; limit: number; recheckMs: number }): Promise<SettlementRecord[]>;
+  /** Postpones the reconciler's next look at a row (its owner is following it). */
+  deferCheck(id: number, untilMs: number): Promise<void>;
+
+  /**
+   * Resolves with the row once it is settled or failed, or with its latest state when `timeoutMs`
+   * passes (or `signal` aborts). Undefined when the row does not exist.
+   */
+  waitForOutcome(id: number, timeoutMs: number, signal?: AbortSignal): Promise<SettlementRecord | undefined>;
+  /** Calls `listener` when a row is queued for a key holder (any instance). Returns an unsubscribe. */
+  onQueued(listener: () => void): () => void;
+
+  /** Takes `address`'s lease when it is free, lapsed, or already `holder`'s; undefined otherwise. */
+  acquireLease(address: Address, holder: string, ttlMs: number): Promise<Lease | undefined>;
+  /** Extends every lease `holder` still holds; returns them (a lapsed one taken by another is gone). */
+  renewLeases(holder: string, ttlMs: number): Promise<Lease[]>;
+  releaseLease(address: Address, holder: string): Promise<void>;
+  /** Every lease, live or lapsed. */
+  leases(): Promise<Lease[]>;
+
+  heartbeat(id: string, ttlMs: number, info?: Record<string, unknown>): Promise<void>;
+  /** Instances whose heartbeat has not lapsed. */
+  instances(): Promise<InstanceRecord[]>;
+  removeInstance(id: string): Promise<void>;
+
+  /** Records a penalty (a later `until` wins over an earlier one). */
+  penalize(penalty: Penalty): Promise<void>;
+  /** The live penalty with the latest end among `subjects`, if any. */
+  activePenalty(chainId: number, subjects: readonly PenaltySubject[]): Promise<Penalty | undefined>;
+
+  /** Counts one hit of `key` in a fixed window of `windowMs` starting at its first hit. */
+  hit(key: string, windowMs: number): Promise<CounterHit>;
+  unhit(key: string): Promise<void>;
+  resetHits(key: string): Promise<void>;
+  /** Deletes lapsed counters, instances and penalties. */
+  prune(): Promise<void>;
+
+  health(): Promise<LedgerHealth>;
+  close(): Promise<void>;
+}
+
+/** Every ledger error: `code` is stable. */
+export class LedgerError extends Error {
+  override name = "LedgerError";
+  constructor(
+    readonly code: "illegal_transition" | "not_found" | "config" | "unavailable",
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** A state change the ledger refuses (e.g. a settled row marked failed). */
+export class IllegalTransitionError extends LedgerError {
+  override name = "IllegalTransitionError";
+  constructor(
+    readonly from: SettlementStatus,
+    readonly to: SettlementStatus,
+    id: number,
+  ) {
+    super("illegal_transition", `settlement ${id}: ${from} → ${to} is not allowed`);
+  }
+}

@@ -1,0 +1,134 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { keccak256, toHex, type Address, type Hex } from "viem";
+import { openPostgresLedger } from "../../src/ledger/postgres.js";
+import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
+import type { ClaimInput, Ledger } from "../../src/ledger/types.js";
+import { startTestPostgres, type TestPostgres } from "./postgres.js";
+
+// Helpers only: importing this file runs nothing.
+
+/** A clock the tests move by hand (the ledger's leases, deadlines and windows follow it). */
+export class TestClock {
+  now = Date.UTC(2026, 0, 1);
+  readonly read = () => this.now;
+  advance(ms: number): void {
+    this.now += ms;
+  }
+}
+
+/** One store of one backend: `open` gives another handle (its own connection pool) on it. */
+export interface LedgerStore {
+  /** False for `:memory:`: every `open` returns the one handle. */
+  shared: boolean;
+  open(): Promise<Ledger>;
+  /** Closes every handle opened and removes the store. */
+  dispose(): Promise<void>;
+}
+
+/** A backend the contract suite runs against. */
+export interface LedgerBackend {
+  name: string;
+  /** Once per suite (e.g. starts PostgreSQL). */
+  setUp(): Promise<void>;
+  tearDown(): Promise<void>;
+  /** A new empty store. */
+  store(clock: TestClock): Promise<LedgerStore>;
+}
+
+function tracking(open: () => Promise<Ledger>, cleanup: () => void = () => {}): Pick<LedgerStore, "open" | "dispose"> {
+  const handles: Ledger[] = [];
+  return {
+    async open() {
+      const ledger = await open();
+      handles.push(ledger);
+      return ledger;
+    },
+    async dispose() {
+      await Promise.all(handles.map((ledger) => ledger.close()));
+      cleanup();
+    },
+  };
+}
+
+export const sqliteFileBackend = (): LedgerBackend => ({
+  name: "embedded SQLite file",
+  async setUp() {},
+  async tearDown() {},
+  async store(clock) {
+    const dir = mkdtempSync(join(tmpdir(), "x402-ledger-"));
+    const location = join(dir, "ledger.db");
+    return {
+      shared: true,
+      ...tracking(
+        async () => openSqliteLedger({ location, clock: clock.read, pollMs: 20 }),
+        () => rmSync(dir, { recursive: true, force: true }),
+      ),
+    };
+  },
+});
+
+export const sqliteMemoryBackend = (): LedgerBackend => ({
+  name: "embedded SQLite :memory:",
+  async setUp() {},
+  async tearDown() {},
+  async store(clock) {
+    let ledger: Ledger | undefined;
+    return {
+      shared: false,
+      ...tracking(async () => (ledger ??= openSqliteLedger({ location: MEMORY, clock: clock.read, pollMs: 20 }))),
+      async dispose() {
+        await ledger?.close();
+      },
+    };
+  },
+});
+
+export const postgresBackend = (): LedgerBackend => {
+  let server: TestPostgres | undefined;
+  return {
+    name: "PostgreSQL",
+    async setUp() {
+      server = await startTestPostgres();
+    },
+    async tearDown() {
+      await server?.stop();
+    },
+    async store(clock) {
+      const url = await server!.createDatabase();
+      return { shared: true, ...tracking(async () => openPostgresLedger({ url, clock: clock.read, pollMs: 20, poolSize: 5 })) };
+    },
+  };
+};
+
+export const TOKEN: Address = "0xc01efAaF7C5C61bEbFAeb358E1161b537b8bC0e0";
+export const PAYEE: Address = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
+export const PAYER: Address = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC";
+export const RELAYER: Address = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720";
+
+/** A distinct authorization nonce per label. */
+export const nonceOf = (label: string | number): Hex => keccak256(toHex(`nonce:${label}`));
+
+/** A claim of one authorization with sensible defaults. */
+export function claimInput(overrides: Partial<ClaimInput> & { label?: string | number } = {}): ClaimInput {
+  const { label = 1, ...rest } = overrides;
+  return {
+    key: { chainId: 338, token: TOKEN, authorizer: PAYER, nonce: nonceOf(label) },
+    network: "cronos-testnet",
+    payee: PAYEE,
+    value: 1_000_000n,
+    validBefore: 2_000_000_000n,
+    call: { to: TOKEN, data: "0xe3ee160e", gas: 90_000n },
+    owner: "instance-a",
+    ownerTtlMs: 30_000,
+    deadlineMs: 120_000,
+    ...rest,
+  };
+}
+
+/** A fake signed transaction for the write-ahead record: its hash is what the ledger keys on. */
+export function signedTx(label: string | number): { hash: Hex; raw: Hex } {
+  const raw = toHex(`raw-transaction:${label}`);
+  return { hash: keccak256(raw), raw };
+}

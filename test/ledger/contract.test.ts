@@ -1,0 +1,514 @@
+import { expect } from "chai";
+import type { Hex } from "viem";
+import { IllegalTransitionError, LedgerError, type Ledger, type SettlementRecord } from "../../src/ledger/types.js";
+import { MIGRATIONS } from "../../src/ledger/schema.js";
+import {
+  claimInput,
+  nonceOf,
+  PAYER,
+  PAYEE,
+  postgresBackend,
+  RELAYER,
+  signedTx,
+  sqliteFileBackend,
+  sqliteMemoryBackend,
+  TestClock,
+  TOKEN,
+  type LedgerStore,
+} from "../helpers/ledger.js";
+
+const OTHER_RELAYER = "0x14dC79964da2C08b23698B3D3cc7Ca32193d9955" as const;
+
+/** Claims as instance-a, takes the relayer's lease and records one transaction: the row is `sent`. */
+async function sentRow(ledger: Ledger, label: string | number, owner = "instance-a"): Promise<SettlementRecord & { hash: Hex }> {
+  const claimed = await ledger.claim(claimInput({ label, owner }));
+  if (claimed.outcome !== "claimed") throw new Error(`expected a claim, got ${claimed.outcome}`);
+  await ledger.acquireLease(RELAYER, owner, 60_000);
+  const tx = signedTx(label);
+  const recorded = await ledger.recordBroadcast({ id: claimed.record.id, owner, hash: tx.hash, raw: tx.raw, relayer: RELAYER, relayerNonce: 7, checkAfterMs: 5_000 });
+  expect(recorded).to.equal(true);
+  return { ...(await ledger.getById(claimed.record.id))!, hash: tx.hash };
+}
+
+for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBackend()]) {
+  describe(`ledger contract: ${backend.name}`, function () {
+    this.timeout(60_000);
+    let clock: TestClock;
+    let store: LedgerStore;
+    let ledger: Ledger;
+
+    before(() => backend.setUp());
+    after(() => backend.tearDown());
+    beforeEach(async () => {
+      clock = new TestClock();
+      store = await backend.store(clock);
+      ledger = await store.open();
+    });
+    afterEach(() => store.dispose());
+
+    /** Three handles on one store (three connection pools where the backend has them). */
+    const threeHandles = async () => [ledger, await store.open(), await store.open()];
+
+    describe("claims", () => {
+      it("claims a new authorization and reads it back exactly", async () => {
+        const input = claimInput({ label: "exact" });
+        const result = await ledger.claim(input);
+        expect(result.outcome).to.equal("claimed");
+        if (result.outcome !== "claimed") return;
+        const { id, createdAt, updatedAt, ...rest } = result.record;
+        expect(id).to.be.a("number");
+        expect(createdAt).to.equal(clock.now);
+        expect(updatedAt).to.equal(clock.now);
+        expect(rest).to.deep.equal({
+          key: { chainId: 338, token: TOKEN, authorizer: PAYER, nonce: nonceOf("exact") },
+          network: "cronos-testnet",
+          payee: PAYEE,
+          value: 1_000_000n,
+          validBefore: 2_000_000_000n,
+          status: "claimed",
+          owner: "instance-a",
+          ownerExpiresAt: clock.now + 30_000,
+          deadlineAt: clock.now + 120_000,
+          call: { to: TOKEN, data: "0xe3ee160e", gas: 90_000n },
+          attempts: 1,
+          transactions: [],
+        });
+        expect(await ledger.getById(id)).to.deep.equal(result.record);
+        expect(await ledger.get(input.key)).to.deep.equal(result.record);
+      });
+
+      it("matches keys case-insensitively: a checksummed and a lower-case address are one authorization", async () => {
+        const first = await ledger.claim(claimInput({ label: "case" }));
+        const input = claimInput({ label: "case" });
+        const second = await ledger.claim({ ...input, key: { ...input.key, authorizer: PAYER.toLowerCase() as Hex, nonce: input.key.nonce.toUpperCase().replace("0X", "0x") as Hex } });
+        expect(first.outcome).to.equal("claimed");
+        expect(second.outcome).to.equal("exists");
+        if (first.outcome === "claimed" && second.outcome === "exists") expect(second.record.id).to.equal(first.record.id);
+      });
+
+      it("answers a second claim of the same authorization with the existing row and keeps one row", async () => {
+        const first = await ledger.claim(claimInput({ label: "twice" }));
+        const second = await ledger.claim(claimInput({ label: "twice", owner: "instance-b" }));
+        expect(second.outcome).to.equal("exists");
+        if (first.outcome !== "claimed" || second.outcome !== "exists") return;
+        expect(second.record).to.deep.equal(first.record);
+        expect(await ledger.findByAuthorization(338, PAYER, nonceOf("twice"))).to.have.length(1);
+      });
+
+      it("lets exactly one of 50 concurrent claims of one authorization over three handles win", async () => {
+        const handles = await threeHandles();
+        const results = await Promise.all(
+          Array.from({ length: 50 }, (_, i) => handles[i % 3]!.claim(claimInput({ label: "race", owner: `instance-${i % 3}` }))),
+        );
+        const winners = results.filter((r) => r.outcome === "claimed");
+        expect(winners).to.have.length(1);
+        const id = winners[0]!.outcome === "claimed" ? winners[0]!.record.id : -1;
+        const others = results.filter((r) => r.outcome === "exists");
+        expect(others).to.have.length(49);
+        expect(new Set(others.map((r) => (r.outcome === "exists" ? r.record.id : -1)))).to.deep.equal(new Set([id]));
+        expect(await ledger.findByAuthorization(338, PAYER, nonceOf("race"))).to.have.length(1);
+      });
+
+      it("refuses a claim whose value and the payer's settlements in flight exceed the balance read", async () => {
+        expect((await ledger.claim(claimInput({ label: "r1", value: 6n, balance: 10n }))).outcome).to.equal("claimed");
+        expect(await ledger.claim(claimInput({ label: "r2", value: 5n, balance: 10n }))).to.deep.equal({ outcome: "overBalance", inFlight: 6n });
+        expect((await ledger.claim(claimInput({ label: "r3", value: 4n, balance: 10n }))).outcome).to.equal("claimed");
+        // Another token or chain is another reservation; a claim without a balance is not checked.
+        const other = claimInput({ label: "r4", value: 10n, balance: 10n });
+        expect((await ledger.claim({ ...other, key: { ...other.key, chainId: 25 } })).outcome).to.equal("claimed");
+        expect((await ledger.claim(claimInput({ label: "r5", value: 10n }))).outcome).to.equal("claimed");
+      });
+
+      it("releases a reservation when its settlement fails or settles", async () => {
+        const first = await ledger.claim(claimInput({ label: "f1", value: 10n, balance: 10n }));
+        expect((await ledger.claim(claimInput({ label: "f2", value: 10n, balance: 10n }))).outcome).to.equal("overBalance");
+        if (first.outcome !== "claimed") return;
+        await ledger.markFailed(first.record.id, { error: "Transaction failed on-chain" });
+        expect((await ledger.claim(claimInput({ label: "f2", value: 10n, balance: 10n }))).outcome).to.equal("claimed");
+      });
+
+      it("reserves atomically: of five concurrent claims each for the whole balance, over three handles, one wins", async () => {
+        const handles = await threeHandles();
+        const results = await Promise.all(
+          Array.from({ length: 5 }, (_, i) => handles[i % 3]!.claim(claimInput({ label: `whole-${i}`, value: 100n, balance: 100n }))),
+        );
+        expect(results.filter((r) => r.outcome === "claimed")).to.have.length(1);
+        expect(results.filter((r) => r.outcome === "overBalance")).to.have.length(4);
+      });
+
+      it("claims a failed row again, keeping its transactions as history", async () => {
+        const row = await sentRow(ledger, "again");
+        await ledger.markFailed(row.id, { error: "Transaction failed on-chain" });
+        clock.advance(1_000);
+        const again = await ledger.claim(claimInput({ label: "again", owner: "instance-b" }));
+        expect(again.outcome).to.equal("claimed");
+        if (again.outcome !== "claimed") return;
+        expect(again.record.id).to.equal(row.id);
+        expect(again.record.attempts).to.equal(2);
+        expect(again.record.owner).to.equal("instance-b");
+        expect(again.record.status).to.equal("claimed");
+        expect(again.record.error).to.equal(undefined);
+        expect(again.record.txHash).to.equal(undefined);
+        expect(again.record.transactions.map((t) => t.hash)).to.deep.equal([row.hash]);
+      });
+    });
+
+    describe("state transitions", () => {
+      it("moves claimed → sent → settled, recording the transaction before its broadcast", async () => {
+        const row = await sentRow(ledger, "life");
+        expect(row.status).to.equal("sent");
+        expect(row.txHash).to.equal(row.hash);
+        expect(row.relayer).to.equal(RELAYER);
+        expect(row.relayerNonce).to.equal(7);
+        expect(row.transactions).to.have.length(1);
+        expect(row.transactions[0]).to.deep.include({ hash: row.hash, relayer: RELAYER, relayerNonce: 7, raw: signedTx("life").raw, state: "signed" });
+        await ledger.markTransaction(row.hash, "accepted");
+        expect((await ledger.getById(row.id))!.transactions[0]!.state).to.equal("accepted");
+        const settled = await ledger.markSettled(row.id, { txHash: row.hash, blockNumber: 42n, blockTimestamp: 1_767_225_600n });
+        expect(settled).to.deep.include({ status: "settled", txHash: row.hash, blockNumber: 42n, blockTimestamp: 1_767_225_600n });
+        expect(settled.transactions[0]!.state).to.equal("mined");
+      });
+
+      it("keeps every transaction hash recorded for a row, and finds the row by each", async () => {
+        const row = await sentRow(ledger, "many");
+        const replacement = signedTx("many-replacement");
+        expect(
+          await ledger.recordBroadcast({ id: row.id, owner: "instance-a", ...replacement, relayer: RELAYER, relayerNonce: 7, feeCap: 2_000n, priorityFee: 100n, checkAfterMs: 5_000 }),
+        ).to.equal(true);
+        const record = (await ledger.getById(row.id))!;
+        expect(record.txHash).to.equal(replacement.hash);
+        expect(record.transactions.map((t) => t.hash)).to.deep.equal([row.hash, replacement.hash]);
+        expect(record.transactions[1]).to.deep.include({ feeCap: 2_000n, priorityFee: 100n });
+        expect((await ledger.findByTxHash(row.hash))?.id).to.equal(row.id);
+        expect((await ledger.findByTxHash(replacement.hash.toUpperCase().replace("0X", "0x") as Hex))?.id).to.equal(row.id);
+        expect(await ledger.findByTxHash(signedTx("unknown").hash)).to.equal(undefined);
+      });
+
+      it("settles idempotently with the same hash and refuses another hash on a settled row", async () => {
+        const row = await sentRow(ledger, "idem");
+        const settled = await ledger.markSettled(row.id, { txHash: row.hash, blockNumber: 5n, blockTimestamp: 10n });
+        expect(await ledger.markSettled(row.id, { txHash: row.hash, blockNumber: 5n, blockTimestamp: 10n })).to.deep.equal(settled);
+        const error = await ledger.markSettled(row.id, { txHash: signedTx("other").hash, blockNumber: 5n, blockTimestamp: 10n }).catch((e: unknown) => e);
+        expect(error).to.be.instanceOf(IllegalTransitionError);
+        expect(error).to.deep.include({ from: "settled", to: "settled", code: "illegal_transition" });
+      });
+
+      it("refuses settled → failed, failed → settled and a broadcast on a final row", async () => {
+        const settled = await sentRow(ledger, "s");
+        await ledger.markSettled(settled.id, { txHash: settled.hash, blockNumber: 1n, blockTimestamp: 1n });
+        const toFailed = await ledger.markFailed(settled.id, { error: "x" }).catch((e: unknown) => e);
+        expect(toFailed).to.be.instanceOf(IllegalTransitionError).and.deep.include({ from: "settled", to: "failed" });
+        const late = signedTx("late");
+        expect(await ledger.recordBroadcast({ id: settled.id, owner: "instance-a", ...late, relayer: RELAYER, relayerNonce: 8, checkAfterMs: 1 })).to.equal(false);
+
+        const failed = await sentRow(ledger, "f");
+        await ledger.markFailed(failed.id, { error: "Transaction failed on-chain" });
+        const toSettled = await ledger.markSettled(failed.id, { txHash: failed.hash, blockNumber: 1n, blockTimestamp: 1n }).catch((e: unknown) => e);
+        expect(toSettled).to.be.instanceOf(IllegalTransitionError).and.deep.include({ from: "failed", to: "settled" });
+        expect(await ledger.recordBroadcast({ id: failed.id, owner: "instance-a", ...signedTx("f2"), relayer: RELAYER, relayerNonce: 9, checkAfterMs: 1 })).to.equal(false);
+        expect((await ledger.getById(failed.id))!.transactions).to.have.length(1);
+        expect((await ledger.getById(settled.id))!.transactions).to.have.length(1);
+      });
+
+      it("fails a claimed row with its error, and failing it again changes nothing", async () => {
+        const claimed = await ledger.claim(claimInput({ label: "cf" }));
+        if (claimed.outcome !== "claimed") throw new Error("not claimed");
+        clock.advance(10);
+        const failed = await ledger.markFailed(claimed.record.id, { error: "Authorization expired" });
+        expect(failed).to.deep.include({ status: "failed", error: "Authorization expired", updatedAt: clock.now });
+        clock.advance(10);
+        expect(await ledger.markFailed(claimed.record.id, { error: "something else" })).to.deep.equal(failed);
+      });
+
+      it("fails a row for its owner only when the owner is given", async () => {
+        const claimed = await ledger.claim(claimInput({ label: "own", owner: null }));
+        if (claimed.outcome !== "claimed") throw new Error("not claimed");
+        expect(await ledger.markFailed(claimed.record.id, { error: "x", owner: "instance-b" })).to.equal(undefined);
+        expect((await ledger.getById(claimed.record.id))!.status).to.equal("claimed");
+      });
+
+      it("throws not_found for a row that does not exist", async () => {
+        const error = await ledger.markSettled(999_999, { txHash: signedTx(1).hash, blockNumber: 1n, blockTimestamp: 1n }).catch((e: unknown) => e);
+        expect(error).to.be.instanceOf(LedgerError).and.deep.include({ code: "not_found" });
+      });
+
+      it("refuses the write-ahead record of an instance that no longer owns the row", async () => {
+        const claimed = await ledger.claim(claimInput({ label: "fence" }));
+        if (claimed.outcome !== "claimed") throw new Error("not claimed");
+        await ledger.acquireLease(RELAYER, "instance-b", 60_000);
+        const tx = signedTx("fence");
+        expect(await ledger.recordBroadcast({ id: claimed.record.id, owner: "instance-b", ...tx, relayer: RELAYER, relayerNonce: 1, checkAfterMs: 1 })).to.equal(false);
+        expect((await ledger.getById(claimed.record.id))!.status).to.equal("claimed");
+      });
+
+      it("refuses the write-ahead record when the owner does not hold the relayer key's lease", async () => {
+        const claimed = await ledger.claim(claimInput({ label: "lease" }));
+        if (claimed.outcome !== "claimed") throw new Error("not claimed");
+        const input = { id: claimed.record.id, owner: "instance-a", ...signedTx("lease"), relayerNonce: 1, checkAfterMs: 1 };
+        // Nobody holds it; then another instance holds it; then ours lapsed.
+        expect(await ledger.recordBroadcast({ ...input, relayer: RELAYER })).to.equal(false);
+        await ledger.acquireLease(OTHER_RELAYER, "instance-b", 60_000);
+        expect(await ledger.recordBroadcast({ ...input, relayer: OTHER_RELAYER })).to.equal(false);
+        await ledger.acquireLease(RELAYER, "instance-a", 1_000);
+        clock.advance(1_000);
+        expect(await ledger.recordBroadcast({ ...input, relayer: RELAYER })).to.equal(false);
+        expect((await ledger.getById(claimed.record.id))!.transactions).to.deep.equal([]);
+      });
+    });
+
+    describe("hand-off to relayer key holders", () => {
+      it("queues a claim with no owner, tells listeners, and lets one key holder take it", async () => {
+        const handles = await threeHandles();
+        let unsubscribe = () => {};
+        const heard = new Promise<void>((resolve) => (unsubscribe = handles[2]!.onQueued(resolve)));
+        const queued = await ledger.claim(claimInput({ label: "q", owner: null }));
+        if (queued.outcome !== "claimed") throw new Error("not claimed");
+        expect(queued.record.owner).to.equal(undefined);
+        await heard; // the suite's time-out fails the test if no notification comes
+        unsubscribe();
+        const taken = await Promise.all(handles.map((h, i) => h.takeQueued({ owner: `holder-${i}`, chainIds: [338], limit: 10, ownerTtlMs: 30_000 })));
+        const all = taken.flat();
+        expect(all).to.have.length(1);
+        expect(all[0]).to.deep.include({ id: queued.record.id, ownerExpiresAt: clock.now + 30_000 });
+        expect(all[0]!.owner).to.match(/^holder-\d$/);
+      });
+
+      it("gives each queued row to exactly one of several concurrent key holders", async () => {
+        const handles = await threeHandles();
+        for (let i = 0; i < 12; i++) await ledger.claim(claimInput({ label: `many-${i}`, owner: null }));
+        const taken = await Promise.all(
+          Array.from({ length: 6 }, (_, i) => handles[i % 3]!.takeQueued({ owner: `holder-${i}`, chainIds: [338], limit: 3, ownerTtlMs: 30_000 })),
+        );
+        const ids = taken.flat().map((r) => r.id);
+        expect(ids).to.have.length(12);
+        expect(new Set(ids).size).to.equal(12);
+      });
+
+      it("takes no row of another chain, and none past its deadline", async () => {
+        await ledger.claim(claimInput({ label: "late", owner: null, deadlineMs: 1_000 }));
+        const other = claimInput({ label: "chain25", owner: null });
+        await ledger.claim({ ...other, key: { ...other.key, chainId: 25 } });
+        clock.advance(1_000);
+        expect(await ledger.takeQueued({ owner: "h", chainIds: [338], limit: 10, ownerTtlMs: 1 })).to.deep.equal([]);
+        expect((await ledger.takeQueued({ owner: "h", chainIds: [25], limit: 10, ownerTtlMs: 1 })).map((r) => r.key.chainId)).to.deep.equal([25]);
+      });
+
+      it("puts a claimed row back in the queue for its owner only", async () => {
+        const claimed = await ledger.claim(claimInput({ label: "rq" }));
+        if (claimed.outcome !== "claimed") throw new Error("not claimed");
+        expect(await ledger.requeue(claimed.record.id, "instance-b")).to.equal(false);
+        expect(await ledger.requeue(claimed.record.id, "instance-a")).to.equal(true);
+        expect((await ledger.getById(claimed.record.id))!.owner).to.equal(undefined);
+        expect((await ledger.takeQueued({ owner: "holder", chainIds: [338], limit: 1, ownerTtlMs: 1 })).map((r) => r.id)).to.deep.equal([claimed.record.id]);
+      });
+    });
+
+    describe("reconciler work and lookups", () => {
+      it("hands each due row to exactly one of several concurrent checkers and postpones it", async () => {
+        const handles = await threeHandles();
+        const rows = [];
+        for (let i = 0; i < 9; i++) rows.push(await sentRow(ledger, `due-${i}`));
+        clock.advance(5_000);
+        const taken = await Promise.all(Array.from({ length: 6 }, (_, i) => handles[i % 3]!.takeDue({ chainIds: [338], limit: 2, recheckMs: 10_000 })));
+        const ids = taken.flat().map((r) => r.id);
+        expect(ids).to.have.length(9);
+        expect(new Set(ids)).to.deep.equal(new Set(rows.map((r) => r.id)));
+        expect(await ledger.takeDue({ chainIds: [338], limit: 100, recheckMs: 10_000 })).to.deep.equal([]);
+        clock.advance(10_000);
+        expect(await ledger.takeDue({ chainIds: [338], limit: 100, recheckMs: 10_000 })).to.have.length(9);
+      });
+
+      it("does not hand out a row before its check time, nor a final row", async () => {
+        const followed = await sentRow(ledger, "followed");
+        const settled = await sentRow(ledger, "done");
+        await ledger.markSettled(settled.id, { txHash: settled.hash, blockNumber: 1n, blockTimestamp: 1n });
+        await ledger.deferCheck(followed.id, clock.now + 60_000);
+        clock.advance(30_000);
+        expect(await ledger.takeDue({ chainIds: [338], limit: 10, recheckMs: 1 })).to.deep.equal([]);
+        clock.advance(30_000);
+        expect((await ledger.takeDue({ chainIds: [338], limit: 10, recheckMs: 1 })).map((r) => r.id)).to.deep.equal([followed.id]);
+      });
+
+      it("lists pending rows oldest first and summarises them", async () => {
+        expect(await ledger.pendingSummary()).to.deep.equal({ count: 0 });
+        const first = await sentRow(ledger, "p1");
+        const firstAt = clock.now;
+        clock.advance(100);
+        const second = await ledger.claim(claimInput({ label: "p2" }));
+        const done = await sentRow(ledger, "p3");
+        await ledger.markSettled(done.id, { txHash: done.hash, blockNumber: 1n, blockTimestamp: 1n });
+        expect((await ledger.listPending()).map((r) => r.id)).to.deep.equal([first.id, second.outcome === "claimed" ? second.record.id : -1]);
+        expect(await ledger.pendingSummary()).to.deep.equal({ count: 2, oldestCreatedAt: firstAt });
+        expect(await ledger.listPending({ chainIds: [25] })).to.deep.equal([]);
+      });
+
+      it("finds a row by chain, authorizer and nonce whatever the case", async () => {
+        const row = await sentRow(ledger, "lookup");
+        const found = await ledger.findByAuthorization(338, PAYER.toLowerCase() as Hex, nonceOf("lookup"));
+        expect(found.map((r) => r.id)).to.deep.equal([row.id]);
+        expect(await ledger.findByAuthorization(25, PAYER, nonceOf("lookup"))).to.deep.equal([]);
+        expect(await ledger.get({ chainId: 338, token: TOKEN, authorizer: PAYER, nonce: nonceOf("absent") })).to.equal(undefined);
+        expect(await ledger.getById(123_456)).to.equal(undefined);
+      });
+    });
+
+    describe("waiting for an outcome", () => {
+      it("wakes a waiter (on any handle) when the row settles", async () => {
+        const handles = await threeHandles();
+        const row = await sentRow(ledger, "wait");
+        const waiting = handles[1]!.waitForOutcome(row.id, 30_000);
+        await new Promise((r) => setTimeout(r, 5));
+        await handles[2]!.markSettled(row.id, { txHash: row.hash, blockNumber: 3n, blockTimestamp: 4n });
+        expect(await waiting).to.deep.include({ status: "settled", txHash: row.hash, blockNumber: 3n });
+      });
+
+      it("answers at once for a final row, with the pending row at the end of the wait, and undefined for no row", async () => {
+        const row = await sentRow(ledger, "w2");
+        expect(await ledger.waitForOutcome(row.id, 0)).to.deep.include({ status: "sent", txHash: row.hash });
+        const aborted = new AbortController();
+        const waiting = ledger.waitForOutcome(row.id, 60_000, aborted.signal);
+        aborted.abort();
+        expect(await waiting).to.deep.include({ status: "sent" });
+        await ledger.markFailed(row.id, { error: "Transaction failed on-chain" });
+        expect(await ledger.waitForOutcome(row.id, 60_000)).to.deep.include({ status: "failed", error: "Transaction failed on-chain" });
+        expect(await ledger.waitForOutcome(987_654, 60_000)).to.equal(undefined);
+      });
+    });
+
+    describe("relayer key leases and instances", () => {
+      it("gives a free key to one holder, refuses a second while the lease lives, and hands it over after it lapses", async () => {
+        const first = await ledger.acquireLease(RELAYER, "instance-a", 10_000);
+        expect(first).to.deep.equal({ address: RELAYER, holder: "instance-a", epoch: 1, acquiredAt: clock.now, expiresAt: clock.now + 10_000 });
+        expect(await ledger.acquireLease(RELAYER, "instance-b", 10_000)).to.equal(undefined);
+        clock.advance(9_999);
+        expect(await ledger.acquireLease(RELAYER, "instance-b", 10_000)).to.equal(undefined);
+        clock.advance(1);
+        const taken = await ledger.acquireLease(RELAYER, "instance-b", 10_000);
+        expect(taken).to.deep.equal({ address: RELAYER, holder: "instance-b", epoch: 2, acquiredAt: clock.now, expiresAt: clock.now + 10_000 });
+        expect(await ledger.renewLeases("instance-a", 10_000)).to.deep.equal([]);
+      });
+
+      it("renews the holder's leases, and a released key is free at once", async () => {
+        const started = clock.now;
+        await ledger.acquireLease(RELAYER, "instance-a", 10_000);
+        await ledger.acquireLease(OTHER_RELAYER, "instance-a", 10_000);
+        clock.advance(5_000);
+        const renewed = await ledger.renewLeases("instance-a", 10_000);
+        expect(renewed.map((l) => [l.address, l.expiresAt, l.acquiredAt, l.epoch])).to.have.deep.members([
+          [RELAYER, clock.now + 10_000, started, 1],
+          [OTHER_RELAYER, clock.now + 10_000, started, 1],
+        ]);
+        expect((await ledger.acquireLease(RELAYER, "instance-a", 10_000))?.epoch).to.equal(1);
+        await ledger.releaseLease(RELAYER, "instance-b");
+        expect(await ledger.acquireLease(RELAYER, "instance-b", 10_000)).to.equal(undefined);
+        await ledger.releaseLease(RELAYER, "instance-a");
+        expect(await ledger.acquireLease(RELAYER, "instance-b", 10_000)).to.deep.include({ holder: "instance-b", epoch: 2 });
+        expect((await ledger.leases()).map((l) => [l.address, l.holder])).to.have.deep.members([
+          [RELAYER, "instance-b"],
+          [OTHER_RELAYER, "instance-a"],
+        ]);
+      });
+
+      it("lets exactly one of 50 concurrent lease attempts on one key over three handles win", async () => {
+        const handles = await threeHandles();
+        const results = await Promise.all(Array.from({ length: 50 }, (_, i) => handles[i % 3]!.acquireLease(RELAYER, `instance-${i}`, 10_000)));
+        expect(results.filter(Boolean)).to.have.length(1);
+      });
+
+      it("lists instances whose heartbeat is live and forgets removed ones", async () => {
+        await ledger.heartbeat("instance-a", 10_000, { pid: 1 });
+        clock.advance(5_000);
+        await ledger.heartbeat("instance-b", 10_000, { pid: 2 });
+        expect((await ledger.instances()).map((i) => [i.id, i.info])).to.deep.equal([
+          ["instance-a", { pid: 1 }],
+          ["instance-b", { pid: 2 }],
+        ]);
+        clock.advance(5_000);
+        expect((await ledger.instances()).map((i) => i.id)).to.deep.equal(["instance-b"]);
+        await ledger.heartbeat("instance-a", 10_000, { pid: 1 });
+        const revived = (await ledger.instances()).find((i) => i.id === "instance-a")!;
+        expect(revived.startedAt).to.equal(clock.now - 10_000);
+        expect(revived.heartbeatAt).to.equal(clock.now);
+        await ledger.removeInstance("instance-b");
+        expect((await ledger.instances()).map((i) => i.id)).to.deep.equal(["instance-a"]);
+      });
+    });
+
+    describe("revert penalties", () => {
+      it("reports the live penalty that ends last among the subjects, and none once lapsed", async () => {
+        const code = "0x" + "ab".repeat(32);
+        await ledger.penalize({ chainId: 338, kind: "payer", subject: PAYER, until: clock.now + 1_000, txHash: signedTx("p").hash });
+        await ledger.penalize({ chainId: 338, kind: "code", subject: code, until: clock.now + 5_000 });
+        const subjects = [
+          { kind: "payer" as const, subject: PAYER },
+          { kind: "code" as const, subject: code },
+        ];
+        expect(await ledger.activePenalty(338, subjects)).to.deep.equal({ chainId: 338, kind: "code", subject: code, until: clock.now + 5_000 });
+        expect(await ledger.activePenalty(338, subjects.slice(0, 1))).to.deep.equal({
+          chainId: 338,
+          kind: "payer",
+          subject: PAYER.toLowerCase(),
+          until: clock.now + 1_000,
+          txHash: signedTx("p").hash,
+        });
+        expect(await ledger.activePenalty(25, subjects)).to.equal(undefined);
+        clock.advance(5_000);
+        expect(await ledger.activePenalty(338, subjects)).to.equal(undefined);
+      });
+
+      it("keeps the later end when a penalty is recorded again", async () => {
+        await ledger.penalize({ chainId: 338, kind: "payer", subject: PAYER, until: clock.now + 5_000 });
+        await ledger.penalize({ chainId: 338, kind: "payer", subject: PAYER, until: clock.now + 1_000 });
+        expect((await ledger.activePenalty(338, [{ kind: "payer", subject: PAYER }]))?.until).to.equal(clock.now + 5_000);
+        await ledger.penalize({ chainId: 338, kind: "payer", subject: PAYER, until: clock.now + 9_000 });
+        expect((await ledger.activePenalty(338, [{ kind: "payer", subject: PAYER }]))?.until).to.equal(clock.now + 9_000);
+      });
+    });
+
+    describe("rate-limit counters", () => {
+      it("counts hits in a window that starts at the first hit and resets when it ends", async () => {
+        const start = clock.now;
+        expect(await ledger.hit("verify:1.2.3.4", 60_000)).to.deep.equal({ hits: 1, resetAt: start + 60_000 });
+        clock.advance(59_999);
+        expect(await ledger.hit("verify:1.2.3.4", 60_000)).to.deep.equal({ hits: 2, resetAt: start + 60_000 });
+        clock.advance(1);
+        expect(await ledger.hit("verify:1.2.3.4", 60_000)).to.deep.equal({ hits: 1, resetAt: clock.now + 60_000 });
+        await ledger.unhit("verify:1.2.3.4");
+        expect((await ledger.hit("verify:1.2.3.4", 60_000)).hits).to.equal(1);
+        await ledger.resetHits("verify:1.2.3.4");
+        expect((await ledger.hit("verify:1.2.3.4", 60_000)).hits).to.equal(1);
+      });
+
+      it("counts 60 concurrent hits over three handles exactly", async () => {
+        const handles = await threeHandles();
+        const hits = await Promise.all(Array.from({ length: 60 }, (_, i) => handles[i % 3]!.hit("settle:5.6.7.8", 60_000)));
+        expect(hits.map((h) => h.hits).sort((a, b) => a - b)).to.deep.equal(Array.from({ length: 60 }, (_, i) => i + 1));
+      });
+
+      it("prunes lapsed counters, instances and penalties", async () => {
+        await ledger.hit("k", 1_000);
+        await ledger.heartbeat("i", 1_000);
+        await ledger.penalize({ chainId: 338, kind: "payer", subject: PAYER, until: clock.now + 1_000 });
+        clock.advance(1_000);
+        await ledger.prune();
+        expect(await ledger.hit("k", 1_000)).to.deep.equal({ hits: 1, resetAt: clock.now + 1_000 });
+        expect(await ledger.instances()).to.deep.equal([]);
+      });
+    });
+
+    describe("schema and health", () => {
+      it("reports the database reachable with every migration applied", async () => {
+        const health = await ledger.health();
+        expect(health).to.deep.include({ backend: ledger.backend, reachable: true, migrations: { applied: MIGRATIONS.length, expected: MIGRATIONS.length } });
+        expect(health.location).to.not.match(/:[^/@:]+@/); // no password in it
+      });
+
+      it("opens an existing store again without losing rows (several handles opening at once)", async function () {
+        if (!store.shared) this.skip();
+        const row = await sentRow(ledger, "kept");
+        const again = await Promise.all([store.open(), store.open(), store.open()]);
+        for (const handle of again) expect((await handle.getById(row.id))?.txHash).to.equal(row.hash);
+      });
+    });
+  });
+}

@@ -1,0 +1,212 @@
+import { expect } from "chai";
+import { encodeFunctionData, keccak256, parseEther, parseSignature } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { settlementChain } from "../../src/chain/settlement-chain.js";
+import { tokenAbi } from "../../src/chain/token-abi.js";
+import { NOT_SENT_ERROR, Reconciler, type ReconcilerAction } from "../../src/ledger/reconciler.js";
+import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
+import type { Ledger, SettlementRecord } from "../../src/ledger/types.js";
+import { SettleError } from "../../src/protocol/reasons.js";
+import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
+import { claimInput, TestClock } from "../helpers/ledger.js";
+import { openChain } from "../helpers/token.js";
+
+const relayer = privateKeyToAccount(HARDHAT_KEYS.relayer);
+const DEAD = "dead-instance";
+
+describe("ledger reconciler: finishing settlements whose owner is gone", function () {
+  this.timeout(60_000);
+  let chain: Awaited<ReturnType<typeof openChain>>;
+  let ledger: Ledger;
+  let clock: TestClock;
+  let reconciler: Reconciler;
+  let actions: Array<[ReconcilerAction, number]>;
+
+  beforeEach(async () => {
+    chain = await openChain("cronos-testnet");
+    clock = new TestClock();
+    ledger = openSqliteLedger({ location: MEMORY, clock: clock.read });
+    actions = [];
+    reconciler = new Reconciler({
+      ledger,
+      chains: [settlementChain({ client: chain.publicClient, chainId: 338, logLookbackBlocks: 1_000 })],
+      clock: clock.read,
+      recheckMs: 5_000,
+      onAction: (action, row) => actions.push([action, row.id]),
+      onError: (error) => {
+        throw error;
+      },
+    });
+  });
+  afterEach(() => ledger.close());
+
+  /** A signed authorization's token call. */
+  async function authorization(options: { validBefore?: bigint } = {}) {
+    const payment = await makePayment(chain, options);
+    const { r, s, v } = parseSignature(payment.signature);
+    const m = payment.message;
+    const data = encodeFunctionData({
+      abi: tokenAbi,
+      functionName: "transferWithAuthorization",
+      args: [m.from, m.to, m.value, m.validAfter, m.validBefore, m.nonce, Number(v), r, s],
+    });
+    return { payment, data };
+  }
+
+  /** A dead instance claimed it and recorded a signed transaction (write-ahead); `broadcast` says whether it got out. */
+  async function abandonedSend(options: { validBefore?: bigint; broadcast?: boolean; nonce?: number } = {}) {
+    const { payment, data } = await authorization({ validBefore: options.validBefore });
+    const m = payment.message;
+    const claimed = await ledger.claim(
+      claimInput({
+        key: { chainId: 338, token: chain.token, authorizer: m.from, nonce: m.nonce },
+        payee: m.to,
+        value: m.value,
+        validBefore: m.validBefore,
+        call: { to: chain.token, data, gas: 200_000n },
+        owner: DEAD,
+      }),
+    );
+    if (claimed.outcome !== "claimed") throw new Error("not claimed");
+    await ledger.acquireLease(relayer.address, DEAD, 60_000);
+    const nonce = options.nonce ?? (await chain.publicClient.getTransactionCount({ address: relayer.address, blockTag: "pending" }));
+    const fees = await chain.publicClient.estimateFeesPerGas();
+    const raw = await relayer.signTransaction({ chainId: 338, to: chain.token, data, gas: 200_000n, nonce, type: "eip1559", ...fees });
+    const hash = keccak256(raw);
+    await ledger.recordBroadcast({ id: claimed.record.id, owner: DEAD, hash, raw, relayer: relayer.address, relayerNonce: nonce, checkAfterMs: 10_000 });
+    if (options.broadcast ?? true) await chain.publicClient.sendRawTransaction({ serializedTransaction: raw });
+    clock.advance(10_000); // the owner would have followed it until now
+    return { id: claimed.record.id, hash, raw, payment };
+  }
+
+  const row = async (id: number) => (await ledger.getById(id)) as SettlementRecord;
+  const payeeBalance = () => chain.contract.read.balanceOf([privateKeyToAccount(HARDHAT_KEYS.seller).address]);
+
+  it("settles a row whose owner died after the broadcast, with the receipt's block and time", async () => {
+    const sent = await abandonedSend();
+    expect(await reconciler.tick()).to.equal(1);
+    expect(actions).to.deep.equal([["settled", sent.id]]);
+    const receipt = await chain.publicClient.getTransactionReceipt({ hash: sent.hash });
+    const block = await chain.publicClient.getBlock({ blockNumber: receipt.blockNumber });
+    expect(await row(sent.id)).to.deep.include({ status: "settled", txHash: sent.hash, blockNumber: receipt.blockNumber, blockTimestamp: block.timestamp });
+    expect((await row(sent.id)).transactions.map((t) => t.state)).to.deep.equal(["mined"]);
+    expect(await payeeBalance()).to.equal(1_000_000n);
+  });
+
+  it("broadcasts the stored transaction again when the node never got it, then settles it: the payee is paid once", async () => {
+    const sent = await abandonedSend({ broadcast: false });
+    expect(await chain.publicClient.getTransactionCount({ address: relayer.address })).to.equal(0);
+    await reconciler.tick();
+    expect(actions).to.deep.equal([["rebroadcast", sent.id]]);
+    expect((await row(sent.id)).status).to.equal("sent");
+    clock.advance(5_000);
+    await reconciler.tick();
+    expect(actions).to.deep.equal([
+      ["rebroadcast", sent.id],
+      ["settled", sent.id],
+    ]);
+    expect((await row(sent.id)).txHash).to.equal(sent.hash);
+    expect(await payeeBalance()).to.equal(1_000_000n);
+    expect(await chain.publicClient.getTransactionCount({ address: relayer.address })).to.equal(1);
+  });
+
+  it("leaves a transaction the node holds in its pool alone until it is mined", async () => {
+    await chain.connection.provider.request({ method: "evm_setAutomine", params: [false] });
+    const sent = await abandonedSend();
+    await reconciler.tick();
+    expect(actions).to.deep.equal([]);
+    expect((await row(sent.id)).status).to.equal("sent");
+    await chain.networkHelpers.mine();
+    clock.advance(5_000);
+    await reconciler.tick();
+    expect(actions).to.deep.equal([["settled", sent.id]]);
+  });
+
+  it("settles with the other transaction when someone else used the authorization and ours never got out", async () => {
+    const sent = await abandonedSend({ broadcast: false });
+    const m = sent.payment.message;
+    const { r, s, v } = parseSignature(sent.payment.signature);
+    const other = await chain.buyers[0]!.writeContract({
+      address: chain.token,
+      abi: tokenAbi,
+      functionName: "transferWithAuthorization",
+      args: [m.from, m.to, m.value, m.validAfter, m.validBefore, m.nonce, Number(v), r, s],
+    });
+    await reconciler.tick();
+    expect(actions).to.deep.equal([["settled", sent.id]]);
+    expect((await row(sent.id)).txHash).to.equal(other);
+    expect(await payeeBalance()).to.equal(1_000_000n);
+  });
+
+  it("fails a row whose transaction reverted on chain, and lets the authorization be claimed again", async () => {
+    // The payer moves its funds away between the write-ahead record and the broadcast: the transfer reverts.
+    const { payment, data } = await authorization();
+    const balance = await chain.contract.read.balanceOf([payment.message.from]);
+    await chain.buyers[0]!.writeContract({ address: chain.token, abi: tokenAbi, functionName: "transfer", args: [chain.deployer.account.address, balance] });
+    const claimed = await ledger.claim(
+      claimInput({
+        key: { chainId: 338, token: chain.token, authorizer: payment.message.from, nonce: payment.message.nonce },
+        call: { to: chain.token, data, gas: 200_000n },
+        owner: DEAD,
+      }),
+    );
+    if (claimed.outcome !== "claimed") throw new Error("not claimed");
+    await ledger.acquireLease(relayer.address, DEAD, 60_000);
+    const fees = await chain.publicClient.estimateFeesPerGas();
+    const raw = await relayer.signTransaction({ chainId: 338, to: chain.token, data, gas: 200_000n, nonce: 0, type: "eip1559", ...fees });
+    const hash = keccak256(raw);
+    await ledger.recordBroadcast({ id: claimed.record.id, owner: DEAD, hash, raw, relayer: relayer.address, relayerNonce: 0, checkAfterMs: 0 });
+    // The local chain mines the revert and reports it as an error of the send itself.
+    await chain.publicClient.sendRawTransaction({ serializedTransaction: raw }).catch(() => undefined);
+    expect((await chain.publicClient.getTransactionReceipt({ hash })).status).to.equal("reverted");
+    await reconciler.tick();
+    expect(actions).to.deep.equal([["reverted", claimed.record.id]]);
+    const failed = await row(claimed.record.id);
+    expect(failed).to.deep.include({ status: "failed", error: SettleError.failedOnChain });
+    expect(failed.transactions.map((t) => t.state)).to.deep.equal(["reverted"]);
+    const again = await ledger.claim(claimInput({ key: failed.key, owner: "instance-b" }));
+    expect(again.outcome).to.equal("claimed");
+  });
+
+  it("fails a row whose authorization expired without being used", async () => {
+    const latest = await chain.publicClient.getBlock();
+    const sent = await abandonedSend({ broadcast: false, validBefore: latest.timestamp + 60n });
+    await chain.networkHelpers.time.increase(120);
+    await reconciler.tick();
+    expect(actions).to.deep.equal([["failed", sent.id]]);
+    expect(await row(sent.id)).to.deep.include({ status: "failed", error: SettleError.expired });
+    expect(await payeeBalance()).to.equal(0n);
+  });
+
+  it("fails a row whose stored transaction can no longer be mined (its nonce was spent by another)", async () => {
+    const sent = await abandonedSend({ broadcast: false, nonce: 0 });
+    const wallet = await chain.viem.getWalletClient(relayer.address);
+    await wallet.sendTransaction({ to: relayer.address, value: parseEther("0.001"), nonce: 0 });
+    await reconciler.tick();
+    expect(actions).to.deep.equal([["failed", sent.id]]);
+    const failed = await row(sent.id);
+    expect(failed).to.deep.include({ status: "failed", error: SettleError.failedOnChain });
+    expect(failed.transactions.map((t) => t.state)).to.deep.equal(["dropped"]);
+    expect(await payeeBalance()).to.equal(0n);
+  });
+
+  it("puts a claim whose owner did not send back in the queue, and gives it up at the deadline with nothing sent", async () => {
+    const claimed = await ledger.claim(claimInput({ owner: DEAD, ownerTtlMs: 1_000, deadlineMs: 10_000 }));
+    if (claimed.outcome !== "claimed") throw new Error("not claimed");
+    clock.advance(1_000);
+    await reconciler.tick();
+    expect(actions).to.deep.equal([["requeued", claimed.record.id]]);
+    expect((await row(claimed.record.id)).owner).to.equal(undefined);
+    clock.advance(9_000);
+    await reconciler.tick();
+    expect(actions.at(-1)).to.deep.equal(["abandoned", claimed.record.id]);
+    expect(await row(claimed.record.id)).to.deep.include({ status: "failed", error: NOT_SENT_ERROR });
+  });
+
+  it("leaves rows of a chain it does not serve to the instances that serve it", async () => {
+    const input = claimInput({ owner: DEAD, deadlineMs: 1 });
+    await ledger.claim({ ...input, key: { ...input.key, chainId: 25 } });
+    clock.advance(10);
+    expect(await reconciler.tick()).to.equal(0);
+  });
+});

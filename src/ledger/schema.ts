@@ -22,7 +22,7 @@ export interface Migration {
 }
 
 // Addresses, hashes and nonces are stored lower-case; token amounts (uint256) as decimal text;
-// times as milliseconds since the epoch (BIGINT), block timestamps as Unix seconds.
+// times as milliseconds since the epoch (BIGINT), block timestamps and penalty ends as Unix seconds (chain time).
 export const MIGRATIONS: readonly Migration[] = [
   {
     name: "0001_ledger",
@@ -93,12 +93,13 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
       `CREATE TABLE revert_penalties (
         chain_id INTEGER NOT NULL,
+        token TEXT NOT NULL,
         kind TEXT NOT NULL CHECK (kind IN ('payer', 'code')),
         subject TEXT NOT NULL,
         until_at BIGINT NOT NULL,
         tx_hash TEXT,
         created_at BIGINT NOT NULL,
-        PRIMARY KEY (chain_id, kind, subject)
+        PRIMARY KEY (chain_id, token, kind, subject)
       )`,
       `CREATE ${d.scratchTable} rate_limit_counters (
         key TEXT PRIMARY KEY,

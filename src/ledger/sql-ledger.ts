@@ -18,6 +18,7 @@ import {
   type SettlementKey,
   type SettlementRecord,
   type SettlementStatus,
+  type TokenScope,
   type TransactionState,
 } from "./types.js";
 
@@ -140,9 +141,10 @@ function toLease(row: SqlRow): Lease {
 function toPenalty(row: SqlRow): Penalty {
   return {
     chainId: Number(row.chain_id),
+    token: getAddress(row.token as string),
     kind: row.kind as Penalty["kind"],
     subject: String(row.subject),
-    until: Number(row.until_at),
+    until: BigInt(row.until_at as string),
     ...(row.tx_hash != null ? { txHash: row.tx_hash as Hex } : {}),
   };
 }
@@ -199,9 +201,11 @@ export class SqlLedger implements Ledger {
       );
       if (existing && existing.status !== "failed") return { outcome: "exists", record: (await this.#record(tx, existing))! };
       if (input.balance !== undefined) {
+        // In flight, or mined after the block the balance was read at (that balance does not show it yet).
         const rows = await tx.all(
-          `SELECT value FROM settlements WHERE chain_id = ? AND token = ? AND authorizer = ? AND status IN ${IN_FLIGHT}`,
-          key.slice(0, 3),
+          `SELECT value FROM settlements WHERE chain_id = ? AND token = ? AND authorizer = ?
+             AND (status IN ${IN_FLIGHT} OR (status = 'settled' AND block_number > ?))`,
+          [...key.slice(0, 3), input.balanceBlock === undefined ? null : Number(input.balanceBlock)],
         );
         const inFlight = rows.reduce((sum, row) => sum + BigInt(row.value as string), 0n);
         if (inFlight + input.value > input.balance) return { outcome: "overBalance", inFlight };
@@ -324,14 +328,14 @@ export class SqlLedger implements Ledger {
     });
   }
 
-  markFailed(id: number, input: { error: string; owner?: string }): Promise<SettlementRecord | undefined> {
+  markFailed(id: number, input: { error: string; owner?: string | null }): Promise<SettlementRecord | undefined> {
     const now = this.#now();
     return this.#db.transaction(async (tx) => {
       const row = await this.#lockedRow(tx, id);
       const status = row.status as SettlementStatus;
       if (status === "failed") return this.#record(tx, row);
       if (status === "settled") throw new IllegalTransitionError(status, "failed", id);
-      if (input.owner !== undefined && row.owner !== input.owner) return undefined;
+      if (input.owner !== undefined && (row.owner ?? null) !== input.owner) return undefined;
       const [updated] = await tx.all(
         `UPDATE settlements SET status = 'failed', error = ?, next_check_at = NULL, updated_at = ? WHERE id = ? RETURNING *`,
         [input.error, now, id],
@@ -514,20 +518,29 @@ export class SqlLedger implements Ledger {
 
   async penalize(penalty: Penalty): Promise<void> {
     await this.#db.run(
-      `INSERT INTO revert_penalties (chain_id, kind, subject, until_at, tx_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)
-       ON CONFLICT (chain_id, kind, subject) DO UPDATE SET
+      `INSERT INTO revert_penalties (chain_id, token, kind, subject, until_at, tx_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (chain_id, token, kind, subject) DO UPDATE SET
          tx_hash = CASE WHEN excluded.until_at > revert_penalties.until_at THEN excluded.tx_hash ELSE revert_penalties.tx_hash END,
          until_at = CASE WHEN excluded.until_at > revert_penalties.until_at THEN excluded.until_at ELSE revert_penalties.until_at END`,
-      [penalty.chainId, penalty.kind, lower(penalty.subject), penalty.until, penalty.txHash ? lower(penalty.txHash) : null, this.#now()],
+      [
+        penalty.chainId,
+        lower(penalty.token),
+        penalty.kind,
+        lower(penalty.subject),
+        Number(penalty.until),
+        penalty.txHash ? lower(penalty.txHash) : null,
+        this.#now(),
+      ],
     );
   }
 
-  async activePenalty(chainId: number, subjects: readonly PenaltySubject[]): Promise<Penalty | undefined> {
+  async activePenalty(scope: TokenScope, subjects: readonly PenaltySubject[], now: bigint): Promise<Penalty | undefined> {
     if (subjects.length === 0) return undefined;
     const [row] = await this.#db.all(
-      `SELECT * FROM revert_penalties WHERE chain_id = ? AND until_at > ? AND (${subjects.map(() => "(kind = ? AND subject = ?)").join(" OR ")})
+      `SELECT * FROM revert_penalties WHERE chain_id = ? AND token = ? AND until_at > ?
+         AND (${subjects.map(() => "(kind = ? AND subject = ?)").join(" OR ")})
        ORDER BY until_at DESC LIMIT 1`,
-      [chainId, this.#now(), ...subjects.flatMap((s) => [s.kind, lower(s.subject)])],
+      [scope.chainId, lower(scope.token), Number(now), ...subjects.flatMap((s) => [s.kind, lower(s.subject)])],
     );
     return row ? toPenalty(row) : undefined;
   }
@@ -557,7 +570,7 @@ export class SqlLedger implements Ledger {
     const now = this.#now();
     await this.#db.run(`DELETE FROM rate_limit_counters WHERE reset_at <= ?`, [now]);
     await this.#db.run(`DELETE FROM ledger_instances WHERE expires_at <= ?`, [now]);
-    await this.#db.run(`DELETE FROM revert_penalties WHERE until_at <= ?`, [now]);
+    await this.#db.run(`DELETE FROM revert_penalties WHERE until_at <= ?`, [Math.floor(now / 1000) - 86_400]);
   }
 
   health(): Promise<LedgerHealth> {

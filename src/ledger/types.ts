@@ -102,6 +102,11 @@ export interface ClaimInput {
    * payer's settlements in flight (claimed or sent, same chain and token) plus this one exceed it.
    */
   balance?: bigint;
+  /**
+   * The block `balance` was read at: settlements of the payer mined after it count as in flight too
+   * (the balance read does not show them yet).
+   */
+  balanceBlock?: bigint;
 }
 
 /** What {@link Ledger.claim} decided. */
@@ -154,10 +159,18 @@ export interface PenaltySubject {
   subject: string;
 }
 
-/** A revert penalty: settles from `subject` are refused until `until`. */
-export interface Penalty extends PenaltySubject {
+/** One token on one chain. */
+export interface TokenScope {
   chainId: number;
-  until: number;
+  token: Address;
+}
+
+/**
+ * A revert penalty: settles from `subject` are refused until `until`, in the chain's time (Unix
+ * seconds of its blocks), so instances need not agree on a wall clock.
+ */
+export interface Penalty extends PenaltySubject, TokenScope {
+  until: bigint;
   txHash?: Hex;
 }
 
@@ -211,8 +224,11 @@ export interface Ledger {
   markTransaction(hash: Hex, state: TransactionState): Promise<void>;
   /** `claimed`/`sent` → `settled`. Idempotent for the same hash; throws on a final row otherwise. */
   markSettled(id: number, input: { txHash: Hex; blockNumber: bigint; blockTimestamp: bigint }): Promise<SettlementRecord>;
-  /** `claimed`/`sent` → `failed`. With `owner`, only while that instance owns the row (else undefined). */
-  markFailed(id: number, input: { error: string; owner?: string }): Promise<SettlementRecord | undefined>;
+  /**
+   * `claimed`/`sent` → `failed`. With `owner`, only while that instance owns the row (null: only while
+   * it waits for a key holder); else undefined and nothing changes.
+   */
+  markFailed(id: number, input: { error: string; owner?: string | null }): Promise<SettlementRecord | undefined>;
   /** A claimed row whose owner did not send in time goes back to the queue for any key holder. */
   requeue(id: number, owner: string): Promise<boolean>;
 
@@ -256,14 +272,14 @@ export interface Ledger {
 
   /** Records a penalty (a later `until` wins over an earlier one). */
   penalize(penalty: Penalty): Promise<void>;
-  /** The live penalty with the latest end among `subjects`, if any. */
-  activePenalty(chainId: number, subjects: readonly PenaltySubject[]): Promise<Penalty | undefined>;
+  /** The penalty among `subjects` that lasts longest past `now` (chain time), if any. */
+  activePenalty(scope: TokenScope, subjects: readonly PenaltySubject[], now: bigint): Promise<Penalty | undefined>;
 
   /** Counts one hit of `key` in a fixed window of `windowMs` starting at its first hit. */
   hit(key: string, windowMs: number): Promise<CounterHit>;
   unhit(key: string): Promise<void>;
   resetHits(key: string): Promise<void>;
-  /** Deletes lapsed counters, instances and penalties. */
+  /** Deletes lapsed counters and instances, and penalties that ended a day ago or more (by this clock). */
   prune(): Promise<void>;
 
   health(): Promise<LedgerHealth>;

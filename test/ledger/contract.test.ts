@@ -119,6 +119,14 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         expect((await ledger.claim(claimInput({ label: "r5", value: 10n }))).outcome).to.equal("claimed");
       });
 
+      it("counts a settlement mined after the block the balance was read at, which that balance does not show", async () => {
+        const first = await sentRow(ledger, "m1");
+        await ledger.markSettled(first.id, { txHash: first.hash, blockNumber: 11n, blockTimestamp: 1n });
+        // value 1_000_000 each: the balance read at block 10 still holds the first payment's funds.
+        expect(await ledger.claim(claimInput({ label: "m2", balance: 1_500_000n, balanceBlock: 10n }))).to.deep.equal({ outcome: "overBalance", inFlight: 1_000_000n });
+        expect((await ledger.claim(claimInput({ label: "m2", balance: 1_500_000n, balanceBlock: 11n }))).outcome).to.equal("claimed");
+      });
+
       it("releases a reservation when its settlement fails or settles", async () => {
         const first = await ledger.claim(claimInput({ label: "f1", value: 10n, balance: 10n }));
         expect((await ledger.claim(claimInput({ label: "f2", value: 10n, balance: 10n }))).outcome).to.equal("overBalance");
@@ -225,6 +233,12 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         if (claimed.outcome !== "claimed") throw new Error("not claimed");
         expect(await ledger.markFailed(claimed.record.id, { error: "x", owner: "instance-b" })).to.equal(undefined);
         expect((await ledger.getById(claimed.record.id))!.status).to.equal("claimed");
+        // null: only while it still waits for a key holder.
+        expect(await ledger.markFailed(claimed.record.id, { error: "withdrawn", owner: null })).to.deep.include({ status: "failed", error: "withdrawn" });
+        const taken = await ledger.claim(claimInput({ label: "own2", owner: null }));
+        if (taken.outcome !== "claimed") throw new Error("not claimed");
+        await ledger.takeQueued({ owner: "holder", chainIds: [338], limit: 1, ownerTtlMs: 1_000 });
+        expect(await ledger.markFailed(taken.record.id, { error: "withdrawn", owner: null })).to.equal(undefined);
       });
 
       it("throws not_found for a row that does not exist", async () => {
@@ -435,33 +449,41 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
     });
 
     describe("revert penalties", () => {
-      it("reports the live penalty that ends last among the subjects, and none once lapsed", async () => {
-        const code = "0x" + "ab".repeat(32);
-        await ledger.penalize({ chainId: 338, kind: "payer", subject: PAYER, until: clock.now + 1_000, txHash: signedTx("p").hash });
-        await ledger.penalize({ chainId: 338, kind: "code", subject: code, until: clock.now + 5_000 });
-        const subjects = [
-          { kind: "payer" as const, subject: PAYER },
-          { kind: "code" as const, subject: code },
-        ];
-        expect(await ledger.activePenalty(338, subjects)).to.deep.equal({ chainId: 338, kind: "code", subject: code, until: clock.now + 5_000 });
-        expect(await ledger.activePenalty(338, subjects.slice(0, 1))).to.deep.equal({
-          chainId: 338,
+      const scope = { chainId: 338, token: TOKEN };
+      const code = "0x" + "ab".repeat(32);
+      const subjects = [
+        { kind: "payer" as const, subject: PAYER },
+        { kind: "code" as const, subject: code },
+      ];
+
+      it("reports the penalty that lasts longest past the chain's time among the subjects, and none once over", async () => {
+        await ledger.penalize({ ...scope, kind: "payer", subject: PAYER, until: 1_000n, txHash: signedTx("p").hash });
+        await ledger.penalize({ ...scope, kind: "code", subject: code, until: 5_000n });
+        expect(await ledger.activePenalty(scope, subjects, 900n)).to.deep.equal({ ...scope, kind: "code", subject: code, until: 5_000n });
+        expect(await ledger.activePenalty(scope, subjects.slice(0, 1), 900n)).to.deep.equal({
+          ...scope,
           kind: "payer",
           subject: PAYER.toLowerCase(),
-          until: clock.now + 1_000,
+          until: 1_000n,
           txHash: signedTx("p").hash,
         });
-        expect(await ledger.activePenalty(25, subjects)).to.equal(undefined);
-        clock.advance(5_000);
-        expect(await ledger.activePenalty(338, subjects)).to.equal(undefined);
+        expect(await ledger.activePenalty(scope, subjects.slice(0, 1), 1_000n)).to.equal(undefined);
+        expect(await ledger.activePenalty(scope, subjects, 5_000n)).to.equal(undefined);
+      });
+
+      it("keeps penalties apart per chain and token", async () => {
+        await ledger.penalize({ ...scope, kind: "payer", subject: PAYER, until: 5_000n });
+        expect(await ledger.activePenalty({ chainId: 25, token: TOKEN }, subjects, 0n)).to.equal(undefined);
+        expect(await ledger.activePenalty({ chainId: 338, token: PAYEE }, subjects, 0n)).to.equal(undefined);
+        expect(await ledger.activePenalty(scope, [], 0n)).to.equal(undefined);
       });
 
       it("keeps the later end when a penalty is recorded again", async () => {
-        await ledger.penalize({ chainId: 338, kind: "payer", subject: PAYER, until: clock.now + 5_000 });
-        await ledger.penalize({ chainId: 338, kind: "payer", subject: PAYER, until: clock.now + 1_000 });
-        expect((await ledger.activePenalty(338, [{ kind: "payer", subject: PAYER }]))?.until).to.equal(clock.now + 5_000);
-        await ledger.penalize({ chainId: 338, kind: "payer", subject: PAYER, until: clock.now + 9_000 });
-        expect((await ledger.activePenalty(338, [{ kind: "payer", subject: PAYER }]))?.until).to.equal(clock.now + 9_000);
+        await ledger.penalize({ ...scope, kind: "payer", subject: PAYER, until: 5_000n });
+        await ledger.penalize({ ...scope, kind: "payer", subject: PAYER, until: 1_000n });
+        expect((await ledger.activePenalty(scope, subjects, 0n))?.until).to.equal(5_000n);
+        await ledger.penalize({ ...scope, kind: "payer", subject: PAYER, until: 9_000n });
+        expect((await ledger.activePenalty(scope, subjects, 0n))?.until).to.equal(9_000n);
       });
     });
 
@@ -485,12 +507,16 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         expect(hits.map((h) => h.hits).sort((a, b) => a - b)).to.deep.equal(Array.from({ length: 60 }, (_, i) => i + 1));
       });
 
-      it("prunes lapsed counters, instances and penalties", async () => {
+      it("prunes lapsed counters and instances, and penalties over for a day", async () => {
         await ledger.hit("k", 1_000);
         await ledger.heartbeat("i", 1_000);
-        await ledger.penalize({ chainId: 338, kind: "payer", subject: PAYER, until: clock.now + 1_000 });
+        const seconds = BigInt(Math.floor(clock.now / 1000));
+        await ledger.penalize({ chainId: 338, token: TOKEN, kind: "payer", subject: PAYER, until: seconds - 86_400n });
+        await ledger.penalize({ chainId: 338, token: TOKEN, kind: "code", subject: PAYER, until: seconds - 86_000n });
         clock.advance(1_000);
         await ledger.prune();
+        const left = await ledger.activePenalty({ chainId: 338, token: TOKEN }, [{ kind: "payer", subject: PAYER }, { kind: "code", subject: PAYER }], 0n);
+        expect(left?.kind).to.equal("code");
         expect(await ledger.hit("k", 1_000)).to.deep.equal({ hits: 1, resetAt: clock.now + 1_000 });
         expect(await ledger.instances()).to.deep.equal([]);
       });

@@ -191,3 +191,35 @@ export function parsePaymentRequirements(input: unknown): ParsedRequirements {
   const parsed = paymentRequirementsSchema.safeParse(input);
   return parsed.success ? { ok: true, requirements: parsed.data } : { ok: false, problem: describeZodError(parsed.error) };
 }
+
+// --- Settlement status (GET {base}/v2/x402/settlements…, added with the settlement ledger) ---
+
+const txHashSchema = z.string().regex(/^0x[0-9a-fA-F]{64}$/);
+
+/** Where a settlement stands, for sellers that reconcile (e.g. after a `payment.failed` carrying a `txHash`). */
+export const settlementStatusSchema = z.object({
+  status: z.enum(["pending", "settled", "failed"]),
+  network: z.string(),
+  from: z.string(),
+  to: z.string(),
+  value: z.string(),
+  nonce: z.string(),
+  /** The transaction that settled it, else the latest one sent; null when none was sent yet. */
+  txHash: txHashSchema.nullable(),
+  /** Every transaction broadcast for it, oldest first. */
+  transactions: z.array(txHashSchema),
+  blockNumber: z.number().int().nonnegative().optional(),
+  timestamp: z.iso.datetime({ offset: true }).optional(),
+  error: z.string().optional(),
+});
+export type SettlementStatus = z.infer<typeof settlementStatusSchema>;
+
+/** The query of `GET {base}/v2/x402/settlements?network=…&from=…&nonce=…`. */
+export const settlementQuerySchema = z.object({
+  network: z.string({ error: expected("must be a string") }).min(1, { error: expected("must not be empty") }),
+  from: addressSchema,
+  nonce: z.string({ error: expected("must be a string") }).regex(/^0x[0-9a-fA-F]{64}$/, { error: expected("must be 0x-prefixed 32 bytes of hex") }),
+});
+
+/** The path parameter of `GET {base}/v2/x402/settlements/{txHash}`. */
+export const settlementTxHashSchema = z.string().regex(/^0x[0-9a-fA-F]{64}$/, { error: "must be 0x-prefixed 32 bytes of hex" });

@@ -1,0 +1,32 @@
+import { Router, type RequestHandler } from "express";
+import type { NetworkName } from "../../protocol/networks.js";
+import type { Ledger } from "../../ledger/types.js";
+import { statusByAuthorization, statusByTxHash, type StatusAnswer } from "../status.js";
+
+/** Options of {@link settlementRoutes}. */
+export interface SettlementRoutesOptions {
+  ledger: Pick<Ledger, "get" | "findByTxHash">;
+  /** The networks served, with their token. */
+  served: ReadonlyMap<NetworkName, { token: `0x${string}` }>;
+  /** The rate limit in front of both routes (verify's quota). */
+  limit?: RequestHandler;
+}
+
+/**
+ * The settlement status lookups: `GET /v2/x402/settlements/{txHash}` and
+ * `GET /v2/x402/settlements?network=…&from=…&nonce=…`; 404 JSON when unknown, 400 JSON on a malformed query.
+ */
+export function settlementRoutes(options: SettlementRoutesOptions): Router {
+  const router = Router();
+  const send = (answer: StatusAnswer, res: Parameters<RequestHandler>[1]) => void res.status(answer.status).json(answer.body);
+  const limit = options.limit ? [options.limit] : [];
+  router.get("/v2/x402/settlements/:txHash", ...limit, async (req, res) => {
+    send(await statusByTxHash(options.ledger, String(req.params.txHash)), res);
+  });
+  router.get("/v2/x402/settlements", ...limit, async (req, res) => {
+    // One value per parameter: a repeated one is malformed, not the first of several.
+    const query = Object.fromEntries(Object.entries(req.query).map(([k, v]) => [k, typeof v === "string" ? v : null]));
+    send(await statusByAuthorization(options.ledger, options.served, query), res);
+  });
+  return router;
+}

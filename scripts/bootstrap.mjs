@@ -44,6 +44,7 @@ export const COMMANDS = {
   "bench:verify": typescript("bench/verify.ts"),
   "bench:settle": typescript("bench/settle.ts"),
   "bench:startup": typescript("bench/startup.ts"),
+  "bench:ledger": typescript("bench/ledger.ts"),
   // The wallets it measures are compiled contracts.
   "bench:gas": [compileStep(), ...typescript("bench/settle-gas.ts")],
 };

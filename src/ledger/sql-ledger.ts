@@ -68,6 +68,16 @@ const FINAL: ReadonlySet<SettlementStatus> = new Set(["settled", "failed"]);
 const IN_FLIGHT = "('claimed', 'sent')";
 
 const lower = (value: string) => value.toLowerCase();
+// Checksumming costs a keccak; the same few addresses (tokens, relayers, busy payers) come back all the time.
+const checksums = new Map<string, Address>();
+function checksum(value: string): Address {
+  let address = checksums.get(value);
+  if (!address) {
+    if (checksums.size >= 10_000) checksums.clear();
+    checksums.set(value, (address = getAddress(value)));
+  }
+  return address;
+}
 const num = (value: unknown) => (value === null || value === undefined ? undefined : Number(value));
 const str = (value: unknown) => (value === null || value === undefined ? undefined : String(value));
 const big = (value: unknown) => (value === null || value === undefined ? undefined : BigInt(value as string));
@@ -80,7 +90,7 @@ function keyParams(key: SettlementKey): SqlValue[] {
 function toTransaction(row: SqlRow): BroadcastRecord {
   return {
     hash: row.hash as Hex,
-    relayer: getAddress(row.relayer as string),
+    relayer: checksum(row.relayer as string),
     relayerNonce: Number(row.relayer_nonce),
     raw: row.raw as Hex,
     state: row.state as TransactionState,
@@ -97,12 +107,12 @@ function toSettlement(row: SqlRow, transactions: BroadcastRecord[]): SettlementR
     id: Number(row.id),
     key: {
       chainId: Number(row.chain_id),
-      token: getAddress(row.token as string),
-      authorizer: getAddress(row.authorizer as string),
+      token: checksum(row.token as string),
+      authorizer: checksum(row.authorizer as string),
       nonce: row.nonce as Hex,
     },
     network: String(row.network),
-    payee: getAddress(row.payee as string),
+    payee: checksum(row.payee as string),
     value: BigInt(row.value as string),
     validBefore: BigInt(row.valid_before as string),
     status: row.status as SettlementStatus,
@@ -116,10 +126,10 @@ function toSettlement(row: SqlRow, transactions: BroadcastRecord[]): SettlementR
       deadlineAt: num(row.deadline_at),
       call:
         row.call_to != null
-          ? { to: getAddress(row.call_to as string), data: row.call_data as Hex, gas: BigInt(row.call_gas as string) }
+          ? { to: checksum(row.call_to as string), data: row.call_data as Hex, gas: BigInt(row.call_gas as string) }
           : undefined,
       txHash: str(row.tx_hash) as Hex | undefined,
-      relayer: row.relayer != null ? getAddress(row.relayer as string) : undefined,
+      relayer: row.relayer != null ? checksum(row.relayer as string) : undefined,
       relayerNonce: num(row.relayer_nonce),
       blockNumber: big(row.block_number),
       blockTimestamp: big(row.block_timestamp),
@@ -130,7 +140,7 @@ function toSettlement(row: SqlRow, transactions: BroadcastRecord[]): SettlementR
 
 function toLease(row: SqlRow): Lease {
   return {
-    address: getAddress(row.address as string),
+    address: checksum(row.address as string),
     holder: String(row.holder),
     epoch: Number(row.epoch),
     acquiredAt: Number(row.acquired_at),
@@ -141,7 +151,7 @@ function toLease(row: SqlRow): Lease {
 function toPenalty(row: SqlRow): Penalty {
   return {
     chainId: Number(row.chain_id),
-    token: getAddress(row.token as string),
+    token: checksum(row.token as string),
     kind: row.kind as Penalty["kind"],
     subject: String(row.subject),
     until: BigInt(row.until_at as string),
@@ -253,7 +263,8 @@ export class SqlLedger implements Ledger {
         return { outcome: "exists", record: (await this.#record(tx, current))! };
       }
       if (input.owner === null) await tx.notify(`q:${row.id}`);
-      return { outcome: "claimed", record: (await this.#record(tx, row))! };
+      // A new row has no transactions yet; a failed one claimed again keeps its history.
+      return { outcome: "claimed", record: existing ? (await this.#record(tx, row))! : toSettlement(row, []) };
     });
   }
 
@@ -277,21 +288,18 @@ export class SqlLedger implements Ledger {
   recordBroadcast(input: RecordBroadcastInput): Promise<boolean> {
     const now = this.#now();
     return this.#db.transaction(async (tx) => {
-      const [row] = await tx.all(`SELECT chain_id FROM settlements WHERE id = ?`, [input.id]);
       const changed = await tx.run(
         `UPDATE settlements SET status = 'sent', tx_hash = ?, relayer = ?, relayer_nonce = ?, next_check_at = ?, updated_at = ?
          WHERE id = ? AND owner = ? AND status IN ${IN_FLIGHT}
            AND EXISTS (SELECT 1 FROM relayer_leases WHERE address = ? AND holder = ? AND expires_at > ?)`,
         [lower(input.hash), lower(input.relayer), input.relayerNonce, now + input.checkAfterMs, now, input.id, input.owner, lower(input.relayer), input.owner, now],
       );
-      if (changed === 0 || !row) return false;
+      if (changed === 0) return false;
       await tx.run(
         `INSERT INTO settlement_transactions (hash, settlement_id, chain_id, relayer, relayer_nonce, raw, state, fee_cap, priority_fee, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, 'signed', ?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING`,
+         SELECT ?, id, chain_id, ?, ?, ?, 'signed', ?, ?, ?, ? FROM settlements WHERE id = ? ON CONFLICT (hash) DO NOTHING`,
         [
           lower(input.hash),
-          input.id,
-          Number(row.chain_id),
           lower(input.relayer),
           input.relayerNonce,
           input.raw,
@@ -299,6 +307,7 @@ export class SqlLedger implements Ledger {
           input.priorityFee?.toString() ?? null,
           now,
           now,
+          input.id,
         ],
       );
       return true;
@@ -313,15 +322,17 @@ export class SqlLedger implements Ledger {
     const now = this.#now();
     const hash = lower(input.txHash);
     return this.#db.transaction(async (tx) => {
-      const row = await this.#lockedRow(tx, id);
-      const status = row.status as SettlementStatus;
-      if (status === "settled" && row.tx_hash === hash) return (await this.#record(tx, row))!;
-      if (FINAL.has(status)) throw new IllegalTransitionError(status, "settled", id);
       const [updated] = await tx.all(
         `UPDATE settlements SET status = 'settled', tx_hash = ?, block_number = ?, block_timestamp = ?, error = NULL,
-           next_check_at = NULL, updated_at = ? WHERE id = ? RETURNING *`,
+           next_check_at = NULL, updated_at = ? WHERE id = ? AND status IN ${IN_FLIGHT} RETURNING *`,
         [hash, input.blockNumber.toString(), input.blockTimestamp.toString(), now, id],
       );
+      if (!updated) {
+        const row = await this.#lockedRow(tx, id);
+        const status = row.status as SettlementStatus;
+        if (status === "settled" && row.tx_hash === hash) return (await this.#record(tx, row))!;
+        throw new IllegalTransitionError(status, "settled", id);
+      }
       await tx.run(`UPDATE settlement_transactions SET state = 'mined', updated_at = ? WHERE hash = ? AND settlement_id = ?`, [now, hash, id]);
       await tx.notify(`o:${id}`);
       return (await this.#record(tx, updated))!;

@@ -10,6 +10,8 @@ import { LedgerError, type LedgerHealth } from "./types.js";
 /** The embedded ledger's in-memory database (the local stack: its chains are ephemeral too). */
 export const MEMORY = ":memory:";
 
+const SYNCHRONOUS = "NORMAL";
+
 /**
  * Loads `node:sqlite` without the ExperimentalWarning Node 22 prints for it (that warning only:
  * every other warning still goes through).
@@ -87,8 +89,9 @@ class SqliteDriver implements SqlDriver {
     this.#db = new DatabaseSync(location);
     this.#db.exec("PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON");
     if (location !== MEMORY) {
-      // WAL: readers never wait for the writer. FULL: a commit is on disk before it returns (money records).
-      this.#db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL");
+      // WAL: readers never wait for the writer. NORMAL: a commit survives the process dying (it is in the
+      // OS's hands before the call returns); only an OS crash or power cut may lose the last ones.
+      this.#db.exec(`PRAGMA journal_mode = WAL; PRAGMA synchronous = ${SYNCHRONOUS}`);
     }
   }
 

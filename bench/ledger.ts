@@ -8,7 +8,7 @@ import { keccak256, toHex, type Address } from "viem";
 import { openPostgresLedger } from "../src/ledger/postgres.js";
 import { MEMORY, openSqliteLedger } from "../src/ledger/sqlite.js";
 import type { Ledger } from "../src/ledger/types.js";
-import { startTestPostgres } from "../test/helpers/postgres.js";
+import { startTestPostgres } from "../src/harness/postgres.js";
 import { percentile } from "./stack.js";
 
 const COUNT = Number(process.env.BENCH_LEDGER_SETTLEMENTS ?? 1_000);

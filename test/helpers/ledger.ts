@@ -5,7 +5,7 @@ import { keccak256, toHex, type Address, type Hex } from "viem";
 import { openPostgresLedger } from "../../src/ledger/postgres.js";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { ClaimInput, Ledger } from "../../src/ledger/types.js";
-import { startTestPostgres, type TestPostgres } from "./postgres.js";
+import { startTestPostgres, type TestPostgres } from "../../src/harness/postgres.js";
 
 // Helpers only: importing this file runs nothing.
 

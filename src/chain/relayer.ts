@@ -8,6 +8,31 @@ export interface RelayRequest {
   gas: bigint;
 }
 
+/** A signed transaction about to be broadcast (for a write-ahead record). */
+export interface SignedRelay {
+  hash: Hex;
+  /** The signed raw transaction: it can be broadcast again as it is. */
+  raw: Hex;
+  from: Address;
+  nonce: number;
+  /** maxFeePerGas, or gasPrice for a legacy transaction (wei). */
+  feeCap: bigint;
+  /** maxPriorityFeePerGas (wei); absent for a legacy transaction. */
+  priorityFee?: bigint;
+}
+
+/** Hooks around each broadcast of {@link Relayer.send}. */
+export interface RelayHooks {
+  /**
+   * Called after signing and before the broadcast (e.g. to record the transaction first). When it
+   * throws, nothing is broadcast, the nonce stays free, and `send` rejects with a {@link RelaySendError}
+   * (`maybeSent` false) whose cause is the hook's error.
+   */
+  beforeBroadcast?(tx: SignedRelay): Promise<void>;
+  /** What the node said: it took the transaction (or had it), refused it outright, or did not answer. */
+  afterBroadcast?(tx: SignedRelay, outcome: "accepted" | "refused" | "unknown"): void;
+}
+
 /** A send that failed after the transaction may have reached the node: the caller must report `hash`. */
 export class RelaySendError extends Error {
   override name = "RelaySendError";
@@ -104,21 +129,34 @@ export class Relayer {
 
   /**
    * The account to send the next transaction from (simulate with it as `from`): the least busy key,
-   * taking keys in turn on ties, so settles that arrive together spread over the keys.
+   * taking keys in turn on ties, so settles that arrive together spread over the keys. With `among`
+   * (the keys this instance may send from now), only those; undefined when none of them is ours.
    */
-  pick(): Address {
-    return this.#leastBusy().account.address;
+  pick(among?: readonly Address[]): Address | undefined {
+    return this.#leastBusy(among)?.account.address;
   }
 
-  #leastBusy(): RelayerKey {
+  #leastBusy(among?: readonly Address[]): RelayerKey | undefined {
+    const allowed = among && new Set(among.map((a) => a.toLowerCase()));
     const count = this.#keys.length;
-    let best = this.#keys[this.#cursor % count]!;
-    for (let i = 1; i < count; i++) {
+    let best: RelayerKey | undefined;
+    for (let i = 0; i < count; i++) {
       const key = this.#keys[(this.#cursor + i) % count]!;
-      if (key.pending < best.pending) best = key;
+      if (allowed && !allowed.has(key.account.address.toLowerCase())) continue;
+      if (!best || key.pending < best.pending) best = key;
     }
     this.#cursor = (this.#cursor + 1) % count;
     return best;
+  }
+
+  /** Forgets `address`'s local nonce: its next send reads it from the node (a key taken over from another instance). */
+  resync(address: Address): void {
+    this.#keys.find((k) => k.account.address.toLowerCase() === address.toLowerCase())?.resync();
+  }
+
+  /** Whether `address` has a send queued or in progress. */
+  busy(address: Address): boolean {
+    return (this.#keys.find((k) => k.account.address.toLowerCase() === address.toLowerCase())?.pending ?? 0) > 0;
   }
 
   #currentFees(): Promise<Fees> {
@@ -136,10 +174,11 @@ export class Relayer {
 
   /**
    * Signs and sends `request` from `from` (one of {@link addresses}; default the least busy key).
-   * Resolves with the transaction hash once the node accepted it.
+   * Resolves with the transaction hash once the node accepted it. `hooks` see each signed
+   * transaction before its broadcast and what the node said.
    */
-  send(request: RelayRequest, from?: Address): Promise<{ hash: Hex; from: Address }> {
-    const key = (from && this.#keys.find((k) => k.account.address === from)) || this.#leastBusy();
+  send(request: RelayRequest, from?: Address, hooks: RelayHooks = {}): Promise<{ hash: Hex; from: Address }> {
+    const key = (from && this.#keys.find((k) => k.account.address === from)) || this.#leastBusy()!;
     return key.exclusive(async () => {
       const fees = await this.#currentFees();
       for (let attempt = 0; ; attempt++) {
@@ -152,22 +191,37 @@ export class Relayer {
           nonce,
           ...("gasPrice" in fees ? { gasPrice: fees.gasPrice, type: "legacy" as const } : { ...fees, type: "eip1559" as const }),
         });
-        const hash = keccak256(serialized);
+        const signed: SignedRelay = {
+          hash: keccak256(serialized),
+          raw: serialized,
+          from: key.account.address,
+          nonce,
+          ...("gasPrice" in fees ? { feeCap: fees.gasPrice } : { feeCap: fees.maxFeePerGas, priorityFee: fees.maxPriorityFeePerGas }),
+        };
+        const { hash } = signed;
+        try {
+          await hooks.beforeBroadcast?.(signed);
+        } catch (error) {
+          throw new RelaySendError(hash, false, { cause: error });
+        }
         try {
           await this.#client.sendRawTransaction({ serializedTransaction: serialized });
           key.advance();
+          hooks.afterBroadcast?.(signed, "accepted");
           return { hash, from: key.account.address };
         } catch (error) {
-          const message = errorText(error);
-          if (/already known|known transaction/i.test(message)) {
+          const answer = sendErrorKind(error);
+          if (answer === "known") {
             key.advance();
+            hooks.afterBroadcast?.(signed, "accepted");
             return { hash, from: key.account.address };
           }
           key.resync();
-          const refused = /nonce|replacement transaction underpriced/i.test(message);
-          if (refused && attempt === 0) continue;
+          hooks.afterBroadcast?.(signed, answer === "refused" ? "refused" : "unknown");
+          const retry = /nonce|replacement transaction underpriced/i.test(errorText(error));
+          if (retry && attempt === 0) continue;
           // Refused outright: nothing was sent. Otherwise (time-out, connection lost) it may have been.
-          throw new RelaySendError(hash, !isRefusal(message), { cause: error });
+          throw new RelaySendError(hash, answer !== "refused", { cause: error });
         }
       }
     });
@@ -179,6 +233,13 @@ function errorText(error: unknown): string {
   return String(error);
 }
 
-function isRefusal(message: string): boolean {
-  return /nonce|underpriced|insufficient funds|intrinsic gas|gas limit|execution reverted|invalid|rejected/i.test(message);
+/**
+ * How a node's error to `eth_sendRawTransaction` reads: it already had the transaction (`known`),
+ * refused it outright (`refused`: nothing was sent), or something else (a transport fault: it may have been).
+ */
+export function sendErrorKind(error: unknown): "known" | "refused" | "unknown" {
+  const message = errorText(error);
+  if (/already known|known transaction|already imported/i.test(message)) return "known";
+  if (/nonce|underpriced|insufficient funds|intrinsic gas|gas limit|execution reverted|invalid|rejected/i.test(message)) return "refused";
+  return "unknown";
 }

@@ -5,6 +5,7 @@ import {
   type Hex,
   type PublicClient,
 } from "viem";
+import { sendErrorKind } from "./relayer.js";
 import { tokenAbi } from "./token-abi.js";
 
 /** Parameters of {@link settlementChain}. */
@@ -15,14 +16,6 @@ export interface SettlementChainParameters {
   logLookbackBlocks: number;
 }
 
-/** Whether a node's answer to a raw transaction means it took it (or already had it). */
-export function alreadyKnown(message: string): boolean {
-  return /already known|known transaction|already imported/i.test(message);
-}
-
-function text(error: unknown): string {
-  return error instanceof Error ? `${error.message} ${(error as { details?: string }).details ?? ""}` : String(error);
-}
 
 /**
  * What the settlement ledger's reconciler reads from one chain, over a viem public client: receipts
@@ -88,10 +81,9 @@ export function settlementChain({ client, chainId, logLookbackBlocks }: Settleme
         await client.sendRawTransaction({ serializedTransaction: raw });
         return "accepted";
       } catch (error) {
-        const message = text(error);
-        if (alreadyKnown(message)) return "accepted";
-        if (/nonce|underpriced|replacement|insufficient funds|invalid|rejected/i.test(message)) return "refused";
-        throw error; // a transport fault: try again next round
+        const kind = sendErrorKind(error);
+        if (kind === "unknown") throw error; // a transport fault: try again next round
+        return kind === "known" ? "accepted" : "refused";
       }
     },
   };

@@ -60,6 +60,22 @@ export interface FacilitatorConfig {
   http: HttpLimitsConfig;
   /** Seller API keys (hashes only); empty = no authentication, per-IP limits. */
   apiKeys: ApiKeyConfig[];
+  /** The settlement ledger (docs/operations.md, "The settlement ledger, and several instances"). */
+  ledger: LedgerConfig;
+}
+
+/** Where settlements are recorded, and how instances share the relayer keys. */
+export interface LedgerConfig {
+  /** `DATABASE_URL`: PostgreSQL shared by several instances. Never logged (it may carry a password). */
+  databaseUrl?: string;
+  /** `LEDGER_FILE`: without a database URL, the embedded ledger's file, or `:memory:`. */
+  file: string;
+  /** `LEDGER_LEASE_TTL_SECONDS`: relayer key leases and instance heartbeats lapse after this. */
+  leaseTtlMs: number;
+  /** `RECONCILE_INTERVAL_MS`: how often this instance's reconciler looks at unfinished settlements. */
+  reconcileIntervalMs: number;
+  /** `LEDGER_POOL_SIZE`: PostgreSQL connections of this instance. */
+  poolSize: number;
 }
 
 /** Relayer safety: gas caps and the revert penalty. */
@@ -177,13 +193,19 @@ const envSchema = z.object({
   METRICS_HOST: optionalString.transform((v) => v ?? "127.0.0.1"),
   METRICS_PORT: intVar(9464, 0, 65_535),
   METRICS_CACHE_MS: intVar(5_000),
+  // Settlement ledger
+  DATABASE_URL: optionalString,
+  LEDGER_FILE: optionalString,
+  LEDGER_LEASE_TTL_SECONDS: intVar(15, 1),
+  RECONCILE_INTERVAL_MS: intVar(2_000, 50),
+  LEDGER_POOL_SIZE: intVar(10, 2),
 });
 
 /**
  * Variables in the facilitator's own namespaces: one that the schema does not know (a typo such as
  * `CRONOS_MAINNET_RPC`) stops start-up instead of being ignored.
  */
-const OWN_NAMESPACE = /^(CRONOS_|RELAYER_|RATE_LIMIT_|METRICS_|API_KEYS)/;
+const OWN_NAMESPACE = /^(CRONOS_|RELAYER_|RATE_LIMIT_|METRICS_|API_KEYS|LEDGER_|RECONCILE_)/;
 const KNOWN_VARIABLES = Object.keys(envSchema.shape);
 
 /** Every environment variable the facilitator reads. */
@@ -202,6 +224,11 @@ export interface LoadConfigOptions {
    * Set by the local stack; a standalone facilitator leaves it empty.
    */
   embedded?: readonly NetworkName[];
+  /**
+   * The embedded ledger's file when `LEDGER_FILE` is not set: the standalone process passes
+   * {@link DEFAULT_LEDGER_FILE} (a restart remembers everything); embedded use defaults to `:memory:`.
+   */
+  defaultLedgerFile?: string;
 }
 
 /**
@@ -296,7 +323,23 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
     metricsCacheMs: e.METRICS_CACHE_MS,
     http: httpLimits(e.REQUEST_TIMEOUT_MS, e.HEADERS_TIMEOUT_MS, e.MAX_CONNECTIONS),
     apiKeys: readApiKeys(e.API_KEYS, e.API_KEYS_FILE),
+    ledger: {
+      ...(e.DATABASE_URL ? { databaseUrl: parseDatabaseUrl(e.DATABASE_URL) } : {}),
+      file: e.LEDGER_FILE ?? options.defaultLedgerFile ?? ":memory:",
+      leaseTtlMs: e.LEDGER_LEASE_TTL_SECONDS * 1000,
+      reconcileIntervalMs: e.RECONCILE_INTERVAL_MS,
+      poolSize: e.LEDGER_POOL_SIZE,
+    },
   };
+}
+
+/** The standalone process's embedded ledger when `LEDGER_FILE` is not set (relative to the working directory). */
+export const DEFAULT_LEDGER_FILE = "data/ledger.db";
+
+function parseDatabaseUrl(value: string): string {
+  // The message never repeats the value: it may carry a password.
+  if (!/^postgres(ql)?:\/\/[^\s]+$/.test(value)) throw new ConfigError("DATABASE_URL: must be a postgres:// (or postgresql://) URL");
+  return value;
 }
 
 /** A gas limit a node accepts for one call: at most 2^24 (EIP-7825's transaction cap). */

@@ -1,6 +1,7 @@
 import type { Address, PublicClient } from "viem";
 import { describeRpcFailure, redactUrl } from "../chain/rpc-url.js";
 import { tokenAbi } from "../chain/token-abi.js";
+import type { LedgerHealth } from "../ledger/types.js";
 import type { NetworkConfig } from "./config.js";
 
 /** What one network looks like from here. */
@@ -123,25 +124,38 @@ export interface HealthReport {
     message: string;
     timestamp: number;
     networks: Record<string, NetworkInspection>;
+    ledger?: LedgerInspection;
   };
 }
 
-/** Runs the network checks in parallel and builds the healthcheck answer. */
-export async function healthReport(inspections: Array<() => Promise<NetworkInspection>>): Promise<HealthReport> {
+/** The settlement ledger as `/healthcheck` reports it: the database, and this instance's relayer key leases. */
+export interface LedgerInspection extends LedgerHealth {
+  leases: Array<{ address: Address; epoch: number; expiresAt: string }>;
+}
+
+/** Runs the network checks (and the ledger's) in parallel and builds the healthcheck answer. */
+export async function healthReport(
+  inspections: Array<() => Promise<NetworkInspection>>,
+  ledger?: () => Promise<LedgerInspection>,
+): Promise<HealthReport> {
   const started = performance.now();
-  const results = await Promise.all(inspections.map((inspect) => inspect()));
-  const failing = results.filter((r) => !r.ok);
+  const [results, database] = await Promise.all([Promise.all(inspections.map((inspect) => inspect())), ledger?.()]);
+  const problems = results
+    .filter((r) => !r.ok)
+    .map((r) => `${r.network}: ${r.problems.map((p) => `${p.variable}: ${p.message}`).join("; ")}`);
+  if (database && !database.reachable) problems.push(`ledger: ${database.backend === "postgres" ? "DATABASE_URL" : "LEDGER_FILE"}: unreachable (${database.error ?? "no answer"})`);
+  else if (database && database.migrations.applied < database.migrations.expected) {
+    problems.push(`ledger: ${database.migrations.applied} of ${database.migrations.expected} migrations applied`);
+  }
   return {
-    status: failing.length === 0 ? "success" : "error",
+    status: problems.length === 0 ? "success" : "error",
     results: {
       uptime: process.uptime(),
       responseTime: Math.round((performance.now() - started) * 1000) / 1000,
-      message:
-        failing.length === 0
-          ? "OK"
-          : failing.map((r) => `${r.network}: ${r.problems.map((p) => `${p.variable}: ${p.message}`).join("; ")}`).join(" | "),
+      message: problems.length === 0 ? "OK" : problems.join(" | "),
       timestamp: Date.now(),
       networks: Object.fromEntries(results.map((r) => [r.network, r])),
+      ...(database ? { ledger: database } : {}),
     },
   };
 }

@@ -1,6 +1,6 @@
 import pino from "pino";
 import { redactUrl } from "../chain/rpc-url.js";
-import { ConfigError, loadConfig } from "./config.js";
+import { ConfigError, DEFAULT_LEDGER_FILE, loadConfig } from "./config.js";
 import { startFacilitator, StartupError, type RunningFacilitator } from "./server.js";
 import { redactingLogger } from "./logger.js";
 
@@ -21,7 +21,8 @@ export async function runFacilitatorProcess(options: RunProcessOptions = {}): Pr
   const env = options.env ?? process.env;
   let config;
   try {
-    config = loadConfig(env);
+    // Standalone, the embedded ledger is a file: a restart remembers every settlement.
+    config = loadConfig(env, { defaultLedgerFile: DEFAULT_LEDGER_FILE });
   } catch (error) {
     if (error instanceof ConfigError) fail(`configuration: ${error.message}`);
     throw error;

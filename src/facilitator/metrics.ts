@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 import type { NetworkRuntime } from "./runtime.js";
 import type { OutcomeRecord } from "./http/app.js";
 import { memoizeFor } from "./memoize.js";
+import type { Ledger, PendingSummary } from "../ledger/types.js";
 import { canonicalNetwork, type NetworkName } from "../protocol/networks.js";
 import { networkOfCaip2 } from "../protocol/x402v2.js";
 
@@ -30,6 +31,12 @@ export interface FacilitatorMetrics {
   revertedGas(network: string, gas: bigint): void;
   /** Relayer gauges are read from the chain when scraped, at most once per `cacheMs`. */
   watchRelayers(networks: ReadonlyMap<NetworkName, NetworkRuntime>): void;
+  /** Ledger gauges (settlements pending, the oldest's age) are read from the ledger when scraped. */
+  watchLedger(ledger: Pick<Ledger, "pendingSummary">): void;
+  /** The reconciler moved a row (settled, reverted, failed, rebroadcast, requeued, abandoned). */
+  reconcilerAction(action: string): void;
+  /** This instance took (`acquired`) or gave up (`lost`) a relayer key's lease. */
+  leaseChange(change: "acquired" | "lost"): void;
 }
 
 /** Options of {@link createMetrics}. */
@@ -90,6 +97,41 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     help: "connections closed on arrival because MAX_CONNECTIONS were open",
     labelNames: ["listener"],
     registers: [registry],
+  });
+  const reconcilerActions = new Counter({
+    name: "x402_reconciler_actions_total",
+    help: "settlements the reconciler moved, by action",
+    labelNames: ["action"],
+    registers: [registry],
+  });
+  const leaseChanges = new Counter({
+    name: "x402_relayer_lease_changes_total",
+    help: "relayer key leases this instance acquired or lost",
+    labelNames: ["change"],
+    registers: [registry],
+  });
+  let ledger: Pick<Ledger, "pendingSummary"> | undefined;
+  // Both gauges share one ledger read per `cacheMs`, however often `/metrics` is scraped.
+  const summary = memoizeFor(options.cacheMs ?? 5_000, (): Promise<PendingSummary | undefined> =>
+    (ledger?.pendingSummary() ?? Promise.resolve(undefined)).catch(() => undefined),
+  );
+  new Gauge({
+    name: "x402_ledger_pending_settlements",
+    help: "settlements claimed or sent, not yet settled or failed (all instances)",
+    registers: [registry],
+    async collect() {
+      const read = await summary();
+      if (read) this.set(read.count);
+    },
+  });
+  new Gauge({
+    name: "x402_ledger_oldest_pending_seconds",
+    help: "age of the oldest settlement still pending (0 when none)",
+    registers: [registry],
+    async collect() {
+      const read = await summary();
+      if (read) this.set(read.oldestCreatedAt === undefined ? 0 : Math.max(0, (Date.now() - read.oldestCreatedAt) / 1000));
+    },
   });
   let runtimes: ReadonlyMap<NetworkName, NetworkRuntime> = new Map();
   // Every scrape within cacheMs shares one read of every relayer (a scrape flood is no RPC flood).
@@ -162,6 +204,15 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     },
     watchRelayers(networks) {
       runtimes = networks;
+    },
+    watchLedger(watched) {
+      ledger = watched;
+    },
+    reconcilerAction(action) {
+      reconcilerActions.inc({ action });
+    },
+    leaseChange(change) {
+      leaseChanges.inc({ change });
     },
   };
 }

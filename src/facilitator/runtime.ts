@@ -3,9 +3,9 @@ import type { ChainState } from "../chain/state.js";
 import type { Relayer } from "../chain/relayer.js";
 import type { NetworkName } from "../protocol/networks.js";
 import type { NetworkConfig } from "./config.js";
-import type { InFlightGuard } from "./in-flight.js";
 import type { Logger } from "./logger.js";
-import type { SettleGuards } from "./settle-guards.js";
+import type { Ledger } from "../ledger/types.js";
+import type { SettlementService } from "./settlements.js";
 
 /** Everything the facilitator holds for one network, built at start-up. */
 export interface NetworkRuntime {
@@ -27,9 +27,12 @@ export interface FacilitatorContext {
   settleTimeoutMs: number;
   pollingIntervalMs: number;
   logLookbackBlocks: number;
-  inFlight: InFlightGuard;
-  /** What the relayer may pay for: gas caps, balance reservations, revert penalties. */
+  /** What the relayer may pay for: gas caps and revert penalties (balance reservations are ledger claims). */
   relayerSafety: RelayerSafety;
+  /** The settlement ledger: claims, reservations, penalties, status (never touched by verify). */
+  ledger: Ledger;
+  /** Sends claimed settlements (or hands them to a relayer key holder) and waits for their outcome. */
+  settlements: SettlementService;
   logger: Logger;
   /** Measurement hooks (metrics); optional. */
   observe?: {
@@ -48,7 +51,6 @@ export interface RelayerSafety {
   erc1271GasLimit: bigint;
   /** A payer (and a contract wallet's code hash) whose settlement reverted on chain is refused this long (chain seconds). */
   revertPenaltySeconds: number;
-  guards: SettleGuards;
 }
 
 /**

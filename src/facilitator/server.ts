@@ -14,10 +14,10 @@ import type { QuotaHolder } from "./http/edge.js";
 import { createListener, listenOn } from "./http/listen.js";
 import { metricsEndpoint } from "./http/metrics-endpoint.js";
 import type { RateLimitStores } from "./http/rate-limit.js";
-import { MemoryInFlightGuard, type InFlightGuard } from "./in-flight.js";
-import { MemorySettleGuards, type SettleGuards } from "./settle-guards.js";
 import { redactingLogger, silentLogger, type Logger } from "./logger.js";
 import { memoizeFor } from "./memoize.js";
+import { startCoordination, type Coordination } from "./coordination.js";
+import type { Ledger } from "../ledger/types.js";
 import { createMetrics, type FacilitatorMetrics } from "./metrics.js";
 import type { FacilitatorContext, NetworkRuntime } from "./runtime.js";
 
@@ -26,10 +26,12 @@ export interface StartFacilitatorOptions {
   /** viem transports per network, e.g. `custom(provider)` for an in-process chain; default `http(rpcUrl)`. */
   transports?: Partial<Record<NetworkName, Transport>>;
   logger?: Logger;
-  inFlight?: InFlightGuard;
-  /** Balance reservations and revert penalties; shared between instances through a ledger. Default in memory. */
-  settleGuards?: SettleGuards;
-  /** One express-rate-limit `Store` per limiter (verify, settle, settlePayer) shared between instances; default in-memory. */
+  /** An open settlement ledger to use (not closed with the facilitator); default: the one `config.ledger` names. */
+  ledger?: Ledger;
+  /**
+   * One express-rate-limit `Store` per limiter (verify, settle, settlePayer, status) shared between
+   * instances; default in memory, or the ledger's counters when it is shared (PostgreSQL).
+   */
   rateLimitStores?: RateLimitStores;
   onOutcome?: (outcome: OutcomeRecord) => void;
   onRateLimited?: (route: string, by: QuotaHolder) => void;
@@ -51,6 +53,10 @@ export interface Facilitator {
   rateLimits: FacilitatorConfig["rateLimits"];
   /** The page at `/` and its live feed, when `config.dashboard`. */
   dashboard?: Dashboard;
+  /** The ledger, key leases, settlement sender and reconciler of this instance. */
+  coordination: Coordination;
+  /** Lets settles in flight finish (up to `graceMs`), releases the relayer key leases, closes the ledger. */
+  close(graceMs?: number): Promise<void>;
 }
 
 /** A start-up check failed: the message is one line naming the network, the variable and what was found. */
@@ -110,6 +116,19 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
 
   const metrics = createMetrics({ defaults: options.defaultMetrics ?? false, cacheMs: config.metricsCacheMs, now });
   metrics.watchRelayers(networks);
+  let coordination: Coordination;
+  try {
+    coordination = await startCoordination({
+      config,
+      networks,
+      logger,
+      metrics,
+      observe: () => context.observe,
+      ...(options.ledger ? { ledger: options.ledger } : {}),
+    });
+  } catch (error) {
+    throw new StartupError(`${config.ledger.databaseUrl ? "DATABASE_URL" : "LEDGER_FILE"}: the settlement ledger cannot be opened: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
   const context: FacilitatorContext = {
     networks,
     settleMarginSeconds: config.settleMarginSeconds,
@@ -118,8 +137,9 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     settleTimeoutMs: config.settleTimeoutMs,
     pollingIntervalMs: config.pollingIntervalMs,
     logLookbackBlocks: config.logLookbackBlocks,
-    inFlight: options.inFlight ?? new MemoryInFlightGuard(),
-    relayerSafety: { ...config.relayerSafety, guards: options.settleGuards ?? new MemorySettleGuards() },
+    relayerSafety: config.relayerSafety,
+    ledger: coordination.ledger,
+    settlements: coordination.settlements,
     logger,
     observe: { confirmationWait: metrics.confirmationWait, rpcError: metrics.rpcError, revertedGas: metrics.revertedGas },
   };
@@ -143,6 +163,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
             nowMs: now(),
           }),
         ),
+        coordination.inspect,
       ),
     now,
   );
@@ -157,7 +178,11 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     trustProxy: config.trustProxy,
     bodyLimitBytes: config.bodyLimitBytes,
     apiKeys: config.apiKeys,
-    rateLimitStores: options.rateLimitStores,
+    rateLimitStores: options.rateLimitStores ?? coordination.rateLimitStores,
+    statusLookup: {
+      ledger: coordination.ledger,
+      served: new Map(config.networks.map((n) => [n.network, { token: n.token }])),
+    },
     onOutcome(record) {
       metrics.outcome(record);
       // One line per verify/settle outcome.
@@ -175,7 +200,16 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     onResponse: metrics.request,
     dashboard: dashboard?.router,
   });
-  return { app, context, relayers, metrics, rateLimits: config.rateLimits, ...(dashboard ? { dashboard } : {}) };
+  return {
+    app,
+    context,
+    relayers,
+    metrics,
+    rateLimits: config.rateLimits,
+    ...(dashboard ? { dashboard } : {}),
+    coordination,
+    close: (graceMs) => coordination.close(graceMs),
+  };
 }
 
 /** A listening facilitator. */
@@ -206,6 +240,7 @@ export async function startFacilitator(config: FacilitatorConfig, options: Start
       return url;
     } catch (error) {
       await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
+      await facilitator.close(0);
       if ((error as NodeJS.ErrnoException).code === "EADDRINUSE") {
         throw new StartupError(`${variable}: ${host}:${port} is already in use; choose another port (${hint})`);
       }
@@ -241,7 +276,9 @@ export async function startFacilitator(config: FacilitatorConfig, options: Start
               each.closeIdleConnections();
             }),
         ),
-      ).then(() => undefined);
+      )
+        // Then release the relayer key leases (others take the keys at once) and close the ledger.
+        .then(() => facilitator.close(graceMs));
       return closing;
     },
   };

@@ -76,7 +76,7 @@ export interface LocalStack {
 }
 
 // Variables the stack owns: a value inherited from the caller's environment must not redirect it.
-const OWNED_VARIABLES = /^(PORT|HOST|FACILITATOR_NETWORKS|RELAYER_PRIVATE_KEY(_FILE)?|CRONOS_(TESTNET|MAINNET)_(RPC_URL|TOKEN_ADDRESS|TOKEN_NAME|TOKEN_VERSION)|RATE_LIMIT_(VERIFY|SETTLE)_PER_MINUTE)$/;
+const OWNED_VARIABLES = /^(PORT|HOST|FACILITATOR_NETWORKS|RELAYER_PRIVATE_KEY(_FILE)?|CRONOS_(TESTNET|MAINNET)_(RPC_URL|TOKEN_ADDRESS|TOKEN_NAME|TOKEN_VERSION)|RATE_LIMIT_(VERIFY|SETTLE)_PER_MINUTE|DATABASE_URL|LEDGER_FILE)$/;
 const ENV_PREFIX: Record<NetworkName, string> = { "cronos-testnet": "CRONOS_TESTNET", "cronos-mainnet": "CRONOS_MAINNET" };
 
 /**
@@ -164,6 +164,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         PORT: String(port),
         RATE_LIMIT_VERIFY_PER_MINUTE: String(options.rateLimits?.verifyPerMinute ?? 0),
         RATE_LIMIT_SETTLE_PER_MINUTE: String(options.rateLimits?.settlePerMinute ?? 0),
+        // The chains are ephemeral: so is the settlement ledger.
+        LEDGER_FILE: ":memory:",
       },
       { embedded: networks },
     );

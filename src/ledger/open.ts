@@ -9,11 +9,13 @@ export interface OpenLedgerOptions extends SqlLedgerOptions {
   databaseUrl?: string;
   /** Otherwise the embedded ledger: a file path, or `:memory:` (default). */
   file?: string;
+  /** PostgreSQL connections of this instance; default 10. */
+  poolSize?: number;
 }
 
 /** Opens the ledger the configuration names: PostgreSQL when `databaseUrl` is set, else embedded SQLite. */
 export async function openLedger(options: OpenLedgerOptions = {}): Promise<Ledger> {
-  const { databaseUrl, file, ...rest } = options;
-  if (databaseUrl) return openPostgresLedger({ ...rest, url: databaseUrl });
+  const { databaseUrl, file, poolSize, ...rest } = options;
+  if (databaseUrl) return openPostgresLedger({ ...rest, url: databaseUrl, ...(poolSize ? { poolSize } : {}) });
   return openSqliteLedger({ ...rest, location: file ?? MEMORY });
 }

@@ -43,7 +43,7 @@ export const NOT_SENT_ERROR = `${RequestError.unavailable}: given up before any 
 
 /** Options of {@link Reconciler}. */
 export interface ReconcilerOptions {
-  ledger: Pick<Ledger, "takeDue" | "markSettled" | "markFailed" | "markTransaction" | "requeue">;
+  ledger: Pick<Ledger, "takeDue" | "markSettled" | "markFailed" | "markTransaction" | "requeue" | "withdraw">;
   /** The chains this instance serves; rows of other chains are left to instances that serve them. */
   chains: readonly ReconcilerChain[];
   /** Rows per round; default 20. */
@@ -111,12 +111,13 @@ export class Reconciler {
     const live = row.transactions.filter((tx) => LIVE.has(tx.state));
     if (row.status === "claimed" && live.length === 0) {
       const now = this.#now();
-      if (row.owner !== undefined && (row.ownerExpiresAt ?? 0) <= now && (row.deadlineAt ?? 0) > now) {
+      // Requeued only with its call: an owner that died before simulating leaves nothing to send.
+      if (row.owner !== undefined && row.call && (row.ownerExpiresAt ?? 0) <= now && (row.deadlineAt ?? 0) > now) {
         return (await ledger.requeue(row.id, row.owner)) ? "requeued" : undefined;
       }
       if ((row.deadlineAt ?? 0) <= now) {
         // Write-ahead: no recorded transaction means nothing was broadcast; a late owner's record is now refused.
-        return (await ledger.markFailed(row.id, { error: NOT_SENT_ERROR, ...(row.owner ? { owner: row.owner } : {}) })) ? "abandoned" : undefined;
+        return (await ledger.withdraw(row.id, { error: NOT_SENT_ERROR, owner: row.owner ?? null })) ? "abandoned" : undefined;
       }
       return undefined;
     }

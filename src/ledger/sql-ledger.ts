@@ -15,6 +15,7 @@ import {
   type PenaltySubject,
   type PendingSummary,
   type RecordBroadcastInput,
+  type SettlementCall,
   type SettlementKey,
   type SettlementRecord,
   type SettlementStatus,
@@ -231,9 +232,9 @@ export class SqlLedger implements Ledger {
         input.owner,
         ownerExpiresAt,
         deadlineAt,
-        lower(input.call.to),
-        input.call.data,
-        input.call.gas.toString(),
+        input.call ? lower(input.call.to) : null,
+        input.call?.data ?? null,
+        input.call?.gas.toString() ?? null,
         nextCheckAt,
         now,
       ];
@@ -262,7 +263,7 @@ export class SqlLedger implements Ledger {
         const [current] = await tx.all(`SELECT * FROM settlements WHERE chain_id = ? AND token = ? AND authorizer = ? AND nonce = ?`, key);
         return { outcome: "exists", record: (await this.#record(tx, current))! };
       }
-      if (input.owner === null) await tx.notify(`q:${row.id}`);
+      if (input.owner === null && input.call) await tx.notify(`q:${row.id}`);
       // A new row has no transactions yet; a failed one claimed again keeps its history.
       return { outcome: "claimed", record: existing ? (await this.#record(tx, row))! : toSettlement(row, []) };
     });
@@ -276,7 +277,8 @@ export class SqlLedger implements Ledger {
         `UPDATE settlements SET owner = ?, owner_expires_at = ?, next_check_at = ?, updated_at = ?
          WHERE id IN (
            SELECT id FROM settlements
-           WHERE status = 'claimed' AND owner IS NULL AND deadline_at > ? AND chain_id IN (${placeholders(input.chainIds.length)})
+           WHERE status = 'claimed' AND owner IS NULL AND call_to IS NOT NULL AND deadline_at > ?
+             AND chain_id IN (${placeholders(input.chainIds.length)})
            ORDER BY created_at LIMIT ?${this.#db.skipLocked}
          ) RETURNING *`,
         [input.owner, now + input.ownerTtlMs, now + input.ownerTtlMs, now, now, ...input.chainIds, input.limit],
@@ -356,13 +358,28 @@ export class SqlLedger implements Ledger {
     });
   }
 
-  requeue(id: number, owner: string): Promise<boolean> {
+  withdraw(id: number, input: { error: string; owner: string | null }): Promise<SettlementRecord | undefined> {
+    const now = this.#now();
+    return this.#db.transaction(async (tx) => {
+      const [row] = await tx.all(
+        `UPDATE settlements SET status = 'failed', error = ?, next_check_at = NULL, updated_at = ?
+         WHERE id = ? AND status = 'claimed' AND owner IS NOT DISTINCT FROM ? RETURNING *`,
+        [input.error, now, id, input.owner],
+      );
+      if (!row) return undefined;
+      await tx.notify(`o:${id}`);
+      return this.#record(tx, row);
+    });
+  }
+
+  requeue(id: number, owner: string, call?: SettlementCall): Promise<boolean> {
     const now = this.#now();
     return this.#db.transaction(async (tx) => {
       const changed = await tx.run(
-        `UPDATE settlements SET owner = NULL, owner_expires_at = NULL, next_check_at = deadline_at, updated_at = ?
+        `UPDATE settlements SET owner = NULL, owner_expires_at = NULL, next_check_at = deadline_at, updated_at = ?,
+           call_to = COALESCE(?, call_to), call_data = COALESCE(?, call_data), call_gas = COALESCE(?, call_gas)
          WHERE id = ? AND owner = ? AND status = 'claimed'`,
-        [now, id, owner],
+        [now, call ? lower(call.to) : null, call?.data ?? null, call?.gas.toString() ?? null, id, owner],
       );
       if (changed > 0) await tx.notify(`q:${id}`);
       return changed > 0;

@@ -90,7 +90,8 @@ export interface ClaimInput {
   payee: Address;
   value: bigint;
   validBefore: bigint;
-  call: SettlementCall;
+  /** The simulated call; may come later (with {@link Ledger.requeue}) when the owner simulates after claiming. */
+  call?: SettlementCall;
   /** The instance that sends it now (it holds a relayer key); null hands it to any key holder. */
   owner: string | null;
   /** How long the owner may take to record its first transaction before another may take over. */
@@ -159,6 +160,13 @@ export interface PenaltySubject {
   subject: string;
 }
 
+/** The penalty subjects of a payer: its address, and its code hash when it is a contract wallet. */
+export function penaltySubjects(payer: Address, codeHash: Hex | undefined): PenaltySubject[] {
+  const subjects: PenaltySubject[] = [{ kind: "payer", subject: payer.toLowerCase() }];
+  if (codeHash) subjects.push({ kind: "code", subject: codeHash.toLowerCase() });
+  return subjects;
+}
+
 /** One token on one chain. */
 export interface TokenScope {
   chainId: number;
@@ -212,7 +220,7 @@ export interface Ledger {
    * is returned as it is. With `balance`, refuses when the payer's settlements in flight would exceed it.
    */
   claim(input: ClaimInput): Promise<ClaimResult>;
-  /** Takes up to `limit` rows waiting for a key holder (skipping rows another instance is taking). */
+  /** Takes up to `limit` rows waiting for a key holder, with their call (skipping rows another instance is taking). */
   takeQueued(input: { owner: string; chainIds: readonly number[]; limit: number; ownerTtlMs: number }): Promise<SettlementRecord[]>;
   /**
    * Write-ahead: records a signed transaction BEFORE it is broadcast, moving the row to `sent`.
@@ -229,8 +237,17 @@ export interface Ledger {
    * it waits for a key holder); else undefined and nothing changes.
    */
   markFailed(id: number, input: { error: string; owner?: string | null }): Promise<SettlementRecord | undefined>;
-  /** A claimed row whose owner did not send in time goes back to the queue for any key holder. */
-  requeue(id: number, owner: string): Promise<boolean>;
+  /**
+   * Gives up a claim on which nothing was recorded: `claimed` → `failed`, only while `owner` (null:
+   * nobody, the row waits for a key holder) owns it. Undefined when it changed meanwhile (then a
+   * transaction may be on its way: follow the row instead).
+   */
+  withdraw(id: number, input: { error: string; owner: string | null }): Promise<SettlementRecord | undefined>;
+  /**
+   * Hands a claimed row from `owner` to any relayer key holder (its owner holds no key, or did not send
+   * in time), with `call` when the owner simulated it after claiming. False when `owner` no longer owns it.
+   */
+  requeue(id: number, owner: string, call?: SettlementCall): Promise<boolean>;
 
   get(key: SettlementKey): Promise<SettlementRecord | undefined>;
   getById(id: number): Promise<SettlementRecord | undefined>;

@@ -65,7 +65,7 @@ describe("the facilitator process against a local node (start-up checks, secrets
   let base: Record<string, string>;
   before(async () => {
     chain = await startLocalChain({ network: "cronos-testnet", port: 0, buyers: 1 });
-    base = { CRONOS_TESTNET_RPC_URL: chain.rpcUrl, RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, PORT: "0", METRICS_PORT: "0", LOG_LEVEL: "info" };
+    base = { CRONOS_TESTNET_RPC_URL: chain.rpcUrl, RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, PORT: "0", METRICS_PORT: "0", LOG_LEVEL: "info", LEDGER_FILE: ":memory:" };
   });
   after(() => chain.stop());
 

@@ -241,6 +241,16 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         expect(await ledger.markFailed(taken.record.id, { error: "withdrawn", owner: null })).to.equal(undefined);
       });
 
+      it("withdraws a claim on which nothing was recorded, for its owner only, and never a sent row", async () => {
+        const queued = await ledger.claim(claimInput({ label: "wd1", owner: null }));
+        if (queued.outcome !== "claimed") throw new Error("not claimed");
+        expect(await ledger.withdraw(queued.record.id, { error: "x", owner: "instance-a" })).to.equal(undefined);
+        expect(await ledger.withdraw(queued.record.id, { error: "given up", owner: null })).to.deep.include({ status: "failed", error: "given up" });
+        const sent = await sentRow(ledger, "wd2");
+        expect(await ledger.withdraw(sent.id, { error: "x", owner: "instance-a" })).to.equal(undefined);
+        expect((await ledger.getById(sent.id))!.status).to.equal("sent");
+      });
+
       it("throws not_found for a row that does not exist", async () => {
         const error = await ledger.markSettled(999_999, { txHash: signedTx(1).hash, blockNumber: 1n, blockTimestamp: 1n }).catch((e: unknown) => e);
         expect(error).to.be.instanceOf(LedgerError).and.deep.include({ code: "not_found" });

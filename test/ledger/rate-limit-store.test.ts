@@ -2,6 +2,7 @@ import { expect } from "chai";
 import express from "express";
 import request from "supertest";
 import { perMinuteLimit } from "../../src/facilitator/http/rate-limit.js";
+import { silentLogger } from "../../src/facilitator/logger.js";
 import { LedgerRateLimitStore } from "../../src/ledger/rate-limit-store.js";
 import type { Ledger } from "../../src/ledger/types.js";
 import { postgresBackend, TestClock, type LedgerStore } from "../helpers/ledger.js";
@@ -23,10 +24,10 @@ describe("ledger: rate limits counted in PostgreSQL, shared by every instance", 
   /** One "instance": its own app, its own connection pool, limits in the shared database. */
   function instance(ledger: Ledger) {
     const app = express();
-    app.post("/verify", perMinuteLimit({ name: "verify", limit: 3, store: new LedgerRateLimitStore(ledger, "verify:") })!, (_req, res) => {
+    app.post("/verify", perMinuteLimit({ name: "verify", limit: 3, store: new LedgerRateLimitStore(ledger, "verify:"), logger: silentLogger })!, (_req, res) => {
       res.json({ ok: true });
     });
-    app.post("/settle", perMinuteLimit({ name: "settle", limit: 3, store: new LedgerRateLimitStore(ledger, "settle:") })!, (_req, res) => {
+    app.post("/settle", perMinuteLimit({ name: "settle", limit: 3, store: new LedgerRateLimitStore(ledger, "settle:"), logger: silentLogger })!, (_req, res) => {
       res.json({ ok: true });
     });
     return app;

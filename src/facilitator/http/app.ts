@@ -10,6 +10,7 @@ import type { HealthReport } from "../health.js";
 import type { ApiKeyConfig, RateLimitsConfig } from "../config.js";
 import { edgeGuards, type QuotaHolder } from "./edge.js";
 import type { RateLimitStores } from "./rate-limit.js";
+import { settlementRoutes, type SettlementRoutesOptions } from "./settlements.js";
 
 /** Options of {@link createApp}. */
 export interface AppOptions {
@@ -23,9 +24,11 @@ export interface AppOptions {
   apiKeys?: readonly ApiKeyConfig[];
   /** Shared rate-limit stores when several instances run, one per limiter; default in-memory. */
   rateLimitStores?: RateLimitStores;
+  /** The settlement status lookups (`GET /v2/x402/settlements…`), rate-limited like verify. */
+  statusLookup?: Omit<SettlementRoutesOptions, "guards">;
   /** Called once per verify/settle answer, refusals at the edge included (logging, metrics). */
   onOutcome?: (outcome: OutcomeRecord) => void;
-  onRateLimited?: (route: Route, by: QuotaHolder) => void;
+  onRateLimited?: (route: Route | "status", by: QuotaHolder) => void;
   /** Called once per HTTP answer with the route (or "other") and status. */
   onResponse?: (route: string, status: number) => void;
   /** The dashboard's routes (the page at `/`, its API and live feed), when it is on. */
@@ -54,7 +57,9 @@ export interface OutcomeRecord {
 type Route = "verify" | "settle";
 
 const SETTLE_ERROR_CODES = new Map<string, string>(Object.entries(SettleError).map(([key, text]) => [text, key]));
-const ROUTES = new Set(["/healthcheck", "/v2/x402/supported", "/v2/x402/verify", "/v2/x402/settle"]);
+const ROUTES = new Set(["/healthcheck", "/v2/x402/supported", "/v2/x402/verify", "/v2/x402/settle", "/v2/x402/settlements"]);
+/** The route label of a path (bounded for metrics: a lookup's hash is not a label). */
+const routeOf = (path: string) => (path.startsWith("/v2/x402/settlements/") ? "/v2/x402/settlements" : ROUTES.has(path) ? path : "other");
 const REQUEST_ID = /^[\w.:-]{1,64}$/;
 
 /** The endpoint's own shape for a request refused before its dialect is known (Cronos, the default). */
@@ -80,7 +85,7 @@ export function createApp(options: AppOptions): Express {
     const id = given && REQUEST_ID.test(given) ? given : randomUUID();
     res.locals.requestId = id;
     res.set("X-Request-Id", id);
-    res.on("finish", () => options.onResponse?.(ROUTES.has(req.path) ? req.path : "other", res.statusCode));
+    res.on("finish", () => options.onResponse?.(routeOf(req.path), res.statusCode));
     next();
   });
 
@@ -164,6 +169,8 @@ export function createApp(options: AppOptions): Express {
   });
   app.post("/v2/x402/verify", ...guards.verify, handler("verify"));
   app.post("/v2/x402/settle", ...guards.settle, handler("settle"));
+
+  if (options.statusLookup) app.use(settlementRoutes({ ...options.statusLookup, guards: guards.status }));
 
   if (options.dashboard) app.use(options.dashboard);
 

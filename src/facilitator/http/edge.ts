@@ -23,15 +23,16 @@ export interface EdgeGuardsOptions {
   logger: Logger;
   /** A request refused before its body was read (401, 415): the answer is sent already. */
   onRefused(route: EdgeRoute, res: Response, text: string): void;
-  onRateLimited?(route: EdgeRoute, by: QuotaHolder): void;
+  onRateLimited?(route: EdgeRoute | "status", by: QuotaHolder): void;
 }
 
 /**
  * What a verify or settle request passes before its handler, in order: the API key (401), a JSON
  * content type (415), the client's quota (per API key when keys are configured, else per client IP;
  * 429), the body (413 / 400 through the error handler), and for settle the payer's quota (429).
+ * A settlement status lookup (`status`) passes the API key and a quota of verify's size.
  */
-export function edgeGuards(options: EdgeGuardsOptions): Record<EdgeRoute, RequestHandler[]> {
+export function edgeGuards(options: EdgeGuardsOptions): Record<EdgeRoute | "status", RequestHandler[]> {
   const { rateLimits, apiKeys, stores } = options;
   const keyed = apiKeys.length > 0;
   const json = express.json({ limit: options.bodyLimitBytes, type: "application/json", strict: false });
@@ -69,7 +70,20 @@ export function edgeGuards(options: EdgeGuardsOptions): Record<EdgeRoute, Reques
       ...(payer ? [payer] : []),
     ];
   };
-  return { verify: guards("verify"), settle: guards("settle") };
+  // The settlement status lookups: the API key when keys are configured, and verify's quota, counted apart.
+  const lookup = (): RequestHandler[] => {
+    const limitOfKey = (key: ApiKeyConfig | undefined) => key?.verifyPerMinute ?? rateLimits.keyVerifyPerMinute;
+    const client = perMinuteLimit({
+      name: "status",
+      limit: !keyed ? rateLimits.verifyPerMinute : apiKeys.some((key) => limitOfKey(key) > 0) ? (req: Request) => limitOfKey(apiKeyOf(req)) : 0,
+      ...(keyed ? { key: (req: Request) => `key:${apiKeyOf(req)!.id}` } : {}),
+      store: stores?.status,
+      logger: options.logger,
+      onLimited: () => options.onRateLimited?.("status", keyed ? "key" : "ip"),
+    });
+    return [...(keyed ? [requireApiKey(apiKeys, () => {})] : []), ...(client ? [client] : [])];
+  };
+  return { verify: guards("verify"), settle: guards("settle"), status: lookup() };
 }
 
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;

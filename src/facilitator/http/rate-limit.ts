@@ -3,8 +3,8 @@ import type { Request, RequestHandler } from "express";
 import { RequestError } from "../../protocol/reasons.js";
 import type { Logger } from "../logger.js";
 
-/** The facilitator's limiters: per client IP (or per API key when keys are configured), and per payer. */
-export type LimiterName = "verify" | "settle" | "settlePayer";
+/** The facilitator's limiters: per client IP (or per API key when keys are configured), per payer, and the status lookups'. */
+export type LimiterName = "verify" | "settle" | "settlePayer" | "status";
 
 /**
  * One express-rate-limit `Store` per limiter, to share counts between instances (e.g. in PostgreSQL);
@@ -30,7 +30,7 @@ export interface PerMinuteLimitOptions {
 }
 
 /** The policy names the `RateLimit` / `RateLimit-Policy` headers carry. */
-export const POLICY_NAMES: Record<LimiterName, string> = { verify: "verify", settle: "settle", settlePayer: "settle-payer" };
+export const POLICY_NAMES: Record<LimiterName, string> = { verify: "verify", settle: "settle", settlePayer: "settle-payer", status: "status" };
 
 /**
  * A limit over a one-minute window. Answers 429 `{"error":"Too many requests","retryAfter":s}` with
@@ -50,7 +50,8 @@ export function perMinuteLimit(options: PerMinuteLimitOptions): RequestHandler |
     standardHeaders: "draft-8",
     legacyHeaders: false,
     identifier: POLICY_NAMES[options.name],
-    ...(options.store ? { store: options.store } : {}),
+    // A shared store (the database) that fails lets requests through: an outage must not take verify down.
+    ...(options.store ? { store: options.store, passOnStoreError: true } : {}),
     logger: {
       warn: (report: unknown) => options.logger.warn(...libraryReport(options.name, report)),
       error: (report: unknown) => options.logger.error(...libraryReport(options.name, report)),

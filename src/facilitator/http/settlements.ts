@@ -8,8 +8,8 @@ export interface SettlementRoutesOptions {
   ledger: Pick<Ledger, "get" | "findByTxHash">;
   /** The networks served, with their token. */
   served: ReadonlyMap<NetworkName, { token: `0x${string}` }>;
-  /** The rate limit in front of both routes (verify's quota). */
-  limit?: RequestHandler;
+  /** What a lookup passes first: the API key when keys are configured, and a quota of verify's size. */
+  guards?: RequestHandler[];
 }
 
 /**
@@ -19,7 +19,7 @@ export interface SettlementRoutesOptions {
 export function settlementRoutes(options: SettlementRoutesOptions): Router {
   const router = Router();
   const send = (answer: StatusAnswer, res: Parameters<RequestHandler>[1]) => void res.status(answer.status).json(answer.body);
-  const limit = options.limit ? [options.limit] : [];
+  const limit = options.guards ?? [];
   router.get("/v2/x402/settlements/:txHash", ...limit, async (req, res) => {
     send(await statusByTxHash(options.ledger, String(req.params.txHash)), res);
   });

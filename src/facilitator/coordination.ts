@@ -1,0 +1,176 @@
+import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
+import { settlementChain } from "../chain/settlement-chain.js";
+import { LeaseKeeper } from "../ledger/leases.js";
+import { openLedger } from "../ledger/open.js";
+import { LedgerRateLimitStore } from "../ledger/rate-limit-store.js";
+import { Reconciler } from "../ledger/reconciler.js";
+import type { Ledger } from "../ledger/types.js";
+import type { NetworkName } from "../protocol/networks.js";
+import type { FacilitatorConfig } from "./config.js";
+import type { LedgerInspection } from "./health.js";
+import type { RateLimitStores } from "./http/rate-limit.js";
+import type { Logger } from "./logger.js";
+import type { FacilitatorMetrics } from "./metrics.js";
+import type { FacilitatorContext, NetworkRuntime } from "./runtime.js";
+import { SettlementService, type SettlementNetwork } from "./settlements.js";
+
+/** This instance's part in the service: the ledger, its key leases, its settlement sender and its reconciler. */
+export interface Coordination {
+  ledger: Ledger;
+  instanceId: string;
+  keeper: LeaseKeeper;
+  settlements: SettlementService;
+  reconciler: Reconciler;
+  /** Rate-limit stores shared through the ledger when it is shared (PostgreSQL); otherwise in memory. */
+  rateLimitStores?: RateLimitStores;
+  /** The ledger as `/healthcheck` reports it. */
+  inspect(): Promise<LedgerInspection>;
+  /** Stops taking work, lets sends in flight finish (up to `graceMs`), releases the leases, closes the ledger. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/** Parameters of {@link startCoordination}. */
+export interface StartCoordinationParameters {
+  config: FacilitatorConfig;
+  networks: ReadonlyMap<NetworkName, NetworkRuntime>;
+  logger: Logger;
+  metrics: FacilitatorMetrics;
+  /** An open ledger to use (and not close); default: open the one the configuration names. */
+  ledger?: Ledger;
+  /** The measurement hooks, read at each use (an embedder may replace them after start-up). */
+  observe: () => FacilitatorContext["observe"];
+}
+
+/**
+ * Opens the ledger, takes this instance's share of the relayer keys, and starts taking handed-off
+ * settlements and reconciling unfinished ones. On the embedded ledger this instance is alone, so it
+ * holds every key; on PostgreSQL the instances share them.
+ */
+export async function startCoordination(parameters: StartCoordinationParameters): Promise<Coordination> {
+  const { config, networks, logger, metrics } = parameters;
+  const owned = !parameters.ledger;
+  const ledger =
+    parameters.ledger ??
+    (await openLedger({
+      ...(config.ledger.databaseUrl ? { databaseUrl: config.ledger.databaseUrl } : { file: config.ledger.file }),
+      poolSize: config.ledger.poolSize,
+    }));
+  const instanceId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  const runtimes = [...networks.values()];
+  const keys = runtimes[0]?.relayer.addresses ?? [];
+  const log = logger.child({ instance: instanceId });
+
+  const keeper = new LeaseKeeper({
+    ledger,
+    instanceId,
+    info: { host: hostname(), pid: process.pid, networks: runtimes.map((r) => r.config.network) },
+    keys,
+    ttlMs: config.ledger.leaseTtlMs,
+    isIdle: (address) => runtimes.every((r) => !r.relayer.busy(address)),
+    onAcquired(lease) {
+      // Another instance may have sent from it: read its nonce from the chain again.
+      for (const runtime of runtimes) runtime.relayer.resync(lease.address);
+      metrics.leaseChange("acquired");
+      log.info({ relayer: lease.address, epoch: lease.epoch }, "relayer key lease acquired");
+    },
+    onLost(address) {
+      metrics.leaseChange("lost");
+      log.info({ relayer: address }, "relayer key lease given up");
+    },
+  });
+
+  const settlementNetworks = new Map<number, SettlementNetwork>(
+    runtimes.map((runtime) => [
+      runtime.config.chainId,
+      {
+        chainId: runtime.config.chainId,
+        name: runtime.config.network,
+        client: runtime.client,
+        relayer: runtime.relayer,
+        codeHash: (address) => runtime.state.codeHash(address),
+      },
+    ]),
+  );
+  const interval = config.ledger.reconcileIntervalMs;
+  const settlements = new SettlementService({
+    ledger,
+    instanceId,
+    networks: settlementNetworks,
+    keys: keeper,
+    settleTimeoutMs: config.settleTimeoutMs,
+    confirmations: config.confirmations,
+    pollingIntervalMs: config.pollingIntervalMs,
+    revertPenaltySeconds: config.relayerSafety.revertPenaltySeconds,
+    // Cheap and idempotent: the reconciler may look at a row its owner still follows.
+    reconcileAfterMs: interval * 5,
+    logger: log,
+    observe: {
+      confirmationWait: (network, seconds) => parameters.observe()?.confirmationWait(network, seconds),
+      revertedGas: (network, gas) => parameters.observe()?.revertedGas(network, gas),
+      rpcError: (network) => parameters.observe()?.rpcError(network),
+    },
+  });
+  const reconciler = new Reconciler({
+    ledger,
+    chains: runtimes.map((runtime) =>
+      settlementChain({ client: runtime.client, chainId: runtime.config.chainId, logLookbackBlocks: config.logLookbackBlocks }),
+    ),
+    recheckMs: interval * 2,
+    onAction(action, record) {
+      metrics.reconcilerAction(action);
+      log.info({ id: record.id, action, network: record.network, payer: record.key.authorizer, txHash: record.txHash }, "reconciler");
+    },
+    onError: (error, record) => log.warn({ id: record.id, err: String(error) }, "reconciler: row left for the next round"),
+  });
+  metrics.watchLedger(ledger);
+
+  try {
+    // The first round takes the keys before the first request: a lone instance holds them all at once.
+    await keeper.start((error) => log.error({ err: String(error) }, "relayer key leases not renewed"));
+  } catch (error) {
+    if (owned) await ledger.close().catch(() => undefined);
+    throw error;
+  }
+  settlements.start();
+  reconciler.start(interval, (error) => log.warn({ err: String(error) }, "reconciler round failed"));
+  const prune = setInterval(() => void ledger.prune().catch(() => undefined), 60_000);
+  prune.unref();
+
+  const shared = ledger.backend === "postgres";
+  let closing: Promise<void> | undefined;
+  return {
+    ledger,
+    instanceId,
+    keeper,
+    settlements,
+    reconciler,
+    ...(shared
+      ? {
+          rateLimitStores: {
+            verify: new LedgerRateLimitStore(ledger, "verify:"),
+            settle: new LedgerRateLimitStore(ledger, "settle:"),
+            settlePayer: new LedgerRateLimitStore(ledger, "settle-payer:"),
+            status: new LedgerRateLimitStore(ledger, "status:"),
+          },
+        }
+      : {}),
+    async inspect() {
+      const health = await ledger.health();
+      return {
+        ...health,
+        leases: keeper.leases().map((lease) => ({ address: lease.address, epoch: lease.epoch, expiresAt: new Date(lease.expiresAt).toISOString() })),
+      };
+    },
+    close(graceMs = 30_000) {
+      closing ??= (async () => {
+        clearInterval(prune);
+        await settlements.stop(graceMs);
+        await reconciler.stop();
+        await keeper.stop().catch((error: unknown) => log.warn({ err: String(error) }, "relayer key leases not released"));
+        if (owned) await ledger.close();
+      })();
+      return closing;
+    },
+  };
+}

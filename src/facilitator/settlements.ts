@@ -1,0 +1,327 @@
+import type { Address, Hex, PublicClient, TransactionReceipt } from "viem";
+import { waitForReceipt } from "../chain/receipt.js";
+import { RelaySendError, type RelayRequest, type SignedRelay } from "../chain/relayer.js";
+import { NOT_SENT_ERROR } from "../ledger/reconciler.js";
+import { penaltySubjects, type ClaimInput, type Ledger, type SettlementCall, type SettlementRecord } from "../ledger/types.js";
+import { SettleError } from "../protocol/reasons.js";
+import type { Logger } from "./logger.js";
+
+/** What the settlement service needs of a relayer (the kit's {@link Relayer} is one). */
+export interface RelayerPort {
+  /** The key to send the next transaction from, among `among` (the keys this instance holds the lease of). */
+  pick(among?: readonly Address[]): Address | undefined;
+  send(
+    request: RelayRequest,
+    from: Address,
+    hooks?: { beforeBroadcast?(tx: SignedRelay): Promise<void>; afterBroadcast?(tx: SignedRelay, outcome: "accepted" | "refused" | "unknown"): void },
+  ): Promise<{ hash: Hex; from: Address }>;
+}
+
+/** One network as the settlement service sends on it. */
+export interface SettlementNetwork {
+  chainId: number;
+  /** Canonical network name (metrics, logs). */
+  name: string;
+  client: PublicClient;
+  relayer: RelayerPort;
+  /** The code hash of a contract wallet, undefined for an account without code. */
+  codeHash(address: Address): Promise<Hex | undefined>;
+}
+
+/** Which relayer keys this instance may send from now (the lease keeper). */
+export interface KeyHolder {
+  held(): Address[];
+}
+
+/** Options of {@link SettlementService}. */
+export interface SettlementServiceOptions {
+  ledger: Ledger;
+  instanceId: string;
+  networks: ReadonlyMap<number, SettlementNetwork>;
+  keys: KeyHolder;
+  settleTimeoutMs: number;
+  confirmations: number;
+  pollingIntervalMs: number;
+  /** How long an owner may take to record its first transaction before its claim may be handed on; default 30 s. */
+  ownerTtlMs?: number;
+  /** After this, the reconciler also looks at a sent row its owner is following (cheap, idempotent); default 10 s. */
+  reconcileAfterMs?: number;
+  /** A payer (and a contract wallet's code) whose settlement reverted is refused this long, in chain seconds; 0 = never. */
+  revertPenaltySeconds: number;
+  /** Key holders look for settlements handed to them this often, besides being notified; default 1 s. */
+  queuePollMs?: number;
+  logger: Logger;
+  observe?: {
+    confirmationWait?(network: string, seconds: number): void;
+    revertedGas?(network: string, gas: bigint): void;
+    rpcError?(network: string): void;
+  };
+}
+
+/** What became of a settle, for its answer. */
+export type SettlementResult =
+  /** Mined successfully by this settle (or by the key holder it handed the send to). */
+  | { kind: "settled"; record: SettlementRecord }
+  /** Another settle owns (or finished) the authorization: `Authorization already used` with its hash. */
+  | { kind: "alreadyUsed"; txHash?: Hex }
+  /** `payment.failed` with `error` (and the hash when something was sent). */
+  | { kind: "failed"; error: string; txHash?: Hex }
+  /** The payer's settles in flight already commit its balance. */
+  | { kind: "overBalance" }
+  /** Nothing was sent, and nothing will be: a fault (503). */
+  | { kind: "notSent"; reason: string };
+
+/** Parameters of {@link SettlementService.settle}. */
+export type SettleClaim = Omit<ClaimInput, "owner" | "ownerTtlMs" | "deadlineMs" | "call">;
+
+/** The simulated call, or the settle error that refuses it before anything is sent. */
+export type Simulation = { call: SettlementCall } | { refusal: string };
+
+/** A write-ahead record refused: the row changed hands (or a lease lapsed), so this instance must not broadcast. */
+class Fenced extends Error {
+  override name = "Fenced";
+}
+
+/**
+ * Settles through the ledger, as one of several instances. The settle handler claims the
+ * authorization (with its simulated call); an instance that holds a relayer key's lease sends it at
+ * once, recording each signed transaction before its broadcast; otherwise the claim waits in the
+ * ledger for a key holder (notified, with a poll as fallback). Either way the handler then waits,
+ * bounded by the settle time-out, for the row's outcome. A claim that exists already is answered from
+ * its owner's outcome: one transaction per authorization, whatever instance the settles reach.
+ */
+export class SettlementService {
+  readonly #o: SettlementServiceOptions;
+  readonly #ownerTtlMs: number;
+  #unsubscribe: (() => void) | undefined;
+  #poll: NodeJS.Timeout | undefined;
+  #draining: Promise<void> | undefined;
+  #again = false;
+  readonly #inFlight = new Set<Promise<unknown>>();
+
+  constructor(options: SettlementServiceOptions) {
+    this.#o = options;
+    this.#ownerTtlMs = options.ownerTtlMs ?? 30_000;
+  }
+
+  /**
+   * Settles one verified authorization: claims it (with the payer's balance reservation), then
+   * simulates it with `simulate`, so duplicates and over-committed payers cost no simulation, then
+   * sends it or hands it to a key holder, and waits for its outcome.
+   */
+  async settle(input: SettleClaim, simulate: () => Promise<Simulation>): Promise<SettlementResult> {
+    const { ledger, settleTimeoutMs, instanceId } = this.#o;
+    const network = this.#o.networks.get(input.key.chainId);
+    if (!network) return { kind: "notSent", reason: `chain ${input.key.chainId} is not served` };
+    const deadline = performance.now() + settleTimeoutMs;
+    const claim = await ledger.claim({ ...input, owner: instanceId, ownerTtlMs: this.#ownerTtlMs, deadlineMs: settleTimeoutMs });
+    if (claim.outcome === "overBalance") return { kind: "overBalance" };
+    if (claim.outcome === "exists") {
+      const { record } = claim;
+      if (record.status === "settled") return { kind: "alreadyUsed", ...(record.txHash ? { txHash: record.txHash } : {}) };
+      const outcome = (await ledger.waitForOutcome(record.id, deadline - performance.now())) ?? record;
+      if (outcome.status === "failed") return this.#resultOf(outcome);
+      return { kind: "alreadyUsed", ...(outcome.txHash ? { txHash: outcome.txHash } : {}) };
+    }
+    let record = claim.record;
+    let simulation: Simulation;
+    try {
+      simulation = await simulate();
+    } catch (error) {
+      await ledger.withdraw(record.id, { error: NOT_SENT_ERROR, owner: instanceId }).catch(() => undefined);
+      throw error;
+    }
+    if ("refusal" in simulation) {
+      // Refused before sending: the row fails with the reason (and may be claimed again later).
+      await ledger.withdraw(record.id, { error: simulation.refusal, owner: instanceId });
+      return { kind: "failed", error: simulation.refusal };
+    }
+    const from = network.relayer.pick(this.#o.keys.held());
+    const sent = from ? await this.#track(this.#execute(record, simulation.call, network, from, deadline)) : "fenced";
+    if (sent !== "fenced") return sent;
+    // No key of ours to send from (or its lease lapsed meanwhile): a key holder sends it.
+    if (await ledger.requeue(record.id, instanceId, simulation.call)) {
+      this.#o.logger.debug({ id: record.id, network: network.name }, "settle handed to a relayer key holder");
+    }
+    record = (await ledger.waitForOutcome(record.id, deadline - performance.now())) ?? record;
+    if (record.status === "claimed") {
+      // Nothing was sent in time: withdraw it (while nobody has recorded a transaction), so nothing is sent after the answer.
+      const withdrawn = await ledger.withdraw(record.id, { error: NOT_SENT_ERROR, owner: record.owner ?? null });
+      if (withdrawn) return { kind: "notSent", reason: "no relayer key holder sent the settlement in time" };
+      record = (await ledger.getById(record.id)) ?? record;
+    }
+    return this.#resultOf(record);
+  }
+
+  #resultOf(record: SettlementRecord): SettlementResult {
+    if (record.status === "settled") return { kind: "settled", record };
+    if (record.status === "failed") {
+      if (record.error === NOT_SENT_ERROR) return { kind: "notSent", reason: "the settlement was given up before anything was sent" };
+      return { kind: "failed", error: record.error ?? SettleError.failedOnChain, ...(record.txHash ? { txHash: record.txHash } : {}) };
+    }
+    // Still pending at the deadline: the hash lets the caller trace it (the status lookup tells the rest).
+    return { kind: "failed", error: SettleError.failedOnChain, ...(record.txHash ? { txHash: record.txHash } : {}) };
+  }
+
+  #track<T>(work: Promise<T>): Promise<T> {
+    this.#inFlight.add(work);
+    void work.finally(() => this.#inFlight.delete(work)).catch(() => undefined);
+    return work;
+  }
+
+  /**
+   * Sends an owned claim from `from`, recording each signed transaction before its broadcast, then
+   * follows it to its receipt until `deadline`. "fenced": the row changed hands meanwhile.
+   */
+  async #execute(
+    record: SettlementRecord,
+    call: SettlementCall,
+    network: SettlementNetwork,
+    from: Address,
+    deadline: number,
+  ): Promise<SettlementResult | "fenced"> {
+    const { ledger, instanceId, logger } = this.#o;
+    let hash: Hex;
+    try {
+      ({ hash } = await network.relayer.send(call, from, {
+        beforeBroadcast: async (tx) => {
+          const recorded = await ledger.recordBroadcast({
+            id: record.id,
+            owner: instanceId,
+            hash: tx.hash,
+            raw: tx.raw,
+            relayer: tx.from,
+            relayerNonce: tx.nonce,
+            feeCap: tx.feeCap,
+            ...(tx.priorityFee !== undefined ? { priorityFee: tx.priorityFee } : {}),
+            checkAfterMs: this.#o.reconcileAfterMs ?? 10_000,
+          });
+          if (!recorded) throw new Fenced(`settlement ${record.id} is no longer ours to send`);
+        },
+        afterBroadcast: (tx, outcome) => {
+          if (outcome === "unknown") return;
+          ledger.markTransaction(tx.hash, outcome).catch((error: unknown) => logger.error({ txHash: tx.hash, err: String(error) }, "ledger: transaction state not recorded"));
+        },
+      }));
+    } catch (error) {
+      if (error instanceof Fenced || (error instanceof RelaySendError && error.cause instanceof Fenced)) return "fenced";
+      if (error instanceof RelaySendError && error.maybeSent) {
+        logger.error({ id: record.id, txHash: error.hash, err: String(error.cause) }, "settle send failed midway");
+        hash = error.hash;
+      } else {
+        // Refused outright: nothing is out there. The row fails as "not sent" and may be claimed again.
+        await ledger.markFailed(record.id, { error: NOT_SENT_ERROR, owner: instanceId });
+        return { kind: "notSent", reason: `relayer could not send: ${error instanceof Error ? error.message : String(error)}` };
+      }
+    }
+    return this.#follow(record, network, hash, deadline);
+  }
+
+  /** Waits for `hash`'s receipt until `deadline` and records the outcome; a row still pending is left to the reconciler. */
+  async #follow(record: SettlementRecord, network: SettlementNetwork, hash: Hex, deadline: number): Promise<SettlementResult> {
+    const { ledger, logger } = this.#o;
+    const sentAt = performance.now();
+    const receipt = await waitForReceipt(network.client, {
+      hash,
+      confirmations: this.#o.confirmations,
+      timeoutMs: Math.max(0, deadline - performance.now()),
+      pollingIntervalMs: this.#o.pollingIntervalMs,
+      onRpcError: () => this.#o.observe?.rpcError?.(network.name),
+    });
+    if (!receipt) {
+      logger.warn({ id: record.id, txHash: hash }, "settle receipt not confirmed by the deadline; the reconciler follows it");
+      await ledger.deferCheck(record.id, 0).catch(() => undefined);
+      return this.#resultOf((await ledger.getById(record.id)) ?? record);
+    }
+    this.#o.observe?.confirmationWait?.(network.name, (performance.now() - sentAt) / 1000);
+    const blockTimestamp = await this.#blockTime(network.client, receipt);
+    if (receipt.status === "success") {
+      const settled = await ledger.markSettled(record.id, { txHash: hash, blockNumber: receipt.blockNumber, blockTimestamp });
+      return { kind: "settled", record: settled };
+    }
+    await ledger.markTransaction(hash, "reverted");
+    const failed = await ledger.markFailed(record.id, { error: SettleError.failedOnChain });
+    await this.#penalize(record, network, receipt, blockTimestamp);
+    return failed ? this.#resultOf(failed) : { kind: "failed", error: SettleError.failedOnChain, txHash: hash };
+  }
+
+  async #blockTime(client: PublicClient, receipt: TransactionReceipt): Promise<bigint> {
+    try {
+      return (await client.getBlock({ blockNumber: receipt.blockNumber })).timestamp;
+    } catch {
+      return BigInt(Math.floor(Date.now() / 1000));
+    }
+  }
+
+  /** A settlement reverted at the relayer's expense: count the gas, and refuse its payer (and wallet code) for a while. */
+  async #penalize(record: SettlementRecord, network: SettlementNetwork, receipt: TransactionReceipt, blockTime: bigint): Promise<void> {
+    const { logger, revertPenaltySeconds, ledger } = this.#o;
+    this.#o.observe?.revertedGas?.(network.name, receipt.gasUsed);
+    logger.warn({ id: record.id, txHash: receipt.transactionHash, payer: record.key.authorizer, gasUsed: String(receipt.gasUsed) }, "settlement reverted on chain");
+    if (revertPenaltySeconds <= 0) return;
+    try {
+      const subjects = penaltySubjects(record.key.authorizer, await network.codeHash(record.key.authorizer));
+      const until = blockTime + BigInt(revertPenaltySeconds);
+      for (const subject of subjects) {
+        await ledger.penalize({ chainId: record.key.chainId, token: record.key.token, ...subject, until, txHash: receipt.transactionHash });
+      }
+    } catch (error) {
+      logger.error({ id: record.id, err: String(error) }, "ledger: revert penalty not recorded");
+    }
+  }
+
+  /** Takes settlements handed to key holders while this instance holds keys, and sends them. */
+  drain(): Promise<void> {
+    if (this.#draining) {
+      this.#again = true;
+      return this.#draining;
+    }
+    this.#draining = (async () => {
+      do {
+        this.#again = false;
+        await this.#drainOnce();
+      } while (this.#again);
+    })().finally(() => (this.#draining = undefined));
+    return this.#draining;
+  }
+
+  async #drainOnce(): Promise<void> {
+    const held = this.#o.keys.held();
+    if (held.length === 0) return;
+    const rows = await this.#o.ledger.takeQueued({
+      owner: this.#o.instanceId,
+      chainIds: [...this.#o.networks.keys()],
+      limit: held.length * 8,
+      ownerTtlMs: this.#ownerTtlMs,
+    });
+    for (const row of rows) {
+      const network = this.#o.networks.get(row.key.chainId)!;
+      const from = network.relayer.pick(this.#o.keys.held());
+      if (!from) {
+        await this.#o.ledger.requeue(row.id, this.#o.instanceId);
+        continue;
+      }
+      // The handler waits on the ledger; the deadline is the row's (its settle time-out).
+      const deadline = performance.now() + Math.max(0, (row.deadlineAt ?? 0) - Date.now()) + this.#o.settleTimeoutMs;
+      void this.#track(this.#execute(row, row.call!, network, from, deadline)).catch((error: unknown) =>
+        this.#o.logger.error({ id: row.id, err: String(error) }, "handed-off settle failed"),
+      );
+    }
+  }
+
+  /** Starts taking handed-off settlements (notified by the ledger, and polling as a fallback). */
+  start(): void {
+    const wake = () => void this.drain().catch((error: unknown) => this.#o.logger.error({ err: String(error) }, "ledger: taking queued settlements failed"));
+    this.#unsubscribe = this.#o.ledger.onQueued(wake);
+    this.#poll = setInterval(wake, this.#o.queuePollMs ?? 1_000);
+    this.#poll.unref();
+    wake();
+  }
+
+  /** Stops taking new work and waits (up to `graceMs`) for the sends and receipt waits in flight. */
+  async stop(graceMs = 30_000): Promise<void> {
+    this.#unsubscribe?.();
+    clearInterval(this.#poll);
+    await Promise.race([Promise.allSettled([...this.#inFlight, this.#draining]), new Promise((r) => setTimeout(r, graceMs).unref())]);
+  }
+}

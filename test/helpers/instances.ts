@@ -36,7 +36,7 @@ export interface FacilitatorProcess {
 export async function startFacilitatorProcess(env: Record<string, string>): Promise<FacilitatorProcess> {
   const child = spawn(process.execPath, ["--import", "tsx", "scripts/facilitator.ts"], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", PORT: "0", LOG_LEVEL: "info", ...env },
+    env: { PATH: process.env.PATH ?? "", PORT: "0", LOG_LEVEL: "info", TRUST_PROXY: "1", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const logs: Array<Record<string, unknown>> = [];
@@ -82,19 +82,25 @@ export async function startFacilitatorProcess(env: Record<string, string>): Prom
   };
 }
 
-/** POSTs a JSON body; resolves with status and parsed body (a dropped connection rejects). */
-export async function post(url: string, path: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+/**
+ * A client address for `X-Forwarded-For`: the instances run as if behind one balancer (`TRUST_PROXY=1`),
+ * so each test request comes from a client of its own unless a test names one.
+ */
+const someClient = () => `10.${Math.floor(Math.random() * 256)}.${Math.floor(Math.random() * 256)}.${1 + Math.floor(Math.random() * 254)}`;
+
+/** POSTs a JSON body from client `ip`; resolves with status and parsed body (a dropped connection rejects). */
+export async function post(url: string, path: string, body: unknown, ip = someClient()): Promise<{ status: number; body: Record<string, unknown> }> {
   const res = await fetch(`${url}${path}`, {
     method: "POST",
-    headers: { "Content-Type": "application/json", "X402-Version": "1" },
+    headers: { "Content-Type": "application/json", "X402-Version": "1", "X-Forwarded-For": ip },
     body: JSON.stringify(body),
   });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
-/** GETs a JSON answer. */
-export async function get(url: string, path: string): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${url}${path}`);
+/** GETs a JSON answer from client `ip`. */
+export async function get(url: string, path: string, ip = someClient()): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`${url}${path}`, { headers: { "X-Forwarded-For": ip } });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 

@@ -1,0 +1,149 @@
+import { expect } from "chai";
+import request from "supertest";
+import { keccak256, toHex } from "viem";
+import { RequestError, SettleError } from "../../src/protocol/reasons.js";
+import { settlementStatusSchema } from "../../src/protocol/schemas.js";
+import { makePayment, openFacilitator } from "../helpers/facilitator.js";
+
+const RELAYER = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720";
+
+describe("settlement status lookups and the ledger's health and metrics", () => {
+  it("answers a settled payment by transaction hash and by network, payer and nonce, with every field", async () => {
+    const opened = await openFacilitator();
+    const payment = await makePayment(opened.chain);
+    const settled = await request(opened.app).post("/v2/x402/settle").send(payment.body);
+    expect(settled.body.event).to.equal("payment.settled");
+    const block = await opened.chain.publicClient.getBlock({ blockNumber: BigInt(settled.body.blockNumber) });
+    const expected = {
+      status: "settled",
+      network: "cronos-testnet",
+      from: payment.message.from,
+      to: payment.payTo,
+      value: "1000000",
+      nonce: payment.message.nonce,
+      txHash: settled.body.txHash,
+      transactions: [settled.body.txHash],
+      blockNumber: settled.body.blockNumber,
+      timestamp: new Date(Number(block.timestamp) * 1000).toISOString(),
+    };
+    const byHash = await request(opened.app).get(`/v2/x402/settlements/${settled.body.txHash}`);
+    expect([byHash.status, byHash.body]).to.deep.equal([200, expected]);
+    expect(settlementStatusSchema.parse(byHash.body)).to.deep.equal(expected);
+    const byAuthorization = await request(opened.app)
+      .get("/v2/x402/settlements")
+      .query({ network: "cronos-testnet", from: payment.message.from.toLowerCase(), nonce: payment.message.nonce });
+    expect([byAuthorization.status, byAuthorization.body]).to.deep.equal([200, expected]);
+  });
+
+  it("answers the mainnet alias as the caller named it", async () => {
+    const opened = await openFacilitator("cronos-mainnet");
+    const payment = await makePayment(opened.chain, { network: "cronos" });
+    const settled = await request(opened.app).post("/v2/x402/settle").send(payment.body);
+    expect(settled.body.event).to.equal("payment.settled");
+    const lookup = await request(opened.app).get("/v2/x402/settlements").query({ network: "cronos", from: payment.message.from, nonce: payment.message.nonce });
+    expect(lookup.body).to.deep.include({ status: "settled", network: "cronos", txHash: settled.body.txHash });
+    const byHash = await request(opened.app).get(`/v2/x402/settlements/${settled.body.txHash}`);
+    expect(byHash.body.network).to.equal("cronos-mainnet");
+  });
+
+  it("shows a settlement pending while its transaction waits for a block, then settled", async () => {
+    const opened = await openFacilitator();
+    const payment = await makePayment(opened.chain);
+    await opened.chain.connection.provider.request({ method: "evm_setAutomine", params: [false] });
+    let lookup;
+    try {
+      const settling = request(opened.app).post("/v2/x402/settle").send(payment.body).then((r) => r);
+      const query = { network: "cronos-testnet", from: payment.message.from, nonce: payment.message.nonce };
+      for (let i = 0; i < 200; i++) {
+        lookup = await request(opened.app).get("/v2/x402/settlements").query(query);
+        if (lookup.body.status === "pending" && lookup.body.txHash) break;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(lookup!.body).to.deep.include({ status: "pending", transactions: [lookup!.body.txHash] });
+      expect(lookup!.body).to.not.have.property("blockNumber");
+      await opened.chain.networkHelpers.mine();
+      expect((await settling).body).to.deep.include({ event: "payment.settled", txHash: lookup!.body.txHash });
+      expect((await request(opened.app).get("/v2/x402/settlements").query(query)).body.status).to.equal("settled");
+    } finally {
+      await opened.chain.connection.provider.request({ method: "evm_setAutomine", params: [true] });
+    }
+  });
+
+  it("shows a settlement refused before sending as failed, with the error and no transaction", async () => {
+    const opened = await openFacilitator();
+    const payment = await makePayment(opened.chain);
+    await opened.chain.contract.write.pause();
+    const answer = await request(opened.app).post("/v2/x402/settle").send(payment.body);
+    expect(answer.body.error).to.equal(SettleError.failedOnChain);
+    const lookup = await request(opened.app).get("/v2/x402/settlements").query({ network: "cronos-testnet", from: payment.message.from, nonce: payment.message.nonce });
+    expect(lookup.body).to.deep.include({ status: "failed", error: SettleError.failedOnChain, txHash: null, transactions: [] });
+  });
+
+  it("answers 404 JSON for an unknown hash or authorization, 400 JSON for a malformed one", async () => {
+    const opened = await openFacilitator();
+    const unknown = keccak256(toHex("unknown"));
+    const notFound = { error: RequestError.notFound };
+    expect((await request(opened.app).get(`/v2/x402/settlements/${unknown}`)).body).to.deep.equal(notFound);
+    const absent = await request(opened.app).get("/v2/x402/settlements").query({ network: "cronos-testnet", from: RELAYER, nonce: unknown });
+    expect([absent.status, absent.body]).to.deep.equal([404, notFound]);
+    const cases: Array<[string, string]> = [
+      ["/v2/x402/settlements/0x1234", "txHash must be 0x-prefixed 32 bytes of hex"],
+      [`/v2/x402/settlements?network=cronos-testnet&from=${RELAYER}`, "nonce is required"],
+      [`/v2/x402/settlements?network=cronos-testnet&from=0x12&nonce=${unknown}`, "from must be a 0x-prefixed 20-byte address"],
+      [`/v2/x402/settlements?network=base&from=${RELAYER}&nonce=${unknown}`, "network base is not served here"],
+      [`/v2/x402/settlements?network=cronos-mainnet&from=${RELAYER}&nonce=${unknown}`, "network cronos-mainnet is not served here"],
+      [`/v2/x402/settlements?network=cronos-testnet&network=cronos-testnet&from=${RELAYER}&nonce=${unknown}`, "network must be a string"],
+    ];
+    for (const [path, what] of cases) {
+      const answer = await request(opened.app).get(path);
+      expect([answer.status, answer.headers["content-type"], answer.body], path).to.deep.equal([400, "application/json; charset=utf-8", { error: RequestError.invalidRequest(what) }]);
+    }
+  });
+
+  it("limits lookups per client like verify, counted apart from verify", async () => {
+    const opened = await openFacilitator("cronos-testnet", { RATE_LIMIT_VERIFY_PER_MINUTE: "2" });
+    const unknown = keccak256(toHex("unknown"));
+    const statuses = [];
+    for (let i = 0; i < 3; i++) statuses.push((await request(opened.app).get(`/v2/x402/settlements/${unknown}`)).status);
+    expect(statuses).to.deep.equal([404, 404, 429]);
+    const payment = await makePayment(opened.chain);
+    expect((await request(opened.app).post("/v2/x402/verify").send(payment.body)).status).to.equal(200);
+  });
+
+  it("reports the embedded ledger and this instance's relayer key lease in /healthcheck", async () => {
+    const opened = await openFacilitator();
+    const health = await request(opened.app).get("/healthcheck");
+    expect(health.status).to.equal(200);
+    const { leases, ...ledger } = health.body.results.ledger;
+    expect(ledger).to.deep.equal({ backend: "sqlite", location: ":memory:", reachable: true, migrations: { applied: 1, expected: 1 } });
+    expect(leases).to.have.length(1);
+    expect(leases[0]).to.deep.include({ address: RELAYER, epoch: 1 });
+  });
+
+  it("answers 503 naming the ledger when its database is gone, and settle refuses without sending", async () => {
+    const opened = await openFacilitator();
+    await opened.facilitator.coordination.ledger.close();
+    const health = await request(opened.app).get("/healthcheck");
+    expect(health.status).to.equal(503);
+    expect(health.body.results.message).to.match(/^ledger: LEDGER_FILE: unreachable/);
+    const payment = await makePayment(opened.chain);
+    const nonce = await opened.chain.publicClient.getTransactionCount({ address: RELAYER });
+    const settle = await request(opened.app).post("/v2/x402/settle").send(payment.body);
+    expect(settle.status).to.equal(503);
+    expect(settle.body.error).to.match(/^Service unavailable: the settlement ledger is unavailable/);
+    expect(await opened.chain.publicClient.getTransactionCount({ address: RELAYER })).to.equal(nonce);
+    // verify does not touch the ledger
+    expect((await request(opened.app).post("/v2/x402/verify").send(payment.body)).body).to.deep.equal({ isValid: true, invalidReason: null });
+  });
+
+  it("exports the ledger's metrics: settlements pending, the oldest's age, lease changes", async () => {
+    const opened = await openFacilitator();
+    const payment = await makePayment(opened.chain);
+    await request(opened.app).post("/v2/x402/settle").send(payment.body);
+    const text = (await request(opened.app).get("/metrics")).text;
+    expect(text).to.include("x402_ledger_pending_settlements 0");
+    expect(text).to.include("x402_ledger_oldest_pending_seconds 0");
+    expect(text).to.include('x402_relayer_lease_changes_total{change="acquired"} 1');
+    expect(text).to.include("# TYPE x402_reconciler_actions_total counter");
+  });
+});

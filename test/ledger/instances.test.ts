@@ -6,8 +6,8 @@ import { privateKeyToAccount, generatePrivateKey } from "viem/accounts";
 import type { Address, Hex } from "viem";
 import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import { SettleError } from "../../src/protocol/reasons.js";
-import { startTestPostgres, type TestPostgres } from "../../src/harness/postgres.js";
-import { get, paymentOn, post, relayerNonces, RELAYER_KEYS, startFacilitatorProcess, type FacilitatorProcess } from "../helpers/instances.js";
+import { CLUSTER_RELAYER_KEYS as RELAYER_KEYS, startCluster, startFacilitatorProcess, type Cluster, type FacilitatorProcess } from "../../src/harness/cluster.js";
+import { get, paymentOn, post, relayerNonces } from "../helpers/instances.js";
 
 const SETTLE = "/v2/x402/settle";
 const VERIFY = "/v2/x402/verify";
@@ -115,27 +115,26 @@ async function receiptTimeout(chain: LocalChain, shortTimeout: string, retryOn: 
 
 describe("several facilitator processes as one service on one PostgreSQL", function () {
   this.timeout(300_000);
-  let pg: TestPostgres;
+  let cluster: Cluster;
   let chain: LocalChain;
   let instances: FacilitatorProcess[] = [];
   let env: Record<string, string>;
   const urls = () => instances.filter((i) => i.child.exitCode === null && i.child.signalCode === null).map((i) => i.url);
 
   before(async () => {
-    [pg, chain] = await Promise.all([startTestPostgres(), startLocalChain({ network: "cronos-testnet", port: 0, blockTimeMs: 1_000, buyers: 10 })]);
-    env = {
-      CRONOS_TESTNET_RPC_URL: chain.rpcUrl,
-      RELAYER_PRIVATE_KEY: RELAYER_KEYS.join(","),
-      DATABASE_URL: pg.url,
-      RATE_LIMIT_VERIFY_PER_MINUTE: "10",
-      RATE_LIMIT_SETTLE_PER_MINUTE: "0",
-      POLLING_INTERVAL_MS: "100",
-      HEAD_CACHE_MS: "0",
-      LEDGER_LEASE_TTL_SECONDS: "3",
-      RECONCILE_INTERVAL_MS: "500",
-    };
-    // Started together: the schema migration must be safe when several instances start at once.
-    instances = await Promise.all([0, 1, 2].map(() => startFacilitatorProcess(env)));
+    cluster = await startCluster({
+      instances: 3,
+      env: {
+        RATE_LIMIT_VERIFY_PER_MINUTE: "10",
+        RATE_LIMIT_SETTLE_PER_MINUTE: "0",
+        TRUST_PROXY: "1",
+        POLLING_INTERVAL_MS: "100",
+        HEAD_CACHE_MS: "0",
+        LEDGER_LEASE_TTL_SECONDS: "3",
+        RECONCILE_INTERVAL_MS: "500",
+      },
+    });
+    ({ chain, instances, env } = cluster);
     // Each holds one of the three keys once the leases have settled down.
     await until(
       () => Promise.all(instances.map(async (i) => ((await get(i.url, "/healthcheck")).body.results as { ledger?: { leases?: unknown[] } }).ledger?.leases?.length ?? 0)),
@@ -143,11 +142,7 @@ describe("several facilitator processes as one service on one PostgreSQL", funct
       "one key per instance",
     );
   });
-  after(async () => {
-    await Promise.all(instances.map((i) => i.stop()));
-    await chain?.stop();
-    await pg?.stop();
-  });
+  after(() => cluster?.stop());
 
   it("reports the database and this instance's key lease in /healthcheck", async () => {
     const health = await get(instances[0]!.url, "/healthcheck");
@@ -185,8 +180,7 @@ describe("several facilitator processes as one service on one PostgreSQL", funct
 
   it("lets an instance that holds no key settle by handing the send to a key holder, and a short receipt wait's retry sends nothing", async () => {
     // A fourth instance: three keys, four instances, so it holds none.
-    const fourth = await startFacilitatorProcess({ ...env, SETTLE_TIMEOUT_SECONDS: "1" });
-    instances.push(fourth);
+    const fourth = await cluster.add({ SETTLE_TIMEOUT_SECONDS: "1" });
     const leases = (await get(fourth.url, "/healthcheck")).body.results as { ledger: { leases: unknown[] } };
     expect(leases.ledger.leases).to.deep.equal([]);
     await receiptTimeout(chain, fourth.url, fourth.url);
@@ -213,6 +207,7 @@ describe("one facilitator process on the embedded ledger (a file), including a r
       CRONOS_TESTNET_RPC_URL: chain.rpcUrl,
       RELAYER_PRIVATE_KEY: RELAYER_KEYS[0]!,
       LEDGER_FILE: join(dir, "ledger.db"),
+      TRUST_PROXY: "1",
       RATE_LIMIT_VERIFY_PER_MINUTE: "0",
       RATE_LIMIT_SETTLE_PER_MINUTE: "0",
       POLLING_INTERVAL_MS: "100",

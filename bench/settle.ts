@@ -5,24 +5,26 @@ import { Agent, request } from "node:http";
 import os from "node:os";
 import type { Address } from "viem";
 import { signBodies } from "./sign.js";
-import { percentile, startStackProcess } from "./stack.js";
+import { percentile, startBenchTarget } from "./stack.js";
 
 const COUNT = Number(process.env.BENCH_SETTLES ?? 100);
 const BLOCK_TIME_MS = Number(process.env.BENCH_BLOCK_TIME_MS ?? 1_000);
 const PAY_TO: Address = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
 
-const stack = await startStackProcess(
-  ["--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--networks", "cronos-testnet", "--buyers", "10", "--block-time", String(BLOCK_TIME_MS)],
-  { RATE_LIMIT_VERIFY_PER_MINUTE: "0", RATE_LIMIT_SETTLE_PER_MINUTE: "0", POLLING_INTERVAL_MS: "100" },
-);
+const stack = await startBenchTarget(BLOCK_TIME_MS, 10, { RATE_LIMIT_VERIFY_PER_MINUTE: "0", RATE_LIMIT_SETTLE_PER_MINUTE: "0", POLLING_INTERVAL_MS: "100" });
 try {
   const net = stack.info.networks["cronos-testnet"]!;
-  console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model}, node ${process.version}; stack ready in ${stack.readyMs.toFixed(0)} ms`);
+  console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model}, node ${process.version}; ledger: ${process.env.BENCH_LEDGER ?? "memory"}; stack ready in ${stack.readyMs.toFixed(0)} ms`);
   const bodies = signBodies({
     count: COUNT, buyers: net.buyers, network: "cronos-testnet", chainId: 338, token: net.token, domain: net.domain,
     payTo: PAY_TO, value: 10_000n, validBefore: BigInt(Math.floor(Date.now() / 1000) + 3_600),
   });
   const url = new URL(stack.info.facilitatorUrl);
+  const head = async () => {
+    const res = await fetch(net.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] }) });
+    return Number(BigInt(((await res.json()) as { result: string }).result));
+  };
+  const startBlock = await head();
   const agent = new Agent({ keepAlive: true, maxSockets: COUNT });
   const started = performance.now();
   const results = await Promise.all(
@@ -52,7 +54,8 @@ try {
   const blocks = new Set(settled.map((r) => r.answer.blockNumber));
   const latencies = results.map((r) => r.ms).sort((a, b) => a - b);
   console.log(`${COUNT} settles at once, blocks every ${BLOCK_TIME_MS} ms:`);
-  console.log(`  settled ${settled.length}/${COUNT} in ${blocks.size} block(s); failed: ${failures.size ? JSON.stringify(Object.fromEntries(failures)) : "none"}`);
+  const last = Math.max(...settled.map((r) => r.answer.blockNumber ?? 0));
+  console.log(`  settled ${settled.length}/${COUNT} in ${blocks.size} block(s), the last ${last - startBlock} block(s) after the burst began; failed: ${failures.size ? JSON.stringify(Object.fromEntries(failures)) : "none"}`);
   console.log(`  latency p50 ${percentile(latencies, 50).toFixed(0)} ms, p99 ${percentile(latencies, 99).toFixed(0)} ms, max ${latencies.at(-1)!.toFixed(0)} ms; all answered in ${wall.toFixed(0)} ms`);
 } finally {
   await stack.stop();

@@ -14,10 +14,29 @@ export interface StackInfo {
   networks: Record<string, { chainId: number; rpcUrl: string; token: Address; domain: { name: string; version: string }; buyers: Array<{ address: Address; privateKey: Hex }> }>;
 }
 
-/** Starts the local stack in a child process; resolves with its JSON line, the process and the time to ready. */
-export async function startStackProcess(args: string[], env: Record<string, string> = {}): Promise<{ info: StackInfo; child: ChildProcess; readyMs: number; stop(): Promise<void> }> {
+/**
+ * The facilitator under test, per `BENCH_LEDGER`: unset or `memory`, the local stack (`npm start`, its
+ * ledger in memory); `embedded` or `postgres`, one `npm run facilitator` process on a ledger file or on
+ * PostgreSQL (`npm run instances -- --instances 1`). `blockTimeMs` 0 = automine.
+ */
+export function startBenchTarget(blockTimeMs: number, buyers: number, env: Record<string, string>) {
+  const ledger = process.env.BENCH_LEDGER ?? "memory";
+  if (ledger === "memory") {
+    const mining = blockTimeMs > 0 ? ["--block-time", String(blockTimeMs)] : [];
+    return startStackProcess(["--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--networks", "cronos-testnet", "--buyers", String(buyers), ...mining], env);
+  }
+  if (ledger !== "embedded" && ledger !== "postgres") throw new Error(`BENCH_LEDGER must be memory, embedded or postgres, got "${ledger}"`);
+  return startStackProcess(["--instances", "1", "--ledger", ledger, "--block-time", String(blockTimeMs)], env, "scripts/instances.ts");
+}
+
+/** Starts the local stack (or `script`) in a child process; resolves with its JSON line, the process and the time to ready. */
+export async function startStackProcess(
+  args: string[],
+  env: Record<string, string> = {},
+  script = "scripts/start.ts",
+): Promise<{ info: StackInfo; child: ChildProcess; readyMs: number; stop(): Promise<void> }> {
   const started = performance.now();
-  const child = spawn(`${ROOT}node_modules/.bin/tsx`, ["scripts/start.ts", "--json", ...args], {
+  const child = spawn(`${ROOT}node_modules/.bin/tsx`, [script, "--json", ...args], {
     cwd: ROOT,
     env: {
       ...process.env,

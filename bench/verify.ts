@@ -11,7 +11,7 @@ import { bytesToHex, getAddress, hexToBytes, recoverTypedDataAddress, toHex, typ
 import { domainSeparator, recoverSigner, secp256k1Backend, transferAuthorizationDigest } from "../src/chain/signature.js";
 import { transferAuthorizationTypedData } from "../src/protocol/eip3009.js";
 import { signBodies } from "./sign.js";
-import { percentile, startStackProcess } from "./stack.js";
+import { percentile, startBenchTarget } from "./stack.js";
 
 const require = createRequire(import.meta.url);
 const secp = require("secp256k1") as { ecdsaSign(msg: Uint8Array, key: Uint8Array): { signature: Uint8Array; recid: number } };
@@ -159,9 +159,10 @@ async function freePort(): Promise<number> {
 const pool = Number(process.env.BENCH_POOL ?? 90_000);
 const metricsPort = await freePort();
 const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
-const stack = await startStackProcess(["--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--networks", "cronos-testnet", "--buyers", "8"], {
+const stack = await startBenchTarget(0, 8, {
   METRICS_PORT: String(metricsPort),
-  RATE_LIMIT_VERIFY_PER_MINUTE: "0",
+  // BENCH_RATE_LIMIT: a verify limit that never bites but is counted (on PostgreSQL: one UPSERT per verify).
+  RATE_LIMIT_VERIFY_PER_MINUTE: process.env.BENCH_RATE_LIMIT ?? "0",
   RATE_LIMIT_SETTLE_PER_MINUTE: "0",
   // The facilitator's default for real networks (the local stack reads the head on every verify).
   HEAD_CACHE_MS: process.env.HEAD_CACHE_MS ?? "250",
@@ -169,7 +170,7 @@ const stack = await startStackProcess(["--port", "0", "--testnet-rpc-port", "0",
 try {
   const net = stack.info.networks["cronos-testnet"]!;
   console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}; secp256k1: ${secp256k1Backend}`);
-  console.log(`stack ready in ${stack.readyMs.toFixed(0)} ms; signing ${pool} distinct authorizations…`);
+  console.log(`ledger: ${process.env.BENCH_LEDGER ?? "memory"}; rate limit ${process.env.BENCH_RATE_LIMIT ?? "off"}; stack ready in ${stack.readyMs.toFixed(0)} ms; signing ${pool} distinct authorizations…`);
   const bodies = signBodies({
     count: pool, buyers: net.buyers, network: "cronos-testnet", chainId: 338, token: net.token, domain: net.domain,
     payTo: PAY_TO, value: 1_000n, validBefore: BigInt(Math.floor(Date.now() / 1000) + 86_400),

@@ -34,6 +34,7 @@ export const COMMANDS = {
   start: typescript("scripts/start.ts"),
   facilitator: typescript("scripts/facilitator.ts"),
   conformance: typescript("scripts/conformance.ts"),
+  instances: typescript("scripts/instances.ts"),
   // Compile first: the type check reads the typed artifacts Hardhat generates.
   test: [compileStep(), typeCheckStep(), testRunner()],
   "test:only": [compileStep(), testRunner()],

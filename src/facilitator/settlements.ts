@@ -198,8 +198,10 @@ export class SettlementService {
           });
           if (!recorded) throw new Fenced(`settlement ${record.id} is no longer ours to send`);
         },
+        // Only a refusal changes what the ledger must know (that transaction never existed out there);
+        // an accepted one stays `signed` until its receipt, which spares a write per settle.
         afterBroadcast: (tx, outcome) => {
-          if (outcome === "unknown") return;
+          if (outcome !== "refused") return;
           ledger.markTransaction(tx.hash, outcome).catch((error: unknown) => logger.error({ txHash: tx.hash, err: String(error) }, "ledger: transaction state not recorded"));
         },
       }));

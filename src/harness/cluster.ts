@@ -28,11 +28,15 @@ export interface FacilitatorProcess {
   stop(): Promise<number | null>;
 }
 
-/** Starts one facilitator process with `env` (and `PORT=0` unless given) and waits until it listens. */
+/**
+ * Starts one facilitator process with `env` (and `PORT=0` unless given) and waits until it listens
+ * (its `facilitator listening` log line: the level is at least `info`).
+ */
 export async function startFacilitatorProcess(env: Record<string, string>): Promise<FacilitatorProcess> {
+  const quiet = ["warn", "error", "fatal", "silent"].includes(env.LOG_LEVEL ?? "");
   const child = spawn(process.execPath, ["--import", "tsx", "scripts/facilitator.ts"], {
     cwd: PROJECT_ROOT,
-    env: { PATH: process.env.PATH ?? "", PORT: "0", LOG_LEVEL: "info", ...env },
+    env: { PATH: process.env.PATH ?? "", PORT: "0", ...env, LOG_LEVEL: quiet || !env.LOG_LEVEL ? "info" : env.LOG_LEVEL },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const logs: Array<Record<string, unknown>> = [];

@@ -3,7 +3,16 @@ import pg from "pg";
 import { Kysely, PostgresDialect, sql } from "kysely";
 import { Migrator, type Migration as KyselyMigration } from "kysely/migration";
 import { MIGRATIONS, POSTGRES_SCHEMA } from "./schema.js";
-import { deliver, SqlLedger, type SqlDriver, type SqlLedgerOptions, type SqlRow, type SqlTransaction, type SqlValue } from "./sql-ledger.js";
+import {
+  deliver,
+  SqlLedger,
+  type SqlDriver,
+  type SqlLedgerOptions,
+  type SqlRow,
+  type SqlTransaction,
+  type SqlTransactionOptions,
+  type SqlValue,
+} from "./sql-ledger.js";
 import { LedgerError, type LedgerHealth } from "./types.js";
 
 /** The channel every instance LISTENs on: `o:<id>` (a row reached its outcome), `q:<id>` (queued for a key holder). */
@@ -23,16 +32,24 @@ export function redactDatabaseUrl(url: string): string {
   }
 }
 
-// `?` placeholders (shared with SQLite) become `$1, $2, …`; the statements hold no `?` in literals.
-const numbered = new Map<string, string>();
-function toPostgres(text: string): string {
-  let converted = numbered.get(text);
-  if (converted === undefined) {
+// `?` placeholders (shared with SQLite) become `$1, $2, …` (the statements hold no `?` in literals), and
+// each statement gets a name: PostgreSQL then parses and plans it once per connection, not per call.
+const prepared = new Map<string, { name: string; text: string }>();
+function toPostgres(text: string): { name: string; text: string } {
+  let statement = prepared.get(text);
+  if (statement === undefined) {
     let n = 0;
-    converted = text.replace(/\?/g, () => `$${++n}`);
-    numbered.set(text, converted);
+    statement = { name: `x402_${prepared.size}`, text: text.replace(/\?/g, () => `$${++n}`) };
+    prepared.set(text, statement);
   }
-  return converted;
+  return statement;
+}
+
+/** A 32-bit signed key for an advisory lock (FNV-1a of the name). */
+function lockKey(name: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < name.length; i++) hash = Math.imul(hash ^ name.charCodeAt(i), 0x01000193);
+  return hash | 0;
 }
 
 function message(error: unknown): string {
@@ -43,6 +60,7 @@ class PostgresDriver implements SqlDriver {
   readonly backend = "postgres" as const;
   readonly skipLocked = " FOR UPDATE SKIP LOCKED";
   readonly forUpdate = " FOR UPDATE";
+  readonly writableCte = true;
   readonly messages = new EventEmitter();
   readonly #url: string;
   readonly #pool: pg.Pool;
@@ -65,26 +83,27 @@ class PostgresDriver implements SqlDriver {
   }
 
   async all(text: string, params: readonly SqlValue[] = []): Promise<SqlRow[]> {
-    return (await this.#pool.query(toPostgres(text), params as SqlValue[])).rows as SqlRow[];
+    return (await this.#pool.query({ ...toPostgres(text), values: params as SqlValue[] })).rows as SqlRow[];
   }
 
   async run(text: string, params: readonly SqlValue[] = []): Promise<number> {
-    return (await this.#pool.query(toPostgres(text), params as SqlValue[])).rowCount ?? 0;
+    return (await this.#pool.query({ ...toPostgres(text), values: params as SqlValue[] })).rowCount ?? 0;
   }
 
-  async transaction<T>(work: (tx: SqlTransaction) => Promise<T>): Promise<T> {
+  async transaction<T>(...args: [(tx: SqlTransaction) => Promise<T>] | [SqlTransactionOptions, (tx: SqlTransaction) => Promise<T>]): Promise<T> {
+    const [options, work] = args.length === 1 ? [{}, args[0]] : args;
     const client = await this.#pool.connect();
-    const query = (text: string, params: readonly SqlValue[] = []) => client.query(toPostgres(text), params as SqlValue[]);
+    const query = (text: string, params: readonly SqlValue[] = []) => client.query({ ...toPostgres(text), values: params as SqlValue[] });
     const tx: SqlTransaction = {
       all: async (text, params) => (await query(text, params)).rows as SqlRow[],
       run: async (text, params) => (await query(text, params)).rowCount ?? 0,
-      lockPayer: async (key) => void (await query(`SELECT pg_advisory_xact_lock(?, hashtext(?))`, [LOCK_SPACE, key])),
       // Delivered by PostgreSQL to every listener (this instance's too) when the transaction commits.
       notify: async (text) => void (await query(`SELECT pg_notify('${CHANNEL}', ?)`, [text])),
     };
     let failed = false;
     try {
-      await client.query("BEGIN");
+      // One round trip: the lock's keys are numbers computed here, so the two statements go as one simple query.
+      await client.query(options.lock === undefined ? "BEGIN" : `BEGIN; SELECT pg_advisory_xact_lock(${LOCK_SPACE}, ${lockKey(options.lock)})`);
       const result = await work(tx);
       await client.query("COMMIT");
       return result;

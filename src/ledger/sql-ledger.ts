@@ -37,10 +37,14 @@ export interface SqlExecutor {
 
 /** An open transaction. */
 export interface SqlTransaction extends SqlExecutor {
-  /** Serializes transactions that touch one payer's settlements (its reservation). */
-  lockPayer(key: string): Promise<void>;
   /** Delivers `message` to every instance's listeners once the transaction commits. */
   notify(message: string): Promise<void>;
+}
+
+/** Options of {@link SqlDriver.transaction}. */
+export interface SqlTransactionOptions {
+  /** Serializes the transactions that name the same lock, across instances (e.g. one payer's claims). */
+  lock?: string;
 }
 
 /** What a backend provides to {@link SqlLedger}: statements, transactions, notifications. */
@@ -50,9 +54,12 @@ export interface SqlDriver extends SqlExecutor {
   readonly skipLocked: string;
   /** Appended to a select of a row about to change: ` FOR UPDATE` or nothing. */
   readonly forUpdate: string;
+  /** Whether a WITH clause may hold UPDATE/INSERT (several changes in one atomic statement). */
+  readonly writableCte: boolean;
   /** Notifications from every instance sharing the database (`o:<id>`, `q:<id>`). */
   readonly messages: EventEmitter;
   transaction<T>(work: (tx: SqlTransaction) => Promise<T>): Promise<T>;
+  transaction<T>(options: SqlTransactionOptions, work: (tx: SqlTransaction) => Promise<T>): Promise<T>;
   health(): Promise<LedgerHealth>;
   close(): Promise<void>;
 }
@@ -160,6 +167,20 @@ function toPenalty(row: SqlRow): Penalty {
   };
 }
 
+/** Runs tasks one at a time per key, in order; a key with nothing queued is forgotten. */
+class KeyedSerial {
+  readonly #tails = new Map<string, Promise<unknown>>();
+  run<T>(key: string, task: () => Promise<T>): Promise<T> {
+    const result = (this.#tails.get(key) ?? Promise.resolve()).then(task);
+    const tail = result.catch(() => undefined);
+    this.#tails.set(key, tail);
+    void tail.then(() => {
+      if (this.#tails.get(key) === tail) this.#tails.delete(key);
+    });
+    return result;
+  }
+}
+
 /**
  * The ledger over SQL: every rule lives here once; the backends ({@link SqlDriver}) differ only in
  * how statements run, how transactions serialize and how instances are notified.
@@ -168,6 +189,9 @@ export class SqlLedger implements Ledger {
   readonly #db: SqlDriver;
   readonly #now: () => number;
   readonly #pollMs: number;
+  // One payer's claims serialize in the database anyway (its reservation); queued here first, they do
+  // not each hold a pooled connection while they wait for the lock.
+  readonly #payers = new KeyedSerial();
 
   constructor(driver: SqlDriver, options: SqlLedgerOptions = {}) {
     this.#db = driver;
@@ -202,23 +226,28 @@ export class SqlLedger implements Ledger {
   }
 
   claim(input: ClaimInput): Promise<ClaimResult> {
-    const now = this.#now();
     const key = keyParams(input.key);
-    return this.#db.transaction(async (tx) => {
-      await tx.lockPayer(`${key[0]}:${key[1]}:${key[2]}`);
-      const [existing] = await tx.all(
-        `SELECT * FROM settlements WHERE chain_id = ? AND token = ? AND authorizer = ? AND nonce = ?${this.#db.forUpdate}`,
-        key,
+    const payer = `${key[0]}:${key[1]}:${key[2]}`;
+    return this.#payers.run(payer, () => this.#claim(input, key, payer));
+  }
+
+  #claim(input: ClaimInput, key: SqlValue[], payer: string): Promise<ClaimResult> {
+    const now = this.#now();
+    // Under the payer's lock (taken with BEGIN): only claims change a payer's rows to claimed, so the rows
+    // read here stay as read, and a failed one is claimed again only if it is still failed.
+    return this.#db.transaction({ lock: payer }, async (tx) => {
+      // The authorization's row, and the payer's rows in flight or mined after the block the balance was read
+      // at (that balance does not show them yet), in one read.
+      const payerRows = await tx.all(
+        `SELECT * FROM settlements WHERE chain_id = ? AND token = ? AND authorizer = ?
+           AND (nonce = ? OR status IN ${IN_FLIGHT} OR (status = 'settled' AND block_number > ?))`,
+        [...key, input.balanceBlock === undefined ? null : Number(input.balanceBlock)],
       );
+      const existing = payerRows.find((row) => row.nonce === key[3]);
       if (existing && existing.status !== "failed") return { outcome: "exists", record: (await this.#record(tx, existing))! };
       if (input.balance !== undefined) {
-        // In flight, or mined after the block the balance was read at (that balance does not show it yet).
-        const rows = await tx.all(
-          `SELECT value FROM settlements WHERE chain_id = ? AND token = ? AND authorizer = ?
-             AND (status IN ${IN_FLIGHT} OR (status = 'settled' AND block_number > ?))`,
-          [...key.slice(0, 3), input.balanceBlock === undefined ? null : Number(input.balanceBlock)],
-        );
-        const inFlight = rows.reduce((sum, row) => sum + BigInt(row.value as string), 0n);
+        const counted = payerRows.filter((row) => row !== existing && (row.status === "claimed" || row.status === "sent" || row.status === "settled"));
+        const inFlight = counted.reduce((sum, row) => sum + BigInt(row.value as string), 0n);
         if (inFlight + input.value > input.balance) return { outcome: "overBalance", inFlight };
       }
       const ownerExpiresAt = input.owner === null ? null : now + input.ownerTtlMs;
@@ -287,31 +316,38 @@ export class SqlLedger implements Ledger {
     });
   }
 
-  recordBroadcast(input: RecordBroadcastInput): Promise<boolean> {
+  async recordBroadcast(input: RecordBroadcastInput): Promise<boolean> {
     const now = this.#now();
+    // Only while `owner` owns the unfinished row and holds the relayer key's lease (the fence).
+    const sent = `UPDATE settlements SET status = 'sent', tx_hash = ?, relayer = ?, relayer_nonce = ?, next_check_at = ?, updated_at = ?
+       WHERE id = ? AND owner = ? AND status IN ${IN_FLIGHT}
+         AND EXISTS (SELECT 1 FROM relayer_leases WHERE address = ? AND holder = ? AND expires_at > ?)`;
+    const sentParams = [lower(input.hash), lower(input.relayer), input.relayerNonce, now + input.checkAfterMs, now, input.id, input.owner, lower(input.relayer), input.owner, now];
+    const insert = `INSERT INTO settlement_transactions (hash, settlement_id, chain_id, relayer, relayer_nonce, raw, state, fee_cap, priority_fee, created_at, updated_at)
+       SELECT ?, id, chain_id, ?, ?, ?, 'signed', ?, ?, ?, ? FROM`;
+    const insertParams = [
+      lower(input.hash),
+      lower(input.relayer),
+      input.relayerNonce,
+      input.raw,
+      input.feeCap?.toString() ?? null,
+      input.priorityFee?.toString() ?? null,
+      now,
+      now,
+    ];
+    // It runs inside each relayer key's send queue: one round trip where the dialect allows it.
+    if (this.#db.writableCte) {
+      const [row] = await this.#db.all(
+        `WITH sent AS (${sent} RETURNING id, chain_id),
+              recorded AS (${insert} sent ON CONFLICT (hash) DO NOTHING)
+         SELECT COUNT(*) AS n FROM sent`,
+        [...sentParams, ...insertParams],
+      );
+      return Number(row?.n ?? 0) > 0;
+    }
     return this.#db.transaction(async (tx) => {
-      const changed = await tx.run(
-        `UPDATE settlements SET status = 'sent', tx_hash = ?, relayer = ?, relayer_nonce = ?, next_check_at = ?, updated_at = ?
-         WHERE id = ? AND owner = ? AND status IN ${IN_FLIGHT}
-           AND EXISTS (SELECT 1 FROM relayer_leases WHERE address = ? AND holder = ? AND expires_at > ?)`,
-        [lower(input.hash), lower(input.relayer), input.relayerNonce, now + input.checkAfterMs, now, input.id, input.owner, lower(input.relayer), input.owner, now],
-      );
-      if (changed === 0) return false;
-      await tx.run(
-        `INSERT INTO settlement_transactions (hash, settlement_id, chain_id, relayer, relayer_nonce, raw, state, fee_cap, priority_fee, created_at, updated_at)
-         SELECT ?, id, chain_id, ?, ?, ?, 'signed', ?, ?, ?, ? FROM settlements WHERE id = ? ON CONFLICT (hash) DO NOTHING`,
-        [
-          lower(input.hash),
-          lower(input.relayer),
-          input.relayerNonce,
-          input.raw,
-          input.feeCap?.toString() ?? null,
-          input.priorityFee?.toString() ?? null,
-          now,
-          now,
-          input.id,
-        ],
-      );
+      if ((await tx.run(sent, sentParams)) === 0) return false;
+      await tx.run(`${insert} settlements WHERE id = ? ON CONFLICT (hash) DO NOTHING`, [...insertParams, input.id]);
       return true;
     });
   }

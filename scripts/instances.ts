@@ -90,7 +90,7 @@ if (values.json) {
       ...(cluster.databaseUrl ? [`database (LOCAL-ONLY credentials): ${cluster.databaseUrl}`] : []),
       `relayer keys shared by every instance: ${cluster.relayers.join(", ")}`,
       `facilitators:`,
-      ...urls.map((url) => `  ${url}`),
+      ...cluster.instances.map((i) => `  ${i.url}${i.metricsUrl ? `  (metrics: ${i.metricsUrl})` : ""}`),
       `try: curl ${urls[0]}/healthcheck  (each reports the database and the relayer key it holds)`,
       `buyers (LOCAL-ONLY keys): ${chain.buyers.map((b) => b.address).join(", ")}`,
       "Ctrl+C stops everything.",

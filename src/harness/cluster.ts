@@ -18,6 +18,8 @@ export const CLUSTER_RELAYER_KEYS: readonly Hex[] = [9, 8, 7].map((index) => loc
 /** A facilitator started as `npm run facilitator` starts it (its script on this Node, with tsx). */
 export interface FacilitatorProcess {
   url: string;
+  /** Its Prometheus endpoint (its own listener), when metrics are on. */
+  metricsUrl?: string;
   child: ChildProcess;
   /** Its JSON log lines so far. */
   logs: Array<Record<string, unknown>>;
@@ -36,7 +38,8 @@ export async function startFacilitatorProcess(env: Record<string, string>): Prom
   const quiet = ["warn", "error", "fatal", "silent"].includes(env.LOG_LEVEL ?? "");
   const child = spawn(process.execPath, ["--import", "tsx", "scripts/facilitator.ts"], {
     cwd: PROJECT_ROOT,
-    env: { PATH: process.env.PATH ?? "", PORT: "0", ...env, LOG_LEVEL: quiet || !env.LOG_LEVEL ? "info" : env.LOG_LEVEL },
+    // Any free ports: several instances run side by side.
+    env: { PATH: process.env.PATH ?? "", PORT: "0", METRICS_PORT: "0", ...env, LOG_LEVEL: quiet || !env.LOG_LEVEL ? "info" : env.LOG_LEVEL },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const logs: Array<Record<string, unknown>> = [];
@@ -44,6 +47,7 @@ export async function startFacilitatorProcess(env: Record<string, string>): Prom
   child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
   const lines = createInterface({ input: child.stdout! });
   const exited = once(child, "exit");
+  let metricsUrl: string | undefined;
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`facilitator did not start in 60 s: ${stderr}`)), 60_000);
     lines.on("line", (line) => {
@@ -56,6 +60,7 @@ export async function startFacilitatorProcess(env: Record<string, string>): Prom
       logs.push(entry);
       if (entry.msg === "facilitator listening") {
         clearTimeout(timer);
+        if (typeof entry.metricsUrl === "string") metricsUrl = entry.metricsUrl;
         resolve(String(entry.url));
       }
     });
@@ -67,6 +72,7 @@ export async function startFacilitatorProcess(env: Record<string, string>): Prom
   const running = () => child.exitCode === null && child.signalCode === null;
   return {
     url,
+    ...(metricsUrl ? { metricsUrl } : {}),
     child,
     logs,
     stderr: () => stderr,

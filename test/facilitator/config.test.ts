@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { inspect } from "node:util";
 import { expect } from "chai";
 import request from "supertest";
-import { custom } from "viem";
+import { custom, parseSignature } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { readFileSync } from "node:fs";
 import { CONFIG_VARIABLES, ConfigError, loadConfig } from "../../src/facilitator/config.js";
@@ -101,17 +101,29 @@ describe("configuration: every setting does what it says", () => {
     expect(() => load({ BODY_LIMIT_BYTES: "1023" })).to.throw(ConfigError, 'BODY_LIMIT_BYTES: must be an integer >= 1024, got "1023"');
   });
 
-  it("LOG_LOOKBACK_BLOCKS: a spent authorization's transaction is found at the window's far edge, and not one block beyond", async () => {
+  it("LOG_LOOKBACK_BLOCKS: an authorization spent elsewhere is found at the window's far edge, and not one block beyond", async () => {
+    const opened = await openFacilitator("cronos-testnet", { LOG_LOOKBACK_BLOCKS: "5" });
+    const payment = await makePayment(opened.chain);
+    // Submitted by someone else: the settlement ledger does not know it, the token's logs do.
+    const { r, s: sig, v } = parseSignature(payment.signature);
+    const m = payment.message;
+    const spent = await opened.chain.contract.write.transferWithAuthorization([m.from, m.to, m.value, m.validAfter, m.validBefore, m.nonce, Number(v), r, sig]);
+    await opened.chain.networkHelpers.mine(5);
+    const atEdge = await request(opened.app).post("/v2/x402/settle").send(payment.body);
+    expect(withoutTimestamp(atEdge.body)).to.deep.equal({ x402Version: 1, event: "payment.failed", network: "cronos-testnet", error: "Authorization already used", txHash: spent });
+    await opened.chain.networkHelpers.mine(1);
+    const beyond = await request(opened.app).post("/v2/x402/settle").send(payment.body);
+    expect(withoutTimestamp(beyond.body)).to.deep.equal({ x402Version: 1, event: "payment.failed", network: "cronos-testnet", error: "Authorization already used" });
+  });
+
+  it("LOG_LOOKBACK_BLOCKS does not bound an authorization this facilitator settled: the ledger holds its hash", async () => {
     const opened = await openFacilitator("cronos-testnet", { LOG_LOOKBACK_BLOCKS: "5" });
     const payment = await makePayment(opened.chain);
     const settled = await request(opened.app).post("/v2/x402/settle").send(payment.body);
     expect(settled.body.event).to.equal("payment.settled");
-    await opened.chain.networkHelpers.mine(5);
-    const atEdge = await request(opened.app).post("/v2/x402/settle").send(payment.body);
-    expect(withoutTimestamp(atEdge.body)).to.deep.equal({ x402Version: 1, event: "payment.failed", network: "cronos-testnet", error: "Authorization already used", txHash: settled.body.txHash });
-    await opened.chain.networkHelpers.mine(1);
-    const beyond = await request(opened.app).post("/v2/x402/settle").send(payment.body);
-    expect(withoutTimestamp(beyond.body)).to.deep.equal({ x402Version: 1, event: "payment.failed", network: "cronos-testnet", error: "Authorization already used" });
+    await opened.chain.networkHelpers.mine(50);
+    const again = await request(opened.app).post("/v2/x402/settle").send(payment.body);
+    expect(withoutTimestamp(again.body)).to.deep.equal({ x402Version: 1, event: "payment.failed", network: "cronos-testnet", error: "Authorization already used", txHash: settled.body.txHash });
   });
 
   it("CONFIRMATIONS: with 2, settle answers only after a second block holds the transaction", async () => {

@@ -56,6 +56,7 @@ describe("facilitator logs: RPC URLs by scheme and host only", () => {
   it("redacts every URL in the messages and fields it logs (an RPC error text carries the URL and its key)", async () => {
     const log = recordingLogger();
     const opened = await openFacilitator("cronos-testnet", {}, { logger: log.logger });
+    log.lines.length = 0; // start-up lines (the relayer key lease) are not what this is about
     const viemText = "HTTP request failed.\n\nURL: https://rpc.example.com/v2/PATH-SECRET?apikey=QUERY-SECRET\nRequest body: {}";
     opened.facilitator.context.logger.warn(
       { err: viemText, nested: { urls: ["wss://user:pw@ws.example.com:8443/ws/SECRET"] }, cause: new Error("fetch https://rpc.example.com/SECRET failed") },

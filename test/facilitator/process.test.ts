@@ -152,7 +152,7 @@ describe("the facilitator process against a local node (start-up checks, secrets
     child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
     try {
       await until(() => stdout.includes('"facilitator listening"'));
-      const listening = JSON.parse(stdout.split("\n")[0]!) as { url: string; networks: Array<{ rpc: string }> };
+      const listening = JSON.parse(stdout.split("\n").find((l) => l.includes('"facilitator listening"'))!) as { url: string; networks: Array<{ rpc: string }> };
       expect(listening.networks.map((n) => n.rpc)).to.deep.equal([rpc.url]);
       const payment = await makePayment(
         { publicClient: chain.publicClient, info: NETWORKS["cronos-testnet"], token: chain.token },

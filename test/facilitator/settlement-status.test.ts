@@ -140,7 +140,7 @@ describe("settlement status lookups and the ledger's health and metrics", () => 
     const opened = await openFacilitator();
     const payment = await makePayment(opened.chain);
     await request(opened.app).post("/v2/x402/settle").send(payment.body);
-    const text = (await request(opened.app).get("/metrics")).text;
+    const text = await opened.facilitator.metrics.registry.metrics();
     expect(text).to.include("x402_ledger_pending_settlements 0");
     expect(text).to.include("x402_ledger_oldest_pending_seconds 0");
     expect(text).to.include('x402_relayer_lease_changes_total{change="acquired"} 1');

@@ -127,6 +127,7 @@ describe("several facilitator processes as one service on one PostgreSQL", funct
       env: {
         RATE_LIMIT_VERIFY_PER_MINUTE: "10",
         RATE_LIMIT_SETTLE_PER_MINUTE: "0",
+        RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0",
         TRUST_PROXY: "1",
         POLLING_INTERVAL_MS: "100",
         HEAD_CACHE_MS: "0",
@@ -210,6 +211,7 @@ describe("one facilitator process on the embedded ledger (a file), including a r
       TRUST_PROXY: "1",
       RATE_LIMIT_VERIFY_PER_MINUTE: "0",
       RATE_LIMIT_SETTLE_PER_MINUTE: "0",
+      RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0",
       POLLING_INTERVAL_MS: "100",
       HEAD_CACHE_MS: "0",
       LEDGER_LEASE_TTL_SECONDS: "3",

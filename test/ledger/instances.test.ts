@@ -10,6 +10,21 @@ import { CLUSTER_RELAYER_KEYS as RELAYER_KEYS, startCluster, startFacilitatorPro
 import { get, paymentOn, post, relayerNonces } from "../helpers/instances.js";
 
 const SETTLE = "/v2/x402/settle";
+
+/**
+ * Settings for instances under test: behind one balancer (each test request names its client), no
+ * limits but those a test sets, quick polls, and leases and reconciler rounds of seconds, not tens.
+ */
+const QUICK: Record<string, string> = {
+  TRUST_PROXY: "1",
+  RATE_LIMIT_VERIFY_PER_MINUTE: "0",
+  RATE_LIMIT_SETTLE_PER_MINUTE: "0",
+  RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0",
+  POLLING_INTERVAL_MS: "100",
+  HEAD_CACHE_MS: "0",
+  LEDGER_LEASE_TTL_SECONDS: "3",
+  RECONCILE_INTERVAL_MS: "500",
+};
 const VERIFY = "/v2/x402/verify";
 
 /** A payee nobody else pays, so its balance tells how often it was paid. */
@@ -124,16 +139,7 @@ describe("several facilitator processes as one service on one PostgreSQL", funct
   before(async () => {
     cluster = await startCluster({
       instances: 3,
-      env: {
-        RATE_LIMIT_VERIFY_PER_MINUTE: "10",
-        RATE_LIMIT_SETTLE_PER_MINUTE: "0",
-        RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0",
-        TRUST_PROXY: "1",
-        POLLING_INTERVAL_MS: "100",
-        HEAD_CACHE_MS: "0",
-        LEDGER_LEASE_TTL_SECONDS: "3",
-        RECONCILE_INTERVAL_MS: "500",
-      },
+      env: { ...QUICK, RATE_LIMIT_VERIFY_PER_MINUTE: "10" },
     });
     ({ chain, instances, env } = cluster);
     // Each holds one of the three keys once the leases have settled down.
@@ -208,14 +214,7 @@ describe("one facilitator process on the embedded ledger (a file), including a r
       CRONOS_TESTNET_RPC_URL: chain.rpcUrl,
       RELAYER_PRIVATE_KEY: RELAYER_KEYS[0]!,
       LEDGER_FILE: join(dir, "ledger.db"),
-      TRUST_PROXY: "1",
-      RATE_LIMIT_VERIFY_PER_MINUTE: "0",
-      RATE_LIMIT_SETTLE_PER_MINUTE: "0",
-      RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0",
-      POLLING_INTERVAL_MS: "100",
-      HEAD_CACHE_MS: "0",
-      LEDGER_LEASE_TTL_SECONDS: "3",
-      RECONCILE_INTERVAL_MS: "500",
+      ...QUICK,
     };
     instance = await startFacilitatorProcess(env);
   });

@@ -44,7 +44,9 @@ if (values.ledger === "embedded" && instances > 1) {
   process.stderr.write("note: with --ledger embedded each instance has a ledger of its own: they are not one service\n");
 }
 
-const env = Object.fromEntries(Object.entries(process.env).filter((entry): entry is [string, string] => PASSED.test(entry[0]) && entry[1] !== undefined));
+// One instance may take a fixed metrics port (a benchmark reads it); several take any free one each.
+const passed = (name: string) => PASSED.test(name) || (instances === 1 && name === "METRICS_PORT");
+const env = Object.fromEntries(Object.entries(process.env).filter((entry): entry is [string, string] => passed(entry[0]) && entry[1] !== undefined));
 let cluster: Cluster | undefined;
 let stopping = false;
 const stop = async (signal: string) => {

@@ -11,7 +11,8 @@ import {
 import { transferAuthorizationTypedData } from "../../src/protocol/eip3009.js";
 import { decodePaymentHeader } from "../../src/protocol/header.js";
 import { NETWORKS } from "../../src/protocol/networks.js";
-import { listen, SETTLED } from "../helpers/stand-in-facilitator.js";
+import { listen } from "../helpers/http.js";
+import { SETTLED } from "../helpers/stand-in-facilitator.js";
 import { VECTOR_PAYEE, VECTOR_SIGNER, VECTOR_V2_OFFER } from "../helpers/vectors.js";
 import { rejection } from "../helpers/payment-error.js";
 

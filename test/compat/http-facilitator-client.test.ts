@@ -7,7 +7,8 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { createV2PaymentPayload } from "../../src/buyer/index.js";
 import { localAccount } from "../../src/harness/accounts.js";
 import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
-import { chainTime, PRICE, STACK_OPTIONS, TX_HASH } from "../e2e/helpers.js";
+import { chainTime, TX_HASH } from "../helpers/chain.js";
+import { PRICE, STACK_OPTIONS } from "../helpers/seller.js";
 import { expectPaidOnChain, partyBalances } from "./helpers.js";
 
 /** A client answer without the keys the client sets to undefined, for exact comparisons. */

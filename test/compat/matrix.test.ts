@@ -11,19 +11,12 @@ import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
 import type { NetworkName } from "../../src/protocol/networks.js";
 import { x402Buyer } from "../../scripts/snippets/x402-buyer.js";
 import { x402Seller } from "../../scripts/snippets/x402-seller.js";
-import {
-  content,
-  listen,
-  PRICE,
-  STACK_OPTIONS,
-  startFacilitatorProxy,
-  startSeller,
-  TX_HASH,
-  type FacilitatorProxy,
-  type Listening,
-  type TestSeller,
-} from "../e2e/helpers.js";
-import { CAIP2, decodeHeader, expectPaidOnChain, partyBalances, recordingFetch } from "./helpers.js";
+import { TX_HASH } from "../helpers/chain.js";
+import { type FacilitatorProxy, startFacilitatorProxy } from "../helpers/facilitator-proxy.js";
+import { CAIP2 } from "../helpers/facilitator.js";
+import { decodeBase64Json, listen, type Listening } from "../helpers/http.js";
+import { content, PRICE, STACK_OPTIONS, startSeller, type TestSeller } from "../helpers/seller.js";
+import { expectPaidOnChain, partyBalances } from "./helpers.js";
 
 /** What a buyer got: the status, the body, the settlement's transaction and the header it came in. */
 interface Paid {
@@ -50,7 +43,7 @@ const BUYERS: Record<BuyerName, (url: string, network: NetworkName, privateKey: 
   // The README's @x402/fetch snippet.
   async "@x402/fetch"(url, network, privateKey) {
     const response = await x402Buyer(privateKey, CAIP2[network])(url);
-    const settlement = decodeHeader(response.headers.get("PAYMENT-RESPONSE"));
+    const settlement = decodeBase64Json(response.headers.get("PAYMENT-RESPONSE"));
     expect(settlement).to.include({ success: true, network: CAIP2[network], payer: privateKeyToAccount(privateKey).address });
     return { status: response.status, body: await response.json(), txHash: String(settlement.transaction), responseHeader: "PAYMENT-RESPONSE" };
   },
@@ -59,7 +52,7 @@ const BUYERS: Record<BuyerName, (url: string, network: NetworkName, privateKey: 
     const client = new axiosX402Client().register(CAIP2[network], new ExactEvmScheme(privateKeyToAccount(privateKey)));
     const api = wrapAxiosWithPayment(axios.create(), client);
     const response = await api.get(url);
-    const settlement = decodeHeader(response.headers["payment-response"] as string | undefined);
+    const settlement = decodeBase64Json(response.headers["payment-response"] as string | undefined);
     expect(settlement).to.include({ success: true, network: CAIP2[network] });
     return { status: response.status, body: response.data, txHash: String(settlement.transaction), responseHeader: "PAYMENT-RESPONSE" };
   },

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "chai";
-import { ROOT } from "../e2e/helpers.js";
+import { ROOT } from "../helpers/processes.js";
 
 /** A snippet file as the README shows it: without its first comment line, the kit imported from the root. */
 function asInReadme(file: string): string {

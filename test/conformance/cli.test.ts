@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { expect } from "chai";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { parseConformanceArgs, parseNetwork, runConformanceCommand, UsageError } from "../../src/conformance/cli.js";
-import { closedPortUrl, listen } from "../e2e/helpers.js";
+import { closedPortUrl, listen } from "../helpers/http.js";
 
 /** Runs the command in this process and collects what it writes. */
 async function run(argv: string[]): Promise<{ status: number; stdout: string; stderr: string }> {

@@ -5,7 +5,7 @@ import { createFacilitatorHttp } from "../../src/conformance/http.js";
 import { runChecks, selectChecks } from "../../src/conformance/runner.js";
 import type { Target } from "../../src/conformance/target.js";
 import { NETWORKS } from "../../src/protocol/networks.js";
-import { listen, type Listening } from "../e2e/helpers.js";
+import { listen, type Listening } from "../helpers/http.js";
 
 const TESTNET: Target = {
   network: "cronos-testnet",

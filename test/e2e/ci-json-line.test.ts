@@ -2,7 +2,11 @@ import { expect } from "chai";
 import { keccak256, toBytes, type Address, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { createPaymentHeader } from "../../src/buyer/index.js";
-import { balanceOfData, ISO_TIMESTAMP, rawRpc, spawnInRoot, TX_HASH, type Spawned } from "./helpers.js";
+import { TX_HASH } from "../helpers/chain.js";
+import { postJson } from "../helpers/http.js";
+import { spawnInRoot, type Spawned } from "../helpers/processes.js";
+import { balanceOfData, rpc } from "../helpers/rpc.js";
+import { ISO_TIME } from "../helpers/time.js";
 
 // test/harness/start.test.ts already checks the --json line's shape, that it serves what it names and
 // that SIGTERM stops it cleanly. This file uses the line as a CI suite in another language would:
@@ -25,11 +29,6 @@ const PAY_TO: Address = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
 
 const topicOf = (address: string) => `0x${address.slice(2).toLowerCase().padStart(64, "0")}`;
 
-async function postJson(url: string, body: unknown): Promise<{ status: number; json: any }> {
-  const response = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-  return { status: response.status, json: await response.json() };
-}
-
 describe("e2e: npm start --json from a child process, used as a CI suite would (node scripts/bootstrap.mjs start --json)", function () {
   this.timeout(120_000);
   let proc: Spawned;
@@ -48,7 +47,7 @@ describe("e2e: npm start --json from a child process, used as a CI suite would (
       const net = line.networks[network]!;
       const buyer = net.buyers[0]!;
       const balance = async (account: string) =>
-        BigInt(await rawRpc<Hex>(net.rpcUrl, "eth_call", [{ to: net.token, data: balanceOfData(account) }, "latest"]));
+        BigInt(await rpc<Hex>(net.rpcUrl, "eth_call", [{ to: net.token, data: balanceOfData(account) }, "latest"]));
       const requirements = {
         scheme: "exact",
         network,
@@ -71,7 +70,7 @@ describe("e2e: npm start --json from a child process, used as a CI suite would (
       expect(settle.status).to.equal(200);
       const { txHash, blockNumber, timestamp } = settle.json as { txHash: Hex; blockNumber: number; timestamp: string };
       expect(txHash).to.match(TX_HASH);
-      expect(timestamp).to.match(ISO_TIMESTAMP);
+      expect(timestamp).to.match(ISO_TIME);
       expect(settle.json).to.deep.equal({
         x402Version: 1,
         event: "payment.settled",
@@ -84,7 +83,7 @@ describe("e2e: npm start --json from a child process, used as a CI suite would (
         timestamp,
       });
 
-      const receipt = await rawRpc<{ status: Hex; blockNumber: Hex; from: string; to: string; logs: Array<{ address: string; topics: Hex[]; data: Hex }> }>(
+      const receipt = await rpc<{ status: Hex; blockNumber: Hex; from: string; to: string; logs: Array<{ address: string; topics: Hex[]; data: Hex }> }>(
         net.rpcUrl,
         "eth_getTransactionReceipt",
         [txHash],
@@ -98,7 +97,7 @@ describe("e2e: npm start --json from a child process, used as a CI suite would (
         { address: net.token.toLowerCase(), topics: [AUTHORIZATION_USED_TOPIC, topicOf(buyer.address), nonce], data: "0x" },
         { address: net.token.toLowerCase(), topics: [TRANSFER_TOPIC, topicOf(buyer.address), topicOf(PAY_TO)], data: `0x${(10000).toString(16).padStart(64, "0")}` },
       ]);
-      const block = await rawRpc<{ timestamp: Hex }>(net.rpcUrl, "eth_getBlockByNumber", [receipt.blockNumber, false]);
+      const block = await rpc<{ timestamp: Hex }>(net.rpcUrl, "eth_getBlockByNumber", [receipt.blockNumber, false]);
       expect(new Date(Number(block.timestamp) * 1000).toISOString()).to.equal(timestamp);
 
       expect([await balance(buyer.address), await balance(PAY_TO)]).to.deep.equal([before[0]! - 10_000n, before[1]! + 10_000n]);

@@ -14,7 +14,10 @@ import type { Target } from "../../src/conformance/target.js";
 import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
 import { NETWORK_NAMES, NETWORKS } from "../../src/protocol/networks.js";
 import { findAll, parseXml } from "../helpers/xml.js";
-import { startFacilitatorProxy, spawnInRoot, STACK_OPTIONS, tokenBalance, useSellerEnvironment, type FacilitatorProxy, type ProxiedAnswer, type ProxiedCall } from "./helpers.js";
+import { tokenBalance } from "../helpers/chain.js";
+import { type FacilitatorProxy, type ProxiedAnswer, type ProxiedCall, startFacilitatorProxy } from "../helpers/facilitator-proxy.js";
+import { spawnInRoot } from "../helpers/processes.js";
+import { STACK_OPTIONS, useSellerEnvironment } from "../helpers/seller.js";
 
 /** The check lines of a run's output. */
 function checkLines(output: string): string[] {

@@ -6,7 +6,8 @@ import { chromium, type Browser, type Page } from "playwright-core";
 import { VerifyReason } from "../../src/protocol/reasons.js";
 import { localAccount } from "../../src/harness/accounts.js";
 import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
-import { balanceOfData, ROOT, rpc } from "../harness/helpers.js";
+import { ROOT } from "../helpers/processes.js";
+import { balanceOfData, rpc } from "../helpers/rpc.js";
 
 // The system Chromium (Debian package `chromium`; .ci/run installs it). Playwright's own browser
 // download cannot work offline, so none is used.

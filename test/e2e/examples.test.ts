@@ -1,7 +1,9 @@
 import { expect } from "chai";
 import type { Hex } from "viem";
 import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
-import { expectSettlementOnChain, spawnInRoot, STACK_OPTIONS, tokenBalances, type Spawned } from "./helpers.js";
+import { expectSettlementOnChain, tokenBalances } from "../helpers/chain.js";
+import { type Spawned, spawnInRoot } from "../helpers/processes.js";
+import { STACK_OPTIONS } from "../helpers/seller.js";
 
 describe("e2e: the example seller and buyer (scripts/example-*.ts) as processes against a local stack", function () {
   this.timeout(90_000);

@@ -7,18 +7,9 @@ import { startFacilitator, type RunningFacilitator } from "../../src/facilitator
 import { localAccount } from "../../src/harness/accounts.js";
 import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
 import { paymentRequirements, requirePayment } from "../../src/seller/index.js";
-import {
-  closedPortUrl,
-  content,
-  expectAnswer,
-  listen,
-  PRICE,
-  startSeller,
-  STACK_OPTIONS,
-  tokenBalances,
-  type Listening,
-  type TestSeller,
-} from "./helpers.js";
+import { tokenBalances } from "../helpers/chain.js";
+import { closedPortUrl, expectAnswer, listen, type Listening } from "../helpers/http.js";
+import { content, PRICE, STACK_OPTIONS, startSeller, type TestSeller } from "../helpers/seller.js";
 
 /** The generic `details` of a seller's 500: the facts are in its log, not in the answer. */
 const TRY_LATER = "The payment could not be processed right now; try again later";

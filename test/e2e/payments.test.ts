@@ -5,22 +5,11 @@ import { createPaymentHeader, getPaymentResponse, wrapFetchWithPayment } from ".
 import type { LocalStack } from "../../src/harness/stack.js";
 import { NETWORKS, type NetworkName } from "../../src/protocol/networks.js";
 import type { PaymentRequirements } from "../../src/protocol/schemas.js";
-import {
-  content,
-  decodeBase64Json,
-  expectAnswer,
-  expectSettlementOnChain,
-  ISO_TIMESTAMP,
-  paymentRequiredBody,
-  PRICE,
-  recordingFetch,
-  rpcClient,
-  tokenBalances,
-  TX_HASH,
-  type FacilitatorProxy,
-  type TestSeller,
-  useSellerEnvironment,
-} from "./helpers.js";
+import { expectSettlementOnChain, rpcClient, tokenBalances, TX_HASH } from "../helpers/chain.js";
+import { type FacilitatorProxy } from "../helpers/facilitator-proxy.js";
+import { decodeBase64Json, expectAnswer, recordingFetch } from "../helpers/http.js";
+import { content, paymentRequiredBody, PRICE, type TestSeller, useSellerEnvironment } from "../helpers/seller.js";
+import { ISO_TIME } from "../helpers/time.js";
 
 describe("e2e: paying a seller over real HTTP (buyer SDK → seller SDK → facilitator → local chains)", function () {
   let stack: LocalStack;
@@ -94,7 +83,7 @@ describe("e2e: paying a seller over real HTTP (buyer SDK → seller SDK → faci
         value: PRICE,
         nonce,
       });
-      expect(onChain.timestamp).to.match(ISO_TIMESTAMP);
+      expect(onChain.timestamp).to.match(ISO_TIME);
       const payment = {
         txHash: body.payment.txHash,
         from: buyer.address,
@@ -147,7 +136,7 @@ describe("e2e: paying a seller over real HTTP (buyer SDK → seller SDK → faci
     });
     expect(settle.status).to.equal(200);
     const answer = (await settle.json()) as Record<string, unknown>;
-    expect(answer.timestamp).to.match(ISO_TIMESTAMP);
+    expect(answer.timestamp).to.match(ISO_TIME);
     expect({ ...answer, timestamp: "…" }).to.deep.equal({
       x402Version: 1,
       event: "payment.failed",

@@ -4,34 +4,13 @@ import { privateKeyToAccount } from "viem/accounts";
 import { createPaymentHeader, wrapFetchWithPayment } from "../../src/buyer/index.js";
 import { localAccount } from "../../src/harness/accounts.js";
 import type { LocalStack } from "../../src/harness/stack.js";
-import {
-  chainTime,
-  expectAnswer,
-  expectSettlementOnChain,
-  decodeBase64Json,
-  increaseTime,
-  ISO_TIMESTAMP,
-  ownerKey,
-  paymentRequiredBody,
-  PRICE,
-  recordingFetch,
-  rpcClient,
-  tokenBalance,
-  tokenBalances,
-  writeToken,
-  type FacilitatorProxy,
-  type TestSeller,
-  useSellerEnvironment,
-} from "./helpers.js";
+import { chainTime, expectSettlementOnChain, increaseTime, ownerKey, rpcClient, tokenBalance, tokenBalances, writeToken } from "../helpers/chain.js";
+import { type FacilitatorProxy } from "../helpers/facilitator-proxy.js";
+import { decodeBase64Json, expectAnswer, recordingFetch } from "../helpers/http.js";
+import { paymentRequiredBody, PRICE, type TestSeller, useSellerEnvironment } from "../helpers/seller.js";
+import { withoutTimestamp } from "../helpers/time.js";
 
 const SETTLEMENT_FAILED = "Payment settlement failed";
-
-/** A settle answer without its timestamp (checked for format separately). */
-function withoutTimestamp(answer: unknown): Record<string, unknown> {
-  const { timestamp, ...rest } = answer as Record<string, unknown>;
-  expect(timestamp).to.match(ISO_TIMESTAMP);
-  return rest;
-}
 
 describe("e2e: settle errors after a passing verify, through a real seller (402 with the settle error)", function () {
   let stack: LocalStack;

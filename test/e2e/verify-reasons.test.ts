@@ -7,18 +7,9 @@ import type { LocalStack } from "../../src/harness/stack.js";
 import { CANCEL_AUTHORIZATION_TYPES } from "../../src/protocol/eip3009.js";
 import type { NetworkName } from "../../src/protocol/networks.js";
 import type { PaymentRequirements } from "../../src/protocol/schemas.js";
-import {
-  chainTime,
-  increaseTime,
-  paymentRequiredBody,
-  PRICE,
-  startSeller,
-  tokenBalances,
-  writeToken,
-  type FacilitatorProxy,
-  type TestSeller,
-  useSellerEnvironment,
-} from "./helpers.js";
+import { chainTime, increaseTime, tokenBalances, writeToken } from "../helpers/chain.js";
+import { type FacilitatorProxy } from "../helpers/facilitator-proxy.js";
+import { paymentRequiredBody, PRICE, startSeller, type TestSeller, useSellerEnvironment } from "../helpers/seller.js";
 
 const VERIFICATION_FAILED = "Payment verification failed";
 

@@ -8,7 +8,8 @@ import { custom, parseSignature } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { readFileSync } from "node:fs";
 import { CONFIG_VARIABLES, ConfigError, loadConfig } from "../../src/facilitator/config.js";
-import { HARDHAT_KEYS, makePayment, openFacilitator, startFacilitatorOnChain, withoutTimestamp } from "../helpers/facilitator.js";
+import { HARDHAT_KEYS, makePayment, openFacilitator, startFacilitatorOnChain } from "../helpers/facilitator.js";
+import { withoutTimestamp } from "../helpers/time.js";
 
 // One test per setting: each proves what the setting does, not only that it parses.
 

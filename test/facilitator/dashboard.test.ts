@@ -1,41 +1,25 @@
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { expect } from "chai";
 import request from "supertest";
 import { custom, numberToHex, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import type { Express } from "express";
 import { ConfigError, loadConfig } from "../../src/facilitator/config.js";
 import { MemoryFeedHistory, OutcomeFeed, type FeedRow } from "../../src/facilitator/dashboard/index.js";
 import { createFacilitator, startFacilitator, type Facilitator } from "../../src/facilitator/server.js";
 import { serveJsonRpc, type JsonRpcBridge } from "../../src/harness/rpc-bridge.js";
 import { VerifyReason } from "../../src/protocol/reasons.js";
 import { HARDHAT_KEYS, makePayment, openFacilitator, type Chain } from "../helpers/facilitator.js";
+import { listen } from "../helpers/http.js";
 import { openSse, rowOf } from "../helpers/sse.js";
+import { ISO_TIME } from "../helpers/time.js";
 import { openChain } from "../helpers/token.js";
 
 const EXPECTED_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 const ASSETS = ["/", "/dashboard/app.js", "/dashboard/style.css"];
 
-async function listen(app: Express): Promise<{ url: string; server: Server; close(): Promise<void> }> {
-  const server = createServer(app);
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    server,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
-
 /** A row as the feed writes it, for deep-equal checks: the volatile fields replaced by their kind. */
 function shape(row: Record<string, unknown>): Record<string, unknown> {
-  expect(row.time).to.match(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+  expect(row.time).to.match(ISO_TIME);
   expect(row.durationMs).to.be.a("number");
   const { time: _time, durationMs: _duration, ...rest } = row;
   return rest;

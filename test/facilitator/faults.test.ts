@@ -5,7 +5,8 @@ import { loadConfig } from "../../src/facilitator/config.js";
 import { createFacilitator } from "../../src/facilitator/server.js";
 import { serveJsonRpc } from "../../src/harness/rpc-bridge.js";
 import { openChain } from "../helpers/token.js";
-import { HARDHAT_KEYS, makePayment, withoutTimestamp } from "../helpers/facilitator.js";
+import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
+import { withoutTimestamp } from "../helpers/time.js";
 
 
 function config(env: Record<string, string> = {}) {

@@ -5,7 +5,8 @@ import request from "supertest";
 import { privateKeyToAccount } from "viem/accounts";
 import type { OutcomeRecord } from "../../src/facilitator/http/app.js";
 import { payerOf } from "../../src/facilitator/http/edge.js";
-import { HARDHAT_KEYS, makePayment, openFacilitator, withoutTimestamp } from "../helpers/facilitator.js";
+import { HARDHAT_KEYS, makePayment, openFacilitator } from "../helpers/facilitator.js";
+import { withoutTimestamp } from "../helpers/time.js";
 
 type Opened = Awaited<ReturnType<typeof openFacilitator>>;
 

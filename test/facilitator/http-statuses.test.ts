@@ -1,6 +1,7 @@
 import { expect } from "chai";
 import request from "supertest";
-import { makePayment, openFacilitator, openFlakyFacilitator, withoutTimestamp } from "../helpers/facilitator.js";
+import { makePayment, openFacilitator, openFlakyFacilitator } from "../helpers/facilitator.js";
+import { withoutTimestamp } from "../helpers/time.js";
 
 type Opened = Awaited<ReturnType<typeof openFacilitator>>;
 

@@ -7,7 +7,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { NETWORKS } from "../../src/protocol/networks.js";
 import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
-import { waitUntil } from "../harness/helpers.js";
+import { waitUntil } from "../helpers/time.js";
 
 const TSX = new URL("../../node_modules/.bin/tsx", import.meta.url).pathname;
 const ROOT = new URL("../../", import.meta.url).pathname;

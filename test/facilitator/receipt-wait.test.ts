@@ -4,7 +4,7 @@ import request from "supertest";
 import { loadConfig } from "../../src/facilitator/config.js";
 import { createFacilitator } from "../../src/facilitator/server.js";
 import { serveJsonRpc } from "../../src/harness/rpc-bridge.js";
-import { listen } from "../e2e/helpers.js";
+import { listen } from "../helpers/http.js";
 import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
 import { openChain } from "../helpers/token.js";
 

@@ -7,7 +7,7 @@ import { SettleError } from "../../src/protocol/reasons.js";
 import { HARDHAT_KEYS, makePayment, openFacilitator } from "../helpers/facilitator.js";
 import { expectFailed, FRONT_RUN, RELAYER, relayerNonce, revertedGas, setAutomine, settle, settleFrontRun, type SettleAnswer } from "../helpers/settle.js";
 import { deployFlipWallet, walletPayment } from "../helpers/wallets.js";
-import { waitUntil } from "../harness/helpers.js";
+import { waitUntil } from "../helpers/time.js";
 
 // Reverts the relayer pays for: what a simulation cannot catch, shown on a real local chain (EDR),
 // then refused. Automine is off while an attacker's transaction and a pending settlement meet in

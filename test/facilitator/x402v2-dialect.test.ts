@@ -2,16 +2,8 @@ import { expect } from "chai";
 import request from "supertest";
 import { privateKeyToAccount } from "viem/accounts";
 import type { OutcomeRecord } from "../../src/facilitator/http/app.js";
-import {
-  cancelAuthorization,
-  HARDHAT_KEYS,
-  makePayment,
-  openFacilitator,
-  openFlakyFacilitator,
-  v2BodyOf,
-  withoutTimestamp,
-  type MakePaymentOptions,
-} from "../helpers/facilitator.js";
+import { cancelAuthorization, HARDHAT_KEYS, makePayment, openFacilitator, openFlakyFacilitator, v2BodyOf, type MakePaymentOptions } from "../helpers/facilitator.js";
+import { withoutTimestamp } from "../helpers/time.js";
 
 type Opened = Awaited<ReturnType<typeof openFacilitator>>;
 type Made = Awaited<ReturnType<typeof makePayment>>;

@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "chai";
 import { COMMANDS, installCommand, lockedNodeVersion } from "../../scripts/bootstrap.mjs";
-import { ROOT } from "./helpers.js";
+import { ROOT } from "../helpers/processes.js";
 
 interface Lock {
   packages: Record<string, { version?: string; hasInstallScript?: boolean }>;

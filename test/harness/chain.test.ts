@@ -7,7 +7,9 @@ import { NETWORKS } from "../../src/protocol/networks.js";
 import { buyerIndexes, localAccount } from "../../src/harness/accounts.js";
 import { CRONOS_BLOCK_TIME_MS, startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import { PortInUseError } from "../../src/harness/errors.js";
-import { balanceOfData, occupyPort, portIsFree, postJson, rpc, waitUntil, type WireResponse } from "./helpers.js";
+import { occupyPort, portIsFree, postJson } from "../helpers/http.js";
+import { balanceOfData, rpc, type WireResponse } from "../helpers/rpc.js";
+import { waitUntil } from "../helpers/time.js";
 
 async function callToken(chain: LocalChain, functionName: "name" | "version" | "symbol" | "decimals"): Promise<unknown> {
   const data = encodeFunctionData({ abi: tokenAbi, functionName });

@@ -9,7 +9,7 @@ import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import { serveJsonRpc } from "../../src/harness/rpc-bridge.js";
 import { loadKitArtifact } from "../../src/harness/hardhat.js";
 import { MULTICALL3_ADDRESS } from "../../src/harness/multicall3.js";
-import { balanceOfData, rpc } from "./helpers.js";
+import { balanceOfData, rpc } from "../helpers/rpc.js";
 
 async function balanceOf(rpcUrl: string, token: string, address: string): Promise<bigint> {
   return BigInt(await rpc<string>(rpcUrl, "eth_call", [{ to: token, data: balanceOfData(address) }, "latest"]));

@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { expect } from "chai";
 import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
-import { spawnInRoot, type Spawned } from "../e2e/helpers.js";
 import { HARDHAT_KEYS } from "../helpers/facilitator.js";
-import { portIsFree, processesWithEnv, waitUntil } from "./helpers.js";
+import { portIsFree } from "../helpers/http.js";
+import { processesWithEnv, spawnInRoot, type Spawned } from "../helpers/processes.js";
+import { waitUntil } from "../helpers/time.js";
 
 // SIGINT / SIGTERM sent to the npm process alone (as a JS harness's child.kill() or `kill <pid>` does,
 // unlike Ctrl+C, which reaches every process of the terminal's job) must stop everything the script

@@ -3,7 +3,7 @@ import hre from "hardhat";
 import { VerifyReason } from "../../src/protocol/reasons.js";
 import { localAccount } from "../../src/harness/accounts.js";
 import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
-import { balanceOfData, rpc } from "./helpers.js";
+import { balanceOfData, rpc } from "../helpers/rpc.js";
 
 const EPHEMERAL = { port: 0, rpcPorts: { "cronos-testnet": 0, "cronos-mainnet": 0 } } as const;
 const SELLER = localAccount(1).address;

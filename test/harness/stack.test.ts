@@ -6,7 +6,8 @@ import { NETWORKS } from "../../src/protocol/networks.js";
 import { localAccount } from "../../src/harness/accounts.js";
 import { PortInUseError } from "../../src/harness/errors.js";
 import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
-import { balanceOfData, occupyPort, portIsFree, rpc } from "./helpers.js";
+import { occupyPort, portIsFree } from "../helpers/http.js";
+import { balanceOfData, rpc } from "../helpers/rpc.js";
 
 const EPHEMERAL = { port: 0, rpcPorts: { "cronos-testnet": 0, "cronos-mainnet": 0 } } as const;
 

@@ -5,7 +5,9 @@ import { privateKeyToAccount } from "viem/accounts";
 import { createPaymentHeader } from "../../src/buyer/index.js";
 import { parseStartArgs, UsageError } from "../../src/harness/cli.js";
 import { NETWORKS } from "../../src/protocol/networks.js";
-import { occupyPort, portIsFree, rpc, spawnStart } from "./helpers.js";
+import { occupyPort, portIsFree } from "../helpers/http.js";
+import { spawnInRoot, type SpawnOptions } from "../helpers/processes.js";
+import { rpc } from "../helpers/rpc.js";
 
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/);
 const networkLine = z.strictObject({
@@ -74,12 +76,18 @@ describe("npm start options (src/harness/cli.ts)", function () {
   });
 });
 
+/**
+ * Runs `tsx scripts/start.ts ...args` as a separate process, as a CI suite in another language would
+ * run `npm start -- --json`.
+ */
+const startScript = (args: readonly string[], env: NodeJS.ProcessEnv = {}, options: SpawnOptions = {}) => spawnInRoot("tsx", ["scripts/start.ts", ...args], env, options);
+
 describe("npm start as a separate process (scripts/start.ts)", function () {
   this.timeout(90_000);
 
   it("--json prints exactly one JSON line when ready, serves what it names, and stops cleanly on SIGTERM", async () => {
     const started = Date.now();
-    const proc = spawnStart(["--json", "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--buyers", "2"]);
+    const proc = startScript(["--json", "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--buyers", "2"]);
     try {
       const line = await proc.firstLine(60_000);
       const readyMs = Date.now() - started;
@@ -111,7 +119,7 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
   });
 
   it("keeps serving when its parent reads stdout only and never stderr", async () => {
-    const proc = spawnStart(["--json", "--port", "0", "--testnet-rpc-port", "0", "--networks", "testnet"], {}, { readStderr: false });
+    const proc = startScript(["--json", "--port", "0", "--testnet-rpc-port", "0", "--networks", "testnet"], {}, { readStderr: false });
     try {
       const summary = jsonLine.parse(JSON.parse(await proc.firstLine(60_000)));
       const network = summary.networks["cronos-testnet"]!;
@@ -139,7 +147,7 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
   it("exits 1 with a message naming the port and its flag and variable when a port is taken", async () => {
     const holder = await occupyPort();
     try {
-      const proc = spawnStart(["--json", "--port", "0", "--testnet-rpc-port", String(holder.port), "--mainnet-rpc-port", "0"]);
+      const proc = startScript(["--json", "--port", "0", "--testnet-rpc-port", String(holder.port), "--mainnet-rpc-port", "0"]);
       expect(await proc.exited).to.equal(1);
       expect(proc.stdout()).to.equal("");
       const message = proc.stderr().trim().split("\n").at(-1)!;
@@ -152,7 +160,7 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
   });
 
   it("exits 2 with one line for a bad flag", async () => {
-    const proc = spawnStart(["--json", "--buyers", "many"]);
+    const proc = startScript(["--json", "--buyers", "many"]);
     expect(await proc.exited).to.equal(2);
     expect(proc.stdout()).to.equal("");
     expect(proc.stderr().trim()).to.match(/^error: --buyers: [^\n]+$/);
@@ -160,7 +168,7 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
 
   it("shows a fork URL by scheme and host only: its path and query may hold an RPC provider's key", async () => {
     // Port 2: privileged and unassigned, nothing listens there, so the fork fails at once.
-    const proc = spawnStart(["--fork-testnet", "http://user:pw@127.0.0.1:2/v2/FORK-SECRET?key=QUERY-SECRET", "--networks", "cronos-testnet", "--port", "0", "--testnet-rpc-port", "0"]);
+    const proc = startScript(["--fork-testnet", "http://user:pw@127.0.0.1:2/v2/FORK-SECRET?key=QUERY-SECRET", "--networks", "cronos-testnet", "--port", "0", "--testnet-rpc-port", "0"]);
     expect(await proc.exited).to.equal(1);
     expect(proc.stderr()).to.equal(
       "[start] cronos-testnet: starting chain 338, forking http://127.0.0.1:2\nerror: start-up failed: cronos-testnet: cannot fork http://127.0.0.1:2 ECONNREFUSED\n",

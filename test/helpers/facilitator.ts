@@ -1,6 +1,6 @@
-import { expect } from "chai";
 import { custom, toHex, type Address, type Hex, type LocalAccount, type Transport } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
+import { ACCOUNT_INDEX, buyerIndexes, localAccount } from "../../src/harness/accounts.js";
 import { loadConfig, type FacilitatorConfig } from "../../src/facilitator/config.js";
 import { createFacilitator, startFacilitator, type StartFacilitatorOptions } from "../../src/facilitator/server.js";
 import type { Logger } from "../../src/facilitator/logger.js";
@@ -12,22 +12,12 @@ import { openChain } from "./token.js";
 
 // Helpers only: importing this file runs nothing.
 
-/** An ISO-8601 UTC time as `Date#toISOString` writes it. */
-export const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-
-/** Asserts `body.timestamp` is an ISO time and returns the body without it, for deep-equal checks. */
-export function withoutTimestamp(body: Record<string, unknown>): Record<string, unknown> {
-  expect(body.timestamp).to.match(ISO_TIME);
-  const { timestamp: _timestamp, ...rest } = body;
-  return rest;
-}
-
-/** Hardhat's public test keys (LOCAL-ONLY): #1 the seller, #9 the relayer, #2… buyers. */
+/** Hardhat's public test keys (LOCAL-ONLY), in the harness's roles: #1 the seller, #9 the relayer, #2 and #3 buyers. */
 export const HARDHAT_KEYS = {
-  seller: "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
-  relayer: "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6",
-  buyer: "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
-  buyer2: "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
+  seller: localAccount(ACCOUNT_INDEX.seller).privateKey,
+  relayer: localAccount(ACCOUNT_INDEX.relayer).privateKey,
+  buyer: localAccount(buyerIndexes(2)[0]!).privateKey,
+  buyer2: localAccount(buyerIndexes(2)[1]!).privateKey,
 } as const satisfies Record<string, Hex>;
 
 export type Chain = Awaited<ReturnType<typeof openChain>>;
@@ -168,8 +158,8 @@ export function recordingLogger(): { logger: Logger; lines: RecordedLine[] } {
   return { logger, lines };
 }
 
-/** The x402 v2 (CAIP-2) id of each Cronos network, written out here rather than taken from src/. */
-export const CAIP2: Record<string, string> = { "cronos-testnet": "eip155:338", "cronos-mainnet": "eip155:25", cronos: "eip155:25" };
+/** The x402 v2 (CAIP-2) id of each Cronos network (and the alias `cronos`), written out here rather than taken from src/. */
+export const CAIP2 = { "cronos-testnet": "eip155:338", "cronos-mainnet": "eip155:25", cronos: "eip155:25" } as const;
 
 /**
  * The same payment as {@link makePayment} made, as an x402 v2 verify/settle body: what `@x402/core`'s
@@ -181,7 +171,7 @@ export function v2BodyOf(made: Awaited<ReturnType<typeof makePayment>>) {
   const version = r.network === "cronos-testnet" ? "1" : "2";
   const paymentRequirements = {
     scheme: r.scheme,
-    network: CAIP2[r.network] ?? r.network,
+    network: (CAIP2 as Record<string, string>)[r.network] ?? r.network,
     asset: r.asset,
     amount: r.maxAmountRequired,
     payTo: r.payTo,

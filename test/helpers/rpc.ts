@@ -1,6 +1,30 @@
+import type { Hex } from "viem";
 import type { RequestProvider } from "../../src/harness/rpc-bridge.js";
+import { postJson } from "./http.js";
 
 // Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
+// JSON-RPC: over HTTP as another process speaks it, and a recorder in front of an in-process provider.
+
+/** A JSON-RPC response as it comes over the wire. */
+export interface WireResponse {
+  jsonrpc: string;
+  id: number | string | null;
+  result?: unknown;
+  error?: { code: number; message: string; data?: unknown };
+}
+
+/** Calls one JSON-RPC method over HTTP with plain fetch and returns its result (throws on a JSON-RPC error). */
+export async function rpc<T = unknown>(url: string, method: string, params: unknown[] = []): Promise<T> {
+  const { json } = await postJson(url, { jsonrpc: "2.0", id: 1, method, params });
+  const response = json as WireResponse;
+  if (response.error) throw new Error(`${method}: ${response.error.message}`);
+  return response.result as T;
+}
+
+/** ABI-encoded `balanceOf(address)` call data. */
+export function balanceOfData(address: string): Hex {
+  return `0x70a08231${address.slice(2).toLowerCase().padStart(64, "0")}`;
+}
 
 /** One JSON-RPC request the facilitator made. */
 export interface RpcCall {

@@ -2,8 +2,8 @@ import { expect } from "chai";
 import request from "supertest";
 import { parseGwei, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { waitUntil } from "../harness/helpers.js";
-import { HARDHAT_KEYS, withoutTimestamp, type openFacilitator } from "./facilitator.js";
+import { waitUntil, withoutTimestamp } from "./time.js";
+import { HARDHAT_KEYS, type openFacilitator } from "./facilitator.js";
 
 // Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
 

@@ -1,6 +1,6 @@
-import { once } from "node:events";
-import type { IncomingHttpHeaders, Server } from "node:http";
-import express, { type Express } from "express";
+import type { IncomingHttpHeaders } from "node:http";
+import express from "express";
+import { listen } from "./http.js";
 import { VECTOR_PAYEE, VECTOR_SIGNER } from "./vectors.js";
 
 // Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
@@ -66,24 +66,6 @@ export const json = (body: unknown, status?: number): StandInAnswer => ({ kind: 
 
 const defaultAnswers = () => ({ supported: json(SUPPORTED), verify: json(VALID), settle: json(SETTLED) });
 
-/** Listens on an ephemeral loopback port; `close` also drops open (e.g. hanging) connections. */
-export async function listen(app: Express): Promise<{ url: string; server: Server; close: () => Promise<void> }> {
-  const server = app.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const address = server.address();
-  if (address === null || typeof address === "string") throw new Error("not listening on a TCP port");
-  return {
-    url: `http://127.0.0.1:${address.port}`,
-    server,
-    close: async () => {
-      const closed = once(server, "close");
-      server.close();
-      server.closeAllConnections();
-      await closed;
-    },
-  };
-}
-
 /** Starts a stand-in facilitator; it answers valid / settled until told otherwise through `answers`. */
 export async function startStandInFacilitator(): Promise<StandInFacilitator> {
   const requests: RecordedRequest[] = [];
@@ -128,11 +110,4 @@ export async function startStandInFacilitator(): Promise<StandInFacilitator> {
     },
     close: server.close,
   };
-}
-
-/** A loopback URL where nothing listens (a port that was just released). */
-export async function closedPortUrl(): Promise<string> {
-  const server = await listen(express());
-  await server.close();
-  return server.url;
 }

@@ -4,7 +4,8 @@ import { privateKeyToAccount } from "viem/accounts";
 import { getPaymentResponse, PaymentError, wrapFetchWithPayment } from "../../src/buyer/index.js";
 import { decodePaymentHeader } from "../../src/protocol/header.js";
 import { paymentRequirements, requirePayment } from "../../src/seller/index.js";
-import { json, listen, SETTLED, startStandInFacilitator, type StandInFacilitator } from "../helpers/stand-in-facilitator.js";
+import { listen } from "../helpers/http.js";
+import { json, SETTLED, startStandInFacilitator, type StandInFacilitator } from "../helpers/stand-in-facilitator.js";
 import { VECTOR_PAYEE, VECTOR_SIGNER } from "../helpers/vectors.js";
 
 describe("buyer SDK → seller SDK → stand-in facilitator", () => {

@@ -5,8 +5,8 @@ import {
   paymentRequirements,
   type FacilitatorErrorCode,
 } from "../../src/seller/index.js";
+import { closedPortUrl } from "../helpers/http.js";
 import {
-  closedPortUrl,
   json,
   settleFailed,
   startStandInFacilitator,

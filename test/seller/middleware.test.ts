@@ -12,10 +12,9 @@ import {
   type RequirementsSource,
 } from "../../src/seller/index.js";
 import { VerifyReason } from "../../src/protocol/reasons.js";
+import { closedPortUrl, decodeBase64Json, listen } from "../helpers/http.js";
 import {
-  closedPortUrl,
   json,
-  listen,
   settleFailed,
   startStandInFacilitator,
   SETTLED,
@@ -416,7 +415,6 @@ describe("seller: requirePayment", () => {
   describe("x402 v2 buyers (PAYMENT-SIGNATURE) on the same route", () => {
     const V2_OFFER = VECTOR_V2_OFFER;
     const V2_SETTLED = { success: true, payer: SETTLED.from, transaction: SETTLED.txHash, network: "eip155:338" };
-    const decodeHeader = (value: string | null) => JSON.parse(Buffer.from(value ?? "", "base64").toString("utf8")) as Record<string, unknown>;
     const signedPayment = () =>
       createV2PaymentPayload({
         signer: privateKeyToAccount(VECTOR_SIGNER.privateKey),
@@ -429,7 +427,7 @@ describe("seller: requirePayment", () => {
       const response = await fetch(seller.url);
       expect(response.status).to.equal(402);
       expect(await response.json()).to.deep.equal(paymentRequiredBody(REQUIREMENTS, { error: "Payment Required" }));
-      expect(decodeHeader(response.headers.get("PAYMENT-REQUIRED"))).to.deep.equal({
+      expect(decodeBase64Json(response.headers.get("PAYMENT-REQUIRED"))).to.deep.equal({
         x402Version: 2,
         error: "Payment Required",
         resource: { url: "http://127.0.0.1/premium", description: "A premium answer", mimeType: "application/json" },
@@ -451,7 +449,7 @@ describe("seller: requirePayment", () => {
         dialect: "x402v2",
         payment: { txHash: SETTLED.txHash, from: SETTLED.from, to: VECTOR_PAYEE, value: "1000000" },
       });
-      expect(decodeHeader(response.headers.get("PAYMENT-RESPONSE"))).to.deep.equal(V2_SETTLED);
+      expect(decodeBase64Json(response.headers.get("PAYMENT-RESPONSE"))).to.deep.equal(V2_SETTLED);
       expect(response.headers.get("X-PAYMENT-RESPONSE")).to.equal(null);
       expect(standIn.requests.map((request) => [request.path, request.headers["x402-version"], request.body])).to.deep.equal(
         ["verify", "settle"].map((operation) => [
@@ -476,7 +474,7 @@ describe("seller: requirePayment", () => {
       expect(await response.json()).to.deep.equal(
         paymentRequiredBody(REQUIREMENTS, { error: "Payment verification failed", reason: "ERC20: transfer amount exceeds balance" }),
       );
-      expect(decodeHeader(response.headers.get("PAYMENT-REQUIRED"))).to.include({ error: "invalid_exact_evm_insufficient_balance" });
+      expect(decodeBase64Json(response.headers.get("PAYMENT-REQUIRED"))).to.include({ error: "invalid_exact_evm_insufficient_balance" });
       expect(standIn.requests.map((request) => request.path)).to.deep.equal(["/v2/x402/verify"]);
       expect(seller.state.handlerRuns).to.equal(0);
     });
@@ -490,7 +488,7 @@ describe("seller: requirePayment", () => {
         const response = await fetch(seller.url, { headers: { "PAYMENT-SIGNATURE": value! } });
         expect(response.status).to.equal(402);
         expect(await response.json()).to.deep.equal(paymentRequiredBody(REQUIREMENTS, { error: "Payment verification failed", reason }));
-        expect(decodeHeader(response.headers.get("PAYMENT-REQUIRED"))).to.include({ error: "unsupported_payload_type" });
+        expect(decodeBase64Json(response.headers.get("PAYMENT-REQUIRED"))).to.include({ error: "unsupported_payload_type" });
       }
       expect(standIn.requests).to.deep.equal([]);
     });

@@ -1,0 +1,112 @@
+import { once } from "node:events";
+import { createServer, type IncomingMessage, type RequestListener, type Server } from "node:http";
+import { createServer as createTcpServer, type AddressInfo } from "node:net";
+import { expect } from "chai";
+
+// Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
+// HTTP on loopback: servers on ephemeral ports, ports held or released, JSON over fetch, base64 JSON headers.
+
+/** A server listening on an ephemeral 127.0.0.1 port. */
+export interface Listening {
+  url: string;
+  port: number;
+  server: Server;
+  /** Closes the server and every open (e.g. hanging) connection. */
+  close(): Promise<void>;
+}
+
+/** Serves `handler` (an Express app or a plain listener) on an ephemeral loopback port. */
+export async function listen(handler: RequestListener): Promise<Listening> {
+  const server = createServer(handler);
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as AddressInfo;
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    server,
+    close() {
+      closing ??= (async () => {
+        const closed = once(server, "close");
+        server.close();
+        server.closeAllConnections();
+        await closed;
+      })();
+      return closing;
+    },
+  };
+}
+
+/** A loopback URL where nothing listens (a port that was bound, then released). */
+export async function closedPortUrl(): Promise<string> {
+  const server = await listen((_req, res) => res.end());
+  await server.close();
+  return server.url;
+}
+
+/** True when `port` can be bound on 127.0.0.1 right now. */
+export function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createTcpServer();
+    probe.once("error", () => resolve(false));
+    probe.listen({ port, host: "127.0.0.1", exclusive: true }, () => probe.close(() => resolve(true)));
+  });
+}
+
+/** Holds a port on 127.0.0.1 (0 = any) until `release` is called. */
+export async function occupyPort(port = 0): Promise<{ port: number; release(): Promise<void> }> {
+  const server = createTcpServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen({ port, host: "127.0.0.1" }, () => resolve());
+  });
+  const address = server.address();
+  if (address === null || typeof address === "string") throw new Error("no port");
+  return { port: address.port, release: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
+
+/** The whole body of a request, as text. */
+export async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+/**
+ * POSTs `body` as JSON (a string is sent as it is) with fetch, like any client in another process;
+ * resolves with the status and the parsed answer (`undefined` for an empty one).
+ */
+export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, json: text ? JSON.parse(text) : undefined };
+}
+
+/** Asserts an answer's status and its exact JSON body. */
+export async function expectAnswer(response: Response, status: number, body: unknown): Promise<void> {
+  const text = await response.text();
+  expect(response.status, text).to.equal(status);
+  expect(JSON.parse(text)).to.deep.equal(body);
+}
+
+/** A `fetch` that records the `X-PAYMENT` header of each request it sends. */
+export function recordingFetch(): { fetch: typeof fetch; paymentHeaders: string[] } {
+  const paymentHeaders: string[] = [];
+  const recording: typeof fetch = async (input, init) => {
+    const header = new Headers(init?.headers).get("X-PAYMENT");
+    if (header !== null) paymentHeaders.push(header);
+    return fetch(input, init);
+  };
+  return { fetch: recording, paymentHeaders };
+}
+
+/** The JSON object inside a base64 header value (asserts the header is there). */
+export function decodeBase64Json(value: string | null | undefined): Record<string, any> {
+  expect(value, "header present").to.be.a("string");
+  return JSON.parse(Buffer.from(value!, "base64").toString("utf8")) as Record<string, any>;
+}

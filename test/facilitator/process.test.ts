@@ -1,34 +1,36 @@
-import { spawn } from "node:child_process";
-import { once } from "node:events";
 import { createServer as createHttpServer, type Server } from "node:http";
-import { createInterface } from "node:readline";
 import { expect } from "chai";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { NETWORKS } from "../../src/protocol/networks.js";
 import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
 import { waitUntil } from "../helpers/time.js";
+import { listen } from "../helpers/http.js";
+import { ROOT, spawnInRoot, type Spawned } from "../helpers/processes.js";
 
-const TSX = new URL("../../node_modules/.bin/tsx", import.meta.url).pathname;
-const ROOT = new URL("../../", import.meta.url).pathname;
+/** Starts `npm run facilitator`'s script with `env` as its whole environment (besides PATH and HOME). */
+function startFacilitatorScript(env: Record<string, string>): Spawned {
+  return spawnInRoot("tsx", ["scripts/facilitator.ts"], env, { inheritEnv: false });
+}
 
 interface Run {
-  code: number | null;
+  code: number | NodeJS.Signals;
   stdout: string;
   stderr: string;
 }
 
-/** Runs `npm run facilitator`'s script with `env` until it exits (start-up failures exit at once). */
+/** Runs the script with `env` until it exits (start-up failures exit at once). */
 async function runToExit(env: Record<string, string>): Promise<Run> {
-  const child = spawn(TSX, ["scripts/facilitator.ts"], { cwd: ROOT, env: { PATH: process.env.PATH ?? "", ...env }, stdio: ["ignore", "pipe", "pipe"] });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
-  child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
-  const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
-  const [code] = (await once(child, "exit")) as [number | null];
+  const proc = startFacilitatorScript(env);
+  const timer = setTimeout(() => proc.kill(), 30_000);
+  const code = await proc.exited;
   clearTimeout(timer);
-  return { code, stdout, stderr };
+  return { code, stdout: proc.stdout(), stderr: proc.stderr() };
+}
+
+/** The facilitator's "listening" log line, once it is written. */
+async function listeningLine(proc: Spawned): Promise<{ url: string; networks: Array<{ rpc: string }> }> {
+  return JSON.parse((await proc.waitFor(/^.*"msg":"facilitator listening".*\n/m, 30_000))[0]) as { url: string; networks: Array<{ rpc: string }> };
 }
 
 /** A JSON-RPC forwarder to `target` that drops every connection while `down` is set. */
@@ -49,11 +51,6 @@ async function switchableRpc(target: string): Promise<{ url: string; server: Ser
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return Object.assign(state, { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, server });
-}
-
-async function until(condition: () => boolean): Promise<void> {
-  for (let i = 0; i < 600 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 50));
-  if (!condition()) throw new Error("condition not met within 30 s");
 }
 
 function escape(text: string): string {
@@ -101,15 +98,12 @@ describe("the facilitator process against a local node (start-up checks, secrets
     const unknownHost = await runToExit({ ...base, CRONOS_TESTNET_RPC_URL: `https://user:password@rpc.example.invalid${secret}`, RPC_TIMEOUT_MS: "2000" });
     expect(unknownHost.code).to.equal(1);
     expect(unknownHost.stderr).to.match(new RegExp(`^${escape(line("https://rpc.example.invalid", "DNS lookup failed, XXX")).replace("XXX", "(ENOTFOUND|EAI_AGAIN)")}$`));
-    const silent = createHttpServer(() => {});
-    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const silent = await listen(() => {});
     try {
-      const port = (silent.address() as { port: number }).port;
-      const slow = await runToExit({ ...base, CRONOS_TESTNET_RPC_URL: `http://127.0.0.1:${port}${secret}`, RPC_TIMEOUT_MS: "300" });
-      expect([slow.code, slow.stderr]).to.deep.equal([1, line(`http://127.0.0.1:${port}`, "no answer within 300 ms")]);
+      const slow = await runToExit({ ...base, CRONOS_TESTNET_RPC_URL: `${silent.url}${secret}`, RPC_TIMEOUT_MS: "300" });
+      expect([slow.code, slow.stderr]).to.deep.equal([1, line(silent.url, "no answer within 300 ms")]);
     } finally {
-      silent.closeAllConnections();
-      silent.close();
+      await silent.close();
     }
     for (const run of [refused, unknownHost]) expect(run.stderr + run.stdout).not.to.match(/SECRET|password/);
   });
@@ -130,14 +124,9 @@ describe("the facilitator process against a local node (start-up checks, secrets
   });
 
   it("npm run facilitator with no RPC URL exits 1 with that line, starting nothing", async () => {
-    const npm = spawn("npm", ["run", "--silent", "facilitator"], { cwd: ROOT, env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/root", RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer }, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    npm.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
-    npm.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
-    const [code] = (await once(npm, "exit")) as [number | null];
-    expect([code, stdout]).to.deep.equal([1, ""]);
-    expect(stderr.split("\n").filter((l) => l.startsWith("facilitator:") || l.startsWith("[start]"))).to.deep.equal([
+    const npm = spawnInRoot("npm", ["run", "--silent", "facilitator"], { RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer }, { inheritEnv: false });
+    expect([await npm.exited, npm.stdout()]).to.deep.equal([1, ""]);
+    expect(npm.stderr().split("\n").filter((l) => l.startsWith("facilitator:") || l.startsWith("[start]"))).to.deep.equal([
       "facilitator: configuration: CRONOS_TESTNET_RPC_URL / CRONOS_MAINNET_RPC_URL: no network configured; set at least one RPC URL (or run `npm start` for the embedded local chains)",
     ]);
   });
@@ -145,14 +134,9 @@ describe("the facilitator process against a local node (start-up checks, secrets
   it("keeps an RPC URL's path and query (its API key) out of logs, healthcheck and answers while the RPC fails", async () => {
     const rpc = await switchableRpc(chain.rpcUrl);
     const secretUrl = `${rpc.url}/v2/PATH-SECRET-KEY?apikey=QUERY-SECRET-KEY`;
-    const child = spawn(TSX, ["scripts/facilitator.ts"], { cwd: ROOT, env: { PATH: process.env.PATH ?? "", ...base, CRONOS_TESTNET_RPC_URL: secretUrl, RPC_TIMEOUT_MS: "1000" }, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    const proc = startFacilitatorScript({ ...base, CRONOS_TESTNET_RPC_URL: secretUrl, RPC_TIMEOUT_MS: "1000" });
     try {
-      await until(() => stdout.includes('"facilitator listening"'));
-      const listening = JSON.parse(stdout.split("\n").find((l) => l.includes('"facilitator listening"'))!) as { url: string; networks: Array<{ rpc: string }> };
+      const listening = await listeningLine(proc);
       expect(listening.networks.map((n) => n.rpc)).to.deep.equal([rpc.url]);
       const payment = await makePayment(
         { publicClient: chain.publicClient, info: NETWORKS["cronos-testnet"], token: chain.token },
@@ -166,12 +150,12 @@ describe("the facilitator process against a local node (start-up checks, secrets
       const healthBody = (await health.json()) as { results: { message: string } };
       expect(healthBody.results.message).to.equal(`cronos-testnet: CRONOS_TESTNET_RPC_URL: the RPC at ${rpc.url} does not answer (connection reset)`);
       const answers = JSON.stringify([await verify.json(), await settle.json(), healthBody]);
-      child.kill("SIGTERM");
-      await once(child, "exit");
-      expect(stdout).to.include('"msg":"request fault"');
-      expect(answers + stdout + stderr).not.to.match(/SECRET/);
+      proc.child.kill("SIGTERM");
+      await proc.exited;
+      expect(proc.stdout()).to.include('"msg":"request fault"');
+      expect(answers + proc.stdout() + proc.stderr()).not.to.match(/SECRET/);
     } finally {
-      if (child.exitCode === null) child.kill("SIGKILL");
+      proc.kill();
       rpc.server.close();
     }
   });
@@ -189,20 +173,10 @@ describe("the facilitator process against a local node (start-up checks, secrets
   });
 
   it("starts on the right chain, logs JSON without secrets, and on SIGTERM lets a settle in flight finish, then exits 0", async () => {
-    const child = spawn(TSX, ["scripts/facilitator.ts"], { cwd: ROOT, env: { PATH: process.env.PATH ?? "", ...base, RATE_LIMIT_SETTLE_PER_MINUTE: "0" }, stdio: ["ignore", "pipe", "pipe"] });
-    const lines: string[] = [];
-    const reader = createInterface({ input: child.stdout });
-    reader.on("line", (line) => lines.push(line));
-    let stderr = "";
-    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    const proc = startFacilitatorScript({ ...base, RATE_LIMIT_SETTLE_PER_MINUTE: "0" });
+    const lines = () => proc.stdout().split("\n").filter((line) => line !== "");
     try {
-      const listening = await new Promise<{ url: string }>((resolve, reject) => {
-        reader.on("line", (line) => {
-          const entry = JSON.parse(line) as { msg: string; url: string };
-          if (entry.msg === "facilitator listening") resolve(entry);
-        });
-        child.once("exit", (code) => reject(new Error(`exited ${code}: ${stderr}`)));
-      });
+      const listening = await listeningLine(proc);
       const health = await fetch(`${listening.url}/healthcheck`);
       expect(health.status).to.equal(200);
 
@@ -222,27 +196,25 @@ describe("the facilitator process against a local node (start-up checks, secrets
         const pending = (await chain.provider.request({ method: "eth_getBlockByNumber", params: ["pending", false] })) as { transactions: string[] };
         return pending.transactions.length > 0;
       }, 30_000);
-      expect(inPool, `the settle transaction never reached the node's pool; stderr: ${stderr}`).to.equal(true);
-      child.kill("SIGTERM");
+      expect(inPool, `the settle transaction never reached the node's pool; stderr: ${proc.stderr()}`).to.equal(true);
+      proc.child.kill("SIGTERM");
       // Mine only once the process has taken the signal: the settle is then in flight during shutdown.
-      const tookSignal = await waitUntil(async () => lines.some((l) => (JSON.parse(l) as { msg: string }).msg.startsWith("stopping")), 30_000);
-      expect(tookSignal, `no "stopping" log line after SIGTERM; stdout: ${lines.join("\n")}`).to.equal(true);
+      await proc.waitFor(/"msg":"stopping/, 30_000);
       await chain.provider.request({ method: "evm_mine", params: [] });
       const answer = (await (await settling).json()) as { event: string };
       expect(answer.event).to.equal("payment.settled");
       const stopping = Date.now();
-      const [code] = await once(child, "exit");
-      expect(code).to.equal(0);
+      expect(await proc.exited).to.equal(0);
       expect(Date.now() - stopping).to.be.below(5_000);
-      const logged = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+      const logged = lines().map((l) => JSON.parse(l) as Record<string, unknown>);
       expect(logged.some((l) => l.route === "settle" && l.outcome === "settled" && l.network === "cronos-testnet")).to.equal(true);
       const stopLines = logged.map((l) => l.msg).filter((msg) => msg === "stopped" || String(msg).startsWith("stopping"));
       expect(stopLines).to.deep.equal(["stopping: no new requests, letting settles in flight finish", "stopped"]);
       expect(logged.at(-1)?.msg).to.equal("stopped");
-      expect(lines.join("\n")).not.to.include(HARDHAT_KEYS.relayer.slice(2));
+      expect(proc.stdout()).not.to.include(HARDHAT_KEYS.relayer.slice(2));
     } finally {
       await chain.provider.request({ method: "evm_setAutomine", params: [true] });
-      if (child.exitCode === null) child.kill("SIGKILL");
+      proc.kill();
     }
   });
 });

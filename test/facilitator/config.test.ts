@@ -13,8 +13,6 @@ import { withoutTimestamp } from "../helpers/time.js";
 
 // One test per setting: each proves what the setting does, not only that it parses.
 
-// Hardhat's public test key #8 (LOCAL-ONLY), a second relayer.
-const SECOND_RELAYER = "0xdbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97" as const;
 const SELLER_KEY = "seller-a-0123456789abcdef";
 
 async function tempFile(name: string, text: string): Promise<string> {
@@ -59,13 +57,13 @@ describe("configuration: every setting does what it says", () => {
   });
 
   it("RELAYER_PRIVATE_KEY_FILE: one key per line, each key sends settlements in turn", async () => {
-    const file = await tempFile("keys", `${HARDHAT_KEYS.relayer}\r\n${SECOND_RELAYER.slice(2)}\n\n`);
+    const file = await tempFile("keys", `${HARDHAT_KEYS.relayer}\r\n${HARDHAT_KEYS.secondRelayer.slice(2)}\n\n`);
     const opened = await openFacilitator("cronos-testnet", { RELAYER_PRIVATE_KEY: "", RELAYER_PRIVATE_KEY_FILE: file });
     const payments = await Promise.all(Array.from({ length: 6 }, () => makePayment(opened.chain)));
     const answers = await Promise.all(payments.map((p) => request(opened.app).post("/v2/x402/settle").send(p.body)));
     expect(answers.map((a) => a.body.event)).to.deep.equal(Array(6).fill("payment.settled"));
     const senders = await Promise.all(answers.map(async (a) => (await opened.chain.publicClient.getTransaction({ hash: a.body.txHash })).from.toLowerCase()));
-    expect(new Set(senders)).to.deep.equal(new Set([privateKeyToAccount(HARDHAT_KEYS.relayer).address.toLowerCase(), privateKeyToAccount(SECOND_RELAYER).address.toLowerCase()]));
+    expect(new Set(senders)).to.deep.equal(new Set([privateKeyToAccount(HARDHAT_KEYS.relayer).address.toLowerCase(), privateKeyToAccount(HARDHAT_KEYS.secondRelayer).address.toLowerCase()]));
     expect(() => load({ RELAYER_PRIVATE_KEY: "", RELAYER_PRIVATE_KEY_FILE: "/nonexistent/relayer-key" })).to.throw(
       ConfigError,
       "RELAYER_PRIVATE_KEY_FILE: cannot read /nonexistent/relayer-key (ENOENT)",

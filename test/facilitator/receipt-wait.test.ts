@@ -1,18 +1,11 @@
 import { expect } from "chai";
-import type { IncomingMessage } from "node:http";
 import request from "supertest";
 import { loadConfig } from "../../src/facilitator/config.js";
 import { createFacilitator } from "../../src/facilitator/server.js";
 import { serveJsonRpc } from "../../src/harness/rpc-bridge.js";
-import { listen } from "../helpers/http.js";
+import { listen, readBody } from "../helpers/http.js";
 import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
 import { openChain } from "../helpers/token.js";
-
-async function readBody(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
-}
 
 /**
  * A JSON-RPC proxy in front of a real chain that drops (destroys the connection of) the next

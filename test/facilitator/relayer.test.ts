@@ -4,12 +4,9 @@ import { parseEther } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { HARDHAT_KEYS, makePayment, openFacilitator } from "../helpers/facilitator.js";
 
-// Hardhat's public test key #8 (LOCAL-ONLY), a second relayer.
-const SECOND_RELAYER = "0xdbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97" as const;
-
 describe("relayer: nonce-safe settlement", () => {
   it("uses several relayer keys in turn, each with its own nonces", async () => {
-    const opened = await openFacilitator("cronos-testnet", { RELAYER_PRIVATE_KEY: `${HARDHAT_KEYS.relayer},${SECOND_RELAYER}` });
+    const opened = await openFacilitator("cronos-testnet", { RELAYER_PRIVATE_KEY: `${HARDHAT_KEYS.relayer},${HARDHAT_KEYS.secondRelayer}` });
     const payments = await Promise.all(Array.from({ length: 10 }, () => makePayment(opened.chain)));
     const answers = await Promise.all(payments.map((p) => request(opened.app).post("/v2/x402/settle").send(p.body)));
     expect(answers.map((a) => a.body.event)).to.deep.equal(Array(10).fill("payment.settled"));
@@ -17,7 +14,7 @@ describe("relayer: nonce-safe settlement", () => {
       answers.map(async (a) => (await opened.chain.publicClient.getTransaction({ hash: a.body.txHash })).from.toLowerCase()),
     );
     const first = privateKeyToAccount(HARDHAT_KEYS.relayer).address.toLowerCase();
-    const second = privateKeyToAccount(SECOND_RELAYER).address.toLowerCase();
+    const second = privateKeyToAccount(HARDHAT_KEYS.secondRelayer).address.toLowerCase();
     expect(new Set(senders)).to.deep.equal(new Set([first, second]));
     expect(senders.filter((s) => s === first).length).to.be.within(3, 7);
   });

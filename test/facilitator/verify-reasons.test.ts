@@ -1,13 +1,13 @@
 import { expect } from "chai";
 import request from "supertest";
-import { concat, numberToHex, parseSignature, serializeSignature, toHex, type Hex } from "viem";
+import { concat, toHex, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { VerifyReason } from "../../src/protocol/reasons.js";
 import { transferAuthorizationTypedData } from "../../src/protocol/eip3009.js";
 import { encodePaymentHeader } from "../../src/protocol/header.js";
 import { cancelAuthorization, HARDHAT_KEYS, makePayment, openFacilitator } from "../helpers/facilitator.js";
-
-const N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+import { decodeBase64Json, encodeBase64Json } from "../helpers/http.js";
+import { toHighS } from "../helpers/sign.js";
 
 type Opened = Awaited<ReturnType<typeof openFacilitator>>;
 
@@ -15,14 +15,6 @@ async function verify(opened: Opened, body: object) {
   const response = await request(opened.app).post("/v2/x402/verify").set("X402-Version", "1").send(body);
   expect(response.status, JSON.stringify(response.body)).to.equal(200);
   return response.body as { isValid: boolean; invalidReason: string | null };
-}
-
-function base64(value: unknown): string {
-  return Buffer.from(JSON.stringify(value)).toString("base64");
-}
-
-function decoded(header: string): { payload: Record<string, unknown> } & Record<string, unknown> {
-  return JSON.parse(Buffer.from(header, "base64").toString("utf8"));
 }
 
 describe("facilitator verify: every reason, in the spec's order", () => {
@@ -49,13 +41,13 @@ describe("facilitator verify: every reason, in the spec's order", () => {
 
   it("answers Invalid paymentHeader naming the field for JSON of the wrong shape", async () => {
     const { body } = await makePayment(opened.chain);
-    const header = decoded(body.paymentHeader);
+    const header = decodeBase64Json(body.paymentHeader);
     header.payload.from = "0x1234";
-    expect(await verify(opened, { ...body, paymentHeader: base64(header) })).to.deep.equal({
+    expect(await verify(opened, { ...body, paymentHeader: encodeBase64Json(header) })).to.deep.equal({
       isValid: false,
       invalidReason: "Invalid paymentHeader: payload.from must be a 0x-prefixed 20-byte address",
     });
-    expect(await verify(opened, { ...body, paymentHeader: base64({ x402Version: 1, scheme: "exact", network: "cronos-testnet" }) })).to.deep.equal({
+    expect(await verify(opened, { ...body, paymentHeader: encodeBase64Json({ x402Version: 1, scheme: "exact", network: "cronos-testnet" }) })).to.deep.equal({
       isValid: false,
       invalidReason: "Invalid paymentHeader: payload is required",
     });
@@ -67,9 +59,9 @@ describe("facilitator verify: every reason, in the spec's order", () => {
       isValid: false,
       invalidReason: "Unsupported scheme: upto",
     });
-    const header = decoded(body.paymentHeader);
+    const header = decodeBase64Json(body.paymentHeader);
     header.scheme = "streaming";
-    expect(await verify(opened, { ...body, paymentHeader: base64(header) })).to.deep.equal({
+    expect(await verify(opened, { ...body, paymentHeader: encodeBase64Json(header) })).to.deep.equal({
       isValid: false,
       invalidReason: "Unsupported scheme: streaming",
     });
@@ -83,9 +75,9 @@ describe("facilitator verify: every reason, in the spec's order", () => {
         invalidReason: `Unsupported network: ${network}`,
       });
     }
-    const header = decoded(body.paymentHeader);
+    const header = decodeBase64Json(body.paymentHeader);
     header.network = "cronos-mainnet";
-    expect(await verify(opened, { ...body, paymentHeader: base64(header) })).to.deep.equal({
+    expect(await verify(opened, { ...body, paymentHeader: encodeBase64Json(header) })).to.deep.equal({
       isValid: false,
       invalidReason: "Unsupported network: cronos-mainnet",
     });
@@ -98,9 +90,9 @@ describe("facilitator verify: every reason, in the spec's order", () => {
       isValid: false,
       invalidReason: `Unsupported asset: ${other}`,
     });
-    const header = decoded(body.paymentHeader);
+    const header = decodeBase64Json(body.paymentHeader);
     header.payload.asset = other;
-    expect(await verify(opened, { ...body, paymentHeader: base64(header) })).to.deep.equal({
+    expect(await verify(opened, { ...body, paymentHeader: encodeBase64Json(header) })).to.deep.equal({
       isValid: false,
       invalidReason: `Unsupported asset: ${other}`,
     });
@@ -115,9 +107,9 @@ describe("facilitator verify: every reason, in the spec's order", () => {
   it("answers Invalid amount for a value that is zero, not an integer, too large, or not the required amount", async () => {
     const { body } = await makePayment(opened.chain);
     for (const value of ["0", "-5", "1.5", "abc", (1n << 256n).toString()]) {
-      const header = decoded(body.paymentHeader);
+      const header = decodeBase64Json(body.paymentHeader);
       header.payload.value = value;
-      expect(await verify(opened, { ...body, paymentHeader: base64(header) })).to.deep.equal({
+      expect(await verify(opened, { ...body, paymentHeader: encodeBase64Json(header) })).to.deep.equal({
         isValid: false,
         invalidReason: `Invalid amount: ${value}`,
       });
@@ -141,7 +133,7 @@ describe("facilitator verify: every reason, in the spec's order", () => {
 
     it("for a signature by another key (over the very message the header carries)", async () => {
       const { body, message } = await makePayment(opened.chain, { signer: privateKeyToAccount(HARDHAT_KEYS.buyer2) });
-      expect(decoded(body.paymentHeader).payload.from).to.equal(message.from);
+      expect(decodeBase64Json(body.paymentHeader).payload.from).to.equal(message.from);
       expect(await verify(opened, body)).to.deep.equal(invalid);
     });
 
@@ -162,19 +154,17 @@ describe("facilitator verify: every reason, in the spec's order", () => {
 
     it("for a high-s twin of a valid signature, which the token refuses", async () => {
       const { body, signature } = await makePayment(opened.chain);
-      const { r, s, yParity } = parseSignature(signature);
-      const highS = serializeSignature({ r, s: numberToHex(N - BigInt(s), { size: 32 }), yParity: yParity === 0 ? 1 : 0 });
-      const header = decoded(body.paymentHeader);
-      header.payload.signature = highS;
-      expect(await verify(opened, { ...body, paymentHeader: base64(header) })).to.deep.equal(invalid);
+      const header = decodeBase64Json(body.paymentHeader);
+      header.payload.signature = toHighS(signature).signature;
+      expect(await verify(opened, { ...body, paymentHeader: encodeBase64Json(header) })).to.deep.equal(invalid);
     });
 
     it("for v outside 27/28 and for a signature of the wrong length", async () => {
       const { body, signature } = await makePayment(opened.chain);
       for (const bad of [(signature.slice(0, -2) + "01") as Hex, signature.slice(0, -2) as Hex, concat([signature, "0x00"])]) {
-        const header = decoded(body.paymentHeader);
+        const header = decodeBase64Json(body.paymentHeader);
         header.payload.signature = bad;
-        expect(await verify(opened, { ...body, paymentHeader: base64(header) })).to.deep.equal(invalid);
+        expect(await verify(opened, { ...body, paymentHeader: encodeBase64Json(header) })).to.deep.equal(invalid);
       }
     });
   });
@@ -204,9 +194,9 @@ describe("facilitator verify: every reason, in the spec's order", () => {
 
     it("puts no upper bound on validBefore (beyond 2^53 it travels as a numeric string)", async () => {
       const { body } = await makePayment(opened.chain, { validBefore: 1n << 255n });
-      const header = decoded(body.paymentHeader);
+      const header = decodeBase64Json(body.paymentHeader);
       header.payload.validBefore = (1n << 255n).toString();
-      expect(await verify(opened, { ...body, paymentHeader: base64(header) })).to.deep.equal({ isValid: true, invalidReason: null });
+      expect(await verify(opened, { ...body, paymentHeader: encodeBase64Json(header) })).to.deep.equal({ isValid: true, invalidReason: null });
     });
   });
 
@@ -258,7 +248,7 @@ describe("facilitator verify: every reason, in the spec's order", () => {
         },
       },
     };
-    expect(await verify(opened, { ...body, paymentHeader: base64(nested) })).to.deep.equal({ isValid: true, invalidReason: null });
+    expect(await verify(opened, { ...body, paymentHeader: encodeBase64Json(nested) })).to.deep.equal({ isValid: true, invalidReason: null });
   });
 
   it("verifies an ERC-1271 contract wallet's signature through the wallet, and refuses another key's", async () => {

@@ -18,6 +18,8 @@ export const HARDHAT_KEYS = {
   relayer: localAccount(ACCOUNT_INDEX.relayer).privateKey,
   buyer: localAccount(buyerIndexes(2)[0]!).privateKey,
   buyer2: localAccount(buyerIndexes(2)[1]!).privateKey,
+  /** #8: a second relayer key. */
+  secondRelayer: localAccount(8).privateKey,
 } as const satisfies Record<string, Hex>;
 
 export type Chain = Awaited<ReturnType<typeof openChain>>;

@@ -110,3 +110,8 @@ export function decodeBase64Json(value: string | null | undefined): Record<strin
   expect(value, "header present").to.be.a("string");
   return JSON.parse(Buffer.from(value!, "base64").toString("utf8")) as Record<string, any>;
 }
+
+/** `value` as JSON in base64, as payment headers carry it. */
+export function encodeBase64Json(value: unknown): string {
+  return Buffer.from(JSON.stringify(value), "utf8").toString("base64");
+}

@@ -1,20 +1,12 @@
 import { expect } from "chai";
 import { getAddress, maxUint256, zeroAddress } from "viem";
 import { expectRevert } from "../helpers/revert.js";
-import { BUYER_FUNDS, openTokenChain, type TokenChain } from "./fixture.js";
+import { BUYER_FUNDS, useTokenChain } from "./fixture.js";
 
 // FiatToken's roles (owner, master minter, pauser, blacklister), minting and plain ERC-20.
 
 describe("BridgedUSDC controls", () => {
-  let c: TokenChain;
-
-  before(async () => {
-    c = await openTokenChain("cronos-testnet");
-  });
-
-  beforeEach(async () => {
-    await c.restore();
-  });
+  const c = useTokenChain();
 
   const addr = (wallet: { account: { address: `0x${string}` } }) => getAddress(wallet.account.address);
 

@@ -2,22 +2,14 @@ import { expect } from "chai";
 import { getAddress, type Hex } from "viem";
 import { expectRevert } from "../helpers/revert.js";
 import { authorizationDigest, splitSignature, type AuthorizationMessage } from "../helpers/sign.js";
-import { BUYER_FUNDS, OTHER_KEY, WALLET_OWNER, openTokenChain, type TokenChain } from "./fixture.js";
+import { BUYER_FUNDS, OTHER_KEY, WALLET_OWNER, useTokenChain } from "./fixture.js";
 
 // An ERC-1271 contract wallet as the payer: FiatToken v2.2's SignatureChecker asks the wallet.
 
 const ERC1271_MAGIC_VALUE = "0x1626ba7e";
 
 describe("BridgedUSDC with an ERC-1271 wallet payer", () => {
-  let c: TokenChain;
-
-  before(async () => {
-    c = await openTokenChain("cronos-testnet");
-  });
-
-  beforeEach(async () => {
-    await c.restore();
-  });
+  const c = useTokenChain();
 
   const walletMessage = (overrides: Partial<AuthorizationMessage> = {}) =>
     c.message({ from: getAddress(c.wallet.address), ...overrides });

@@ -205,6 +205,16 @@ export async function openTokenChain(network: NetworkName = "cronos-testnet", op
     return contract.read.authorizationState([authorizer, nonce]);
   }
 
+  /**
+   * Asserts nothing moved and the nonce of `m` is still unused: its payer holds what it was funded with,
+   * `to` (by default `m.to`) holds nothing.
+   */
+  async function expectUntouched(m: AuthorizationMessage, to: Address = m.to): Promise<void> {
+    assert.strictEqual(await balanceOf(m.from), BUYER_FUNDS, "payer balance");
+    assert.strictEqual(await balanceOf(to), 0n, "payee balance");
+    assert.strictEqual(await authorizationState(m.from, m.nonce), false, "nonce used");
+  }
+
   /** Back to the state right after opening (balances, nonces, roles, time). */
   async function restore(): Promise<void> {
     await snapshot.restore();
@@ -236,7 +246,73 @@ export async function openTokenChain(network: NetworkName = "cronos-testnet", op
     blockTimestamp,
     balanceOf,
     authorizationState,
+    expectUntouched,
     restore,
     checkpoint,
   };
+}
+
+/**
+ * Registers a token suite's hooks (call it inside its `describe`): one chain opened before the suite,
+ * brought back to its opening state before each test. The returned object is filled in by the `before` hook.
+ */
+export function useTokenChain(network: NetworkName = "cronos-testnet"): TokenChain {
+  const c = {} as TokenChain;
+  before(async () => {
+    Object.assign(c, await openTokenChain(network));
+  });
+  beforeEach(async () => {
+    await c.restore();
+  });
+  return c;
+}
+
+/** A payer kind through a signature interface. */
+export interface MatrixEntry {
+  kind: PayerKind;
+  overload: Overload;
+}
+
+/** The matrix of Circle's suites: an EOA through both interfaces, an ERC-1271 wallet through the bytes one. */
+export const PAYER_MATRIX: readonly MatrixEntry[] = [
+  { kind: "EOA", overload: "v, r, s" },
+  { kind: "EOA", overload: "bytes signature" },
+  { kind: "ERC-1271 wallet", overload: "bytes signature" },
+];
+
+/** What the tests of one matrix entry work with. */
+export interface MatrixCase extends MatrixEntry {
+  /** The payer (or authorizer) of this entry. */
+  payer(): Payer;
+  /** A message from this entry's payer ({@link openTokenChain}'s defaults, then `overrides`) and its signature of it. */
+  authorization(overrides?: Partial<AuthorizationMessage>): Promise<{ m: AuthorizationMessage; signature: SplitSignature }>;
+  /** Nothing moved (the payer's balance and the payee's are as opened) and the nonce is unused. */
+  expectNothingHappened(m: AuthorizationMessage): Promise<void>;
+}
+
+/**
+ * One `describe` per matrix entry, named `with an <kind> <role>, <overload> interface`, whose body gets
+ * the entry's payer and helpers. `primaryType` is what the payer signs (TransferWithAuthorization unless told).
+ */
+export function describeMatrix(
+  c: TokenChain,
+  matrix: readonly MatrixEntry[],
+  options: { role: "payer" | "authorizer"; primaryType?: AuthorizationPrimaryType },
+  body: (entry: MatrixCase) => void,
+): void {
+  for (const { kind, overload } of matrix) {
+    describe(`with an ${kind} ${options.role}, ${overload} interface`, () => {
+      const payer = () => c.payerOf(kind);
+      body({
+        kind,
+        overload,
+        payer,
+        async authorization(overrides = {}) {
+          const m = await c.message({ from: payer().address, ...overrides });
+          return { m, signature: await payer().sign(m, options.primaryType) };
+        },
+        expectNothingHappened: (m) => c.expectUntouched(m, c.payee.account.address),
+      });
+    });
+  }
 }

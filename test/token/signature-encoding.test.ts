@@ -9,25 +9,16 @@ import {
   splitSignature,
   toHighS,
   withV,
-  type AuthorizationMessage,
   type SplitSignature,
 } from "../helpers/sign.js";
-import { BUYER_FUNDS, OVERLOADS, openTokenChain, type TokenChain } from "./fixture.js";
+import { OVERLOADS, useTokenChain } from "./fixture.js";
 
 // FiatToken's ECRecover library (EOA signers) and what it leaves to ERC-1271 wallets.
 
 const ECRECOVER_PRECOMPILE = "0x0000000000000000000000000000000000000001";
 
 describe("BridgedUSDC signature encoding", () => {
-  let c: TokenChain;
-
-  before(async () => {
-    c = await openTokenChain("cronos-testnet");
-  });
-
-  beforeEach(async () => {
-    await c.restore();
-  });
+  const c = useTokenChain();
 
   /** What the EVM's ecrecover precompile returns for a digest and v, r, s (it accepts high s). */
   async function precompileRecover(digest: Hex, signature: SplitSignature): Promise<string> {
@@ -42,12 +33,6 @@ describe("BridgedUSDC signature encoding", () => {
     });
     if (!data || data === "0x") return "none";
     return getAddress(decodeAbiParameters(parseAbiParameters("address"), data)[0]);
-  }
-
-  async function expectUntouched(m: AuthorizationMessage) {
-    expect(await c.balanceOf(m.from)).to.equal(BUYER_FUNDS);
-    expect(await c.balanceOf(m.to)).to.equal(0n);
-    expect(await c.authorizationState(m.from, m.nonce)).to.equal(false);
   }
 
   for (const overload of OVERLOADS) {
@@ -73,14 +58,14 @@ describe("BridgedUSDC signature encoding", () => {
         // The twin is a valid secp256k1 signature by the payer: only FiatToken's low-s rule refuses it.
         expect(await precompileRecover(authorizationDigest(c.domain, m), twin)).to.equal(getAddress(m.from));
         await expectRevert(c.transferWithAuthorization(overload, m, twin), "ECRecover: invalid signature 's' value");
-        await expectUntouched(m);
+        await c.expectUntouched(m);
       });
 
       for (const v of [26, 29, 255]) {
         it(`refuses v = ${v} with ECRecover: invalid signature 'v' value`, async () => {
           const { m, signature } = await signed();
           await expectRevert(c.transferWithAuthorization(overload, m, withV(signature.signature, v)), "ECRecover: invalid signature 'v' value");
-          await expectUntouched(m);
+          await c.expectUntouched(m);
         });
       }
 
@@ -88,14 +73,14 @@ describe("BridgedUSDC signature encoding", () => {
         const { m, signature } = await signed();
         const yParity = withV(signature.signature, signature.v - 27);
         await expectRevert(c.transferWithAuthorization(overload, m, yParity), "ECRecover: invalid signature 'v' value");
-        await expectUntouched(m);
+        await c.expectUntouched(m);
       });
 
       it("refuses a signature that recovers no address (r = 0) with ECRecover: invalid signature", async () => {
         const { m, signature } = await signed();
         const zeroR = splitSignature(joinSignature({ ...signature, r: `0x${"00".repeat(32)}` }));
         await expectRevert(c.transferWithAuthorization(overload, m, zeroR), "ECRecover: invalid signature");
-        await expectUntouched(m);
+        await c.expectUntouched(m);
       });
     });
   }
@@ -117,7 +102,7 @@ describe("BridgedUSDC signature encoding", () => {
           }),
           "ECRecover: invalid signature length",
         );
-        await expectUntouched(m);
+        await c.expectUntouched(m);
       });
     }
   });
@@ -131,13 +116,13 @@ describe("BridgedUSDC signature encoding", () => {
     it("refuses the high-s twin with FiatTokenV2: invalid signature (the wallet refuses it, ECRecover never runs)", async () => {
       const { m, signature } = await walletSigned();
       await expectRevert(c.transferWithAuthorization("bytes signature", m, toHighS(signature.signature)), "FiatTokenV2: invalid signature");
-      await expectUntouched(m);
+      await c.expectUntouched(m);
     });
 
     it("refuses v = 29 through the v, r, s interface with FiatTokenV2: invalid signature", async () => {
       const { m, signature } = await walletSigned();
       await expectRevert(c.transferWithAuthorization("v, r, s", m, withV(signature.signature, 29)), "FiatTokenV2: invalid signature");
-      await expectUntouched(m);
+      await c.expectUntouched(m);
     });
 
     it("refuses a 64-byte signature with FiatTokenV2: invalid signature", async () => {
@@ -149,7 +134,7 @@ describe("BridgedUSDC signature encoding", () => {
         }),
         "FiatTokenV2: invalid signature",
       );
-      await expectUntouched(m);
+      await c.expectUntouched(m);
     });
   });
 });

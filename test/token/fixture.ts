@@ -11,6 +11,7 @@ import {
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { NetworkName } from "../../src/protocol/networks.js";
+import { expectRevert } from "../helpers/revert.js";
 import { openChain } from "../helpers/token.js";
 import {
   authorizationArgs,
@@ -288,7 +289,18 @@ export interface MatrixCase extends MatrixEntry {
   authorization(overrides?: Partial<AuthorizationMessage>): Promise<{ m: AuthorizationMessage; signature: SplitSignature }>;
   /** Nothing moved (the payer's balance and the payee's are as opened) and the nonce is unused. */
   expectNothingHappened(m: AuthorizationMessage): Promise<void>;
+  /** Submits a signed authorization the suite's way, through this entry's interface (from the suite's default caller unless told). */
+  submit(m: AuthorizationMessage, signature: SplitSignature, from?: Actor): Promise<Hash>;
+  /**
+   * Asserts that an authorization (with `overrides`) is refused with `reason` and nothing happened;
+   * `before` runs first (e.g. blacklists a party). With `at`, the submitting block's time is t (60 s ahead)
+   * and the overrides are `at(t)`.
+   */
+  expectRefused(reason: string, options: { overrides?: Partial<AuthorizationMessage>; at?: (t: bigint) => Partial<AuthorizationMessage>; before?: (m: AuthorizationMessage) => Promise<Hash> }): Promise<void>;
 }
+
+/** A wallet client of the fixture's actors (owner, payer, payee, relayer…). */
+type Actor = TokenChain["payee"];
 
 /**
  * One `describe` per matrix entry, named `with an <kind> <role>, <overload> interface`, whose body gets
@@ -297,13 +309,18 @@ export interface MatrixCase extends MatrixEntry {
 export function describeMatrix(
   c: TokenChain,
   matrix: readonly MatrixEntry[],
-  options: { role: "payer" | "authorizer"; primaryType?: AuthorizationPrimaryType },
+  options: {
+    role: "payer" | "authorizer";
+    primaryType?: AuthorizationPrimaryType;
+    /** How the suite submits an authorization through an interface (its default caller included). */
+    submit?: (overload: Overload, m: AuthorizationMessage, signature: SplitSignature, from?: Actor) => Promise<Hash>;
+  },
   body: (entry: MatrixCase) => void,
 ): void {
   for (const { kind, overload } of matrix) {
     describe(`with an ${kind} ${options.role}, ${overload} interface`, () => {
       const payer = () => c.payerOf(kind);
-      body({
+      const entry: MatrixCase = {
         kind,
         overload,
         payer,
@@ -312,7 +329,20 @@ export function describeMatrix(
           return { m, signature: await payer().sign(m, options.primaryType) };
         },
         expectNothingHappened: (m) => c.expectUntouched(m, c.payee.account.address),
-      });
+        submit(m, signature, from) {
+          if (!options.submit) throw new Error("describeMatrix: this suite gave no submit");
+          return options.submit(overload, m, signature, from);
+        },
+        async expectRefused(reason, { overrides = {}, at, before }) {
+          const t = BigInt(await c.networkHelpers.time.latest()) + 60n;
+          const { m, signature } = await entry.authorization({ ...overrides, ...at?.(t) });
+          if (before) await c.receipt(await before(m));
+          if (at) await c.networkHelpers.time.setNextBlockTimestamp(t);
+          await expectRevert(entry.submit(m, signature), reason);
+          await entry.expectNothingHappened(m);
+        },
+      };
+      body(entry);
     });
   }
 }

@@ -1,7 +1,7 @@
 import { expect } from "chai";
-import { getAddress, zeroAddress, type Hash } from "viem";
+import { getAddress, zeroAddress } from "viem";
 import { expectRevert } from "../helpers/revert.js";
-import { signTransferAuthorization, type AuthorizationMessage, type SplitSignature } from "../helpers/sign.js";
+import { signTransferAuthorization, type AuthorizationMessage } from "../helpers/sign.js";
 import { BUYER_FUNDS, OTHER_KEY, WALLET_OWNER, PAYER_MATRIX, describeMatrix, useTokenChain, type Overload, type TokenChain } from "./fixture.js";
 
 // Mirrors Circle's stablecoin-evm test/v2/GasAbstraction/testTransferWithAuthorization.ts: the same
@@ -10,216 +10,187 @@ import { BUYER_FUNDS, OTHER_KEY, WALLET_OWNER, PAYER_MATRIX, describeMatrix, use
 describe("BridgedUSDC transferWithAuthorization", () => {
   const c = useTokenChain();
 
-  describeMatrix(c, [...PAYER_MATRIX, { kind: "ERC-1271 wallet", overload: "v, r, s" }], { role: "payer" }, ({ kind, overload, payer, authorization, expectNothingHappened }) => {
-    const submit = (m: AuthorizationMessage, signature: SplitSignature, from = c.relayer): Promise<Hash> =>
-      c.transferWithAuthorization(overload, m, signature, from);
-
-    it("executes a transfer when a valid authorization is given: balances, AuthorizationUsed and Transfer events, nonce used", async () => {
-      const { m, signature } = await authorization();
-      const supply = await c.contract.read.totalSupply();
-      expect(await c.balanceOf(m.from)).to.equal(BUYER_FUNDS);
-      expect(await c.balanceOf(m.to)).to.equal(0n);
-      expect(await c.authorizationState(m.from, m.nonce)).to.equal(false);
-
-      const receipt = await c.receipt(await submit(m, signature));
-
-      expect(await c.balanceOf(m.from)).to.equal(BUYER_FUNDS - 1_500_000n);
-      expect(await c.balanceOf(m.to)).to.equal(1_500_000n);
-      expect(await c.balanceOf(c.relayer.account.address)).to.equal(0n);
-      expect(await c.contract.read.totalSupply()).to.equal(supply);
-      c.expectAuthorizationUsedAndTransfer(receipt, m);
-      expect(getAddress(receipt.from)).to.equal(getAddress(c.relayer.account.address));
-      expect(await c.authorizationState(m.from, m.nonce)).to.equal(true);
-    });
-
-    it("can be submitted by the payee as well as by a relayer", async () => {
-      const { m, signature } = await authorization();
-      const receipt = await c.receipt(await submit(m, signature, c.payee));
-      c.expectAuthorizationUsedAndTransfer(receipt, m);
-      expect(await c.balanceOf(m.to)).to.equal(m.value);
-    });
-
-    const tampered: ReadonlyArray<[string, (m: AuthorizationMessage, t: TokenChain) => AuthorizationMessage]> = [
-      ["value", (m) => ({ ...m, value: m.value * 2n })],
-      ["payee", (m, t) => ({ ...m, to: t.stranger.account.address })],
-      ["payer", (m, t) => ({ ...m, from: t.secondBuyer.account.address })],
-      ["validAfter", (m) => ({ ...m, validAfter: m.validAfter + 1n })],
-      ["validBefore", (m) => ({ ...m, validBefore: m.validBefore + 1n })],
-      ["nonce", (m) => ({ ...m, nonce: `0x${"ab".repeat(32)}` as const })],
-    ];
-    for (const [field, tamper] of tampered) {
-      it(`refuses a signature over another ${field} with FiatTokenV2: invalid signature`, async () => {
+  describeMatrix(
+    c,
+    [...PAYER_MATRIX, { kind: "ERC-1271 wallet", overload: "v, r, s" }],
+    { role: "payer", submit: (overload, m, signature, from) => c.transferWithAuthorization(overload, m, signature, from) },
+    ({ kind, overload, payer, authorization, expectNothingHappened, submit, expectRefused }) => {
+      it("executes a transfer when a valid authorization is given: balances, AuthorizationUsed and Transfer events, nonce used", async () => {
         const { m, signature } = await authorization();
-        const submitted = tamper(m, c);
-        await expectRevert(submit(submitted, signature), "FiatTokenV2: invalid signature");
-        await expectNothingHappened(m);
-        expect(await c.balanceOf(c.secondBuyer.account.address)).to.equal(BUYER_FUNDS);
+        const supply = await c.contract.read.totalSupply();
+        expect(await c.balanceOf(m.from)).to.equal(BUYER_FUNDS);
+        expect(await c.balanceOf(m.to)).to.equal(0n);
+        expect(await c.authorizationState(m.from, m.nonce)).to.equal(false);
+
+        const receipt = await c.receipt(await submit(m, signature));
+
+        expect(await c.balanceOf(m.from)).to.equal(BUYER_FUNDS - 1_500_000n);
+        expect(await c.balanceOf(m.to)).to.equal(1_500_000n);
+        expect(await c.balanceOf(c.relayer.account.address)).to.equal(0n);
+        expect(await c.contract.read.totalSupply()).to.equal(supply);
+        c.expectAuthorizationUsedAndTransfer(receipt, m);
+        expect(getAddress(receipt.from)).to.equal(getAddress(c.relayer.account.address));
+        expect(await c.authorizationState(m.from, m.nonce)).to.equal(true);
       });
-    }
 
-    it("refuses a signature made with another key with FiatTokenV2: invalid signature", async () => {
-      const m = await c.message({ from: payer().address });
-      const signature = await signTransferAuthorization({ account: OTHER_KEY, domain: c.domain, message: m });
-      await expectRevert(submit(m, signature), "FiatTokenV2: invalid signature");
-      await expectNothingHappened(m);
-    });
+      it("can be submitted by the payee as well as by a relayer", async () => {
+        const { m, signature } = await authorization();
+        const receipt = await c.receipt(await submit(m, signature, c.payee));
+        c.expectAuthorizationUsedAndTransfer(receipt, m);
+        expect(await c.balanceOf(m.to)).to.equal(m.value);
+      });
 
-    it("refuses a ReceiveWithAuthorization signature with FiatTokenV2: invalid signature", async () => {
-      const m = await c.message({ from: payer().address });
-      const signature = await payer().sign(m, "ReceiveWithAuthorization");
-      await expectRevert(submit(m, signature), "FiatTokenV2: invalid signature");
-      await expectNothingHappened(m);
-    });
+      const tampered: ReadonlyArray<[string, (m: AuthorizationMessage, t: TokenChain) => AuthorizationMessage]> = [
+        ["value", (m) => ({ ...m, value: m.value * 2n })],
+        ["payee", (m, t) => ({ ...m, to: t.stranger.account.address })],
+        ["payer", (m, t) => ({ ...m, from: t.secondBuyer.account.address })],
+        ["validAfter", (m) => ({ ...m, validAfter: m.validAfter + 1n })],
+        ["validBefore", (m) => ({ ...m, validBefore: m.validBefore + 1n })],
+        ["nonce", (m) => ({ ...m, nonce: `0x${"ab".repeat(32)}` as const })],
+      ];
+      for (const [field, tamper] of tampered) {
+        it(`refuses a signature over another ${field} with FiatTokenV2: invalid signature`, async () => {
+          const { m, signature } = await authorization();
+          const submitted = tamper(m, c);
+          await expectRevert(submit(submitted, signature), "FiatTokenV2: invalid signature");
+          await expectNothingHappened(m);
+          expect(await c.balanceOf(c.secondBuyer.account.address)).to.equal(BUYER_FUNDS);
+        });
+      }
 
-    const otherDomains: ReadonlyArray<[string, (t: TokenChain) => TokenChain["domain"]]> = [
-      ["chain id 31337", (t) => ({ ...t.domain, chainId: 31337 })],
-      ["chain id 25", (t) => ({ ...t.domain, chainId: 25 })],
-      ["token address", (t) => ({ ...t.domain, verifyingContract: "0x5FbDB2315678afecb367f032d93F642f64180aa3" })],
-      ["version", (t) => ({ ...t.domain, version: "2" })],
-      ["name", (t) => ({ ...t.domain, name: "USD Coin" })],
-    ];
-    for (const [what, domainOf] of otherDomains) {
-      it(`refuses a signature for another ${what} with FiatTokenV2: invalid signature`, async () => {
+      it("refuses a signature made with another key with FiatTokenV2: invalid signature", async () => {
         const m = await c.message({ from: payer().address });
-        const domain = domainOf(c);
-        const signature =
-          kind === "EOA"
-            ? await signTransferAuthorization({ walletClient: c.payer, domain, message: m })
-            : await signTransferAuthorization({ account: WALLET_OWNER, domain, message: m });
+        const signature = await signTransferAuthorization({ account: OTHER_KEY, domain: c.domain, message: m });
         await expectRevert(submit(m, signature), "FiatTokenV2: invalid signature");
         await expectNothingHappened(m);
       });
-    }
 
-    it("refuses an authorization whose validAfter equals the block timestamp with FiatTokenV2: authorization is not yet valid", async () => {
-      const t = BigInt(await c.networkHelpers.time.latest()) + 60n;
-      const { m, signature } = await authorization({ validAfter: t });
-      await c.networkHelpers.time.setNextBlockTimestamp(t);
-      await expectRevert(submit(m, signature), "FiatTokenV2: authorization is not yet valid");
-      await expectNothingHappened(m);
-    });
+      it("refuses a ReceiveWithAuthorization signature with FiatTokenV2: invalid signature", async () => {
+        const m = await c.message({ from: payer().address });
+        const signature = await payer().sign(m, "ReceiveWithAuthorization");
+        await expectRevert(submit(m, signature), "FiatTokenV2: invalid signature");
+        await expectNothingHappened(m);
+      });
 
-    it("accepts an authorization whose validAfter is one second before the block timestamp", async () => {
-      const t = BigInt(await c.networkHelpers.time.latest()) + 60n;
-      const { m, signature } = await authorization({ validAfter: t - 1n });
-      await c.networkHelpers.time.setNextBlockTimestamp(t);
-      const receipt = await c.receipt(await submit(m, signature));
-      expect(await c.blockTimestamp(receipt)).to.equal(t);
-      c.expectAuthorizationUsedAndTransfer(receipt, m);
-      expect(await c.balanceOf(m.to)).to.equal(m.value);
-    });
+      const otherDomains: ReadonlyArray<[string, (t: TokenChain) => TokenChain["domain"]]> = [
+        ["chain id 31337", (t) => ({ ...t.domain, chainId: 31337 })],
+        ["chain id 25", (t) => ({ ...t.domain, chainId: 25 })],
+        ["token address", (t) => ({ ...t.domain, verifyingContract: "0x5FbDB2315678afecb367f032d93F642f64180aa3" })],
+        ["version", (t) => ({ ...t.domain, version: "2" })],
+        ["name", (t) => ({ ...t.domain, name: "USD Coin" })],
+      ];
+      for (const [what, domainOf] of otherDomains) {
+        it(`refuses a signature for another ${what} with FiatTokenV2: invalid signature`, async () => {
+          const m = await c.message({ from: payer().address });
+          const domain = domainOf(c);
+          const signature =
+            kind === "EOA"
+              ? await signTransferAuthorization({ walletClient: c.payer, domain, message: m })
+              : await signTransferAuthorization({ account: WALLET_OWNER, domain, message: m });
+          await expectRevert(submit(m, signature), "FiatTokenV2: invalid signature");
+          await expectNothingHappened(m);
+        });
+      }
 
-    it("refuses an authorization whose validAfter is after the block timestamp with FiatTokenV2: authorization is not yet valid", async () => {
-      const t = BigInt(await c.networkHelpers.time.latest()) + 60n;
-      const { m, signature } = await authorization({ validAfter: t + 3600n, validBefore: t + 7200n });
-      await c.networkHelpers.time.setNextBlockTimestamp(t);
-      await expectRevert(submit(m, signature), "FiatTokenV2: authorization is not yet valid");
-      await expectNothingHappened(m);
-    });
+      it("refuses an authorization whose validAfter equals the block timestamp with FiatTokenV2: authorization is not yet valid", () =>
+        expectRefused("FiatTokenV2: authorization is not yet valid", { at: (t) => ({ validAfter: t }) }));
 
-    it("refuses an authorization whose validBefore equals the block timestamp with FiatTokenV2: authorization is expired", async () => {
-      const t = BigInt(await c.networkHelpers.time.latest()) + 60n;
-      const { m, signature } = await authorization({ validBefore: t });
-      await c.networkHelpers.time.setNextBlockTimestamp(t);
-      await expectRevert(submit(m, signature), "FiatTokenV2: authorization is expired");
-      await expectNothingHappened(m);
-    });
+      it("accepts an authorization whose validAfter is one second before the block timestamp", async () => {
+        const t = BigInt(await c.networkHelpers.time.latest()) + 60n;
+        const { m, signature } = await authorization({ validAfter: t - 1n });
+        await c.networkHelpers.time.setNextBlockTimestamp(t);
+        const receipt = await c.receipt(await submit(m, signature));
+        expect(await c.blockTimestamp(receipt)).to.equal(t);
+        c.expectAuthorizationUsedAndTransfer(receipt, m);
+        expect(await c.balanceOf(m.to)).to.equal(m.value);
+      });
 
-    it("accepts an authorization whose validBefore is one second after the block timestamp", async () => {
-      const t = BigInt(await c.networkHelpers.time.latest()) + 60n;
-      const { m, signature } = await authorization({ validBefore: t + 1n });
-      await c.networkHelpers.time.setNextBlockTimestamp(t);
-      const receipt = await c.receipt(await submit(m, signature));
-      expect(await c.blockTimestamp(receipt)).to.equal(t);
-      c.expectAuthorizationUsedAndTransfer(receipt, m);
-    });
+      it("refuses an authorization whose validAfter is after the block timestamp with FiatTokenV2: authorization is not yet valid", () =>
+        expectRefused("FiatTokenV2: authorization is not yet valid", { at: (t) => ({ validAfter: t + 3600n, validBefore: t + 7200n }) }));
 
-    it("refuses an authorization whose validBefore has passed with FiatTokenV2: authorization is expired", async () => {
-      const t = BigInt(await c.networkHelpers.time.latest()) + 60n;
-      const { m, signature } = await authorization({ validBefore: t - 30n });
-      await c.networkHelpers.time.setNextBlockTimestamp(t);
-      await expectRevert(submit(m, signature), "FiatTokenV2: authorization is expired");
-      await expectNothingHappened(m);
-    });
+      it("refuses an authorization whose validBefore equals the block timestamp with FiatTokenV2: authorization is expired", () =>
+        expectRefused("FiatTokenV2: authorization is expired", { at: (t) => ({ validBefore: t }) }));
 
-    it("refuses an authorization that was already used with FiatTokenV2: authorization is used or canceled", async () => {
-      const { m, signature } = await authorization();
-      await c.receipt(await submit(m, signature));
-      await expectRevert(submit(m, signature), "FiatTokenV2: authorization is used or canceled");
-      expect(await c.balanceOf(m.from)).to.equal(BUYER_FUNDS - m.value);
-      expect(await c.balanceOf(m.to)).to.equal(m.value);
-      expect(await c.authorizationState(m.from, m.nonce)).to.equal(true);
-    });
+      it("accepts an authorization whose validBefore is one second after the block timestamp", async () => {
+        const t = BigInt(await c.networkHelpers.time.latest()) + 60n;
+        const { m, signature } = await authorization({ validBefore: t + 1n });
+        await c.networkHelpers.time.setNextBlockTimestamp(t);
+        const receipt = await c.receipt(await submit(m, signature));
+        expect(await c.blockTimestamp(receipt)).to.equal(t);
+        c.expectAuthorizationUsedAndTransfer(receipt, m);
+      });
 
-    it("refuses another authorization with a nonce the payer already used with FiatTokenV2: authorization is used or canceled", async () => {
-      const first = await authorization();
-      await c.receipt(await submit(first.m, first.signature));
-      const second = await authorization({ nonce: first.m.nonce, value: 1_000_000n, to: c.stranger.account.address });
-      await expectRevert(submit(second.m, second.signature), "FiatTokenV2: authorization is used or canceled");
-      expect(await c.balanceOf(c.stranger.account.address)).to.equal(0n);
-      expect(await c.balanceOf(first.m.from)).to.equal(BUYER_FUNDS - first.m.value);
-    });
+      it("refuses an authorization whose validBefore has passed with FiatTokenV2: authorization is expired", () =>
+        expectRefused("FiatTokenV2: authorization is expired", { at: (t) => ({ validBefore: t - 30n }) }));
 
-    it("keeps nonces per authorizer: another payer can use the same nonce", async () => {
-      const first = await authorization();
-      await c.receipt(await submit(first.m, first.signature));
-      const other = kind === "EOA" ? c.payerOf("ERC-1271 wallet") : c.payerOf("EOA");
-      const m = await c.message({ from: other.address, nonce: first.m.nonce });
-      expect(await c.authorizationState(other.address, m.nonce)).to.equal(false);
-      const receipt = await c.receipt(await submit(m, await other.sign(m)));
-      c.expectAuthorizationUsedAndTransfer(receipt, m);
-      expect(await c.balanceOf(c.payee.account.address)).to.equal(first.m.value + m.value);
-    });
+      it("refuses an authorization that was already used with FiatTokenV2: authorization is used or canceled", async () => {
+        const { m, signature } = await authorization();
+        await c.receipt(await submit(m, signature));
+        await expectRevert(submit(m, signature), "FiatTokenV2: authorization is used or canceled");
+        expect(await c.balanceOf(m.from)).to.equal(BUYER_FUNDS - m.value);
+        expect(await c.balanceOf(m.to)).to.equal(m.value);
+        expect(await c.authorizationState(m.from, m.nonce)).to.equal(true);
+      });
 
-    it("refuses a value above the payer's balance with ERC20: transfer amount exceeds balance", async () => {
-      const { m, signature } = await authorization({ value: BUYER_FUNDS + 1n });
-      await expectRevert(submit(m, signature), "ERC20: transfer amount exceeds balance");
-      await expectNothingHappened(m);
-    });
+      it("refuses another authorization with a nonce the payer already used with FiatTokenV2: authorization is used or canceled", async () => {
+        const first = await authorization();
+        await c.receipt(await submit(first.m, first.signature));
+        const second = await authorization({ nonce: first.m.nonce, value: 1_000_000n, to: c.stranger.account.address });
+        await expectRevert(submit(second.m, second.signature), "FiatTokenV2: authorization is used or canceled");
+        expect(await c.balanceOf(c.stranger.account.address)).to.equal(0n);
+        expect(await c.balanceOf(first.m.from)).to.equal(BUYER_FUNDS - first.m.value);
+      });
 
-    it("transfers exactly the payer's whole balance", async () => {
-      const { m, signature } = await authorization({ value: BUYER_FUNDS });
-      c.expectAuthorizationUsedAndTransfer(await c.receipt(await submit(m, signature)), m);
-      expect(await c.balanceOf(m.from)).to.equal(0n);
-      expect(await c.balanceOf(m.to)).to.equal(BUYER_FUNDS);
-    });
+      it("keeps nonces per authorizer: another payer can use the same nonce", async () => {
+        const first = await authorization();
+        await c.receipt(await submit(first.m, first.signature));
+        const other = kind === "EOA" ? c.payerOf("ERC-1271 wallet") : c.payerOf("EOA");
+        const m = await c.message({ from: other.address, nonce: first.m.nonce });
+        expect(await c.authorizationState(other.address, m.nonce)).to.equal(false);
+        const receipt = await c.receipt(await submit(m, await other.sign(m)));
+        c.expectAuthorizationUsedAndTransfer(receipt, m);
+        expect(await c.balanceOf(c.payee.account.address)).to.equal(first.m.value + m.value);
+      });
 
-    it("refuses a transfer to the zero address with ERC20: transfer to the zero address", async () => {
-      const { m, signature } = await authorization({ to: zeroAddress });
-      await expectRevert(submit(m, signature), "ERC20: transfer to the zero address");
-      expect(await c.balanceOf(m.from)).to.equal(BUYER_FUNDS);
-      expect(await c.authorizationState(m.from, m.nonce)).to.equal(false);
-    });
+      it("refuses a value above the payer's balance with ERC20: transfer amount exceeds balance", () =>
+        expectRefused("ERC20: transfer amount exceeds balance", { overrides: { value: BUYER_FUNDS + 1n } }));
 
-    it("refuses while the token is paused with Pausable: paused, and works after unpause", async () => {
-      const { m, signature } = await authorization();
-      await c.receipt(await c.contract.write.pause());
-      await expectRevert(submit(m, signature), "Pausable: paused");
-      await expectNothingHappened(m);
-      await c.receipt(await c.contract.write.unpause());
-      c.expectAuthorizationUsedAndTransfer(await c.receipt(await submit(m, signature)), m);
-    });
+      it("transfers exactly the payer's whole balance", async () => {
+        const { m, signature } = await authorization({ value: BUYER_FUNDS });
+        c.expectAuthorizationUsedAndTransfer(await c.receipt(await submit(m, signature)), m);
+        expect(await c.balanceOf(m.from)).to.equal(0n);
+        expect(await c.balanceOf(m.to)).to.equal(BUYER_FUNDS);
+      });
 
-    it("refuses a blacklisted payer with Blacklistable: account is blacklisted", async () => {
-      const { m, signature } = await authorization();
-      await c.receipt(await c.contract.write.blacklist([m.from]));
-      await expectRevert(submit(m, signature), "Blacklistable: account is blacklisted");
-      await expectNothingHappened(m);
-    });
+      it("refuses a transfer to the zero address with ERC20: transfer to the zero address", async () => {
+        const { m, signature } = await authorization({ to: zeroAddress });
+        await expectRevert(submit(m, signature), "ERC20: transfer to the zero address");
+        expect(await c.balanceOf(m.from)).to.equal(BUYER_FUNDS);
+        expect(await c.authorizationState(m.from, m.nonce)).to.equal(false);
+      });
 
-    it("refuses a blacklisted payee with Blacklistable: account is blacklisted", async () => {
-      const { m, signature } = await authorization();
-      await c.receipt(await c.contract.write.blacklist([m.to]));
-      await expectRevert(submit(m, signature), "Blacklistable: account is blacklisted");
-      await expectNothingHappened(m);
-    });
+      it("refuses while the token is paused with Pausable: paused, and works after unpause", async () => {
+        const { m, signature } = await authorization();
+        await c.receipt(await c.contract.write.pause());
+        await expectRevert(submit(m, signature), "Pausable: paused");
+        await expectNothingHappened(m);
+        await c.receipt(await c.contract.write.unpause());
+        c.expectAuthorizationUsedAndTransfer(await c.receipt(await submit(m, signature)), m);
+      });
 
-    it("does not check the submitter: a blacklisted relayer can still submit", async () => {
-      const { m, signature } = await authorization();
-      await c.receipt(await c.contract.write.blacklist([c.relayer.account.address]));
-      c.expectAuthorizationUsedAndTransfer(await c.receipt(await submit(m, signature)), m);
-    });
-  });
+      it("refuses a blacklisted payer with Blacklistable: account is blacklisted", () =>
+        expectRefused("Blacklistable: account is blacklisted", { before: (m) => c.contract.write.blacklist([m.from]) }));
+
+      it("refuses a blacklisted payee with Blacklistable: account is blacklisted", () =>
+        expectRefused("Blacklistable: account is blacklisted", { before: (m) => c.contract.write.blacklist([m.to]) }));
+
+      it("does not check the submitter: a blacklisted relayer can still submit", async () => {
+        const { m, signature } = await authorization();
+        await c.receipt(await c.contract.write.blacklist([c.relayer.account.address]));
+        c.expectAuthorizationUsedAndTransfer(await c.receipt(await submit(m, signature)), m);
+      });
+    },
+  );
 
   describe("order of checks (FiatToken v2.2: pause, blacklist, validAfter, validBefore, nonce, signature, balance)", () => {
     const overload: Overload = "bytes signature";

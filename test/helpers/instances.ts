@@ -4,6 +4,7 @@ import type { LocalChain } from "../../src/harness/chain.js";
 import { CLUSTER_RELAYER_KEYS } from "../../src/harness/cluster.js";
 import { NETWORKS } from "../../src/protocol/networks.js";
 import { makePayment } from "./facilitator.js";
+import { postJson } from "./http.js";
 
 // Helpers only: importing this file runs nothing.
 
@@ -17,12 +18,8 @@ const someClient = () => `10.${Math.floor(Math.random() * 256)}.${Math.floor(Mat
 
 /** POSTs a JSON body from client `ip`; resolves with status and parsed body (a dropped connection rejects). */
 export async function post(url: string, path: string, body: unknown, ip = someClient()): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${url}${path}`, {
-    method: "POST",
-    headers: { "Content-Type": "application/json", "X402-Version": "1", "X-Forwarded-For": ip },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  const { status, json } = await postJson(`${url}${path}`, body, { "X402-Version": "1", "X-Forwarded-For": ip });
+  return { status, body: json as Record<string, unknown> };
 }
 
 /** GETs a JSON answer from client `ip`. */

@@ -203,9 +203,7 @@ describe("the facilitator process against a local node (start-up checks, secrets
       await chain.provider.request({ method: "evm_mine", params: [] });
       const answer = (await (await settling).json()) as { event: string };
       expect(answer.event).to.equal("payment.settled");
-      const stopping = Date.now();
       expect(await proc.exited).to.equal(0);
-      expect(Date.now() - stopping).to.be.below(5_000);
       const logged = lines().map((l) => JSON.parse(l) as Record<string, unknown>);
       expect(logged.some((l) => l.route === "settle" && l.outcome === "settled" && l.network === "cronos-testnet")).to.equal(true);
       const stopLines = logged.map((l) => l.msg).filter((msg) => msg === "stopped" || String(msg).startsWith("stopping"));

@@ -7,8 +7,9 @@ import { Agent, request } from "node:http";
 import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import os from "node:os";
-import { bytesToHex, getAddress, hexToBytes, recoverTypedDataAddress, toHex, type Address, type Hex } from "viem";
+import { bytesToHex, hexToBytes, recoverTypedDataAddress, toHex, type Address, type Hex } from "viem";
 import { domainSeparator, recoverSigner, secp256k1Backend, transferAuthorizationDigest } from "../src/chain/signature.js";
+import { ACCOUNT_INDEX, localAccount } from "../src/harness/accounts.js";
 import { transferAuthorizationTypedData } from "../src/protocol/eip3009.js";
 import { signBodies } from "./sign.js";
 import { percentile, startBenchTarget } from "./stack.js";
@@ -135,8 +136,9 @@ function bucketQuantile(before: Map<number, number>, after: Map<number, number>,
 function recoveryCost(token: Address) {
   const domain = { name: "Bridged USDC (Stargate)", version: "1", chainId: 338, verifyingContract: token };
   const separator = domainSeparator(domain);
-  const key = hexToBytes("0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a");
-  const message = { from: getAddress("0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"), to: PAY_TO, value: 1n, validAfter: 0n, validBefore: 2n ** 40n, nonce: toHex(new Uint8Array(32).fill(7)) };
+  const buyer = localAccount(ACCOUNT_INDEX.firstBuyer);
+  const key = hexToBytes(buyer.privateKey);
+  const message = { from: buyer.address, to: PAY_TO, value: 1n, validAfter: 0n, validBefore: 2n ** 40n, nonce: toHex(new Uint8Array(32).fill(7)) };
   const digest = transferAuthorizationDigest(separator, message);
   const { signature, recid } = secp.ecdsaSign(digest, key);
   const sig = `${bytesToHex(signature)}${(27 + recid).toString(16)}` as Hex;

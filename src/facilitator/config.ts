@@ -9,8 +9,12 @@ import { NETWORKS, NETWORK_NAMES, canonicalNetwork, type NetworkName } from "../
 export interface NetworkConfig {
   network: NetworkName;
   chainId: number;
-  /** JSON-RPC endpoint; absent when the caller injects a transport (embedded local chain). */
-  rpcUrl?: string;
+  /**
+   * JSON-RPC endpoints in order of preference (`CRONOS_*_RPC_URL`, comma-separated): requests go to the
+   * first that answers (docs/operations.md, "RPC failover"). Empty when the caller injects a transport
+   * (embedded local chain).
+   */
+  rpcUrls: string[];
   token: Address;
   /** The EIP-712 domain the token must report on chain. */
   domain: { name: string; version: string };
@@ -30,6 +34,8 @@ export interface FacilitatorConfig {
   /** verify may reuse a chain head read this many ms ago (0 = read it for every verify). */
   headCacheMs: number;
   rpcTimeoutMs: number;
+  /** With several RPC URLs, each is pinged this often; one that failed lately is tried after the others. */
+  rpcRankIntervalMs: number;
   /** How often receipts and blocks are polled. */
   pollingIntervalMs: number;
   rateLimits: RateLimitsConfig;
@@ -165,6 +171,7 @@ const envSchema = z.object({
   SETTLE_MARGIN_SECONDS: intVar(6),
   HEAD_CACHE_MS: intVar(250),
   RPC_TIMEOUT_MS: intVar(10_000, 1),
+  RPC_RANK_INTERVAL_MS: intVar(1_000, 50),
   POLLING_INTERVAL_MS: intVar(250, 1),
   RATE_LIMIT_VERIFY_PER_MINUTE: intVar(10),
   RATE_LIMIT_SETTLE_PER_MINUTE: intVar(5),
@@ -265,11 +272,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
   const networks = names.map((name): NetworkConfig => {
     const prefix = PREFIX[name];
     const info = NETWORKS[name];
-    const rpcUrl = e[`${prefix}_RPC_URL`];
-    if (!rpcUrl && !embedded.includes(name)) throw new ConfigError(`${prefix}_RPC_URL: required to serve ${name}`);
-    if (rpcUrl && !/^(https?|wss?):\/\//.test(rpcUrl)) {
-      throw new ConfigError(`${prefix}_RPC_URL: must be an http(s) or ws(s) URL`);
-    }
+    const rpcUrls = parseRpcUrls(`${prefix}_RPC_URL`, e[`${prefix}_RPC_URL`]);
+    if (rpcUrls.length === 0 && !embedded.includes(name)) throw new ConfigError(`${prefix}_RPC_URL: required to serve ${name}`);
     const tokenVar = e[`${prefix}_TOKEN_ADDRESS`];
     if (tokenVar && !isAddress(tokenVar, { strict: false })) {
       throw new ConfigError(`${prefix}_TOKEN_ADDRESS: not an address: "${tokenVar}"`);
@@ -277,7 +281,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
     return {
       network: name,
       chainId: info.chainId,
-      rpcUrl,
+      rpcUrls,
       token: getAddress(tokenVar ?? info.token),
       domain: {
         name: e[`${prefix}_TOKEN_NAME`] ?? info.domain.name,
@@ -296,6 +300,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
     settleMarginSeconds: e.SETTLE_MARGIN_SECONDS,
     headCacheMs: e.HEAD_CACHE_MS,
     rpcTimeoutMs: e.RPC_TIMEOUT_MS,
+    rpcRankIntervalMs: e.RPC_RANK_INTERVAL_MS,
     pollingIntervalMs: e.POLLING_INTERVAL_MS,
     rateLimits: {
       verifyPerMinute: e.RATE_LIMIT_VERIFY_PER_MINUTE,
@@ -340,6 +345,26 @@ function parseDatabaseUrl(value: string): string {
   // The message never repeats the value: it may carry a password.
   if (!/^postgres(ql)?:\/\/[^\s]+$/.test(value)) throw new ConfigError("DATABASE_URL: must be a postgres:// (or postgresql://) URL");
   return value;
+}
+
+// --- RPC failover ---
+
+/**
+ * `CRONOS_*_RPC_URL`: one URL or several, comma-separated, in order of preference. Messages name a URL
+ * by its position, never by its text (its path or query may carry an API key).
+ */
+function parseRpcUrls(variable: string, value: string | undefined): string[] {
+  if (value === undefined) return [];
+  const urls = value.split(",").map((url) => url.trim());
+  const several = urls.length > 1;
+  const which = (index: number) => (several ? `URL #${index + 1}` : "the URL");
+  urls.forEach((url, index) => {
+    if (url === "") throw new ConfigError(`${variable}: ${which(index)} is empty (URLs are separated by single commas)`);
+    if (!/^(https?|wss?):\/\/[^/?#]/.test(url)) throw new ConfigError(`${variable}: ${several ? `${which(index)} ` : ""}must be an http(s) or ws(s) URL`);
+    const earlier = urls.indexOf(url);
+    if (earlier < index) throw new ConfigError(`${variable}: ${which(index)} repeats URL #${earlier + 1}`);
+  });
+  return urls;
 }
 
 /** A gas limit a node accepts for one call: at most 2^24 (EIP-7825's transaction cap). */

@@ -15,6 +15,28 @@ export interface NetworkInspection {
   relayers: Array<{ address: Address; balanceWei?: string }>;
   /** Each problem names the configuration variable to look at. */
   problems: Array<{ variable: string; message: string }>;
+  /** With several RPC URLs: each one's state (the network stays healthy while one of them serves). */
+  rpc?: RpcEndpointState[];
+  /** With several RPC URLs: the ones that do not answer (not a problem while another serves). */
+  warnings?: Array<{ variable: string; message: string }>;
+}
+
+/** One of a network's RPC URLs as the last check saw it. */
+export interface RpcEndpointState {
+  /** Scheme and host, and its place in the list (the path and query may carry an API key). */
+  url: string;
+  /** It answered with the network's chain id. */
+  ok: boolean;
+  chainId?: number;
+  blockNumber?: number;
+  /** Why it failed: `connection refused`, `no answer within 1000 ms`, `HTTP 503`, … */
+  error?: string;
+}
+
+/** One RPC URL of a network on its own, for the checks of that URL. */
+export interface RpcEndpointClient {
+  label: string;
+  client: PublicClient;
 }
 
 /** Parameters of {@link inspectNetwork}. */
@@ -29,6 +51,10 @@ export interface InspectNetworkParameters {
   rpcTimeoutMs?: number;
   /** Wall-clock time (ms) the block age is measured against; default `Date.now()`. */
   nowMs?: number;
+  /** What messages call the RPC behind `client`; default from the configured URLs. */
+  rpc?: string;
+  /** Several RPC URLs behind `client`: each is also asked for its chain id and head. */
+  endpoints?: readonly RpcEndpointClient[];
 }
 
 const PREFIX: Record<string, string> = { "cronos-testnet": "CRONOS_TESTNET", "cronos-mainnet": "CRONOS_MAINNET" };
@@ -51,18 +77,34 @@ export async function inspectNetwork(parameters: InspectNetworkParameters): Prom
   };
   const problem = (variable: string, message: string) => result.problems.push({ variable, message });
   // Scheme and host only: RPC URLs often carry an API key in their path or query.
-  const rpc = config.rpcUrl ? `the RPC at ${redactUrl(config.rpcUrl)}` : "the RPC";
+  const urls = config.rpcUrls.map(redactUrl);
   const why = (error: unknown) => describeRpcFailure(error, { timeoutMs: parameters.rpcTimeoutMs });
+  const rpc = parameters.rpc ?? (urls.length === 1 ? `the RPC at ${urls[0]}` : "the RPC");
+  const down = (error: unknown) =>
+    urls.length > 1 && !parameters.rpc ? `none of the RPCs (${urls.join(", ")}) answers (${why(error)})` : `${rpc} does not answer (${why(error)})`;
+  const endpoints = parameters.endpoints && parameters.endpoints.length > 1 ? parameters.endpoints : undefined;
+  const probing = endpoints && Promise.all(endpoints.map((endpoint) => probeEndpoint(endpoint, config.chainId, why)));
+  const withEndpoints = async () => {
+    if (!probing) return result;
+    result.rpc = await probing;
+    result.warnings = [];
+    result.rpc.forEach((state, index) => {
+      const label = `the RPC at ${endpoints![index]!.label}`;
+      if (state.chainId !== undefined && !state.ok) problem(rpcVariable, `${label} reports chain id ${state.chainId}, expected ${config.chainId}`);
+      else if (!state.ok) result.warnings!.push({ variable: rpcVariable, message: `${label} does not answer (${state.error}); the others serve` });
+    });
+    return result;
+  };
 
   try {
     result.chainId = await client.getChainId();
   } catch (error) {
-    problem(rpcVariable, `${rpc} does not answer (${why(error)})`);
-    return result;
+    problem(rpcVariable, down(error));
+    return withEndpoints();
   }
   if (result.chainId !== config.chainId) {
-    problem(rpcVariable, `the RPC reports chain id ${result.chainId}, expected ${config.chainId}`);
-    return result;
+    problem(rpcVariable, `${parameters.rpc ?? "the RPC"} reports chain id ${result.chainId}, expected ${config.chainId}`);
+    return withEndpoints();
   }
   try {
     const block = await client.getBlock({ blockTag: "latest" });
@@ -94,10 +136,25 @@ export async function inspectNetwork(parameters: InspectNetworkParameters): Prom
       }
     }
   } catch (error) {
-    problem(rpcVariable, `${rpc} failed a read (${why(error)})`);
+    problem(rpcVariable, `${urls.length > 1 && !parameters.rpc ? "the RPCs" : rpc} failed a read (${why(error)})`);
   }
+  await withEndpoints();
   result.ok = result.problems.length === 0;
   return result;
+}
+
+/** Asks one RPC URL for its chain id and head. */
+async function probeEndpoint(endpoint: RpcEndpointClient, chainId: number, why: (error: unknown) => string): Promise<RpcEndpointState> {
+  const state: RpcEndpointState = { url: endpoint.label, ok: false };
+  try {
+    const [answered, head] = await Promise.all([endpoint.client.getChainId(), endpoint.client.getBlockNumber({ cacheTime: 0 })]);
+    state.chainId = answered;
+    state.blockNumber = Number(head);
+    state.ok = answered === chainId;
+  } catch (error) {
+    state.error = why(error);
+  }
+  return state;
 }
 
 /** The token's EIP-712 name and version: ERC-5267 `eip712Domain()` where present, else `name()` / `version()`. */
@@ -140,19 +197,22 @@ export async function healthReport(
 ): Promise<HealthReport> {
   const started = performance.now();
   const [results, database] = await Promise.all([Promise.all(inspections.map((inspect) => inspect())), ledger?.()]);
-  const problems = results
-    .filter((r) => !r.ok)
-    .map((r) => `${r.network}: ${r.problems.map((p) => `${p.variable}: ${p.message}`).join("; ")}`);
+  const list = (inspected: NetworkInspection[], items: (r: NetworkInspection) => Array<{ variable: string; message: string }>) =>
+    inspected.map((r) => `${r.network}: ${items(r).map((p) => `${p.variable}: ${p.message}`).join("; ")}`);
+  const problems = list(results.filter((r) => !r.ok), (r) => r.problems);
   if (database && !database.reachable) problems.push(`ledger: ${database.backend === "postgres" ? "DATABASE_URL" : "LEDGER_FILE"}: unreachable (${database.error ?? "no answer"})`);
   else if (database && database.migrations.applied < database.migrations.expected) {
     problems.push(`ledger: ${database.migrations.applied} of ${database.migrations.expected} migrations applied`);
   }
+  // A dead RPC URL while another serves is a warning: the network stays healthy.
+  const warned = list(results.filter((r) => r.warnings && r.warnings.length > 0), (r) => r.warnings!);
+  const warnings = warned.length > 0 ? ` (${warned.join(" | ")})` : "";
   return {
     status: problems.length === 0 ? "success" : "error",
     results: {
       uptime: process.uptime(),
       responseTime: Math.round((performance.now() - started) * 1000) / 1000,
-      message: problems.length === 0 ? "OK" : problems.join(" | "),
+      message: (problems.length === 0 ? "OK" : problems.join(" | ")) + warnings,
       timestamp: Date.now(),
       networks: Object.fromEntries(results.map((r) => [r.network, r])),
       ...(database ? { ledger: database } : {}),

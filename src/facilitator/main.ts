@@ -48,7 +48,7 @@ export async function runFacilitatorProcess(options: RunProcessOptions = {}): Pr
     {
       url: running.url,
       metricsUrl: running.metricsUrl,
-      networks: config.networks.map((n) => ({ network: n.network, chainId: n.chainId, rpc: n.rpcUrl && redactUrl(n.rpcUrl), token: n.token })),
+      networks: config.networks.map((n) => ({ network: n.network, chainId: n.chainId, rpc: n.rpcUrls.map(redactUrl).join(", ") || undefined, token: n.token })),
       relayers: running.relayers,
       apiKeys: config.apiKeys.length,
     },

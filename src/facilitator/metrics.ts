@@ -37,6 +37,8 @@ export interface FacilitatorMetrics {
   reconcilerAction(action: string): void;
   /** This instance took (`acquired`) or gave up (`lost`) a relayer key's lease. */
   leaseChange(change: "acquired" | "lost"): void;
+  /** With several RPC URLs: whether `endpoint` (its redacted label) answered its last ranking ping. */
+  rpcEndpointUp(network: string, endpoint: string, up: boolean): void;
 }
 
 /** Options of {@link createMetrics}. */
@@ -133,6 +135,12 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
       if (read) this.set(read.oldestCreatedAt === undefined ? 0 : Math.max(0, (Date.now() - read.oldestCreatedAt) / 1000));
     },
   });
+  const endpointUp = new Gauge({
+    name: "x402_rpc_endpoint_up",
+    help: "with several RPC URLs per network: 1 when the URL answered its last ranking ping, else 0",
+    labelNames: ["network", "endpoint"],
+    registers: [registry],
+  });
   let runtimes: ReadonlyMap<NetworkName, NetworkRuntime> = new Map();
   // Every scrape within cacheMs shares one read of every relayer (a scrape flood is no RPC flood).
   const readRelayers = memoizeFor(
@@ -213,6 +221,9 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     },
     leaseChange(change) {
       leaseChanges.inc({ change });
+    },
+    rpcEndpointUp(network, endpoint, up) {
+      endpointUp.set({ network, endpoint }, up ? 1 : 0);
     },
   };
 }

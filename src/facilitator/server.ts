@@ -1,13 +1,14 @@
 import type { Server } from "node:http";
-import { createPublicClient, http, webSocket, type Address, type PublicClient, type Transport } from "viem";
+import { createPublicClient, type Address, type PublicClient, type Transport } from "viem";
 import type { Express } from "express";
 import { ChainState } from "../chain/state.js";
 import { Relayer } from "../chain/relayer.js";
+import { rpcTransport, type RpcTransport } from "../chain/rpc-transport.js";
 import { domainSeparator } from "../chain/signature.js";
 import type { NetworkName } from "../protocol/networks.js";
-import type { FacilitatorConfig } from "./config.js";
+import type { FacilitatorConfig, NetworkConfig } from "./config.js";
 import { supportedAnswer } from "./dialects/index.js";
-import { healthReport, inspectNetwork, readDomain } from "./health.js";
+import { healthReport, inspectNetwork, readDomain, type RpcEndpointClient } from "./health.js";
 import { createApp, type OutcomeRecord } from "./http/app.js";
 import { createDashboard, type Dashboard, type DashboardPlayground } from "./dashboard/index.js";
 import type { QuotaHolder } from "./http/edge.js";
@@ -64,12 +65,54 @@ export class StartupError extends Error {
   override name = "StartupError";
 }
 
-function transportFor(config: FacilitatorConfig, network: NetworkName, rpcUrl: string | undefined, injected?: Transport): Transport {
+/** A network's transport: the injected one, or its RPC URLs (several: failover). */
+function transportFor(config: FacilitatorConfig, network: NetworkConfig, metrics: FacilitatorMetrics, injected?: Transport): RpcTransport {
   // An in-process chain does not drop requests: a revert (JSON-RPC -32603 there) must not be retried.
-  if (injected) return (parameters) => injected({ ...parameters, retryCount: 0 });
-  if (!rpcUrl) throw new StartupError(`${network}: no RPC URL and no embedded chain`);
-  const options = { timeout: config.rpcTimeoutMs, retryCount: 1 };
-  return /^wss?:/.test(rpcUrl) ? webSocket(rpcUrl, options) : http(rpcUrl, { ...options, batch: { wait: 0 } });
+  if (injected) return { transport: (parameters) => injected({ ...parameters, retryCount: 0 }), endpoints: [], close() {} };
+  if (network.rpcUrls.length === 0) throw new StartupError(`${network.network}: no RPC URL and no embedded chain`);
+  return rpcTransport({
+    urls: network.rpcUrls,
+    timeoutMs: config.rpcTimeoutMs,
+    rankIntervalMs: config.rpcRankIntervalMs,
+    onPing: (endpoint, up) => metrics.rpcEndpointUp(network.network, endpoint.label, up),
+  });
+}
+
+/**
+ * With several RPC URLs, runs the start-up checks on each: one that answers wrongly (another chain
+ * id, no token, another domain) stops start-up, naming it; one that does not answer is logged and
+ * left to the ranking while another passes every check.
+ */
+async function checkEndpoints(
+  config: FacilitatorConfig,
+  network: NetworkConfig,
+  endpoints: readonly RpcEndpointClient[],
+  relayers: readonly Address[],
+  logger: Logger,
+): Promise<void> {
+  const inspections = await Promise.all(
+    endpoints.map((endpoint) =>
+      inspectNetwork({
+        client: endpoint.client,
+        config: network,
+        relayers,
+        relayerMinBalanceWei: config.relayerMinBalanceWei,
+        maxBlockAgeSeconds: 0,
+        rpcTimeoutMs: config.rpcTimeoutMs,
+        rpc: `the RPC at ${endpoint.label}`,
+      }),
+    ),
+  );
+  const answered = inspections.filter((inspection) => inspection.chainId !== undefined);
+  for (const inspection of answered) {
+    const first = inspection.problems[0];
+    if (first) throw new StartupError(`${network.network}: ${first.variable}: ${first.message}`);
+  }
+  const silent = inspections.filter((inspection) => inspection.chainId === undefined).map((inspection) => inspection.problems[0]!);
+  if (answered.length === 0) {
+    throw new StartupError(`${network.network}: ${silent[0]!.variable}: no RPC answers: ${silent.map((p) => p.message).join("; ")}`);
+  }
+  for (const problem of silent) logger.warn({ network: network.network, problem: problem.message }, "an RPC URL does not answer at start-up; the others serve");
 }
 
 /**
@@ -83,26 +126,41 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
   const now = options.now ?? Date.now;
   const networks = new Map<NetworkName, NetworkRuntime>();
   const clients = new Map<NetworkName, PublicClient>();
+  const metrics = createMetrics({ defaults: options.defaultMetrics ?? false, cacheMs: config.metricsCacheMs, now });
+  // Each RPC URL on its own (several per network: failover), for the checks of each.
+  const endpoints = new Map<NetworkName, RpcEndpointClient[]>();
+  const transports: RpcTransport[] = [];
+  const closeTransports = () => transports.forEach((transport) => transport.close());
   for (const network of config.networks) {
-    const transport = transportFor(config, network.network, network.rpcUrl, options.transports?.[network.network]);
-    const client = createPublicClient({ transport, pollingInterval: config.pollingIntervalMs, cacheTime: 0 }) as PublicClient;
+    const rpc = transportFor(config, network, metrics, options.transports?.[network.network]);
+    transports.push(rpc);
+    const client = createPublicClient({ transport: rpc.transport, pollingInterval: config.pollingIntervalMs, cacheTime: 0 }) as PublicClient;
     clients.set(network.network, client);
+    endpoints.set(
+      network.network,
+      rpc.endpoints.map((endpoint) => ({ label: endpoint.label, client: createPublicClient({ transport: endpoint.transport, cacheTime: 0 }) as PublicClient })),
+    );
   }
   // Checks run in parallel; the first problem found stops start-up.
   await Promise.all(
     config.networks.map(async (network) => {
       const client = clients.get(network.network)!;
       const relayer = new Relayer({ client, chainId: network.chainId, privateKeys: config.relayerKeys });
-      const inspection = await inspectNetwork({
-        client,
-        config: network,
-        relayers: relayer.addresses,
-        relayerMinBalanceWei: config.relayerMinBalanceWei,
-        maxBlockAgeSeconds: 0,
-        rpcTimeoutMs: config.rpcTimeoutMs,
-      });
-      const first = inspection.problems[0];
-      if (first) throw new StartupError(`${network.network}: ${first.variable}: ${first.message}`);
+      const several = endpoints.get(network.network)!;
+      if (several.length > 1) {
+        await checkEndpoints(config, network, several, relayer.addresses, logger);
+      } else {
+        const inspection = await inspectNetwork({
+          client,
+          config: network,
+          relayers: relayer.addresses,
+          relayerMinBalanceWei: config.relayerMinBalanceWei,
+          maxBlockAgeSeconds: 0,
+          rpcTimeoutMs: config.rpcTimeoutMs,
+        });
+        const first = inspection.problems[0];
+        if (first) throw new StartupError(`${network.network}: ${first.variable}: ${first.message}`);
+      }
       const domain = await readDomain(client, network.token);
       networks.set(network.network, {
         config: network,
@@ -112,9 +170,11 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
         separator: domainSeparator({ ...domain, chainId: network.chainId, verifyingContract: network.token }),
       });
     }),
-  );
+  ).catch((error: unknown) => {
+    closeTransports();
+    throw error;
+  });
 
-  const metrics = createMetrics({ defaults: options.defaultMetrics ?? false, cacheMs: config.metricsCacheMs, now });
   metrics.watchRelayers(networks);
   let coordination: Coordination;
   try {
@@ -127,6 +187,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       ...(options.ledger ? { ledger: options.ledger } : {}),
     });
   } catch (error) {
+    closeTransports();
     throw new StartupError(`${config.ledger.databaseUrl ? "DATABASE_URL" : "LEDGER_FILE"}: the settlement ledger cannot be opened: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
   const context: FacilitatorContext = {
@@ -161,6 +222,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
             maxBlockAgeSeconds: config.healthMaxBlockAgeSeconds,
             rpcTimeoutMs: config.rpcTimeoutMs,
             nowMs: now(),
+            endpoints: endpoints.get(runtime.config.network),
           }),
         ),
         coordination.inspect,
@@ -208,7 +270,10 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     rateLimits: config.rateLimits,
     ...(dashboard ? { dashboard } : {}),
     coordination,
-    close: (graceMs) => coordination.close(graceMs),
+    close: async (graceMs) => {
+      closeTransports();
+      await coordination.close(graceMs);
+    },
   };
 }
 

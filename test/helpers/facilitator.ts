@@ -25,7 +25,7 @@ export const HARDHAT_KEYS = {
 export type Chain = Awaited<ReturnType<typeof openChain>>;
 
 /** The facilitator settings of the tests' facilitators: no rate limits, fast polling, no caches. */
-const TEST_ENV = {
+export const TEST_ENV = {
   RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer,
   RATE_LIMIT_VERIFY_PER_MINUTE: "0",
   RATE_LIMIT_SETTLE_PER_MINUTE: "0",

@@ -1,6 +1,7 @@
 import type { Address } from "viem";
 import type { NetworkConfig } from "../config.js";
 import type { HealthReport } from "../health.js";
+import { redactUrl } from "../../chain/rpc-url.js";
 
 /** One served network as the dashboard shows it. Carries nothing secret. */
 export interface NetworkView {
@@ -31,12 +32,16 @@ export interface NetworksView {
 /** How an RPC endpoint is shown: in full when it is a local chain's, else its host only. */
 export function rpcShown(config: NetworkConfig, localRpcUrl: string | undefined): string {
   if (localRpcUrl) return localRpcUrl;
-  if (!config.rpcUrl) return "embedded (in-process)";
-  try {
-    return new URL(config.rpcUrl).host;
-  } catch {
-    return "configured";
-  }
+  if (config.rpcUrls.length === 0) return "embedded (in-process)";
+  return config.rpcUrls
+    .map((url) => {
+      try {
+        return new URL(url).host;
+      } catch {
+        return "configured";
+      }
+    })
+    .join(", ");
 }
 
 /** Builds the networks view from the (shared, cached) healthcheck report. */
@@ -48,7 +53,7 @@ export async function networksView(
   const report = await health();
   // A problem text may quote an RPC error; a configured URL in it is cut to its host like everywhere else.
   const redact = (text: string) =>
-    configs.reduce((out, config) => (config.rpcUrl ? out.split(config.rpcUrl).join(rpcShown(config, undefined)) : out), text);
+    configs.reduce((out, config) => config.rpcUrls.reduce((cut, url) => cut.split(url).join(redactUrl(url)), out), text);
   return {
     local: localRpcUrls !== undefined,
     checkedAt: report.results.timestamp,

@@ -1,0 +1,48 @@
+import { loadConfig } from "../../src/facilitator/config.js";
+import { startFacilitator, type RunningFacilitator, type StartFacilitatorOptions } from "../../src/facilitator/server.js";
+import { serveJsonRpc, type JsonRpcBridge } from "../../src/harness/rpc-bridge.js";
+import { TEST_ENV, type Chain } from "./facilitator.js";
+import { startFaultProxy, type FaultProxy } from "./rpc-proxy.js";
+import { openChain } from "./token.js";
+
+// Helpers only: importing this file runs nothing.
+
+/** A local testnet chain served over HTTP, behind fault proxies: one RPC URL per proxy. */
+export interface ProxiedChain {
+  chain: Chain;
+  bridge: JsonRpcBridge;
+  proxies: FaultProxy[];
+  /** The proxies' URLs, comma-separated, as `CRONOS_TESTNET_RPC_URL` takes them. */
+  rpcUrls: string;
+  close(): Promise<void>;
+}
+
+/** Opens a local chain (338) with the token and funded buyers, serves it over HTTP, and puts `proxies` fault proxies in front. */
+export async function openProxiedChain(proxies = 1): Promise<ProxiedChain> {
+  const chain = await openChain("cronos-testnet");
+  const bridge = await serveJsonRpc(chain.connection.provider as never, { port: 0, role: "cronos-testnet-rpc" });
+  const started = await Promise.all(Array.from({ length: proxies }, () => startFaultProxy(bridge.url)));
+  return {
+    chain,
+    bridge,
+    proxies: started,
+    rpcUrls: started.map((proxy) => proxy.url).join(","),
+    async close() {
+      await Promise.all(started.map((proxy) => proxy.close()));
+      await bridge.close();
+    },
+  };
+}
+
+/**
+ * A listening facilitator (127.0.0.1, free ports for the service and its metrics) on the proxied
+ * chain's RPC URLs, with the tests' settings (no rate limits, fast polling) and `env` on top.
+ */
+export function startFacilitatorOnProxies(
+  proxied: ProxiedChain,
+  env: Record<string, string> = {},
+  options: StartFacilitatorOptions = {},
+): Promise<RunningFacilitator> {
+  const config = loadConfig({ ...TEST_ENV, PORT: "0", METRICS_PORT: "0", CRONOS_TESTNET_RPC_URL: proxied.rpcUrls, ...env });
+  return startFacilitator(config, options);
+}

@@ -1,0 +1,232 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import { numberToHex, type Hex } from "viem";
+
+// Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
+
+/**
+ * What a rule does to a request it matches:
+ * - `reset`: destroys the connection before forwarding (the request never reaches the node);
+ * - `http503`: answers HTTP 503 without forwarding;
+ * - `hang`: never answers, without forwarding (until the proxy is killed or closed);
+ * - `swallow`: forwards the request, then destroys the connection instead of answering (the node
+ *   acted on it; the caller never learns how).
+ */
+export type FaultKind = "reset" | "http503" | "hang" | "swallow";
+
+/** A fault the proxy applies to the requests it matches. */
+export interface FaultRule {
+  kind: FaultKind;
+  /** Only HTTP requests carrying this JSON-RPC method (alone or in a batch); default every request. */
+  method?: string;
+  /** How many requests it applies to; default every one until {@link FaultProxy.clear}. */
+  times?: number;
+  /** Runs each time the rule applied (after forwarding, for `swallow`), before the connection is cut. */
+  then?: () => Promise<void> | void;
+}
+
+/** Calls straight to the chain behind the proxy (never through its faults). */
+export interface ChainControls {
+  /** Calls one JSON-RPC method; throws the node's error message. */
+  call<T = unknown>(method: string, params?: unknown[]): Promise<T>;
+  /** `hardhat_dropTransaction`: removes a pending transaction from the node's pool; true when it was there. */
+  dropTransaction(hash: Hex): Promise<boolean>;
+  /** `hardhat_setNextBlockBaseFeePerGas`: the base fee of the next block (later blocks follow EIP-1559 from it). */
+  setNextBlockBaseFee(wei: bigint): Promise<void>;
+  /** `evm_setIntervalMining`: a block every `ms` (0: off). */
+  intervalMining(ms: number): Promise<void>;
+  /** `evm_setAutomine`: each transaction mined at once (on), or left in the pool (off). */
+  automine(on: boolean): Promise<void>;
+  /** `evm_mine`, `blocks` times. */
+  mine(blocks?: number): Promise<void>;
+  /** Hashes of the transactions in the node's pool. */
+  pending(): Promise<Hex[]>;
+}
+
+/**
+ * A JSON-RPC proxy between the facilitator and a chain, controlled by the test: it forwards every
+ * HTTP request to `upstream` unless a fault rule matches, counts each JSON-RPC method it sees, can
+ * delay every request, refuse connections ({@link kill}), and hide transactions from receipt reads.
+ */
+export interface FaultProxy {
+  url: string;
+  port: number;
+  /** The JSON-RPC methods seen (each item of a batch), in arrival order, faulted or not. */
+  methods: string[];
+  count(method: string): number;
+  /** Every request waits this long before anything else (a slow node). */
+  delayMs: number;
+  /** Adds a rule; the first matching rule that has uses left applies. */
+  fail(rule: FaultRule): void;
+  /** How many times the rules applied so far. */
+  faulted: number;
+  /**
+   * Answers `null` to `eth_getTransactionReceipt` and `eth_getTransactionByHash` of `hash` (as a node
+   * that has not seen it) until {@link unhide}.
+   */
+  hide(hash: Hex): void;
+  unhide(hash: Hex): void;
+  /** Stops listening and cuts every open connection: new ones are refused until {@link revive}. */
+  kill(): Promise<void>;
+  /** Listens again on the same port. */
+  revive(): Promise<void>;
+  /** Drops every rule, the delay and the hidden hashes. */
+  clear(): void;
+  /** The chain behind the proxy. */
+  chain: ChainControls;
+  close(): Promise<void>;
+}
+
+interface ActiveRule extends FaultRule {
+  left: number;
+}
+
+interface JsonRpcItem {
+  id?: unknown;
+  method?: unknown;
+  params?: unknown;
+}
+
+/** Starts a fault-injection proxy on 127.0.0.1 (a free port) in front of the JSON-RPC endpoint `upstream`. */
+export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
+  const rules: ActiveRule[] = [];
+  const hidden = new Set<string>();
+  const sockets = new Set<Socket>();
+  const parked = new Set<ServerResponse>();
+  const methods: string[] = [];
+
+  const forward = async (body: string): Promise<{ status: number; text: string }> => {
+    const answer = await fetch(upstream, { method: "POST", headers: { "content-type": "application/json" }, body });
+    return { status: answer.status, text: await answer.text() };
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const body = Buffer.concat(chunks).toString("utf8");
+    let parsed: JsonRpcItem | JsonRpcItem[] | undefined;
+    try {
+      parsed = JSON.parse(body) as JsonRpcItem | JsonRpcItem[];
+    } catch {
+      parsed = undefined;
+    }
+    const items = parsed === undefined ? [] : Array.isArray(parsed) ? parsed : [parsed];
+    const called = items.map((item) => String(item.method));
+    methods.push(...called);
+    if (proxy.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, proxy.delayMs));
+
+    const rule = rules.find((r) => r.left > 0 && (r.method === undefined || called.includes(r.method)));
+    if (rule) {
+      rule.left--;
+      proxy.faulted++;
+      if (rule.kind === "swallow") await forward(body);
+      await rule.then?.();
+      if (rule.kind === "reset" || rule.kind === "swallow") req.socket.destroy();
+      else if (rule.kind === "http503") res.writeHead(503, { "content-type": "text/plain" }).end("Service Unavailable");
+      else parked.add(res);
+      return;
+    }
+
+    const answer = await forward(body);
+    let text = answer.text;
+    if (hidden.size > 0 && answer.status === 200) text = JSON.stringify(hide(JSON.parse(text) as unknown, items, hidden));
+    res.writeHead(answer.status, { "content-type": "application/json" }).end(text);
+  };
+
+  const server: Server = createServer((req, res) => {
+    handle(req, res).catch(() => res.destroy());
+  });
+  server.on("connection", (socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  let listening = true;
+
+  const stop = async () => {
+    if (!listening) return;
+    listening = false;
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    for (const socket of sockets) socket.destroy();
+    parked.clear();
+    await closed;
+  };
+
+  const call = async <T>(method: string, params: unknown[] = []): Promise<T> => {
+    const { text } = await forward(JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }));
+    const answer = JSON.parse(text) as { result?: T; error?: { message: string } };
+    if (answer.error) throw new Error(`${method}: ${answer.error.message}`);
+    return answer.result as T;
+  };
+
+  const proxy: FaultProxy = {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    methods,
+    count: (method) => methods.filter((m) => m === method).length,
+    delayMs: 0,
+    faulted: 0,
+    fail(rule) {
+      rules.push({ ...rule, left: rule.times ?? Infinity });
+    },
+    hide(hash) {
+      hidden.add(hash.toLowerCase());
+    },
+    unhide(hash) {
+      hidden.delete(hash.toLowerCase());
+    },
+    kill: stop,
+    async revive() {
+      if (listening) return;
+      await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
+      listening = true;
+    },
+    clear() {
+      rules.length = 0;
+      hidden.clear();
+      proxy.delayMs = 0;
+      for (const res of parked) res.destroy();
+      parked.clear();
+    },
+    chain: {
+      call,
+      dropTransaction: (hash) => call<boolean>("hardhat_dropTransaction", [hash]),
+      async setNextBlockBaseFee(wei) {
+        await call("hardhat_setNextBlockBaseFeePerGas", [numberToHex(wei)]);
+      },
+      async intervalMining(ms) {
+        await call("evm_setIntervalMining", [ms]);
+      },
+      async automine(on) {
+        await call("evm_setAutomine", [on]);
+      },
+      async mine(blocks = 1) {
+        for (let i = 0; i < blocks; i++) await call("evm_mine");
+      },
+      async pending() {
+        const block = await call<{ transactions: Hex[] }>("eth_getBlockByNumber", ["pending", false]);
+        return block.transactions;
+      },
+    },
+    close: async () => {
+      proxy.clear();
+      await stop();
+    },
+  };
+  return proxy;
+}
+
+/** The answer with `null` for every receipt or transaction read of a hidden hash. */
+function hide(answer: unknown, items: JsonRpcItem[], hidden: ReadonlySet<string>): unknown {
+  const isHidden = (item: JsonRpcItem | undefined) =>
+    item !== undefined &&
+    (item.method === "eth_getTransactionReceipt" || item.method === "eth_getTransactionByHash") &&
+    Array.isArray(item.params) &&
+    hidden.has(String(item.params[0]).toLowerCase());
+  const rewrite = (response: { id?: unknown; result?: unknown }) => {
+    const item = items.find((i) => i.id === response.id);
+    return isHidden(item) ? { jsonrpc: "2.0", id: response.id, result: null } : response;
+  };
+  return Array.isArray(answer) ? answer.map(rewrite) : rewrite(answer as { id?: unknown });
+}

@@ -1,0 +1,92 @@
+import { formatGwei, type PublicClient } from "viem";
+
+/** A transaction's fees: EIP-1559, or a legacy gas price. */
+export type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | { gasPrice: bigint };
+
+/** What the network asks now: the next block's base fee and a tip (EIP-1559), or a gas price. */
+export type FeeQuote = { baseFeePerGas: bigint; maxPriorityFeePerGas: bigint } | { gasPrice: bigint };
+
+/** What a replacement must offer over the transaction it replaces, on every fee: +12.5 % (nodes ask +10 %). */
+export const REPLACEMENT_BUMP = { numerator: 1125n, denominator: 1000n } as const;
+
+// The base fee may rise 12.5 % per full block: 20 % headroom is one and a half full blocks. A higher
+// multiplier would cost money on Cronos, where a transaction pays its whole fee cap.
+const BASE_FEE_HEADROOM = { numerator: 12n, denominator: 10n } as const;
+
+/** The network needs more per gas than `MAX_FEE_PER_GAS_GWEI` allows: nothing is sent. */
+export class FeeCapError extends Error {
+  override name = "FeeCapError";
+  constructor(
+    /** Base fee plus tip (or the gas price) the network asks now, in wei. */
+    readonly neededWei: bigint,
+    readonly capWei: bigint,
+  ) {
+    super(`the network asks ${formatGwei(neededWei)} gwei per gas, above MAX_FEE_PER_GAS_GWEI (${formatGwei(capWei)} gwei)`);
+  }
+}
+
+/** The most one unit of gas may cost under `fees`: maxFeePerGas, or the gas price. */
+export function feeCap(fees: Fees): bigint {
+  return "gasPrice" in fees ? fees.gasPrice : fees.maxFeePerGas;
+}
+
+/** What a transaction must offer per gas to be mined now: base fee plus tip, or the gas price. */
+export function neededFee(quote: FeeQuote): bigint {
+  return "gasPrice" in quote ? quote.gasPrice : quote.baseFeePerGas + quote.maxPriorityFeePerGas;
+}
+
+/** Reads what the network asks now (the latest block's base fee and the node's suggested tip, or the gas price). */
+export async function readFeeQuote(client: PublicClient): Promise<FeeQuote> {
+  const block = await client.getBlock({ blockTag: "latest" });
+  if (block.baseFeePerGas === null || block.baseFeePerGas === undefined) return { gasPrice: await client.getGasPrice() };
+  const maxPriorityFeePerGas = await client.estimateMaxPriorityFeePerGas().catch(() => 0n);
+  return { baseFeePerGas: block.baseFeePerGas, maxPriorityFeePerGas };
+}
+
+/**
+ * The fees of a new transaction: 1.2 × the base fee plus the tip (or the gas price), never above
+ * `capWei`. Throws {@link FeeCapError} when the network needs more than the cap.
+ */
+export function initialFees(quote: FeeQuote, capWei: bigint): Fees {
+  const needed = neededFee(quote);
+  if (needed > capWei) throw new FeeCapError(needed, capWei);
+  if ("gasPrice" in quote) return { gasPrice: quote.gasPrice };
+  const wanted = scale(quote.baseFeePerGas, BASE_FEE_HEADROOM) + quote.maxPriorityFeePerGas;
+  const maxFeePerGas = wanted < capWei ? wanted : capWei;
+  return { maxFeePerGas, maxPriorityFeePerGas: quote.maxPriorityFeePerGas };
+}
+
+/**
+ * The fees of a replacement of a transaction sent with `previous`, now that the network asks `quote`:
+ * every fee at least +12.5 % over the previous one, and at least what a new transaction would get.
+ * Undefined when the network needs more than `capWei`, or the least replacement would be above it:
+ * nothing is sent above the cap, and the transaction keeps its last price.
+ */
+export function replacementFees(previous: Fees, quote: FeeQuote, capWei: bigint): Fees | undefined {
+  if (neededFee(quote) > capWei) return undefined;
+  if ("gasPrice" in previous || "gasPrice" in quote) {
+    const least = scale(feeCap(previous), REPLACEMENT_BUMP);
+    if (least > capWei) return undefined;
+    return { gasPrice: min(max(least, neededFee(quote)), capWei) };
+  }
+  const leastFee = scale(previous.maxFeePerGas, REPLACEMENT_BUMP);
+  const leastTip = scale(previous.maxPriorityFeePerGas, REPLACEMENT_BUMP);
+  if (leastFee > capWei || leastTip > capWei) return undefined;
+  const wanted = scale(quote.baseFeePerGas, BASE_FEE_HEADROOM) + quote.maxPriorityFeePerGas;
+  const maxFeePerGas = min(max(leastFee, wanted), capWei);
+  const maxPriorityFeePerGas = min(max(leastTip, quote.maxPriorityFeePerGas), maxFeePerGas);
+  return { maxFeePerGas, maxPriorityFeePerGas };
+}
+
+/** `value × ratio`, rounded up (a fee rounded down could miss the node's replacement threshold). */
+function scale(value: bigint, ratio: { numerator: bigint; denominator: bigint }): bigint {
+  return (value * ratio.numerator + ratio.denominator - 1n) / ratio.denominator;
+}
+
+function max(a: bigint, b: bigint): bigint {
+  return a > b ? a : b;
+}
+
+function min(a: bigint, b: bigint): bigint {
+  return a < b ? a : b;
+}

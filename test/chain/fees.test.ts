@@ -1,0 +1,64 @@
+import { expect } from "chai";
+import { keccak256, parseGwei } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { FeeCapError, initialFees, neededFee, readFeeQuote, replacementFees } from "../../src/chain/fees.js";
+import { HARDHAT_KEYS } from "../helpers/facilitator.js";
+import { openChain } from "../helpers/token.js";
+
+const gwei = (value: string) => parseGwei(value);
+
+describe("relayer fees: pricing under a cap, replacements", () => {
+  it("prices a new transaction at 1.2 × the base fee plus the tip, clamped to the cap while the network needs less", () => {
+    const quote = { baseFeePerGas: gwei("10"), maxPriorityFeePerGas: gwei("1") };
+    expect(initialFees(quote, gwei("100"))).to.deep.equal({ maxFeePerGas: gwei("13"), maxPriorityFeePerGas: gwei("1") });
+    expect(initialFees(quote, gwei("12"))).to.deep.equal({ maxFeePerGas: gwei("12"), maxPriorityFeePerGas: gwei("1") });
+    expect(initialFees({ gasPrice: gwei("7") }, gwei("7"))).to.deep.equal({ gasPrice: gwei("7") });
+  });
+
+  it("refuses a new transaction when the network needs more than the cap, naming both in gwei", () => {
+    const quote = { baseFeePerGas: gwei("10"), maxPriorityFeePerGas: gwei("1") };
+    expect(neededFee(quote)).to.equal(gwei("11"));
+    expect(() => initialFees(quote, gwei("10.5"))).to.throw(FeeCapError, "the network asks 11 gwei per gas, above MAX_FEE_PER_GAS_GWEI (10.5 gwei)");
+    expect(() => initialFees({ gasPrice: gwei("8") }, gwei("7"))).to.throw(FeeCapError, "the network asks 8 gwei per gas, above MAX_FEE_PER_GAS_GWEI (7 gwei)");
+  });
+
+  it("raises both EIP-1559 fees by at least 12.5 % (rounded up), or to what the network asks now when that is more", () => {
+    const previous = { maxFeePerGas: 1_000_000_001n, maxPriorityFeePerGas: 100_000_001n };
+    const calm = { baseFeePerGas: 1n, maxPriorityFeePerGas: 1n };
+    expect(replacementFees(previous, calm, gwei("100"))).to.deep.equal({ maxFeePerGas: 1_125_000_002n, maxPriorityFeePerGas: 112_500_002n });
+    const spike = { baseFeePerGas: gwei("50"), maxPriorityFeePerGas: gwei("2") };
+    expect(replacementFees(previous, spike, gwei("100"))).to.deep.equal({ maxFeePerGas: gwei("62"), maxPriorityFeePerGas: gwei("2") });
+    expect(replacementFees(previous, spike, gwei("60"))).to.deep.equal({ maxFeePerGas: gwei("60"), maxPriorityFeePerGas: gwei("2") });
+    expect(replacementFees({ gasPrice: gwei("8") }, { gasPrice: gwei("1") }, gwei("100"))).to.deep.equal({ gasPrice: gwei("9") });
+    expect(replacementFees({ gasPrice: gwei("8") }, { gasPrice: gwei("20") }, gwei("100"))).to.deep.equal({ gasPrice: gwei("20") });
+  });
+
+  it("sends no replacement above the cap: the transaction keeps its last price", () => {
+    const previous = { maxFeePerGas: gwei("10"), maxPriorityFeePerGas: gwei("1") };
+    // The network needs more than the cap.
+    expect(replacementFees(previous, { baseFeePerGas: gwei("30"), maxPriorityFeePerGas: gwei("1") }, gwei("20"))).to.equal(undefined);
+    // The network would take it, but +12.5 % is above the cap.
+    expect(replacementFees(previous, { baseFeePerGas: gwei("1"), maxPriorityFeePerGas: gwei("1") }, gwei("11"))).to.equal(undefined);
+    expect(replacementFees({ gasPrice: gwei("10") }, { gasPrice: gwei("1") }, gwei("11"))).to.equal(undefined);
+  });
+
+  it("is what a node takes as a replacement (Hardhat asks +10 %), read from a real chain", async () => {
+    const chain = await openChain("cronos-testnet");
+    const relayer = privateKeyToAccount(HARDHAT_KEYS.relayer);
+    await chain.connection.provider.request({ method: "evm_setAutomine", params: [false] });
+    const quote = await readFeeQuote(chain.publicClient);
+    const block = await chain.publicClient.getBlock();
+    expect(quote).to.deep.equal({ baseFeePerGas: block.baseFeePerGas, maxPriorityFeePerGas: await chain.publicClient.estimateMaxPriorityFeePerGas() });
+    const nonce = await chain.publicClient.getTransactionCount({ address: relayer.address });
+    const sign = (fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }) =>
+      relayer.signTransaction({ chainId: 338, to: relayer.address, value: 0n, gas: 21_000n, nonce, type: "eip1559", ...fees });
+    const first = initialFees(quote, gwei("1000")) as { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
+    await chain.publicClient.sendRawTransaction({ serializedTransaction: await sign(first) });
+    const replacement = replacementFees(first, quote, gwei("1000")) as typeof first;
+    const raw = await sign(replacement);
+    await chain.publicClient.sendRawTransaction({ serializedTransaction: raw });
+    await chain.networkHelpers.mine();
+    const mined = await chain.publicClient.getTransactionReceipt({ hash: keccak256(raw) });
+    expect(mined.status).to.equal("success");
+  });
+});

@@ -3,8 +3,11 @@ import { formatGwei, type PublicClient } from "viem";
 /** A transaction's fees: EIP-1559, or a legacy gas price. */
 export type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | { gasPrice: bigint };
 
-/** What the network asks now: the next block's base fee and a tip (EIP-1559), or a gas price. */
-export type FeeQuote = { baseFeePerGas: bigint; maxPriorityFeePerGas: bigint } | { gasPrice: bigint };
+/**
+ * What the network asks now: the latest block's base fee and a tip (EIP-1559), or a gas price; `at` is
+ * that block's timestamp when the quote was read from the chain (the chain's clock at quoting).
+ */
+export type FeeQuote = ({ baseFeePerGas: bigint; maxPriorityFeePerGas: bigint } | { gasPrice: bigint }) & { at?: bigint };
 
 /** What a replacement must offer over the transaction it replaces, on every fee: +12.5 % (nodes ask +10 %). */
 export const REPLACEMENT_BUMP = { numerator: 1125n, denominator: 1000n } as const;
@@ -38,9 +41,9 @@ export function neededFee(quote: FeeQuote): bigint {
 /** Reads what the network asks now (the latest block's base fee and the node's suggested tip, or the gas price). */
 export async function readFeeQuote(client: PublicClient): Promise<FeeQuote> {
   const block = await client.getBlock({ blockTag: "latest" });
-  if (block.baseFeePerGas === null || block.baseFeePerGas === undefined) return { gasPrice: await client.getGasPrice() };
+  if (block.baseFeePerGas === null || block.baseFeePerGas === undefined) return { gasPrice: await client.getGasPrice(), at: block.timestamp };
   const maxPriorityFeePerGas = await client.estimateMaxPriorityFeePerGas().catch(() => 0n);
-  return { baseFeePerGas: block.baseFeePerGas, maxPriorityFeePerGas };
+  return { baseFeePerGas: block.baseFeePerGas, maxPriorityFeePerGas, at: block.timestamp };
 }
 
 /**

@@ -2,7 +2,8 @@ import { TransactionReceiptNotFoundError, type Hex, type PublicClient, type Tran
 
 /** Parameters of {@link waitForReceipt}. */
 export interface WaitForReceiptParameters {
-  hash: Hex;
+  /** The transaction, or its versions so far (a replaced transaction: whichever is mined). */
+  hash: Hex | (() => readonly Hex[]);
   /** Blocks on top of (and including) the one that mined it; 1 = mined. */
   confirmations: number;
   /** The deadline, from the call. */
@@ -10,10 +11,12 @@ export interface WaitForReceiptParameters {
   pollingIntervalMs: number;
   /** Told of each RPC error the wait rode out (metrics, logs). */
   onRpcError?: (error: unknown) => void;
+  /** Ends the wait early (undefined) once true, checked after each poll: none of the hashes can be mined any more. */
+  abandon?: () => boolean;
 }
 
 /**
- * Waits for the receipt of a sent transaction until the deadline, through RPC errors: a dropped
+ * Waits for the receipt of a sent transaction (of any of its versions) until the deadline, through RPC errors: a dropped
  * connection or a node that stumbles is asked again at the next poll, so only the deadline ends the
  * wait (a request hanging at the deadline does not extend it). The receipt is read again at every
  * poll until it has its confirmations, so one that a reorganisation drops is waited for anew.
@@ -28,20 +31,33 @@ export function waitForReceipt(client: PublicClient, parameters: WaitForReceiptP
       resolve(receipt);
     };
     const deadline = setTimeout(() => finish(undefined), parameters.timeoutMs);
+    const hashes = typeof parameters.hash === "function" ? parameters.hash : () => [parameters.hash as Hex];
     const poll = async () => {
       while (!done) {
         try {
-          const receipt = await client.getTransactionReceipt({ hash: parameters.hash });
+          const receipt = await firstReceipt(client, hashes());
           const confirmed =
-            parameters.confirmations <= 1 ||
-            (await client.getBlockNumber({ cacheTime: 0 })) - receipt.blockNumber + 1n >= BigInt(parameters.confirmations);
+            receipt !== undefined &&
+            (parameters.confirmations <= 1 ||
+              (await client.getBlockNumber({ cacheTime: 0 })) - receipt.blockNumber + 1n >= BigInt(parameters.confirmations));
           if (confirmed && !done) return finish(receipt);
         } catch (error) {
-          if (!done && !(error instanceof TransactionReceiptNotFoundError)) parameters.onRpcError?.(error);
+          if (!done) parameters.onRpcError?.(error);
         }
+        if (!done && parameters.abandon?.()) return finish(undefined);
         if (!done) await new Promise((wake) => setTimeout(wake, parameters.pollingIntervalMs));
       }
     };
     void poll();
   });
+}
+
+/** The receipt of whichever of `hashes` is mined (at most one can be: they share a nonce), read in parallel. */
+async function firstReceipt(client: PublicClient, hashes: readonly Hex[]): Promise<TransactionReceipt | undefined> {
+  const reads = await Promise.allSettled(hashes.map((hash) => client.getTransactionReceipt({ hash })));
+  const found = reads.find((read) => read.status === "fulfilled");
+  if (found) return (found as PromiseFulfilledResult<TransactionReceipt>).value;
+  const fault = reads.find((read) => read.status === "rejected" && !(read.reason instanceof TransactionReceiptNotFoundError));
+  if (fault) throw (fault as PromiseRejectedResult).reason;
+  return undefined;
 }

@@ -1,5 +1,9 @@
-import { keccak256, type Address, type Hex, type LocalAccount, type PublicClient } from "viem";
+import { keccak256, parseTransaction, TransactionNotFoundError, type Address, type Hex, type LocalAccount, type PublicClient } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
+import { FeeCapError, feeCap, initialFees, neededFee, readFeeQuote, replacementFees, type FeeQuote, type Fees } from "./fees.js";
+import { isRevert } from "./revert.js";
+
+export { FeeCapError } from "./fees.js";
 
 /** A transaction the relayer sends: the call is already simulated and its gas known. */
 export interface RelayRequest {
@@ -19,36 +23,110 @@ export interface SignedRelay {
   feeCap: bigint;
   /** maxPriorityFeePerGas (wei); absent for a legacy transaction. */
   priorityFee?: bigint;
+  /** The hash of the transaction this one replaces at the same nonce (a re-priced version). */
+  replaces?: Hex;
 }
 
-/** Hooks around each broadcast of {@link Relayer.send}. */
+/** Hooks around each broadcast of a transaction: its first, and every replacement of it. */
 export interface RelayHooks {
   /**
    * Called after signing and before the broadcast (e.g. to record the transaction first). When it
-   * throws, nothing is broadcast, the nonce stays free, and `send` rejects with a {@link RelaySendError}
-   * (`maybeSent` false) whose cause is the hook's error.
+   * throws, nothing is broadcast: a first send rejects with a {@link RelaySendError} (`maybeSent`
+   * false, the nonce stays free) whose cause is the hook's error; a replacement is not sent, and the
+   * relayer stops following the transaction (it is no longer this process's to re-price).
    */
   beforeBroadcast?(tx: SignedRelay): Promise<void>;
   /** What the node said: it took the transaction (or had it), refused it outright, or did not answer. */
   afterBroadcast?(tx: SignedRelay, outcome: "accepted" | "refused" | "unknown"): void;
 }
 
+/** A transaction the relayer sent (or may have), followed until its nonce is mined. */
+export interface SentTransaction {
+  /** The first version's hash. */
+  hash: Hex;
+  from: Address;
+  nonce: number;
+  /** Every version broadcast at this nonce, oldest first: replacements add to it. */
+  hashes(): readonly Hex[];
+  /** True once a gap filler took this nonce (the call no longer succeeds): none of `hashes()` will be mined. */
+  readonly superseded: boolean;
+}
+
 /** A send that failed after the transaction may have reached the node: the caller must report `hash`. */
 export class RelaySendError extends Error {
   override name = "RelaySendError";
+  /** When it may have been sent: the transaction, which the relayer follows like any other. */
+  readonly transaction?: SentTransaction;
   constructor(
     readonly hash: Hex,
     /** True when the node may hold the transaction (a transport failure, not a refusal). */
     readonly maybeSent: boolean,
-    options: { cause: unknown },
+    options: { cause: unknown; transaction?: SentTransaction },
   ) {
-    super(`relayer could not send ${hash}`, options);
+    super(`relayer could not send ${hash}`, { cause: options.cause });
+    if (options.transaction) this.transaction = options.transaction;
   }
 }
 
-type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | { gasPrice: bigint };
+/** What the relayer did to keep a key's transactions moving (metrics and logs). */
+export type RelayerEvent =
+  /** Not mined within `replaceAfterSeconds`: sent again at the same nonce with higher fees. */
+  | { kind: "replaced"; from: Address; nonce: number; hash: Hex; replaces: Hex; feeCapWei: bigint }
+  /** The node no longer knows a transaction that is not mined (dropped from its pool, or the node restarted). */
+  | { kind: "dropped"; from: Address; nonce: number; hash: Hex }
+  /** A dropped transaction broadcast again as it was signed. */
+  | { kind: "rebroadcast"; from: Address; nonce: number; hash: Hex }
+  /** A nonce missing below transactions that wait on it, filled by the missing transaction or a zero-value self-transfer. */
+  | { kind: "gapFilled"; from: Address; nonce: number; hash: Hex; by: "resend" | "selfTransfer" }
+  /** A replacement withheld: the network needs more than the fee cap allows; the transaction keeps its price. */
+  | { kind: "capped"; from: Address; nonce: number; hash: Hex; capWei: bigint; neededWei: bigint }
+  /** A round of the lifecycle failed (an RPC fault); the next round tries again. */
+  | { kind: "roundFailed"; from: Address; error: unknown };
 
-const FEE_TTL_MS = 2_000;
+/** A previously recorded transaction to follow (after a restart, or a key taken over from another instance). */
+export interface AdoptedTransaction {
+  /** Every signed version recorded at its nonce, oldest first: nonce, call and fees are read from them. */
+  raws: readonly Hex[];
+  /** The ledger's part in each further version's broadcast. */
+  hooks: RelayHooks;
+}
+
+/** One transaction of a key between its broadcast and its nonce being mined. */
+class InFlight implements SentTransaction {
+  readonly versions: SignedRelay[];
+  /** Chain time (block timestamp) of the latest broadcast; set by the first lifecycle round after it. */
+  sentAt: bigint | undefined;
+  superseded = false;
+
+  constructor(
+    readonly nonce: number,
+    /** What to sign again for a replacement; a self-transfer for a gap filler. */
+    readonly request: RelayRequest & { value?: bigint },
+    first: SignedRelay,
+    public fees: Fees,
+    readonly hooks: RelayHooks,
+    /** A zero-value self-transfer that fills a nonce (never checked for validity, never recorded). */
+    readonly filler = false,
+  ) {
+    this.versions = [first];
+  }
+
+  get hash(): Hex {
+    return this.versions[0]!.hash;
+  }
+
+  get from(): Address {
+    return this.versions[0]!.from;
+  }
+
+  get latest(): SignedRelay {
+    return this.versions.at(-1)!;
+  }
+
+  hashes(): readonly Hex[] {
+    return this.versions.map((v) => v.hash);
+  }
+}
 
 /** One relayer key: sends one at a time so nonces are handed out in order, locally. */
 class RelayerKey {
@@ -56,9 +134,15 @@ class RelayerKey {
   #nonce: number | undefined;
   #queue: Promise<unknown> = Promise.resolve();
   pending = 0;
+  /** Its transactions not known to be mined, by nonce. */
+  readonly inFlight = new Map<number, InFlight>();
 
   constructor(privateKey: Hex) {
     this.account = privateKeyToAccount(privateKey);
+  }
+
+  get address(): Address {
+    return this.account.address;
   }
 
   /** Runs `task` after every earlier task of this key. */
@@ -69,8 +153,12 @@ class RelayerKey {
     return run.finally(() => this.pending--);
   }
 
+  /** The next nonce: the node's pending count, but never one of a transaction this key still follows. */
   async nonce(client: PublicClient): Promise<number> {
-    this.#nonce ??= await client.getTransactionCount({ address: this.account.address, blockTag: "pending" });
+    if (this.#nonce === undefined) {
+      const pending = await client.getTransactionCount({ address: this.account.address, blockTag: "pending" });
+      this.#nonce = Math.max(pending, ...[...this.inFlight.keys()].map((nonce) => nonce + 1));
+    }
     return this.#nonce;
   }
 
@@ -87,7 +175,17 @@ class RelayerKey {
   get localNonce(): number | undefined {
     return this.#nonce;
   }
+
+  /** Forgets the transactions whose nonce is mined (below `mined`, the key's confirmed transaction count). */
+  minedBelow(mined: number): void {
+    for (const nonce of this.inFlight.keys()) if (nonce < mined) this.inFlight.delete(nonce);
+  }
 }
+
+/** What a broadcast came to. */
+type Broadcast =
+  | { outcome: "accepted" | "known" }
+  | { outcome: "nonceTooLow" | "refused" | "unknown"; error: unknown };
 
 /** Parameters of {@link Relayer}. */
 export interface RelayerParameters {
@@ -95,36 +193,71 @@ export interface RelayerParameters {
   chainId: number;
   /** One or more keys, used in turn (the least busy first). */
   privateKeys: readonly Hex[];
+  /** `MAX_FEE_PER_GAS_GWEI` in wei: nothing is sent above it. Default: no cap. */
+  maxFeePerGasWei?: bigint;
+  /** A transaction not mined within this many seconds of chain time is replaced (or re-broadcast). Default 3. */
+  replaceAfterSeconds?: number;
+  /** How often the lifecycle looks at the transactions in flight (and how long a fee quote is reused). Default 250 ms. */
+  pollingIntervalMs?: number;
+  /** Told of every replacement, drop, gap filled and replacement withheld at the cap. */
+  onEvent?: (event: RelayerEvent) => void;
 }
 
+const NO_CAP = 2n ** 256n - 1n;
+const SELF_TRANSFER_GAS = 21_000n;
+
 /**
- * Nonce-safe transaction sender. Each key hands out nonces locally and sends strictly in order;
- * when the node refuses a nonce (or a send fails midway), the key re-reads its pending nonce from
- * the node and retries once, so one failure does not wedge the pipeline. Receipts are awaited
- * by the caller, concurrently, outside the per-key queue.
+ * Nonce-safe transaction sender, and keeper of its transactions until they are mined. Each key hands
+ * out nonces locally and sends strictly in order; when the node refuses a nonce the key re-reads its
+ * pending nonce and retries once, so one failure does not wedge the pipeline.
+ *
+ * The lifecycle ({@link start}): every `pollingIntervalMs` it reads each busy key's mined nonce and
+ * looks at its transactions still in flight. One not mined within `replaceAfterSeconds` of chain time
+ * is sent again at the same nonce: re-broadcast as signed when the node no longer knows it (dropped),
+ * else re-signed with fees raised by at least 12.5 % (or to what the network asks now), never above
+ * `maxFeePerGasWei`; a transaction whose call would now revert (its authorization expired, used or
+ * cancelled) gives its nonce to a zero-value self-transfer instead. A nonce missing below transactions
+ * that wait on it (a gap) is filled the same way, so the key's pipeline moves again. Receipts are
+ * awaited by the caller, over every version's hash ({@link SentTransaction.hashes}).
  */
 export class Relayer {
   readonly #client: PublicClient;
   readonly #chainId: number;
   readonly #keys: RelayerKey[];
-  #fees: { at: number; value: Promise<Fees> } | undefined;
+  readonly #cap: bigint;
+  readonly #replaceAfter: bigint;
+  readonly #pollingIntervalMs: number;
+  readonly #onEvent: (event: RelayerEvent) => void;
+  #quote: { at: number; value: Promise<FeeQuote> } | undefined;
+  #lastNeeded: bigint | undefined;
   #cursor = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #tending: Promise<void> | undefined;
 
   constructor(parameters: RelayerParameters) {
     if (parameters.privateKeys.length === 0) throw new Error("Relayer needs at least one private key");
     this.#client = parameters.client;
     this.#chainId = parameters.chainId;
     this.#keys = parameters.privateKeys.map((key) => new RelayerKey(key));
+    this.#cap = parameters.maxFeePerGasWei ?? NO_CAP;
+    this.#replaceAfter = BigInt(parameters.replaceAfterSeconds ?? 3);
+    this.#pollingIntervalMs = parameters.pollingIntervalMs ?? 250;
+    this.#onEvent = parameters.onEvent ?? (() => {});
   }
 
   /** The relayer accounts' addresses (public; the keys never leave this object). */
   get addresses(): Address[] {
-    return this.#keys.map((key) => key.account.address);
+    return this.#keys.map((key) => key.address);
   }
 
-  /** Next local nonce and queue depth of each key, for metrics and health. */
-  status(): Array<{ address: Address; localNonce: number | undefined; pending: number }> {
-    return this.#keys.map((key) => ({ address: key.account.address, localNonce: key.localNonce, pending: key.pending }));
+  /** Next local nonce, queue depth and transactions in flight of each key, for metrics and health. */
+  status(): Array<{ address: Address; localNonce: number | undefined; pending: number; inFlight: number }> {
+    return this.#keys.map((key) => ({ address: key.address, localNonce: key.localNonce, pending: key.pending, inFlight: key.inFlight.size }));
+  }
+
+  /** The fee cap, and what the network asked per gas at the last quote (base fee plus tip, or the gas price). */
+  feeStatus(): { capWei: bigint | undefined; neededWei: bigint | undefined } {
+    return { capWei: this.#cap === NO_CAP ? undefined : this.#cap, neededWei: this.#lastNeeded };
   }
 
   /**
@@ -133,7 +266,7 @@ export class Relayer {
    * (the keys this instance may send from now), only those; undefined when none of them is ours.
    */
   pick(among?: readonly Address[]): Address | undefined {
-    return this.#leastBusy(among)?.account.address;
+    return this.#leastBusy(among)?.address;
   }
 
   #leastBusy(among?: readonly Address[]): RelayerKey | undefined {
@@ -142,90 +275,315 @@ export class Relayer {
     let best: RelayerKey | undefined;
     for (let i = 0; i < count; i++) {
       const key = this.#keys[(this.#cursor + i) % count]!;
-      if (allowed && !allowed.has(key.account.address.toLowerCase())) continue;
+      if (allowed && !allowed.has(key.address.toLowerCase())) continue;
       if (!best || key.pending < best.pending) best = key;
     }
     this.#cursor = (this.#cursor + 1) % count;
     return best;
   }
 
+  #key(address: Address): RelayerKey | undefined {
+    return this.#keys.find((k) => k.address.toLowerCase() === address.toLowerCase());
+  }
+
   /** Forgets `address`'s local nonce: its next send reads it from the node (a key taken over from another instance). */
   resync(address: Address): void {
-    this.#keys.find((k) => k.account.address.toLowerCase() === address.toLowerCase())?.resync();
+    this.#key(address)?.resync();
   }
 
-  /** Whether `address` has a send queued or in progress. */
+  /** Whether `address` has a send queued or in progress, or transactions not yet mined. */
   busy(address: Address): boolean {
-    return (this.#keys.find((k) => k.account.address.toLowerCase() === address.toLowerCase())?.pending ?? 0) > 0;
-  }
-
-  #currentFees(): Promise<Fees> {
-    const now = Date.now();
-    if (!this.#fees || now - this.#fees.at > FEE_TTL_MS) {
-      const value: Promise<Fees> = this.#client
-        .estimateFeesPerGas({ type: "eip1559", chain: null })
-        .then((fees): Fees => ({ maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas }))
-        .catch(async () => ({ gasPrice: await this.#client.getGasPrice() }));
-      this.#fees = { at: now, value };
-      value.catch(() => (this.#fees = undefined));
-    }
-    return this.#fees.value;
+    const key = this.#key(address);
+    return key !== undefined && (key.pending > 0 || key.inFlight.size > 0);
   }
 
   /**
-   * Signs and sends `request` from `from` (one of {@link addresses}; default the least busy key).
-   * Resolves with the transaction hash once the node accepted it. `hooks` see each signed
-   * transaction before its broadcast and what the node said.
+   * Takes over recorded transactions of `address` (a restart, or a key leased from another instance):
+   * before any further send of that key, forgets its local nonce and follows what `load` returns like
+   * its own, so a stuck one is replaced and a dropped one re-broadcast. Its next nonce comes after them.
    */
-  send(request: RelayRequest, from?: Address, hooks: RelayHooks = {}): Promise<{ hash: Hex; from: Address }> {
-    const key = (from && this.#keys.find((k) => k.account.address === from)) || this.#leastBusy()!;
+  adopt(address: Address, load: () => Promise<readonly AdoptedTransaction[]>): Promise<void> {
+    const key = this.#key(address);
+    if (!key) return Promise.resolve();
     return key.exclusive(async () => {
-      const fees = await this.#currentFees();
-      for (let attempt = 0; ; attempt++) {
-        const nonce = await key.nonce(this.#client);
-        const serialized = await key.account.signTransaction({
-          chainId: this.#chainId,
-          to: request.to,
-          data: request.data,
-          gas: request.gas,
-          nonce,
-          ...("gasPrice" in fees ? { gasPrice: fees.gasPrice, type: "legacy" as const } : { ...fees, type: "eip1559" as const }),
-        });
-        const signed: SignedRelay = {
-          hash: keccak256(serialized),
-          raw: serialized,
-          from: key.account.address,
-          nonce,
-          ...("gasPrice" in fees ? { feeCap: fees.gasPrice } : { feeCap: fees.maxFeePerGas, priorityFee: fees.maxPriorityFeePerGas }),
-        };
-        const { hash } = signed;
-        try {
-          await hooks.beforeBroadcast?.(signed);
-        } catch (error) {
-          throw new RelaySendError(hash, false, { cause: error });
-        }
-        try {
-          await this.#client.sendRawTransaction({ serializedTransaction: serialized });
-          key.advance();
-          hooks.afterBroadcast?.(signed, "accepted");
-          return { hash, from: key.account.address };
-        } catch (error) {
-          const answer = sendErrorKind(error);
-          if (answer === "known") {
-            key.advance();
-            hooks.afterBroadcast?.(signed, "accepted");
-            return { hash, from: key.account.address };
-          }
-          key.resync();
-          hooks.afterBroadcast?.(signed, answer === "refused" ? "refused" : "unknown");
-          const retry = /nonce|replacement transaction underpriced/i.test(errorText(error));
-          if (retry && attempt === 0) continue;
-          // Refused outright: nothing was sent. Otherwise (time-out, connection lost) it may have been.
-          throw new RelaySendError(hash, answer !== "refused", { cause: error });
-        }
+      key.resync();
+      for (const tx of await load()) {
+        const versions = tx.raws.map((raw) => signedOf(raw, key.address));
+        const latest = versions.at(-1);
+        if (!latest || versions.some((v) => v.nonce !== latest.nonce) || key.inFlight.has(latest.nonce)) continue;
+        const parsed = parseTransaction(latest.raw);
+        if (!parsed.to || parsed.gas === undefined) continue;
+        const request = { to: parsed.to, data: parsed.data ?? "0x", gas: parsed.gas };
+        const adopted = new InFlight(latest.nonce, request, versions[0]!, feesOf(latest), tx.hooks);
+        adopted.versions.push(...versions.slice(1));
+        key.inFlight.set(latest.nonce, adopted);
       }
     });
   }
+
+  /** What the network asks now; one quote is shared for a polling interval. */
+  #currentQuote(): Promise<FeeQuote> {
+    const now = performance.now();
+    if (!this.#quote || now - this.#quote.at > this.#pollingIntervalMs) {
+      const value = readFeeQuote(this.#client).then((quote) => {
+        this.#lastNeeded = neededFee(quote);
+        return quote;
+      });
+      this.#quote = { at: now, value };
+      value.catch(() => (this.#quote = undefined));
+    }
+    return this.#quote.value;
+  }
+
+  /** Throws {@link FeeCapError} when the network needs more per gas than the cap: nothing would be sent. */
+  async checkFees(): Promise<void> {
+    initialFees(await this.#currentQuote(), this.#cap);
+  }
+
+  async #sign(key: RelayerKey, request: RelayRequest & { value?: bigint }, nonce: number, fees: Fees, replaces?: Hex): Promise<SignedRelay> {
+    const raw = await key.account.signTransaction({
+      chainId: this.#chainId,
+      to: request.to,
+      data: request.data,
+      gas: request.gas,
+      ...(request.value !== undefined ? { value: request.value } : {}),
+      nonce,
+      ...("gasPrice" in fees ? { gasPrice: fees.gasPrice, type: "legacy" as const } : { ...fees, type: "eip1559" as const }),
+    });
+    return { hash: keccak256(raw), raw, from: key.address, nonce, ...feeFields(fees), ...(replaces ? { replaces } : {}) };
+  }
+
+  async #broadcast(raw: Hex): Promise<Broadcast> {
+    try {
+      await this.#client.sendRawTransaction({ serializedTransaction: raw });
+      return { outcome: "accepted" };
+    } catch (error) {
+      const kind = sendErrorKind(error);
+      if (kind === "known") return { outcome: "known" };
+      if (kind === "refused" && /nonce too low|nonce.{0,20}(low|used)/i.test(errorText(error))) return { outcome: "nonceTooLow", error };
+      return { outcome: kind, error };
+    }
+  }
+
+  /**
+   * Signs and sends `request` from `from` (one of {@link addresses}; default the least busy key), and
+   * follows it until its nonce is mined. Resolves once the node took it. Throws {@link FeeCapError}
+   * before signing anything when the network needs more than the fee cap. `hooks` see each signed
+   * version before its broadcast (replacements too) and what the node said.
+   */
+  send(request: RelayRequest, from?: Address, hooks: RelayHooks = {}): Promise<SentTransaction> {
+    const key = (from && this.#key(from)) || this.#leastBusy()!;
+    return key.exclusive(async () => {
+      const quote = await this.#currentQuote();
+      const fees = initialFees(quote, this.#cap);
+      for (let attempt = 0; ; attempt++) {
+        const nonce = await key.nonce(this.#client);
+        const signed = await this.#sign(key, request, nonce, fees);
+        try {
+          await hooks.beforeBroadcast?.(signed);
+        } catch (error) {
+          throw new RelaySendError(signed.hash, false, { cause: error });
+        }
+        const sent = await this.#broadcast(signed.raw);
+        if (sent.outcome === "nonceTooLow" || sent.outcome === "refused") {
+          key.resync();
+          hooks.afterBroadcast?.(signed, "refused");
+          const retry = /nonce|replacement transaction underpriced/i.test(errorText(sent.error));
+          if (retry && attempt === 0) continue;
+          throw new RelaySendError(signed.hash, false, { cause: sent.error });
+        }
+        // No answer: the node may hold it. It is followed like any other; a lifecycle round re-broadcasts it if not.
+        key.advance();
+        const tx = new InFlight(nonce, request, signed, fees, hooks);
+        // Its wait is counted from the chain's clock when it was priced.
+        tx.sentAt = quote.at;
+        key.inFlight.set(nonce, tx);
+        if (sent.outcome === "unknown") {
+          hooks.afterBroadcast?.(signed, "unknown");
+          throw new RelaySendError(signed.hash, true, { cause: sent.error, transaction: tx });
+        }
+        hooks.afterBroadcast?.(signed, "accepted");
+        return tx;
+      }
+    });
+  }
+
+  /** Starts the lifecycle: every `pollingIntervalMs`, a round over the keys with transactions in flight. */
+  start(): void {
+    if (this.#timer) return;
+    this.#timer = setInterval(() => void this.tend(), this.#pollingIntervalMs);
+    this.#timer.unref();
+  }
+
+  /** Stops the lifecycle (the transactions in flight stay on the node). */
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    await this.#tending;
+  }
+
+  /** One lifecycle round (also run by {@link start}'s timer); a round already running is joined. */
+  tend(): Promise<void> {
+    this.#tending ??= this.#round().finally(() => (this.#tending = undefined));
+    return this.#tending;
+  }
+
+  async #round(): Promise<void> {
+    const busy = this.#keys.filter((key) => key.inFlight.size > 0);
+    if (busy.length === 0) return;
+    let head: bigint;
+    try {
+      head = (await this.#client.getBlock({ blockTag: "latest" })).timestamp;
+    } catch (error) {
+      for (const key of busy) this.#onEvent({ kind: "roundFailed", from: key.address, error });
+      return;
+    }
+    await Promise.all(
+      busy.map((key) =>
+        this.#tendKey(key, head).catch((error: unknown) => this.#onEvent({ kind: "roundFailed", from: key.address, error })),
+      ),
+    );
+  }
+
+  async #tendKey(key: RelayerKey, now: bigint): Promise<void> {
+    key.minedBelow(await this.#client.getTransactionCount({ address: key.address, blockTag: "latest" }));
+    if (key.inFlight.size === 0) return;
+    for (const tx of key.inFlight.values()) tx.sentAt ??= now;
+    const stale = () => [...key.inFlight.values()].filter((tx) => now - tx.sentAt! >= this.#replaceAfter).sort((a, b) => a.nonce - b.nonce);
+    if (stale().length === 0) return;
+    await key.exclusive(async () => {
+      // Read again under the key's lock: a send may have gone out meanwhile.
+      const mined = await this.#client.getTransactionCount({ address: key.address, blockTag: "latest" });
+      key.minedBelow(mined);
+      const waiting = stale();
+      const lowest = Math.min(...key.inFlight.keys());
+      // Nonces nobody here holds, below a transaction that waits on them.
+      if (waiting[0]?.nonce === lowest) for (let nonce = mined; nonce < lowest; nonce++) await this.#fill(key, nonce, undefined, now, true);
+      for (const tx of waiting) if (key.inFlight.get(tx.nonce) === tx) await this.#unstick(key, tx, now);
+    });
+  }
+
+  /** A transaction not mined in time: re-broadcast it (dropped), re-price it (stuck), or fill its nonce (no longer valid). */
+  async #unstick(key: RelayerKey, tx: InFlight, now: bigint): Promise<void> {
+    const blocking = [...key.inFlight.keys()].some((nonce) => nonce > tx.nonce);
+    const known = await this.#knows(tx.latest.hash);
+    if (!known) this.#onEvent({ kind: "dropped", from: key.address, nonce: tx.nonce, hash: tx.latest.hash });
+    if (!tx.filler && !(await this.#stillSucceeds(key, tx.request))) {
+      await this.#fill(key, tx.nonce, known ? tx : undefined, now, blocking);
+      return;
+    }
+    const quote = await this.#currentQuote();
+    if (!known && feeCap(tx.fees) >= neededFee(quote)) {
+      const again = await this.#broadcast(tx.latest.raw);
+      if (again.outcome === "nonceTooLow") return; // mined meanwhile: the next round forgets it
+      if (again.outcome !== "refused") {
+        tx.sentAt = now;
+        this.#onEvent({ kind: "rebroadcast", from: key.address, nonce: tx.nonce, hash: tx.latest.hash });
+        if (blocking) this.#onEvent({ kind: "gapFilled", from: key.address, nonce: tx.nonce, hash: tx.latest.hash, by: "resend" });
+        return;
+      }
+    }
+    await this.#replace(key, tx, quote, now, blocking && !known);
+  }
+
+  /** Re-signs `tx` at its nonce with raised fees, recording the new version first (its hooks). */
+  async #replace(key: RelayerKey, tx: InFlight, quote: FeeQuote, now: bigint, fillsGap: boolean): Promise<void> {
+    const fees = replacementFees(tx.fees, quote, this.#cap);
+    if (!fees) {
+      // Keep its last price: nothing is sent above the cap. Looked at again after another period.
+      tx.sentAt = now;
+      this.#onEvent({ kind: "capped", from: key.address, nonce: tx.nonce, hash: tx.latest.hash, capWei: this.#cap, neededWei: neededFee(quote) });
+      return;
+    }
+    const signed = await this.#sign(key, tx.request, tx.nonce, fees, tx.latest.hash);
+    try {
+      await tx.hooks.beforeBroadcast?.(signed);
+    } catch {
+      // Its record refused the new version (the settlement is final, or the key is leased elsewhere now).
+      key.inFlight.delete(tx.nonce);
+      return;
+    }
+    const sent = await this.#broadcast(signed.raw);
+    if (sent.outcome === "nonceTooLow" || sent.outcome === "refused") {
+      tx.hooks.afterBroadcast?.(signed, "refused");
+      tx.sentAt = now;
+      return;
+    }
+    tx.versions.push(signed);
+    tx.fees = fees;
+    tx.sentAt = now;
+    tx.hooks.afterBroadcast?.(signed, sent.outcome === "unknown" ? "unknown" : "accepted");
+    this.#onEvent({ kind: "replaced", from: key.address, nonce: tx.nonce, hash: signed.hash, replaces: signed.replaces!, feeCapWei: feeCap(fees) });
+    if (fillsGap) this.#onEvent({ kind: "gapFilled", from: key.address, nonce: tx.nonce, hash: signed.hash, by: "resend" });
+  }
+
+  /**
+   * Takes `nonce` with a zero-value self-transfer: the transaction that had it can no longer succeed,
+   * or nobody here holds it while later transactions wait. `replacing` is the version in the node's pool.
+   */
+  async #fill(key: RelayerKey, nonce: number, replacing: InFlight | undefined, now: bigint, fillsGap: boolean): Promise<void> {
+    const quote = await this.#currentQuote();
+    let fees: Fees | undefined;
+    try {
+      fees = replacing ? replacementFees(replacing.fees, quote, this.#cap) : initialFees(quote, this.#cap);
+    } catch (error) {
+      if (!(error instanceof FeeCapError)) throw error;
+    }
+    const previous = key.inFlight.get(nonce);
+    if (!fees) {
+      if (previous) previous.sentAt = now;
+      this.#onEvent({ kind: "capped", from: key.address, nonce, hash: previous?.latest.hash ?? "0x", capWei: this.#cap, neededWei: neededFee(quote) });
+      return;
+    }
+    const request = { to: key.address, data: "0x" as Hex, gas: SELF_TRANSFER_GAS, value: 0n };
+    const signed = await this.#sign(key, request, nonce, fees);
+    const sent = await this.#broadcast(signed.raw);
+    if (sent.outcome === "nonceTooLow" || sent.outcome === "refused") return;
+    const filler = new InFlight(nonce, request, signed, fees, {}, true);
+    filler.sentAt = now;
+    key.inFlight.set(nonce, filler);
+    if (previous) previous.superseded = true;
+    if (fillsGap || previous) this.#onEvent({ kind: "gapFilled", from: key.address, nonce, hash: signed.hash, by: "selfTransfer" });
+  }
+
+  /** Whether the node knows the transaction (in its pool, or mined). */
+  async #knows(hash: Hex): Promise<boolean> {
+    try {
+      await this.#client.getTransaction({ hash });
+      return true;
+    } catch (error) {
+      if (error instanceof TransactionNotFoundError) return false;
+      throw error;
+    }
+  }
+
+  /** Whether the call would still succeed now; a transport fault counts as yes (never fill a nonce on doubt). */
+  async #stillSucceeds(key: RelayerKey, request: RelayRequest): Promise<boolean> {
+    try {
+      await this.#client.call({ account: key.address, to: request.to, data: request.data, gas: request.gas });
+      return true;
+    } catch (error) {
+      return !isRevert(error);
+    }
+  }
+}
+
+/** A recorded signed transaction of `from` as the relayer keeps it. */
+function signedOf(raw: Hex, from: Address): SignedRelay {
+  const parsed = parseTransaction(raw);
+  const fees: Fees =
+    parsed.maxFeePerGas !== undefined
+      ? { maxFeePerGas: parsed.maxFeePerGas, maxPriorityFeePerGas: parsed.maxPriorityFeePerGas ?? 0n }
+      : { gasPrice: parsed.gasPrice ?? 0n };
+  return { hash: keccak256(raw), raw, from, nonce: parsed.nonce ?? 0, ...feeFields(fees) };
+}
+
+function feesOf(signed: SignedRelay): Fees {
+  return signed.priorityFee !== undefined ? { maxFeePerGas: signed.feeCap, maxPriorityFeePerGas: signed.priorityFee } : { gasPrice: signed.feeCap };
+}
+
+function feeFields(fees: Fees): { feeCap: bigint; priorityFee?: bigint } {
+  return "gasPrice" in fees ? { feeCap: fees.gasPrice } : { feeCap: fees.maxFeePerGas, priorityFee: fees.maxPriorityFeePerGas };
 }
 
 function errorText(error: unknown): string {

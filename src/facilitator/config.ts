@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { z } from "zod";
-import { getAddress, isAddress, isHex, type Address, type Hex } from "viem";
+import { getAddress, isAddress, isHex, parseGwei, type Address, type Hex } from "viem";
 import { NETWORKS, NETWORK_NAMES, canonicalNetwork, type NetworkName } from "../protocol/networks.js";
 
 /** One network the facilitator serves. */
@@ -68,6 +68,16 @@ export interface FacilitatorConfig {
   apiKeys: ApiKeyConfig[];
   /** The settlement ledger (docs/operations.md, "The settlement ledger, and several instances"). */
   ledger: LedgerConfig;
+  /** A transaction's life: replacement of stuck ones, the fee cap (docs/operations.md, "A settlement is never stranded"). */
+  lifecycle: LifecycleConfig;
+}
+
+/** How the relayer keeps its transactions moving. */
+export interface LifecycleConfig {
+  /** `MAX_FEE_PER_GAS_GWEI` in wei: nothing is sent above it; new settles answer 503 while the network needs more. */
+  maxFeePerGasWei: bigint;
+  /** `REPLACE_AFTER_SECONDS`: a transaction not mined within this much chain time is replaced (or re-broadcast). */
+  replaceAfterSeconds: number;
 }
 
 /** Where settlements are recorded, and how instances share the relayer keys. */
@@ -206,6 +216,9 @@ const envSchema = z.object({
   LEDGER_LEASE_TTL_SECONDS: intVar(15, 1),
   RECONCILE_INTERVAL_MS: intVar(2_000, 50),
   LEDGER_POOL_SIZE: intVar(10, 2),
+  // A transaction's life
+  MAX_FEE_PER_GAS_GWEI: optionalString,
+  REPLACE_AFTER_SECONDS: intVar(3, 1),
 });
 
 /**
@@ -335,7 +348,28 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
       reconcileIntervalMs: e.RECONCILE_INTERVAL_MS,
       poolSize: e.LEDGER_POOL_SIZE,
     },
+    lifecycle: {
+      maxFeePerGasWei: parseGweiVar("MAX_FEE_PER_GAS_GWEI", e.MAX_FEE_PER_GAS_GWEI, DEFAULT_MAX_FEE_PER_GAS_GWEI),
+      replaceAfterSeconds: e.REPLACE_AFTER_SECONDS,
+    },
   };
+}
+
+// --- A transaction's life ---
+
+/**
+ * The default fee cap, in gwei: twice the 5,000 gwei Cronos EVM asked before its 2024-2025 fee cuts, so
+ * it never binds in normal operation; set it from the network's gas tracker to bound what a fee spike
+ * may cost (on Cronos a transaction pays its whole fee cap: docs/operations.md).
+ */
+export const DEFAULT_MAX_FEE_PER_GAS_GWEI = "10000";
+
+function parseGweiVar(variable: string, value: string | undefined, fallback: string): bigint {
+  const text = value ?? fallback;
+  if (!/^\d+(\.\d{1,9})?$/.test(text) || parseGwei(text) === 0n) {
+    throw new ConfigError(`${variable}: must be a positive number of gwei (up to 9 decimals), got "${text}"`);
+  }
+  return parseGwei(text);
 }
 
 /** The standalone process's embedded ledger when `LEDGER_FILE` is not set (relative to the working directory). */

@@ -69,8 +69,9 @@ export async function startCoordination(parameters: StartCoordinationParameters)
     ttlMs: config.ledger.leaseTtlMs,
     isIdle: (address) => runtimes.every((r) => !r.relayer.busy(address)),
     onAcquired(lease) {
-      // Another instance may have sent from it: read its nonce from the chain again.
-      for (const runtime of runtimes) runtime.relayer.resync(lease.address);
+      // Another instance (or this one before a restart) may have sent from it: read its nonce from the
+      // chain again, and follow its recorded transactions still in flight before its next send.
+      settlements.adopt(lease.address);
       metrics.leaseChange("acquired");
       log.info({ relayer: lease.address, epoch: lease.epoch }, "relayer key lease acquired");
     },
@@ -93,7 +94,10 @@ export async function startCoordination(parameters: StartCoordinationParameters)
     ]),
   );
   const interval = config.ledger.reconcileIntervalMs;
+  // The settlement service asks the reconciler to decide a row; the reconciler is built after it.
+  let reconciler: Reconciler;
   const settlements = new SettlementService({
+    reconcile: (record) => reconciler.reconcile(record),
     ledger,
     instanceId,
     networks: settlementNetworks,
@@ -111,7 +115,7 @@ export async function startCoordination(parameters: StartCoordinationParameters)
       rpcError: (network) => parameters.observe()?.rpcError(network),
     },
   });
-  const reconciler = new Reconciler({
+  reconciler = new Reconciler({
     ledger,
     chains: runtimes.map((runtime) =>
       settlementChain({ client: runtime.client, chainId: runtime.config.chainId, logLookbackBlocks: config.logLookbackBlocks }),

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { RelayerEvent } from "../chain/relayer.js";
 import type { NetworkRuntime } from "./runtime.js";
 import type { OutcomeRecord } from "./http/app.js";
 import { memoizeFor } from "./memoize.js";
@@ -39,6 +40,8 @@ export interface FacilitatorMetrics {
   leaseChange(change: "acquired" | "lost"): void;
   /** With several RPC URLs: whether `endpoint` (its redacted label) answered its last ranking ping. */
   rpcEndpointUp(network: string, endpoint: string, up: boolean): void;
+  /** What the relayer did to keep a transaction moving (replaced, dropped, gap filled, withheld at the cap). */
+  relayerEvent(network: string, event: RelayerEvent): void;
 }
 
 /** Options of {@link createMetrics}. */
@@ -135,6 +138,52 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
       if (read) this.set(read.oldestCreatedAt === undefined ? 0 : Math.max(0, (Date.now() - read.oldestCreatedAt) / 1000));
     },
   });
+  const replacements = new Counter({
+    name: "x402_relayer_replacements_total",
+    help: "transactions sent again at the same nonce with higher fees (not mined within REPLACE_AFTER_SECONDS)",
+    labelNames: ["network"],
+    registers: [registry],
+  });
+  const drops = new Counter({
+    name: "x402_relayer_drops_detected_total",
+    help: "transactions the node no longer knew before they were mined (dropped, or the node restarted)",
+    labelNames: ["network"],
+    registers: [registry],
+  });
+  const rebroadcasts = new Counter({
+    name: "x402_relayer_rebroadcasts_total",
+    help: "dropped transactions broadcast again as signed",
+    labelNames: ["network"],
+    registers: [registry],
+  });
+  const gaps = new Counter({
+    name: "x402_relayer_nonce_gaps_filled_total",
+    help: "missing nonces below waiting transactions, filled by the missing transaction (resend) or a zero-value self-transfer",
+    labelNames: ["network", "by"],
+    registers: [registry],
+  });
+  const capped = new Counter({
+    name: "x402_relayer_replacements_capped_total",
+    help: "replacements withheld because the network needed more than MAX_FEE_PER_GAS_GWEI (the transaction kept its price)",
+    labelNames: ["network"],
+    registers: [registry],
+  });
+  const feeGauge = (name: string, help: string, value: (fees: ReturnType<NetworkRuntime["relayer"]["feeStatus"]>) => bigint | undefined) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ["network"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const runtime of runtimes.values()) {
+          const v = value(runtime.relayer.feeStatus());
+          if (v !== undefined) this.set({ network: runtime.config.network }, Number(v));
+        }
+      },
+    });
+  feeGauge("x402_network_fee_per_gas_wei", "what the network asked per gas at the relayer's last fee quote (base fee plus tip, or the gas price)", (fees) => fees.neededWei);
+  feeGauge("x402_max_fee_per_gas_wei", "MAX_FEE_PER_GAS_GWEI in wei: nothing is sent above it", (fees) => fees.capWei);
   const endpointUp = new Gauge({
     name: "x402_rpc_endpoint_up",
     help: "with several RPC URLs per network: 1 when the URL answered its last ranking ping, else 0",
@@ -224,6 +273,14 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     },
     rpcEndpointUp(network, endpoint, up) {
       endpointUp.set({ network, endpoint }, up ? 1 : 0);
+    },
+    relayerEvent(network, event) {
+      if (event.kind === "replaced") replacements.inc({ network });
+      else if (event.kind === "dropped") drops.inc({ network });
+      else if (event.kind === "rebroadcast") rebroadcasts.inc({ network });
+      else if (event.kind === "gapFilled") gaps.inc({ network, by: event.by === "resend" ? "resend" : "self-transfer" });
+      else if (event.kind === "capped") capped.inc({ network });
+      else rpcErrors.inc({ network });
     },
   };
 }

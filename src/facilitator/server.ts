@@ -2,7 +2,7 @@ import type { Server } from "node:http";
 import { createPublicClient, type Address, type PublicClient, type Transport } from "viem";
 import type { Express } from "express";
 import { ChainState } from "../chain/state.js";
-import { Relayer } from "../chain/relayer.js";
+import { Relayer, type RelayerEvent } from "../chain/relayer.js";
 import { rpcTransport, type RpcTransport } from "../chain/rpc-transport.js";
 import { domainSeparator } from "../chain/signature.js";
 import type { NetworkName } from "../protocol/networks.js";
@@ -78,6 +78,31 @@ function transportFor(config: FacilitatorConfig, network: NetworkConfig, metrics
   });
 }
 
+/** What the relayer did to keep a transaction moving: counted, and logged (a round that failed only at debug level). */
+function relayerEvent(network: NetworkName, event: RelayerEvent, metrics: FacilitatorMetrics, logger: Logger): void {
+  metrics.relayerEvent(network, event);
+  const { kind, from } = event;
+  switch (kind) {
+    case "roundFailed":
+      logger.debug({ network, relayer: from, err: String(event.error) }, "relayer: lifecycle round failed; the next one tries again");
+      return;
+    case "capped":
+      logger.warn(
+        { network, relayer: from, nonce: event.nonce, txHash: event.hash, neededWei: String(event.neededWei), capWei: String(event.capWei) },
+        "relayer: transaction not mined, and no replacement under MAX_FEE_PER_GAS_GWEI; it keeps its price",
+      );
+      return;
+    case "replaced":
+      logger.info({ network, relayer: from, nonce: event.nonce, txHash: event.hash, replaces: event.replaces, feeCapWei: String(event.feeCapWei) }, "relayer: transaction replaced");
+      return;
+    case "gapFilled":
+      logger.warn({ network, relayer: from, nonce: event.nonce, txHash: event.hash, by: event.by }, "relayer: nonce gap filled");
+      return;
+    default:
+      logger.warn({ network, relayer: from, nonce: event.nonce, txHash: event.hash }, `relayer: transaction ${kind}`);
+  }
+}
+
 /**
  * With several RPC URLs, runs the start-up checks on each: one that answers wrongly (another chain
  * id, no token, another domain) stops start-up, naming it; one that does not answer is logged and
@@ -145,7 +170,15 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
   await Promise.all(
     config.networks.map(async (network) => {
       const client = clients.get(network.network)!;
-      const relayer = new Relayer({ client, chainId: network.chainId, privateKeys: config.relayerKeys });
+      const relayer = new Relayer({
+        client,
+        chainId: network.chainId,
+        privateKeys: config.relayerKeys,
+        maxFeePerGasWei: config.lifecycle.maxFeePerGasWei,
+        replaceAfterSeconds: config.lifecycle.replaceAfterSeconds,
+        pollingIntervalMs: config.pollingIntervalMs,
+        onEvent: (event) => relayerEvent(network.network, event, metrics, logger),
+      });
       const several = endpoints.get(network.network)!;
       if (several.length > 1) {
         await checkEndpoints(config, network, several, relayer.addresses, logger);
@@ -176,6 +209,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
   });
 
   metrics.watchRelayers(networks);
+  for (const runtime of networks.values()) runtime.relayer.start();
   let coordination: Coordination;
   try {
     coordination = await startCoordination({
@@ -187,6 +221,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       ...(options.ledger ? { ledger: options.ledger } : {}),
     });
   } catch (error) {
+    await Promise.all([...networks.values()].map((runtime) => runtime.relayer.stop()));
     closeTransports();
     throw new StartupError(`${config.ledger.databaseUrl ? "DATABASE_URL" : "LEDGER_FILE"}: the settlement ledger cannot be opened: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
@@ -271,8 +306,10 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     ...(dashboard ? { dashboard } : {}),
     coordination,
     close: async (graceMs) => {
-      closeTransports();
+      // Settles in flight may still need their transactions replaced: the relayers stop after them.
       await coordination.close(graceMs);
+      await Promise.all([...networks.values()].map((runtime) => runtime.relayer.stop()));
+      closeTransports();
     },
   };
 }

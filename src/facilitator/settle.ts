@@ -1,6 +1,7 @@
 import { encodeFunctionData, parseSignature, type Address, type Hex } from "viem";
 import { tokenAbi } from "../chain/token-abi.js";
 import { estimateGasWithin } from "../chain/estimate.js";
+import { FeeCapError } from "../chain/fees.js";
 import { settleErrorOfRevert } from "../chain/revert.js";
 import type { Payment } from "../protocol/payment.js";
 import { SettleError } from "../protocol/reasons.js";
@@ -111,6 +112,14 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
   if (penalty) {
     context.logger.warn({ network: config.network, payer: authorization.from, codeHash: outcome.codeHash, until: String(penalty.until) }, "settle refused: revert penalty");
     return failed(SettleError.failedOnChain);
+  }
+
+  // The network needs more per gas than MAX_FEE_PER_GAS_GWEI: refuse before claiming or sending anything.
+  try {
+    await runtime.relayer.checkFees();
+  } catch (error) {
+    const why = error instanceof FeeCapError ? `${error.message}; nothing was sent` : `cannot read the fees on ${config.network}`;
+    throw new FacilitatorFault(why, { cause: error });
   }
 
   let result;

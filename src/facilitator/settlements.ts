@@ -1,6 +1,6 @@
 import type { Address, Hex, PublicClient, TransactionReceipt } from "viem";
 import { waitForReceipt } from "../chain/receipt.js";
-import { RelaySendError, type RelayRequest, type SignedRelay } from "../chain/relayer.js";
+import { FeeCapError, RelaySendError, type AdoptedTransaction, type RelayHooks, type RelayRequest, type SentTransaction } from "../chain/relayer.js";
 import { NOT_SENT_ERROR } from "../ledger/reconciler.js";
 import { penaltySubjects, type ClaimInput, type Ledger, type SettlementCall, type SettlementRecord } from "../ledger/types.js";
 import { SettleError } from "../protocol/reasons.js";
@@ -10,11 +10,10 @@ import type { Logger } from "./logger.js";
 export interface RelayerPort {
   /** The key to send the next transaction from, among `among` (the keys this instance holds the lease of). */
   pick(among?: readonly Address[]): Address | undefined;
-  send(
-    request: RelayRequest,
-    from: Address,
-    hooks?: { beforeBroadcast?(tx: SignedRelay): Promise<void>; afterBroadcast?(tx: SignedRelay, outcome: "accepted" | "refused" | "unknown"): void },
-  ): Promise<{ hash: Hex; from: Address }>;
+  /** Sends and follows the transaction until its nonce is mined (replaced when stuck, re-broadcast when dropped). */
+  send(request: RelayRequest, from: Address, hooks?: RelayHooks): Promise<SentTransaction>;
+  /** Follows recorded transactions of a key this instance just took (a restart, a key taken over), before its next send. */
+  adopt?(address: Address, load: () => Promise<readonly AdoptedTransaction[]>): Promise<void>;
 }
 
 /** One network as the settlement service sends on it. */
@@ -50,6 +49,8 @@ export interface SettlementServiceOptions {
   revertPenaltySeconds: number;
   /** Key holders look for settlements handed to them this often, besides being notified; default 1 s. */
   queuePollMs?: number;
+  /** Decides a row at once (the reconciler's check): used when its transaction's nonce went to a gap filler. */
+  reconcile?: (record: SettlementRecord) => Promise<unknown>;
   logger: Logger;
   observe?: {
     confirmationWait?(network: string, seconds: number): void;
@@ -181,62 +182,113 @@ export class SettlementService {
     deadline: number,
   ): Promise<SettlementResult | "fenced"> {
     const { ledger, instanceId, logger } = this.#o;
-    let hash: Hex;
+    let sent: Pick<SentTransaction, "hashes" | "superseded">;
     try {
-      ({ hash } = await network.relayer.send(call, from, {
-        beforeBroadcast: async (tx) => {
-          const recorded = await ledger.recordBroadcast({
-            id: record.id,
-            owner: instanceId,
-            hash: tx.hash,
-            raw: tx.raw,
-            relayer: tx.from,
-            relayerNonce: tx.nonce,
-            feeCap: tx.feeCap,
-            ...(tx.priorityFee !== undefined ? { priorityFee: tx.priorityFee } : {}),
-            checkAfterMs: this.#o.reconcileAfterMs ?? 10_000,
-          });
-          if (!recorded) throw new Fenced(`settlement ${record.id} is no longer ours to send`);
-        },
-        // Only a refusal changes what the ledger must know (that transaction never existed out there);
-        // an accepted one stays `signed` until its receipt, which spares a write per settle.
-        afterBroadcast: (tx, outcome) => {
-          if (outcome !== "refused") return;
-          ledger.markTransaction(tx.hash, outcome).catch((error: unknown) => logger.error({ txHash: tx.hash, err: String(error) }, "ledger: transaction state not recorded"));
-        },
-      }));
+      sent = await network.relayer.send(call, from, this.#hooks(record.id));
     } catch (error) {
       if (error instanceof Fenced || (error instanceof RelaySendError && error.cause instanceof Fenced)) return "fenced";
       if (error instanceof RelaySendError && error.maybeSent) {
         logger.error({ id: record.id, txHash: error.hash, err: String(error.cause) }, "settle send failed midway");
-        hash = error.hash;
+        sent = error.transaction ?? { hashes: () => [error.hash], superseded: false };
       } else {
-        // Refused outright: nothing is out there. The row fails as "not sent" and may be claimed again.
+        // Refused outright (or the fee cap stopped it before signing): nothing is out there. The row
+        // fails as "not sent" and may be claimed again.
         await ledger.markFailed(record.id, { error: NOT_SENT_ERROR, owner: instanceId });
+        if (error instanceof FeeCapError) return { kind: "notSent", reason: `${error.message}; nothing was sent` };
         return { kind: "notSent", reason: `relayer could not send: ${error instanceof Error ? error.message : String(error)}` };
       }
     }
-    return this.#follow(record, network, hash, deadline);
+    return this.#follow(record, network, sent, deadline);
   }
 
-  /** Waits for `hash`'s receipt until `deadline` and records the outcome; a row still pending is left to the reconciler. */
-  async #follow(record: SettlementRecord, network: SettlementNetwork, hash: Hex, deadline: number): Promise<SettlementResult> {
+  /**
+   * The ledger's part in each broadcast of a row's transaction: the write-ahead record of the first
+   * (for the row's owner) and of every replacement (for the relayer key's lease holder), and refusals.
+   */
+  #hooks(id: number): RelayHooks {
+    const { ledger, instanceId, logger } = this.#o;
+    return {
+      beforeBroadcast: async (tx) => {
+        const fees = { feeCap: tx.feeCap, ...(tx.priorityFee !== undefined ? { priorityFee: tx.priorityFee } : {}) };
+        const recorded = tx.replaces
+          ? await ledger.recordReplacement({ id, holder: instanceId, hash: tx.hash, raw: tx.raw, relayer: tx.from, relayerNonce: tx.nonce, ...fees })
+          : await ledger.recordBroadcast({
+              id,
+              owner: instanceId,
+              hash: tx.hash,
+              raw: tx.raw,
+              relayer: tx.from,
+              relayerNonce: tx.nonce,
+              ...fees,
+              checkAfterMs: this.#o.reconcileAfterMs ?? 10_000,
+            });
+        if (!recorded) throw new Fenced(`settlement ${id} is no longer ours to send`);
+      },
+      // Only a refusal changes what the ledger must know (that transaction never existed out there);
+      // an accepted one stays `signed` until its receipt, which spares a write per settle.
+      afterBroadcast: (tx, outcome) => {
+        if (outcome !== "refused") return;
+        ledger.markTransaction(tx.hash, outcome).catch((error: unknown) => logger.error({ txHash: tx.hash, err: String(error) }, "ledger: transaction state not recorded"));
+      },
+    };
+  }
+
+  /**
+   * Follows the relayer key `address` of this instance's now: every unfinished row whose latest
+   * transaction is that key's goes to the relayer, which replaces it when stuck and re-broadcasts it
+   * when dropped (after a restart, or a key taken over from an instance that died).
+   */
+  adopt(address: Address): void {
+    const { ledger, logger } = this.#o;
+    for (const network of this.#o.networks.values()) {
+      void network.relayer
+        .adopt?.(address, async () => {
+          const rows = await ledger.listPending({ chainIds: [network.chainId] });
+          return rows.flatMap((row): AdoptedTransaction[] => {
+            if (row.status !== "sent" || row.relayer?.toLowerCase() !== address.toLowerCase() || row.relayerNonce === undefined) return [];
+            const versions = row.transactions
+              .filter((tx) => tx.relayerNonce === row.relayerNonce && tx.relayer.toLowerCase() === address.toLowerCase() && (tx.state === "signed" || tx.state === "accepted"))
+              .map((tx) => tx.raw);
+            return versions.length > 0 ? [{ raws: versions, hooks: this.#hooks(row.id) }] : [];
+          });
+        })
+        .catch((error: unknown) => logger.error({ relayer: address, network: network.name, err: String(error) }, "relayer: recorded transactions not taken over"));
+    }
+  }
+
+  /**
+   * Waits until `deadline` for the receipt of the transaction, whichever of its versions is mined
+   * (the relayer replaces it when stuck), and records the outcome; a row still pending at the deadline
+   * is left to the reconciler. When the relayer gave the nonce to a gap filler (the call no longer
+   * succeeds), the row is decided at once.
+   */
+  async #follow(record: SettlementRecord, network: SettlementNetwork, sent: Pick<SentTransaction, "hashes" | "superseded">, deadline: number): Promise<SettlementResult> {
     const { ledger, logger } = this.#o;
     const sentAt = performance.now();
     const receipt = await waitForReceipt(network.client, {
-      hash,
+      hash: () => sent.hashes(),
       confirmations: this.#o.confirmations,
       timeoutMs: Math.max(0, deadline - performance.now()),
       pollingIntervalMs: this.#o.pollingIntervalMs,
       onRpcError: () => this.#o.observe?.rpcError?.(network.name),
+      abandon: () => sent.superseded,
     });
     if (!receipt) {
-      logger.warn({ id: record.id, txHash: hash }, "settle receipt not confirmed by the deadline; the reconciler follows it");
+      const latest = sent.hashes().at(-1);
+      if (sent.superseded && this.#o.reconcile) {
+        logger.warn({ id: record.id, txHash: latest }, "settle transaction's nonce went to a gap filler; deciding the row now");
+        await this.#o.reconcile((await ledger.getById(record.id)) ?? record).catch((error: unknown) => logger.warn({ id: record.id, err: String(error) }, "reconciler: row left for the next round"));
+      } else {
+        logger.warn({ id: record.id, txHash: latest }, "settle receipt not confirmed by the deadline; the reconciler follows it");
+      }
       await ledger.deferCheck(record.id, 0).catch(() => undefined);
       return this.#resultOf((await ledger.getById(record.id)) ?? record);
     }
+    const hash = receipt.transactionHash;
     this.#o.observe?.confirmationWait?.(network.name, (performance.now() - sentAt) / 1000);
     const blockTimestamp = await this.#blockTime(network.client, receipt);
+    // The other versions share its nonce: none of them can be mined now.
+    for (const other of sent.hashes()) if (other !== hash) await ledger.markTransaction(other, "dropped").catch(() => undefined);
     if (receipt.status === "success") {
       const settled = await ledger.markSettled(record.id, { txHash: hash, blockNumber: receipt.blockNumber, blockTimestamp });
       return { kind: "settled", record: settled };

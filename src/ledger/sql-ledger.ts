@@ -15,6 +15,7 @@ import {
   type PenaltySubject,
   type PendingSummary,
   type RecordBroadcastInput,
+  type RecordReplacementInput,
   type SettlementCall,
   type SettlementKey,
   type SettlementRecord,
@@ -348,6 +349,35 @@ export class SqlLedger implements Ledger {
     return this.#db.transaction(async (tx) => {
       if ((await tx.run(sent, sentParams)) === 0) return false;
       await tx.run(`${insert} settlements WHERE id = ? ON CONFLICT (hash) DO NOTHING`, [...insertParams, input.id]);
+      return true;
+    });
+  }
+
+  recordReplacement(input: RecordReplacementInput): Promise<boolean> {
+    const now = this.#now();
+    return this.#db.transaction(async (tx) => {
+      const changed = await tx.run(
+        `UPDATE settlements SET tx_hash = ?, updated_at = ?
+         WHERE id = ? AND status = 'sent' AND relayer = ? AND relayer_nonce = ?
+           AND EXISTS (SELECT 1 FROM relayer_leases WHERE address = ? AND holder = ? AND expires_at > ?)`,
+        [lower(input.hash), now, input.id, lower(input.relayer), input.relayerNonce, lower(input.relayer), input.holder, now],
+      );
+      if (changed === 0) return false;
+      await tx.run(
+        `INSERT INTO settlement_transactions (hash, settlement_id, chain_id, relayer, relayer_nonce, raw, state, fee_cap, priority_fee, created_at, updated_at)
+         SELECT ?, id, chain_id, ?, ?, ?, 'signed', ?, ?, ?, ? FROM settlements WHERE id = ? ON CONFLICT (hash) DO NOTHING`,
+        [
+          lower(input.hash),
+          lower(input.relayer),
+          input.relayerNonce,
+          input.raw,
+          input.feeCap?.toString() ?? null,
+          input.priorityFee?.toString() ?? null,
+          now,
+          now,
+          input.id,
+        ],
+      );
       return true;
     });
   }

@@ -134,6 +134,20 @@ export interface RecordBroadcastInput {
   checkAfterMs: number;
 }
 
+/** Parameters of {@link Ledger.recordReplacement}. */
+export interface RecordReplacementInput {
+  id: number;
+  /** The instance that signs it: it must hold the lease of `relayer` (the key's single writer). */
+  holder: string;
+  hash: Hex;
+  /** The relayer and nonce of the row's latest transaction: a replacement takes the same nonce. */
+  relayer: Address;
+  relayerNonce: number;
+  raw: Hex;
+  feeCap?: bigint;
+  priorityFee?: bigint;
+}
+
 /** A relayer key lease: the key sends from `holder` only, until `expiresAt`. */
 export interface Lease {
   address: Address;
@@ -228,6 +242,14 @@ export interface Ledger {
    * or `owner` does not hold the lease of `relayer`.
    */
   recordBroadcast(input: RecordBroadcastInput): Promise<boolean>;
+  /**
+   * Write-ahead for a new version of the row's latest transaction (re-priced, or re-signed) at the same
+   * relayer and nonce, BEFORE it is broadcast; the row's `txHash` becomes it. False (record nothing,
+   * broadcast nothing) when the row is final, its latest transaction is at another relayer or nonce, or
+   * `holder` does not hold the relayer key's lease. Row ownership does not matter: whoever holds the
+   * key keeps its transactions moving (after a restart, or a key taken over from another instance).
+   */
+  recordReplacement(input: RecordReplacementInput): Promise<boolean>;
   /** Updates what is known about one recorded transaction. */
   markTransaction(hash: Hex, state: TransactionState): Promise<void>;
   /** `claimed`/`sent` → `settled`. Idempotent for the same hash; throws on a final row otherwise. */

@@ -48,7 +48,7 @@ describe("relayer fees: pricing under a cap, replacements", () => {
     await chain.connection.provider.request({ method: "evm_setAutomine", params: [false] });
     const quote = await readFeeQuote(chain.publicClient);
     const block = await chain.publicClient.getBlock();
-    expect(quote).to.deep.equal({ baseFeePerGas: block.baseFeePerGas, maxPriorityFeePerGas: await chain.publicClient.estimateMaxPriorityFeePerGas() });
+    expect(quote).to.deep.equal({ baseFeePerGas: block.baseFeePerGas, maxPriorityFeePerGas: await chain.publicClient.estimateMaxPriorityFeePerGas(), at: block.timestamp });
     const nonce = await chain.publicClient.getTransactionCount({ address: relayer.address });
     const sign = (fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }) =>
       relayer.signTransaction({ chainId: 338, to: relayer.address, value: 0n, gas: 21_000n, nonce, type: "eip1559", ...fees });

@@ -21,8 +21,8 @@ export interface FaultRule {
   method?: string;
   /** How many requests it applies to; default every one until {@link FaultProxy.clear}. */
   times?: number;
-  /** Runs each time the rule applied (after forwarding, for `swallow`), before the connection is cut. */
-  then?: () => Promise<void> | void;
+  /** Runs each time the rule applied (after forwarding, for `swallow`), before the connection is cut; gets the JSON-RPC requests. */
+  then?: (requests: JsonRpcRequest[]) => Promise<void> | void;
 }
 
 /** Calls straight to the chain behind the proxy (never through its faults). */
@@ -81,11 +81,14 @@ interface ActiveRule extends FaultRule {
   left: number;
 }
 
-interface JsonRpcItem {
+/** One JSON-RPC request as the proxy saw it. */
+export interface JsonRpcRequest {
   id?: unknown;
   method?: unknown;
   params?: unknown;
 }
+
+type JsonRpcItem = JsonRpcRequest;
 
 /** Starts a fault-injection proxy on 127.0.0.1 (a free port) in front of the JSON-RPC endpoint `upstream`. */
 export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
@@ -120,7 +123,7 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
       rule.left--;
       proxy.faulted++;
       if (rule.kind === "swallow") await forward(body);
-      await rule.then?.();
+      await rule.then?.(items);
       if (rule.kind === "reset" || rule.kind === "swallow") req.socket.destroy();
       else if (rule.kind === "http503") res.writeHead(503, { "content-type": "text/plain" }).end("Service Unavailable");
       else parked.add(res);

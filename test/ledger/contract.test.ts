@@ -192,6 +192,33 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         expect(await ledger.findByTxHash(signedTx("unknown").hash)).to.equal(undefined);
       });
 
+      it("records a replacement at the same relayer and nonce for the key's lease holder, whoever owns the row", async () => {
+        const row = await sentRow(ledger, "replaced");
+        const replacement = signedTx("replaced-2");
+        const input = { id: row.id, holder: "instance-a", ...replacement, relayer: RELAYER, relayerNonce: 7, feeCap: 3_000n, priorityFee: 200n };
+        // Another nonce or relayer is not a replacement of the row's transaction.
+        expect(await ledger.recordReplacement({ ...input, relayerNonce: 8 })).to.equal(false);
+        expect(await ledger.recordReplacement({ ...input, relayer: OTHER_RELAYER })).to.equal(false);
+        // Not the key's lease holder (the row's owner does not matter).
+        expect(await ledger.recordReplacement({ ...input, holder: "instance-b" })).to.equal(false);
+        expect((await ledger.getById(row.id))!.transactions).to.have.length(1);
+        // The lease moved to instance-b (the owner's instance died): instance-b may re-price it, instance-a no longer.
+        clock.advance(60_000);
+        await ledger.acquireLease(RELAYER, "instance-b", 60_000);
+        expect(await ledger.recordReplacement(input)).to.equal(false);
+        expect(await ledger.recordReplacement({ ...input, holder: "instance-b" })).to.equal(true);
+        const record = (await ledger.getById(row.id))!;
+        expect(record).to.deep.include({ status: "sent", txHash: replacement.hash, owner: "instance-a", relayerNonce: 7 });
+        expect(record.transactions.map((t) => [t.hash, t.state, t.feeCap, t.priorityFee])).to.deep.equal([
+          [row.hash, "signed", undefined, undefined],
+          [replacement.hash, "signed", 3_000n, 200n],
+        ]);
+        // Final rows take no replacement.
+        await ledger.markSettled(row.id, { txHash: row.hash, blockNumber: 3n, blockTimestamp: 4n });
+        expect(await ledger.recordReplacement({ ...input, holder: "instance-b", ...signedTx("replaced-3") })).to.equal(false);
+        expect((await ledger.getById(row.id))!.txHash).to.equal(row.hash);
+      });
+
       it("settles idempotently with the same hash and refuses another hash on a settled row", async () => {
         const row = await sentRow(ledger, "idem");
         const settled = await ledger.markSettled(row.id, { txHash: row.hash, blockNumber: 5n, blockTimestamp: 10n });

@@ -114,14 +114,6 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
     return failed(SettleError.failedOnChain);
   }
 
-  // The network needs more per gas than MAX_FEE_PER_GAS_GWEI: refuse before claiming or sending anything.
-  try {
-    await runtime.relayer.checkFees();
-  } catch (error) {
-    const why = error instanceof FeeCapError ? `${error.message}; nothing was sent` : `cannot read the fees on ${config.network}`;
-    throw new FacilitatorFault(why, { cause: error });
-  }
-
   let result;
   try {
     result = await context.settlements.settle(
@@ -167,16 +159,30 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
   }
 }
 
-/** Simulates the token call within the gas cap: the call with its gas limit, or the settle error that refuses it. */
+/**
+ * Simulates the token call within the gas cap: the call with its gas limit, or the settle error that
+ * refuses it. Runs after the claim, before anything is signed; with it, the fee check: while the network
+ * needs more per gas than MAX_FEE_PER_GAS_GWEI it throws a {@link FacilitatorFault} naming the cap (503),
+ * and the claim is withdrawn with nothing sent.
+ */
 async function simulate(payment: VerifiedPayment, context: FacilitatorContext): Promise<Simulation> {
   const { client, relayer, config } = payment.runtime;
   const { maxSettleGas } = context.relayerSafety;
   const data = settlementCalldata(payment);
+  const fees = relayer.checkFees().then(
+    () => undefined,
+    (error: unknown) => error,
+  );
   let estimate;
   try {
     estimate = await estimateGasWithin(client, { from: relayer.pick()!, to: config.token, data, cap: maxSettleGas });
   } catch (error) {
     throw new FacilitatorFault(`cannot simulate settlement on ${config.network}`, { cause: error });
+  }
+  const feeFault = await fees;
+  if (feeFault !== undefined) {
+    const why = feeFault instanceof FeeCapError ? `${feeFault.message}; nothing was sent` : `cannot read the fees on ${config.network}`;
+    throw new FacilitatorFault(why, { cause: feeFault });
   }
   if (estimate.outcome === "reverts") return { refusal: settleErrorOfRevert(estimate.reason) };
   if (estimate.outcome === "overCap") {

@@ -287,14 +287,15 @@ export class SettlementService {
     const hash = receipt.transactionHash;
     this.#o.observe?.confirmationWait?.(network.name, (performance.now() - sentAt) / 1000);
     const blockTimestamp = await this.#blockTime(network.client, receipt);
-    // The other versions share its nonce: none of them can be mined now.
-    for (const other of sent.hashes()) if (other !== hash) await ledger.markTransaction(other, "dropped").catch(() => undefined);
     if (receipt.status === "success") {
+      // The ledger marks its other versions (same nonce) replaced.
       const settled = await ledger.markSettled(record.id, { txHash: hash, blockNumber: receipt.blockNumber, blockTimestamp });
       return { kind: "settled", record: settled };
     }
+    // The other versions share its nonce: none of them can be mined now.
+    for (const other of sent.hashes()) if (other !== hash) await ledger.markTransaction(other, "replaced").catch(() => undefined);
     await ledger.markTransaction(hash, "reverted");
-    const failed = await ledger.markFailed(record.id, { error: SettleError.failedOnChain });
+    const failed = await ledger.markFailed(record.id, { error: SettleError.failedOnChain, txHash: hash });
     await this.#penalize(record, network, receipt, blockTimestamp);
     return failed ? this.#resultOf(failed) : { kind: "failed", error: SettleError.failedOnChain, txHash: hash };
   }

@@ -162,9 +162,11 @@ export class Reconciler {
     }
     if (!reverted) return undefined;
     await ledger.markTransaction(reverted.hash, "reverted");
+    // Its other versions at that nonce can never be mined now.
+    for (const tx of live) if (tx.hash !== reverted.hash && tx.relayerNonce === reverted.relayerNonce && tx.relayer === reverted.relayer) await ledger.markTransaction(tx.hash, "replaced");
     // Ours reverted; if another transaction used the authorization, the payee was paid all the same.
     if ((await this.#usedElsewhere(chain, row)) === "settled") return "settled";
-    await ledger.markFailed(row.id, { error: SettleError.failedOnChain });
+    await ledger.markFailed(row.id, { error: SettleError.failedOnChain, txHash: reverted.hash });
     return "reverted";
   }
 

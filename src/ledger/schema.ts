@@ -6,14 +6,16 @@
 
 /** The words that differ between the two SQL dialects. */
 export interface SchemaDialect {
+  /** Which database: for the rare statement that cannot be written in words both speak (a changed CHECK). */
+  backend: "sqlite" | "postgres";
   /** An auto-increment primary key column type. */
   serial: string;
   /** A table whose rows need not survive a crash (PostgreSQL: UNLOGGED, faster). */
   scratchTable: string;
 }
 
-export const SQLITE_SCHEMA: SchemaDialect = { serial: "INTEGER PRIMARY KEY AUTOINCREMENT", scratchTable: "TABLE" };
-export const POSTGRES_SCHEMA: SchemaDialect = { serial: "BIGSERIAL PRIMARY KEY", scratchTable: "UNLOGGED TABLE" };
+export const SQLITE_SCHEMA: SchemaDialect = { backend: "sqlite", serial: "INTEGER PRIMARY KEY AUTOINCREMENT", scratchTable: "TABLE" };
+export const POSTGRES_SCHEMA: SchemaDialect = { backend: "postgres", serial: "BIGSERIAL PRIMARY KEY", scratchTable: "UNLOGGED TABLE" };
 
 /** One migration: a name (its order is the list's) and its statements. */
 export interface Migration {
@@ -107,5 +109,42 @@ export const MIGRATIONS: readonly Migration[] = [
         reset_at BIGINT NOT NULL
       )`,
     ],
+  },
+  {
+    // A transaction superseded by another version at its nonce (a replacement with higher fees) that was
+    // mined: `replaced`, told apart from `dropped` (gone from the node). PostgreSQL changes the CHECK in
+    // place; SQLite cannot alter a CHECK, so the table is rebuilt (ids kept, AUTOINCREMENT follows them).
+    name: "0002_replaced_transactions",
+    statements: (d) => {
+      const states = `'signed', 'accepted', 'refused', 'mined', 'reverted', 'dropped', 'replaced'`;
+      if (d.backend === "postgres") {
+        return [
+          `ALTER TABLE settlement_transactions DROP CONSTRAINT IF EXISTS settlement_transactions_state_check`,
+          `ALTER TABLE settlement_transactions ADD CONSTRAINT settlement_transactions_state_check CHECK (state IN (${states}))`,
+        ];
+      }
+      return [
+        `CREATE TABLE settlement_transactions_0002 (
+          id ${d.serial},
+          hash TEXT NOT NULL UNIQUE,
+          settlement_id BIGINT NOT NULL REFERENCES settlements (id),
+          chain_id INTEGER NOT NULL,
+          relayer TEXT NOT NULL,
+          relayer_nonce BIGINT NOT NULL,
+          raw TEXT NOT NULL,
+          state TEXT NOT NULL CHECK (state IN (${states})),
+          fee_cap TEXT,
+          priority_fee TEXT,
+          created_at BIGINT NOT NULL,
+          updated_at BIGINT NOT NULL
+        )`,
+        `INSERT INTO settlement_transactions_0002 SELECT id, hash, settlement_id, chain_id, relayer, relayer_nonce, raw, state, fee_cap,
+           priority_fee, created_at, updated_at FROM settlement_transactions`,
+        `DROP TABLE settlement_transactions`,
+        `ALTER TABLE settlement_transactions_0002 RENAME TO settlement_transactions`,
+        `CREATE INDEX settlement_transactions_settlement ON settlement_transactions (settlement_id)`,
+        `CREATE INDEX settlement_transactions_relayer_nonce ON settlement_transactions (chain_id, relayer, relayer_nonce)`,
+      ];
+    },
   },
 ];

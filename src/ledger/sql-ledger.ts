@@ -402,12 +402,19 @@ export class SqlLedger implements Ledger {
         throw new IllegalTransitionError(status, "settled", id);
       }
       await tx.run(`UPDATE settlement_transactions SET state = 'mined', updated_at = ? WHERE hash = ? AND settlement_id = ?`, [now, hash, id]);
+      // Its other versions at the same nonce (replacements, or the one it replaced) can never be mined now.
+      await tx.run(
+        `UPDATE settlement_transactions SET state = 'replaced', updated_at = ?
+         WHERE settlement_id = ? AND hash <> ? AND state IN ('signed', 'accepted')
+           AND (relayer, relayer_nonce) IN (SELECT relayer, relayer_nonce FROM settlement_transactions WHERE hash = ? AND settlement_id = ?)`,
+        [now, id, hash, hash, id],
+      );
       await tx.notify(`o:${id}`);
       return (await this.#record(tx, updated))!;
     });
   }
 
-  markFailed(id: number, input: { error: string; owner?: string | null }): Promise<SettlementRecord | undefined> {
+  markFailed(id: number, input: { error: string; owner?: string | null; txHash?: Hex }): Promise<SettlementRecord | undefined> {
     const now = this.#now();
     return this.#db.transaction(async (tx) => {
       const row = await this.#lockedRow(tx, id);
@@ -416,8 +423,8 @@ export class SqlLedger implements Ledger {
       if (status === "settled") throw new IllegalTransitionError(status, "failed", id);
       if (input.owner !== undefined && (row.owner ?? null) !== input.owner) return undefined;
       const [updated] = await tx.all(
-        `UPDATE settlements SET status = 'failed', error = ?, next_check_at = NULL, updated_at = ? WHERE id = ? RETURNING *`,
-        [input.error, now, id],
+        `UPDATE settlements SET status = 'failed', error = ?, tx_hash = COALESCE(?, tx_hash), next_check_at = NULL, updated_at = ? WHERE id = ? RETURNING *`,
+        [input.error, input.txHash ? lower(input.txHash) : null, now, id],
       );
       await tx.notify(`o:${id}`);
       return this.#record(tx, updated);

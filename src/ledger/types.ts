@@ -25,9 +25,10 @@ export interface SettlementCall {
 /**
  * A transaction's known state. `signed`: recorded before its broadcast, acceptance unknown;
  * `accepted`: the node took it; `refused`: the node refused it outright (it never existed out there);
- * `mined` / `reverted`: its receipt; `dropped`: known to be gone (its nonce was used by another).
+ * `mined` / `reverted`: its receipt; `dropped`: known to be gone (its nonce was used by another);
+ * `replaced`: another version of it at the same relayer and nonce (re-priced) was mined instead.
  */
-export type TransactionState = "signed" | "accepted" | "refused" | "mined" | "reverted" | "dropped";
+export type TransactionState = "signed" | "accepted" | "refused" | "mined" | "reverted" | "dropped" | "replaced";
 
 /** One transaction broadcast (or about to be) for a settlement. Every one is kept. */
 export interface BroadcastRecord {
@@ -252,13 +253,17 @@ export interface Ledger {
   recordReplacement(input: RecordReplacementInput): Promise<boolean>;
   /** Updates what is known about one recorded transaction. */
   markTransaction(hash: Hex, state: TransactionState): Promise<void>;
-  /** `claimed`/`sent` → `settled`. Idempotent for the same hash; throws on a final row otherwise. */
+  /**
+   * `claimed`/`sent` → `settled`, its transaction `mined` and the row's other versions at that relayer and
+   * nonce `replaced`. Idempotent for the same hash; throws on a final row otherwise.
+   */
   markSettled(id: number, input: { txHash: Hex; blockNumber: bigint; blockTimestamp: bigint }): Promise<SettlementRecord>;
   /**
    * `claimed`/`sent` → `failed`. With `owner`, only while that instance owns the row (null: only while
-   * it waits for a key holder); else undefined and nothing changes.
+   * it waits for a key holder); else undefined and nothing changes. With `txHash` (the version that was
+   * mined and reverted), the row's hash becomes it.
    */
-  markFailed(id: number, input: { error: string; owner?: string | null }): Promise<SettlementRecord | undefined>;
+  markFailed(id: number, input: { error: string; owner?: string | null; txHash?: Hex }): Promise<SettlementRecord | undefined>;
   /**
    * Gives up a claim on which nothing was recorded: `claimed` → `failed`, only while `owner` (null:
    * nobody, the row waits for a key holder) owns it. Undefined when it changed meanwhile (then a

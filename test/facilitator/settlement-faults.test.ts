@@ -5,6 +5,7 @@ import { expect } from "chai";
 import { keccak256, parseGwei, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { RunningFacilitator } from "../../src/facilitator/server.js";
+import { NOT_SENT_ERROR } from "../../src/ledger/reconciler.js";
 import type { SettlementRecord } from "../../src/ledger/types.js";
 import { SettleError } from "../../src/protocol/reasons.js";
 import { waitUntil } from "../harness/helpers.js";
@@ -157,7 +158,7 @@ describe("settlement faults: a settlement is never stranded", function () {
     const row = await rowOf(payment);
     expect(row).to.deep.include({ status: "settled", txHash: second });
     expect(txStates(row)).to.deep.equal([
-      [first, "dropped"],
+      [first, "replaced"],
       [second, "mined"],
     ]);
     const status = await lookup(url, first);
@@ -191,9 +192,9 @@ describe("settlement faults: a settlement is never stranded", function () {
     // The pending one is still in the node's pool, unmined, at its first price.
     const waiting = await proxied.chain.publicClient.getTransaction({ hash: first });
     expect([waiting.blockNumber, waiting.maxFeePerGas]).to.deep.equal([null, firstPrice]);
-    expect(
-      await running!.facilitator.coordination.ledger.get({ chainId: 338, token: proxied.chain.token, authorizer: refused.message.from, nonce: refused.message.nonce }),
-    ).to.equal(undefined);
+    // Its claim was withdrawn before anything was signed: a failed row with no transaction, claimable again.
+    const withdrawn = await rowOf(refused);
+    expect([withdrawn.status, withdrawn.error, withdrawn.transactions]).to.deep.equal(["failed", NOT_SENT_ERROR, []]);
     expect(await counter("x402_max_fee_per_gas_wei")).to.equal(Number(parseGwei("50")));
     expect(await counter("x402_network_fee_per_gas_wei")).to.be.above(Number(parseGwei("50")));
 

@@ -213,8 +213,13 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
           [row.hash, "signed", undefined, undefined],
           [replacement.hash, "signed", 3_000n, 200n],
         ]);
+        // The first version was mined after all: the replacement can never be, and says so.
+        const settled = await ledger.markSettled(row.id, { txHash: row.hash, blockNumber: 3n, blockTimestamp: 4n });
+        expect(settled.transactions.map((t) => [t.hash, t.state])).to.deep.equal([
+          [row.hash, "mined"],
+          [replacement.hash, "replaced"],
+        ]);
         // Final rows take no replacement.
-        await ledger.markSettled(row.id, { txHash: row.hash, blockNumber: 3n, blockTimestamp: 4n });
         expect(await ledger.recordReplacement({ ...input, holder: "instance-b", ...signedTx("replaced-3") })).to.equal(false);
         expect((await ledger.getById(row.id))!.txHash).to.equal(row.hash);
       });

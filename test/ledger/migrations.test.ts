@@ -1,0 +1,71 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DatabaseSync } from "node:sqlite";
+import { expect } from "chai";
+import { keccak256, toHex } from "viem";
+import { MIGRATIONS, SQLITE_SCHEMA } from "../../src/ledger/schema.js";
+import { openSqliteLedger } from "../../src/ledger/sqlite.js";
+import type { Ledger } from "../../src/ledger/types.js";
+import { PAYEE, PAYER, RELAYER, TOKEN, TestClock, nonceOf } from "../helpers/ledger.js";
+
+// A ledger file written by a facilitator before migration 0002 (transactions could not be `replaced`)
+// opens in this one with its rows intact, and takes the new state.
+
+const hashOf = (label: string) => keccak256(toHex(`tx:${label}`));
+
+describe("ledger migrations: an embedded file from before 0002 (replaced transactions)", () => {
+  let dir: string;
+  let ledger: Ledger | undefined;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), "x402-migrate-"));
+  });
+  afterEach(async () => {
+    await ledger?.close();
+    ledger = undefined;
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("keeps every row and transaction id, continues the ids after them, and records a replaced version", async () => {
+    const clock = new TestClock();
+    const location = join(dir, "ledger.db");
+    const old = new DatabaseSync(location);
+    for (const statement of MIGRATIONS[0]!.statements(SQLITE_SCHEMA)) old.exec(statement);
+    old.exec("PRAGMA user_version = 1");
+    const now = clock.now;
+    old
+      .prepare(
+        `INSERT INTO settlements (id, chain_id, token, authorizer, nonce, network, payee, value, valid_before, status, owner, tx_hash, relayer,
+           relayer_nonce, created_at, updated_at) VALUES (3, 338, ?, ?, ?, 'cronos-testnet', ?, '1000000', '99999999999', 'sent', 'instance-a', ?, ?, 7, ?, ?)`,
+      )
+      .run(TOKEN.toLowerCase(), PAYER.toLowerCase(), nonceOf("old"), PAYEE.toLowerCase(), hashOf("first"), RELAYER.toLowerCase(), now, now);
+    old
+      .prepare(
+        `INSERT INTO settlement_transactions (id, hash, settlement_id, chain_id, relayer, relayer_nonce, raw, state, fee_cap, created_at, updated_at)
+         VALUES (41, ?, 3, 338, ?, 7, '0x01', 'accepted', '1000', ?, ?)`,
+      )
+      .run(hashOf("first"), RELAYER.toLowerCase(), now, now);
+    old.close();
+
+    ledger = openSqliteLedger({ location, clock: clock.read });
+    expect((await ledger.health()).migrations).to.deep.equal({ applied: MIGRATIONS.length, expected: MIGRATIONS.length });
+    const before = (await ledger.getById(3))!;
+    expect(before).to.deep.include({ status: "sent", txHash: hashOf("first"), relayerNonce: 7 });
+    expect(before.transactions.map((t) => [t.hash, t.state, t.feeCap])).to.deep.equal([[hashOf("first"), "accepted", 1000n]]);
+
+    await ledger.acquireLease(RELAYER, "instance-a", 60_000);
+    const replacement = { id: 3, holder: "instance-a", hash: hashOf("second"), raw: "0x02" as const, relayer: RELAYER, relayerNonce: 7, feeCap: 1125n };
+    expect(await ledger.recordReplacement(replacement)).to.equal(true);
+    const settled = await ledger.markSettled(3, { txHash: hashOf("second"), blockNumber: 9n, blockTimestamp: 10n });
+    expect(settled.transactions.map((t) => [t.hash, t.state])).to.deep.equal([
+      [hashOf("first"), "replaced"],
+      [hashOf("second"), "mined"],
+    ]);
+    const file = new DatabaseSync(location, { readOnly: true });
+    try {
+      expect(file.prepare(`SELECT id FROM settlement_transactions ORDER BY id`).all().map((row) => Number(row.id))).to.deep.equal([41, 42]);
+    } finally {
+      file.close();
+    }
+  });
+});

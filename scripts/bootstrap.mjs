@@ -46,6 +46,7 @@ export const COMMANDS = {
   "bench:settle": typescript("bench/settle.ts"),
   "bench:startup": typescript("bench/startup.ts"),
   "bench:ledger": typescript("bench/ledger.ts"),
+  "bench:lifecycle": typescript("bench/lifecycle.ts"),
   // The wallets it measures are compiled contracts.
   "bench:gas": [compileStep(), ...typescript("bench/settle-gas.ts")],
 };

@@ -168,6 +168,45 @@ describe("settlement faults: a settlement is never stranded", function () {
     await keepsSettling(url);
   });
 
+  it("settle time-out while a replaced transaction waits: payment.failed with the latest hash; once mined, the status lookup shows it settled with the mined hash", async () => {
+    // The settle time-out is the wall clock's; 8 s leaves the replacement (well under a second) a wide margin.
+    const { url } = await start({ SETTLE_TIMEOUT_SECONDS: "8" });
+    await proxy.chain.automine(false);
+    const payment = await makePayment(proxied.chain);
+    const [nonce, before] = [await pendingNonce(), await balance()];
+    const settling = settle(url, payment);
+    await untilInPool(nonce + 1);
+    const [first] = (await proxy.chain.pending()) as [Hex];
+    const priced = await proxied.chain.publicClient.getTransaction({ hash: first });
+    await proxy.chain.setNextBlockBaseFee(priced.maxFeePerGas! * 10n);
+    await mineAfter(PAST_REPLACE_AFTER);
+    await until("the replacement reached the node", () => sends() === 2);
+    const [second] = (await proxy.chain.pending()) as [Hex];
+    expect(second).to.not.equal(first);
+
+    // No block comes before the time-out: the answer is true, the latest hash and not settled.
+    const answer = await settling;
+    expect([answer.status, answer.body.event, answer.body.error, answer.body.txHash]).to.deep.equal([200, "payment.failed", SettleError.failedOnChain, second]);
+    expect((await lookup(url, first)).body).to.deep.include({ status: "pending", txHash: second, transactions: [first, second] });
+    expect(await balance()).to.equal(before);
+
+    await proxy.chain.mine();
+    await until("the reconciler settled the row", async () => (await rowOf(payment)).status === "settled");
+    const status = await lookup(url, first);
+    expect(status.body).to.deep.include({ status: "settled", txHash: second, transactions: [first, second] });
+    expect(txStates(await rowOf(payment))).to.deep.equal([
+      [first, "replaced"],
+      [second, "mined"],
+    ]);
+    // A retry sends nothing and names the mined transaction.
+    const retry = await settle(url, payment);
+    expect([retry.body.event, retry.body.error, retry.body.txHash]).to.deep.equal(["payment.failed", SettleError.alreadyUsed, second]);
+    expect(sends()).to.equal(2);
+    expect(await balance()).to.equal(before + AMOUNT);
+    expect(await minedNonce()).to.equal(nonce + 1);
+    await keepsSettling(url);
+  });
+
   it("fee spike above MAX_FEE_PER_GAS_GWEI: a new settle answers 503 naming the cap and sends nothing; the pending one keeps its price and is mined once fees fall", async () => {
     const { url } = await start({ MAX_FEE_PER_GAS_GWEI: "50" });
     await proxy.chain.automine(false);

@@ -1,13 +1,13 @@
 // A settle burst through a fee spike: `npm run bench:lifecycle`. 100 distinct authorizations fired at once
-// at a chain mining one block per second; once half of their transactions are in the node's pool, the
-// next block's base fee is set to 10× the latest (`hardhat_setNextBlockBaseFeePerGas`), above what every
-// transaction of the burst offers (the chain starts the burst at a base fee of BENCH_BASE_FEE_GWEI, 50). Prints how many settled, the blocks it took to settle them all, and the
-// replacements sent (read back from the status lookup: every hash a settlement had).
-import { Agent, request } from "node:http";
+// at a chain mining one block per second, starting at a base fee of BENCH_BASE_FEE_GWEI (50); once half of
+// their transactions are in the node's pool, the next block's base fee is set to 10× the latest
+// (`hardhat_setNextBlockBaseFeePerGas`), above what every transaction priced before it offers. Prints how
+// many settled, the blocks it took to settle them all, and the replacements sent (read back from the
+// status lookup: every hash a settlement had).
 import os from "node:os";
 import type { Address, Hex } from "viem";
 import { signBodies } from "./sign.js";
-import { percentile, startBenchTarget } from "./stack.js";
+import { fireSettles, percentile, startBenchTarget, tallySettles } from "./stack.js";
 
 const COUNT = Number(process.env.BENCH_SETTLES ?? 100);
 const BLOCK_TIME_MS = Number(process.env.BENCH_BLOCK_TIME_MS ?? 1_000);
@@ -38,7 +38,6 @@ try {
     count: COUNT, buyers: net.buyers, network: "cronos-testnet", chainId: 338, token: net.token, domain: net.domain,
     payTo: PAY_TO, value: 10_000n, validBefore: BigInt(Math.floor(Date.now() / 1000) + 3_600),
   });
-  const url = new URL(stack.info.facilitatorUrl);
   // The local chain's base fee has decayed to a fraction of the node's 1 gwei tip; on Cronos the base fee
   // dominates. Start from BENCH_BASE_FEE_GWEI so that a spike of the base fee is a spike of the price.
   const blockNumber = async () => Number(BigInt(await rpc<Hex>("eth_blockNumber")));
@@ -47,25 +46,8 @@ try {
   while ((await blockNumber()) <= set) await new Promise((r) => setTimeout(r, 20));
   const startBlock = await blockNumber();
   const startNonce = await nonceOf("pending");
-  const agent = new Agent({ keepAlive: true, maxSockets: COUNT });
   const started = performance.now();
-  const settling = bodies.map(
-    (body) =>
-      new Promise<{ ms: number; answer: { event: string; txHash?: Hex; blockNumber?: number; error?: string } }>((resolve, reject) => {
-        const t = performance.now();
-        const req = request(
-          { host: url.hostname, port: url.port, path: "/v2/x402/settle", method: "POST", agent, headers: { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) } },
-          (res) => {
-            let text = "";
-            res.setEncoding("utf8");
-            res.on("data", (c) => (text += c));
-            res.on("end", () => resolve({ ms: performance.now() - t, answer: JSON.parse(text) }));
-          },
-        );
-        req.on("error", reject);
-        req.end(body);
-      }),
-  );
+  const burst = fireSettles(stack.info.facilitatorUrl, bodies);
 
   // The spike, once half of the burst's transactions reached the pool.
   let inPool = 0;
@@ -79,12 +61,10 @@ try {
   await rpc("hardhat_setNextBlockBaseFeePerGas", [`0x${(baseFee * SPIKE).toString(16)}`]);
   const spikeBlock = Number(BigInt(latest.number)) + 1;
 
-  const results = await Promise.all(settling);
+  const results = await Promise.all(burst.answers);
   const wall = performance.now() - started;
-  agent.destroy();
-  const settled = results.filter((r) => r.answer.event === "payment.settled");
-  const failures = new Map<string, number>();
-  for (const r of results) if (r.answer.event !== "payment.settled") failures.set(r.answer.error ?? "?", (failures.get(r.answer.error ?? "?") ?? 0) + 1);
+  burst.close();
+  const { settled, failed, blocks, lastBlock: last, latencies } = tallySettles(results);
   // Every hash each settlement had, from the status lookup: the versions beyond the first are replacements.
   let replacements = 0;
   let replaced = 0;
@@ -94,12 +74,9 @@ try {
     replacements += versions - 1;
     if (versions > 1) replaced++;
   }
-  const blocks = new Set(settled.map((r) => r.answer.blockNumber));
-  const last = Math.max(...settled.map((r) => r.answer.blockNumber ?? 0));
-  const latencies = results.map((r) => r.ms).sort((a, b) => a - b);
   console.log(`${COUNT} settles at once, blocks every ${BLOCK_TIME_MS} ms, REPLACE_AFTER_SECONDS=${REPLACE_AFTER_SECONDS}:`);
   console.log(`  spike: block ${spikeBlock - startBlock} of the burst asks ${SPIKE}× the base fee (${baseFee} → ${baseFee * SPIKE} wei), set with ${inPool} transactions in the pool, ${minedBefore} mined`);
-  console.log(`  settled ${settled.length}/${COUNT} in ${blocks.size} block(s); all settled ${last - startBlock} block(s) after the burst began; failed: ${failures.size ? JSON.stringify(Object.fromEntries(failures)) : "none"}`);
+  console.log(`  settled ${settled.length}/${COUNT} in ${blocks} block(s); all settled ${last - startBlock} block(s) after the burst began; failed: ${failed}`);
   console.log(`  replacements sent: ${replacements} (${replaced} settlements replaced at least once); mined nonces ${(await nonceOf("latest")) - startNonce}`);
   console.log(`  latency p50 ${percentile(latencies, 50).toFixed(0)} ms, p99 ${percentile(latencies, 99).toFixed(0)} ms, max ${latencies.at(-1)!.toFixed(0)} ms; all answered in ${wall.toFixed(0)} ms`);
 } finally {

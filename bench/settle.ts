@@ -1,11 +1,10 @@
 // Settlement under load: `npm run bench:settle`. 100 distinct authorizations fired at once at a
 // chain that mines a block every second (interval mining); prints how many settled, over how many
 // blocks, and the latency distribution. The relayer's local nonce pipeline is what is exercised.
-import { Agent, request } from "node:http";
 import os from "node:os";
 import type { Address } from "viem";
 import { signBodies } from "./sign.js";
-import { percentile, startBenchTarget } from "./stack.js";
+import { fireSettles, percentile, startBenchTarget, tallySettles } from "./stack.js";
 
 const COUNT = Number(process.env.BENCH_SETTLES ?? 100);
 const BLOCK_TIME_MS = Number(process.env.BENCH_BLOCK_TIME_MS ?? 1_000);
@@ -19,43 +18,19 @@ try {
     count: COUNT, buyers: net.buyers, network: "cronos-testnet", chainId: 338, token: net.token, domain: net.domain,
     payTo: PAY_TO, value: 10_000n, validBefore: BigInt(Math.floor(Date.now() / 1000) + 3_600),
   });
-  const url = new URL(stack.info.facilitatorUrl);
   const head = async () => {
     const res = await fetch(net.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] }) });
     return Number(BigInt(((await res.json()) as { result: string }).result));
   };
   const startBlock = await head();
-  const agent = new Agent({ keepAlive: true, maxSockets: COUNT });
   const started = performance.now();
-  const results = await Promise.all(
-    bodies.map(
-      (body) =>
-        new Promise<{ ms: number; answer: { event: string; blockNumber?: number; error?: string } }>((resolve, reject) => {
-          const t = performance.now();
-          const req = request(
-            { host: url.hostname, port: url.port, path: "/v2/x402/settle", method: "POST", agent, headers: { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) } },
-            (res) => {
-              let text = "";
-              res.setEncoding("utf8");
-              res.on("data", (c) => (text += c));
-              res.on("end", () => resolve({ ms: performance.now() - t, answer: JSON.parse(text) }));
-            },
-          );
-          req.on("error", reject);
-          req.end(body);
-        }),
-    ),
-  );
+  const burst = fireSettles(stack.info.facilitatorUrl, bodies);
+  const results = await Promise.all(burst.answers);
   const wall = performance.now() - started;
-  agent.destroy();
-  const settled = results.filter((r) => r.answer.event === "payment.settled");
-  const failures = new Map<string, number>();
-  for (const r of results) if (r.answer.event !== "payment.settled") failures.set(r.answer.error ?? "?", (failures.get(r.answer.error ?? "?") ?? 0) + 1);
-  const blocks = new Set(settled.map((r) => r.answer.blockNumber));
-  const latencies = results.map((r) => r.ms).sort((a, b) => a - b);
+  burst.close();
+  const { settled, failed, blocks, lastBlock: last, latencies } = tallySettles(results);
   console.log(`${COUNT} settles at once, blocks every ${BLOCK_TIME_MS} ms:`);
-  const last = Math.max(...settled.map((r) => r.answer.blockNumber ?? 0));
-  console.log(`  settled ${settled.length}/${COUNT} in ${blocks.size} block(s), the last ${last - startBlock} block(s) after the burst began; failed: ${failures.size ? JSON.stringify(Object.fromEntries(failures)) : "none"}`);
+  console.log(`  settled ${settled.length}/${COUNT} in ${blocks} block(s), the last ${last - startBlock} block(s) after the burst began; failed: ${failed}`);
   console.log(`  latency p50 ${percentile(latencies, 50).toFixed(0)} ms, p99 ${percentile(latencies, 99).toFixed(0)} ms, max ${latencies.at(-1)!.toFixed(0)} ms; all answered in ${wall.toFixed(0)} ms`);
 } finally {
   await stack.stop();

@@ -1,6 +1,7 @@
 // Benchmark helper: runs `npm start --json` as a child process (the stack under test gets its own
 // process and core; the load generator keeps this one) and returns the parsed JSON line.
 import { spawn, type ChildProcess } from "node:child_process";
+import { Agent, request } from "node:http";
 import { once } from "node:events";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
@@ -73,4 +74,53 @@ export async function startStackProcess(
 export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/** A settle's answer, as the benchmarks read it. */
+export interface SettleAnswer {
+  event: string;
+  txHash?: Hex;
+  blockNumber?: number;
+  error?: string;
+}
+
+/**
+ * POSTs every body to `{facilitatorUrl}/v2/x402/settle` at once, over keep-alive connections (one per
+ * body); each promise resolves with its latency and answer. `close` frees the connections.
+ */
+export function fireSettles(facilitatorUrl: string, bodies: readonly string[]): { answers: Array<Promise<{ ms: number; answer: SettleAnswer }>>; close(): void } {
+  const url = new URL(facilitatorUrl);
+  const agent = new Agent({ keepAlive: true, maxSockets: bodies.length });
+  const answers = bodies.map(
+    (body) =>
+      new Promise<{ ms: number; answer: SettleAnswer }>((resolve, reject) => {
+        const t = performance.now();
+        const req = request(
+          { host: url.hostname, port: url.port, path: "/v2/x402/settle", method: "POST", agent, headers: { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) } },
+          (res) => {
+            let text = "";
+            res.setEncoding("utf8");
+            res.on("data", (c) => (text += c));
+            res.on("end", () => resolve({ ms: performance.now() - t, answer: JSON.parse(text) as SettleAnswer }));
+          },
+        );
+        req.on("error", reject);
+        req.end(body);
+      }),
+  );
+  return { answers, close: () => agent.destroy() };
+}
+
+/** What a burst of settles came to: the settled ones, the failures by error, and the sorted latencies. */
+export function tallySettles(results: ReadonlyArray<{ ms: number; answer: SettleAnswer }>) {
+  const settled = results.filter((r) => r.answer.event === "payment.settled");
+  const failures = new Map<string, number>();
+  for (const r of results) if (r.answer.event !== "payment.settled") failures.set(r.answer.error ?? "?", (failures.get(r.answer.error ?? "?") ?? 0) + 1);
+  return {
+    settled,
+    failed: failures.size ? JSON.stringify(Object.fromEntries(failures)) : "none",
+    blocks: new Set(settled.map((r) => r.answer.blockNumber)).size,
+    lastBlock: Math.max(...settled.map((r) => r.answer.blockNumber ?? 0)),
+    latencies: results.map((r) => r.ms).sort((a, b) => a - b),
+  };
 }

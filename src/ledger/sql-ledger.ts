@@ -168,6 +168,14 @@ function toPenalty(row: SqlRow): Penalty {
   };
 }
 
+/** The write-ahead record of a signed transaction: completed with the row source (`settlements WHERE …`, or a CTE). */
+const INSERT_SIGNED = `INSERT INTO settlement_transactions (hash, settlement_id, chain_id, relayer, relayer_nonce, raw, state, fee_cap, priority_fee, created_at, updated_at)
+   SELECT ?, id, chain_id, ?, ?, ?, 'signed', ?, ?, ?, ? FROM`;
+
+function signedParams(input: RecordBroadcastInput | RecordReplacementInput, now: number): SqlValue[] {
+  return [lower(input.hash), lower(input.relayer), input.relayerNonce, input.raw, input.feeCap?.toString() ?? null, input.priorityFee?.toString() ?? null, now, now];
+}
+
 /** Runs tasks one at a time per key, in order; a key with nothing queued is forgotten. */
 class KeyedSerial {
   readonly #tails = new Map<string, Promise<unknown>>();
@@ -324,18 +332,8 @@ export class SqlLedger implements Ledger {
        WHERE id = ? AND owner = ? AND status IN ${IN_FLIGHT}
          AND EXISTS (SELECT 1 FROM relayer_leases WHERE address = ? AND holder = ? AND expires_at > ?)`;
     const sentParams = [lower(input.hash), lower(input.relayer), input.relayerNonce, now + input.checkAfterMs, now, input.id, input.owner, lower(input.relayer), input.owner, now];
-    const insert = `INSERT INTO settlement_transactions (hash, settlement_id, chain_id, relayer, relayer_nonce, raw, state, fee_cap, priority_fee, created_at, updated_at)
-       SELECT ?, id, chain_id, ?, ?, ?, 'signed', ?, ?, ?, ? FROM`;
-    const insertParams = [
-      lower(input.hash),
-      lower(input.relayer),
-      input.relayerNonce,
-      input.raw,
-      input.feeCap?.toString() ?? null,
-      input.priorityFee?.toString() ?? null,
-      now,
-      now,
-    ];
+    const insert = INSERT_SIGNED;
+    const insertParams = signedParams(input, now);
     // It runs inside each relayer key's send queue: one round trip where the dialect allows it.
     if (this.#db.writableCte) {
       const [row] = await this.#db.all(
@@ -363,21 +361,7 @@ export class SqlLedger implements Ledger {
         [lower(input.hash), now, input.id, lower(input.relayer), input.relayerNonce, lower(input.relayer), input.holder, now],
       );
       if (changed === 0) return false;
-      await tx.run(
-        `INSERT INTO settlement_transactions (hash, settlement_id, chain_id, relayer, relayer_nonce, raw, state, fee_cap, priority_fee, created_at, updated_at)
-         SELECT ?, id, chain_id, ?, ?, ?, 'signed', ?, ?, ?, ? FROM settlements WHERE id = ? ON CONFLICT (hash) DO NOTHING`,
-        [
-          lower(input.hash),
-          lower(input.relayer),
-          input.relayerNonce,
-          input.raw,
-          input.feeCap?.toString() ?? null,
-          input.priorityFee?.toString() ?? null,
-          now,
-          now,
-          input.id,
-        ],
-      );
+      await tx.run(`${INSERT_SIGNED} settlements WHERE id = ? ON CONFLICT (hash) DO NOTHING`, [...signedParams(input, now), input.id]);
       return true;
     });
   }

@@ -135,18 +135,13 @@ export interface RecordBroadcastInput {
   checkAfterMs: number;
 }
 
-/** Parameters of {@link Ledger.recordReplacement}. */
-export interface RecordReplacementInput {
-  id: number;
+/**
+ * Parameters of {@link Ledger.recordReplacement}: `relayer` and `relayerNonce` are those of the row's latest
+ * transaction (a replacement takes the same nonce).
+ */
+export interface RecordReplacementInput extends Omit<RecordBroadcastInput, "owner" | "checkAfterMs"> {
   /** The instance that signs it: it must hold the lease of `relayer` (the key's single writer). */
   holder: string;
-  hash: Hex;
-  /** The relayer and nonce of the row's latest transaction: a replacement takes the same nonce. */
-  relayer: Address;
-  relayerNonce: number;
-  raw: Hex;
-  feeCap?: bigint;
-  priorityFee?: bigint;
 }
 
 /** A relayer key lease: the key sends from `holder` only, until `expiresAt`. */

@@ -128,21 +128,30 @@ describe("settlement faults: a settlement is never stranded", function () {
     expect(answer.body).to.deep.include({ event: "payment.settled", txHash, from: payment.message.from, to: SELLER, value: String(AMOUNT) });
   }
 
-  it("fee spike above the transaction's max fee: replaced with higher fees at the same nonce, the replacement mined", async () => {
-    const { url } = await start();
+  /**
+   * Settles `payment` with automine off; once its transaction is in the pool, the next block asks ten
+   * times its max fee (it stays in the pool) and comes past REPLACE_AFTER_SECONDS: resolves once the
+   * replacement reached the node.
+   */
+  async function settleThroughSpike(url: string, payment: Payment) {
     await proxy.chain.automine(false);
-    const payment = await makePayment(proxied.chain);
     const [nonce, before] = [await pendingNonce(), await balance()];
     const settling = settle(url, payment);
     await untilInPool(nonce + 1);
     const [first] = (await proxy.chain.pending()) as [Hex];
     const priced = await proxied.chain.publicClient.getTransaction({ hash: first });
-    // The next block asks ten times the transaction's max fee: it stays in the pool.
     await proxy.chain.setNextBlockBaseFee(priced.maxFeePerGas! * 10n);
     await mineAfter(PAST_REPLACE_AFTER);
     await until("the replacement reached the node", () => sends() === 2);
     const [second] = (await proxy.chain.pending()) as [Hex];
     expect(second).to.not.equal(first);
+    return { settling, nonce, before, first, second, priced };
+  }
+
+  it("fee spike above the transaction's max fee: replaced with higher fees at the same nonce, the replacement mined", async () => {
+    const { url } = await start();
+    const payment = await makePayment(proxied.chain);
+    const { settling, nonce, before, first, second, priced } = await settleThroughSpike(url, payment);
     const replacement = await proxied.chain.publicClient.getTransaction({ hash: second });
     expect(replacement.nonce).to.equal(priced.nonce);
     expect(replacement.maxFeePerGas! >= (priced.maxFeePerGas! * 1125n) / 1000n).to.equal(true);
@@ -171,18 +180,8 @@ describe("settlement faults: a settlement is never stranded", function () {
   it("settle time-out while a replaced transaction waits: payment.failed with the latest hash; once mined, the status lookup shows it settled with the mined hash", async () => {
     // The settle time-out is the wall clock's; 8 s leaves the replacement (well under a second) a wide margin.
     const { url } = await start({ SETTLE_TIMEOUT_SECONDS: "8" });
-    await proxy.chain.automine(false);
     const payment = await makePayment(proxied.chain);
-    const [nonce, before] = [await pendingNonce(), await balance()];
-    const settling = settle(url, payment);
-    await untilInPool(nonce + 1);
-    const [first] = (await proxy.chain.pending()) as [Hex];
-    const priced = await proxied.chain.publicClient.getTransaction({ hash: first });
-    await proxy.chain.setNextBlockBaseFee(priced.maxFeePerGas! * 10n);
-    await mineAfter(PAST_REPLACE_AFTER);
-    await until("the replacement reached the node", () => sends() === 2);
-    const [second] = (await proxy.chain.pending()) as [Hex];
-    expect(second).to.not.equal(first);
+    const { settling, nonce, before, first, second } = await settleThroughSpike(url, payment);
 
     // No block comes before the time-out: the answer is true, the latest hash and not settled.
     const answer = await settling;

@@ -473,6 +473,10 @@ export class Relayer {
       return;
     }
     const quote = await this.#currentQuote();
+    // Still in the pool at a price the network takes, behind a lower nonce not yet mined: it waits on that
+    // one, not on its price. A replacement would only raise what it pays (on Cronos, its whole fee cap).
+    const behind = [...key.inFlight.keys()].some((nonce) => nonce < tx.nonce);
+    if (known && behind && feeCap(tx.fees) >= neededFee(quote)) return;
     if (!known && feeCap(tx.fees) >= neededFee(quote)) {
       const again = await this.#broadcast(tx.latest.raw);
       if (again.outcome === "nonceTooLow") return; // mined meanwhile: the next round forgets it

@@ -298,7 +298,9 @@ describe("settlement faults: a settlement is never stranded", function () {
     expect(await balance()).to.equal(before + 2n * AMOUNT);
     expect(await minedNonce()).to.equal(nonce + 2);
     expect(txStates(await rowOf(a))).to.deep.equal([[hashA, "mined"]]);
+    // B waited on the gap at a price the network took: never re-priced.
     expect(txStates(await rowOf(b))).to.deep.equal([[hashB, "mined"]]);
+    expect(await counter("x402_relayer_replacements_total")).to.equal(0);
     await keepsSettling(url);
   });
 
@@ -331,6 +333,9 @@ describe("settlement faults: a settlement is never stranded", function () {
     expect(await minedNonce()).to.equal(nonce + 2);
     expect(await proxied.chain.contract.read.authorizationState([expiring.message.from, expiring.message.nonce])).to.equal(false);
     expect(await rowOf(expiring)).to.deep.include({ status: "failed", error: SettleError.expired, txHash: hashA });
+    // B waited on the gap at a price the network took: never re-priced.
+    expect(txStates(await rowOf(waiting))).to.deep.equal([[hashB, "mined"]]);
+    expect(await counter("x402_relayer_replacements_total")).to.equal(0);
     expect((await lookup(url, hashA)).body).to.deep.include({ status: "failed", error: SettleError.expired });
     await keepsSettling(url);
   });

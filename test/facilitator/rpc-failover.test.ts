@@ -3,7 +3,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { ConfigError, loadConfig } from "../../src/facilitator/config.js";
 import { StartupError, type RunningFacilitator } from "../../src/facilitator/server.js";
 import { serveJsonRpc } from "../../src/harness/rpc-bridge.js";
-import { waitUntil } from "../harness/helpers.js";
+import { waitUntil } from "../helpers/time.js";
 import { HARDHAT_KEYS, makePayment, recordingLogger } from "../helpers/facilitator.js";
 import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";
 import { startFaultProxy, type FaultProxy } from "../helpers/rpc-proxy.js";

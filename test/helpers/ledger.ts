@@ -30,6 +30,8 @@ export interface LedgerStore {
 /** A backend the contract suite runs against. */
 export interface LedgerBackend {
   name: string;
+  /** Whether its stores outlive their handles (a file, a database; not `:memory:`), known before any store exists. */
+  reopenable: boolean;
   /** Once per suite (e.g. starts PostgreSQL). */
   setUp(): Promise<void>;
   tearDown(): Promise<void>;
@@ -54,6 +56,7 @@ function tracking(open: () => Promise<Ledger>, cleanup: () => void = () => {}): 
 
 export const sqliteFileBackend = (): LedgerBackend => ({
   name: "embedded SQLite file",
+  reopenable: true,
   async setUp() {},
   async tearDown() {},
   async store(clock) {
@@ -71,6 +74,7 @@ export const sqliteFileBackend = (): LedgerBackend => ({
 
 export const sqliteMemoryBackend = (): LedgerBackend => ({
   name: "embedded SQLite :memory:",
+  reopenable: false,
   async setUp() {},
   async tearDown() {},
   async store(clock) {
@@ -89,6 +93,7 @@ export const postgresBackend = (): LedgerBackend => {
   let server: TestPostgres | undefined;
   return {
     name: "PostgreSQL",
+    reopenable: true,
     async setUp() {
       server = await startTestPostgres();
     },

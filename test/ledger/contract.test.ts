@@ -571,12 +571,14 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         expect(health.location).to.not.match(/:[^/@:]+@/); // no password in it
       });
 
-      it("opens an existing store again without losing rows (several handles opening at once)", async function () {
-        if (!store.shared) this.skip();
-        const row = await sentRow(ledger, "kept");
-        const again = await Promise.all([store.open(), store.open(), store.open()]);
-        for (const handle of again) expect((await handle.getById(row.id))?.txHash).to.equal(row.hash);
-      });
+      // Only a store that outlives its handles (a file, a database) can be opened again.
+      if (backend.reopenable) {
+        it("opens an existing store again without losing rows (several handles opening at once)", async () => {
+          const row = await sentRow(ledger, "kept");
+          const again = await Promise.all([store.open(), store.open(), store.open()]);
+          for (const handle of again) expect((await handle.getById(row.id))?.txHash).to.equal(row.hash);
+        });
+      }
     });
   });
 }

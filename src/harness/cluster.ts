@@ -12,8 +12,11 @@ import { startLocalChain, type LocalChain } from "./chain.js";
 import { PROJECT_ROOT } from "./hardhat.js";
 import { startTestPostgres, type TestPostgres } from "./postgres.js";
 
-/** Hardhat's PUBLIC test keys #9, #8, #7 (LOCAL-ONLY): the relayer keys the instances share. */
-export const CLUSTER_RELAYER_KEYS: readonly Hex[] = [9, 8, 7].map((index) => localAccount(index).privateKey);
+/**
+ * Hardhat's PUBLIC test keys #9, #19, #18 (LOCAL-ONLY): the relayer keys the instances share. Pre-funded
+ * with native gas, and apart from the buyers (#2 upward, skipping #9; the cluster funds 10: up to #12).
+ */
+export const CLUSTER_RELAYER_KEYS: readonly Hex[] = [9, 19, 18].map((index) => localAccount(index).privateKey);
 
 /** A facilitator started as `npm run facilitator` starts it (its script on this Node, with tsx). */
 export interface FacilitatorProcess {

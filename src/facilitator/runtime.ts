@@ -60,3 +60,14 @@ export interface RelayerSafety {
 export class FacilitatorFault extends Error {
   override name = "FacilitatorFault";
 }
+
+/**
+ * A settle refused because the payer (whose signature was proven) spent its settle quota: answered
+ * 429 with `Retry-After`. Nothing was claimed or sent.
+ */
+export class PayerQuotaExceeded extends Error {
+  override name = "PayerQuotaExceeded";
+  constructor(readonly retryAfterSeconds: number) {
+    super(`the payer's settle quota is spent; retry in ${retryAfterSeconds} s`);
+  }
+}

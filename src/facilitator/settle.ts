@@ -5,7 +5,7 @@ import { FeeCapError } from "../chain/fees.js";
 import { settleErrorOfRevert } from "../chain/revert.js";
 import type { Payment } from "../protocol/payment.js";
 import { SettleError } from "../protocol/reasons.js";
-import { FacilitatorFault, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
+import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
 import { penaltySubjects } from "../ledger/types.js";
 import type { Simulation } from "./settlements.js";
 import { verifyPayment, type RefusedPayment, type VerifiedPayment, type VerifyFailureCode } from "./verify.js";
@@ -72,16 +72,25 @@ export function settlementCalldata(payment: VerifiedPayment): Hex {
   return encodeFunctionData({ abi: tokenAbi, functionName: "transferWithAuthorization", args: [...common, a.signature] });
 }
 
+/** Options of {@link settlePayment}. */
+export interface SettleOptions {
+  /**
+   * The per-payer quota, asked once the signature is proven the payer's (never before: a request that
+   * only names a payer must not spend its quota). Gives the seconds to wait when the payer is over it.
+   */
+  admit?: (payer: Address, authorization: string) => Promise<number | undefined>;
+}
+
 /**
  * Settles a payment: re-verifies it on a fresh head, refuses a payer (or wallet code) under a revert
- * penalty, claims the authorization in the ledger (with the payer's balance reservation), simulates
+ * penalty, asks the payer's quota ({@link PayerQuotaExceeded}, 429), claims the authorization in the ledger (with the payer's balance reservation), simulates
  * the token call within `maxSettleGas`, then sends it, or hands it to a relayer key holder, and waits
  * for the outcome. A settle of an authorization another settle owns (any instance) waits for that
  * outcome and answers `Authorization already used` with its hash: one transaction per authorization.
  * Protocol outcomes are returned as a {@link SettleOutcome}; a fault before anything was sent throws
  * {@link FacilitatorFault} (503).
  */
-export async function settlePayment(payment: Payment, context: FacilitatorContext): Promise<SettleOutcome> {
+export async function settlePayment(payment: Payment, context: FacilitatorContext, options: SettleOptions = {}): Promise<SettleOutcome> {
   const outcome = await verifyPayment(payment, context, { freshHead: true });
   if (!outcome.isValid) {
     let txHash: Hex | undefined;
@@ -103,6 +112,16 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
   if (penalty) {
     context.logger.warn({ network: config.network, payer: authorization.from, codeHash: outcome.codeHash, until: String(penalty.until) }, "settle refused: revert penalty");
     return failed("failedOnChain");
+  }
+
+  if (options.admit) {
+    const id = `${config.chainId}:${config.token}:${authorization.from}:${authorization.nonce}`.toLowerCase();
+    // A quota store that fails lets the settle through, as the edge's limiters do: the claim decides next.
+    const wait = await options.admit(authorization.from, id).catch((error: unknown) => {
+      context.logger.warn({ network: config.network, err: String(error) }, "payer quota unavailable; settle let through");
+      return undefined;
+    });
+    if (wait !== undefined) throw new PayerQuotaExceeded(wait);
   }
 
   let result;

@@ -48,12 +48,15 @@ export class FacilitatorError extends Error {
   readonly status?: number;
   /** What was received or what failed: the body text for `http_status`, the schema problem for `malformed`. */
   readonly details: string;
+  /** For `http_status`: the seconds the facilitator asked to wait (its `Retry-After`, in seconds or as a date), when it said. */
+  readonly retryAfterSeconds?: number;
 
   constructor(options: {
     code: FacilitatorErrorCode;
     operation: FacilitatorOperation;
     details: string;
     status?: number;
+    retryAfterSeconds?: number;
     cause?: unknown;
   }) {
     const status = options.status === undefined ? "" : ` (HTTP ${options.status})`;
@@ -64,7 +67,30 @@ export class FacilitatorError extends Error {
     this.operation = options.operation;
     this.details = options.details;
     if (options.status !== undefined) this.status = options.status;
+    if (options.retryAfterSeconds !== undefined) this.retryAfterSeconds = options.retryAfterSeconds;
   }
+
+  /** The facilitator is busy or briefly unavailable (it answered 429 or 503): a retry later may succeed. */
+  get busy(): boolean {
+    return this.code === "http_status" && (this.status === 429 || this.status === 503);
+  }
+}
+
+/**
+ * The seconds a `Retry-After` value asks for (delay-seconds or an HTTP date), or `undefined` when it is
+ * absent or unreadable. Bounded to a day: a buggy or hostile value must not park a client for ever.
+ */
+export function retryAfterSeconds(value: string | null, now = Date.now()): number | undefined {
+  if (value === null) return undefined;
+  const text = value.trim();
+  let seconds: number;
+  if (/^\d+$/.test(text)) seconds = Number(text);
+  else {
+    const at = Date.parse(text);
+    if (Number.isNaN(at)) return undefined;
+    seconds = Math.max(0, Math.ceil((at - now) / 1000));
+  }
+  return Math.min(seconds, 86_400);
 }
 
 /** The body of verify and settle. `x402Version` defaults to 1, the only version the facilitator speaks. */
@@ -160,12 +186,13 @@ export function createFacilitatorClient(options: FacilitatorClientOptions): Faci
     const exchange = async () => {
       const response = await fetchImpl(`${url}/v2/x402/${operation}`, { ...init, signal: controller.signal });
       // The body is read under the same time limit: a facilitator may stall mid-answer.
-      return { status: response.status, text: await response.text() };
+      return { status: response.status, retryAfter: response.headers.get("Retry-After"), text: await response.text() };
     };
     let status: number;
     let text: string;
+    let retryAfter: string | null;
     try {
-      ({ status, text } = await Promise.race([exchange(), deadline]));
+      ({ status, text, retryAfter } = await Promise.race([exchange(), deadline]));
     } catch (error) {
       if (timedOut) {
         throw new FacilitatorError({ code: "timeout", operation, details: `no answer within ${timeoutMs} ms`, cause: error });
@@ -176,7 +203,8 @@ export function createFacilitatorClient(options: FacilitatorClientOptions): Faci
     }
 
     if (status < 200 || status > 299) {
-      throw new FacilitatorError({ code: "http_status", operation, status, details: `HTTP ${status}: ${clip(text)}` });
+      const wait = retryAfterSeconds(retryAfter);
+      throw new FacilitatorError({ code: "http_status", operation, status, details: `HTTP ${status}: ${clip(text)}`, ...(wait === undefined ? {} : { retryAfterSeconds: wait }) });
     }
     let json: unknown;
     try {

@@ -193,9 +193,14 @@ export const SellerError = {
   verifyRequestFailed: "Facilitator verify request failed",
   settleRequestFailed: "Facilitator settle request failed",
   requirementsUnavailable: "Payment requirements unavailable",
+  /** The 503 when the facilitator is busy (it answered 429 or 503): the buyer may retry after `Retry-After`. */
+  facilitatorBusy: "Payment service busy",
   /** The `details` of every 500: what went wrong is logged, not told to buyers. */
   tryLater: "The payment could not be processed right now; try again later",
 } as const;
+
+/** The `Retry-After` of the seller's 503 when the busy facilitator did not say how long to wait. */
+export const DEFAULT_RETRY_AFTER_SECONDS = 5;
 
 const contexts = new WeakMap<Request, PaymentContext>();
 
@@ -216,7 +221,10 @@ const bodyHeaderSchema = z.object({ paymentHeader: z.string().trim().min(1) });
  * - verify answers `isValid: false` → 402, same body with `error: "Payment verification failed"` and `reason`;
  * - settle answers that it failed → 402, same body with `error: "Payment settlement failed"` and `reason`;
  *   (`PAYMENT-REQUIRED`'s `error` is the reason, or for a v2 payment the facilitator's code);
- * - the facilitator cannot be reached, times out, answers non-2xx or an invalid answer → 500
+ * - the facilitator answers 429 or 503 (busy, or briefly unable to settle) → 503
+ *   `{error: "Payment service busy", details}` with `Retry-After` (the facilitator's, else
+ *   {@link DEFAULT_RETRY_AFTER_SECONDS});
+ * - the facilitator cannot be reached, times out, answers another non-2xx or an invalid answer → 500
  *   `{error, details}` with a generic `details`: the facts go to `options.logger`, never to buyers;
  * - settled → `X-PAYMENT-RESPONSE` (or `PAYMENT-RESPONSE` for a v2 payment: base64 JSON of the
  *   facilitator's settle answer) is set and the handler runs.
@@ -287,13 +295,21 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
         ...(reason === undefined ? {} : { reason }),
       });
     };
-    /** A facilitator fault: the details are logged, the buyer gets 500 with a generic text. */
+    /**
+     * A facilitator fault: the details are logged, the buyer gets a generic text: 503 with `Retry-After`
+     * when the facilitator is busy (it answered 429 or 503), else 500.
+     */
     const unavailable = (operation: "verify" | "settle", error: unknown) => {
       const facts = error instanceof FacilitatorError ? { code: error.code, ...(error.status === undefined ? {} : { status: error.status }) } : {};
       logger.error(
         { operation, method: req.method, path: req.originalUrl, facilitator: facilitator.url, ...facts, err: messageOf(error) },
         `facilitator ${operation} failed`,
       );
+      if (error instanceof FacilitatorError && error.busy) {
+        res.setHeader("Retry-After", String(error.retryAfterSeconds ?? DEFAULT_RETRY_AFTER_SECONDS));
+        res.status(503).json({ error: SellerError.facilitatorBusy, details: SellerError.tryLater });
+        return;
+      }
       const text = operation === "verify" ? SellerError.verifyRequestFailed : SellerError.settleRequestFailed;
       res.status(500).json({ error: text, details: SellerError.tryLater });
     };

@@ -170,7 +170,7 @@ describe("e2e: the facilitator's settle rate limit, seen through a seller", func
     await stack?.stop();
   });
 
-  it("pays five requests, then answers the sixth 500 Facilitator settle request failed, logs the 429, and moves nothing for it", async () => {
+  it("pays five requests, then answers the sixth 503 Payment service busy with the facilitator's Retry-After, logs the 429, and moves nothing for it", async () => {
     const info = stack.networks["cronos-testnet"]!;
     const buyer = privateKeyToAccount(info.buyers[0]!.privateKey);
     const paidFetch = wrapFetchWithPayment(fetch, { signer: buyer, maxAmount: PRICE });
@@ -185,9 +185,11 @@ describe("e2e: the facilitator's settle rate limit, seen through a seller", func
     const afterFive = await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller]);
     expect(afterFive).to.deep.equal([before[0]! - 5n * PRICE, before[1]! + 5n * PRICE]);
 
+    // The buyer's paying fetch hands the seller's 503 over as it is (it does not retry by itself).
     const sixth = await paidFetch(url);
-    // The buyer is not handed the facilitator's 429 body; the seller's log has it.
-    await expectAnswer(sixth, 500, { error: "Facilitator settle request failed", details: TRY_LATER });
+    const retryAfter = sixth.headers.get("retry-after");
+    await expectAnswer(sixth, 503, { error: "Payment service busy", details: TRY_LATER });
+    // The buyer is not handed the facilitator's 429 body; the seller's log has it, and its wait is passed on.
     expect(logger.entries).to.have.length(1);
     const facts = logger.entries[0]!.fields as { status: number; err: string };
     expect(facts.status).to.equal(429);
@@ -196,6 +198,7 @@ describe("e2e: the facilitator's settle rate limit, seen through a seller", func
     const limitAnswer = JSON.parse(match![1]!) as { error: string; retryAfter: number };
     expect(limitAnswer.error).to.equal("Too many requests");
     expect(limitAnswer.retryAfter).to.be.within(1, 60);
+    expect(retryAfter).to.equal(String(limitAnswer.retryAfter));
     expect(await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller])).to.deep.equal(afterFive);
   });
 });

@@ -8,7 +8,7 @@ import { VECTOR_PAYEE, VECTOR_SIGNER } from "./vectors.js";
 /** How the stand-in answers one operation. */
 export type StandInAnswer =
   /** JSON body with a status (default 200). */
-  | { kind: "json"; body: unknown; status?: number }
+  | { kind: "json"; body: unknown; status?: number; headers?: Record<string, string> }
   /** A raw body (garbage, HTML error pages…). */
   | { kind: "text"; body: string; status?: number; contentType?: string }
   /** Never answers (tests the client's time-out). */
@@ -62,7 +62,7 @@ export function settleFailed(error: string) {
   return { x402Version: 1, event: "payment.failed", network: "cronos-testnet", timestamp: "2030-01-01T00:00:00.000Z", error };
 }
 
-export const json = (body: unknown, status?: number): StandInAnswer => ({ kind: "json", body, status });
+export const json = (body: unknown, status?: number, headers?: Record<string, string>): StandInAnswer => ({ kind: "json", body, status, ...(headers ? { headers } : {}) });
 
 const defaultAnswers = () => ({ supported: json(SUPPORTED), verify: json(VALID), settle: json(SETTLED) });
 
@@ -90,7 +90,7 @@ export async function startStandInFacilitator(): Promise<StandInFacilitator> {
     }
     switch (answer.kind) {
       case "json":
-        res.status(answer.status ?? 200).json(answer.body);
+        res.status(answer.status ?? 200).set(answer.headers ?? {}).json(answer.body);
         return;
       case "text":
         res.status(answer.status ?? 200).type(answer.contentType ?? "text/plain").send(answer.body);

@@ -2,13 +2,14 @@ import { randomUUID } from "node:crypto";
 import express, { type ErrorRequestHandler, type Express, type Request, type Response, type Router } from "express";
 import { RequestError, SettleError } from "../../protocol/reasons.js";
 import type { SupportedResponse } from "../../protocol/schemas.js";
-import { FacilitatorFault, type FacilitatorContext } from "../runtime.js";
+import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext } from "../runtime.js";
 import { verifyPayment } from "../verify.js";
 import { settlePayment } from "../settle.js";
 import { cronosDialect, dialectOf, type DialectName } from "../dialects/index.js";
 import type { HealthReport } from "../health.js";
 import type { ApiKeyConfig, RateLimitsConfig } from "../config.js";
 import { edgeGuards, type QuotaHolder } from "./edge.js";
+import { PayerQuota } from "./payer-quota.js";
 import type { RateLimitStores } from "./rate-limit.js";
 import { settlementRoutes, type SettlementRoutesOptions } from "./settlements.js";
 
@@ -74,6 +75,8 @@ function refusal(route: Route, network: string, text: string): object {
  */
 export function createApp(options: AppOptions): Express {
   const { context } = options;
+  const payerQuota = new PayerQuota({ perMinute: options.rateLimits.payerSettlePerMinute, store: options.rateLimitStores?.settlePayer });
+  const admit = (payer: string, authorization: string) => payerQuota.admit(payer, authorization);
   const app = express();
   app.disable("x-powered-by");
   app.set("trust proxy", options.trustProxy);
@@ -132,7 +135,7 @@ export function createApp(options: AppOptions): Express {
           durationMs: performance.now() - started,
         });
       } else {
-        const outcome = await settlePayment(payment, context);
+        const outcome = await settlePayment(payment, context, { admit });
         res.json(codec.settleAnswer(outcome, echo));
         const authorization = payment.payload.ok ? payment.payload.payload.authorization : undefined;
         options.onOutcome?.({
@@ -147,6 +150,13 @@ export function createApp(options: AppOptions): Express {
         });
       }
     } catch (error) {
+      if (error instanceof PayerQuotaExceeded) {
+        // The payer's own quota (its signature is proven): the edge limiters' 429, counted as theirs are.
+        options.onRateLimited?.(route, "payer");
+        res.set("Retry-After", String(error.retryAfterSeconds));
+        res.status(429).json({ error: RequestError.tooManyRequests, retryAfter: error.retryAfterSeconds });
+        return;
+      }
       const fault = error instanceof FacilitatorFault ? error : undefined;
       if (fault) context.observe?.rpcError(network);
       // decisions.md: a fault is 500 on verify; settle got here before sending anything, so 503.

@@ -1,5 +1,4 @@
 import express, { type Request, type RequestHandler, type Response } from "express";
-import { decodePaymentHeader } from "../../protocol/header.js";
 import type { ApiKeyConfig, RateLimitsConfig } from "../config.js";
 import type { Logger } from "../logger.js";
 import { apiKeyOf, requireApiKey } from "./api-keys.js";
@@ -29,7 +28,8 @@ export interface EdgeGuardsOptions {
 /**
  * What a verify or settle request passes before its handler, in order: the API key (401), a JSON
  * content type (415), the client's quota (per API key when keys are configured, else per client IP;
- * 429), the body (413 / 400 through the error handler), and for settle the payer's quota (429).
+ * 429) and the body (413 / 400 through the error handler). The payer's settle quota is not here: it
+ * is asked once the signature is proven the payer's ({@link PayerQuota}, in the settle handler).
  * A settlement status lookup (`status`) passes the API key and a quota of verify's size.
  */
 export function edgeGuards(options: EdgeGuardsOptions): Record<EdgeRoute | "status", RequestHandler[]> {
@@ -48,26 +48,11 @@ export function edgeGuards(options: EdgeGuardsOptions): Record<EdgeRoute | "stat
       logger: options.logger,
       onLimited: () => options.onRateLimited?.(route, keyed ? "key" : "ip"),
     });
-    const payer =
-      route === "settle"
-        ? perMinuteLimit({
-            name: "settlePayer",
-            limit: rateLimits.payerSettlePerMinute,
-            key: (req) => {
-              const address = payerOf(req.body);
-              return address === undefined ? undefined : `payer:${address}`;
-            },
-            store: stores?.settlePayer,
-            logger: options.logger,
-            onLimited: () => options.onRateLimited?.(route, "payer"),
-          })
-        : undefined;
     return [
       ...(keyed ? [requireApiKey(apiKeys, (res, text) => options.onRefused(route, res, text))] : []),
       requireJsonBody((res, text) => options.onRefused(route, res, text)),
       ...(client ? [client] : []),
       json,
-      ...(payer ? [payer] : []),
     ];
   };
   // The settlement status lookups: the API key when keys are configured, and verify's quota, counted apart.
@@ -86,22 +71,3 @@ export function edgeGuards(options: EdgeGuardsOptions): Record<EdgeRoute | "stat
   return { verify: guards("verify"), settle: guards("settle"), status: lookup() };
 }
 
-const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
-
-/**
- * The payer address of a verify/settle body, lower-case, in either dialect: the Cronos `paymentHeader`
- * (either header layout) or an x402 v2 `paymentPayload`. `undefined` when there is none to read (the
- * endpoint then refuses the body itself).
- */
-export function payerOf(body: unknown): string | undefined {
-  if (body === null || typeof body !== "object") return undefined;
-  const { paymentHeader, paymentPayload } = body as { paymentHeader?: unknown; paymentPayload?: unknown };
-  let from: unknown;
-  if (typeof paymentHeader === "string") {
-    const decoded = decodePaymentHeader(paymentHeader);
-    from = decoded.ok ? decoded.payload.authorization.from : undefined;
-  } else if (paymentPayload !== null && typeof paymentPayload === "object") {
-    from = (paymentPayload as { payload?: { authorization?: { from?: unknown } } }).payload?.authorization?.from;
-  }
-  return typeof from === "string" && ADDRESS.test(from) ? from.toLowerCase() : undefined;
-}

@@ -89,7 +89,6 @@ export async function startCoordination(parameters: StartCoordinationParameters)
         name: runtime.config.network,
         client: runtime.client,
         relayer: runtime.relayer,
-        codeHash: (address) => runtime.state.codeHash(address),
       },
     ]),
   );

@@ -49,7 +49,7 @@ export interface RelayerSafety {
   maxSettleGas: bigint;
   /** Gas limit of the ERC-1271 `isValidSignature` call; a wallet that needs more has an invalid signature. */
   erc1271GasLimit: bigint;
-  /** A payer (and a contract wallet's code hash) whose settlement reverted on chain is refused this long (chain seconds). */
+  /** A payer whose settlement reverted on chain (its authorization used by nothing else) is refused this long (chain seconds). */
   revertPenaltySeconds: number;
 }
 

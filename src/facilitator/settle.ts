@@ -6,7 +6,7 @@ import { settleErrorOfRevert } from "../chain/revert.js";
 import type { Payment } from "../protocol/payment.js";
 import { SettleError } from "../protocol/reasons.js";
 import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
-import { penaltySubjects } from "../ledger/types.js";
+import { penaltySubject } from "../ledger/types.js";
 import type { Simulation } from "./settlements.js";
 import { verifyPayment, type RefusedPayment, type VerifiedPayment, type VerifyFailureCode } from "./verify.js";
 
@@ -82,7 +82,7 @@ export interface SettleOptions {
 }
 
 /**
- * Settles a payment: re-verifies it on a fresh head, refuses a payer (or wallet code) under a revert
+ * Settles a payment: re-verifies it on a fresh head, refuses a payer under a revert
  * penalty, asks the payer's quota ({@link PayerQuotaExceeded}, 429), claims the authorization in the ledger (with the payer's balance reservation), simulates
  * the token call within `maxSettleGas`, then sends it, or hands it to a relayer key holder, and waits
  * for the outcome. A settle of an authorization another settle owns (any instance) waits for that
@@ -105,12 +105,12 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
 
   let penalty;
   try {
-    penalty = await context.ledger.activePenalty(config, penaltySubjects(authorization.from, outcome.codeHash), head.timestamp);
+    penalty = await context.ledger.activePenalty(config, [penaltySubject(authorization.from)], head.timestamp);
   } catch (error) {
     throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
   }
   if (penalty) {
-    context.logger.warn({ network: config.network, payer: authorization.from, codeHash: outcome.codeHash, until: String(penalty.until) }, "settle refused: revert penalty");
+    context.logger.warn({ network: config.network, payer: authorization.from, until: String(penalty.until) }, "settle refused: revert penalty");
     return failed("failedOnChain");
   }
 

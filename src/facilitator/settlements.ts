@@ -2,7 +2,7 @@ import type { Address, Hex, PublicClient, TransactionReceipt } from "viem";
 import { waitForReceipt } from "../chain/receipt.js";
 import { FeeCapError, RelaySendError, type AdoptedTransaction, type RelayHooks, type RelayRequest, type SentTransaction } from "../chain/relayer.js";
 import { NOT_SENT_ERROR } from "../ledger/reconciler.js";
-import { penaltySubjects, type ClaimInput, type Ledger, type SettlementCall, type SettlementRecord } from "../ledger/types.js";
+import { penaltySubject, type ClaimInput, type Ledger, type SettlementCall, type SettlementRecord } from "../ledger/types.js";
 import { SettleError } from "../protocol/reasons.js";
 import type { Logger } from "./logger.js";
 
@@ -23,8 +23,6 @@ export interface SettlementNetwork {
   name: string;
   client: PublicClient;
   relayer: RelayerPort;
-  /** The code hash of a contract wallet, undefined for an account without code. */
-  codeHash(address: Address): Promise<Hex | undefined>;
 }
 
 /** Which relayer keys this instance may send from now (the lease keeper). */
@@ -45,7 +43,7 @@ export interface SettlementServiceOptions {
   ownerTtlMs?: number;
   /** After this, the reconciler also looks at a sent row its owner is following (cheap, idempotent); default 10 s. */
   reconcileAfterMs?: number;
-  /** A payer (and a contract wallet's code) whose settlement reverted is refused this long, in chain seconds; 0 = never. */
+  /** A payer whose settlement reverted (and whose authorization nothing else used) is refused this long, in chain seconds; 0 = never. */
   revertPenaltySeconds: number;
   /** Key holders look for settlements handed to them this often, besides being notified; default 1 s. */
   queuePollMs?: number;
@@ -295,9 +293,35 @@ export class SettlementService {
     // The other versions share its nonce: none of them can be mined now.
     for (const other of sent.hashes()) if (other !== hash) await ledger.markTransaction(other, "replaced").catch(() => undefined);
     await ledger.markTransaction(hash, "reverted");
+    this.#o.observe?.revertedGas?.(network.name, receipt.gasUsed);
+    const paidElsewhere = await this.#paidElsewhere(record);
+    if (paidElsewhere) {
+      // Anyone can resend our transaction's input from the pending pool with a higher tip: the copy paid
+      // the payee, ours reverted. The payment was made, and the payer did nothing wrong.
+      logger.warn({ id: record.id, txHash: hash, paidBy: paidElsewhere.txHash, payer: record.key.authorizer }, "settle transaction reverted: another transaction used the authorization first; settled with its hash");
+      return { kind: "settled", record: paidElsewhere };
+    }
     const failed = await ledger.markFailed(record.id, { error: SettleError.failedOnChain, txHash: hash });
-    await this.#penalize(record, network, receipt, blockTimestamp);
+    await this.#penalize(record, receipt, blockTimestamp);
     return failed ? this.#resultOf(failed) : { kind: "failed", error: SettleError.failedOnChain, txHash: hash };
+  }
+
+  /**
+   * After our transaction reverted: the row settled with the transaction that used its authorization
+   * instead (the reconciler's check: `authorizationState`, then the `AuthorizationUsed` log and that
+   * transaction's receipt), or undefined when nothing else used it (a cancel, a balance moved away).
+   */
+  async #paidElsewhere(record: SettlementRecord): Promise<SettlementRecord | undefined> {
+    const { ledger, reconcile, logger } = this.#o;
+    if (!reconcile) return undefined;
+    try {
+      await reconcile((await ledger.getById(record.id)) ?? record);
+      const decided = await ledger.getById(record.id);
+      return decided?.status === "settled" ? decided : undefined;
+    } catch (error) {
+      logger.warn({ id: record.id, err: String(error) }, "reverted settle: could not check who used the authorization");
+      return undefined;
+    }
   }
 
   async #blockTime(client: PublicClient, receipt: TransactionReceipt): Promise<bigint> {
@@ -308,18 +332,14 @@ export class SettlementService {
     }
   }
 
-  /** A settlement reverted at the relayer's expense: count the gas, and refuse its payer (and wallet code) for a while. */
-  async #penalize(record: SettlementRecord, network: SettlementNetwork, receipt: TransactionReceipt, blockTime: bigint): Promise<void> {
+  /** A settlement reverted at the relayer's expense and nothing else used its authorization: refuse its payer for a while. */
+  async #penalize(record: SettlementRecord, receipt: TransactionReceipt, blockTime: bigint): Promise<void> {
     const { logger, revertPenaltySeconds, ledger } = this.#o;
-    this.#o.observe?.revertedGas?.(network.name, receipt.gasUsed);
     logger.warn({ id: record.id, txHash: receipt.transactionHash, payer: record.key.authorizer, gasUsed: String(receipt.gasUsed) }, "settlement reverted on chain");
     if (revertPenaltySeconds <= 0) return;
     try {
-      const subjects = penaltySubjects(record.key.authorizer, await network.codeHash(record.key.authorizer));
       const until = blockTime + BigInt(revertPenaltySeconds);
-      for (const subject of subjects) {
-        await ledger.penalize({ chainId: record.key.chainId, token: record.key.token, ...subject, until, txHash: receipt.transactionHash });
-      }
+      await ledger.penalize({ chainId: record.key.chainId, token: record.key.token, ...penaltySubject(record.key.authorizer), until, txHash: receipt.transactionHash });
     } catch (error) {
       logger.error({ id: record.id, err: String(error) }, "ledger: revert penalty not recorded");
     }

@@ -34,8 +34,6 @@ export interface VerifiedPayment {
   balance: bigint;
   /** Whether the payer is a contract wallet (its signature goes through ERC-1271). */
   contractWallet: boolean;
-  /** The keccak-256 of the payer's code, when it has code. */
-  codeHash?: Hex;
 }
 
 /** A refused payment; `reason` is the exact `invalidReason` text. */
@@ -144,7 +142,7 @@ export async function verifyPayment(
   if (used) return refuse("used", VerifyReason.alreadyUsed, extra);
   if (balance < value) return refuse("balance", VerifyReason.insufficientBalance, extra);
 
-  return { isValid: true, runtime, payload, value, head, balance, contractWallet: codeHash !== undefined, codeHash };
+  return { isValid: true, runtime, payload, value, head, balance, contractWallet: codeHash !== undefined };
 }
 
 /** What verify reads from the chain about a payer, all at `head`. */

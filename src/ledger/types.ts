@@ -163,18 +163,21 @@ export interface InstanceRecord {
   expiresAt: number;
 }
 
-/** Who a revert penalty falls on: the payer, or every wallet with the same code hash. */
+/** Who a revert penalty falls on: a payer (`code`: a wallet code hash, written by earlier versions only). */
 export interface PenaltySubject {
   kind: "payer" | "code";
   /** Lower-case address, or code hash. */
   subject: string;
 }
 
-/** The penalty subjects of a payer: its address, and its code hash when it is a contract wallet. */
-export function penaltySubjects(payer: Address, codeHash: Hex | undefined): PenaltySubject[] {
-  const subjects: PenaltySubject[] = [{ kind: "payer", subject: payer.toLowerCase() }];
-  if (codeHash) subjects.push({ kind: "code", subject: codeHash.toLowerCase() });
-  return subjects;
+/**
+ * The penalty subject of a payer: its address, and nothing else. A penalty keyed by a wallet's code hash
+ * would let anyone who deploys a wallet of the same code, and makes it revert once, lock out every other
+ * wallet with that code; the relayer's exposure is bounded per payer instead (docs/operations.md). Rows of
+ * kind `code` written by earlier versions are kept but no longer asked for.
+ */
+export function penaltySubject(payer: Address): PenaltySubject {
+  return { kind: "payer", subject: payer.toLowerCase() };
 }
 
 /** One token on one chain. */

@@ -1,10 +1,10 @@
 import { expect } from "chai";
 import request from "supertest";
-import { parseSignature, type Address } from "viem";
+import { parseSignature, type Address, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { CANCEL_AUTHORIZATION_TYPES } from "../../src/protocol/eip3009.js";
 import { SettleError } from "../../src/protocol/reasons.js";
-import { HARDHAT_KEYS, makePayment, openFacilitator } from "../helpers/facilitator.js";
+import { HARDHAT_KEYS, makePayment, openFacilitator, v2BodyOf } from "../helpers/facilitator.js";
 import { expectFailed, FRONT_RUN, RELAYER, relayerNonce, revertedGas, setAutomine, settle, settleFrontRun, type SettleAnswer } from "../helpers/settle.js";
 import { deployFlipWallet, walletPayment } from "../helpers/wallets.js";
 import { waitUntil } from "../helpers/time.js";
@@ -88,7 +88,7 @@ describe("relayer safety: reverts the relayer would pay for", () => {
     expect(await revertedGas(opened)).to.equal(Number(settlement.gasUsed));
   });
 
-  it("a wallet whose isValidSignature flips after a cheap poke(): after its settle reverts, five more attempts from it and from a wallet with the same code are refused without sending", async () => {
+  it("a wallet whose isValidSignature flips after a cheap poke(): after its settle reverts, five more attempts from it are refused without sending; a wallet with the same code is not affected", async () => {
     const opened = await openFacilitator();
     const { chain } = opened;
     const attacker: Address = privateKeyToAccount(generatePrivateKey()).address;
@@ -107,8 +107,8 @@ describe("relayer safety: reverts the relayer would pay for", () => {
     // The wallet accepts its owner's signature again: a simulation would pass; only the penalty stops the settles.
     await first.contract.write.unpoke();
     opened.rpc.reset();
-    for (const wallet of [first, twin, first, twin, twin]) {
-      const { body } = await walletPayment(chain, wallet.payer, { payTo: attacker, amount: 1n });
+    for (let i = 0; i < 5; i++) {
+      const { body } = await walletPayment(chain, first.payer, { payTo: attacker, amount: 1n });
       expect((await request(opened.app).post("/v2/x402/verify").send(body)).body).to.deep.equal({ isValid: true, invalidReason: null });
       expectFailed(await settle(opened, body), SettleError.failedOnChain);
     }
@@ -117,7 +117,81 @@ describe("relayer safety: reverts the relayer would pay for", () => {
     expect(await revertedGas(opened)).to.equal(Number(settlement.gasUsed));
     expect(await chain.contract.read.balanceOf([attacker])).to.equal(0n);
 
-    await chain.networkHelpers.time.increase(600);
+    // The penalty is the misbehaving wallet's own: a wallet of the same code (someone else's) settles at once.
     expect((await settle(opened, (await walletPayment(chain, twin.payer, { payTo: attacker, amount: 1n })).body)).event).to.equal("payment.settled");
+    expect(await chain.contract.read.balanceOf([attacker])).to.equal(1n);
+    expect(await relayerNonce(opened)).to.equal(nonceBefore + 2);
+
+    await chain.networkHelpers.time.increase(600);
+    expect((await settle(opened, (await walletPayment(chain, first.payer, { payTo: attacker, amount: 1n })).body)).event).to.equal("payment.settled");
   });
+
+  for (const dialect of ["cronos", "x402v2"] as const) {
+    it(`a copy of the relayer's pending transaction, mined first with a higher tip: the settle answers paid with the copy's hash (${dialect}), the payee is paid once, the payer is not penalised`, async () => {
+      const opened = await openFacilitator();
+      const { chain } = opened;
+      const payment = await makePayment(chain);
+      const payee = payment.payTo;
+      const [payeeBefore, payerBefore] = await Promise.all([chain.contract.read.balanceOf([payee]), chain.contract.read.balanceOf([opened.buyer.address])]);
+      const nonce = await relayerNonce(opened);
+      const query = { network: "cronos-testnet", from: payment.message.from, nonce: payment.message.nonce };
+      const body = dialect === "cronos" ? payment.body : v2BodyOf(payment);
+      // Anyone watching the pending pool: the copier is an unrelated funded account (Hardhat #15, LOCAL-ONLY).
+      const copier = chain.wallets[15]!;
+      await setAutomine(opened, false);
+      let copyHash: Hex;
+      let settling;
+      try {
+        settling = request(opened.app).post("/v2/x402/settle").send(body).then((r) => r);
+        let pending;
+        for (let i = 0; i < 500 && !pending?.body.txHash; i++) {
+          pending = await request(opened.app).get("/v2/x402/settlements").query(query);
+          if (!pending.body.txHash) await new Promise((r) => setTimeout(r, 10));
+        }
+        const ours = await chain.publicClient.getTransaction({ hash: pending!.body.txHash });
+        copyHash = await copier.sendTransaction({ to: ours.to!, data: ours.input, ...FRONT_RUN });
+        await chain.networkHelpers.mine();
+      } finally {
+        await setAutomine(opened, true);
+      }
+      const answer = await settling;
+      const copy = await chain.publicClient.getTransactionReceipt({ hash: copyHash });
+      expect(copy.status).to.equal("success");
+      // The relayer's own transaction was mined after the copy, in the same block, and reverted.
+      const block = await chain.publicClient.getBlock({ blockNumber: copy.blockNumber, includeTransactions: true });
+      const relayed = block.transactions.filter((tx) => tx.from.toLowerCase() === RELAYER.toLowerCase());
+      expect(relayed).to.have.length(1);
+      const reverted = await chain.publicClient.getTransactionReceipt({ hash: relayed[0]!.hash });
+      expect(reverted.status).to.equal("reverted");
+      expect(reverted.transactionIndex).to.be.above(copy.transactionIndex);
+
+      expect(answer.status).to.equal(200);
+      if (dialect === "cronos") {
+        expect(answer.body).to.deep.equal({
+          x402Version: 1,
+          event: "payment.settled",
+          network: "cronos-testnet",
+          timestamp: new Date(Number(block.timestamp) * 1000).toISOString(),
+          txHash: copyHash,
+          from: payment.message.from,
+          to: payee,
+          value: "1000000",
+          blockNumber: Number(copy.blockNumber),
+        });
+      } else {
+        expect(answer.body).to.deep.equal({ success: true, payer: payment.message.from, transaction: copyHash, network: "eip155:338" });
+      }
+      // Paid exactly once; the status lookup tells the same; the relayer's nonces have no gap.
+      expect(await chain.contract.read.balanceOf([payee])).to.equal(payeeBefore + 1_000_000n);
+      expect(await chain.contract.read.balanceOf([opened.buyer.address])).to.equal(payerBefore - 1_000_000n);
+      const lookup = await request(opened.app).get("/v2/x402/settlements").query(query);
+      expect(lookup.body).to.deep.include({ status: "settled", txHash: copyHash, blockNumber: Number(copy.blockNumber) });
+      expect(await chain.publicClient.getTransactionCount({ address: RELAYER, blockTag: "latest" })).to.equal(nonce + 1);
+      // The relayer paid for the revert (counted), but the payer did nothing wrong: its next settle goes through.
+      expect(await revertedGas(opened)).to.equal(Number(reverted.gasUsed));
+      const next = await makePayment(chain);
+      expect((await settle(opened, next.body)).event).to.equal("payment.settled");
+      expect(await chain.contract.read.balanceOf([payee])).to.equal(payeeBefore + 2_000_000n);
+    });
+  }
 });

@@ -187,15 +187,15 @@ describe("seller: requirePayment", () => {
 
   describe("a busy facilitator (429 or 503) answers the buyer 503 with Retry-After and a generic body", () => {
     const cases = [
-      { title: "verify answers 429 with Retry-After: 17", operation: "verify", answer: json({ error: "Too many requests", retryAfter: 17 }, 429, { "Retry-After": "17" }), retryAfter: "17" },
-      { title: "verify answers 503 without Retry-After", operation: "verify", answer: json({ error: "Service unavailable" }, 503), retryAfter: "5" },
-      { title: "settle answers 429 with Retry-After: 42", operation: "settle", answer: json({ error: "Too many requests", retryAfter: 42 }, 429, { "Retry-After": "42" }), retryAfter: "42" },
-      { title: "settle answers 503 without Retry-After", operation: "settle", answer: json(settleFailed("Service unavailable: the settlement ledger is unavailable"), 503), retryAfter: "5" },
-      { title: "settle answers 503 with a Retry-After date 30 s ahead", operation: "settle", answer: json({ error: "Service unavailable" }, 503, { "Retry-After": new Date(Date.now() + 30_500).toUTCString() }), retryAfter: /^(29|30|31)$/ },
+      { title: "verify answers 429 with Retry-After: 17", operation: "verify", answer: () => json({ error: "Too many requests", retryAfter: 17 }, 429, { "Retry-After": "17" }), retryAfter: "17" },
+      { title: "verify answers 503 without Retry-After", operation: "verify", answer: () => json({ error: "Service unavailable" }, 503), retryAfter: "5" },
+      { title: "settle answers 429 with Retry-After: 42", operation: "settle", answer: () => json({ error: "Too many requests", retryAfter: 42 }, 429, { "Retry-After": "42" }), retryAfter: "42" },
+      { title: "settle answers 503 without Retry-After", operation: "settle", answer: () => json(settleFailed("Service unavailable: the settlement ledger is unavailable"), 503), retryAfter: "5" },
+      { title: "settle answers 503 with a Retry-After date 30 s ahead", operation: "settle", answer: () => json({ error: "Service unavailable" }, 503, { "Retry-After": new Date(Date.now() + 30_500).toUTCString() }), retryAfter: /^(29|30|31)$/ },
     ] as const;
     for (const busy of cases) {
       it(`when ${busy.title}`, async () => {
-        standIn.answers[busy.operation] = busy.answer;
+        standIn.answers[busy.operation] = busy.answer();
         const seller = await startSeller();
         const response = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
         expect(response.status).to.equal(503);

@@ -13,6 +13,7 @@ import type { RateLimitStores } from "./http/rate-limit.js";
 import type { Logger } from "./logger.js";
 import type { FacilitatorMetrics } from "./metrics.js";
 import type { FacilitatorContext, NetworkRuntime } from "./runtime.js";
+import { LedgerWatch } from "./ledger-watch.js";
 import { SettlementService, type SettlementNetwork } from "./settlements.js";
 
 /** This instance's part in the service: the ledger, its key leases, its settlement sender and its reconciler. */
@@ -95,8 +96,15 @@ export async function startCoordination(parameters: StartCoordinationParameters)
   const interval = config.ledger.reconcileIntervalMs;
   // The settlement service asks the reconciler to decide a row; the reconciler is built after it.
   let reconciler: Reconciler;
+  // An outage is logged once, probed, and recovered from (outbox first, then abandoned claims).
+  const watch = new LedgerWatch({
+    probe: async () => (await ledger.health()).reachable,
+    recover: () => settlements.recover(),
+    logger: log,
+  });
   const settlements = new SettlementService({
     reconcile: (record) => reconciler.reconcile(record),
+    onLedgerFault: (error) => watch.report("settle", error),
     ledger,
     instanceId,
     networks: settlementNetworks,
@@ -124,19 +132,21 @@ export async function startCoordination(parameters: StartCoordinationParameters)
       metrics.reconcilerAction(action);
       log.info({ id: record.id, action, network: record.network, payer: record.key.authorizer, txHash: record.txHash }, "reconciler");
     },
-    onError: (error, record) => log.warn({ id: record.id, err: String(error) }, "reconciler: row left for the next round"),
+    onError: (error, record) => {
+      if (!watch.down) log.warn({ id: record.id, err: String(error) }, "reconciler: row left for the next round");
+    },
   });
   metrics.watchLedger(ledger);
 
   try {
     // The first round takes the keys before the first request: a lone instance holds them all at once.
-    await keeper.start((error) => log.error({ err: String(error) }, "relayer key leases not renewed"));
+    await keeper.start((error) => watch.report("relayer key leases", error));
   } catch (error) {
     if (owned) await ledger.close().catch(() => undefined);
     throw error;
   }
   settlements.start();
-  reconciler.start(interval, (error) => log.warn({ err: String(error) }, "reconciler round failed"));
+  reconciler.start(interval, (error) => watch.report("reconciler", error));
   const prune = setInterval(() => void ledger.prune().catch(() => undefined), 60_000);
   prune.unref();
 
@@ -162,13 +172,17 @@ export async function startCoordination(parameters: StartCoordinationParameters)
       const health = await ledger.health();
       return {
         ...health,
+        ...(settlements.outbox.size > 0 ? { outbox: settlements.outbox.size } : {}),
         leases: keeper.leases().map((lease) => ({ address: lease.address, epoch: lease.epoch, expiresAt: new Date(lease.expiresAt).toISOString() })),
       };
     },
     close(graceMs = 30_000) {
       closing ??= (async () => {
         clearInterval(prune);
+        watch.stop();
         await settlements.stop(graceMs);
+        // What the outage kept is written if the database is back by now (else the reconciler finds it).
+        await settlements.outbox.drain().catch(() => false);
         await reconciler.stop();
         await keeper.stop().catch((error: unknown) => log.warn({ err: String(error) }, "relayer key leases not released"));
         if (owned) await ledger.close();

@@ -188,6 +188,8 @@ export interface HealthReport {
 /** The settlement ledger as `/healthcheck` reports it: the database, and this instance's relayer key leases. */
 export interface LedgerInspection extends LedgerHealth {
   leases: Array<{ address: Address; epoch: number; expiresAt: string }>;
+  /** Outcomes answered while the database was unreachable and not yet written (absent when none). */
+  outbox?: number;
 }
 
 /** Runs the network checks (and the ledger's) in parallel and builds the healthcheck answer. */

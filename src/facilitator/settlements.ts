@@ -2,9 +2,10 @@ import type { Address, Hex, PublicClient, TransactionReceipt } from "viem";
 import { waitForReceipt } from "../chain/receipt.js";
 import { FeeCapError, RelaySendError, type AdoptedTransaction, type RelayHooks, type RelayRequest, type SentTransaction } from "../chain/relayer.js";
 import { NOT_SENT_ERROR } from "../ledger/reconciler.js";
-import { penaltySubject, type ClaimInput, type Ledger, type SettlementCall, type SettlementRecord } from "../ledger/types.js";
+import { IllegalTransitionError, penaltySubject, type ClaimInput, type Ledger, type SettlementCall, type SettlementRecord } from "../ledger/types.js";
 import { SettleError } from "../protocol/reasons.js";
 import type { Logger } from "./logger.js";
+import { LedgerOutbox } from "./outbox.js";
 
 /** What the settlement service needs of a relayer (the kit's {@link Relayer} is one). */
 export interface RelayerPort {
@@ -47,6 +48,8 @@ export interface SettlementServiceOptions {
   revertPenaltySeconds: number;
   /** Key holders look for settlements handed to them this often, besides being notified; default 1 s. */
   queuePollMs?: number;
+  /** Told of a ledger call that failed (the database may be down): the outage watch. */
+  onLedgerFault?: (error: unknown) => void;
   /** Decides a row at once (the reconciler's check): used when its transaction's nonce went to a gap filler. */
   reconcile?: (record: SettlementRecord) => Promise<unknown>;
   logger: Logger;
@@ -97,10 +100,15 @@ export class SettlementService {
   #draining: Promise<void> | undefined;
   #again = false;
   readonly #inFlight = new Set<Promise<unknown>>();
+  /** The ids of the claims this instance's settles are working on now. */
+  readonly #active = new Set<number>();
+  /** Outcomes answered while the ledger was unreachable, written when it is back ({@link recover}). */
+  readonly outbox: LedgerOutbox;
 
   constructor(options: SettlementServiceOptions) {
     this.#o = options;
     this.#ownerTtlMs = options.ownerTtlMs ?? 30_000;
+    this.outbox = new LedgerOutbox({ logger: options.logger });
   }
 
   /**
@@ -109,20 +117,45 @@ export class SettlementService {
    * sends it or hands it to a key holder, and waits for its outcome.
    */
   async settle(input: SettleClaim, simulate: () => Promise<Simulation>): Promise<SettlementResult> {
+    try {
+      return await this.#settle(input, simulate);
+    } catch (error) {
+      // Cheap when it was not the ledger: the watch probes the database once before it says anything.
+      this.#o.onLedgerFault?.(error);
+      throw error;
+    }
+  }
+
+  async #settle(input: SettleClaim, simulate: () => Promise<Simulation>): Promise<SettlementResult> {
     const { ledger, settleTimeoutMs, instanceId } = this.#o;
     const network = this.#o.networks.get(input.key.chainId);
     if (!network) return { kind: "notSent", reason: `chain ${input.key.chainId} is not served` };
     const deadline = performance.now() + settleTimeoutMs;
-    const claim = await ledger.claim({ ...input, owner: instanceId, ownerTtlMs: this.#ownerTtlMs, deadlineMs: settleTimeoutMs });
-    if (claim.outcome === "overBalance") return { kind: "overBalance" };
-    if (claim.outcome === "exists") {
+    for (;;) {
+      const claim = await ledger.claim({ ...input, owner: instanceId, ownerTtlMs: this.#ownerTtlMs, deadlineMs: settleTimeoutMs });
+      if (claim.outcome === "overBalance") return { kind: "overBalance" };
+      if (claim.outcome === "claimed") {
+        this.#active.add(claim.record.id);
+        try {
+          return await this.#settleClaimed(claim.record, network, simulate, deadline);
+        } finally {
+          this.#active.delete(claim.record.id);
+        }
+      }
       const { record } = claim;
       if (record.status === "settled") return { kind: "alreadyUsed", ...(record.txHash ? { txHash: record.txHash } : {}) };
       const outcome = (await ledger.waitForOutcome(record.id, deadline - performance.now())) ?? record;
+      // The settle it joined was given up before anything was sent (its instance lost the database
+      // meanwhile, say): nothing is out there, so this one claims the authorization afresh.
+      if (outcome.status === "failed" && outcome.error === NOT_SENT_ERROR && deadline - performance.now() > 1_000) continue;
       if (outcome.status === "failed") return this.#resultOf(outcome);
       return { kind: "alreadyUsed", ...(outcome.txHash ? { txHash: outcome.txHash } : {}) };
     }
-    let record = claim.record;
+  }
+
+  async #settleClaimed(claimed: SettlementRecord, network: SettlementNetwork, simulate: () => Promise<Simulation>, deadline: number): Promise<SettlementResult> {
+    const { ledger, instanceId } = this.#o;
+    let record = claimed;
     let simulation: Simulation;
     try {
       simulation = await simulate();
@@ -150,6 +183,18 @@ export class SettlementService {
       record = (await ledger.getById(record.id)) ?? record;
     }
     return this.#resultOf(record);
+  }
+
+  /**
+   * After the ledger was unreachable: writes the outcomes kept meanwhile (first), then gives up this
+   * instance's claims whose settles were answered 503 meanwhile (nothing was recorded as sent for them),
+   * so a retry of each claims it afresh. False while the ledger still refuses.
+   */
+  async recover(): Promise<boolean> {
+    if (!(await this.outbox.drain())) return false;
+    const released = await this.#o.ledger.withdrawOwned({ owner: this.#o.instanceId, error: NOT_SENT_ERROR, keep: [...this.#active] });
+    if (released.length > 0) this.#o.logger.info({ released }, "claims abandoned during the ledger outage released (nothing was sent for them)");
+    return true;
   }
 
   #resultOf(record: SettlementRecord): SettlementResult {
@@ -189,9 +234,10 @@ export class SettlementService {
         logger.error({ id: record.id, txHash: error.hash, err: String(error.cause) }, "settle send failed midway");
         sent = error.transaction ?? { hashes: () => [error.hash], superseded: false };
       } else {
-        // Refused outright (or the fee cap stopped it before signing): nothing is out there. The row
-        // fails as "not sent" and may be claimed again.
-        await ledger.markFailed(record.id, { error: NOT_SENT_ERROR, owner: instanceId });
+        // Refused outright (or the fee cap stopped it before signing, or the ledger refused its
+        // write-ahead record): nothing is out there. The row fails as "not sent" and may be claimed
+        // again; while the ledger is unreachable it stays claimed until {@link recover} releases it.
+        await ledger.markFailed(record.id, { error: NOT_SENT_ERROR, owner: instanceId }).catch(() => undefined);
         if (error instanceof FeeCapError) return { kind: "notSent", reason: `${error.message}; nothing was sent` };
         return { kind: "notSent", reason: `relayer could not send: ${error instanceof Error ? error.message : String(error)}` };
       }
@@ -280,19 +326,30 @@ export class SettlementService {
         logger.warn({ id: record.id, txHash: latest }, "settle receipt not confirmed by the deadline; the reconciler follows it");
       }
       await ledger.deferCheck(record.id, 0).catch(() => undefined);
-      return this.#resultOf((await ledger.getById(record.id)) ?? record);
+      // With the ledger unreachable, what this instance knows: the transaction it sent, not yet mined.
+      const known = (await ledger.getById(record.id).catch(() => undefined)) ?? { ...record, status: "sent" as const, ...(latest ? { txHash: latest } : {}) };
+      return this.#resultOf(known);
     }
     const hash = receipt.transactionHash;
     this.#o.observe?.confirmationWait?.(network.name, (performance.now() - sentAt) / 1000);
     const blockTimestamp = await this.#blockTime(network.client, receipt);
     if (receipt.status === "success") {
-      // The ledger marks its other versions (same nonce) replaced.
-      const settled = await ledger.markSettled(record.id, { txHash: hash, blockNumber: receipt.blockNumber, blockTimestamp });
-      return { kind: "settled", record: settled };
+      // The ledger marks its other versions (same nonce) replaced. Mined is mined: with the ledger
+      // unreachable the answer is still `settled`, and the record is written when it is back.
+      const outcome = { txHash: hash, blockNumber: receipt.blockNumber, blockTimestamp };
+      try {
+        return { kind: "settled", record: await ledger.markSettled(record.id, outcome) };
+      } catch (error) {
+        if (error instanceof IllegalTransitionError) throw error;
+        this.outbox.add(`settlement ${record.id} settled by ${hash}`, () => ledger.markSettled(record.id, outcome));
+        this.#o.onLedgerFault?.(error);
+        logger.warn({ id: record.id, txHash: hash, err: String(error) }, "settlement mined while the ledger is unreachable: answered settled, record kept in the outbox");
+        return { kind: "settled", record: { ...record, status: "settled", ...outcome } };
+      }
     }
     // The other versions share its nonce: none of them can be mined now.
     for (const other of sent.hashes()) if (other !== hash) await ledger.markTransaction(other, "replaced").catch(() => undefined);
-    await ledger.markTransaction(hash, "reverted");
+    await this.outbox.writeOrKeep(`transaction ${hash} reverted`, () => ledger.markTransaction(hash, "reverted"));
     this.#o.observe?.revertedGas?.(network.name, receipt.gasUsed);
     const paidElsewhere = await this.#paidElsewhere(record);
     if (paidElsewhere) {
@@ -301,9 +358,15 @@ export class SettlementService {
       logger.warn({ id: record.id, txHash: hash, paidBy: paidElsewhere.txHash, payer: record.key.authorizer }, "settle transaction reverted: another transaction used the authorization first; settled with its hash");
       return { kind: "settled", record: paidElsewhere };
     }
-    const failed = await ledger.markFailed(record.id, { error: SettleError.failedOnChain, txHash: hash });
+    const failure = { error: SettleError.failedOnChain, txHash: hash };
+    const failed = await ledger.markFailed(record.id, failure).catch((error: unknown) => {
+      this.outbox.add(`settlement ${record.id} reverted`, () => ledger.markFailed(record.id, failure));
+      this.#o.onLedgerFault?.(error);
+      logger.warn({ id: record.id, txHash: hash, err: String(error) }, "settlement reverted while the ledger is unreachable: record kept in the outbox");
+      return undefined;
+    });
     await this.#penalize(record, receipt, blockTimestamp);
-    return failed ? this.#resultOf(failed) : { kind: "failed", error: SettleError.failedOnChain, txHash: hash };
+    return failed ? this.#resultOf(failed) : { kind: "failed", ...failure };
   }
 
   /**
@@ -339,7 +402,8 @@ export class SettlementService {
     if (revertPenaltySeconds <= 0) return;
     try {
       const until = blockTime + BigInt(revertPenaltySeconds);
-      await ledger.penalize({ chainId: record.key.chainId, token: record.key.token, ...penaltySubject(record.key.authorizer), until, txHash: receipt.transactionHash });
+      const penalty = { chainId: record.key.chainId, token: record.key.token, ...penaltySubject(record.key.authorizer), until, txHash: receipt.transactionHash };
+      await this.outbox.writeOrKeep(`revert penalty of ${record.key.authorizer}`, () => ledger.penalize(penalty));
     } catch (error) {
       logger.error({ id: record.id, err: String(error) }, "ledger: revert penalty not recorded");
     }
@@ -378,9 +442,10 @@ export class SettlementService {
       }
       // The handler waits on the ledger; the deadline is the row's (its settle time-out).
       const deadline = performance.now() + Math.max(0, (row.deadlineAt ?? 0) - Date.now()) + this.#o.settleTimeoutMs;
-      void this.#track(this.#execute(row, row.call!, network, from, deadline)).catch((error: unknown) =>
-        this.#o.logger.error({ id: row.id, err: String(error) }, "handed-off settle failed"),
-      );
+      this.#active.add(row.id);
+      void this.#track(this.#execute(row, row.call!, network, from, deadline))
+        .catch((error: unknown) => this.#o.logger.error({ id: row.id, err: String(error) }, "handed-off settle failed"))
+        .finally(() => this.#active.delete(row.id));
     }
   }
 

@@ -92,7 +92,12 @@ class PostgresDriver implements SqlDriver {
 
   async transaction<T>(...args: [(tx: SqlTransaction) => Promise<T>] | [SqlTransactionOptions, (tx: SqlTransaction) => Promise<T>]): Promise<T> {
     const [options, work] = args.length === 1 ? [{}, args[0]] : args;
+    let failed = false;
     const client = await this.#pool.connect();
+    // While checked out, a client's own error (the server shut down, 57P01) has no pool listener: without
+    // one it would crash the process. The query in flight rejects as well; the client is then destroyed.
+    const onError = () => void (failed = true);
+    client.on("error", onError);
     const query = (text: string, params: readonly SqlValue[] = []) => client.query({ ...toPostgres(text), values: params as SqlValue[] });
     const tx: SqlTransaction = {
       all: async (text, params) => (await query(text, params)).rows as SqlRow[],
@@ -100,7 +105,6 @@ class PostgresDriver implements SqlDriver {
       // Delivered by PostgreSQL to every listener (this instance's too) when the transaction commits.
       notify: async (text) => void (await query(`SELECT pg_notify('${CHANNEL}', ?)`, [text])),
     };
-    let failed = false;
     try {
       // One round trip: the lock's keys are numbers computed here, so the two statements go as one simple query.
       await client.query(options.lock === undefined ? "BEGIN" : `BEGIN; SELECT pg_advisory_xact_lock(${LOCK_SPACE}, ${lockKey(options.lock)})`);
@@ -113,6 +117,7 @@ class PostgresDriver implements SqlDriver {
       throw error;
     } finally {
       // A client whose ROLLBACK failed may be broken: destroy it rather than return it to the pool.
+      client.removeListener("error", onError);
       client.release(failed ? true : undefined);
     }
   }
@@ -125,24 +130,29 @@ class PostgresDriver implements SqlDriver {
   /** LISTENs for other instances' notifications; reconnects after a lost connection (waits poll meanwhile). */
   async listen(): Promise<void> {
     const client = new pg.Client({ connectionString: this.#url });
-    const retry = () => {
+    const lost = () => {
       if (this.#closed || this.#listener !== client) return;
       this.#listener = undefined;
       void client.end().catch(() => undefined);
-      this.#reconnect = setTimeout(() => {
-        this.listen().catch(() => retry());
-      }, RECONNECT_MS);
+      // Every second until the server answers again (each failed attempt schedules the next).
+      clearTimeout(this.#reconnect);
+      this.#reconnect = setTimeout(() => void this.listen().catch(() => undefined), RECONNECT_MS);
       this.#reconnect.unref();
     };
     this.#listener = client;
-    client.on("error", retry);
-    client.on("end", retry);
+    client.on("error", lost);
+    client.on("end", lost);
     client.on("notification", (notification) => {
       if (notification.channel === CHANNEL && notification.payload) deliver(this.messages, notification.payload);
     });
-    await client.connect();
-    await client.query(`LISTEN ${CHANNEL}`);
-    // Anything queued while we were not listening is picked up now.
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${CHANNEL}`);
+    } catch (error) {
+      lost();
+      throw error;
+    }
+    // Anything queued, or decided, while we were not listening is picked up now.
     deliver(this.messages, "q:*");
   }
 

@@ -429,6 +429,21 @@ export class SqlLedger implements Ledger {
     });
   }
 
+  withdrawOwned(input: { owner: string; error: string; keep: readonly number[] }): Promise<number[]> {
+    const now = this.#now();
+    const keep = input.keep.length > 0 ? ` AND id NOT IN (${input.keep.map(() => "?").join(", ")})` : "";
+    return this.#db.transaction(async (tx) => {
+      const rows = await tx.all(
+        `UPDATE settlements SET status = 'failed', error = ?, next_check_at = NULL, updated_at = ?
+         WHERE status = 'claimed' AND owner = ?${keep} RETURNING id`,
+        [input.error, now, input.owner, ...input.keep],
+      );
+      const ids = rows.map((row) => Number(row.id));
+      for (const id of ids) await tx.notify(`o:${id}`);
+      return ids;
+    });
+  }
+
   requeue(id: number, owner: string, call?: SettlementCall): Promise<boolean> {
     const now = this.#now();
     return this.#db.transaction(async (tx) => {

@@ -269,6 +269,12 @@ export interface Ledger {
    */
   withdraw(id: number, input: { error: string; owner: string | null }): Promise<SettlementRecord | undefined>;
   /**
+   * Gives up every claim `owner` holds on which nothing was recorded (`claimed` → `failed` with `error`),
+   * but those in `keep` (claims its settles are still working on): after an outage, the claims whose
+   * settles were answered 503 meanwhile, so that a retry claims the authorization afresh. Gives their ids.
+   */
+  withdrawOwned(input: { owner: string; error: string; keep: readonly number[] }): Promise<number[]>;
+  /**
    * Hands a claimed row from `owner` to any relayer key holder (its owner holds no key, or did not send
    * in time), with `call` when the owner simulated it after claiming. False when `owner` no longer owns it.
    */

@@ -225,7 +225,8 @@ describe("settlement faults: a settlement is never stranded", function () {
     const refused = await makePayment(proxied.chain);
     const answer = await settle(url, refused);
     expect(answer.status).to.equal(503);
-    expect(answer.body).to.deep.include({ event: "payment.failed", network: "cronos-testnet" });
+    expect(answer.body).to.deep.include({ x402Version: 1, network: "cronos-testnet" });
+    expect(answer.body).to.not.have.property("event");
     expect(answer.body.error).to.match(/^Service unavailable: the network asks [\d.]+ gwei per gas, above MAX_FEE_PER_GAS_GWEI \(50 gwei\); nothing was sent$/);
     expect(sends()).to.equal(1);
     // The pending one is still in the node's pool, unmined, at its first price.

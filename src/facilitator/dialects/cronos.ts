@@ -79,6 +79,9 @@ export const cronosDialect: DialectCodec = {
   refusal(route, kind, text, echo) {
     // decisions.md: a fault also carries `error` (settle's shape has it already).
     if (route === "verify") return { isValid: false, invalidReason: text, ...(kind === "invalid" ? {} : { error: text }) };
+    // A settle fault (503) is not a verdict: nothing was sent, and a retry may settle. No `event`, so no
+    // client reads it as `payment.failed`.
+    if (kind !== "invalid") return { x402Version: X402_VERSION, network: echo.network, timestamp: new Date().toISOString(), error: text };
     return failed(echo.network, text);
   },
 

@@ -62,6 +62,8 @@ const ROUTES = new Set(["/healthcheck", "/v2/x402/supported", "/v2/x402/verify",
 /** The route label of a path (bounded for metrics: a lookup's hash is not a label). */
 const routeOf = (path: string) => (path.startsWith("/v2/x402/settlements/") ? "/v2/x402/settlements" : ROUTES.has(path) ? path : "other");
 const REQUEST_ID = /^[\w.:-]{1,64}$/;
+/** The `Retry-After` of a settle answered 503 (a fault before anything was sent). */
+const SETTLE_RETRY_AFTER_SECONDS = 2;
 
 /** The endpoint's own shape for a request refused before its dialect is known (Cronos, the default). */
 function refusal(route: Route, network: string, text: string): object {
@@ -163,6 +165,8 @@ export function createApp(options: AppOptions): Express {
       const status = route === "verify" ? 500 : 503;
       const text = fault ? `${RequestError.unavailable}: ${fault.message}` : RequestError.internal;
       context.logger.error({ requestId, route, dialect, network, err: errorSummary(error) }, "request fault");
+      // Nothing was sent: the seller (or buyer) may try again shortly.
+      if (status === 503) res.set("Retry-After", String(SETTLE_RETRY_AFTER_SECONDS));
       res.status(status).json(codec.refusal(route, fault ? "unavailable" : "internal", text, echo));
       options.onOutcome?.({ requestId, route, dialect, status, network, outcome: text, code: "fault", durationMs: performance.now() - started });
     }

@@ -144,7 +144,7 @@ export class SettlementService {
       }
       const { record } = claim;
       if (record.status === "settled") return { kind: "alreadyUsed", ...(record.txHash ? { txHash: record.txHash } : {}) };
-      const outcome = (await ledger.waitForOutcome(record.id, deadline - performance.now())) ?? record;
+      const outcome = (await this.#outcomeOf(record.id, deadline)) ?? record;
       // The settle it joined was given up before anything was sent (its instance lost the database
       // meanwhile, say): nothing is out there, so this one claims the authorization afresh.
       if (outcome.status === "failed" && outcome.error === NOT_SENT_ERROR && deadline - performance.now() > 1_000) continue;
@@ -175,7 +175,7 @@ export class SettlementService {
     if (await ledger.requeue(record.id, instanceId, simulation.call)) {
       this.#o.logger.debug({ id: record.id, network: network.name }, "settle handed to a relayer key holder");
     }
-    record = (await ledger.waitForOutcome(record.id, deadline - performance.now())) ?? record;
+    record = (await this.#outcomeOf(record.id, deadline)) ?? record;
     if (record.status === "claimed") {
       // Nothing was sent in time: withdraw it (while nobody has recorded a transaction), so nothing is sent after the answer.
       const withdrawn = await ledger.withdraw(record.id, { error: NOT_SENT_ERROR, owner: record.owner ?? null });
@@ -183,6 +183,24 @@ export class SettlementService {
       record = (await ledger.getById(record.id)) ?? record;
     }
     return this.#resultOf(record);
+  }
+
+  /**
+   * Waits until `deadline` for the outcome of a row another settle or a key holder is working on. The
+   * send is out of this settle's hands, so a ledger that stops answering meanwhile is waited out (the
+   * other side goes on, and writes its outcome when the database is back); only at the deadline does
+   * the error stand.
+   */
+  async #outcomeOf(id: number, deadline: number): Promise<SettlementRecord | undefined> {
+    for (;;) {
+      try {
+        return await this.#o.ledger.waitForOutcome(id, Math.max(0, deadline - performance.now()));
+      } catch (error) {
+        if (deadline - performance.now() < 500) throw error;
+        this.#o.onLedgerFault?.(error);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
   }
 
   /**

@@ -113,6 +113,8 @@ export interface Cluster {
   chain: LocalChain;
   /** The PostgreSQL URL the instances share (LOCAL-ONLY credentials); absent with embedded ledgers. */
   databaseUrl?: string;
+  /** The PostgreSQL server itself, to halt and resume it (a restart, as fault tests and drills need). */
+  postgres?: Pick<TestPostgres, "halt" | "resume">;
   instances: FacilitatorProcess[];
   /** The variables each instance was started with. */
   env: Record<string, string>;
@@ -174,7 +176,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     await Promise.all(Array.from({ length: count }, () => add()));
     return {
       chain,
-      ...(database ? { databaseUrl: database.url } : {}),
+      ...(database ? { databaseUrl: database.url, postgres: database } : {}),
       instances,
       env,
       relayers: keys.map((key) => privateKeyToAccount(key).address),

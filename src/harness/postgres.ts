@@ -1,4 +1,4 @@
-import { existsSync, symlinkSync } from "node:fs";
+import { existsSync, rmSync, symlinkSync } from "node:fs";
 import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -18,6 +18,10 @@ export interface TestPostgres {
   createDatabase(): Promise<string>;
   /** Stops the server and deletes its files. */
   stop(): Promise<void>;
+  /** Stops the server (a fast shutdown: clients get 57P01), keeping its files, as a restart or failover does. */
+  halt(): Promise<void>;
+  /** Starts a halted server again on the same port, with the same data. */
+  resume(): Promise<void>;
 }
 
 async function freePort(): Promise<number> {
@@ -96,7 +100,8 @@ export async function startTestPostgres(): Promise<TestPostgres> {
       port,
       user,
       password,
-      persistent: false,
+      // Kept across halt/resume; `stop` deletes the directory itself.
+      persistent: true,
       // Root may not run PostgreSQL: the package then runs it as an unprivileged `postgres` user.
       createPostgresUser: process.getuid?.() === 0,
       onLog: () => {},
@@ -125,7 +130,24 @@ export async function startTestPostgres(): Promise<TestPostgres> {
       }
       return `${base}/${name}`;
     };
-    return { url: await createDatabase(), createDatabase, stop: () => server.stop() };
+    let running = true;
+    return {
+      url: await createDatabase(),
+      createDatabase,
+      async stop() {
+        if (running) await server.stop();
+        running = false;
+        rmSync(dir, { recursive: true, force: true });
+      },
+      async halt() {
+        if (running) await server.stop();
+        running = false;
+      },
+      async resume() {
+        if (!running) await server.start();
+        running = true;
+      },
+    };
   }
   throw new Error(`could not start PostgreSQL: ${String(lastError)}`);
 }

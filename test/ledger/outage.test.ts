@@ -1,0 +1,132 @@
+import { expect } from "chai";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import type { Address, Hex } from "viem";
+import { tokenAbi } from "../../src/chain/token-abi.js";
+import { startCluster, type Cluster } from "../../src/harness/cluster.js";
+import { get, paymentOn, post, relayerNonces } from "../helpers/instances.js";
+
+// Issue 23 item 1: PostgreSQL stopped mid-burst and started again 6 s later (a routine restart), under
+// two facilitator instances sharing it. Every answer must be true of the chain, every instance must stay
+// up and recover by itself, and a retry of every authorization must complete, each paid exactly once.
+
+const SETTLE = "/v2/x402/settle";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string, timeoutMs = 30_000): Promise<T> {
+  const started = Date.now();
+  for (;;) {
+    const value = await read().catch((error: unknown) => error as T);
+    if (done(value)) return value;
+    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}: ${String(value)}`);
+    await sleep(200);
+  }
+}
+
+describe("ledger outage: PostgreSQL restarted under two instances mid-burst", function () {
+  this.timeout(240_000);
+  let cluster: Cluster;
+
+  before(async () => {
+    cluster = await startCluster({
+      instances: 2,
+      blockTimeMs: 1_000,
+      env: {
+        TRUST_PROXY: "1",
+        RATE_LIMIT_VERIFY_PER_MINUTE: "0",
+        RATE_LIMIT_SETTLE_PER_MINUTE: "0",
+        RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0",
+        POLLING_INTERVAL_MS: "100",
+        HEAD_CACHE_MS: "0",
+        LEDGER_LEASE_TTL_SECONDS: "3",
+        RECONCILE_INTERVAL_MS: "500",
+        SETTLE_TIMEOUT_SECONDS: "40",
+      },
+    });
+  });
+  after(() => cluster?.stop());
+
+  it("40 settles over two instances, the database down 300 ms in for 6 s: answers true of the chain, instances alive, every authorization paid exactly once after retries", async () => {
+    const { chain, instances, postgres } = cluster;
+    const urls = instances.map((i) => i.url);
+    const payments = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => paymentOn(chain, i % 10, privateKeyToAccount(generatePrivateKey()).address, BigInt(1_000 + i))),
+    );
+    const noncesBefore = await relayerNonces(chain);
+
+    const answers = Promise.all(payments.map((payment, i) => post(urls[i % 2]!, SETTLE, payment.body).catch((error: unknown) => ({ status: 0, body: { error: String(error) } as Record<string, unknown> }))));
+    await sleep(300);
+    await postgres!.halt();
+    // While it is down: each instance says so (503), and keeps running.
+    const down = await until(() => Promise.all(urls.map((url) => get(url, "/healthcheck"))), (all) => Array.isArray(all) && all.every((h) => h.status === 503), "both healthchecks 503");
+    expect(down.map((h) => (h.body.results as { ledger: { reachable: boolean } }).ledger.reachable)).to.deep.equal([false, false]);
+    await sleep(5_700);
+    await postgres!.resume();
+
+    const first = await answers;
+    expect(instances.map((i) => i.child.exitCode), instances.map((i) => i.stderr()).join("\n")).to.deep.equal([null, null]);
+    // Every answer is true: settled means mined and paid; anything else is a 503 that is no verdict.
+    const settledFirst = new Map<number, Hex>();
+    for (const [i, answer] of first.entries()) {
+      if (answer.status === 200 && answer.body.event === "payment.settled") {
+        settledFirst.set(i, answer.body.txHash as Hex);
+        const receipt = await chain.publicClient.getTransactionReceipt({ hash: answer.body.txHash as Hex });
+        expect(receipt.status, `payment ${i}`).to.equal("success");
+      } else {
+        expect([answer.status, answer.body.event], `payment ${i}: ${JSON.stringify(answer.body)}`).to.deep.equal([503, undefined]);
+      }
+    }
+    // A 503 said nothing was sent: none of those authorizations is used on chain, even a block later.
+    await sleep(1_500);
+    for (const [i, payment] of payments.entries()) {
+      if (settledFirst.has(i)) continue;
+      const used = await chain.publicClient.readContract({ address: chain.token, abi: tokenAbi, functionName: "authorizationState", args: [payment.message.from, payment.message.nonce] });
+      expect(used, `payment ${i} answered 503 but used on chain`).to.equal(false);
+    }
+
+    // Both recover by themselves within seconds.
+    await until(() => Promise.all(urls.map((url) => get(url, "/healthcheck"))), (all) => Array.isArray(all) && all.every((h) => h.status === 200), "both healthchecks 200", 20_000);
+
+    // A retry of every authorization not yet settled completes (an already paid one names its transaction).
+    const paidBy = new Map(settledFirst);
+    await until(
+      async () => {
+        for (const [i, payment] of payments.entries()) {
+          if (paidBy.has(i)) continue;
+          const retry = await post(urls[(i + 1) % 2]!, SETTLE, payment.body);
+          if (retry.status === 200 && retry.body.event === "payment.settled") paidBy.set(i, retry.body.txHash as Hex);
+          else if (retry.status === 200 && retry.body.error === "Authorization already used" && retry.body.txHash) paidBy.set(i, retry.body.txHash as Hex);
+        }
+        return paidBy.size;
+      },
+      (size) => size === payments.length,
+      "every authorization settled after retries",
+      60_000,
+    );
+
+    // Paid exactly once each, by the transaction the answers name; no relayer nonce went to waste.
+    for (const [i, payment] of payments.entries()) {
+      const balance = await chain.publicClient.readContract({ address: chain.token, abi: tokenAbi, functionName: "balanceOf", args: [payment.payTo as Address] });
+      expect(balance, `payee of payment ${i}`).to.equal(BigInt(1_000 + i));
+      const receipt = await chain.publicClient.getTransactionReceipt({ hash: paidBy.get(i)! });
+      expect(receipt.status).to.equal("success");
+    }
+    expect(await relayerNonces(chain)).to.equal(noncesBefore + 40);
+    // The ledger caught up: each authorization's record says settled, with the paying hash.
+    for (const [i, payment] of payments.entries()) {
+      const record = await until(
+        () => get(urls[i % 2]!, `/v2/x402/settlements?network=cronos-testnet&from=${payment.message.from}&nonce=${payment.message.nonce}`),
+        (r) => (r as { body?: { status?: string } }).body?.status === "settled",
+        `record of payment ${i} settled`,
+        15_000,
+      );
+      expect(record.body.txHash).to.equal(paidBy.get(i));
+    }
+    // The outage is logged once per instance, not once per attempt.
+    for (const instance of instances) {
+      expect(instance.logs.filter((l) => l.msg === "ledger unreachable: settles that were not sent answer 503, outcomes of sent ones are kept to be written when it is back")).to.have.length(1);
+      expect(instance.logs.filter((l) => l.msg === "ledger reachable again")).to.have.length(1);
+      expect(instance.logs.filter((l) => l.msg === "relayer key leases not renewed" || l.msg === "reconciler round failed")).to.have.length(0);
+    }
+  });
+});

@@ -41,3 +41,18 @@ export async function relayerNonces(chain: LocalChain): Promise<number> {
   const counts = await Promise.all(RELAYER_ADDRESSES.map((address) => chain.publicClient.getTransactionCount({ address, blockTag: "latest" })));
   return counts.reduce((a, b) => a + b, 0);
 }
+
+/**
+ * Settings for instances under test: behind one balancer (each test request names its client), no
+ * limits but those a test sets, quick polls, and leases and reconciler rounds of seconds, not tens.
+ */
+export const QUICK: Record<string, string> = {
+  TRUST_PROXY: "1",
+  RATE_LIMIT_VERIFY_PER_MINUTE: "0",
+  RATE_LIMIT_SETTLE_PER_MINUTE: "0",
+  RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0",
+  POLLING_INTERVAL_MS: "100",
+  HEAD_CACHE_MS: "0",
+  LEDGER_LEASE_TTL_SECONDS: "3",
+  RECONCILE_INTERVAL_MS: "500",
+};

@@ -7,25 +7,11 @@ import type { Address, Hex } from "viem";
 import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import { SettleError } from "../../src/protocol/reasons.js";
 import { CLUSTER_RELAYER_KEYS as RELAYER_KEYS, startCluster, startFacilitatorProcess, type Cluster, type FacilitatorProcess } from "../../src/harness/cluster.js";
-import { get, paymentOn, post, relayerNonces } from "../helpers/instances.js";
+import { get, paymentOn, post, QUICK, relayerNonces } from "../helpers/instances.js";
 import { MIGRATIONS } from "../../src/ledger/schema.js";
 
 const SETTLE = "/v2/x402/settle";
 
-/**
- * Settings for instances under test: behind one balancer (each test request names its client), no
- * limits but those a test sets, quick polls, and leases and reconciler rounds of seconds, not tens.
- */
-const QUICK: Record<string, string> = {
-  TRUST_PROXY: "1",
-  RATE_LIMIT_VERIFY_PER_MINUTE: "0",
-  RATE_LIMIT_SETTLE_PER_MINUTE: "0",
-  RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0",
-  POLLING_INTERVAL_MS: "100",
-  HEAD_CACHE_MS: "0",
-  LEDGER_LEASE_TTL_SECONDS: "3",
-  RECONCILE_INTERVAL_MS: "500",
-};
 const VERIFY = "/v2/x402/verify";
 
 /** A payee nobody else pays, so its balance tells how often it was paid. */

@@ -3,7 +3,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import type { Address, Hex } from "viem";
 import { tokenAbi } from "../../src/chain/token-abi.js";
 import { startCluster, type Cluster } from "../../src/harness/cluster.js";
-import { get, paymentOn, post, relayerNonces } from "../helpers/instances.js";
+import { get, paymentOn, post, QUICK, relayerNonces } from "../helpers/instances.js";
 
 // Issue 23 item 1: PostgreSQL stopped mid-burst and started again 6 s later (a routine restart), under
 // two facilitator instances sharing it. Every answer must be true of the chain, every instance must stay
@@ -31,17 +31,7 @@ describe("ledger outage: PostgreSQL restarted under two instances mid-burst", fu
     cluster = await startCluster({
       instances: 2,
       blockTimeMs: 1_000,
-      env: {
-        TRUST_PROXY: "1",
-        RATE_LIMIT_VERIFY_PER_MINUTE: "0",
-        RATE_LIMIT_SETTLE_PER_MINUTE: "0",
-        RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0",
-        POLLING_INTERVAL_MS: "100",
-        HEAD_CACHE_MS: "0",
-        LEDGER_LEASE_TTL_SECONDS: "3",
-        RECONCILE_INTERVAL_MS: "500",
-        SETTLE_TIMEOUT_SECONDS: "40",
-      },
+      env: { ...QUICK, SETTLE_TIMEOUT_SECONDS: "40" },
     });
   });
   after(() => cluster?.stop());

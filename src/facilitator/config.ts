@@ -114,6 +114,8 @@ export interface RateLimitsConfig {
   keySettlePerMinute: number;
   /** Per payer, counted only for settles whose signature is proven the payer's, with or without keys. */
   payerSettlePerMinute: number;
+  /** Per client IP, in memory per instance: `/healthcheck`, `/v2/x402/supported` and the dashboard's API (no key needed for them). */
+  publicPerMinute: number;
 }
 
 /** Time-outs and the connection cap of a listener. */
@@ -122,8 +124,10 @@ export interface HttpLimitsConfig {
   requestTimeoutMs: number;
   /** Receiving the request headers may take this long (also bounds a connection that sends nothing). */
   headersTimeoutMs: number;
-  /** Connections held at once; further ones are closed on arrival. */
+  /** Connections held at once; further ones are closed on arrival (an idle keep-alive one gives way first). */
   maxConnections: number;
+  /** Connections one client (an IPv4 address, an IPv6 /56) may hold at once; 0 = no per-client cap. Trusted proxies are exempt. */
+  maxConnectionsPerClient: number;
 }
 
 /** One seller API key, as configuration keeps it: never the key itself. */
@@ -202,6 +206,8 @@ const envSchema = z.object({
   REQUEST_TIMEOUT_MS: intVar(30_000, 100),
   HEADERS_TIMEOUT_MS: intVar(10_000, 100),
   MAX_CONNECTIONS: intVar(1_000, 1),
+  MAX_CONNECTIONS_PER_CLIENT: intVar(100),
+  RATE_LIMIT_PUBLIC_PER_MINUTE: intVar(600),
   API_KEYS: optionalString,
   API_KEYS_FILE: optionalString,
   RATE_LIMIT_KEY_VERIFY_PER_MINUTE: intVar(600),
@@ -219,13 +225,19 @@ const envSchema = z.object({
   // A transaction's life
   MAX_FEE_PER_GAS_GWEI: optionalString,
   REPLACE_AFTER_SECONDS: intVar(3, 1),
+  // Names the unknown-variable check leaves alone (comma-separated): another program's variable that looks like one of ours.
+  UNCHECKED_VARIABLES: optionalString,
 });
 
 /**
  * Variables in the facilitator's own namespaces: one that the schema does not know (a typo such as
- * `CRONOS_MAINNET_RPC`) stops start-up instead of being ignored.
+ * `CRONOS_MAINNET_RPC`) stops start-up instead of being ignored. So does any other variable within a
+ * typo of a known name ({@link looksLikeOurs}) and, while `DATABASE_URL` is unset, any `DATABASE_*`:
+ * each would otherwise leave the instance on its own embedded ledger, apart from its cluster.
  */
-const OWN_NAMESPACE = /^(CRONOS_|RELAYER_|RATE_LIMIT_|METRICS_|API_KEYS|LEDGER_|RECONCILE_)/;
+const OWN_NAMESPACE = /^(CRONOS_|RELAYER_|RATE_LIMIT_|METRICS_|API_KEYS|LEDGER_|RECONCILE_|DASHBOARD|MAX_CONNECTIONS|HEALTH_|SETTLE_)/;
+/** What Kubernetes sets for a Service named `database` (`DATABASE_SERVICE_HOST`, `DATABASE_PORT=tcp://…`): nobody's typo. */
+const SERVICE_LINK = /^DATABASE_(SERVICE_[A-Z0-9_]+|PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$/;
 const KNOWN_VARIABLES = Object.keys(envSchema.shape);
 
 /** Every environment variable the facilitator reads. */
@@ -321,6 +333,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
       keyVerifyPerMinute: e.RATE_LIMIT_KEY_VERIFY_PER_MINUTE,
       keySettlePerMinute: e.RATE_LIMIT_KEY_SETTLE_PER_MINUTE,
       payerSettlePerMinute: e.RATE_LIMIT_PAYER_SETTLE_PER_MINUTE,
+      publicPerMinute: e.RATE_LIMIT_PUBLIC_PER_MINUTE,
     },
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
@@ -339,7 +352,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
     metricsHost: e.METRICS_HOST,
     metricsPort: e.METRICS_PORT,
     metricsCacheMs: e.METRICS_CACHE_MS,
-    http: httpLimits(e.REQUEST_TIMEOUT_MS, e.HEADERS_TIMEOUT_MS, e.MAX_CONNECTIONS),
+    http: httpLimits(e.REQUEST_TIMEOUT_MS, e.HEADERS_TIMEOUT_MS, e.MAX_CONNECTIONS, e.MAX_CONNECTIONS_PER_CLIENT),
     apiKeys: readApiKeys(e.API_KEYS, e.API_KEYS_FILE),
     ledger: {
       ...(e.DATABASE_URL ? { databaseUrl: parseDatabaseUrl(e.DATABASE_URL) } : {}),
@@ -432,12 +445,42 @@ function readRelayerKeys(inline: string | undefined, file: string | undefined): 
 // --- The HTTP edge ---
 
 function assertNoUnknownVariables(env: NodeJS.ProcessEnv): void {
+  const unchecked = new Set((env.UNCHECKED_VARIABLES ?? "").split(",").map((name) => name.trim()).filter(Boolean));
   for (const [name, value] of Object.entries(env)) {
-    if (value === undefined || !OWN_NAMESPACE.test(name) || KNOWN_VARIABLES.includes(name)) continue;
-    // Suggest from the same namespace first (RELAYER_KEY_FILE → RELAYER_PRIVATE_KEY_FILE, not API_KEYS_FILE).
-    const namespace = KNOWN_VARIABLES.filter((known) => known.split("_")[0] === name.split("_")[0]);
-    throw new ConfigError(`${name}: unknown variable; did you mean ${closest(name, namespace.length > 0 ? namespace : KNOWN_VARIABLES)}?`);
+    if (value === undefined || KNOWN_VARIABLES.includes(name) || unchecked.has(name)) continue;
+    let suggestion: string | undefined;
+    if (OWN_NAMESPACE.test(name)) {
+      // Suggest from the same namespace first (RELAYER_KEY_FILE → RELAYER_PRIVATE_KEY_FILE, not API_KEYS_FILE).
+      const namespace = KNOWN_VARIABLES.filter((known) => known.split("_")[0] === name.split("_")[0]);
+      suggestion = closest(name, namespace.length > 0 ? namespace : KNOWN_VARIABLES);
+    } else if (name.startsWith("DATABASE_") && !env.DATABASE_URL && !SERVICE_LINK.test(name)) {
+      suggestion = "DATABASE_URL";
+    } else {
+      suggestion = looksLikeOurs(name);
+    }
+    if (suggestion === undefined) continue;
+    throw new ConfigError(
+      `${name}: unknown variable; did you mean ${suggestion}? (the facilitator stops at a variable that looks like one of its own; if ${name} is meant for something else, name it in UNCHECKED_VARIABLES)`,
+    );
   }
+}
+
+/**
+ * The known variable `name` is a typo of, compared in upper case: for the short names (`PORT`, `HOST`)
+ * one substituted or swapped letter (`PROT`, `HOTS`; not `PORTS` or `PORT0`, which schedulers set),
+ * else up to two edits (`DATABSE_URL`, `LOGLEVEL`, `CRONOS_TESTNET_RPC_URI`). npm's own `npm_*`
+ * variables (all of them under `npm start`) are never ours.
+ */
+function looksLikeOurs(name: string): string | undefined {
+  if (name.startsWith("npm_")) return undefined;
+  const upper = name.toUpperCase();
+  for (const known of KNOWN_VARIABLES) {
+    const short = Math.min(upper.length, known.length) <= 5;
+    if (short ? upper.length === known.length && editDistance(upper, known) <= 1 : Math.abs(upper.length - known.length) <= 2 && editDistance(upper, known) <= 2) {
+      return known;
+    }
+  }
+  return undefined;
 }
 
 /** The candidate with the smallest edit distance to `name`. */
@@ -451,16 +494,17 @@ function closest(name: string, candidates: readonly string[]): string {
   return best;
 }
 
+/** Edit distance counting an insertion, a deletion, a substitution or a swap of neighbours as one edit. */
 function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  const rows = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
   for (let i = 1; i <= a.length; i++) {
-    const current = [i];
     for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      const row = rows[i]!;
+      row[j] = Math.min(rows[i - 1]![j]! + 1, row[j - 1]! + 1, rows[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) row[j] = Math.min(row[j]!, rows[i - 2]![j - 2]! + 1);
     }
-    previous = current;
   }
-  return previous[b.length]!;
+  return rows[a.length]![b.length]!;
 }
 
 const PROXY_NAMES = ["loopback", "linklocal", "uniquelocal"];
@@ -496,12 +540,12 @@ function isAddressOrSubnet(entry: string): boolean {
   return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
 }
 
-function httpLimits(requestTimeoutMs: number, headersTimeoutMs: number, maxConnections: number): HttpLimitsConfig {
+function httpLimits(requestTimeoutMs: number, headersTimeoutMs: number, maxConnections: number, maxConnectionsPerClient: number): HttpLimitsConfig {
   // Node refuses a headers time-out longer than the request time-out.
   if (headersTimeoutMs > requestTimeoutMs) {
     throw new ConfigError(`HEADERS_TIMEOUT_MS: ${headersTimeoutMs} is longer than REQUEST_TIMEOUT_MS ${requestTimeoutMs}`);
   }
-  return { requestTimeoutMs, headersTimeoutMs, maxConnections };
+  return { requestTimeoutMs, headersTimeoutMs, maxConnections, maxConnectionsPerClient };
 }
 
 const API_KEY = /^[A-Za-z0-9._~+/=-]{16,512}$/;

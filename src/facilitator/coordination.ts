@@ -31,6 +31,10 @@ export interface Coordination {
   close(graceMs?: number): Promise<void>;
 }
 
+/** What the log (once, at start) and `/healthcheck` say of an instance on the embedded ledger. */
+export const EMBEDDED_LEDGER_NOTE =
+  "settlement ledger: embedded (SQLite), this instance's alone; instances that must not pay twice share one PostgreSQL through DATABASE_URL";
+
 /** Parameters of {@link startCoordination}. */
 export interface StartCoordinationParameters {
   config: FacilitatorConfig;
@@ -151,6 +155,7 @@ export async function startCoordination(parameters: StartCoordinationParameters)
   prune.unref();
 
   const shared = ledger.backend === "postgres";
+  if (!shared) log.info({ ledger: "sqlite", location: (await ledger.health()).location }, EMBEDDED_LEDGER_NOTE);
   let closing: Promise<void> | undefined;
   return {
     ledger,
@@ -172,6 +177,8 @@ export async function startCoordination(parameters: StartCoordinationParameters)
       const health = await ledger.health();
       return {
         ...health,
+        shared,
+        ...(shared ? {} : { note: EMBEDDED_LEDGER_NOTE }),
         ...(settlements.outbox.size > 0 ? { outbox: settlements.outbox.size } : {}),
         leases: keeper.leases().map((lease) => ({ address: lease.address, epoch: lease.epoch, expiresAt: new Date(lease.expiresAt).toISOString() })),
       };

@@ -187,6 +187,10 @@ export interface HealthReport {
 
 /** The settlement ledger as `/healthcheck` reports it: the database, and this instance's relayer key leases. */
 export interface LedgerInspection extends LedgerHealth {
+  /** Whether other instances can share this ledger (PostgreSQL) or it is this instance's own (the embedded one). */
+  shared: boolean;
+  /** On the embedded ledger: that it is this instance's alone, and how instances share one. */
+  note?: string;
   leases: Array<{ address: Address; epoch: number; expiresAt: string }>;
   /** Outcomes answered while the database was unreachable and not yet written (absent when none). */
   outbox?: number;

@@ -24,8 +24,10 @@ export interface FacilitatorMetrics {
   request(route: string, status: number): void;
   /** A request refused by a limit: `by` whose quota ran out (client IP, API key, payer). */
   rateLimited(route: string, by: string): void;
-  /** A connection closed on arrival because MAX_CONNECTIONS were open. */
-  connectionDropped(listener: string): void;
+  /** A connection closed on arrival: MAX_CONNECTIONS were open (`server`) or its client held MAX_CONNECTIONS_PER_CLIENT (`client`). */
+  connectionDropped(listener: string, reason: "server" | "client"): void;
+  /** An idle keep-alive connection closed to make room for a new one. */
+  idleConnectionClosed(listener: string): void;
   rpcError(network: string): void;
   confirmationWait(network: string, seconds: number): void;
   /** Gas the relayer paid for a settlement that reverted on chain. */
@@ -99,7 +101,13 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
   });
   const dropped = new Counter({
     name: "x402_http_connections_dropped_total",
-    help: "connections closed on arrival because MAX_CONNECTIONS were open",
+    help: "connections closed on arrival, by reason: MAX_CONNECTIONS were open (server) or their client held MAX_CONNECTIONS_PER_CLIENT (client)",
+    labelNames: ["listener", "reason"],
+    registers: [registry],
+  });
+  const idleClosed = new Counter({
+    name: "x402_http_idle_connections_closed_total",
+    help: "idle keep-alive connections closed to make room for new ones (near MAX_CONNECTIONS, or their client at its cap)",
     labelNames: ["listener"],
     registers: [registry],
   });
@@ -247,8 +255,11 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     rateLimited(route, by) {
       limited.inc({ route, by });
     },
-    connectionDropped(listener) {
-      dropped.inc({ listener });
+    connectionDropped(listener, reason) {
+      dropped.inc({ listener, reason });
+    },
+    idleConnectionClosed(listener) {
+      idleClosed.inc({ listener });
     },
     rpcError(network) {
       rpcErrors.inc({ network });

@@ -265,7 +265,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     now,
   );
   const dashboard = config.dashboard
-    ? createDashboard({ configs: config.networks, runtimes: networks, health, playground: options.playground })
+    ? createDashboard({ configs: config.networks, runtimes: networks, health, playground: options.playground, apiKeys: config.apiKeys })
     : undefined;
   const app = createApp({
     context,
@@ -333,7 +333,15 @@ export async function startFacilitator(config: FacilitatorConfig, options: Start
   const facilitator = await createFacilitator(config, options);
   const { logger } = facilitator.context;
   const listener = (name: string, handler: Parameters<typeof createListener>[0]) =>
-    createListener(handler, { name, limits: config.http, logger, onDropped: () => facilitator.metrics.connectionDropped(name) });
+    createListener(handler, {
+      name,
+      limits: config.http,
+      logger,
+      // The connections of a proxy the app trusts carry many clients: no per-client cap for them.
+      isTrustedProxy: (address) => (facilitator.app.get("trust proxy fn") as (address: string, hop: number) => boolean)(address, 0),
+      onDropped: (reason) => facilitator.metrics.connectionDropped(name, reason),
+      onIdleClosed: () => facilitator.metrics.idleConnectionClosed(name),
+    });
   const servers: Server[] = [];
   const bind = async (server: Server, host: string, port: number, variable: string, hint: string) => {
     try {

@@ -1,4 +1,4 @@
-import { getAddress, type Address, type Hex } from "viem";
+import { getAddress, type Address, type Chain, type Hex } from "viem";
 import { cronos, cronosTestnet } from "viem/chains";
 import type { EthereumProvider } from "hardhat/types/providers";
 import type { NetworkName } from "../protocol/networks.js";
@@ -10,7 +10,7 @@ export const VIEM_CHAIN_NAME = { "cronos-testnet": "cronosTestnet", "cronos-main
 export type ViemChainName = (typeof VIEM_CHAIN_NAME)[NetworkName];
 
 /** The viem chain definitions themselves. */
-export const VIEM_CHAINS = { cronosTestnet, cronos } as const;
+export const VIEM_CHAINS: Readonly<Record<ViemChainName, Chain>> = { cronosTestnet, cronos };
 
 /** Where viem's Cronos definitions (and ethers, and most tooling) expect Multicall3. */
 export const MULTICALL3_ADDRESS: Address = getAddress(cronos.contracts.multicall3.address);

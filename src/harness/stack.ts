@@ -156,6 +156,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         // (test suites pay from a few buyers). Both may be set through the environment.
         METRICS_PORT: "0",
         RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0",
+        // Every client of a local stack is this machine: no per-client connection cap, no quota on the public reads.
+        MAX_CONNECTIONS_PER_CLIENT: "0",
+        RATE_LIMIT_PUBLIC_PER_MINUTE: "0",
         ...env,
         FACILITATOR_NETWORKS: networks.join(","),
         // Hardhat account #9: a PUBLIC test key, LOCAL-ONLY.

@@ -49,6 +49,49 @@ describe("configuration: every setting does what it says", () => {
     expect(() => load({ HOME: "/root", FORK_TESTNET_URL: "http://x", NODE_OPTIONS: "" })).not.to.throw();
   });
 
+  it("refuses a variable that looks like one of its own (a typo, LEDGER_*, DASHBOARD*, DATABASE_* without DATABASE_URL) and names the likely one", () => {
+    const cases: Array<[string, string]> = [
+      ["DATABSE_URL", "DATABASE_URL"],
+      ["DATABASE_URI", "DATABASE_URL"],
+      ["database_url", "DATABASE_URL"],
+      ["DATABASE_HOST", "DATABASE_URL"],
+      ["LEDGER_PATH", "LEDGER_FILE"],
+      ["DASHBORD", "DASHBOARD"],
+      ["DASHBOARD_ENABLED", "DASHBOARD"],
+      ["LOGLEVEL", "LOG_LEVEL"],
+      ["MAX_CONNECTION", "MAX_CONNECTIONS"],
+      ["FACILITATOR_NETWORK", "FACILITATOR_NETWORKS"],
+      ["CONFIRMATION", "CONFIRMATIONS"],
+      ["PROT", "PORT"],
+      ["HOTS", "HOST"],
+    ];
+    for (const [typo, known] of cases) {
+      expect(() => load({ [typo]: "x" }), typo).to.throw(
+        ConfigError,
+        `${typo}: unknown variable; did you mean ${known}? (the facilitator stops at a variable that looks like one of its own; if ${typo} is meant for something else, name it in UNCHECKED_VARIABLES)`,
+      );
+    }
+    // A platform's variables are not typos: npm's own, a scheduler's PORT0/PORTS, Kubernetes' service links,
+    // and other DATABASE_* once DATABASE_URL is set (the instance is on the shared database then).
+    const platform = {
+      npm_config_cache: "/x",
+      npm_package_version: "0.1.0",
+      PORT0: "31000",
+      PORTS: "31000,31001",
+      HOSTNAME: "web-1",
+      PGHOST: "db",
+      DATABASE_SERVICE_HOST: "10.0.0.5",
+      DATABASE_SERVICE_PORT: "5432",
+      DATABASE_PORT: "tcp://10.0.0.5:5432",
+      DATABASE_PORT_5432_TCP_ADDR: "10.0.0.5",
+    };
+    expect(() => load(platform)).not.to.throw();
+    expect(load({ DATABASE_URL: "postgres://u:p@db/x", DATABASE_PUBLIC_URL: "postgres://u:p@public/x", DATABASE_PASSWORD: "p" }).ledger.databaseUrl).to.equal("postgres://u:p@db/x");
+    // UNCHECKED_VARIABLES lets another program's variable through, and only that one.
+    expect(() => load({ DATABASE_HOST: "db", UNCHECKED_VARIABLES: "DATABASE_HOST, OTHER" })).not.to.throw();
+    expect(() => load({ DATABASE_HOST: "db", LOGLEVEL: "x", UNCHECKED_VARIABLES: "DATABASE_HOST" })).to.throw(ConfigError, "LOGLEVEL: unknown variable; did you mean LOG_LEVEL?");
+  });
+
   it("documents every setting in .env.example, and nothing it does not read", () => {
     const text = readFileSync(new URL("../../.env.example", import.meta.url), "utf8");
     const named = new Set([...text.matchAll(/^#? ?([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1]!));
@@ -212,8 +255,10 @@ describe("configuration: every setting does what it says", () => {
     expect(inspect(config, { depth: 10 })).not.to.include(SELLER_KEY);
   });
 
-  it("REQUEST_TIMEOUT_MS / HEADERS_TIMEOUT_MS / MAX_CONNECTIONS: defaults 30 s, 10 s and 1000; the headers time-out may not exceed the request time-out", () => {
-    expect(load({}).http).to.deep.equal({ requestTimeoutMs: 30_000, headersTimeoutMs: 10_000, maxConnections: 1_000 });
+  it("REQUEST_TIMEOUT_MS / HEADERS_TIMEOUT_MS / MAX_CONNECTIONS / MAX_CONNECTIONS_PER_CLIENT: defaults 30 s, 10 s, 1000 and 100; the headers time-out may not exceed the request time-out", () => {
+    expect(load({}).http).to.deep.equal({ requestTimeoutMs: 30_000, headersTimeoutMs: 10_000, maxConnections: 1_000, maxConnectionsPerClient: 100 });
+    expect(load({ MAX_CONNECTIONS_PER_CLIENT: "0" }).http.maxConnectionsPerClient).to.equal(0);
+    expect(load({}).rateLimits.publicPerMinute).to.equal(600);
     expect(() => load({ REQUEST_TIMEOUT_MS: "5000", HEADERS_TIMEOUT_MS: "6000" })).to.throw(ConfigError, "HEADERS_TIMEOUT_MS: 6000 is longer than REQUEST_TIMEOUT_MS 5000");
     expect(() => load({ MAX_CONNECTIONS: "0" })).to.throw(ConfigError, 'MAX_CONNECTIONS: must be an integer >= 1, got "0"');
   });

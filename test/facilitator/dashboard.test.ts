@@ -252,6 +252,71 @@ describe("dashboard live feed (server-sent events)", function () {
   });
 });
 
+describe("dashboard with API keys configured: the feed follows the keys", function () {
+  const SELLER_KEY = "seller-a-0123456789abcdef";
+  let opened: Awaited<ReturnType<typeof openFacilitator>>;
+  let served: Awaited<ReturnType<typeof listen>>;
+  let settledTx: Hex;
+  before(async () => {
+    opened = await openFacilitator("cronos-testnet", { DASHBOARD: "true", API_KEYS: SELLER_KEY });
+    served = await listen(opened.app);
+    const auth = { Authorization: `Bearer ${SELLER_KEY}` };
+    // A verify-only payment (never on chain), a refused verify, and a settled payment.
+    const verifiedOnly = await makePayment(opened.chain, { amount: 4_440_000n });
+    expect((await request(opened.app).post("/v2/x402/verify").set(auth).send(verifiedOnly.body)).body.isValid).to.equal(true);
+    const expired = await makePayment(opened.chain, { amount: 7n, validBefore: 1n });
+    expect((await request(opened.app).post("/v2/x402/verify").set(auth).send(expired.body)).body.isValid).to.equal(false);
+    const paid = await makePayment(opened.chain, { amount: 1_250_000n });
+    const settle = await request(opened.app).post("/v2/x402/settle").set(auth).send(paid.body);
+    expect(settle.body.event).to.equal("payment.settled");
+    settledTx = settle.body.txHash;
+  });
+  after(async () => {
+    await served?.close();
+  });
+
+  it("GET /dashboard/api/feed without a key: the settled on-chain row only; with a key: every row; an unknown key: 401", async () => {
+    const anonymous = await request(opened.app).get("/dashboard/api/feed");
+    expect(anonymous.status).to.equal(200);
+    expect(anonymous.body.rows.map((row: FeedRow) => [row.route, row.outcome, row.amount, row.txHash])).to.deep.equal([["settle", "settled", "1.25", settledTx]]);
+    expect(JSON.stringify(anonymous.body)).not.to.include("4.44");
+
+    const keyed = await request(opened.app).get("/dashboard/api/feed").set("Authorization", `Bearer ${SELLER_KEY}`);
+    expect(keyed.status).to.equal(200);
+    expect(keyed.body.rows.map((row: FeedRow) => [row.route, row.outcome, row.amount])).to.deep.equal([
+      ["verify", "valid", "4.44"],
+      ["verify", VerifyReason.expired, "0.000007"],
+      ["settle", "settled", "1.25"],
+    ]);
+
+    const unknown = await request(opened.app).get("/dashboard/api/feed").set("Authorization", "Bearer not-a-key-of-this-facilitator");
+    expect(unknown.status).to.equal(401);
+    expect(unknown.body).to.deep.equal({ error: "Unauthorized: unknown API key" });
+    expect(unknown.headers["www-authenticate"]).to.equal('Bearer realm="x402-facilitator", error="invalid_token"');
+  });
+
+  it("GET /dashboard/events without a key streams settled rows only (kept and new); with a key, every row", async () => {
+    const anonymous = await openSse(`${served.url}/dashboard/events`);
+    const keyed = await openSse(`${served.url}/dashboard/events`, { Authorization: `Bearer ${SELLER_KEY}` });
+    expect([anonymous.status, keyed.status]).to.deep.equal([200, 200]);
+    // A new verify-only payment and a new settlement, while both streams are open.
+    const auth = { Authorization: `Bearer ${SELLER_KEY}` };
+    const verifiedOnly = await makePayment(opened.chain, { amount: 3_330_000n });
+    await request(opened.app).post("/v2/x402/verify").set(auth).send(verifiedOnly.body);
+    const paid = await makePayment(opened.chain, { amount: 2_000_000n });
+    const settle = await request(opened.app).post("/v2/x402/settle").set(auth).send(paid.body);
+    const isNewSettle = (event: { event?: string; data?: string }) => event.event === "outcome" && rowOf(event).txHash === settle.body.txHash;
+    await Promise.all([anonymous.next(isNewSettle), keyed.next(isNewSettle)]);
+    anonymous.close();
+    keyed.close();
+    const seen = (stream: typeof anonymous) =>
+      [...new Set(stream.events.filter((event) => event.event === "outcome").map((event) => `${rowOf(event).route} ${rowOf(event).amount}`))];
+    expect(seen(anonymous)).to.deep.equal(["settle 1.25", "settle 2"]);
+    expect(seen(keyed)).to.deep.equal(["verify 4.44", "verify 0.000007", "settle 1.25", "verify 3.33", "settle 2"]);
+    expect(anonymous.text()).not.to.include("3.33");
+  });
+});
+
 describe("dashboard feed (src/facilitator/dashboard/feed.ts)", () => {
   const record = { requestId: "r", route: "verify" as const, status: 200, network: "cronos-testnet", outcome: "valid", code: "valid", durationMs: 1.234 };
 

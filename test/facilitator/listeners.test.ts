@@ -1,8 +1,9 @@
 import { once } from "node:events";
-import { get } from "node:http";
+import { get, request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { connect, createServer, type Socket } from "node:net";
 import { expect } from "chai";
 import { custom } from "viem";
+import { clientOf } from "../../src/facilitator/http/listen.js";
 import { StartupError } from "../../src/facilitator/server.js";
 import { makePayment, recordingLogger, startFacilitatorOnChain } from "../helpers/facilitator.js";
 
@@ -51,6 +52,61 @@ function getOnce(url: string): Promise<{ status: number; body: string }> {
       res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
     }).on("error", reject);
   });
+}
+
+/** One request on its own connection from `localAddress` (any 127.x.y.z is this machine on Linux): another client. */
+function requestFrom(localAddress: string, url: string, body?: unknown): Promise<{ status: number; body: string; headers: IncomingHttpHeaders }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      url,
+      { agent: false, localAddress, method: body === undefined ? "GET" : "POST", headers: body === undefined ? {} : { "Content-Type": "application/json" } },
+      (res) => {
+        let text = "";
+        res.on("data", (chunk: Buffer) => (text += chunk.toString()));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text, headers: res.headers }));
+      },
+    );
+    req.on("error", reject);
+    req.end(body === undefined ? undefined : JSON.stringify(body));
+  });
+}
+
+/** A keep-alive connection from `localAddress` that asks `path` once and stays open; `answered` once a full answer arrived, `closed` when the server closed it. */
+interface HeldSocket {
+  socket: Socket;
+  answered: boolean;
+  closed: boolean;
+  settled: Promise<void>;
+}
+
+function holdConnection(url: string, localAddress: string, path: string): HeldSocket {
+  const { hostname, port } = new URL(url);
+  const socket = connect({ host: hostname, port: Number(port), localAddress });
+  const held: HeldSocket = { socket, answered: false, closed: false, settled: Promise.resolve() };
+  socket.on("error", () => {});
+  let text = "";
+  held.settled = new Promise((resolve) => {
+    socket.on("data", (chunk: Buffer) => {
+      text += chunk.toString();
+      // The body of /v2/x402/supported ends its JSON object: the whole answer is in.
+      if (/\r\n\r\n\{.*\}$/s.test(text)) {
+        held.answered = true;
+        resolve();
+      }
+    });
+    socket.once("close", () => {
+      held.closed = true;
+      resolve();
+    });
+  });
+  socket.once("connect", () => socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`));
+  return held;
+}
+
+/** The value of one Prometheus series in a scrape (0 when absent). */
+function seriesValue(scrape: string, series: string): number {
+  const line = scrape.split("\n").find((l) => l.startsWith(`${series} `));
+  return line ? Number(line.slice(series.length + 1)) : 0;
 }
 
 const TIMED_OUT = 'HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: 27\r\nConnection: close\r\n\r\n{"error":"Request timeout"}';
@@ -129,7 +185,7 @@ describe("facilitator listeners: slow clients", () => {
         const third = await rawExchange(running.url, (socket) => socket.write("GET /v2/x402/supported HTTP/1.1\r\nHost: x\r\n\r\n"), 10_000);
         expect(third.text).to.equal("");
         const metrics = await getOnce(running.metricsUrl!);
-        expect(metrics.body).to.include('x402_http_connections_dropped_total{listener="service"} 1');
+        expect(metrics.body).to.include('x402_http_connections_dropped_total{listener="service",reason="server"} 1');
         expect(log.lines.filter((l) => l.message === "connections closed on arrival: MAX_CONNECTIONS are open").map((l) => l.fields)).to.deep.equal([
           { listener: "service", maxConnections: 2, dropped: 1 },
         ]);
@@ -145,6 +201,122 @@ describe("facilitator listeners: slow clients", () => {
         await running.close(0);
       }
     });
+  });
+});
+
+describe("facilitator listeners: connection fairness", () => {
+  it("one client holding 1,000 keep-alive connections gets MAX_CONNECTIONS_PER_CLIENT (default 100) of them; another client keeps being served", async function () {
+    this.timeout(60_000);
+    const log = recordingLogger();
+    // Production defaults for the caps (MAX_CONNECTIONS 1000, 100 per client); no quota on the reads, so every held connection is answered 200.
+    const { chain, running } = await startFacilitatorOnChain({ MAX_CONNECTIONS_PER_CLIENT: "", RATE_LIMIT_PUBLIC_PER_MINUTE: "0" }, { logger: log.logger });
+    const flood: HeldSocket[] = [];
+    try {
+      for (let i = 0; i < 1_000; i++) flood.push(holdConnection(running.url, "127.0.0.2", "/v2/x402/supported"));
+      await Promise.all(flood.map((held) => held.settled));
+      // Whatever the order of arrival, the flooding client ends up holding exactly its cap.
+      const open = flood.filter((held) => !held.closed);
+      expect(open.length).to.equal(100);
+      expect(open.every((held) => held.answered)).to.equal(true);
+
+      // Meanwhile, from another address: the healthcheck and a verify.
+      const health = await requestFrom("127.0.0.3", `${running.url}/healthcheck`);
+      expect(health.status).to.equal(200);
+      const payment = await makePayment(chain);
+      const verify = await requestFrom("127.0.0.3", `${running.url}/v2/x402/verify`, payment.body);
+      expect([verify.status, JSON.parse(verify.body).isValid]).to.deep.equal([200, true]);
+      expect(flood.filter((held) => !held.closed).length).to.equal(100);
+
+      // Each of the other 900 was refused on arrival or, once answered, gave its place to a newer one of the same client.
+      const scrape = (await getOnce(running.metricsUrl!)).body;
+      const refused = seriesValue(scrape, 'x402_http_connections_dropped_total{listener="service",reason="client"}');
+      const idleClosed = seriesValue(scrape, 'x402_http_idle_connections_closed_total{listener="service"}');
+      expect(refused + idleClosed).to.equal(900);
+      expect(seriesValue(scrape, 'x402_http_connections_dropped_total{listener="service",reason="server"}')).to.equal(0);
+      if (refused > 0) {
+        expect(log.lines.filter((l) => l.message === "connections closed on arrival: their client holds MAX_CONNECTIONS_PER_CLIENT").map((l) => l.fields)).to.deep.equal([
+          { listener: "service", maxConnectionsPerClient: 100, dropped: 1 },
+        ]);
+      }
+    } finally {
+      flood.forEach((held) => held.socket.destroy());
+      await running.close(0);
+    }
+  });
+
+  it("near MAX_CONNECTIONS (9 of 10 open), an idle keep-alive connection is closed to make room for a new client's", async () => {
+    const { running } = await startFacilitatorOnChain({ MAX_CONNECTIONS: "10", MAX_CONNECTIONS_PER_CLIENT: "0" });
+    const { hostname, port } = new URL(running.url);
+    // Nine connections that have each been answered once and stay open, idle.
+    const idle = Array.from({ length: 9 }, () => holdConnection(running.url, "127.0.0.2", "/v2/x402/supported"));
+    try {
+      await Promise.all(idle.map((held) => held.settled));
+      expect(idle.filter((held) => held.answered && !held.closed).length).to.equal(9);
+      const other = await requestFrom("127.0.0.3", `${running.url}/healthcheck`);
+      expect(other.status).to.equal(200);
+      // Exactly one idle connection gave way (the server closed it), the others are still open.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(idle.filter((held) => held.closed).length).to.equal(1);
+      const scrape = (await getOnce(running.metricsUrl!)).body;
+      expect(seriesValue(scrape, 'x402_http_idle_connections_closed_total{listener="service"}')).to.equal(1);
+      // Connections that have not yet sent a request are never closed to make room: with ten of them, an eleventh is refused.
+      idle.forEach((held) => held.socket.destroy());
+      const fresh = Array.from({ length: 10 }, () => connect(Number(port), hostname));
+      await Promise.all(fresh.map((socket) => once(socket, "connect")));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const eleventh = await rawExchange(running.url, (socket) => socket.write("GET /v2/x402/supported HTTP/1.1\r\nHost: x\r\n\r\n"), 10_000);
+      expect(eleventh.text).to.equal("");
+      fresh.forEach((socket) => socket.destroy());
+    } finally {
+      idle.forEach((held) => held.socket.destroy());
+      await running.close(0);
+    }
+  });
+
+  it("the connections of a trusted proxy (TRUST_PROXY) are not capped per client", async () => {
+    const { running } = await startFacilitatorOnChain({ MAX_CONNECTIONS_PER_CLIENT: "5", TRUST_PROXY: "127.0.0.2" });
+    const viaProxy = Array.from({ length: 20 }, () => holdConnection(running.url, "127.0.0.2", "/v2/x402/supported"));
+    const direct = Array.from({ length: 20 }, () => holdConnection(running.url, "127.0.0.4", "/v2/x402/supported"));
+    try {
+      await Promise.all([...viaProxy, ...direct].map((held) => held.settled));
+      expect(viaProxy.filter((held) => held.answered && !held.closed).length).to.equal(20);
+      expect(direct.filter((held) => !held.closed).length).to.equal(5);
+    } finally {
+      [...viaProxy, ...direct].forEach((held) => held.socket.destroy());
+      await running.close(0);
+    }
+  });
+
+  it("RATE_LIMIT_PUBLIC_PER_MINUTE (3): the healthcheck and supported share a per-IP quota; past it 429 with Retry-After, other clients unaffected", async () => {
+    const { running } = await startFacilitatorOnChain({ RATE_LIMIT_PUBLIC_PER_MINUTE: "3" });
+    try {
+      const statuses = [];
+      for (const path of ["/healthcheck", "/v2/x402/supported", "/healthcheck", "/v2/x402/supported"]) {
+        statuses.push((await requestFrom("127.0.0.2", `${running.url}${path}`)).status);
+      }
+      expect(statuses).to.deep.equal([200, 200, 200, 429]);
+      const refused = await requestFrom("127.0.0.2", `${running.url}/healthcheck`);
+      expect(refused.status).to.equal(429);
+      const { error, retryAfter } = JSON.parse(refused.body);
+      expect(error).to.equal("Too many requests");
+      expect(retryAfter).to.be.within(1, 60);
+      expect(refused.headers["retry-after"]).to.equal(String(retryAfter));
+      expect(refused.headers["ratelimit-policy"]).to.match(/^"public"; q=3; w=60;/);
+      expect((await requestFrom("127.0.0.3", `${running.url}/healthcheck`)).status).to.equal(200);
+    } finally {
+      await running.close(0);
+    }
+  });
+
+  it("counts a client by its IPv4 address, or by the /56 of its IPv6 address", () => {
+    expect(clientOf("203.0.113.7")).to.equal("203.0.113.7");
+    expect(clientOf("::ffff:203.0.113.7")).to.equal("203.0.113.7");
+    expect(clientOf("2001:db8:aa:bbcc:1:2:3:4")).to.equal("2001:db8:aa:bb00::/56");
+    expect(clientOf("2001:db8:aa:bbff::9")).to.equal("2001:db8:aa:bb00::/56");
+    expect(clientOf("2001:db8:aa:bc00::1")).to.equal("2001:db8:aa:bc00::/56");
+    expect(clientOf("::1")).to.equal("0:0:0:0::/56");
+    expect(clientOf("fe80::1%eth0")).to.equal("fe80:0:0:0::/56");
+    expect(clientOf("64:ff9b::192.0.2.33")).to.equal("64:ff9b:0:0::/56");
   });
 });
 

@@ -111,10 +111,10 @@ describe("the facilitator process against a local node (start-up checks, secrets
   it("never starts local chains: no RPC URL, an unreadable key file or an unknown CRONOS_/RELAYER_ variable stops it with one line", async () => {
     const refusals: Array<[Record<string, string>, string]> = [
       [{ RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer }, "CRONOS_TESTNET_RPC_URL / CRONOS_MAINNET_RPC_URL: no network configured; set at least one RPC URL (or run `npm start` for the embedded local chains)"],
-      [{ RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, CRONOS_MAINNET_RPC: chain.rpcUrl }, "CRONOS_MAINNET_RPC: unknown variable; did you mean CRONOS_MAINNET_RPC_URL?"],
+      [{ RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, CRONOS_MAINNET_RPC: chain.rpcUrl }, `CRONOS_MAINNET_RPC: unknown variable; did you mean CRONOS_MAINNET_RPC_URL? (the facilitator stops at a variable that looks like one of its own; if CRONOS_MAINNET_RPC is meant for something else, name it in UNCHECKED_VARIABLES)`],
       [{ ...base, RELAYER_PRIVATE_KEY: "", RELAYER_PRIVATE_KEY_FILE: "/nonexistent/relayer-key" }, "RELAYER_PRIVATE_KEY_FILE: cannot read /nonexistent/relayer-key (ENOENT)"],
       [{ ...base, RELAYER_PRIVATE_KEY: "", RELAYER_PRIVATE_KEY_FILE: ROOT }, `RELAYER_PRIVATE_KEY_FILE: cannot read ${ROOT} (EISDIR)`],
-      [{ ...base, RELAYER_KEY_FILE: "/run/secrets/key" }, "RELAYER_KEY_FILE: unknown variable; did you mean RELAYER_PRIVATE_KEY_FILE?"],
+      [{ ...base, RELAYER_KEY_FILE: "/run/secrets/key" }, `RELAYER_KEY_FILE: unknown variable; did you mean RELAYER_PRIVATE_KEY_FILE? (the facilitator stops at a variable that looks like one of its own; if RELAYER_KEY_FILE is meant for something else, name it in UNCHECKED_VARIABLES)`],
       [{ ...base, TRUST_PROXY: "true" }, 'TRUST_PROXY: "true" would trust every X-Forwarded-For entry, so any client could pick its rate-limit key; give the number of proxies in front (e.g. 1) or their addresses/subnets (e.g. loopback or 10.0.0.0/8)'],
     ];
     for (const [env, message] of refusals) {

@@ -3,8 +3,11 @@ import request from "supertest";
 import { keccak256, toHex } from "viem";
 import { RequestError, SettleError } from "../../src/protocol/reasons.js";
 import { settlementStatusSchema } from "../../src/protocol/schemas.js";
-import { makePayment, openFacilitator } from "../helpers/facilitator.js";
+import { makePayment, openFacilitator, recordingLogger } from "../helpers/facilitator.js";
 import { MIGRATIONS } from "../../src/ledger/schema.js";
+
+/** What an instance on the embedded ledger says of it (written out: it is part of the healthcheck's answer). */
+const EMBEDDED_NOTE = "settlement ledger: embedded (SQLite), this instance's alone; instances that must not pay twice share one PostgreSQL through DATABASE_URL";
 
 const RELAYER = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720";
 
@@ -111,12 +114,24 @@ describe("settlement status lookups and the ledger's health and metrics", () => 
     expect((await request(opened.app).post("/v2/x402/verify").send(payment.body)).status).to.equal(200);
   });
 
-  it("reports the embedded ledger and this instance's relayer key lease in /healthcheck", async () => {
-    const opened = await openFacilitator();
+  it("reports the embedded ledger (this instance's alone, said in /healthcheck and in one log line) and this instance's relayer key lease", async () => {
+    const log = recordingLogger();
+    const opened = await openFacilitator("cronos-testnet", {}, { logger: log.logger });
     const health = await request(opened.app).get("/healthcheck");
     expect(health.status).to.equal(200);
+    expect(health.body.results.message).to.equal("OK");
     const { leases, ...ledger } = health.body.results.ledger;
-    expect(ledger).to.deep.equal({ backend: "sqlite", location: ":memory:", reachable: true, migrations: { applied: MIGRATIONS.length, expected: MIGRATIONS.length } });
+    expect(ledger).to.deep.equal({
+      backend: "sqlite",
+      location: ":memory:",
+      reachable: true,
+      migrations: { applied: MIGRATIONS.length, expected: MIGRATIONS.length },
+      shared: false,
+      note: EMBEDDED_NOTE,
+    });
+    expect(log.lines.filter((line) => line.message === EMBEDDED_NOTE).map((line) => [line.level, line.fields])).to.deep.equal([
+      ["info", { ledger: "sqlite", location: ":memory:" }],
+    ]);
     expect(leases).to.have.length(1);
     expect(leases[0]).to.deep.include({ address: RELAYER, epoch: 1 });
   });

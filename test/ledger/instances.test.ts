@@ -148,7 +148,8 @@ describe("several facilitator processes as one service on one PostgreSQL", funct
     const health = await get(instances[0]!.url, "/healthcheck");
     expect(health.status).to.equal(200);
     const ledger = (health.body.results as { ledger: Record<string, unknown> }).ledger;
-    expect(ledger).to.deep.include({ backend: "postgres", reachable: true, migrations: { applied: MIGRATIONS.length, expected: MIGRATIONS.length } });
+    expect(ledger).to.deep.include({ backend: "postgres", reachable: true, migrations: { applied: MIGRATIONS.length, expected: MIGRATIONS.length }, shared: true });
+    expect(ledger).not.to.have.property("note");
     expect(String(ledger.location)).to.not.include("@");
   });
 
@@ -219,7 +220,8 @@ describe("one facilitator process on the embedded ledger (a file), including a r
 
   it("reports the embedded database in /healthcheck", async () => {
     const ledger = ((await get(instance.url, "/healthcheck")).body.results as { ledger: Record<string, unknown> }).ledger;
-    expect(ledger).to.deep.include({ backend: "sqlite", location: env.LEDGER_FILE, reachable: true });
+    expect(ledger).to.deep.include({ backend: "sqlite", location: env.LEDGER_FILE, reachable: true, shared: false });
+    expect(ledger.note).to.match(/^settlement ledger: embedded \(SQLite\), this instance's alone;/);
   });
 
   it("sends one transaction for 50 concurrent settles of one authorization", async () => {

@@ -1,7 +1,7 @@
 import { isAddressEqual, parseEventLogs, type Hex } from "viem";
 import { tokenAbi } from "../../chain/token-abi.js";
 import { canonicalNetwork, type NetworkName } from "../../protocol/networks.js";
-import type { NetworkConfig } from "../config.js";
+import type { ApiKeyConfig, NetworkConfig } from "../config.js";
 import type { HealthReport } from "../health.js";
 import type { OutcomeRecord } from "../http/app.js";
 import type { NetworkRuntime } from "../runtime.js";
@@ -11,7 +11,7 @@ import type { DashboardPlayground } from "./playground.js";
 import { dashboardRouter, type DashboardRoutes } from "./router.js";
 
 export { OutcomeFeed, MemoryFeedHistory, type FeedHistory, type FeedRow, type FeedListener, type ReceiptFacts } from "./feed.js";
-export { sseEvent } from "./router.js";
+export { sseEvent, isPublicRow } from "./router.js";
 export type { NetworkView, NetworksView } from "./networks.js";
 export * from "./playground.js";
 
@@ -24,6 +24,8 @@ export interface CreateDashboardOptions {
   playground?: DashboardPlayground;
   /** Where past rows are kept; default the last 500 in memory. */
   history?: FeedHistory;
+  /** The facilitator's API keys: with any, only a request carrying one sees rows other than settlements. */
+  apiKeys?: readonly ApiKeyConfig[];
 }
 
 /** The page that watches payments happen: its routes, its feed, and `record` to hand it each outcome. */
@@ -42,6 +44,7 @@ export function createDashboard(options: CreateDashboardOptions): Dashboard {
     feed,
     networks: () => networksView(options.configs, options.health, options.playground?.rpcUrls),
     playground: options.playground,
+    ...(options.apiKeys ? { apiKeys: options.apiKeys } : {}),
   });
   return { ...routes, feed, record: (outcome) => void feed.record(outcome) };
 }

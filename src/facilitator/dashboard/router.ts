@@ -4,6 +4,8 @@ import { parseUnits } from "viem";
 import { z } from "zod";
 import { canonicalNetwork } from "../../protocol/networks.js";
 import { addressSchema, describeZodError } from "../../protocol/schemas.js";
+import type { ApiKeyConfig } from "../config.js";
+import { apiKeyReader, refuseApiKey } from "../http/api-keys.js";
 import type { FeedRow, OutcomeFeed } from "./feed.js";
 import type { NetworksView } from "./networks.js";
 import { TRY_SCENARIOS, type DashboardPlayground } from "./playground.js";
@@ -16,7 +18,16 @@ export interface DashboardRouterOptions {
   playground?: DashboardPlayground;
   /** Most SSE streams open at once; more are answered 503. */
   maxStreams?: number;
+  /**
+   * The facilitator's API keys. With any, the feed and its stream show all rows only to a request
+   * carrying one (`Authorization: Bearer`); without a key they show the settled rows alone (what the
+   * chain shows anyway), and an unknown key is answered 401. Without keys, everyone sees every row.
+   */
+  apiKeys?: readonly ApiKeyConfig[];
 }
+
+/** A row anyone may see when API keys guard the rest: a settlement, made on chain. */
+export const isPublicRow = (row: FeedRow): boolean => row.ok && row.route === "settle" && row.txHash !== undefined;
 
 /** The dashboard's routes, and a way to end its open streams (so a shutdown need not wait for browsers). */
 export interface DashboardRoutes {
@@ -89,11 +100,25 @@ export function dashboardRouter(options: DashboardRouterOptions): DashboardRoute
     res.set("Cache-Control", "no-store").json(await options.networks());
   });
 
-  router.get("/dashboard/api/feed", async (_req, res) => {
-    res.set("Cache-Control", "no-store").json({ rows: await feed.rows() });
+  const keyOf = apiKeyReader(options.apiKeys ?? []);
+  const keyed = (options.apiKeys?.length ?? 0) > 0;
+  /** Which rows this request may see; undefined once it was answered 401 (a key that is not one of ours). */
+  const viewOf = (req: Request, res: Response): ((row: FeedRow) => boolean) | undefined => {
+    if (!keyed || keyOf(req)) return () => true;
+    if (req.get("Authorization") === undefined) return isPublicRow;
+    refuseApiKey(req, res);
+    return undefined;
+  };
+
+  router.get("/dashboard/api/feed", async (req, res) => {
+    const view = viewOf(req, res);
+    if (!view) return;
+    res.set("Cache-Control", "no-store").json({ rows: (await feed.rows()).filter(view) });
   });
 
   router.get("/dashboard/events", (req: Request, res: Response) => {
+    const view = viewOf(req, res);
+    if (!view) return;
     if (closed || streams.size >= maxStreams) {
       res.status(503).json({ error: closed ? "Service unavailable: stopping" : `Service unavailable: ${maxStreams} dashboard streams are open` });
       return;
@@ -103,7 +128,9 @@ export function dashboardRouter(options: DashboardRouterOptions): DashboardRoute
     res.flushHeaders();
     res.write("retry: 2000\n\n");
     streams.add(res);
-    const stop = feed.stream(after, (row) => res.write(sseEvent(feed.epoch, row)));
+    const stop = feed.stream(after, (row) => {
+      if (view(row)) res.write(sseEvent(feed.epoch, row));
+    });
     // A comment now and then keeps proxies from closing a quiet stream.
     const keepAlive = setInterval(() => res.write(": keep-alive\n\n"), 15_000);
     keepAlive.unref();

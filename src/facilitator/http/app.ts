@@ -29,7 +29,7 @@ export interface AppOptions {
   statusLookup?: Omit<SettlementRoutesOptions, "guards">;
   /** Called once per verify/settle answer, refusals at the edge included (logging, metrics). */
   onOutcome?: (outcome: OutcomeRecord) => void;
-  onRateLimited?: (route: Route | "status", by: QuotaHolder) => void;
+  onRateLimited?: (route: Route | "status" | "public", by: QuotaHolder) => void;
   /** Called once per HTTP answer with the route (or "other") and status. */
   onResponse?: (route: string, status: number) => void;
   /** The dashboard's routes (the page at `/`, its API and live feed), when it is on. */
@@ -94,14 +94,6 @@ export function createApp(options: AppOptions): Express {
     next();
   });
 
-  app.get("/healthcheck", async (_req, res) => {
-    const report = await options.health();
-    res.status(report.status === "success" ? 200 : 503).json(report);
-  });
-
-  app.get("/v2/x402/supported", (_req, res) => {
-    res.json(options.supported());
-  });
 
   /** A verify/settle request answered before its handler ran (401, 413, 415, unreadable body): one outcome record. */
   const refused = (route: Route, res: Response, status: number, text: string, code: string) =>
@@ -181,12 +173,24 @@ export function createApp(options: AppOptions): Express {
     onRefused: (route, res, text) => refused(route, res, res.statusCode, text, res.statusCode === 401 ? "unauthorized" : "unsupported_media_type"),
     onRateLimited: options.onRateLimited,
   });
+  app.get("/healthcheck", ...guards.public, async (_req, res) => {
+    const report = await options.health();
+    res.status(report.status === "success" ? 200 : 503).json(report);
+  });
+
+  app.get("/v2/x402/supported", ...guards.public, (_req, res) => {
+    res.json(options.supported());
+  });
+
   app.post("/v2/x402/verify", ...guards.verify, handler("verify"));
   app.post("/v2/x402/settle", ...guards.settle, handler("settle"));
 
   if (options.statusLookup) app.use(settlementRoutes({ ...options.statusLookup, guards: guards.status }));
 
-  if (options.dashboard) app.use(options.dashboard);
+  if (options.dashboard) {
+    if (guards.public.length > 0) app.use(["/dashboard/api", "/dashboard/events"], ...guards.public);
+    app.use(options.dashboard);
+  }
 
   app.use((_req, res) => {
     res.status(404).json({ error: RequestError.notFound });

@@ -22,7 +22,7 @@ export interface EdgeGuardsOptions {
   logger: Logger;
   /** A request refused before its body was read (401, 415): the answer is sent already. */
   onRefused(route: EdgeRoute, res: Response, text: string): void;
-  onRateLimited?(route: EdgeRoute | "status", by: QuotaHolder): void;
+  onRateLimited?(route: EdgeRoute | "status" | "public", by: QuotaHolder): void;
 }
 
 /**
@@ -30,9 +30,11 @@ export interface EdgeGuardsOptions {
  * content type (415), the client's quota (per API key when keys are configured, else per client IP;
  * 429) and the body (413 / 400 through the error handler). The payer's settle quota is not here: it
  * is asked once the signature is proven the payer's ({@link PayerQuota}, in the settle handler).
- * A settlement status lookup (`status`) passes the API key and a quota of verify's size.
+ * A settlement status lookup (`status`) passes the API key and a quota of verify's size. The public
+ * reads (`public`: the healthcheck, `supported`, the dashboard's API) pass a per-IP quota kept in
+ * memory, generous enough for monitors, so that no one client can make them its flood.
  */
-export function edgeGuards(options: EdgeGuardsOptions): Record<EdgeRoute | "status", RequestHandler[]> {
+export function edgeGuards(options: EdgeGuardsOptions): Record<EdgeRoute | "status" | "public", RequestHandler[]> {
   const { rateLimits, apiKeys, stores } = options;
   const keyed = apiKeys.length > 0;
   const json = express.json({ limit: options.bodyLimitBytes, type: "application/json", strict: false });
@@ -68,6 +70,12 @@ export function edgeGuards(options: EdgeGuardsOptions): Record<EdgeRoute | "stat
     });
     return [...(keyed ? [requireApiKey(apiKeys, () => {})] : []), ...(client ? [client] : [])];
   };
-  return { verify: guards("verify"), settle: guards("settle"), status: lookup() };
+  const publicReads = perMinuteLimit({
+    name: "public",
+    limit: rateLimits.publicPerMinute,
+    logger: options.logger,
+    onLimited: () => options.onRateLimited?.("public", "ip"),
+  });
+  return { verify: guards("verify"), settle: guards("settle"), status: lookup(), public: publicReads ? [publicReads] : [] };
 }
 

@@ -3,8 +3,8 @@ import type { Request, RequestHandler } from "express";
 import { RequestError } from "../../protocol/reasons.js";
 import type { Logger } from "../logger.js";
 
-/** The facilitator's limiters: per client IP (or per API key when keys are configured), per payer, and the status lookups'. */
-export type LimiterName = "verify" | "settle" | "settlePayer" | "status";
+/** The facilitator's limiters: per client IP (or per API key when keys are configured), per payer, the status lookups' and the public reads'. */
+export type LimiterName = "verify" | "settle" | "settlePayer" | "status" | "public";
 
 /**
  * One express-rate-limit `Store` per limiter, to share counts between instances (e.g. in PostgreSQL);
@@ -30,7 +30,7 @@ export interface PerMinuteLimitOptions {
 }
 
 /** The policy names the `RateLimit` / `RateLimit-Policy` headers carry. */
-export const POLICY_NAMES: Record<LimiterName, string> = { verify: "verify", settle: "settle", settlePayer: "settle-payer", status: "status" };
+export const POLICY_NAMES: Record<LimiterName, string> = { verify: "verify", settle: "settle", settlePayer: "settle-payer", status: "status", public: "public" };
 
 /**
  * A limit over a one-minute window. Answers 429 `{"error":"Too many requests","retryAfter":s}` with

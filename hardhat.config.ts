@@ -3,6 +3,7 @@ import { defineConfig } from "hardhat/config";
 import hardhatViem from "@nomicfoundation/hardhat-viem";
 import hardhatMocha from "@nomicfoundation/hardhat-mocha";
 import hardhatNetworkHelpers from "@nomicfoundation/hardhat-network-helpers";
+import { KIT_HARDHAT_NETWORKS } from "./src/harness/hardhat-networks.js";
 
 const require = createRequire(import.meta.url);
 // The WASM build shipped in the npm `solc` package: compiles offline, no compiler download.
@@ -15,11 +16,8 @@ export default defineConfig({
     path: require.resolve("solc/soljson.js"),
     settings: { optimizer: { enabled: true, runs: 200 } },
   },
-  networks: {
-    // Local chains that report the real Cronos chain ids, so signatures made for them verify.
-    cronosTestnet: { type: "edr-simulated", chainType: "l1", chainId: 338 },
-    cronosMainnet: { type: "edr-simulated", chainType: "l1", chainId: 25 },
-  },
+  // Local chains that report the real Cronos chain ids, so signatures made for them verify.
+  networks: { ...KIT_HARDHAT_NETWORKS },
   paths: {
     tests: { mocha: "test" },
   },

@@ -39,6 +39,9 @@ export const COMMANDS = {
   test: [compileStep(), typeCheckStep(), testRunner()],
   "test:only": [compileStep(), testRunner()],
   compile: [compileStep()],
+  // The package: dist/ from src/ and the compiled contracts (also `prepack`).
+  build: [compileStep(), ...typescript("scripts/build.ts")],
+  prepack: [compileStep(), ...typescript("scripts/build.ts")],
   typecheck: [typeCheckStep()],
   "example:seller": typescript("scripts/example-seller.ts"),
   "example:buyer": typescript("scripts/example-buyer.ts"),

@@ -1,10 +1,6 @@
-// `npm run conformance`: checks a facilitator (or the local stack, started for the run) against the spec.
+// `npm run conformance`: checks a facilitator (or the local stack, started for the run) against the spec,
+// through the same CLI the package installs (`cronos-x402 conformance`).
 // Check lines and the summary go to stdout (stderr with --json, whose document alone is on stdout).
-import { runConformanceCommand } from "../src/conformance/cli.js";
+import { runCli } from "../src/cli/main.js";
 
-const status = await runConformanceCommand(process.argv.slice(2), {
-  stdout: (text) => process.stdout.write(text),
-  stderr: (text) => process.stderr.write(text),
-});
-// Let the streams drain before leaving: stdout may be a pipe read by CI.
-process.stdout.write("", () => process.exit(status));
+await runCli(["conformance", ...process.argv.slice(2)]);

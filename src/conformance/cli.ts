@@ -46,7 +46,7 @@ export const LOCAL_RATE_LIMIT = 500;
 /** The `--help` text. */
 export function conformanceUsage(): string {
   return [
-    "Usage: npm run conformance -- [options]",
+    "Usage: cronos-x402 conformance [options]        (in the kit's clone: npm run conformance -- [options])",
     "",
     "Checks a facilitator against the x402 facilitator spec for Cronos and the project's decisions: every",
     "check prints one line (PASS, FAIL with what was expected and what came back, SKIP and why) and the spec",

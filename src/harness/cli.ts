@@ -78,7 +78,7 @@ export function startUsage(): string {
   const width = Math.max(...rows.map((r) => r[0]!.length));
   const envWidth = Math.max(...rows.map((r) => r[1]!.length));
   return [
-    "Usage: npm start -- [options]        (or: node scripts/bootstrap.mjs start [options], without npm in between)",
+    "Usage: cronos-x402 start [options]        (in the kit's clone: npm start -- [options])",
     "",
     "Starts local Cronos chains (testnet 338, mainnet 25) with USDC.e at its real address and funded",
     "buyers, plus an x402 facilitator for them, all on 127.0.0.1. Stops on Ctrl+C / SIGTERM.",

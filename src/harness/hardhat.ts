@@ -1,21 +1,35 @@
+import { existsSync } from "node:fs";
 import { readFile, readdir, stat, utimes, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createHardhatRuntimeEnvironment, importUserConfig } from "hardhat/hre";
 import type { HardhatRuntimeEnvironment } from "hardhat/types/hre";
 import type { Hex } from "viem";
 import type { TokenArtifact } from "../chain/deploy.js";
+import { KIT_HARDHAT_NETWORKS } from "./hardhat-networks.js";
+import { loadHardhat } from "./require-hardhat.js";
 
-/** The kit's root (where hardhat.config.ts lives), found from this file so the cwd does not matter. */
+/** The kit's root: the clone, or the installed package's folder (found from this file, so the cwd does not matter). */
 export const PROJECT_ROOT = fileURLToPath(new URL("../../", import.meta.url));
+
+/**
+ * In the kit's own clone the contracts are compiled on demand with its hardhat.config.ts; an installed
+ * package has neither and uses the artifacts it ships (`dist/artifacts/`, written by `npm run build`).
+ */
+const KIT_CONFIG = join(PROJECT_ROOT, "hardhat.config.ts");
+const IN_CLONE = existsSync(KIT_CONFIG) && existsSync(join(PROJECT_ROOT, "contracts"));
+const SHIPPED_ARTIFACTS = new URL("../artifacts/", import.meta.url);
 
 let kitHre: Promise<HardhatRuntimeEnvironment> | undefined;
 
-/** A Hardhat runtime for the kit's own config, created once per process (independent of the cwd). */
+/**
+ * A Hardhat runtime for the kit's chains, created once per process (independent of the cwd): from the
+ * clone's hardhat.config.ts, or, installed, from the same two networks given in code (nothing to compile).
+ */
 export function kitHardhat(): Promise<HardhatRuntimeEnvironment> {
   kitHre ??= (async () => {
-    const configPath = fileURLToPath(new URL("../../hardhat.config.ts", import.meta.url));
-    return createHardhatRuntimeEnvironment(await importUserConfig(configPath), { config: configPath }, PROJECT_ROOT);
+    const { createHardhatRuntimeEnvironment, importUserConfig } = await loadHardhat();
+    if (IN_CLONE) return createHardhatRuntimeEnvironment(await importUserConfig(KIT_CONFIG), { config: KIT_CONFIG }, PROJECT_ROOT);
+    return createHardhatRuntimeEnvironment({ networks: { ...KIT_HARDHAT_NETWORKS } }, {}, PROJECT_ROOT);
   })();
   // A failed attempt is not remembered: the next call tries again.
   kitHre.catch(() => (kitHre = undefined));
@@ -45,10 +59,10 @@ export function loadKitArtifact(hre: HardhatRuntimeEnvironment, name: KitContrac
   const cached = byName.get(name);
   if (cached && options.build === undefined) return cached;
   const loading = (async () => {
+    if (!IN_CLONE) return readArtifact(new URL(`${name}.json`, SHIPPED_ARTIFACTS));
     await ensureBuilt(hre, options.build);
     // Read from disk, not through hre.artifacts: its index predates a build this runtime just ran.
-    const artifact = JSON.parse(await readFile(artifactPath(hre, name), "utf8")) as { abi: TokenArtifact["abi"]; bytecode: Hex; deployedBytecode: Hex };
-    return { abi: artifact.abi, bytecode: artifact.bytecode, deployedBytecode: artifact.deployedBytecode };
+    return readArtifact(artifactPath(hre, name));
   })();
   byName.set(name, loading);
   loading.catch(() => byName.delete(name));
@@ -87,9 +101,17 @@ async function artifactIsFresh(hre: HardhatRuntimeEnvironment): Promise<boolean>
   }
 }
 
-const KIT_CONTRACTS: readonly KitContract[] = ["BridgedUSDC", "Multicall3"];
+/** The kit's contracts, as the package ships them. */
+export const KIT_CONTRACTS: readonly KitContract[] = ["BridgedUSDC", "Multicall3"];
 
-function artifactPath(hre: HardhatRuntimeEnvironment, name: KitContract): string {
+/** The ABI and code of a Hardhat artifact (or of the trimmed copy the package ships). */
+export async function readArtifact(file: string | URL): Promise<TokenArtifact> {
+  const artifact = JSON.parse(await readFile(file, "utf8")) as { abi: TokenArtifact["abi"]; bytecode: Hex; deployedBytecode: Hex };
+  return { abi: artifact.abi, bytecode: artifact.bytecode, deployedBytecode: artifact.deployedBytecode };
+}
+
+/** Where Hardhat writes a kit contract's artifact in the clone. */
+export function artifactPath(hre: HardhatRuntimeEnvironment, name: KitContract): string {
   return join(hre.config.paths.artifacts, "contracts", `${name}.sol`, `${name}.json`);
 }
 

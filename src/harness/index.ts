@@ -1,5 +1,12 @@
 // The local stack for integrators and CI: chains 338/25 with USDC.e at its real address, funded
 // buyers (Hardhat's PUBLIC test keys, LOCAL-ONLY) and a facilitator, all in one process.
+// Importing it starts nothing, but fails at once, saying what to install, where the chains cannot run.
+import { assertHarnessCanRun } from "./require-hardhat.js";
+
+assertHarnessCanRun();
+
+export { assertHarnessCanRun, nodeRunsHardhat, HarnessUnavailableError, HARDHAT_MIN_NODE, HARNESS_INSTALL } from "./require-hardhat.js";
+export { KIT_HARDHAT_NETWORKS } from "./hardhat-networks.js";
 export { startLocalStack, type LocalStack, type LocalStackNetwork, type LocalStackOptions } from "./stack.js";
 export { startLocalChain, HARDHAT_NETWORK, type LocalChain, type LocalChainOptions } from "./chain.js";
 export { serveJsonRpc, type JsonRpcBridge, type RequestProvider, type ServeJsonRpcOptions } from "./rpc-bridge.js";

@@ -1,5 +1,3 @@
-import { openPostgresLedger } from "./postgres.js";
-import { MEMORY, openSqliteLedger } from "./sqlite.js";
 import type { SqlLedgerOptions } from "./sql-ledger.js";
 import type { Ledger } from "./types.js";
 
@@ -13,9 +11,17 @@ export interface OpenLedgerOptions extends SqlLedgerOptions {
   poolSize?: number;
 }
 
-/** Opens the ledger the configuration names: PostgreSQL when `databaseUrl` is set, else embedded SQLite. */
+/**
+ * Opens the ledger the configuration names: PostgreSQL when `databaseUrl` is set, else embedded SQLite.
+ * Each driver (`pg` and kysely, or Node 22's `node:sqlite`) is loaded only here, so importing the kit
+ * (a seller's or a buyer's code, on Node 20 too) loads none of them.
+ */
 export async function openLedger(options: OpenLedgerOptions = {}): Promise<Ledger> {
   const { databaseUrl, file, poolSize, ...rest } = options;
-  if (databaseUrl) return openPostgresLedger({ ...rest, url: databaseUrl, ...(poolSize ? { poolSize } : {}) });
+  if (databaseUrl) {
+    const { openPostgresLedger } = await import("./postgres.js");
+    return openPostgresLedger({ ...rest, url: databaseUrl, ...(poolSize ? { poolSize } : {}) });
+  }
+  const { MEMORY, openSqliteLedger } = await import("./sqlite.js");
   return openSqliteLedger({ ...rest, location: file ?? MEMORY });
 }

@@ -111,7 +111,7 @@ describe("npm run conformance: options", () => {
   it("answers --help on stdout with exit 0, a bad option on stderr with exit 2", async () => {
     const help = await run(["--help"]);
     expect(help.status).to.equal(0);
-    expect(help.stdout).to.match(/^Usage: npm run conformance -- \[options\]\n/);
+    expect(help.stdout).to.match(/^Usage: cronos-x402 conformance \[options\] {8}\(in the kit's clone: npm run conformance -- \[options\]\)\n/);
     expect(help.stdout).to.include("--buyer-key-file PATH");
     const bad = await run(["--network", "nowhere"]);
     expect(bad).to.deep.include({ status: 2, stdout: "" });

@@ -69,7 +69,7 @@ describe("scripts/bootstrap.mjs: what it installs with, and what npm scripts run
   it("prints --help through the command it suggests, and suggests no tool a fresh clone lacks (tsx)", () => {
     const help = spawnSync(process.execPath, ["scripts/bootstrap.mjs", "start", "--help"], { cwd: ROOT, encoding: "utf8" });
     expect(help.status, help.stderr).to.equal(0);
-    expect(help.stdout.split("\n")[0]).to.equal("Usage: npm start -- [options]        (or: node scripts/bootstrap.mjs start [options], without npm in between)");
+    expect(help.stdout.split("\n")[0]).to.equal("Usage: cronos-x402 start [options]        (in the kit's clone: npm start -- [options])");
     expect(help.stdout).to.not.match(/\btsx\b/);
   });
 

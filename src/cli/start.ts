@@ -1,0 +1,158 @@
+// `cronos-x402 start` (and `npm start` in the clone): the local stack (two Cronos chains + facilitator)
+// in this one process. stdout carries only the summary (or, with --json, exactly one JSON line);
+// everything else goes to stderr.
+import { formatUnits } from "viem";
+import { redactUrl, redactUrls } from "../chain/rpc-url.js";
+import { ConfigError } from "../facilitator/config.js";
+import { ACCOUNT_INDEX } from "../harness/accounts.js";
+import { parseStartArgs, PORT_SETTING, startUsage, UsageError } from "../harness/cli.js";
+import { PORT_ROLE_LABEL, PortInUseError } from "../harness/errors.js";
+import { lineLogger, stderrSink } from "../harness/log.js";
+import { MULTICALL3_ADDRESS } from "../harness/multicall3.js";
+import type { LocalStack } from "../harness/stack.js";
+
+import { assertHarnessCanRun, HarnessUnavailableError } from "../harness/require-hardhat.js";
+
+/**
+ * Runs the local stack until SIGINT / SIGTERM / SIGHUP (exit 0 once stopped), printing its summary, or
+ * with `--json` one JSON line, when ready. Usage errors exit 2, start-up failures 1.
+ */
+export async function runStart(argv: readonly string[]): Promise<void> {
+  const writeStdout = process.stdout.write.bind(process.stdout);
+  const sink = stderrSink();
+  // Whatever a library prints to stdout lands on stderr, so a --json reader sees one line only.
+  process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+    sink.write(typeof chunk === "string" ? chunk : Buffer.from(chunk).toString("utf8"));
+    const callback = rest.find((arg) => typeof arg === "function") as (() => void) | undefined;
+    callback?.();
+    return true;
+  }) as typeof process.stdout.write;
+
+  // A fork URL may carry an RPC provider's API key: progress shows scheme and host only.
+  const log = (line: string) => sink.write(`[start] ${redactUrls(line)}\n`);
+
+  async function fail(message: string, status: number): Promise<never> {
+    process.stderr.write(`error: ${redactUrls(message)}\n`);
+    await sink.flush(1_000);
+    process.exit(status);
+  }
+
+  let command: ReturnType<typeof parseStartArgs>;
+  try {
+    command = parseStartArgs(argv);
+  } catch (error) {
+    if (error instanceof UsageError) await fail(error.message, 2);
+    throw error;
+  }
+  if (command.help) {
+    writeStdout(`${startUsage()}\n`);
+    process.exit(0);
+  }
+  try {
+    // Said before anything starts: no Hardhat stack trace for a missing package or an old Node.
+    assertHarnessCanRun();
+  } catch (error) {
+    if (error instanceof HarnessUnavailableError) await fail(error.message, 1);
+    throw error;
+  }
+
+  let stack: LocalStack | undefined;
+  let signalledAt: number | undefined;
+
+  function onSignal(signal: NodeJS.Signals): void {
+    if (signalledAt !== undefined) {
+      // Ctrl+C reaches this process several times (terminal, npm, bootstrap, tsx relays): only a later one forces.
+      if (Date.now() - signalledAt < 2_000) return;
+      log(`${signal} again: exiting now`);
+      void sink.flush(200).then(() => process.exit(1));
+      return;
+    }
+    signalledAt = Date.now();
+    // Start-up cannot be interrupted half-way; the start-up path stops the stack once it is up.
+    log(`${signal}: stopping${stack ? "" : " once start-up finishes"}`);
+    if (stack) void stopAndExit(stack);
+  }
+
+  async function stopAndExit(running: LocalStack): Promise<never> {
+    setTimeout(() => {
+      log("stopping took over 15 s: exiting anyway");
+      void sink.flush(500).then(() => process.exit(1));
+    }, 15_000).unref();
+    await running.stop();
+    log("stopped");
+    await sink.flush(1_000);
+    process.exit(0);
+  }
+
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, onSignal);
+
+  const startedAt = performance.now();
+  try {
+    // Loaded only now (Hardhat, EDR, express): signal handlers are in place before the slow imports.
+    const { startLocalStack } = await import("../harness/stack.js");
+    stack = await startLocalStack({
+      ...command.stack,
+      env: process.env,
+      logger: lineLogger(command.logLevel, { name: "facilitator", write: sink.write }),
+      onProgress: log,
+    });
+  } catch (error) {
+    if (error instanceof PortInUseError) {
+      const setting = PORT_SETTING[error.role];
+      await fail(`port ${error.port} (${PORT_ROLE_LABEL[error.role]}) is already in use on ${error.host}; choose another with ${setting.flag} N or ${setting.env}=N (0 = any free port), or stop what uses it`, 1);
+    }
+    if (error instanceof ConfigError) await fail(error.message, 2);
+    await fail(`start-up failed: ${firstLine(error)}`, 1);
+    throw error;
+  }
+  if (signalledAt !== undefined) {
+    await stopAndExit(stack);
+  } else {
+    log(`ready in ${((performance.now() - startedAt) / 1000).toFixed(1)} s`);
+    const { facilitatorUrl, relayer, networks } = stack;
+    if (command.json) {
+      writeStdout(`${JSON.stringify({ facilitatorUrl, relayer, networks })}\n`);
+    } else {
+      writeStdout(summary(stack, command.stack.buyerBalance ?? 0n));
+    }
+    log("running; Ctrl+C (SIGINT) or SIGTERM stops everything");
+  }
+}
+
+function describeLimits(limits: { verifyPerMinute: number; settlePerMinute: number }): string {
+  const one = (n: number) => (n === 0 ? "no limit" : `${n}/min`);
+  return `verify ${one(limits.verifyPerMinute)}, settle ${one(limits.settlePerMinute)} per client IP (--rate-limit-verify / --rate-limit-settle; the production facilitator defaults to 10 and 5)`;
+}
+
+function summary(running: LocalStack, buyerBalance: bigint): string {
+  const lines = [
+    "",
+    "x402 local stack for Cronos (all on 127.0.0.1)",
+    "",
+    `Facilitator  ${running.facilitatorUrl}   (GET /v2/x402/supported, POST /v2/x402/verify, POST /v2/x402/settle)`,
+    ...(running.dashboardUrl ? [`Dashboard    ${running.dashboardUrl}   (open it in a browser: live payments, buyers, a try-it panel; DASHBOARD=false hides it)`] : []),
+    `Relayer      ${running.relayer}   (Hardhat account #${ACCOUNT_INDEX.relayer})`,
+    `Seller payTo ${running.seller}   (Hardhat account #${ACCOUNT_INDEX.seller}, a suggested default)`,
+    `Rate limits  ${describeLimits(running.facilitator.facilitator.rateLimits)}`,
+    ...(running.facilitator.metricsUrl ? [`Metrics      ${running.facilitator.metricsUrl}   (Prometheus; its own loopback listener)`] : []),
+  ];
+  for (const [network, info] of Object.entries(running.networks)) {
+    const forked = running.chains[network as keyof typeof running.chains]?.forkUrl;
+    lines.push(
+      "",
+      `${network}  chain id ${info.chainId}${forked ? `  (fork of ${redactUrl(forked)})` : ""}`,
+      `  RPC URL   ${info.rpcUrl}`,
+      `  viem      ${info.viemChain}   (import { ${info.viemChain} } from "viem/chains"; Multicall3 at ${MULTICALL3_ADDRESS})`,
+      `  USDC.e    ${info.token}   EIP-712 domain: name "${info.domain.name}", version "${info.domain.version}"`,
+      `  Buyers    (${forked ? "topped up to " : ""}${formatUnits(buyerBalance, 6)} USDC.e each) - LOCAL-ONLY: Hardhat's PUBLIC test keys, never use them on a real network`,
+      ...info.buyers.map((buyer) => `    ${buyer.address}  ${buyer.privateKey}`),
+    );
+  }
+  lines.push("", "Ctrl+C stops everything. `npm start -- --json` prints this as one JSON line; `--help` lists the options.", "");
+  return `${lines.join("\n")}\n`;
+}
+
+function firstLine(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.split("\n")[0] ?? message;
+}

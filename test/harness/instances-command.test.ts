@@ -1,0 +1,54 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { expect } from "chai";
+import { spawnInRoot } from "../helpers/processes.js";
+
+/** The facilitator processes a process started (children whose command line runs scripts/facilitator.ts). */
+function facilitatorChildren(parent: number): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // /proc/PID/stat: "pid (comm) state ppid …"; comm may hold spaces, so read after its closing parenthesis.
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === parent && readFileSync(`/proc/${entry}/cmdline`, "utf8").includes("scripts/facilitator.ts")) found.push(Number(entry));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return found.sort((a, b) => a - b);
+}
+
+describe("npm run instances (scripts/instances.ts) as a newcomer uses it", function () {
+  this.timeout(120_000);
+
+  it("prints the buyers with their LOCAL-ONLY keys and how to pay through the instances, says when an instance dies, and exits 0 on SIGINT", async () => {
+    const run = spawnInRoot("node", ["--import", "tsx", "scripts/instances.ts", "--instances", "2"]);
+    try {
+      await run.waitFor(/Ctrl\+C stops everything\.\n/, 90_000);
+      const out = run.stdout();
+      const urls = [...out.matchAll(/^ {2}(http:\/\/127\.0\.0\.1:\d+)/gm)].map((m) => m[1]!);
+      expect(urls).to.have.length(2);
+      const rpc = /^chain cronos-testnet \(id 338\): (http:\/\/127\.0\.0\.1:\d+),/m.exec(out)?.[1];
+      expect(rpc).to.be.a("string");
+      // The first funded buyer is Hardhat's account #2, printed with its key.
+      expect(out).to.include("buyers (address, private key) - LOCAL-ONLY: Hardhat's PUBLIC test keys, never use them on a real network:\n  0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC  0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a\n");
+      expect(out).to.include(`  FACILITATOR_URL=${urls[0]} npm run example:seller\n`);
+      expect(out).to.include(`  RPC_URL=${rpc} BUYER_PRIVATE_KEY=0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a npm run example:buyer\n`);
+
+      const children = facilitatorChildren(run.child.pid!);
+      expect(children).to.have.length(2);
+      process.kill(children[1]!, "SIGKILL");
+      for (let i = 0; i < 100 && !run.stderr().includes("exited SIGKILL"); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+      const died = /\[instances\] facilitator #\d \((http:\/\/127\.0\.0\.1:\d+)\) exited SIGKILL; the others keep serving\n/.exec(run.stderr())?.[1];
+      expect(urls).to.include(died);
+      expect((await fetch(`${urls.find((url) => url !== died)}/healthcheck`)).status).to.equal(200);
+
+      run.child.kill("SIGINT");
+      expect(await run.exited).to.equal(0);
+      expect(run.stderr()).to.include("[instances] SIGINT: stopping\n");
+    } finally {
+      run.kill();
+    }
+  });
+});

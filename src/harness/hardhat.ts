@@ -12,11 +12,13 @@ import { loadHardhat } from "./require-hardhat.js";
 export const PROJECT_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 /**
- * In the kit's own clone the contracts are compiled on demand with its hardhat.config.ts; an installed
- * package has neither and uses the artifacts it ships (`dist/artifacts/`, written by `npm run build`).
+ * Run from the clone's sources (TypeScript, as the kit's own scripts and tests do), the contracts are
+ * compiled on demand with its hardhat.config.ts. Compiled code (`dist/`: an installed package, or a clone's
+ * build that another project links to) uses the artifacts the build put beside it (`dist/artifacts/`) and
+ * the networks in code: it never loads a TypeScript config.
  */
 const KIT_CONFIG = join(PROJECT_ROOT, "hardhat.config.ts");
-const IN_CLONE = existsSync(KIT_CONFIG) && existsSync(join(PROJECT_ROOT, "contracts"));
+const IN_CLONE = import.meta.url.endsWith(".ts") && existsSync(KIT_CONFIG) && existsSync(join(PROJECT_ROOT, "contracts"));
 const SHIPPED_ARTIFACTS = new URL("../artifacts/", import.meta.url);
 
 let kitHre: Promise<HardhatRuntimeEnvironment> | undefined;

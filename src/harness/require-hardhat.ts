@@ -23,7 +23,7 @@ export function nodeRunsHardhat(version: string = process.versions.node): boolea
 export function assertHarnessCanRun(): void {
   if (!nodeRunsHardhat()) {
     throw new HarnessUnavailableError(
-      `the local chains need Node >= ${HARDHAT_MIN_NODE} (Hardhat 3); this is Node ${process.versions.node}. Install Node 22 (e.g. nvm install 22), or run the CLI on it: npx -p node@22 -p cronos-x402-facilitator-kit cronos-x402 start`,
+      `the local chains need Node >= ${HARDHAT_MIN_NODE} (Hardhat 3); this is Node ${process.versions.node}. Install Node 22 (e.g. nvm install 22), or run the CLI on a Node 22 from npm: npx -y -p node@22 -c "cronos-x402 start"`,
     );
   }
   try {

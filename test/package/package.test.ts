@@ -266,10 +266,35 @@ try {
       expect(vitest.stdout.replace(/\x1b\[[0-9;]*m/g, "")).to.match(/Tests\s+1 passed \(1\)/);
     });
 
+    it("examples/ci-github-actions/e2e.sh (what the workflow runs) starts the stack, runs the default suite (conformance with settlement) and stops it", async () => {
+      await sh(dir, "cp", [join(ROOT, "examples", "ci-github-actions", "e2e.sh"), "e2e.sh"]);
+      const job = await sh(dir, "bash", ["e2e.sh"]);
+      expect(job.stdout).to.match(/^stack ready: facilitator http:\/\/127\.0\.0\.1:\d+, cronos-testnet http:\/\/127\.0\.0\.1:\d+ \(chain 338\), USDC\.e 0xc01efAaF7C5C61bEbFAeb358E1161b537b8bC0e0$/m);
+      expect(job.stdout).to.match(/^PASS\s+settle\.pays@cronos-testnet\b/m);
+      expect(job.stdout).to.match(/\b0 failed\b/);
+      expect(job.stdout.trim().split("\n").at(-1)).to.equal("stack stopped");
+      // A failing suite fails the job, and the stack is stopped all the same.
+      const failed = await run("bash", ["e2e.sh"], { cwd: dir, env: { ...ENV, SUITE: "test \"$CHAIN_ID\" = 25" } }).then(
+        () => 0,
+        (error: { code?: number }) => error.code,
+      );
+      expect(failed).to.equal(1);
+    });
+
     it("cronos-x402: --version, --help; start --json prints its ready line, conformance passes against it, SIGINT stops it (exit 0)", async () => {
       const cli = join(dir, "node_modules", ".bin", "cronos-x402");
       expect((await sh(dir, cli, ["--version"])).stdout).to.equal(`${PACKAGE.version}\n`);
       expect((await sh(dir, cli, ["--help"])).stdout).to.match(/^Usage: cronos-x402 <command> \[options\]\n[\s\S]*\n {2}start {9}[\s\S]*\n {2}facilitator {3}[\s\S]*\n {2}conformance {3}/);
+      // On a Node older than Hardhat needs, start says what to install instead of a Hardhat stack trace.
+      const node20 = await olderNode();
+      if (node20) {
+        const old = await run(node20, [join(dir, "node_modules", PACKAGE.name, "dist", "cli", "bin.js"), "start"], { cwd: dir, env: ENV }).then(
+          () => ({ code: 0, stderr: "" }),
+          (error: { code?: number; stderr?: string }) => ({ code: error.code, stderr: error.stderr ?? "" }),
+        );
+        expect(old.code).to.equal(1);
+        expect(old.stderr).to.match(/^error: the local chains need Node >= 22\.13\.0 \(Hardhat 3\); this is Node 20\.\d+\.\d+\. Install Node 22 \(e\.g\. nvm install 22\), or run the CLI on a Node 22 from npm: npx -y -p node@22 -c "cronos-x402 start"\n$/);
+      }
       const start = spawn(cli, ["start", "--json", "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0"], { cwd: dir, env: ENV, stdio: ["ignore", "pipe", "pipe"] });
       let stderr = "";
       start.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
@@ -287,6 +312,20 @@ try {
         if (start.exitCode === null) start.kill("SIGKILL");
       }
     });
+  });
+});
+
+describe("examples/seller-ts: a TypeScript seller depending on the kit by path, with its e2e test on the harness", function () {
+  this.timeout(600_000);
+  const example = join(ROOT, "examples", "seller-ts");
+
+  it("installs (the kit from ../.., built), type-checks and passes its own tests", async () => {
+    // The kit's dist/ is what the example imports: build it (the package tests above did too).
+    await sh(ROOT, "npm", ["run", "--silent", "build"]);
+    await sh(example, "npm", [...INSTALL, "--no-package-lock"]);
+    const { stdout } = await sh(example, "npm", ["test", "--silent"]);
+    expect(stdout).to.match(/^# pass 3$/m);
+    expect(stdout).to.match(/^# fail 0$/m);
   });
 });
 

@@ -2,7 +2,7 @@
 import { wrapFetchWithPayment, x402Client } from "@x402/fetch";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
 import { privateKeyToAccount } from "viem/accounts";
-import { cronosSpendControl } from "../../src/index.js";
+import { cronosSpendControl } from "../../src/protocol/index.js";
 
 /** A `fetch` that pays x402 402s with USDC.e on one Cronos network (`eip155:338` or `eip155:25`), at most $0.01 each. */
 export function x402Buyer(privateKey: `0x${string}`, network: "eip155:338" | "eip155:25") {

@@ -3,7 +3,7 @@ import express from "express";
 import { paymentMiddleware, x402ResourceServer } from "@x402/express";
 import { HTTPFacilitatorClient } from "@x402/core/server";
 import { ExactEvmScheme } from "@x402/evm/exact/server";
-import { cronosPrice } from "../../src/index.js";
+import { cronosPrice } from "../../src/protocol/index.js";
 
 /** An `@x402/express` seller whose GET /weather costs $0.01 of USDC.e on Cronos testnet or mainnet, settled by this facilitator. */
 export function x402Seller(facilitatorUrl: string, payTo: string) {

@@ -3,10 +3,10 @@ import { join } from "node:path";
 import { expect } from "chai";
 import { ROOT } from "../helpers/processes.js";
 
-/** A snippet file as the README shows it: without its first comment line, the kit imported from the root. */
+/** A snippet file as the README shows it: without its first comment line, the kit imported by its package name. */
 function asInReadme(file: string): string {
   const text = readFileSync(join(ROOT, file), "utf8");
-  return text.slice(text.indexOf("\n") + 1).replaceAll('"../../src/index.js"', '"./src/index.js"');
+  return text.slice(text.indexOf("\n") + 1).replaceAll('"../../src/protocol/index.js"', '"cronos-x402-facilitator-kit/protocol"');
 }
 
 describe("README: the @x402 snippets are the code the compatibility matrix runs", () => {

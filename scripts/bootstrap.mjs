@@ -50,6 +50,7 @@ export const COMMANDS = {
   "bench:startup": typescript("bench/startup.ts"),
   "bench:ledger": typescript("bench/ledger.ts"),
   "bench:lifecycle": typescript("bench/lifecycle.ts"),
+  "bench:remote-rpc": typescript("bench/remote-rpc.ts"),
   // The wallets it measures are compiled contracts.
   "bench:gas": [compileStep(), ...typescript("bench/settle-gas.ts")],
 };

@@ -40,9 +40,12 @@ export function neededFee(quote: FeeQuote): bigint {
 
 /** Reads what the network asks now (the latest block's base fee and the node's suggested tip, or the gas price). */
 export async function readFeeQuote(client: PublicClient): Promise<FeeQuote> {
-  const block = await client.getBlock({ blockTag: "latest" });
+  // Both at once: one round trip to a remote RPC (the transport batches them), not two.
+  const [block, maxPriorityFeePerGas] = await Promise.all([
+    client.getBlock({ blockTag: "latest" }),
+    client.estimateMaxPriorityFeePerGas().catch(() => 0n),
+  ]);
   if (block.baseFeePerGas === null || block.baseFeePerGas === undefined) return { gasPrice: await client.getGasPrice(), at: block.timestamp };
-  const maxPriorityFeePerGas = await client.estimateMaxPriorityFeePerGas().catch(() => 0n);
   return { baseFeePerGas: block.baseFeePerGas, maxPriorityFeePerGas, at: block.timestamp };
 }
 

@@ -13,6 +13,11 @@ export interface WaitForReceiptParameters {
   onRpcError?: (error: unknown) => void;
   /** Ends the wait early (undefined) once true, checked after each poll: none of the hashes can be mined any more. */
   abandon?: () => boolean;
+  /**
+   * Given the latest block, read with each poll in the same round trip: the block that mined the
+   * transaction is usually the latest when its receipt appears, so its time needs no request of its own.
+   */
+  onLatestBlock?: (block: { number: bigint; timestamp: bigint }) => void;
 }
 
 /**
@@ -35,7 +40,14 @@ export function waitForReceipt(client: PublicClient, parameters: WaitForReceiptP
     const poll = async () => {
       while (!done) {
         try {
-          const receipt = await firstReceipt(client, hashes());
+          const [receipt] = await Promise.all([
+            firstReceipt(client, hashes()),
+            parameters.onLatestBlock &&
+              client.getBlock({ blockTag: "latest" }).then(
+                (block) => parameters.onLatestBlock!({ number: block.number, timestamp: block.timestamp }),
+                () => undefined,
+              ),
+          ]);
           const confirmed =
             receipt !== undefined &&
             (parameters.confirmations <= 1 ||

@@ -327,6 +327,8 @@ export class SettlementService {
   async #follow(record: SettlementRecord, network: SettlementNetwork, sent: Pick<SentTransaction, "hashes" | "superseded">, deadline: number): Promise<SettlementResult> {
     const { ledger, logger } = this.#o;
     const sentAt = performance.now();
+    // The latest block seen with the receipt polls: usually the mining block, whose time the answer carries.
+    let latestBlock: { number: bigint; timestamp: bigint } | undefined;
     const receipt = await waitForReceipt(network.client, {
       hash: () => sent.hashes(),
       confirmations: this.#o.confirmations,
@@ -334,6 +336,7 @@ export class SettlementService {
       pollingIntervalMs: this.#o.pollingIntervalMs,
       onRpcError: () => this.#o.observe?.rpcError?.(network.name),
       abandon: () => sent.superseded,
+      onLatestBlock: (block) => (latestBlock = block),
     });
     if (!receipt) {
       const latest = sent.hashes().at(-1);
@@ -350,7 +353,7 @@ export class SettlementService {
     }
     const hash = receipt.transactionHash;
     this.#o.observe?.confirmationWait?.(network.name, (performance.now() - sentAt) / 1000);
-    const blockTimestamp = await this.#blockTime(network.client, receipt);
+    const blockTimestamp = latestBlock?.number === receipt.blockNumber ? latestBlock.timestamp : await this.#blockTime(network.client, receipt);
     if (receipt.status === "success") {
       // The ledger marks its other versions (same nonce) replaced. Mined is mined: with the ledger
       // unreachable the answer is still `settled`, and the record is written when it is back.

@@ -32,7 +32,7 @@ export async function startLatencyProxy(upstream: string, delayMs: number): Prom
       requests++;
       try {
         const parsed = JSON.parse(body.toString("utf8")) as { method?: string } | Array<{ method?: string }>;
-        if (process.env.BENCH_TRACE) process.stderr.write(`[rpc ${performance.now().toFixed(0)}] ${(Array.isArray(parsed) ? parsed : [parsed]).map((c) => c.method).join(" + ")}\n`);
+        if (process.env.BENCH_TRACE) process.stderr.write(`[rpc ${performance.now().toFixed(0)}] ${(Array.isArray(parsed) ? parsed : [parsed]).map((c) => c.method === "eth_getTransactionCount" ? `${c.method}(${JSON.stringify((c as { params?: unknown }).params)})` : c.method).join(" + ")}\n`);
         for (const call of Array.isArray(parsed) ? parsed : [parsed]) calls[call.method ?? "?"] = (calls[call.method ?? "?"] ?? 0) + 1;
       } catch {
         calls["(unreadable)"] = (calls["(unreadable)"] ?? 0) + 1;

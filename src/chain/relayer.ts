@@ -1,4 +1,4 @@
-import { keccak256, parseTransaction, TransactionNotFoundError, type Address, type Hex, type LocalAccount, type PublicClient } from "viem";
+import { keccak256, parseTransaction, TransactionNotFoundError, type Address, type Hex, type LocalAccount, type PublicClient, type TransactionReceipt } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { FeeCapError, feeCap, initialFees, neededFee, readFeeQuote, replacementFees, type FeeQuote, type Fees } from "./fees.js";
 import { isRevert } from "./revert.js";
@@ -50,6 +50,17 @@ export interface SentTransaction {
   hashes(): readonly Hex[];
   /** True once a gap filler took this nonce (the call no longer succeeds): none of `hashes()` will be mined. */
   readonly superseded: boolean;
+  /**
+   * The receipt asked in the same batch as the send (one round trip), with the latest block: present when
+   * the chain mined it at once (a local node); undefined otherwise, and never rejected.
+   */
+  readonly early?: Promise<EarlyReceipt | undefined>;
+}
+
+/** A receipt read right after the send, and the latest block read with it. */
+export interface EarlyReceipt {
+  receipt: TransactionReceipt;
+  latest?: { number: bigint; timestamp: bigint };
 }
 
 /** A send that failed after the transaction may have reached the node: the caller must report `hash`. */
@@ -97,6 +108,7 @@ class InFlight implements SentTransaction {
   /** Chain time (block timestamp) of the latest broadcast; set by the first lifecycle round after it. */
   sentAt: bigint | undefined;
   superseded = false;
+  early?: Promise<EarlyReceipt | undefined>;
 
   constructor(
     readonly nonce: number,
@@ -184,7 +196,7 @@ class RelayerKey {
 
 /** What a broadcast came to. */
 type Broadcast =
-  | { outcome: "accepted" | "known" }
+  | { outcome: "accepted" | "known"; early?: Promise<EarlyReceipt | undefined> }
   | { outcome: "nonceTooLow" | "refused" | "unknown"; error: unknown };
 
 /** Parameters of {@link Relayer}. */
@@ -353,10 +365,28 @@ export class Relayer {
     return { hash: keccak256(raw), raw, from: key.address, nonce, ...feeFields(fees), ...(replaces ? { replaces } : {}) };
   }
 
-  async #broadcast(raw: Hex): Promise<Broadcast> {
+  /**
+   * Sends `raw`. With `receiptOf`, its receipt and the latest block are asked in the same batch, after
+   * the send (the transport batches calls made together, in order): a chain that mines at once answers
+   * with no further round trip; otherwise the receipt is waited for as usual.
+   */
+  async #broadcast(raw: Hex, receiptOf?: Hex): Promise<Broadcast> {
+    const sending = this.#client.sendRawTransaction({ serializedTransaction: raw });
+    const early = receiptOf
+      ? Promise.all([
+          this.#client.getTransactionReceipt({ hash: receiptOf }),
+          this.#client.getBlock({ blockTag: "latest" }).then(
+            (block) => ({ number: block.number, timestamp: block.timestamp }),
+            () => undefined,
+          ),
+        ]).then(
+          ([receipt, latest]): EarlyReceipt => ({ receipt, ...(latest ? { latest } : {}) }),
+          () => undefined,
+        )
+      : undefined;
     try {
-      await this.#client.sendRawTransaction({ serializedTransaction: raw });
-      return { outcome: "accepted" };
+      await sending;
+      return { outcome: "accepted", ...(early ? { early } : {}) };
     } catch (error) {
       const kind = sendErrorKind(error);
       if (kind === "known") return { outcome: "known" };
@@ -384,7 +414,7 @@ export class Relayer {
         } catch (error) {
           throw new RelaySendError(signed.hash, false, { cause: error });
         }
-        const sent = await this.#broadcast(signed.raw);
+        const sent = await this.#broadcast(signed.raw, signed.hash);
         if (sent.outcome === "nonceTooLow" || sent.outcome === "refused") {
           key.resync();
           hooks.afterBroadcast?.(signed, "refused");
@@ -403,6 +433,7 @@ export class Relayer {
           throw new RelaySendError(signed.hash, true, { cause: sent.error, transaction: tx });
         }
         hooks.afterBroadcast?.(signed, "accepted");
+        if ("early" in sent && sent.early) tx.early = sent.early;
         return tx;
       }
     });

@@ -117,6 +117,29 @@ export class ChainState {
     return used;
   }
 
+  /**
+   * For settle: the latest head and the payer's code, nonce state and balance, all asked at once (one
+   * batch: one round trip to a remote RPC, where pinning the reads to the head's number would need the
+   * head first). The reads ask for `latest`, so a block mined between the batch's items leaves them at
+   * most one block apart, never older than the head they come with; settle's simulation before signing
+   * is what a payment then rests on. Of what it reads, the head replaces verify's cached one and a used
+   * authorization is remembered; the rest is not cached.
+   */
+  async latestPayerState(authorizer: Address, nonce: Hex): Promise<{ head: Head; codeHash: Hex | undefined; used: boolean; balance: bigint }> {
+    const key = `${authorizer.toLowerCase()}:${nonce.toLowerCase()}`;
+    const [block, code, used, balance] = await Promise.all([
+      this.#client.getBlock({ blockTag: "latest" }),
+      this.#client.getCode({ address: authorizer }),
+      this.#used.has(key) || this.#client.readContract({ address: this.#token, abi: tokenAbi, functionName: "authorizationState", args: [authorizer, nonce] }),
+      this.#client.readContract({ address: this.#token, abi: tokenAbi, functionName: "balanceOf", args: [authorizer] }),
+    ]);
+    if (used) this.#rememberUsed(key);
+    const head = { number: block.number, timestamp: block.timestamp };
+    // Verify's cached head moves on to it (unless verify already reads at a later block).
+    if (head.number >= this.#cacheBlock) this.#lastHead = { at: performance.now(), head: Promise.resolve(head) };
+    return { head, codeHash: code === undefined || code === "0x" ? undefined : keccak256(code), used, balance };
+  }
+
   /** Records an authorization this process saw used (its settle transaction was mined). */
   markUsed(authorizer: Address, nonce: Hex): void {
     this.#rememberUsed(`${authorizer.toLowerCase()}:${nonce.toLowerCase()}`);

@@ -324,12 +324,15 @@ export class SettlementService {
    * is left to the reconciler. When the relayer gave the nonce to a gap filler (the call no longer
    * succeeds), the row is decided at once.
    */
-  async #follow(record: SettlementRecord, network: SettlementNetwork, sent: Pick<SentTransaction, "hashes" | "superseded">, deadline: number): Promise<SettlementResult> {
+  async #follow(record: SettlementRecord, network: SettlementNetwork, sent: Pick<SentTransaction, "hashes" | "superseded" | "early">, deadline: number): Promise<SettlementResult> {
     const { ledger, logger } = this.#o;
     const sentAt = performance.now();
-    // The latest block seen with the receipt polls: usually the mining block, whose time the answer carries.
+    // The latest block seen with the receipt reads: usually the mining block, whose time the answer carries.
     let latestBlock: { number: bigint; timestamp: bigint } | undefined;
-    const receipt = await waitForReceipt(network.client, {
+    // Asked with the send: a chain that mined it at once has answered already.
+    const early = this.#o.confirmations <= 1 ? await sent.early : undefined;
+    if (early?.latest) latestBlock = early.latest;
+    const receipt = early?.receipt ?? await waitForReceipt(network.client, {
       hash: () => sent.hashes(),
       confirmations: this.#o.confirmations,
       timeoutMs: Math.max(0, deadline - performance.now()),

@@ -123,6 +123,7 @@ export async function verifyPayment(
   try {
     chain = await readPayerState(runtime, authorization, bytesToHex(digest), signedByPayer, {
       headAgeMs: options.freshHead ? 0 : context.headCacheMs,
+      fresh: options.freshHead === true,
       erc1271GasLimit: context.relayerSafety.erc1271GasLimit,
     });
   } catch (error) {
@@ -164,14 +165,20 @@ async function readPayerState(
   authorization: PayerPayload["authorization"],
   digest: Hex,
   signedByPayer: boolean,
-  options: { headAgeMs: number; erc1271GasLimit: bigint },
+  options: { headAgeMs: number; erc1271GasLimit: bigint; fresh?: boolean },
 ): Promise<PayerState | RefusedPayment> {
   const { state } = runtime;
   const { from, nonce, signature } = authorization;
   const invalid = (head?: Head) => refuse("signature", VerifyReason.invalidSignature, head ? { head } : {});
   if (signedByPayer) {
-    const head = await state.head(options.headAgeMs);
-    const [codeHash, used, balance] = await Promise.all([state.codeHash(from, head), state.authorizationUsed(from, nonce, head), state.balanceOf(from, head)]);
+    // Settle's fresh reads go in one round trip with the head; verify's may share a recent head and its cache.
+    const { head, codeHash, used, balance } =
+      options.fresh
+        ? await state.latestPayerState(from, nonce)
+        : await state.head(options.headAgeMs).then(async (head) => {
+            const [codeHash, used, balance] = await Promise.all([state.codeHash(from, head), state.authorizationUsed(from, nonce, head), state.balanceOf(from, head)]);
+            return { head, codeHash, used, balance };
+          });
     // An EIP-7702 account has code: the token asks it through ERC-1271 as well.
     if (codeHash !== undefined && !(await state.isValidErc1271(from, digest, signature, head, options.erc1271GasLimit))) return invalid(head);
     return { head, codeHash, used, balance };

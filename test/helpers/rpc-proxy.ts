@@ -53,6 +53,8 @@ export interface FaultProxy {
   port: number;
   /** The JSON-RPC methods seen (each item of a batch), in arrival order, faulted or not. */
   methods: string[];
+  /** The same, one entry per HTTP request (a round trip): a batch's methods in its order. */
+  batches: string[][];
   count(method: string): number;
   /** Every request waits this long before anything else (a slow node). */
   delayMs: number;
@@ -97,6 +99,7 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
   const sockets = new Set<Socket>();
   const parked = new Set<ServerResponse>();
   const methods: string[] = [];
+  const batches: string[][] = [];
 
   const forward = async (body: string): Promise<{ status: number; text: string }> => {
     const answer = await fetch(upstream, { method: "POST", headers: { "content-type": "application/json" }, body });
@@ -116,6 +119,7 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
     const items = parsed === undefined ? [] : Array.isArray(parsed) ? parsed : [parsed];
     const called = items.map((item) => String(item.method));
     methods.push(...called);
+    batches.push(called);
     if (proxy.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, proxy.delayMs));
 
     const rule = rules.find((r) => r.left > 0 && (r.method === undefined || called.includes(r.method)));
@@ -167,6 +171,7 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
     url: `http://127.0.0.1:${port}`,
     port,
     methods,
+    batches,
     count: (method) => methods.filter((m) => m === method).length,
     delayMs: 0,
     faulted: 0,

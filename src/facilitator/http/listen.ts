@@ -126,81 +126,83 @@ interface Held {
  * usually given), so rotating addresses within one's own prefix gains nothing.
  */
 export class ConnectionBook {
-  private readonly held = new Map<Socket, Held>();
-  private readonly byClient = new Map<string, Set<Socket>>();
-  private readonly nearCap: number;
+  readonly #held = new Map<Socket, Held>();
+  readonly #byClient = new Map<string, Set<Socket>>();
+  readonly #max: number;
+  readonly #perClient: number;
+  readonly #nearCap: number;
+  readonly #isTrustedProxy: (address: string) => boolean;
 
-  constructor(
-    private readonly max: number,
-    private readonly perClient: number,
-    private readonly isTrustedProxy: (address: string) => boolean,
-  ) {
-    this.nearCap = Math.max(1, Math.floor(max * 0.9));
+  constructor(max: number, perClient: number, isTrustedProxy: (address: string) => boolean) {
+    this.#max = max;
+    this.#perClient = perClient;
+    this.#nearCap = Math.max(1, Math.floor(max * 0.9));
+    this.#isTrustedProxy = isTrustedProxy;
   }
 
   /** Open connections, and of them those counted against `client` (its group key, {@link clientOf}). */
   count(client?: string): number {
-    return client === undefined ? this.held.size : (this.byClient.get(client)?.size ?? 0);
+    return client === undefined ? this.#held.size : (this.#byClient.get(client)?.size ?? 0);
   }
 
   admit(socket: Socket): Admission {
     const address = socket.remoteAddress ?? "";
-    const client = this.perClient > 0 && !this.isTrustedProxy(address) ? clientOf(address) : undefined;
+    const client = this.#perClient > 0 && !this.#isTrustedProxy(address) ? clientOf(address) : undefined;
     let closedIdle = false;
-    if (client !== undefined && this.count(client) >= this.perClient) {
-      closedIdle = this.closeIdle(this.byClient.get(client)!);
+    if (client !== undefined && this.count(client) >= this.#perClient) {
+      closedIdle = this.#closeIdle(this.#byClient.get(client)!);
       if (!closedIdle) return { ok: false, reason: "client", closedIdle };
     }
-    if (this.held.size >= this.nearCap) {
-      const freed = this.closeIdle(this.greediest()) || (this.held.size >= this.max && this.closeIdle(this.held.keys()));
+    if (this.#held.size >= this.#nearCap) {
+      const freed = this.#closeIdle(this.#greediest()) || (this.#held.size >= this.#max && this.#closeIdle(this.#held.keys()));
       closedIdle ||= freed;
-      if (this.held.size >= this.max) return { ok: false, reason: "server", closedIdle };
+      if (this.#held.size >= this.#max) return { ok: false, reason: "server", closedIdle };
     }
-    this.held.set(socket, { client, active: 0, answered: 0 });
+    this.#held.set(socket, { client, active: 0, answered: 0 });
     if (client !== undefined) {
-      let sockets = this.byClient.get(client);
-      if (!sockets) this.byClient.set(client, (sockets = new Set()));
+      let sockets = this.#byClient.get(client);
+      if (!sockets) this.#byClient.set(client, (sockets = new Set()));
       sockets.add(socket);
     }
-    socket.once("close", () => this.forget(socket));
+    socket.once("close", () => this.#forget(socket));
     return { ok: true, closedIdle };
   }
 
   busy(socket: Socket): void {
-    const entry = this.held.get(socket);
+    const entry = this.#held.get(socket);
     if (entry) entry.active++;
   }
 
   idle(socket: Socket): void {
-    const entry = this.held.get(socket);
+    const entry = this.#held.get(socket);
     if (!entry) return;
     entry.active = Math.max(0, entry.active - 1);
     entry.answered++;
   }
 
-  private forget(socket: Socket): void {
-    const entry = this.held.get(socket);
+  #forget(socket: Socket): void {
+    const entry = this.#held.get(socket);
     if (!entry) return;
-    this.held.delete(socket);
+    this.#held.delete(socket);
     if (entry.client === undefined) return;
-    const sockets = this.byClient.get(entry.client)!;
+    const sockets = this.#byClient.get(entry.client)!;
     sockets.delete(socket);
-    if (sockets.size === 0) this.byClient.delete(entry.client);
+    if (sockets.size === 0) this.#byClient.delete(entry.client);
   }
 
   /** The connections of the client holding the most (every connection when no client is counted). */
-  private greediest(): Iterable<Socket> {
+  #greediest(): Iterable<Socket> {
     let most: Set<Socket> | undefined;
-    for (const sockets of this.byClient.values()) if (!most || sockets.size > most.size) most = sockets;
-    return most && most.size > 0 ? most : this.held.keys();
+    for (const sockets of this.#byClient.values()) if (!most || sockets.size > most.size) most = sockets;
+    return most && most.size > 0 ? most : this.#held.keys();
   }
 
   /** Closes the longest-held idle keep-alive connection among `sockets`; false when none is idle. */
-  private closeIdle(sockets: Iterable<Socket>): boolean {
+  #closeIdle(sockets: Iterable<Socket>): boolean {
     for (const socket of sockets) {
-      const entry = this.held.get(socket);
+      const entry = this.#held.get(socket);
       if (!entry || entry.active > 0 || entry.answered === 0) continue;
-      this.forget(socket);
+      this.#forget(socket);
       socket.destroy();
       return true;
     }

@@ -9,9 +9,8 @@ import { parseStartArgs, PORT_SETTING, startUsage, UsageError } from "../harness
 import { PORT_ROLE_LABEL, PortInUseError } from "../harness/errors.js";
 import { lineLogger, stderrSink } from "../harness/log.js";
 import { MULTICALL3_ADDRESS } from "../harness/multicall3.js";
-import type { LocalStack } from "../harness/stack.js";
-
 import { assertHarnessCanRun, HarnessUnavailableError } from "../harness/require-hardhat.js";
+import type { LocalStack } from "../harness/stack.js";
 
 /**
  * Runs the local stack until SIGINT / SIGTERM / SIGHUP (exit 0 once stopped), printing its summary, or

@@ -290,7 +290,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
   }
   if (names.length === 0) {
     throw new ConfigError(
-      "CRONOS_TESTNET_RPC_URL / CRONOS_MAINNET_RPC_URL: no network configured; set at least one RPC URL (or run `npm start` for the embedded local chains)",
+      "CRONOS_TESTNET_RPC_URL / CRONOS_MAINNET_RPC_URL: no network configured; set at least one RPC URL (or run `cronos-x402 start`, `npm start` in the kit's clone, for the embedded local chains)",
     );
   }
 

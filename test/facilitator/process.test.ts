@@ -110,7 +110,7 @@ describe("the facilitator process against a local node (start-up checks, secrets
 
   it("never starts local chains: no RPC URL, an unreadable key file or an unknown CRONOS_/RELAYER_ variable stops it with one line", async () => {
     const refusals: Array<[Record<string, string>, string]> = [
-      [{ RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer }, "CRONOS_TESTNET_RPC_URL / CRONOS_MAINNET_RPC_URL: no network configured; set at least one RPC URL (or run `npm start` for the embedded local chains)"],
+      [{ RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer }, "CRONOS_TESTNET_RPC_URL / CRONOS_MAINNET_RPC_URL: no network configured; set at least one RPC URL (or run `cronos-x402 start`, `npm start` in the kit's clone, for the embedded local chains)"],
       [{ RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, CRONOS_MAINNET_RPC: chain.rpcUrl }, `CRONOS_MAINNET_RPC: unknown variable; did you mean CRONOS_MAINNET_RPC_URL? (the facilitator stops at a variable that looks like one of its own; if CRONOS_MAINNET_RPC is meant for something else, name it in UNCHECKED_VARIABLES)`],
       [{ ...base, RELAYER_PRIVATE_KEY: "", RELAYER_PRIVATE_KEY_FILE: "/nonexistent/relayer-key" }, "RELAYER_PRIVATE_KEY_FILE: cannot read /nonexistent/relayer-key (ENOENT)"],
       [{ ...base, RELAYER_PRIVATE_KEY: "", RELAYER_PRIVATE_KEY_FILE: ROOT }, `RELAYER_PRIVATE_KEY_FILE: cannot read ${ROOT} (EISDIR)`],
@@ -127,7 +127,7 @@ describe("the facilitator process against a local node (start-up checks, secrets
     const npm = spawnInRoot("npm", ["run", "--silent", "facilitator"], { RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer }, { inheritEnv: false });
     expect([await npm.exited, npm.stdout()]).to.deep.equal([1, ""]);
     expect(npm.stderr().split("\n").filter((l) => l.startsWith("facilitator:") || l.startsWith("[start]"))).to.deep.equal([
-      "facilitator: configuration: CRONOS_TESTNET_RPC_URL / CRONOS_MAINNET_RPC_URL: no network configured; set at least one RPC URL (or run `npm start` for the embedded local chains)",
+      "facilitator: configuration: CRONOS_TESTNET_RPC_URL / CRONOS_MAINNET_RPC_URL: no network configured; set at least one RPC URL (or run `cronos-x402 start`, `npm start` in the kit's clone, for the embedded local chains)",
     ]);
   });
 

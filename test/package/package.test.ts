@@ -285,6 +285,16 @@ try {
       const cli = join(dir, "node_modules", ".bin", "cronos-x402");
       expect((await sh(dir, cli, ["--version"])).stdout).to.equal(`${PACKAGE.version}\n`);
       expect((await sh(dir, cli, ["--help"])).stdout).to.match(/^Usage: cronos-x402 <command> \[options\]\n[\s\S]*\n {2}start {9}[\s\S]*\n {2}facilitator {3}[\s\S]*\n {2}conformance {3}/);
+      // The production entry, compiled: fail-closed on its configuration, one line, exit 1.
+      const noRpc = await run(cli, ["facilitator"], { cwd: dir, env: { PATH: ENV.PATH, HOME: process.env.HOME ?? "/root", RELAYER_PRIVATE_KEY: `0x${"11".repeat(32)}` } }).then(
+        () => ({ code: 0, stdout: "", stderr: "" }),
+        (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code, stdout: error.stdout ?? "", stderr: error.stderr ?? "" }),
+      );
+      expect(noRpc).to.deep.equal({
+        code: 1,
+        stdout: "",
+        stderr: "facilitator: configuration: CRONOS_TESTNET_RPC_URL / CRONOS_MAINNET_RPC_URL: no network configured; set at least one RPC URL (or run `cronos-x402 start`, `npm start` in the kit's clone, for the embedded local chains)\n",
+      });
       // On a Node older than Hardhat needs, start says what to install instead of a Hardhat stack trace.
       const node20 = await olderNode();
       if (node20) {

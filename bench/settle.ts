@@ -10,7 +10,7 @@ const COUNT = Number(process.env.BENCH_SETTLES ?? 100);
 const BLOCK_TIME_MS = Number(process.env.BENCH_BLOCK_TIME_MS ?? 1_000);
 const PAY_TO: Address = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
 
-const stack = await startBenchTarget(BLOCK_TIME_MS, 10, { RATE_LIMIT_VERIFY_PER_MINUTE: "0", RATE_LIMIT_SETTLE_PER_MINUTE: "0", RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0", POLLING_INTERVAL_MS: "100" });
+const stack = await startBenchTarget(BLOCK_TIME_MS, 10, { RATE_LIMIT_VERIFY_PER_MINUTE: "0", RATE_LIMIT_SETTLE_PER_MINUTE: "0", RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0", MAX_CONNECTIONS_PER_CLIENT: "0", POLLING_INTERVAL_MS: "100" });
 try {
   const net = stack.info.networks["cronos-testnet"]!;
   console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model}, node ${process.version}; ledger: ${process.env.BENCH_LEDGER ?? "memory"}; stack ready in ${stack.readyMs.toFixed(0)} ms`);

@@ -166,6 +166,8 @@ const stack = await startBenchTarget(0, 8, {
   // BENCH_RATE_LIMIT: a verify limit that never bites but is counted (on PostgreSQL: one UPSERT per verify).
   RATE_LIMIT_VERIFY_PER_MINUTE: process.env.BENCH_RATE_LIMIT ?? "0",
   RATE_LIMIT_SETTLE_PER_MINUTE: "0",
+  // One client (this process) with up to 64 connections and more: no per-client cap.
+  MAX_CONNECTIONS_PER_CLIENT: "0",
   // The facilitator's default for real networks (the local stack reads the head on every verify).
   HEAD_CACHE_MS: process.env.HEAD_CACHE_MS ?? "250",
 });

@@ -149,4 +149,22 @@ describe("e2e: the dashboard in a real browser (headless Chromium on a local sta
     expect(requested.length).to.be.greaterThan(0);
     expect(requested.filter((url) => !url.startsWith(`${stack.facilitatorUrl}/`))).to.deep.equal([]);
   });
+
+  it("with API keys configured, says that its feed shows settlements only", async () => {
+    const keyed = await startLocalStack({ hre, port: 0, rpcPorts: { "cronos-testnet": 0 }, networks: ["cronos-testnet"], buyers: 1, env: { API_KEYS: "seller-a-0123456789abcdef" } });
+    const other = await browser.newPage();
+    try {
+      await other.goto(keyed.dashboardUrl!);
+      await other.getByText("Live", { exact: true }).waitFor();
+      await other.getByText("API keys are configured", { exact: false }).waitFor();
+      expect(await other.locator("#feed-hint").innerText()).to.equal(
+        "API keys are configured: this page shows settlements only (made on chain, newest first). Verify outcomes, refusals and faults need a key: GET /dashboard/api/feed with Authorization: Bearer <key>.",
+      );
+      expect(await other.locator("#feed-empty").innerText()).to.equal("No settlement yet.");
+      await other.screenshot({ path: join(SHOTS, "6-keyed.png"), fullPage: true });
+    } finally {
+      await other.close();
+      await keyed.stop();
+    }
+  });
 });

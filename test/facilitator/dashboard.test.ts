@@ -102,6 +102,7 @@ describe("dashboard on a facilitator pointed at a configured RPC (DASHBOARD=true
     const { blockAgeSeconds: _age, ...network } = body.networks[0];
     expect({ ...body, networks: [network] }).to.deep.equal({
       local: false,
+      feed: "all",
       networks: [
         {
           network: "cronos-testnet",
@@ -288,6 +289,10 @@ describe("dashboard with API keys configured: the feed follows the keys", functi
       ["verify", VerifyReason.expired, "0.000007"],
       ["settle", "settled", "1.25"],
     ]);
+
+    // The page learns what its feed shows from the networks view (it sends no key).
+    expect((await request(opened.app).get("/dashboard/api/networks")).body.feed).to.equal("settled");
+    expect((await request(opened.app).get("/dashboard/api/networks").set("Authorization", `Bearer ${SELLER_KEY}`)).body.feed).to.equal("all");
 
     const unknown = await request(opened.app).get("/dashboard/api/feed").set("Authorization", "Bearer not-a-key-of-this-facilitator");
     expect(unknown.status).to.equal(401);

@@ -24,6 +24,11 @@ export interface NetworkView {
 export interface NetworksView {
   /** True on the local stack (buyers and the try-it panel are served). */
   local: boolean;
+  /**
+   * What the feed shows this request: `all` outcomes, or only `settled` ones (API keys are configured and
+   * the request carries none). Set per request by the router; absent from the view it is given.
+   */
+  feed?: "all" | "settled";
   /** When the chain was read (ms since the epoch): the block age is as of then. */
   checkedAt: number;
   networks: NetworkView[];

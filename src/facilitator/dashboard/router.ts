@@ -96,10 +96,6 @@ export function dashboardRouter(options: DashboardRouterOptions): DashboardRoute
     });
   }
 
-  router.get("/dashboard/api/networks", async (_req, res) => {
-    res.set("Cache-Control", "no-store").json(await options.networks());
-  });
-
   const keyOf = apiKeyReader(options.apiKeys ?? []);
   const keyed = (options.apiKeys?.length ?? 0) > 0;
   /** Which rows this request may see; undefined once it was answered 401 (a key that is not one of ours). */
@@ -109,6 +105,13 @@ export function dashboardRouter(options: DashboardRouterOptions): DashboardRoute
     refuseApiKey(req, res);
     return undefined;
   };
+
+  router.get("/dashboard/api/networks", async (req, res) => {
+    const view = viewOf(req, res);
+    if (!view) return;
+    // The page says what its feed shows: every outcome, or the settlements alone.
+    res.set("Cache-Control", "no-store").json({ ...(await options.networks()), feed: view === isPublicRow ? "settled" : "all" });
+  });
 
   router.get("/dashboard/api/feed", async (req, res) => {
     const view = viewOf(req, res);

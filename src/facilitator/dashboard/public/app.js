@@ -126,6 +126,7 @@ function renderNetworks() {
 async function refreshNetworks() {
   try {
     networksSnapshot = await getJson("dashboard/api/networks");
+    showFeedScope(networksSnapshot.feed);
     renderNetworks();
     showMode(networksSnapshot.local === true);
   } catch (error) {
@@ -196,6 +197,14 @@ function showRow(row) {
     if (isLocal) scheduleBuyers();
     setTimeout(refreshNetworks, 1200);
   }
+}
+
+/** With API keys configured, the page (which sends none) is shown the settlements alone: it says so. */
+function showFeedScope(feed) {
+  if (feed !== "settled") return;
+  $("feed-hint").textContent =
+    "API keys are configured: this page shows settlements only (made on chain, newest first). Verify outcomes, refusals and faults need a key: GET /dashboard/api/feed with Authorization: Bearer <key>.";
+  $("feed-empty").textContent = "No settlement yet.";
 }
 
 function connectFeed() {

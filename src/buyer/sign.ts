@@ -13,6 +13,8 @@ import {
 } from "../protocol/schemas.js";
 import {
   networkOfCaip2,
+  PAYMENT_ID_PATTERN,
+  PAYMENT_IDENTIFIER,
   v2RequirementsSchema,
   v2SettleResponseSchema,
   X402_V2_VERSION,
@@ -102,6 +104,11 @@ export interface CreateV2PaymentPayloadParameters extends Omit<CreatePaymentHead
   requirements: Record<string, unknown>;
   /** The 402's `resource`, echoed. */
   resource?: V2Resource;
+  /**
+   * An idempotency key (x402 `payment-identifier`, 16 to 128 of A-Z a-z 0-9 _ -): a facilitator that honours
+   * it answers a repeat of this payment with the same transaction, and refuses another payment under it.
+   */
+  paymentId?: string;
 }
 
 /**
@@ -122,6 +129,9 @@ export async function createV2PaymentPayload(parameters: CreateV2PaymentPayloadP
   const requirements = parsed.data;
   const chain = /^eip155:(\d{1,15})$/.exec(requirements.network);
   if (!chain) throw new PaymentError("invalid_parameters", `not an EVM network: "${requirements.network}"`);
+  if (parameters.paymentId !== undefined && !PAYMENT_ID_PATTERN.test(parameters.paymentId)) {
+    throw new PaymentError("invalid_parameters", "paymentId must be 16 to 128 characters of A-Z a-z 0-9 _ -");
+  }
   const known = networkOfCaip2(requirements.network);
   const extra = requirements.extra ?? {};
   const domain =
@@ -149,6 +159,7 @@ export async function createV2PaymentPayload(parameters: CreateV2PaymentPayloadP
         validBefore: authorization.validBefore.toString(),
       },
     },
+    ...(parameters.paymentId !== undefined ? { extensions: { [PAYMENT_IDENTIFIER]: { info: { required: false, id: parameters.paymentId } } } } : {}),
   };
 }
 

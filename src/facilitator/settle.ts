@@ -3,8 +3,8 @@ import { tokenAbi } from "../chain/token-abi.js";
 import { estimateGasWithin } from "../chain/estimate.js";
 import { FeeCapError } from "../chain/fees.js";
 import { settleErrorOfRevert } from "../chain/revert.js";
-import type { Payment } from "../protocol/payment.js";
-import { SettleError } from "../protocol/reasons.js";
+import type { PayerPayload, Payment } from "../protocol/payment.js";
+import { SettleError, VerifyReason } from "../protocol/reasons.js";
 import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
 import { penaltySubject } from "../ledger/types.js";
 import type { Simulation } from "./settlements.js";
@@ -93,6 +93,11 @@ export interface SettleOptions {
 export async function settlePayment(payment: Payment, context: FacilitatorContext, options: SettleOptions = {}): Promise<SettleOutcome> {
   const outcome = await verifyPayment(payment, context, { freshHead: true });
   if (!outcome.isValid) {
+    // Paid already under this payment identifier: the same answer again, with the same transaction.
+    if (outcome.code === "used" && payment.paymentId && outcome.runtime && outcome.payload) {
+      const paid = await settledUnderIdentifier(outcome.runtime, outcome.payload.authorization, payment.paymentId, context);
+      if (paid) return paid;
+    }
     let txHash: Hex | undefined;
     if (outcome.code === "used" && outcome.runtime && outcome.payload) {
       txHash = await usedBy(outcome.runtime, outcome.payload.authorization.from, outcome.payload.authorization.nonce, context);
@@ -112,6 +117,20 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
   if (penalty) {
     context.logger.warn({ network: config.network, payer: authorization.from, until: String(penalty.until) }, "settle refused: revert penalty");
     return failed("failedOnChain");
+  }
+
+  if (payment.paymentId) {
+    // The id is bound to the first authorization it came with, for every instance: another payment under
+    // it is refused before anything is claimed or sent.
+    let bound: Hex;
+    try {
+      bound = await context.ledger.bindPaymentIdentifier(config, authorization.from, payment.paymentId, authorization.nonce);
+    } catch (error) {
+      throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
+    }
+    if (bound.toLowerCase() !== authorization.nonce.toLowerCase()) {
+      return { settled: false, code: "paymentId", error: VerifyReason.paymentIdentifierInUse(payment.paymentId) };
+    }
   }
 
   if (options.admit) {
@@ -157,8 +176,11 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
         timestamp: new Date(Number(record.blockTimestamp) * 1000).toISOString(),
       };
     }
-    case "alreadyUsed":
-      return failed("used", result.txHash);
+    case "alreadyUsed": {
+      // Another settle of this authorization (a repeat under the same payment identifier) sent it: its answer.
+      const paid = payment.paymentId ? await settledUnderIdentifier(runtime, authorization, payment.paymentId, context) : undefined;
+      return paid ?? failed("used", result.txHash);
+    }
     case "failed":
       return { settled: false, code: CODE_OF_TEXT.get(result.error) ?? "failedOnChain", error: result.error, ...(result.txHash ? { txHash: result.txHash } : {}) };
     case "overBalance":
@@ -166,6 +188,36 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
       return failed("balance");
     case "notSent":
       throw new FacilitatorFault(`nothing sent on ${config.network}: ${result.reason}`);
+  }
+}
+
+/**
+ * The answer of a payment settled before under `paymentId`: when the id is bound to this authorization and
+ * the ledger records it settled, the settled outcome with that transaction; otherwise undefined.
+ */
+async function settledUnderIdentifier(
+  runtime: NetworkRuntime,
+  authorization: PayerPayload["authorization"],
+  paymentId: string,
+  context: FacilitatorContext,
+): Promise<SettledPayment | undefined> {
+  const { config } = runtime;
+  try {
+    const bound = await context.ledger.paymentIdentifierNonce(config, authorization.from, paymentId);
+    if (bound?.toLowerCase() !== authorization.nonce.toLowerCase()) return undefined;
+    const record = await context.ledger.get({ chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce });
+    if (record?.status !== "settled" || !record.txHash || record.blockNumber === undefined || record.blockTimestamp === undefined) return undefined;
+    return {
+      settled: true,
+      txHash: record.txHash,
+      from: authorization.from,
+      to: authorization.to,
+      value: BigInt(authorization.value),
+      blockNumber: record.blockNumber,
+      timestamp: new Date(Number(record.blockTimestamp) * 1000).toISOString(),
+    };
+  } catch (error) {
+    throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
   }
 }
 

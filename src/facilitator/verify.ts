@@ -21,7 +21,8 @@ export type VerifyFailureCode =
   | "notYetValid"
   | "expired"
   | "used"
-  | "balance";
+  | "balance"
+  | "paymentId";
 
 /** A payment that passed every check, with what settle needs to send it. */
 export interface VerifiedPayment {
@@ -69,6 +70,25 @@ export async function verifyPayment(
   context: FacilitatorContext,
   options: { freshHead?: boolean } = {},
 ): Promise<VerifyOutcome> {
+  const outcome = await checkPayment(payment, context, options);
+  // The payer's payment identifier (x402 v2), asked once its signature is proven (a valid payment, or a
+  // used one): an id that came with another authorization first refuses this one.
+  if (!payment.paymentId || !outcome.runtime || !outcome.payload || !(outcome.isValid || outcome.code === "used")) return outcome;
+  const { runtime, payload } = outcome;
+  let bound: Hex | undefined;
+  try {
+    bound = await context.ledger.paymentIdentifierNonce(runtime.config, payload.authorization.from, payment.paymentId);
+  } catch (error) {
+    throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
+  }
+  if (bound !== undefined && bound.toLowerCase() !== payload.authorization.nonce.toLowerCase()) {
+    return refuse("paymentId", VerifyReason.paymentIdentifierInUse(payment.paymentId), { payload, runtime, head: outcome.head });
+  }
+  return outcome;
+}
+
+/** The spec's checks, in its order (see {@link verifyPayment}). */
+async function checkPayment(payment: Payment, context: FacilitatorContext, options: { freshHead?: boolean }): Promise<VerifyOutcome> {
   const requirements = payment.requirements;
 
   // 1. header (the payer's part, decoded by the codec; refused here when it could not be read)

@@ -147,4 +147,21 @@ export const MIGRATIONS: readonly Migration[] = [
       ];
     },
   },
+  {
+    // The x402 `payment-identifier` extension: a payer's identifier is bound to the first authorization it
+    // came with (ids are case-sensitive, stored as sent), so a repeat gets that payment's answer and
+    // another payment under the same id is refused, whichever instance it reaches.
+    name: "0003_payment_identifiers",
+    statements: () => [
+      `CREATE TABLE payment_identifiers (
+        chain_id INTEGER NOT NULL,
+        token TEXT NOT NULL,
+        payer TEXT NOT NULL,
+        id TEXT NOT NULL,
+        nonce TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (chain_id, token, payer, id)
+      )`,
+    ],
+  },
 ];

@@ -645,6 +645,26 @@ export class SqlLedger implements Ledger {
     return row ? toPenalty(row) : undefined;
   }
 
+  async bindPaymentIdentifier(scope: TokenScope, payer: Address, id: string, nonce: Hex): Promise<Hex> {
+    const [row] = await this.#db.all(
+      `INSERT INTO payment_identifiers (chain_id, token, payer, id, nonce, created_at) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT (chain_id, token, payer, id) DO UPDATE SET nonce = payment_identifiers.nonce
+       RETURNING nonce`,
+      [scope.chainId, lower(scope.token), lower(payer), id, lower(nonce), this.#now()],
+    );
+    return row!.nonce as Hex;
+  }
+
+  async paymentIdentifierNonce(scope: TokenScope, payer: Address, id: string): Promise<Hex | undefined> {
+    const [row] = await this.#db.all(`SELECT nonce FROM payment_identifiers WHERE chain_id = ? AND token = ? AND payer = ? AND id = ?`, [
+      scope.chainId,
+      lower(scope.token),
+      lower(payer),
+      id,
+    ]);
+    return row ? (row.nonce as Hex) : undefined;
+  }
+
   async hit(key: string, windowMs: number): Promise<CounterHit> {
     const now = this.#now();
     const [row] = await this.#db.all(

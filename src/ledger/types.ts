@@ -323,6 +323,15 @@ export interface Ledger {
   /** The penalty among `subjects` that lasts longest past `now` (chain time), if any. */
   activePenalty(scope: TokenScope, subjects: readonly PenaltySubject[], now: bigint): Promise<Penalty | undefined>;
 
+  /**
+   * Binds a payer's payment identifier (the x402 `payment-identifier` extension) to the authorization
+   * nonce it first came with, unless it is bound already. Returns the nonce it is bound to: this one, or
+   * the earlier payment's. One binding for all instances; it is never released.
+   */
+  bindPaymentIdentifier(scope: TokenScope, payer: Address, id: string, nonce: Hex): Promise<Hex>;
+  /** The nonce a payer's payment identifier is bound to, if any. */
+  paymentIdentifierNonce(scope: TokenScope, payer: Address, id: string): Promise<Hex | undefined>;
+
   /** Counts one hit of `key` in a fixed window of `windowMs` starting at its first hit. */
   hit(key: string, windowMs: number): Promise<CounterHit>;
   unhit(key: string): Promise<void>;

@@ -11,6 +11,11 @@ export interface Payment {
   requirements: PaymentTerms;
   /** What the payer signed, or why it could not be read (verify's first check). */
   payload: DecodedPayload;
+  /**
+   * The payer's idempotency key (x402 v2 `payment-identifier`): the same id with the same authorization gets
+   * the same answer; another authorization under it is refused.
+   */
+  paymentId?: string;
 }
 
 /** Payment requirements normalised from either dialect (`maxAmountRequired` and `amount` are both `amount`). */

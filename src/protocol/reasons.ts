@@ -19,6 +19,8 @@ export const VerifyReason = {
   expired: "Authorization expired",
   alreadyUsed: "Authorization already used",
   insufficientBalance: "ERC20: transfer amount exceeds balance",
+  /** x402 v2 `payment-identifier`: the payer's id came with another authorization first. */
+  paymentIdentifierInUse: (id: string) => `Payment identifier ${id} is already used by another payment`,
 } as const;
 
 /** `error` texts of settle (`event: payment.failed`). */

@@ -41,6 +41,8 @@ export const EvmReason = {
 /** This facilitator's codes where `@x402/evm` has none: a request it cannot read (400), and faults (500/503). */
 export const V2RequestReason = {
   invalidRequest: "invalid_request",
+  /** The `payment-identifier` extension: the payer's id is bound to another payment. */
+  paymentIdentifierConflict: "payment_identifier_conflict",
   unavailable: "facilitator_unavailable",
   internal: "unexpected_error",
 } as const;
@@ -120,6 +122,8 @@ export interface SignedV2Payment {
     signature: Hex;
     authorization: { from: Address; to: Address; value: string; validAfter: string; validBefore: string; nonce: Hex };
   };
+  /** Extensions the payer adds, e.g. `{"payment-identifier": {info: {required: false, id}}}`. */
+  extensions?: Record<string, unknown>;
 }
 
 /**
@@ -247,4 +251,27 @@ function baseUnits(price: bigint | string): bigint {
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** The x402 `payment-identifier` extension (idempotent payments): its key in a payment's `extensions`. */
+export const PAYMENT_IDENTIFIER = "payment-identifier";
+
+/** An identifier's rules, as `@x402/extensions` states them: 16 to 128 of A-Z a-z 0-9 _ -. */
+export const PAYMENT_ID_PATTERN = /^[A-Za-z0-9_-]{16,128}$/;
+
+/**
+ * The payment identifier in an x402 v2 payment's `extensions` (`{"payment-identifier": {info: {id}}}`):
+ * `undefined` when it carries none, else the id, or why it cannot be one.
+ */
+export function paymentIdentifierOf(extensions: Record<string, unknown> | undefined): { id: string } | { error: string } | undefined {
+  const extension = extensions?.[PAYMENT_IDENTIFIER];
+  if (extension === undefined) return undefined;
+  const info = typeof extension === "object" && extension !== null ? (extension as { info?: unknown }).info : undefined;
+  const id = typeof info === "object" && info !== null ? (info as { id?: unknown }).id : undefined;
+  // A declaration without an id (the seller's `{info: {required}}` echoed back) asks for nothing.
+  if (id === undefined) return undefined;
+  if (typeof id !== "string" || !PAYMENT_ID_PATTERN.test(id)) {
+    return { error: `paymentPayload.extensions["${PAYMENT_IDENTIFIER}"].info.id must be 16 to 128 characters of A-Z a-z 0-9 _ -` };
+  }
+  return { id };
 }

@@ -51,13 +51,13 @@ describe("@x402/core's HTTPFacilitatorClient against this facilitator: the payme
     return (await createV2PaymentPayload({ signer: privateKeyToAccount(signer ?? buyer.privateKey), requirements, ...rest })) as unknown as PaymentPayload;
   }
 
-  it("reads supported: both dialects' kinds, no extensions, the relayer as the eip155 signer", async () => {
+  it("reads supported: both dialects' kinds, the payment-identifier extension, the relayer as the eip155 signer", async () => {
     expect(plain(await client.getSupported())).to.deep.equal({
       kinds: [
         { x402Version: 1, scheme: "exact", network: "cronos-testnet" },
         { x402Version: 2, scheme: "exact", network: "eip155:338" },
       ],
-      extensions: [],
+      extensions: ["payment-identifier"],
       signers: { "eip155:*": [stack.relayer] },
     });
   });

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import type { Hex } from "viem";
+import type { Address, Hex } from "viem";
 import { IllegalTransitionError, LedgerError, type Ledger, type SettlementRecord } from "../../src/ledger/types.js";
 import { MIGRATIONS } from "../../src/ledger/schema.js";
 import {
@@ -18,6 +18,7 @@ import {
 } from "../helpers/ledger.js";
 
 const OTHER_RELAYER = "0x14dC79964da2C08b23698B3D3cc7Ca32193d9955" as const;
+const OTHER_PAYER: Address = "0x90F79bf6EB2c4f870365E785982E1f101E93b906";
 
 /** Claims as instance-a, takes the relayer's lease and records one transaction: the row is `sent`. */
 async function sentRow(ledger: Ledger, label: string | number, owner = "instance-a"): Promise<SettlementRecord & { hash: Hex }> {
@@ -526,6 +527,31 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         expect((await ledger.activePenalty(scope, subjects, 0n))?.until).to.equal(5_000n);
         await ledger.penalize({ ...scope, kind: "payer", subject: PAYER, until: 9_000n });
         expect((await ledger.activePenalty(scope, subjects, 0n))?.until).to.equal(9_000n);
+      });
+    });
+
+    describe("payment identifiers", () => {
+      const scope = { chainId: 338, token: TOKEN };
+      const NONCE_A = ("0x" + "0a".repeat(32)) as Hex;
+      const NONCE_B = ("0x" + "0b".repeat(32)) as Hex;
+
+      it("binds an id to the first nonce it came with, for every handle; a later nonce gets the first one back", async () => {
+        const [a, b, c] = await threeHandles();
+        expect(await a!.paymentIdentifierNonce(scope, PAYER, "pay_0123456789abcdef")).to.equal(undefined);
+        // At once from three handles with two nonces: one binding wins, and all three are told the same one.
+        const bound = await Promise.all([a!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", NONCE_A), b!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", NONCE_B), c!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", NONCE_A)]);
+        expect(new Set(bound).size).to.equal(1);
+        expect([NONCE_A, NONCE_B]).to.include(bound[0]);
+        expect(await c!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", NONCE_B === bound[0] ? NONCE_A : NONCE_B)).to.equal(bound[0]);
+        expect(await b!.paymentIdentifierNonce(scope, PAYER, "pay_0123456789abcdef")).to.equal(bound[0]);
+      });
+
+      it("keeps ids apart per payer, token and chain, and compares them as sent (case-sensitive)", async () => {
+        expect(await ledger.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", NONCE_A)).to.equal(NONCE_A);
+        expect(await ledger.bindPaymentIdentifier(scope, OTHER_PAYER, "pay_0123456789abcdef", NONCE_B)).to.equal(NONCE_B);
+        expect(await ledger.bindPaymentIdentifier({ ...scope, chainId: 25 }, PAYER, "pay_0123456789abcdef", NONCE_B)).to.equal(NONCE_B);
+        expect(await ledger.bindPaymentIdentifier(scope, PAYER, "PAY_0123456789ABCDEF", NONCE_B)).to.equal(NONCE_B);
+        expect(await ledger.paymentIdentifierNonce(scope, PAYER.toLowerCase() as Address, "pay_0123456789abcdef")).to.equal(NONCE_A);
       });
     });
 

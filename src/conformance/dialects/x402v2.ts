@@ -1,7 +1,7 @@
 import type { Address, Hex } from "viem";
 import { canonicalNetwork, NETWORKS } from "../../protocol/networks.js";
 import type { PaymentRequirements } from "../../protocol/schemas.js";
-import { caip2OfNetwork, EvmReason, isCaip2, v2SettleResponseSchema, X402_V2_VERSION } from "../../protocol/x402v2.js";
+import { caip2OfNetwork, EvmReason, isCaip2, V2RequestReason, v2SettleResponseSchema, X402_V2_VERSION } from "../../protocol/x402v2.js";
 import { describeZodError } from "../../protocol/schemas.js";
 import { brief } from "../brief.js";
 import { decodeHeaderJson, type ExpectedReason, type VerifyReasonKey } from "../cases.js";
@@ -25,6 +25,7 @@ export const V2_CODE: Readonly<Record<VerifyReasonKey, string>> = {
   expired: EvmReason.validBefore,
   alreadyUsed: EvmReason.nonceAlreadyUsed,
   insufficientBalance: EvmReason.insufficientBalance,
+  paymentIdentifierInUse: V2RequestReason.paymentIdentifierConflict,
 };
 
 /** CAIP-2 ids of the networks the cases name that the kit does not serve. */

@@ -7,6 +7,7 @@ import {
   EvmReason,
   isCaip2,
   networkOfCaip2,
+  paymentIdentifierOf,
   v2FacilitatorRequestSchema,
   v2PaymentPayloadSchema,
   V2RequestReason,
@@ -33,6 +34,7 @@ export const V2_REASON_OF: Readonly<Record<SettleFailureCode, string>> = {
   used: EvmReason.nonceAlreadyUsed,
   balance: EvmReason.insufficientBalance,
   failedOnChain: EvmReason.transactionFailed,
+  paymentId: V2RequestReason.paymentIdentifierConflict,
 };
 
 const REQUEST_REASON_OF: Readonly<Record<RefusalKind, string>> = {
@@ -74,6 +76,8 @@ export const x402v2Dialect: DialectCodec = {
 
     const { paymentPayload, paymentRequirements: terms } = parsed.data;
     const payment = v2PaymentPayloadSchema.safeParse(paymentPayload);
+    const identifier = payment.success ? paymentIdentifierOf(payment.data.extensions) : undefined;
+    if (identifier && "error" in identifier) return fail(RequestError.invalidRequest(identifier.error));
     let payload: DecodedPayload;
     if (payment.success) {
       const { accepted, payload: signed } = payment.data;
@@ -100,6 +104,7 @@ export const x402v2Dialect: DialectCodec = {
           amount: terms.amount,
         },
         payload,
+        ...(identifier ? { paymentId: identifier.id } : {}),
       },
       echo: { network: terms.network, ...(payload.ok ? { payer: payload.payload.authorization.from } : {}) },
     };

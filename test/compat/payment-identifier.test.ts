@@ -1,0 +1,149 @@
+import { expect } from "chai";
+import { HTTPFacilitatorClient } from "@x402/core/server";
+import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
+import { appendPaymentIdentifierToExtensions, declarePaymentIdentifierExtension, extractPaymentIdentifier, generatePaymentId } from "@x402/extensions/payment-identifier";
+import { ExactEvmScheme } from "@x402/evm/exact/client";
+import { privateKeyToAccount } from "viem/accounts";
+import { createV2PaymentPayload } from "../../src/buyer/index.js";
+import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import { TX_HASH } from "../helpers/chain.js";
+import { PRICE, STACK_OPTIONS } from "../helpers/seller.js";
+import { expectPaidOnChain, partyBalances } from "./helpers.js";
+
+/** A client answer without the keys the client sets to undefined, for exact comparisons. */
+const plain = (value: unknown) => JSON.parse(JSON.stringify(value)) as Record<string, unknown>;
+
+describe("x402 v2 payment-identifier through @x402/core's HTTPFacilitatorClient: idempotent settles", function () {
+  let stack: LocalStack;
+  let client: HTTPFacilitatorClient;
+  let requirements: PaymentRequirements;
+  let buyer: { address: `0x${string}`; privateKey: `0x${string}` };
+
+  before(async () => {
+    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"] });
+    client = new HTTPFacilitatorClient({ url: `${stack.facilitatorUrl}/v2/x402` });
+    const info = stack.networks["cronos-testnet"]!;
+    buyer = info.buyers[0]!;
+    requirements = {
+      scheme: "exact",
+      network: "eip155:338",
+      asset: info.token,
+      amount: PRICE.toString(),
+      payTo: stack.seller,
+      maxTimeoutSeconds: 300,
+      extra: { name: info.domain.name, version: info.domain.version },
+    };
+  });
+  after(async () => {
+    await stack?.stop();
+  });
+
+  /** A payment from @x402/evm's client scheme carrying `id`, added as `@x402/extensions` adds it to a seller's declaration. */
+  async function paymentWithId(id: string): Promise<PaymentPayload> {
+    const partial = await new ExactEvmScheme(privateKeyToAccount(buyer.privateKey)).createPaymentPayload(2, requirements);
+    const extensions = appendPaymentIdentifierToExtensions({ "payment-identifier": declarePaymentIdentifierExtension(true) }, id);
+    const payment = { x402Version: 2, resource: { url: "http://seller.test/weather" }, accepted: requirements, payload: partial.payload, extensions } as PaymentPayload;
+    expect(extractPaymentIdentifier(payment)).to.equal(id);
+    return payment;
+  }
+
+  it("lists payment-identifier in supported", async () => {
+    expect((await client.getSupported()).extensions).to.deep.equal(["payment-identifier"]);
+  });
+
+  it("the same id with the same payment: the same answer and the same transaction, paid once", async () => {
+    const payment = await paymentWithId(generatePaymentId());
+    const before = await partyBalances(stack, "cronos-testnet", buyer.address);
+    const first = plain(await client.settle(payment, requirements));
+    expect(first.transaction).to.match(TX_HASH);
+    expect(first).to.deep.equal({ success: true, payer: buyer.address, transaction: first.transaction, network: "eip155:338" });
+    const again = plain(await client.settle(payment, requirements));
+    expect(again).to.deep.equal(first);
+    await expectPaidOnChain(stack, "cronos-testnet", String(first.transaction), { buyer: buyer.address, price: PRICE, before });
+  });
+
+  it("the same id with the same payment, settled at once many times: one transaction, every answer the same", async () => {
+    const payment = await paymentWithId(generatePaymentId("burst_"));
+    const before = await partyBalances(stack, "cronos-testnet", buyer.address);
+    const answers = (await Promise.all(Array.from({ length: 6 }, () => client.settle(payment, requirements)))).map(plain);
+    const [first] = answers;
+    expect(first!.success).to.equal(true);
+    expect(answers).to.deep.equal(Array.from({ length: 6 }, () => first));
+    await expectPaidOnChain(stack, "cronos-testnet", String(first!.transaction), { buyer: buyer.address, price: PRICE, before });
+  });
+
+  it("the same id with another payment: refused on verify and settle, naming the identifier, and nothing is sent", async () => {
+    const id = generatePaymentId("dup_");
+    const first = plain(await client.settle(await paymentWithId(id), requirements));
+    expect(first.success).to.equal(true);
+    const other = await paymentWithId(id);
+    const before = await partyBalances(stack, "cronos-testnet", buyer.address);
+    const refusal = `Payment identifier ${id} is already used by another payment`;
+    expect(plain(await client.verify(other, requirements))).to.deep.equal({
+      isValid: false,
+      invalidReason: "payment_identifier_conflict",
+      invalidMessage: refusal,
+      payer: buyer.address,
+    });
+    expect(plain(await client.settle(other, requirements))).to.deep.equal({
+      success: false,
+      errorReason: "payment_identifier_conflict",
+      errorMessage: refusal,
+      payer: buyer.address,
+      transaction: "",
+      network: "eip155:338",
+    });
+    expect(await partyBalances(stack, "cronos-testnet", buyer.address)).to.deep.equal(before);
+    // The other authorization is still good without the identifier (or under a fresh one).
+    const fresh = plain(await client.settle(await paymentWithId(generatePaymentId()), requirements));
+    expect(fresh.success).to.equal(true);
+  });
+
+  it("two payments racing under one new id: exactly one is paid, the other refused naming the identifier", async () => {
+    const id = generatePaymentId("race_");
+    const [a, b] = await Promise.all([paymentWithId(id), paymentWithId(id)]);
+    const before = await partyBalances(stack, "cronos-testnet", buyer.address);
+    const answers = (await Promise.all([client.settle(a, requirements), client.settle(b, requirements)])).map(plain);
+    expect(answers.filter((answer) => answer.success === true)).to.have.length(1);
+    expect(answers.filter((answer) => answer.errorReason === "payment_identifier_conflict").map((answer) => answer.errorMessage)).to.deep.equal([
+      `Payment identifier ${id} is already used by another payment`,
+    ]);
+    const paid = answers.find((answer) => answer.success === true)!;
+    await expectPaidOnChain(stack, "cronos-testnet", String(paid.transaction), { buyer: buyer.address, price: PRICE, before });
+  });
+
+  it("an identifier the package would refuse (too short, other characters) is a 400 invalid_request naming the field", async () => {
+    const payment = await paymentWithId(generatePaymentId());
+    for (const id of ["short", "has spaces in it, sixteen+"]) {
+      const bad = { ...payment, extensions: { "payment-identifier": { info: { required: true, id } } } } as PaymentPayload;
+      let caught: unknown;
+      try {
+        await client.verify(bad, requirements);
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught, id).to.include({
+        name: "VerifyError",
+        statusCode: 400,
+        invalidReason: "invalid_request",
+        message: 'invalid_request: Invalid request: paymentPayload.extensions["payment-identifier"].info.id must be 16 to 128 characters of A-Z a-z 0-9 _ -',
+      });
+    }
+  });
+
+  it("the kit's buyer attaches an id (createV2PaymentPayload paymentId), and a repeat gets the same transaction", async () => {
+    const id = generatePaymentId("kit_");
+    const payment = (await createV2PaymentPayload({ signer: privateKeyToAccount(buyer.privateKey), requirements, paymentId: id })) as unknown as PaymentPayload;
+    expect(extractPaymentIdentifier(payment)).to.equal(id);
+    const first = plain(await client.settle(payment, requirements));
+    expect(first.success).to.equal(true);
+    expect(plain(await client.settle(payment, requirements))).to.deep.equal(first);
+    let caught: unknown;
+    try {
+      await createV2PaymentPayload({ signer: privateKeyToAccount(buyer.privateKey), requirements, paymentId: "bad id" });
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).to.include({ name: "PaymentError", code: "invalid_parameters", message: "paymentId must be 16 to 128 characters of A-Z a-z 0-9 _ -" });
+  });
+});

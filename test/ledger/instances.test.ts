@@ -8,6 +8,8 @@ import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import { SettleError } from "../../src/protocol/reasons.js";
 import { CLUSTER_RELAYER_KEYS as RELAYER_KEYS, startCluster, startFacilitatorProcess, type Cluster, type FacilitatorProcess } from "../../src/harness/cluster.js";
 import { get, paymentOn, post, QUICK, relayerNonces } from "../helpers/instances.js";
+import { v2BodyOf } from "../helpers/facilitator.js";
+import { postJson } from "../helpers/http.js";
 import { MIGRATIONS } from "../../src/ledger/schema.js";
 
 const SETTLE = "/v2/x402/settle";
@@ -162,6 +164,39 @@ describe("several facilitator processes as one service on one PostgreSQL", funct
 
   it("sends one transaction for 50 concurrent settles of one authorization spread over three instances", async () => {
     await concurrentSettlesOfOneAuthorization(chain, urls());
+  });
+
+  it("payment-identifier across instances: 30 settles of one payment under one id spread over three instances answer the same transaction; another payment under the id is refused on any instance", async () => {
+    const payTo = freshPayee();
+    const id = `pay_${generatePrivateKey().slice(2, 34)}`;
+    const withId = (made: Awaited<ReturnType<typeof paymentOn>>) => {
+      const body = v2BodyOf(made);
+      return { ...body, paymentPayload: { ...body.paymentPayload, extensions: { "payment-identifier": { info: { required: true, id } } } } };
+    };
+    const first = withId(await paymentOn(chain, 3, payTo));
+    const before = await relayerNonces(chain);
+    // v2 bodies carry no X402-Version: 1 header.
+    const postV2 = (url: string, body: unknown) => postJson(`${url}${SETTLE}`, body, { "X-Forwarded-For": `198.51.100.${Math.floor(Math.random() * 250) + 1}` });
+    const answers = await Promise.all(Array.from({ length: 30 }, (_, i) => postV2(urls()[i % 3]!, first)));
+    const transaction = (answers[0]!.json as { transaction: string }).transaction;
+    expect(transaction).to.match(/^0x[0-9a-f]{64}$/);
+    expect(answers.map((a) => [a.status, a.json])).to.deep.equal(
+      Array(30).fill([200, { success: true, payer: first.paymentPayload.payload.authorization.from, transaction, network: "eip155:338" }]),
+    );
+    expect(await relayerNonces(chain)).to.equal(before + 1);
+    expect(await balanceOf(chain, payTo)).to.equal(1_000_000n);
+
+    const other = withId(await paymentOn(chain, 3, payTo));
+    for (const url of urls()) {
+      const refused = await postV2(url, other);
+      expect([refused.status, (refused.json as Record<string, unknown>).errorReason, (refused.json as Record<string, unknown>).errorMessage]).to.deep.equal([
+        200,
+        "payment_identifier_conflict",
+        `Payment identifier ${id} is already used by another payment`,
+      ]);
+    }
+    expect(await relayerNonces(chain)).to.equal(before + 1);
+    expect(await balanceOf(chain, payTo)).to.equal(1_000_000n);
   });
 
   it("settles 100 distinct authorizations spread over three instances, each with one transaction and no nonce error", async () => {

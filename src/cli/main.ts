@@ -21,6 +21,7 @@ export function cliUsage(): string {
     "  facilitator   the facilitator alone against the RPCs in the environment (CRONOS_TESTNET_RPC_URL, ...,",
     "                RELAYER_PRIVATE_KEY); never starts local chains; JSON logs on stdout",
     "  conformance   checks a facilitator (--facilitator URL, or a local stack started for the run) against the spec",
+    "  catalog       lists the discovery catalog (x402 bazaar), or removes a resource from it (on DATABASE_URL / LEDGER_FILE)",
     "",
     "  cronos-x402 <command> --help   that command's options",
     "  cronos-x402 --version          the kit's version",
@@ -59,6 +60,11 @@ export async function runCli(argv: readonly string[]): Promise<void> {
       });
       // Let the streams drain before leaving: stdout may be a pipe read by CI.
       process.stdout.write("", () => process.exit(status));
+      return;
+    }
+    case "catalog": {
+      const { runCatalog } = await import("./catalog.js");
+      process.exitCode = await runCatalog(rest);
       return;
     }
     case "--version":

@@ -164,4 +164,18 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
     ],
   },
+  {
+    // The discovery catalog (x402 `bazaar`): the paid resources this facilitator has seen, one row per
+    // resource URL (its canonical form), updated on each payment.
+    name: "0004_discovery_resources",
+    statements: () => [
+      `CREATE TABLE discovery_resources (
+        resource TEXT PRIMARY KEY,
+        type TEXT NOT NULL,
+        entry TEXT NOT NULL,
+        last_updated BIGINT NOT NULL
+      )`,
+      `CREATE INDEX discovery_resources_updated ON discovery_resources (last_updated)`,
+    ],
+  },
 ];

@@ -7,6 +7,8 @@ import {
   type ClaimInput,
   type ClaimResult,
   type CounterHit,
+  type DiscoveryEntry,
+  type DiscoveryFilter,
   type InstanceRecord,
   type Lease,
   type Ledger,
@@ -194,6 +196,9 @@ class KeyedSerial {
  * The ledger over SQL: every rule lives here once; the backends ({@link SqlDriver}) differ only in
  * how statements run, how transactions serialize and how instances are notified.
  */
+/** Ways of paying one catalog entry keeps (one per scheme and network). */
+const MAX_ACCEPTS = 16;
+
 export class SqlLedger implements Ledger {
   readonly #db: SqlDriver;
   readonly #now: () => number;
@@ -663,6 +668,41 @@ export class SqlLedger implements Ledger {
       id,
     ]);
     return row ? (row.nonce as Hex) : undefined;
+  }
+
+  async upsertDiscoveryResource(entry: DiscoveryEntry): Promise<void> {
+    await this.#db.transaction(async (tx) => {
+      const [row] = await tx.all(`SELECT entry FROM discovery_resources WHERE resource = ?`, [entry.resource]);
+      // The requirements of every way it was paid (one per scheme and network), the latest first.
+      const earlier = row ? (JSON.parse(String(row.entry)) as DiscoveryEntry).accepts : [];
+      const kind = (a: Record<string, unknown>) => `${String(a.scheme)}|${String(a.network)}`;
+      const fresh = new Set(entry.accepts.map(kind));
+      const accepts = [...entry.accepts, ...earlier.filter((a) => !fresh.has(kind(a)))].slice(0, MAX_ACCEPTS);
+      const merged = JSON.stringify({ ...entry, accepts });
+      await tx.run(
+        `INSERT INTO discovery_resources (resource, type, entry, last_updated) VALUES (?, ?, ?, ?)
+         ON CONFLICT (resource) DO UPDATE SET type = excluded.type, entry = excluded.entry, last_updated = excluded.last_updated`,
+        [entry.resource, entry.type, merged, Date.parse(entry.lastUpdated)],
+      );
+    });
+  }
+
+  async discoveryResources(filter: DiscoveryFilter = {}): Promise<DiscoveryEntry[]> {
+    const rows = await this.#db.all(
+      `SELECT entry FROM discovery_resources ${filter.type !== undefined ? "WHERE type = ?" : ""} ORDER BY last_updated DESC, resource LIMIT 10000`,
+      filter.type !== undefined ? [filter.type] : [],
+    );
+    // Payment fields match any of the ways the resource was paid.
+    const matches = (a: Record<string, unknown>) =>
+      (filter.payTo === undefined || String(a.payTo).toLowerCase() === filter.payTo.toLowerCase()) &&
+      (filter.scheme === undefined || a.scheme === filter.scheme) &&
+      (filter.network === undefined || a.network === filter.network);
+    return rows.map((row) => JSON.parse(String(row.entry)) as DiscoveryEntry).filter((entry) => entry.accepts.some(matches));
+  }
+
+  async removeDiscoveryResource(resource: string): Promise<number> {
+    const rows = await this.#db.all(`DELETE FROM discovery_resources WHERE resource = ? RETURNING resource`, [resource]);
+    return rows.length;
   }
 
   async hit(key: string, windowMs: number): Promise<CounterHit> {

@@ -211,6 +211,31 @@ export interface LedgerHealth {
   error?: string;
 }
 
+/** One resource of the discovery catalog (x402 `bazaar`), as `GET …/discovery/resources` lists it. */
+export interface DiscoveryEntry {
+  /** The resource's canonical URL (origin and path). */
+  resource: string;
+  /** `http` or `mcp`. */
+  type: string;
+  x402Version: number;
+  /** The payment requirements it was paid under, as the payer accepted them. */
+  accepts: Array<Record<string, unknown>>;
+  /** ISO 8601 time of the last payment that updated it. */
+  lastUpdated: string;
+  description?: string;
+  mimeType?: string;
+  /** The declaration as the payment carried it (`{bazaar: {info, schema}}`). */
+  extensions?: Record<string, unknown>;
+}
+
+/** Filters of {@link Ledger.discoveryResources}. */
+export interface DiscoveryFilter {
+  type?: string;
+  payTo?: string;
+  scheme?: string;
+  network?: string;
+}
+
 /** Counts for metrics. */
 export interface PendingSummary {
   /** Rows claimed or sent. */
@@ -331,6 +356,13 @@ export interface Ledger {
   bindPaymentIdentifier(scope: TokenScope, payer: Address, id: string, nonce: Hex): Promise<Hex>;
   /** The nonce a payer's payment identifier is bound to, if any. */
   paymentIdentifierNonce(scope: TokenScope, payer: Address, id: string): Promise<Hex | undefined>;
+
+  /** Adds a resource to the discovery catalog, or replaces its entry (a later payment's). */
+  upsertDiscoveryResource(entry: DiscoveryEntry): Promise<void>;
+  /** The catalog's entries that match `filter` (each field exact; `payTo` case-insensitive), most recently updated first. */
+  discoveryResources(filter?: DiscoveryFilter): Promise<DiscoveryEntry[]>;
+  /** Removes a resource from the catalog (an operator's decision); returns how many entries went. */
+  removeDiscoveryResource(resource: string): Promise<number>;
 
   /** Counts one hit of `key` in a fixed window of `windowMs` starting at its first hit. */
   hit(key: string, windowMs: number): Promise<CounterHit>;

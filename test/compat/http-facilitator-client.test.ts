@@ -57,7 +57,7 @@ describe("@x402/core's HTTPFacilitatorClient against this facilitator: the payme
         { x402Version: 1, scheme: "exact", network: "cronos-testnet" },
         { x402Version: 2, scheme: "exact", network: "eip155:338" },
       ],
-      extensions: ["payment-identifier"],
+      extensions: ["bazaar", "payment-identifier"],
       signers: { "eip155:*": [stack.relayer] },
     });
   });

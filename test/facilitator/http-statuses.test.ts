@@ -19,7 +19,7 @@ describe("facilitator HTTP: statuses and bodies of decisions.md", () => {
         { x402Version: 1, scheme: "exact", network: "cronos-testnet" },
         { x402Version: 2, scheme: "exact", network: "eip155:338" },
       ],
-      extensions: ["payment-identifier"],
+      extensions: ["bazaar", "payment-identifier"],
       signers: { "eip155:*": ["0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"] },
     });
   });

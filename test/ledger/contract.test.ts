@@ -555,6 +555,31 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
       });
     });
 
+    describe("discovery catalog", () => {
+      const requirements = (network: string, payTo: string = PAYER) => ({ scheme: "exact", network, payTo, amount: "10000" });
+      const entry = (resource: string, network: string, at: string, type = "http") => ({ resource, type, x402Version: 2, accepts: [requirements(network)], lastUpdated: at });
+
+      it("keeps one entry per resource with every way it was paid (latest first), lists the most recently paid first, filters, and removes", async () => {
+        const [a, b] = await threeHandles();
+        await a!.upsertDiscoveryResource(entry("https://s.example/weather", "eip155:338", "2026-11-24T10:00:00.000Z"));
+        await b!.upsertDiscoveryResource(entry("https://s.example/weather", "eip155:25", "2026-11-24T10:05:00.000Z"));
+        await a!.upsertDiscoveryResource(entry("https://s.example/weather", "eip155:338", "2026-11-24T10:10:00.000Z"));
+        await b!.upsertDiscoveryResource({ ...entry("https://s.example/tool", "eip155:25", "2026-11-24T10:07:00.000Z", "mcp"), description: "a tool" });
+        const all = await ledger.discoveryResources();
+        expect(all.map((e) => [e.resource, e.lastUpdated, e.accepts.map((r) => r.network)])).to.deep.equal([
+          ["https://s.example/weather", "2026-11-24T10:10:00.000Z", ["eip155:338", "eip155:25"]],
+          ["https://s.example/tool", "2026-11-24T10:07:00.000Z", ["eip155:25"]],
+        ]);
+        expect((await ledger.discoveryResources({ network: "eip155:25" })).map((e) => e.resource)).to.deep.equal(["https://s.example/weather", "https://s.example/tool"]);
+        expect((await ledger.discoveryResources({ type: "mcp" })).map((e) => e.description)).to.deep.equal(["a tool"]);
+        expect((await ledger.discoveryResources({ payTo: PAYER.toLowerCase(), scheme: "exact", network: "eip155:338" })).map((e) => e.resource)).to.deep.equal(["https://s.example/weather"]);
+        expect(await ledger.discoveryResources({ payTo: PAYEE })).to.deep.equal([]);
+        expect(await b!.removeDiscoveryResource("https://s.example/weather")).to.equal(1);
+        expect(await b!.removeDiscoveryResource("https://s.example/weather")).to.equal(0);
+        expect((await a!.discoveryResources()).map((e) => e.resource)).to.deep.equal(["https://s.example/tool"]);
+      });
+    });
+
     describe("rate-limit counters", () => {
       it("counts hits in a window that starts at the first hit and resets when it ends", async () => {
         const start = clock.now;

@@ -2,6 +2,7 @@ import type { Address } from "viem";
 import type { NetworkName } from "../../protocol/networks.js";
 import type { SupportedResponse } from "../../protocol/schemas.js";
 import { PAYMENT_IDENTIFIER, X402_V2_VERSION } from "../../protocol/x402v2.js";
+import { BAZAAR } from "../discovery.js";
 import { isJsonObject, type DialectCodec } from "./codec.js";
 import { cronosDialect } from "./cronos.js";
 import { x402v2Dialect } from "./x402v2.js";
@@ -25,12 +26,12 @@ export function dialectOf(body: unknown): DialectCodec {
 /**
  * `GET supported` for both dialects in one shape that the official Cronos client and `@x402/core`
  * both accept: each network under its Cronos name (x402Version 1) and its CAIP-2 id (x402Version 2),
- * the extensions it honours (x402 v2 `payment-identifier`), and the relayer addresses as the EVM signers.
+ * the extensions it honours (x402 v2 `bazaar` and `payment-identifier`), and the relayer addresses as the EVM signers.
  */
 export function supportedAnswer(networks: readonly NetworkName[], relayers: readonly Address[]): SupportedResponse {
   return {
     kinds: [...networks.map(cronosDialect.kind), ...networks.map(x402v2Dialect.kind)],
-    extensions: [PAYMENT_IDENTIFIER],
+    extensions: [BAZAAR, PAYMENT_IDENTIFIER],
     signers: { "eip155:*": [...relayers] },
   };
 }

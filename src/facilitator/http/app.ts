@@ -12,6 +12,8 @@ import { edgeGuards, type QuotaHolder } from "./edge.js";
 import { PayerQuota } from "./payer-quota.js";
 import type { RateLimitStores } from "./rate-limit.js";
 import { settlementRoutes, type SettlementRoutesOptions } from "./settlements.js";
+import { discoveryEntryOf, discoveryRoutes } from "../discovery.js";
+import type { Ledger } from "../../ledger/types.js";
 
 /** Options of {@link createApp}. */
 export interface AppOptions {
@@ -34,6 +36,12 @@ export interface AppOptions {
   onResponse?: (route: string, status: number) => void;
   /** The dashboard's routes (the page at `/`, its API and live feed), when it is on. */
   dashboard?: Router;
+  /**
+   * The discovery catalog (x402 `bazaar`): a v2 payment verified valid or settled that declares its
+   * resource is recorded there, and `GET /v2/x402/discovery/{resources,search}` read it (guarded as the
+   * status lookups are).
+   */
+  discovery?: { ledger: Pick<Ledger, "discoveryResources" | "upsertDiscoveryResource"> };
 }
 
 /** What happened to one verify or settle request. */
@@ -99,6 +107,18 @@ export function createApp(options: AppOptions): Express {
   const refused = (route: Route, res: Response, status: number, text: string, code: string) =>
     options.onOutcome?.({ requestId: String(res.locals.requestId), route, dialect: "unknown", status, network: "unknown", outcome: text, code, durationMs: 0 });
 
+  /**
+   * Records the resource a paid v2 payment declares, before the answer (so whoever was paid finds it listed
+   * at once); a ledger that fails only costs a log line, never the payment's answer.
+   */
+  const catalog = async (body: unknown) => {
+    const entry = options.discovery && discoveryEntryOf(body);
+    if (!entry) return;
+    await options.discovery!.ledger
+      .upsertDiscoveryResource(entry)
+      .catch((error: unknown) => context.logger.warn({ resource: entry.resource, err: errorSummary(error) }, "discovery catalog: entry not recorded"));
+  };
+
   // The dispatch point: the body's dialect reads it into one payment and writes the outcome back.
   const handler = (route: Route) => async (req: Request, res: Response) => {
     const started = performance.now();
@@ -118,6 +138,7 @@ export function createApp(options: AppOptions): Express {
     try {
       if (route === "verify") {
         const outcome = await verifyPayment(payment, context);
+        if (outcome.isValid && dialect === "x402v2") await catalog(req.body);
         res.json(codec.verifyAnswer(outcome, echo));
         options.onOutcome?.({
           requestId, route, dialect, status: 200, network,
@@ -130,6 +151,7 @@ export function createApp(options: AppOptions): Express {
         });
       } else {
         const outcome = await settlePayment(payment, context, { admit });
+        if (outcome.settled && dialect === "x402v2") await catalog(req.body);
         res.json(codec.settleAnswer(outcome, echo));
         const authorization = payment.payload.ok ? payment.payload.payload.authorization : undefined;
         options.onOutcome?.({
@@ -186,6 +208,7 @@ export function createApp(options: AppOptions): Express {
   app.post("/v2/x402/settle", ...guards.settle, handler("settle"));
 
   if (options.statusLookup) app.use(settlementRoutes({ ...options.statusLookup, guards: guards.status }));
+  if (options.discovery) app.use(discoveryRoutes({ ledger: options.discovery.ledger, guards: guards.status }));
 
   if (options.dashboard) {
     if (guards.public.length > 0) app.use(["/dashboard/api", "/dashboard/events"], ...guards.public);

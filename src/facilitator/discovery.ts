@@ -1,0 +1,133 @@
+import express, { type RequestHandler, type Router } from "express";
+import { z } from "zod";
+import type { DiscoveryEntry, Ledger } from "../ledger/types.js";
+import { RequestError } from "../protocol/reasons.js";
+import { describeZodError } from "../protocol/schemas.js";
+import { X402_V2_VERSION } from "../protocol/x402v2.js";
+
+/** The x402 `bazaar` extension (resource discovery): its key in a payment's `extensions`. */
+export const BAZAAR = "bazaar";
+
+/** A declaration larger than this is not cataloged (the catalog is not a store for anyone's blobs). */
+const MAX_DECLARATION_BYTES = 16 * 1024;
+const HTTP_METHODS = new Set(["GET", "HEAD", "DELETE", "POST", "PUT", "PATCH"]);
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
+
+/**
+ * The catalog entry an x402 v2 verify/settle body describes: its `paymentPayload.resource` (an http(s)
+ * URL, cataloged by origin and path) with a valid `bazaar` declaration in `paymentPayload.extensions`
+ * (`info.input.type` `http` or `mcp`, an HTTP method if any, at most 16 KiB). Undefined otherwise: a
+ * payment without a declaration, or with one that is not valid, is paid as usual and not cataloged.
+ */
+export function discoveryEntryOf(body: unknown, now: Date = new Date()): DiscoveryEntry | undefined {
+  if (!isObject(body) || !isObject(body.paymentPayload) || !isObject(body.paymentRequirements)) return undefined;
+  const { paymentPayload, paymentRequirements } = body;
+  const extensions = paymentPayload.extensions;
+  const resource = paymentPayload.resource;
+  if (!isObject(extensions) || !isObject(resource) || typeof resource.url !== "string") return undefined;
+  const declaration = extensions[BAZAAR];
+  if (!isObject(declaration) || !isObject(declaration.info) || !isObject(declaration.info.input)) return undefined;
+  const input = declaration.info.input;
+  if (input.type !== "http" && input.type !== "mcp") return undefined;
+  if (input.method !== undefined && (typeof input.method !== "string" || !HTTP_METHODS.has(input.method))) return undefined;
+  if (declaration.info.output !== undefined && !isObject(declaration.info.output)) return undefined;
+  if (JSON.stringify(declaration).length > MAX_DECLARATION_BYTES) return undefined;
+  let url: URL;
+  try {
+    url = new URL(resource.url);
+  } catch {
+    return undefined;
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") return undefined;
+  return {
+    resource: `${url.origin}${url.pathname}`,
+    type: input.type,
+    x402Version: X402_V2_VERSION,
+    accepts: [paymentRequirements],
+    lastUpdated: now.toISOString(),
+    ...(typeof resource.description === "string" ? { description: resource.description } : {}),
+    ...(typeof resource.mimeType === "string" ? { mimeType: resource.mimeType } : {}),
+    extensions: { [BAZAAR]: declaration },
+  };
+}
+
+/** The words of a text, lower case, for search: runs of letters and digits. */
+function words(text: string): string[] {
+  return text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
+}
+
+/**
+ * How well an entry matches the query's words: each query word found among the words of its
+ * description, URL and declaration counts once (whole words, case-insensitive).
+ */
+export function searchScore(entry: DiscoveryEntry, query: readonly string[]): number {
+  const haystack = new Set(words(`${entry.description ?? ""} ${entry.resource} ${JSON.stringify(entry.extensions?.[BAZAAR] ?? {})}`));
+  return query.filter((word) => haystack.has(word)).length;
+}
+
+const optionalText = z.string().trim().min(1, { error: "must not be empty" }).max(256, { error: "must be at most 256 characters" }).optional();
+const count = (max: number) =>
+  z
+    .string()
+    .regex(/^\d{1,9}$/, { error: "must be a whole number" })
+    .transform(Number)
+    .refine((n) => n <= max, { error: `must be at most ${max}` })
+    .optional();
+const filterSchema = { type: optionalText, payTo: optionalText, scheme: optionalText, network: optionalText, extensions: optionalText };
+const listSchema = z.object({ ...filterSchema, limit: count(1_000), offset: count(1_000_000) });
+const searchSchema = z.object({ ...filterSchema, query: z.string({ error: "is required" }).trim().min(1, { error: "must not be empty" }).max(512), limit: count(100), cursor: count(1_000_000) });
+
+/** Options of {@link discoveryRoutes}. */
+export interface DiscoveryRoutesOptions {
+  ledger: Pick<Ledger, "discoveryResources">;
+  /** What the lookups pass first: the API key when keys are configured, and a quota. */
+  guards: RequestHandler[];
+}
+
+/**
+ * `GET /v2/x402/discovery/resources` (filters `type`, `payTo`, `scheme`, `network`, `extensions`;
+ * `limit` (default 100), `offset`) answering `{x402Version: 2, items, pagination: {limit, offset, total}}`,
+ * and `GET /v2/x402/discovery/search?query=…` (the same filters; `limit` (default 20), `cursor`) answering
+ * `{x402Version: 2, resources, pagination: {limit, cursor}}`: entries matching more of the query's words
+ * first, then the most recently paid. Where `@x402/extensions`' `withBazaar` looks, under the v2 base path.
+ */
+export function discoveryRoutes(options: DiscoveryRoutesOptions): Router {
+  const router = express.Router();
+  const matching = async (query: z.infer<typeof listSchema>) => {
+    const entries = await options.ledger.discoveryResources({ type: query.type, payTo: query.payTo, scheme: query.scheme, network: query.network });
+    return query.extensions === undefined ? entries : entries.filter((entry) => entry.extensions?.[query.extensions!] !== undefined);
+  };
+
+  router.get("/v2/x402/discovery/resources", ...options.guards, async (req, res) => {
+    const parsed = listSchema.safeParse(req.query);
+    if (!parsed.success) {
+      res.status(400).json({ error: RequestError.invalidRequest(describeZodError(parsed.error)) });
+      return;
+    }
+    const limit = parsed.data.limit ?? 100;
+    const offset = parsed.data.offset ?? 0;
+    const entries = await matching(parsed.data);
+    res.set("Cache-Control", "no-store").json({ x402Version: X402_V2_VERSION, items: entries.slice(offset, offset + limit), pagination: { limit, offset, total: entries.length } });
+  });
+
+  router.get("/v2/x402/discovery/search", ...options.guards, async (req, res) => {
+    const parsed = searchSchema.safeParse(req.query);
+    if (!parsed.success) {
+      res.status(400).json({ error: RequestError.invalidRequest(describeZodError(parsed.error)) });
+      return;
+    }
+    const limit = parsed.data.limit ?? 20;
+    const start = parsed.data.cursor ?? 0;
+    const query = [...new Set(words(parsed.data.query))];
+    const ranked = (await matching(parsed.data))
+      .map((entry, order) => ({ entry, order, score: searchScore(entry, query) }))
+      .filter((hit) => hit.score > 0)
+      // More of the query's words first; among equals, the most recently paid (the ledger's order).
+      .sort((a, b) => b.score - a.score || a.order - b.order);
+    const page = ranked.slice(start, start + limit).map((hit) => hit.entry);
+    const next = start + limit < ranked.length ? String(start + limit) : null;
+    res.set("Cache-Control", "no-store").json({ x402Version: X402_V2_VERSION, resources: page, pagination: { limit, cursor: next } });
+  });
+  return router;
+}

@@ -1,0 +1,121 @@
+import { expect } from "chai";
+import express from "express";
+import { paymentMiddleware, x402ResourceServer } from "@x402/express";
+import { HTTPFacilitatorClient } from "@x402/core/server";
+import { ExactEvmScheme } from "@x402/evm/exact/server";
+import { bazaarResourceServerExtension, declareDiscoveryExtension, withBazaar } from "@x402/extensions/bazaar";
+import { x402Buyer } from "../../scripts/snippets/x402-buyer.js";
+import { cronosPrice } from "../../src/protocol/index.js";
+import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import { listen } from "../helpers/http.js";
+import { STACK_OPTIONS } from "../helpers/seller.js";
+
+describe("x402 v2 bazaar: an @x402/express seller declaring discovery metadata, paid by @x402/fetch, read back with withBazaar", function () {
+  this.timeout(120_000);
+  let stack: LocalStack;
+  let seller: Awaited<ReturnType<typeof listen>>;
+  let bazaar: ReturnType<typeof withBazaar<HTTPFacilitatorClient>>["extensions"]["bazaar"];
+
+  /** An `@x402/express` seller with two paid routes; only /weather declares itself for discovery. */
+  function discoverableSeller(facilitatorUrl: string, payTo: string) {
+    const server = new x402ResourceServer(new HTTPFacilitatorClient({ url: `${facilitatorUrl}/v2/x402` }))
+      .register("eip155:338", new ExactEvmScheme())
+      .register("eip155:25", new ExactEvmScheme())
+      .registerExtension(bazaarResourceServerExtension);
+    const accepts = [
+      { scheme: "exact", network: "eip155:338" as const, payTo, price: cronosPrice("eip155:338", "$0.01") },
+      { scheme: "exact", network: "eip155:25" as const, payTo, price: cronosPrice("eip155:25", "$0.01") },
+    ];
+    const app = express();
+    app.use(
+      paymentMiddleware(
+        {
+          "GET /weather": {
+            accepts,
+            description: "Hourly weather forecast for a city",
+            mimeType: "application/json",
+            extensions: {
+              ...declareDiscoveryExtension({
+                input: { city: "Singapore" },
+                inputSchema: { properties: { city: { type: "string" } }, required: ["city"] },
+                output: { example: { forecast: "thunderstorms", celsius: 31 } },
+              }),
+            },
+          },
+          "GET /private": { accepts, description: "Not listed anywhere" },
+        },
+        server,
+      ),
+    );
+    app.get("/weather", (_req, res) => void res.json({ forecast: "thunderstorms", celsius: 31 }));
+    app.get("/private", (_req, res) => void res.json({ secret: true }));
+    return app;
+  }
+
+  before(async () => {
+    stack = await startLocalStack(STACK_OPTIONS);
+    seller = await listen(discoverableSeller(stack.facilitatorUrl, stack.seller));
+    bazaar = withBazaar(new HTTPFacilitatorClient({ url: `${stack.facilitatorUrl}/v2/x402` })).extensions.bazaar;
+  });
+  after(async () => {
+    await seller?.close();
+    await stack?.stop();
+  });
+
+  it("catalogs nothing before a payment; a 402 with a declaration is not a payment", async () => {
+    expect((await fetch(`${seller.url}/weather?city=Singapore`)).status).to.equal(402);
+    expect(await bazaar.listResources()).to.deep.equal({ x402Version: 2, items: [], pagination: { limit: 100, offset: 0, total: 0 } });
+  });
+
+  it("after payments on 338 and on 25, lists the resource once with both ways to pay, its description, MIME type and declaration", async () => {
+    for (const network of ["eip155:338", "eip155:25"] as const) {
+      const buyer = stack.networks[network === "eip155:338" ? "cronos-testnet" : "cronos-mainnet"]!.buyers[0]!;
+      const response = await x402Buyer(buyer.privateKey, network)(`${seller.url}/weather?city=Singapore`);
+      expect(response.status, network).to.equal(200);
+      // Not declared: paid, never listed.
+      expect((await x402Buyer(buyer.privateKey, network)(`${seller.url}/private`)).status).to.equal(200);
+    }
+    const listed = await bazaar.listResources();
+    expect(listed.pagination).to.deep.equal({ limit: 100, offset: 0, total: 1 });
+    const [item] = listed.items;
+    expect(item).to.include({ resource: `${seller.url}/weather`, type: "http", x402Version: 2, description: "Hourly weather forecast for a city", mimeType: "application/json" });
+    expect(item!.lastUpdated).to.match(/^\d{4}-\d\d-\d\dT/);
+    expect(item!.accepts.map((a) => [a.network, a.payTo, a.asset])).to.deep.equal([
+      ["eip155:25", stack.seller, stack.networks["cronos-mainnet"]!.token],
+      ["eip155:338", stack.seller, stack.networks["cronos-testnet"]!.token],
+    ]);
+    const declaration = item!.extensions!.bazaar as { info: { input: Record<string, unknown>; output: Record<string, unknown> } };
+    expect(declaration.info.input).to.deep.include({ type: "http", method: "GET", queryParams: { city: "Singapore" } });
+    expect(declaration.info.output).to.deep.equal({ type: "json", example: { forecast: "thunderstorms", celsius: 31 } });
+  });
+
+  it("filters by network, payTo, scheme, type and extension, and pages with limit and offset", async () => {
+    expect((await bazaar.listResources({ network: "eip155:338" })).items).to.have.length(1);
+    expect((await bazaar.listResources({ network: "eip155:1" })).items).to.have.length(0);
+    expect((await bazaar.listResources({ payTo: stack.seller.toLowerCase(), scheme: "exact", type: "http", extensions: "bazaar" })).items).to.have.length(1);
+    expect((await bazaar.listResources({ type: "mcp" })).items).to.have.length(0);
+    expect((await bazaar.listResources({ extensions: "payment-identifier" })).items).to.have.length(0);
+    expect(await bazaar.listResources({ limit: 1, offset: 1 })).to.deep.include({ items: [], pagination: { limit: 1, offset: 1, total: 1 } });
+  });
+
+  it("searches the words of the description, URL and declaration, case-insensitive; no match is an empty list", async () => {
+    for (const query of ["weather", "Forecast city", "thunderstorms", "singapore"]) {
+      const found = await bazaar.search({ query });
+      expect(found.resources.map((r) => r.resource), query).to.deep.equal([`${seller.url}/weather`]);
+      expect(found).to.deep.include({ x402Version: 2, pagination: { limit: 20, cursor: null } });
+    }
+    expect((await bazaar.search({ query: "stock prices" })).resources).to.deep.equal([]);
+  });
+
+  it("answers 400 JSON naming the parameter for bad query values", async () => {
+    for (const [path, message] of [
+      ["/v2/x402/discovery/resources?limit=ten", "Invalid request: limit must be a whole number"],
+      ["/v2/x402/discovery/resources?limit=5000", "Invalid request: limit must be at most 1000"],
+      ["/v2/x402/discovery/search", "Invalid request: query is required"],
+      ["/v2/x402/discovery/search?query=%20", "Invalid request: query must not be empty"],
+    ] as const) {
+      const response = await fetch(`${stack.facilitatorUrl}${path}`);
+      expect([response.status, await response.json()], path).to.deep.equal([400, { error: message }]);
+    }
+  });
+});

@@ -1,0 +1,76 @@
+import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { expect } from "chai";
+import request from "supertest";
+import { openLedger } from "../../src/ledger/open.js";
+import { makePayment, openFacilitator, v2BodyOf } from "../helpers/facilitator.js";
+import { ROOT } from "../helpers/processes.js";
+
+const run = promisify(execFile);
+const SELLER_KEY = "seller-a-0123456789abcdef";
+
+/** A v2 verify/settle body for `made`, declaring its resource for discovery as `@x402/extensions` does. */
+function declared(made: Awaited<ReturnType<typeof makePayment>>, url = "https://seller.example/weather?city=Oslo") {
+  const body = v2BodyOf(made);
+  const bazaar = { info: { input: { type: "http", method: "GET", queryParams: { city: "Oslo" } }, output: { type: "json", example: { forecast: "snow" } } }, schema: {} };
+  return { ...body, paymentPayload: { ...body.paymentPayload, resource: { url, description: "Weather in Oslo", mimeType: "application/json" }, extensions: { bazaar } } };
+}
+
+describe("discovery catalog (x402 bazaar): only paid resources, behind the keys", () => {
+  it("a refused verify's declaration is not cataloged; a valid verify's is, under its origin and path", async () => {
+    const opened = await openFacilitator("cronos-testnet");
+    const expired = declared(await makePayment(opened.chain, { validBefore: 1n }));
+    const refused = await request(opened.app).post("/v2/x402/verify").send(expired);
+    expect(refused.body.isValid).to.equal(false);
+    expect((await request(opened.app).get("/v2/x402/discovery/resources")).body.items).to.deep.equal([]);
+
+    const good = declared(await makePayment(opened.chain));
+    expect((await request(opened.app).post("/v2/x402/verify").send(good)).body.isValid).to.equal(true);
+    const listed = await request(opened.app).get("/v2/x402/discovery/resources");
+    expect(listed.body.items.map((item: { resource: string; description: string; accepts: unknown[] }) => [item.resource, item.description, item.accepts])).to.deep.equal([
+      ["https://seller.example/weather", "Weather in Oslo", [good.paymentRequirements]],
+    ]);
+    // A declaration that is not one (no input type) is paid as usual and not listed.
+    const odd = declared(await makePayment(opened.chain), "https://other.example/x");
+    (odd.paymentPayload.extensions.bazaar.info.input as Record<string, unknown>).type = "ftp";
+    expect((await request(opened.app).post("/v2/x402/verify").send(odd)).body.isValid).to.equal(true);
+    expect((await request(opened.app).get("/v2/x402/discovery/resources")).body.pagination.total).to.equal(1);
+  });
+
+  it("with API keys configured, listing and searching need a key (401 without), as the status lookups do", async () => {
+    const opened = await openFacilitator("cronos-testnet", { API_KEYS: SELLER_KEY });
+    for (const path of ["/v2/x402/discovery/resources", "/v2/x402/discovery/search?query=weather"]) {
+      const anonymous = await request(opened.app).get(path);
+      expect([anonymous.status, anonymous.body], path).to.deep.equal([401, { error: "Unauthorized: an API key is required (Authorization: Bearer <key>)" }]);
+      expect((await request(opened.app).get(path).set("Authorization", `Bearer ${SELLER_KEY}`)).status, path).to.equal(200);
+    }
+  });
+
+  it("cronos-x402 catalog lists the catalog of the ledger named by LEDGER_FILE and removes an entry (exit 1 when it is not there)", async function () {
+    this.timeout(60_000);
+    const dir = await mkdtemp(join(tmpdir(), "x402-catalog-"));
+    const file = join(dir, "ledger.db");
+    try {
+      const ledger = await openLedger({ file });
+      const entry = (resource: string, at: string) => ({ resource, type: "http", x402Version: 2, accepts: [{ scheme: "exact", network: "eip155:338", payTo: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8" }], lastUpdated: at, description: "d" });
+      await ledger.upsertDiscoveryResource(entry("https://a.example/one", "2026-11-24T10:00:00.000Z"));
+      await ledger.upsertDiscoveryResource(entry("https://a.example/two", "2026-11-24T11:00:00.000Z"));
+      await ledger.close();
+      const cli = (...args: string[]) =>
+        run(process.execPath, ["--import", "tsx", "src/cli/bin.ts", "catalog", ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? "", LEDGER_FILE: file } }).then(
+          ({ stdout }) => ({ code: 0, stdout }),
+          (error: { code?: number; stdout?: string }) => ({ code: error.code, stdout: error.stdout ?? "" }),
+        );
+      expect(await cli("list")).to.deep.equal({ code: 0, stdout: "https://a.example/two\thttp\t2026-11-24T11:00:00.000Z\td\nhttps://a.example/one\thttp\t2026-11-24T10:00:00.000Z\td\n" });
+      expect(await cli("remove", "https://a.example/two")).to.deep.equal({ code: 0, stdout: "removed https://a.example/two\n" });
+      expect(await cli("remove", "https://a.example/two")).to.deep.equal({ code: 1, stdout: "not in the catalog: https://a.example/two\n" });
+      expect(await cli("list")).to.deep.equal({ code: 0, stdout: "https://a.example/one\thttp\t2026-11-24T10:00:00.000Z\td\n" });
+      expect((await cli("remove")).code).to.equal(2);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

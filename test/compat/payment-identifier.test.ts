@@ -126,7 +126,7 @@ describe("x402 v2 payment-identifier through @x402/core's HTTPFacilitatorClient:
         name: "VerifyError",
         statusCode: 400,
         invalidReason: "invalid_request",
-        message: 'invalid_request: Invalid request: paymentPayload.extensions["bazaar", "payment-identifier"].info.id must be 16 to 128 characters of A-Z a-z 0-9 _ -',
+        message: 'invalid_request: Invalid request: paymentPayload.extensions["payment-identifier"].info.id must be 16 to 128 characters of A-Z a-z 0-9 _ -',
       });
     }
   });

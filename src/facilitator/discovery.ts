@@ -21,6 +21,7 @@ const isObject = (value: unknown): value is Record<string, unknown> => typeof va
  * payment without a declaration, or with one that is not valid, is paid as usual and not cataloged.
  */
 export function discoveryEntryOf(body: unknown, now: Date = new Date()): DiscoveryEntry | undefined {
+  if (isObject(body) && body.x402Version === 1) return cronosEntryOf(body, now);
   if (!isObject(body) || !isObject(body.paymentPayload) || !isObject(body.paymentRequirements)) return undefined;
   const { paymentPayload, paymentRequirements } = body;
   const extensions = paymentPayload.extensions;
@@ -48,6 +49,39 @@ export function discoveryEntryOf(body: unknown, now: Date = new Date()): Discove
     lastUpdated: now.toISOString(),
     ...(typeof resource.description === "string" ? { description: resource.description } : {}),
     ...(typeof resource.mimeType === "string" ? { mimeType: resource.mimeType } : {}),
+    extensions: { [BAZAAR]: declaration },
+  };
+}
+
+/**
+ * The Cronos dialect (x402 v1): requirements with a `resource` and `outputSchema.input.discoverable: true`
+ * (what the kit's `paymentRequirements({discovery})` sends), cataloged in the same shape as a v2 entry.
+ */
+function cronosEntryOf(body: Record<string, unknown>, now: Date): DiscoveryEntry | undefined {
+  const requirements = body.paymentRequirements;
+  if (!isObject(requirements) || typeof requirements.resource !== "string" || !isObject(requirements.outputSchema)) return undefined;
+  const { input, output } = requirements.outputSchema;
+  if (!isObject(input) || input.discoverable !== true || (input.type !== undefined && input.type !== "http")) return undefined;
+  if (input.method !== undefined && (typeof input.method !== "string" || !HTTP_METHODS.has(input.method))) return undefined;
+  if (output !== undefined && !isObject(output)) return undefined;
+  const { discoverable: _discoverable, ...declared } = input;
+  const declaration = { info: { input: { ...declared, type: "http" }, ...(output ? { output } : {}) } };
+  if (JSON.stringify(declaration).length > MAX_DECLARATION_BYTES) return undefined;
+  let url: URL;
+  try {
+    url = new URL(requirements.resource);
+  } catch {
+    return undefined;
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") return undefined;
+  return {
+    resource: `${url.origin}${url.pathname}`,
+    type: "http",
+    x402Version: 1,
+    accepts: [requirements],
+    lastUpdated: now.toISOString(),
+    ...(typeof requirements.description === "string" ? { description: requirements.description } : {}),
+    ...(typeof requirements.mimeType === "string" ? { mimeType: requirements.mimeType } : {}),
     extensions: { [BAZAAR]: declaration },
   };
 }

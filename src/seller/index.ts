@@ -25,6 +25,7 @@ export {
   type PaymentContext,
   type PaymentReceipt,
   type PaymentRequirementsOptions,
+  type DiscoveryDeclaration,
   type RequirePaymentOptions,
   type RequirementsSource,
 } from "./middleware.js";

@@ -46,6 +46,22 @@ export interface PaymentRequirementsOptions {
   resource?: string;
   /** Scheme-specific extra data, passed through. Omitted when not given. */
   extra?: Record<string, unknown>;
+  /**
+   * Lists the route in the facilitator's discovery catalog (x402 `bazaar`) once it is paid: sent as the
+   * requirements' `outputSchema` (`input.discoverable: true`), which the Cronos wire format carries and does
+   * not enforce. Without `resource`, the middleware names the request's URL.
+   */
+  discovery?: DiscoveryDeclaration;
+}
+
+/** What a paid route tells the discovery catalog about itself (the HTTP shape of `@x402/extensions`' `declareDiscoveryExtension`). */
+export interface DiscoveryDeclaration {
+  /** Default GET. */
+  method?: "GET" | "HEAD" | "DELETE" | "POST" | "PUT" | "PATCH";
+  /** Example query parameters (or body fields) of a request. */
+  input?: Record<string, unknown>;
+  /** What an answer looks like: an example, and/or a JSON schema. */
+  output?: { example?: unknown; schema?: Record<string, unknown> };
 }
 
 /** Defaults of {@link paymentRequirements}, the official client's. */
@@ -82,7 +98,22 @@ export function paymentRequirements(options: PaymentRequirementsOptions): Paymen
     maxTimeoutSeconds: options.maxTimeoutSeconds ?? REQUIREMENTS_DEFAULTS.maxTimeoutSeconds,
     ...(options.resource === undefined ? {} : { resource: options.resource }),
     ...(options.extra === undefined ? {} : { extra: options.extra }),
+    ...(options.discovery === undefined ? {} : { outputSchema: outputSchemaOf(options.discovery) }),
   });
+}
+
+/** The `outputSchema` that declares a route for discovery (x402 v1's form, which the Cronos dialect carries). */
+function outputSchemaOf(discovery: DiscoveryDeclaration): Record<string, unknown> {
+  return {
+    input: { type: "http", method: discovery.method ?? "GET", discoverable: true, ...(discovery.input ? { queryParams: discovery.input } : {}) },
+    ...(discovery.output ? { output: { type: "json", ...discovery.output } } : {}),
+  };
+}
+
+/** Whether requirements declare their route for discovery (`outputSchema.input.discoverable`). */
+function declaresDiscovery(requirements: PaymentRequirements): boolean {
+  const schema = (requirements as { outputSchema?: { input?: { discoverable?: unknown } } }).outputSchema;
+  return typeof schema === "object" && schema !== null && schema.input?.discoverable === true;
 }
 
 function parseRequirements(input: unknown): PaymentRequirements {
@@ -271,6 +302,10 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
     let paymentRequirements: PaymentRequirements;
     try {
       paymentRequirements = await resolveRequirements(req);
+      // A route declared for discovery is cataloged under a URL: the request's, unless the seller named one.
+      if (declaresDiscovery(paymentRequirements) && paymentRequirements.resource === undefined) {
+        paymentRequirements = { ...paymentRequirements, resource: resourceOf(req, paymentRequirements).url };
+      }
     } catch (error) {
       logger.error({ method: req.method, path: req.originalUrl, err: messageOf(error) }, "payment requirements unavailable");
       res.status(500).json({ error: SellerError.requirementsUnavailable, details: SellerError.tryLater });

@@ -4,7 +4,10 @@ import { paymentMiddleware, x402ResourceServer } from "@x402/express";
 import { HTTPFacilitatorClient } from "@x402/core/server";
 import { ExactEvmScheme } from "@x402/evm/exact/server";
 import { bazaarResourceServerExtension, declareDiscoveryExtension, withBazaar } from "@x402/extensions/bazaar";
+import { privateKeyToAccount } from "viem/accounts";
 import { x402Buyer } from "../../scripts/snippets/x402-buyer.js";
+import { wrapFetchWithPayment } from "../../src/buyer/index.js";
+import { paymentRequirements, requirePayment } from "../../src/seller/index.js";
 import { cronosPrice } from "../../src/protocol/index.js";
 import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
 import { listen } from "../helpers/http.js";
@@ -105,6 +108,41 @@ describe("x402 v2 bazaar: an @x402/express seller declaring discovery metadata, 
       expect(found).to.deep.include({ x402Version: 2, pagination: { limit: 20, cursor: null } });
     }
     expect((await bazaar.search({ query: "stock prices" })).resources).to.deep.equal([]);
+  });
+
+  it("the kit's Cronos-dialect seller declares a route with paymentRequirements({discovery}); paid by the kit's buyer (x402Version 1), it is listed and found", async () => {
+    const app = express();
+    app.get(
+      "/quotes",
+      requirePayment(
+        paymentRequirements({
+          network: "cronos-testnet",
+          payTo: stack.seller,
+          amount: 10_000n,
+          description: "Stock quotes by ticker, delayed 15 minutes",
+          discovery: { input: { ticker: "CRO" }, output: { example: { ticker: "CRO", price: "0.09" } } },
+        }),
+        { facilitatorUrl: stack.facilitatorUrl },
+      ),
+      (_req, res) => void res.json({ ticker: "CRO", price: "0.09" }),
+    );
+    const cronosSeller = await listen(app);
+    try {
+      const buyer = stack.networks["cronos-testnet"]!.buyers[1]!;
+      const pay = wrapFetchWithPayment(fetch, { signer: privateKeyToAccount(buyer.privateKey), maxAmount: 10_000n, networks: ["cronos-testnet"] });
+      expect((await pay(`${cronosSeller.url}/quotes?ticker=CRO`)).status).to.equal(200);
+      const found = await bazaar.search({ query: "stock quotes" });
+      expect(found.resources.map((r) => [r.resource, r.x402Version, r.type, r.description])).to.deep.equal([
+        [`${cronosSeller.url}/quotes`, 1, "http", "Stock quotes by ticker, delayed 15 minutes"],
+      ]);
+      expect(found.resources[0]!.extensions).to.deep.equal({
+        bazaar: { info: { input: { type: "http", method: "GET", queryParams: { ticker: "CRO" } }, output: { type: "json", example: { ticker: "CRO", price: "0.09" } } } },
+      });
+      expect(found.resources[0]!.accepts.map((a) => [a.network, a.payTo, (a as Record<string, unknown>).maxAmountRequired])).to.deep.equal([["cronos-testnet", stack.seller, "10000"]]);
+      expect((await bazaar.listResources()).pagination.total).to.equal(2);
+    } finally {
+      await cronosSeller.close();
+    }
   });
 
   it("answers 400 JSON naming the parameter for bad query values", async () => {

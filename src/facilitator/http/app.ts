@@ -138,7 +138,7 @@ export function createApp(options: AppOptions): Express {
     try {
       if (route === "verify") {
         const outcome = await verifyPayment(payment, context);
-        if (outcome.isValid && dialect === "x402v2") await catalog(req.body);
+        if (outcome.isValid) await catalog(req.body);
         res.json(codec.verifyAnswer(outcome, echo));
         options.onOutcome?.({
           requestId, route, dialect, status: 200, network,
@@ -151,7 +151,7 @@ export function createApp(options: AppOptions): Express {
         });
       } else {
         const outcome = await settlePayment(payment, context, { admit });
-        if (outcome.settled && dialect === "x402v2") await catalog(req.body);
+        if (outcome.settled) await catalog(req.body);
         res.json(codec.settleAnswer(outcome, echo));
         const authorization = payment.payload.ok ? payment.payload.payload.authorization : undefined;
         options.onOutcome?.({

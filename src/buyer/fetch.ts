@@ -45,7 +45,7 @@ const paymentRequiredBodySchema = z.looseObject({
 /** One payable offer of a 402, in the dialect it came in. */
 type Offer =
   | { dialect: "cronos"; requirements: PaymentRequirements }
-  | { dialect: "x402v2"; raw: Record<string, unknown>; requirements: V2PaymentRequirements; resource?: V2Resource };
+  | { dialect: "x402v2"; raw: Record<string, unknown>; requirements: V2PaymentRequirements; resource?: V2Resource; extensions?: Record<string, unknown> };
 
 /**
  * Wraps `fetch` so that a 402 answer is paid and the request retried once, in the dialect the seller offers.
@@ -118,7 +118,7 @@ export function wrapFetchWithPayment(fetchImpl: typeof fetch, options: PaymentFe
         else {
           const terms = parsed.data;
           reason = refusal({ ...terms, amountName: "amount" });
-          if (reason === undefined) return { dialect: "x402v2", raw: candidate.raw, requirements: terms, resource: candidate.resource };
+          if (reason === undefined) return { dialect: "x402v2", raw: candidate.raw, requirements: terms, resource: candidate.resource, extensions: candidate.extensions };
         }
       } else {
         const parsed = parsePaymentRequirements(candidate);
@@ -142,7 +142,8 @@ export function wrapFetchWithPayment(fetchImpl: typeof fetch, options: PaymentFe
     if (offer.dialect === "cronos") {
       return ["X-PAYMENT", await createPaymentHeader({ ...signing, requirements: offer.requirements })];
     }
-    const payment = await createV2PaymentPayload({ ...signing, requirements: offer.raw, resource: offer.resource });
+    // The 402's extensions are echoed (an id is added where the seller declares payment-identifier).
+    const payment = await createV2PaymentPayload({ ...signing, requirements: offer.raw, resource: offer.resource, ...(offer.extensions ? { extensions: offer.extensions } : {}) });
     return [X402V2Header.paymentSignature, encodeBase64Json(payment)];
   }
 
@@ -164,6 +165,7 @@ class V2Offer {
   constructor(
     readonly raw: Record<string, unknown>,
     readonly resource: V2Resource | undefined,
+    readonly extensions: Record<string, unknown> | undefined,
   ) {}
 }
 
@@ -172,8 +174,8 @@ function v2OffersOf(header: string): V2Offer[] | undefined {
   const decoded = decodeBase64Json(header);
   const parsed = decoded.ok ? v2PaymentRequiredSchema.safeParse(decoded.json) : undefined;
   if (!parsed?.success) return undefined;
-  const resource = parsed.data.resource;
-  return parsed.data.accepts.map((entry) => new V2Offer(isRecord(entry) ? entry : { invalid: entry }, resource));
+  const { resource, extensions } = parsed.data;
+  return parsed.data.accepts.map((entry) => new V2Offer(isRecord(entry) ? entry : { invalid: entry }, resource, extensions));
 }
 
 /**

@@ -109,6 +109,11 @@ export interface CreateV2PaymentPayloadParameters extends Omit<CreatePaymentHead
    * it answers a repeat of this payment with the same transaction, and refuses another payment under it.
    */
   paymentId?: string;
+  /**
+   * The 402's `extensions`, echoed in the payment (as `@x402/*` buyers do). Where they declare
+   * `payment-identifier` and no `paymentId` is given, a fresh id is added.
+   */
+  extensions?: Record<string, unknown>;
 }
 
 /**
@@ -159,8 +164,20 @@ export async function createV2PaymentPayload(parameters: CreateV2PaymentPayloadP
         validBefore: authorization.validBefore.toString(),
       },
     },
-    ...(parameters.paymentId !== undefined ? { extensions: { [PAYMENT_IDENTIFIER]: { info: { required: false, id: parameters.paymentId } } } } : {}),
+    ...extensionsOf(parameters),
   };
+}
+
+/** The payment's `extensions`: the 402's, echoed, with the payment identifier's `id` set when there is one (given, or declared and made here). */
+function extensionsOf(parameters: CreateV2PaymentPayloadParameters): { extensions?: Record<string, unknown> } {
+  const extensions: Record<string, unknown> = { ...(parameters.extensions ?? {}) };
+  const declared = extensions[PAYMENT_IDENTIFIER];
+  const id = parameters.paymentId ?? (declared !== undefined ? `pay_${toHex(crypto.getRandomValues(new Uint8Array(16))).slice(2)}` : undefined);
+  if (id !== undefined) {
+    const declaration = typeof declared === "object" && declared !== null ? (declared as { info?: Record<string, unknown> }) : {};
+    extensions[PAYMENT_IDENTIFIER] = { ...declaration, info: { required: false, ...(declaration.info ?? {}), id } };
+  }
+  return Object.keys(extensions).length > 0 ? { extensions } : {};
 }
 
 /** What one authorization pays, whichever dialect carries it. */

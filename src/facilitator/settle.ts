@@ -8,7 +8,7 @@ import { SettleError, VerifyReason } from "../protocol/reasons.js";
 import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
 import { penaltySubject } from "../ledger/types.js";
 import type { Simulation } from "./settlements.js";
-import { verifyPayment, type RefusedPayment, type VerifiedPayment, type VerifyFailureCode } from "./verify.js";
+import { paidUnderIdentifier, verifyPayment, type RefusedPayment, type VerifiedPayment, type VerifyFailureCode } from "./verify.js";
 
 /** Why a settlement failed: a verify refusal, or a transaction that failed (or may have) on chain. */
 export type SettleFailureCode = VerifyFailureCode | "failedOnChain";
@@ -191,34 +191,16 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
   }
 }
 
-/**
- * The answer of a payment settled before under `paymentId`: when the id is bound to this authorization and
- * the ledger records it settled, the settled outcome with that transaction; otherwise undefined.
- */
+/** {@link paidUnderIdentifier} as settle's outcome. */
 async function settledUnderIdentifier(
   runtime: NetworkRuntime,
   authorization: PayerPayload["authorization"],
   paymentId: string,
   context: FacilitatorContext,
 ): Promise<SettledPayment | undefined> {
-  const { config } = runtime;
-  try {
-    const bound = await context.ledger.paymentIdentifierNonce(config, authorization.from, paymentId);
-    if (bound?.toLowerCase() !== authorization.nonce.toLowerCase()) return undefined;
-    const record = await context.ledger.get({ chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce });
-    if (record?.status !== "settled" || !record.txHash || record.blockNumber === undefined || record.blockTimestamp === undefined) return undefined;
-    return {
-      settled: true,
-      txHash: record.txHash,
-      from: authorization.from,
-      to: authorization.to,
-      value: BigInt(authorization.value),
-      blockNumber: record.blockNumber,
-      timestamp: new Date(Number(record.blockTimestamp) * 1000).toISOString(),
-    };
-  } catch (error) {
-    throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
-  }
+  const paid = await paidUnderIdentifier(runtime, authorization, paymentId, context);
+  if (!paid) return undefined;
+  return { settled: true, from: authorization.from, to: authorization.to, value: BigInt(authorization.value), ...paid };
 }
 
 /**

@@ -49,6 +49,51 @@ export interface RefusedPayment {
 
 export type VerifyOutcome = VerifiedPayment | RefusedPayment;
 
+/**
+ * A repeat, under its payment identifier (x402 v2), of a payment already settled: answered valid, as
+ * the first verify of it was, so that a seller's retry reaches settle and gets the same transaction.
+ */
+export interface RepeatedPayment {
+  isValid: true;
+  repeat: true;
+  runtime: NetworkRuntime;
+  payload: PayerPayload;
+  txHash: Hex;
+}
+
+/** What the verify route answers from: a verify outcome, or a repeat of a settled payment. */
+export type VerifyAnswerOutcome = VerifyOutcome | RepeatedPayment;
+
+/** The verify route's check: {@link verifyPayment}, and a used authorization settled under the payment's identifier answers as a repeat. */
+export async function verifyRequest(payment: Payment, context: FacilitatorContext): Promise<VerifyAnswerOutcome> {
+  const outcome = await verifyPayment(payment, context);
+  if (outcome.isValid || outcome.code !== "used" || !payment.paymentId || !outcome.runtime || !outcome.payload) return outcome;
+  const paid = await paidUnderIdentifier(outcome.runtime, outcome.payload.authorization, payment.paymentId, context);
+  return paid ? { isValid: true, repeat: true, runtime: outcome.runtime, payload: outcome.payload, txHash: paid.txHash } : outcome;
+}
+
+/**
+ * The transaction of a payment settled before under `paymentId`: when the id is bound to this
+ * authorization and the ledger records it settled, its hash, block and time; otherwise undefined.
+ */
+export async function paidUnderIdentifier(
+  runtime: NetworkRuntime,
+  authorization: PayerPayload["authorization"],
+  paymentId: string,
+  context: FacilitatorContext,
+): Promise<{ txHash: Hex; blockNumber: bigint; timestamp: string } | undefined> {
+  const { config } = runtime;
+  try {
+    const bound = await context.ledger.paymentIdentifierNonce(config, authorization.from, paymentId);
+    if (bound?.toLowerCase() !== authorization.nonce.toLowerCase()) return undefined;
+    const record = await context.ledger.get({ chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce });
+    if (record?.status !== "settled" || !record.txHash || record.blockNumber === undefined || record.blockTimestamp === undefined) return undefined;
+    return { txHash: record.txHash, blockNumber: record.blockNumber, timestamp: new Date(Number(record.blockTimestamp) * 1000).toISOString() };
+  } catch (error) {
+    throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
+  }
+}
+
 function refuse(code: VerifyFailureCode, reason: string, extra: Partial<RefusedPayment> = {}): RefusedPayment {
   return { isValid: false, code, reason, ...extra };
 }

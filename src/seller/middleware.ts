@@ -11,6 +11,8 @@ import {
   type SettleSuccess,
 } from "../protocol/schemas.js";
 import {
+  PAYMENT_IDENTIFIER,
+  paymentIdentifierOf,
   EvmReason,
   v2PaymentPayloadSchema,
   v2RequirementsOf,
@@ -110,6 +112,31 @@ function outputSchemaOf(discovery: DiscoveryDeclaration): Record<string, unknown
   };
 }
 
+/**
+ * The `extensions` of the route's x402 v2 `PAYMENT-REQUIRED`: `payment-identifier` when the route declares
+ * it, `bazaar` (the discovery declaration in v2's form) when its requirements do; undefined for none.
+ */
+function v2ExtensionsOf(requirements: PaymentRequirements, paymentIdentifier: "optional" | "required" | undefined): Record<string, unknown> | undefined {
+  const extensions: Record<string, unknown> = {};
+  if (paymentIdentifier) {
+    extensions[PAYMENT_IDENTIFIER] = {
+      info: { required: paymentIdentifier === "required" },
+      schema: {
+        $schema: "https://json-schema.org/draft/2020-12/schema",
+        type: "object",
+        properties: { required: { type: "boolean" }, id: { type: "string", minLength: 16, maxLength: 128, pattern: "^[a-zA-Z0-9_-]+$" } },
+        required: ["required"],
+      },
+    };
+  }
+  if (declaresDiscovery(requirements)) {
+    const declared = requirements.outputSchema as { input: Record<string, unknown>; output?: unknown };
+    const { discoverable: _discoverable, ...input } = declared.input;
+    extensions.bazaar = { info: { input, ...(declared.output ? { output: declared.output } : {}) } };
+  }
+  return Object.keys(extensions).length > 0 ? extensions : undefined;
+}
+
 /** Whether requirements declare their route for discovery (`outputSchema.input.discoverable`). */
 function declaresDiscovery(requirements: PaymentRequirements): boolean {
   const schema = (requirements as { outputSchema?: { input?: { discoverable?: unknown } } }).outputSchema;
@@ -176,6 +203,12 @@ export type RequirePaymentOptions = FacilitatorOption & {
   mergePaymentIntoJson?: boolean;
   /** Where faults are logged with their details (buyers get a generic answer). Default {@link consoleSellerLogger}. */
   logger?: SellerLogger;
+  /**
+   * x402 v2 `payment-identifier` (idempotent payments): declared in the 402's `PAYMENT-REQUIRED`, so a v2
+   * buyer attaches an id and a retry gets the same transaction; `required` answers a v2 payment without one
+   * 400. The Cronos dialect has no place for an id: `X-PAYMENT` payments are unaffected.
+   */
+  paymentIdentifier?: "optional" | "required";
 };
 
 /** The settled payment as it is given to the handler and merged into its JSON answer. */
@@ -226,6 +259,8 @@ export const SellerError = {
   requirementsUnavailable: "Payment requirements unavailable",
   /** The 503 when the facilitator is busy (it answered 429 or 503): the buyer may retry after `Retry-After`. */
   facilitatorBusy: "Payment service busy",
+  /** The 400 for an x402 v2 payment without the payment identifier the route requires (or with one that is not valid). */
+  paymentIdentifierRequired: "Payment identifier required",
   /** The `details` of every 500: what went wrong is logged, not told to buyers. */
   tryLater: "The payment could not be processed right now; try again later",
 } as const;
@@ -314,11 +349,13 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
     const v2Requirements = v2RequirementsOf(paymentRequirements);
     const paymentRequired = (error: string, reason?: string, v2Error?: string) => {
       if (v2Requirements) {
+        const extensions = v2ExtensionsOf(paymentRequirements, options.paymentIdentifier);
         const offer = {
           x402Version: X402_V2_VERSION,
           error: v2Error ?? reason ?? error,
           resource: resourceOf(req, paymentRequirements),
           accepts: [v2Requirements],
+          ...(extensions ? { extensions } : {}),
         };
         res.setHeader(X402V2Header.paymentRequired, encodeBase64Json(offer));
       }
@@ -378,6 +415,14 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
       if (json === undefined || (local && !local.success)) {
         const what = local && !local.success ? describeZodError(local.error) : "PAYMENT-SIGNATURE is not base64 JSON of an object";
         paymentRequired(SellerError.verificationFailed, VerifyReason.invalidPayload(what), EvmReason.unsupportedPayloadType);
+        return;
+      }
+      const identifier = paymentIdentifierOf(isPlainObject(json.extensions) ? json.extensions : undefined);
+      if ((identifier === undefined && options.paymentIdentifier === "required") || (identifier && "error" in identifier)) {
+        res.status(400).json({
+          error: SellerError.paymentIdentifierRequired,
+          details: identifier && "error" in identifier ? identifier.error : `this resource requires paymentPayload.extensions["${PAYMENT_IDENTIFIER}"].info.id`,
+        });
         return;
       }
       const request = { paymentPayload: json, paymentRequirements: v2Requirements };

@@ -4,7 +4,10 @@ import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
 import { appendPaymentIdentifierToExtensions, declarePaymentIdentifierExtension, extractPaymentIdentifier, generatePaymentId } from "@x402/extensions/payment-identifier";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
 import { privateKeyToAccount } from "viem/accounts";
+import express from "express";
 import { createV2PaymentPayload } from "../../src/buyer/index.js";
+import { paymentRequirements, requirePayment } from "../../src/seller/index.js";
+import { decodeBase64Json, encodeBase64Json, listen } from "../helpers/http.js";
 import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
 import { TX_HASH } from "../helpers/chain.js";
 import { PRICE, STACK_OPTIONS } from "../helpers/seller.js";
@@ -70,6 +73,55 @@ describe("x402 v2 payment-identifier through @x402/core's HTTPFacilitatorClient:
     expect(first!.success).to.equal(true);
     expect(answers).to.deep.equal(Array.from({ length: 6 }, () => first));
     await expectPaidOnChain(stack, "cronos-testnet", String(first!.transaction), { buyer: buyer.address, price: PRICE, before });
+  });
+
+  it("verify of a payment settled under its id answers valid (a seller's retry verifies before it settles), and the settle that follows gives the same transaction", async () => {
+    const payment = await paymentWithId(generatePaymentId("retry_"));
+    const first = plain(await client.settle(payment, requirements));
+    expect(first.success).to.equal(true);
+    expect(plain(await client.verify(payment, requirements))).to.deep.equal({ isValid: true, payer: buyer.address });
+    expect(plain(await client.settle(payment, requirements))).to.deep.equal(first);
+    // Without the id, the same authorization is "already used", as before.
+    const bare = { ...payment, extensions: {} } as PaymentPayload;
+    expect(plain(await client.verify(bare, requirements))).to.include({ isValid: false, invalidReason: "invalid_exact_evm_nonce_already_used" });
+  });
+
+  it("the kit's seller with paymentIdentifier: \"required\" declares it in PAYMENT-REQUIRED, answers 400 to a v2 payment without an id, and a retry with the kit buyer's echoed id gets the same transaction", async () => {
+    const app = express();
+    app.get(
+      "/report",
+      requirePayment(paymentRequirements({ network: "cronos-testnet", payTo: stack.seller, amount: PRICE }), { facilitatorUrl: stack.facilitatorUrl, paymentIdentifier: "required" }),
+      (_req, res) => void res.json({ report: "ok" }),
+    );
+    const seller = await listen(app);
+    try {
+      const unpaid = await fetch(`${seller.url}/report`);
+      expect(unpaid.status).to.equal(402);
+      const offer = decodeBase64Json(unpaid.headers.get("PAYMENT-REQUIRED")) as unknown as { accepts: Array<Record<string, unknown>>; extensions: Record<string, { info: Record<string, unknown> }> };
+      expect(offer.extensions["payment-identifier"]!.info).to.deep.equal({ required: true });
+      const signer = privateKeyToAccount(buyer.privateKey);
+      const pay = async (payment: unknown) => fetch(`${seller.url}/report`, { headers: { "PAYMENT-SIGNATURE": encodeBase64Json(payment) } });
+
+      const withoutId = await pay(await createV2PaymentPayload({ signer, requirements: offer.accepts[0]! }));
+      expect([withoutId.status, await withoutId.json()]).to.deep.equal([
+        400,
+        { error: "Payment identifier required", details: 'this resource requires paymentPayload.extensions["payment-identifier"].info.id' },
+      ]);
+
+      const payment = await createV2PaymentPayload({ signer, requirements: offer.accepts[0]!, extensions: offer.extensions });
+      const id = extractPaymentIdentifier(payment as unknown as PaymentPayload);
+      expect(id).to.match(/^pay_[0-9a-f]{32}$/);
+      const before = await partyBalances(stack, "cronos-testnet", buyer.address);
+      const paid = await pay(payment);
+      expect(paid.status).to.equal(200);
+      const receipt = decodeBase64Json(paid.headers.get("PAYMENT-RESPONSE")) as unknown as { transaction: string };
+      const again = await pay(payment);
+      expect(again.status).to.equal(200);
+      expect((decodeBase64Json(again.headers.get("PAYMENT-RESPONSE")) as unknown as { transaction: string }).transaction).to.equal(receipt.transaction);
+      await expectPaidOnChain(stack, "cronos-testnet", receipt.transaction, { buyer: buyer.address, price: PRICE, before });
+    } finally {
+      await seller.close();
+    }
   });
 
   it("the same id with another payment: refused on verify and settle, naming the identifier, and nothing is sent", async () => {

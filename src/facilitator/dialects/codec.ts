@@ -2,7 +2,7 @@ import type { Address } from "viem";
 import type { NetworkName } from "../../protocol/networks.js";
 import type { Payment } from "../../protocol/payment.js";
 import type { SettleOutcome } from "../settle.js";
-import type { VerifyOutcome } from "../verify.js";
+import type { VerifyAnswerOutcome } from "../verify.js";
 
 /** The dialects the facilitator speaks on one `/v2/x402` base: Cronos (x402Version 1) and x402 v2. */
 export type DialectName = "cronos" | "x402v2";
@@ -37,7 +37,7 @@ export interface DialectCodec {
   readonly name: DialectName;
   /** Reads a verify/settle body (any JSON) and the `X402-Version` header. */
   read(body: unknown, headerVersion: string | undefined): ReadResult;
-  verifyAnswer(outcome: VerifyOutcome, echo: Echo): object;
+  verifyAnswer(outcome: VerifyAnswerOutcome, echo: Echo): object;
   settleAnswer(outcome: SettleOutcome, echo: Echo): object;
   /** The answer of a request without a protocol outcome, in the endpoint's shape. */
   refusal(route: PaymentRoute, kind: RefusalKind, text: string, echo: Echo): object;

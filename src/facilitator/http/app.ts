@@ -3,7 +3,7 @@ import express, { type ErrorRequestHandler, type Express, type Request, type Res
 import { RequestError, SettleError } from "../../protocol/reasons.js";
 import type { SupportedResponse } from "../../protocol/schemas.js";
 import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext } from "../runtime.js";
-import { verifyPayment } from "../verify.js";
+import { verifyRequest } from "../verify.js";
 import { settlePayment } from "../settle.js";
 import { cronosDialect, dialectOf, type DialectName } from "../dialects/index.js";
 import type { HealthReport } from "../health.js";
@@ -137,7 +137,7 @@ export function createApp(options: AppOptions): Express {
     const { payment } = read;
     try {
       if (route === "verify") {
-        const outcome = await verifyPayment(payment, context);
+        const outcome = await verifyRequest(payment, context);
         if (outcome.isValid) await catalog(req.body);
         res.json(codec.verifyAnswer(outcome, echo));
         options.onOutcome?.({

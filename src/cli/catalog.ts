@@ -5,16 +5,17 @@ import { openLedger } from "../ledger/open.js";
 
 const USAGE = [
   "Usage: cronos-x402 catalog list",
-  "       cronos-x402 catalog remove <resource URL>",
+  "       cronos-x402 catalog remove <resource URL> [METHOD]",
   "",
   "Lists the discovery catalog's resources, or removes one (as GET /v2/x402/discovery/resources shows its",
-  "`resource`); a later paid request that declares it lists it again. Reads DATABASE_URL, else LEDGER_FILE",
+  "`resource`; every method of it, or METHOD's); a later paid request that declares it lists it again.",
+  "Reads DATABASE_URL, else LEDGER_FILE",
   `(default ${DEFAULT_LEDGER_FILE}), as the facilitator does.`,
 ].join("\n");
 
 /** Runs `catalog list` or `catalog remove URL`; returns the exit status. */
 export async function runCatalog(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
-  const [action, resource, ...extra] = argv;
+  const [action, resource, method, ...extra] = argv;
   if (action === "--help" || action === "-h") {
     process.stdout.write(`${USAGE}\n`);
     return 0;
@@ -32,7 +33,7 @@ export async function runCatalog(argv: readonly string[], env: NodeJS.ProcessEnv
       }
       return 0;
     }
-    const removed = await ledger.removeDiscoveryResource(resource!);
+    const removed = await ledger.removeDiscoveryResource(resource!, method);
     process.stdout.write(removed > 0 ? `removed ${resource}\n` : `not in the catalog: ${resource}\n`);
     return removed > 0 ? 0 : 1;
   } finally {

@@ -166,14 +166,16 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     // The discovery catalog (x402 `bazaar`): the paid resources this facilitator has seen, one row per
-    // resource URL (its canonical form), updated on each payment.
+    // resource URL (its canonical form) and method (GET, POST, …; MCP for a tool), updated on each payment.
     name: "0004_discovery_resources",
     statements: () => [
       `CREATE TABLE discovery_resources (
-        resource TEXT PRIMARY KEY,
+        resource TEXT NOT NULL,
+        method TEXT NOT NULL,
         type TEXT NOT NULL,
         entry TEXT NOT NULL,
-        last_updated BIGINT NOT NULL
+        last_updated BIGINT NOT NULL,
+        PRIMARY KEY (resource, method)
       )`,
       `CREATE INDEX discovery_resources_updated ON discovery_resources (last_updated)`,
     ],

@@ -196,6 +196,13 @@ class KeyedSerial {
  * The ledger over SQL: every rule lives here once; the backends ({@link SqlDriver}) differ only in
  * how statements run, how transactions serialize and how instances are notified.
  */
+/** The method a catalog entry is keyed by with its URL: its declaration's HTTP method (GET by default), or MCP for a tool. */
+function discoveryMethodOf(entry: DiscoveryEntry): string {
+  if (entry.type === "mcp") return "MCP";
+  const input = (entry.extensions?.bazaar as { info?: { input?: { method?: unknown } } } | undefined)?.info?.input;
+  return typeof input?.method === "string" ? input.method.toUpperCase() : "GET";
+}
+
 /** Ways of paying one catalog entry keeps (one per scheme and network). */
 const MAX_ACCEPTS = 16;
 
@@ -672,7 +679,8 @@ export class SqlLedger implements Ledger {
 
   async upsertDiscoveryResource(entry: DiscoveryEntry): Promise<void> {
     await this.#db.transaction(async (tx) => {
-      const [row] = await tx.all(`SELECT entry FROM discovery_resources WHERE resource = ?`, [entry.resource]);
+      const method = discoveryMethodOf(entry);
+      const [row] = await tx.all(`SELECT entry FROM discovery_resources WHERE resource = ? AND method = ?`, [entry.resource, method]);
       // The requirements of every way it was paid (one per scheme and network), the latest first.
       const earlier = row ? (JSON.parse(String(row.entry)) as DiscoveryEntry).accepts : [];
       const kind = (a: Record<string, unknown>) => `${String(a.scheme)}|${String(a.network)}`;
@@ -680,16 +688,16 @@ export class SqlLedger implements Ledger {
       const accepts = [...entry.accepts, ...earlier.filter((a) => !fresh.has(kind(a)))].slice(0, MAX_ACCEPTS);
       const merged = JSON.stringify({ ...entry, accepts });
       await tx.run(
-        `INSERT INTO discovery_resources (resource, type, entry, last_updated) VALUES (?, ?, ?, ?)
-         ON CONFLICT (resource) DO UPDATE SET type = excluded.type, entry = excluded.entry, last_updated = excluded.last_updated`,
-        [entry.resource, entry.type, merged, Date.parse(entry.lastUpdated)],
+        `INSERT INTO discovery_resources (resource, method, type, entry, last_updated) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (resource, method) DO UPDATE SET type = excluded.type, entry = excluded.entry, last_updated = excluded.last_updated`,
+        [entry.resource, method, entry.type, merged, Date.parse(entry.lastUpdated)],
       );
     });
   }
 
   async discoveryResources(filter: DiscoveryFilter = {}): Promise<DiscoveryEntry[]> {
     const rows = await this.#db.all(
-      `SELECT entry FROM discovery_resources ${filter.type !== undefined ? "WHERE type = ?" : ""} ORDER BY last_updated DESC, resource LIMIT 10000`,
+      `SELECT entry FROM discovery_resources ${filter.type !== undefined ? "WHERE type = ?" : ""} ORDER BY last_updated DESC, resource, method LIMIT 10000`,
       filter.type !== undefined ? [filter.type] : [],
     );
     // Payment fields match any of the ways the resource was paid.
@@ -700,8 +708,11 @@ export class SqlLedger implements Ledger {
     return rows.map((row) => JSON.parse(String(row.entry)) as DiscoveryEntry).filter((entry) => entry.accepts.some(matches));
   }
 
-  async removeDiscoveryResource(resource: string): Promise<number> {
-    const rows = await this.#db.all(`DELETE FROM discovery_resources WHERE resource = ? RETURNING resource`, [resource]);
+  async removeDiscoveryResource(resource: string, method?: string): Promise<number> {
+    const rows =
+      method === undefined
+        ? await this.#db.all(`DELETE FROM discovery_resources WHERE resource = ? RETURNING resource`, [resource])
+        : await this.#db.all(`DELETE FROM discovery_resources WHERE resource = ? AND method = ? RETURNING resource`, [resource, method.toUpperCase()]);
     return rows.length;
   }
 

@@ -357,12 +357,12 @@ export interface Ledger {
   /** The nonce a payer's payment identifier is bound to, if any. */
   paymentIdentifierNonce(scope: TokenScope, payer: Address, id: string): Promise<Hex | undefined>;
 
-  /** Adds a resource to the discovery catalog, or replaces its entry (a later payment's). */
+  /** Adds a resource (a URL and a method) to the discovery catalog, or replaces its entry with a later payment's. */
   upsertDiscoveryResource(entry: DiscoveryEntry): Promise<void>;
   /** The catalog's entries that match `filter` (each field exact; `payTo` case-insensitive), most recently updated first. */
   discoveryResources(filter?: DiscoveryFilter): Promise<DiscoveryEntry[]>;
-  /** Removes a resource from the catalog (an operator's decision); returns how many entries went. */
-  removeDiscoveryResource(resource: string): Promise<number>;
+  /** Removes a resource from the catalog (an operator's decision): every method of it, or `method`'s; returns how many entries went. */
+  removeDiscoveryResource(resource: string, method?: string): Promise<number>;
 
   /** Counts one hit of `key` in a fixed window of `windowMs` starting at its first hit. */
   hit(key: string, windowMs: number): Promise<CounterHit>;

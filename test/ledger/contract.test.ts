@@ -556,6 +556,22 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
     });
 
     describe("discovery catalog", () => {
+      it("keys an entry by URL and method: GET and POST of one URL are two entries; removal takes one method, or all", async () => {
+        const at = "2026-11-24T12:00:00.000Z";
+        const declared = (method: string) => ({ bazaar: { info: { input: { type: "http", method } } } });
+        const accepts = [{ scheme: "exact", network: "eip155:338", payTo: PAYER }];
+        await ledger.upsertDiscoveryResource({ resource: "https://s.example/items", type: "http", x402Version: 2, accepts, lastUpdated: at, extensions: declared("GET") });
+        await ledger.upsertDiscoveryResource({ resource: "https://s.example/items", type: "http", x402Version: 2, accepts, lastUpdated: at, extensions: declared("post") });
+        await ledger.upsertDiscoveryResource({ resource: "https://s.example/items", type: "http", x402Version: 2, accepts, lastUpdated: at, extensions: declared("GET") });
+        const methods = async () =>
+          (await ledger.discoveryResources()).map((e) => (e.extensions!.bazaar as { info: { input: { method: string } } }).info.input.method).sort();
+        expect(await methods()).to.deep.equal(["GET", "post"]);
+        expect(await ledger.removeDiscoveryResource("https://s.example/items", "POST")).to.equal(1);
+        expect(await methods()).to.deep.equal(["GET"]);
+        expect(await ledger.removeDiscoveryResource("https://s.example/items")).to.equal(1);
+        expect(await ledger.discoveryResources()).to.deep.equal([]);
+      });
+
       const requirements = (network: string, payTo: string = PAYER) => ({ scheme: "exact", network, payTo, amount: "10000" });
       const entry = (resource: string, network: string, at: string, type = "http") => ({ resource, type, x402Version: 2, accepts: [requirements(network)], lastUpdated: at });
 

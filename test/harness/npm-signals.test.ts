@@ -70,6 +70,8 @@ describe("npm scripts stop on SIGINT and SIGTERM to the npm process (scripts/boo
           RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer,
           PORT: "0",
           LOG_LEVEL: "info",
+          // Not the standalone default (data/ledger.db in the clone): a test leaves no file behind.
+          LEDGER_FILE: ":memory:",
         });
         running = proc;
         const [, url] = await proc.waitFor(/"url":"(http:\/\/127\.0\.0\.1:\d+)".*"msg":"facilitator listening"/, 150_000);

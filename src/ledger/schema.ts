@@ -180,4 +180,27 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX discovery_resources_updated ON discovery_resources (last_updated)`,
     ],
   },
+  {
+    // The token state index's used and canceled authorization nonces, and how far their backfill reaches per token:
+    // shared by every instance and kept across restarts, so the logs since the token's deployment are read once.
+    name: "0005_nonce_index",
+    statements: () => [
+      `CREATE TABLE indexed_nonces (
+        chain_id INTEGER NOT NULL,
+        token TEXT NOT NULL,
+        authorizer TEXT NOT NULL,
+        nonce TEXT NOT NULL,
+        block_number BIGINT NOT NULL,
+        PRIMARY KEY (chain_id, token, authorizer, nonce)
+      )`,
+      `CREATE TABLE nonce_index_progress (
+        chain_id INTEGER NOT NULL,
+        token TEXT NOT NULL,
+        from_block BIGINT NOT NULL,
+        through_block BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        PRIMARY KEY (chain_id, token)
+      )`,
+    ],
+  },
 ];

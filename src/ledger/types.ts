@@ -195,6 +195,22 @@ export interface Penalty extends PenaltySubject, TokenScope {
   txHash?: Hex;
 }
 
+/** An authorization nonce the token state index found used or canceled on chain. */
+export interface IndexedNonce {
+  authorizer: Address;
+  nonce: Hex;
+  /** The block of its AuthorizationUsed or AuthorizationCanceled log. */
+  blockNumber: bigint;
+}
+
+/** How far the shared record of used and canceled authorization nonces reaches, for one token. */
+export interface NonceIndexProgress {
+  /** The first block covered: the token's deployment block, or the configured start. */
+  fromBlock: bigint;
+  /** Every AuthorizationUsed / AuthorizationCanceled log of blocks fromBlock..throughBlock is stored; fromBlock - 1 while none is. */
+  throughBlock: bigint;
+}
+
 /** A rate-limit counter after a hit. */
 export interface CounterHit {
   hits: number;
@@ -356,6 +372,24 @@ export interface Ledger {
   bindPaymentIdentifier(scope: TokenScope, payer: Address, id: string, nonce: Hex): Promise<Hex>;
   /** The nonce a payer's payment identifier is bound to, if any. */
   paymentIdentifierNonce(scope: TokenScope, payer: Address, id: string): Promise<Hex | undefined>;
+
+  /** The nonce index's progress for `scope`, if it was ever opened. */
+  nonceIndexProgress(scope: TokenScope): Promise<NonceIndexProgress | undefined>;
+  /**
+   * Opens the nonce index of `scope` at `fromBlock`: creates its progress (fromBlock, fromBlock - 1) when there is none;
+   * when the stored one starts later than `fromBlock` (an earlier start configured), starts it over at `fromBlock`
+   * (throughBlock = fromBlock - 1), keeping the nonces stored (they are still true). Otherwise leaves it as it is.
+   * Returns the progress. Safe when several instances open it at once.
+   */
+  openNonceIndex(scope: TokenScope, fromBlock: bigint): Promise<NonceIndexProgress>;
+  /**
+   * Stores `nonces` (one already stored is left as it is) and, in the same transaction, raises throughBlock to
+   * `throughBlock` (never lowers it). The caller vouches that every such log of fromBlock..throughBlock is stored once
+   * this returns. Throws LedgerError "not_found" when the index was never opened. Returns the progress after.
+   */
+  recordIndexedNonces(scope: TokenScope, nonces: readonly IndexedNonce[], throughBlock: bigint): Promise<NonceIndexProgress>;
+  /** Stored nonces of `scope` in (authorizer, nonce) order, after `after` (exclusive), at most `limit`: the pages that load the index. */
+  indexedNonces(scope: TokenScope, options: { after?: { authorizer: Address; nonce: Hex }; limit: number }): Promise<IndexedNonce[]>;
 
   /** Adds a resource (a URL and a method) to the discovery catalog, or replaces its entry with a later payment's. */
   upsertDiscoveryResource(entry: DiscoveryEntry): Promise<void>;

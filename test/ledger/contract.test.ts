@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import type { Address, Hex } from "viem";
-import { IllegalTransitionError, LedgerError, type Ledger, type SettlementRecord } from "../../src/ledger/types.js";
+import { IllegalTransitionError, LedgerError, type IndexedNonce, type Ledger, type SettlementRecord, type TokenScope } from "../../src/ledger/types.js";
 import { MIGRATIONS } from "../../src/ledger/schema.js";
 import {
   claimInput,
@@ -552,6 +552,145 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         expect(await ledger.bindPaymentIdentifier({ ...scope, chainId: 25 }, PAYER, "pay_0123456789abcdef", NONCE_B)).to.equal(NONCE_B);
         expect(await ledger.bindPaymentIdentifier(scope, PAYER, "PAY_0123456789ABCDEF", NONCE_B)).to.equal(NONCE_B);
         expect(await ledger.paymentIdentifierNonce(scope, PAYER.toLowerCase() as Address, "pay_0123456789abcdef")).to.equal(NONCE_A);
+      });
+    });
+
+    describe("nonce index", () => {
+      const scope = { chainId: 338, token: TOKEN };
+      const authorizers = [PAYER, OTHER_PAYER, PAYEE];
+      /** Indexed nonce `i`: its authorizer one of three in turn, its block 100 + i. */
+      const indexed = (i: number): IndexedNonce => ({ authorizer: authorizers[i % 3]!, nonce: nonceOf(`indexed-${i}`), blockNumber: BigInt(100 + i) });
+      const range = (from: number, count: number) => Array.from({ length: count }, (_, i) => indexed(from + i));
+      /** As the index stores them: one per key, in (authorizer, nonce) order of their stored (lower-case) forms. */
+      const ordered = (nonces: readonly IndexedNonce[]) => {
+        const key = (n: IndexedNonce) => `${n.authorizer.toLowerCase()}:${n.nonce}`;
+        const unique = [...new Map(nonces.map((n) => [key(n), n])).values()];
+        return unique.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+      };
+      /** Every stored nonce, page by page; the page sizes too. */
+      async function pages(handle: Ledger, of: TokenScope, limit: number): Promise<{ nonces: IndexedNonce[]; sizes: number[] }> {
+        const nonces: IndexedNonce[] = [];
+        const sizes: number[] = [];
+        for (;;) {
+          const last = nonces.at(-1);
+          const page = await handle.indexedNonces(of, { limit, ...(last ? { after: { authorizer: last.authorizer, nonce: last.nonce } } : {}) });
+          sizes.push(page.length);
+          nonces.push(...page);
+          if (page.length < limit) return { nonces, sizes };
+        }
+      }
+
+      it("has no progress before it is opened; opening creates (fromBlock, fromBlock - 1)", async () => {
+        expect(await ledger.nonceIndexProgress(scope)).to.equal(undefined);
+        expect(await ledger.openNonceIndex(scope, 1_000n)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 999n });
+        expect(await ledger.nonceIndexProgress(scope)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 999n });
+        expect(await ledger.indexedNonces(scope, { limit: 10 })).to.deep.equal([]);
+      });
+
+      it("leaves the progress as it is when opened again at the same or a later block", async () => {
+        await ledger.openNonceIndex(scope, 1_000n);
+        await ledger.recordIndexedNonces(scope, [], 1_500n);
+        expect(await ledger.openNonceIndex(scope, 1_000n)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_500n });
+        expect(await ledger.openNonceIndex(scope, 1_200n)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_500n });
+        expect(await ledger.nonceIndexProgress(scope)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_500n });
+      });
+
+      it("starts the progress over when opened at an earlier block, keeping the nonces stored", async () => {
+        await ledger.openNonceIndex(scope, 1_000n);
+        await ledger.recordIndexedNonces(scope, range(0, 3), 1_500n);
+        expect(await ledger.openNonceIndex(scope, 800n)).to.deep.equal({ fromBlock: 800n, throughBlock: 799n });
+        expect(await ledger.nonceIndexProgress(scope)).to.deep.equal({ fromBlock: 800n, throughBlock: 799n });
+        expect(await ledger.indexedNonces(scope, { limit: 10 })).to.deep.equal(ordered(range(0, 3)));
+      });
+
+      it("stores nonces and raises throughBlock, never lowering it", async () => {
+        await ledger.openNonceIndex(scope, 1_000n);
+        expect(await ledger.recordIndexedNonces(scope, range(0, 2), 1_100n)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_100n });
+        // A lower throughBlock leaves it; its nonces are stored all the same (they are true).
+        expect(await ledger.recordIndexedNonces(scope, range(2, 1), 1_050n)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_100n });
+        expect(await ledger.recordIndexedNonces(scope, [], 1_100n)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_100n });
+        expect(await ledger.recordIndexedNonces(scope, [], 1_200n)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_200n });
+        expect(await ledger.nonceIndexProgress(scope)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_200n });
+        const stored = await ledger.indexedNonces(scope, { limit: 10 });
+        expect(stored).to.deep.equal(ordered(range(0, 3)));
+        expect(stored.map((n) => n.authorizer)).to.have.members([PAYER, OTHER_PAYER, PAYEE]); // checksummed
+      });
+
+      it("stores a nonce given twice once, in one call or across calls, whatever its case: the first one given stays", async () => {
+        await ledger.openNonceIndex(scope, 1n);
+        const nonce = nonceOf("twice");
+        const upper = nonce.toUpperCase().replace("0X", "0x") as Hex;
+        await ledger.recordIndexedNonces(
+          scope,
+          [
+            { authorizer: PAYER, nonce: upper, blockNumber: 5n },
+            { authorizer: PAYER.toLowerCase() as Address, nonce, blockNumber: 6n },
+          ],
+          10n,
+        );
+        await ledger.recordIndexedNonces(scope, [{ authorizer: PAYER.toUpperCase().replace("0X", "0x") as Address, nonce: upper, blockNumber: 7n }], 20n);
+        expect(await ledger.indexedNonces(scope, { limit: 10 })).to.deep.equal([{ authorizer: PAYER, nonce, blockNumber: 5n }]);
+      });
+
+      it("pages through 1,234 nonces in (authorizer, nonce) order, each exactly once, the page boundary compared in any case", async () => {
+        await ledger.openNonceIndex(scope, 100n);
+        const all = range(0, 1_234);
+        for (let at = 0; at < all.length; at += 300) await ledger.recordIndexedNonces(scope, all.slice(at, at + 300), BigInt(100 + at + 299));
+        const { nonces, sizes } = await pages(ledger, scope, 500);
+        expect(sizes).to.deep.equal([500, 500, 234]);
+        expect(nonces).to.deep.equal(ordered(all));
+        const boundary = nonces[499]!;
+        const lowerCase = await ledger.indexedNonces(scope, { after: { authorizer: boundary.authorizer.toLowerCase() as Address, nonce: boundary.nonce }, limit: 1 });
+        expect(lowerCase).to.deep.equal([nonces[500]]);
+        expect(await ledger.indexedNonces(scope, { after: { authorizer: nonces[1_233]!.authorizer, nonce: nonces[1_233]!.nonce }, limit: 500 })).to.deep.equal([]);
+      });
+
+      it("records 1,200 nonces in one call", async () => {
+        await ledger.openNonceIndex(scope, 100n);
+        const all = range(0, 1_200);
+        expect(await ledger.recordIndexedNonces(scope, all, 1_299n)).to.deep.equal({ fromBlock: 100n, throughBlock: 1_299n });
+        expect(await ledger.indexedNonces(scope, { limit: 2_000 })).to.deep.equal(ordered(all));
+      });
+
+      it("refuses to record before the index is opened (not_found), storing nothing", async () => {
+        const error = await ledger.recordIndexedNonces(scope, range(0, 2), 10n).catch((e: unknown) => e);
+        expect(error).to.be.instanceOf(LedgerError).and.deep.include({ code: "not_found" });
+        expect(await ledger.nonceIndexProgress(scope)).to.equal(undefined);
+        await ledger.openNonceIndex(scope, 1n);
+        expect(await ledger.indexedNonces(scope, { limit: 10 })).to.deep.equal([]);
+      });
+
+      it("keeps each token's and chain's index apart", async () => {
+        const otherChain = { chainId: 25, token: TOKEN };
+        const otherToken = { chainId: 338, token: PAYEE };
+        await ledger.openNonceIndex(scope, 1_000n);
+        await ledger.recordIndexedNonces(scope, range(0, 3), 2_000n);
+        for (const other of [otherChain, otherToken]) {
+          expect(await ledger.nonceIndexProgress(other)).to.equal(undefined);
+          expect(await ledger.indexedNonces(other, { limit: 10 })).to.deep.equal([]);
+          expect(await ledger.recordIndexedNonces(other, [], 1n).catch((e: unknown) => e)).to.be.instanceOf(LedgerError).and.deep.include({ code: "not_found" });
+        }
+        expect(await ledger.openNonceIndex(otherChain, 0n)).to.deep.equal({ fromBlock: 0n, throughBlock: -1n });
+        await ledger.recordIndexedNonces(otherChain, range(3, 1), 50n);
+        expect(await ledger.indexedNonces(otherChain, { limit: 10 })).to.deep.equal(range(3, 1));
+        expect(await ledger.nonceIndexProgress(scope)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 2_000n });
+        expect(await ledger.indexedNonces(scope, { limit: 10 })).to.deep.equal(ordered(range(0, 3)));
+        expect(await ledger.indexedNonces(otherToken, { limit: 10 })).to.deep.equal([]);
+      });
+
+      it("ends with every nonce stored once and the highest throughBlock when three handles open and record at once", async () => {
+        const handles = await threeHandles();
+        // Each handle records 4 batches of 150; neighbouring handles' batches overlap by 100 nonces.
+        await Promise.all(
+          handles.map(async (handle, h) => {
+            await handle.openNonceIndex(scope, 100n);
+            for (let k = 0; k < 4; k++) await handle.recordIndexedNonces(scope, range(h * 500 + k * 150, 150), BigInt(1_000 + h * 10 + k));
+          }),
+        );
+        const expected = ordered(handles.flatMap((_, h) => range(h * 500, 600)));
+        expect(expected).to.have.length(1_600);
+        expect(await ledger.nonceIndexProgress(scope)).to.deep.equal({ fromBlock: 100n, throughBlock: 1_023n });
+        expect((await pages(handles[1]!, scope, 500)).nonces).to.deep.equal(expected);
       });
     });
 

@@ -69,3 +69,41 @@ describe("ledger migrations: an embedded file from before 0002 (replaced transac
     }
   });
 });
+
+// A ledger file written before migration 0005 (the nonce index) opens with its rows, and an empty index.
+describe("ledger migrations: an embedded file from before 0005 (nonce index)", () => {
+  let dir: string;
+  let ledger: Ledger | undefined;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), "x402-migrate-"));
+  });
+  afterEach(async () => {
+    await ledger?.close();
+    ledger = undefined;
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("keeps its payment identifiers and opens, records and pages the nonce index", async () => {
+    const clock = new TestClock();
+    const location = join(dir, "ledger.db");
+    const scope = { chainId: 338, token: TOKEN };
+    const old = new DatabaseSync(location);
+    for (const migration of MIGRATIONS.slice(0, 4)) for (const statement of migration.statements(SQLITE_SCHEMA)) old.exec(statement);
+    old.exec("PRAGMA user_version = 4");
+    old
+      .prepare(`INSERT INTO payment_identifiers (chain_id, token, payer, id, nonce, created_at) VALUES (338, ?, ?, 'pay_0123456789abcdef', ?, ?)`)
+      .run(TOKEN.toLowerCase(), PAYER.toLowerCase(), nonceOf("old"), clock.now);
+    old.close();
+
+    ledger = openSqliteLedger({ location, clock: clock.read });
+    expect((await ledger.health()).migrations).to.deep.equal({ applied: MIGRATIONS.length, expected: MIGRATIONS.length });
+    expect(await ledger.paymentIdentifierNonce(scope, PAYER, "pay_0123456789abcdef")).to.equal(nonceOf("old"));
+    expect(await ledger.nonceIndexProgress(scope)).to.equal(undefined);
+    expect(await ledger.openNonceIndex(scope, 10n)).to.deep.equal({ fromBlock: 10n, throughBlock: 9n });
+    expect(await ledger.recordIndexedNonces(scope, [{ authorizer: PAYER, nonce: nonceOf("used"), blockNumber: 12n }], 20n)).to.deep.equal({
+      fromBlock: 10n,
+      throughBlock: 20n,
+    });
+    expect(await ledger.indexedNonces(scope, { limit: 10 })).to.deep.equal([{ authorizer: PAYER, nonce: nonceOf("used"), blockNumber: 12n }]);
+  });
+});

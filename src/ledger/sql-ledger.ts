@@ -720,7 +720,7 @@ export class SqlLedger implements Ledger {
     return toProgress(row!);
   }
 
-  recordIndexedNonces(scope: TokenScope, nonces: readonly IndexedNonce[], throughBlock: bigint): Promise<NonceIndexProgress> {
+  recordIndexedNonces(scope: TokenScope, nonces: readonly IndexedNonce[], range: { fromBlock: bigint; throughBlock: bigint }): Promise<NonceIndexProgress> {
     const token = lower(scope.token);
     // A nonce given twice (in another case, or from log ranges that overlap) is one row: the first one given.
     const rows = new Map<string, SqlValue[]>();
@@ -735,9 +735,10 @@ export class SqlLedger implements Ledger {
       // The progress row first: its lock (PostgreSQL) makes one token's recorders take turns, so that their inserts
       // of the same nonces in other orders cannot deadlock.
       const [row] = await tx.all(
-        `UPDATE nonce_index_progress SET through_block = CASE WHEN through_block < ? THEN ? ELSE through_block END, updated_at = ?
+        // Raised only over a range that joins the stored one: no block between is left unread.
+        `UPDATE nonce_index_progress SET through_block = CASE WHEN through_block < ? AND through_block >= ? THEN ? ELSE through_block END, updated_at = ?
          WHERE chain_id = ? AND token = ? RETURNING from_block, through_block`,
-        [Number(throughBlock), Number(throughBlock), now, scope.chainId, token],
+        [Number(range.throughBlock), Number(range.fromBlock) - 1, Number(range.throughBlock), now, scope.chainId, token],
       );
       if (!row) throw new LedgerError("not_found", `the nonce index of token ${scope.token} on chain ${scope.chainId} was never opened`);
       for (const chunk of nonceChunks([...rows.values()])) {

@@ -384,10 +384,12 @@ export interface Ledger {
   openNonceIndex(scope: TokenScope, fromBlock: bigint): Promise<NonceIndexProgress>;
   /**
    * Stores `nonces` (one already stored is left as it is) and, in the same transaction, raises throughBlock to
-   * `throughBlock` (never lowers it). The caller vouches that every such log of fromBlock..throughBlock is stored once
-   * this returns. Throws LedgerError "not_found" when the index was never opened. Returns the progress after.
+   * `range.throughBlock` when the stored progress already reaches `range.fromBlock - 1` (never lowers it; a range
+   * that would leave blocks between unread raises nothing, its nonces are stored all the same). The caller vouches
+   * that every such log of `range` is among `nonces` or stored. Throws LedgerError "not_found" when the index was
+   * never opened. Returns the progress after.
    */
-  recordIndexedNonces(scope: TokenScope, nonces: readonly IndexedNonce[], throughBlock: bigint): Promise<NonceIndexProgress>;
+  recordIndexedNonces(scope: TokenScope, nonces: readonly IndexedNonce[], range: { fromBlock: bigint; throughBlock: bigint }): Promise<NonceIndexProgress>;
   /** Stored nonces of `scope` in (authorizer, nonce) order, after `after` (exclusive), at most `limit`: the pages that load the index. */
   indexedNonces(scope: TokenScope, options: { after?: { authorizer: Address; nonce: Hex }; limit: number }): Promise<IndexedNonce[]>;
 

@@ -589,7 +589,7 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
 
       it("leaves the progress as it is when opened again at the same or a later block", async () => {
         await ledger.openNonceIndex(scope, 1_000n);
-        await ledger.recordIndexedNonces(scope, [], 1_500n);
+        await ledger.recordIndexedNonces(scope, [], { fromBlock: 0n, throughBlock: 1_500n });
         expect(await ledger.openNonceIndex(scope, 1_000n)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_500n });
         expect(await ledger.openNonceIndex(scope, 1_200n)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_500n });
         expect(await ledger.nonceIndexProgress(scope)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_500n });
@@ -597,7 +597,7 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
 
       it("starts the progress over when opened at an earlier block, keeping the nonces stored", async () => {
         await ledger.openNonceIndex(scope, 1_000n);
-        await ledger.recordIndexedNonces(scope, range(0, 3), 1_500n);
+        await ledger.recordIndexedNonces(scope, range(0, 3), { fromBlock: 0n, throughBlock: 1_500n });
         expect(await ledger.openNonceIndex(scope, 800n)).to.deep.equal({ fromBlock: 800n, throughBlock: 799n });
         expect(await ledger.nonceIndexProgress(scope)).to.deep.equal({ fromBlock: 800n, throughBlock: 799n });
         expect(await ledger.indexedNonces(scope, { limit: 10 })).to.deep.equal(ordered(range(0, 3)));
@@ -605,15 +605,27 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
 
       it("stores nonces and raises throughBlock, never lowering it", async () => {
         await ledger.openNonceIndex(scope, 1_000n);
-        expect(await ledger.recordIndexedNonces(scope, range(0, 2), 1_100n)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_100n });
+        expect(await ledger.recordIndexedNonces(scope, range(0, 2), { fromBlock: 0n, throughBlock: 1_100n })).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_100n });
         // A lower throughBlock leaves it; its nonces are stored all the same (they are true).
-        expect(await ledger.recordIndexedNonces(scope, range(2, 1), 1_050n)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_100n });
-        expect(await ledger.recordIndexedNonces(scope, [], 1_100n)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_100n });
-        expect(await ledger.recordIndexedNonces(scope, [], 1_200n)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_200n });
+        expect(await ledger.recordIndexedNonces(scope, range(2, 1), { fromBlock: 0n, throughBlock: 1_050n })).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_100n });
+        expect(await ledger.recordIndexedNonces(scope, [], { fromBlock: 0n, throughBlock: 1_100n })).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_100n });
+        expect(await ledger.recordIndexedNonces(scope, [], { fromBlock: 0n, throughBlock: 1_200n })).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_200n });
         expect(await ledger.nonceIndexProgress(scope)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_200n });
         const stored = await ledger.indexedNonces(scope, { limit: 10 });
         expect(stored).to.deep.equal(ordered(range(0, 3)));
         expect(stored.map((n) => n.authorizer)).to.have.members([PAYER, OTHER_PAYER, PAYEE]); // checksummed
+      });
+
+      it("raises throughBlock only over a range that joins the stored one (an index started over earlier meanwhile), storing its nonces all the same", async () => {
+        await ledger.openNonceIndex(scope, 1_000n);
+        expect(await ledger.recordIndexedNonces(scope, range(0, 1), { fromBlock: 1_000n, throughBlock: 1_099n })).to.deep.equal({ fromBlock: 1_000n, throughBlock: 1_099n });
+        // Another instance starts the index over at block 500: a backfiller still reading from 1,100 must not cover 500..1,099.
+        await ledger.openNonceIndex(scope, 500n);
+        expect(await ledger.recordIndexedNonces(scope, range(1, 1), { fromBlock: 1_100n, throughBlock: 1_199n })).to.deep.equal({ fromBlock: 500n, throughBlock: 499n });
+        expect(await ledger.recordIndexedNonces(scope, [], { fromBlock: 500n, throughBlock: 1_199n })).to.deep.equal({ fromBlock: 500n, throughBlock: 1_199n });
+        // A range inside the stored one raises nothing either.
+        expect(await ledger.recordIndexedNonces(scope, range(2, 1), { fromBlock: 600n, throughBlock: 700n })).to.deep.equal({ fromBlock: 500n, throughBlock: 1_199n });
+        expect(await ledger.indexedNonces(scope, { limit: 10 })).to.deep.equal(ordered(range(0, 3)));
       });
 
       it("stores a nonce given twice once, in one call or across calls, whatever its case: the first one given stays", async () => {
@@ -626,16 +638,16 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
             { authorizer: PAYER, nonce: upper, blockNumber: 5n },
             { authorizer: PAYER.toLowerCase() as Address, nonce, blockNumber: 6n },
           ],
-          10n,
+          { fromBlock: 0n, throughBlock: 10n },
         );
-        await ledger.recordIndexedNonces(scope, [{ authorizer: PAYER.toUpperCase().replace("0X", "0x") as Address, nonce: upper, blockNumber: 7n }], 20n);
+        await ledger.recordIndexedNonces(scope, [{ authorizer: PAYER.toUpperCase().replace("0X", "0x") as Address, nonce: upper, blockNumber: 7n }], { fromBlock: 0n, throughBlock: 20n });
         expect(await ledger.indexedNonces(scope, { limit: 10 })).to.deep.equal([{ authorizer: PAYER, nonce, blockNumber: 5n }]);
       });
 
       it("pages through 1,234 nonces in (authorizer, nonce) order, each exactly once, the page boundary compared in any case", async () => {
         await ledger.openNonceIndex(scope, 100n);
         const all = range(0, 1_234);
-        for (let at = 0; at < all.length; at += 300) await ledger.recordIndexedNonces(scope, all.slice(at, at + 300), BigInt(100 + at + 299));
+        for (let at = 0; at < all.length; at += 300) await ledger.recordIndexedNonces(scope, all.slice(at, at + 300), { fromBlock: 0n, throughBlock: BigInt(100 + at + 299) });
         const { nonces, sizes } = await pages(ledger, scope, 500);
         expect(sizes).to.deep.equal([500, 500, 234]);
         expect(nonces).to.deep.equal(ordered(all));
@@ -648,12 +660,12 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
       it("records 1,200 nonces in one call", async () => {
         await ledger.openNonceIndex(scope, 100n);
         const all = range(0, 1_200);
-        expect(await ledger.recordIndexedNonces(scope, all, 1_299n)).to.deep.equal({ fromBlock: 100n, throughBlock: 1_299n });
+        expect(await ledger.recordIndexedNonces(scope, all, { fromBlock: 0n, throughBlock: 1_299n })).to.deep.equal({ fromBlock: 100n, throughBlock: 1_299n });
         expect(await ledger.indexedNonces(scope, { limit: 2_000 })).to.deep.equal(ordered(all));
       });
 
       it("refuses to record before the index is opened (not_found), storing nothing", async () => {
-        const error = await ledger.recordIndexedNonces(scope, range(0, 2), 10n).catch((e: unknown) => e);
+        const error = await ledger.recordIndexedNonces(scope, range(0, 2), { fromBlock: 0n, throughBlock: 10n }).catch((e: unknown) => e);
         expect(error).to.be.instanceOf(LedgerError).and.deep.include({ code: "not_found" });
         expect(await ledger.nonceIndexProgress(scope)).to.equal(undefined);
         await ledger.openNonceIndex(scope, 1n);
@@ -664,14 +676,14 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         const otherChain = { chainId: 25, token: TOKEN };
         const otherToken = { chainId: 338, token: PAYEE };
         await ledger.openNonceIndex(scope, 1_000n);
-        await ledger.recordIndexedNonces(scope, range(0, 3), 2_000n);
+        await ledger.recordIndexedNonces(scope, range(0, 3), { fromBlock: 0n, throughBlock: 2_000n });
         for (const other of [otherChain, otherToken]) {
           expect(await ledger.nonceIndexProgress(other)).to.equal(undefined);
           expect(await ledger.indexedNonces(other, { limit: 10 })).to.deep.equal([]);
-          expect(await ledger.recordIndexedNonces(other, [], 1n).catch((e: unknown) => e)).to.be.instanceOf(LedgerError).and.deep.include({ code: "not_found" });
+          expect(await ledger.recordIndexedNonces(other, [], { fromBlock: 0n, throughBlock: 1n }).catch((e: unknown) => e)).to.be.instanceOf(LedgerError).and.deep.include({ code: "not_found" });
         }
         expect(await ledger.openNonceIndex(otherChain, 0n)).to.deep.equal({ fromBlock: 0n, throughBlock: -1n });
-        await ledger.recordIndexedNonces(otherChain, range(3, 1), 50n);
+        await ledger.recordIndexedNonces(otherChain, range(3, 1), { fromBlock: 0n, throughBlock: 50n });
         expect(await ledger.indexedNonces(otherChain, { limit: 10 })).to.deep.equal(range(3, 1));
         expect(await ledger.nonceIndexProgress(scope)).to.deep.equal({ fromBlock: 1_000n, throughBlock: 2_000n });
         expect(await ledger.indexedNonces(scope, { limit: 10 })).to.deep.equal(ordered(range(0, 3)));
@@ -684,7 +696,7 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         await Promise.all(
           handles.map(async (handle, h) => {
             await handle.openNonceIndex(scope, 100n);
-            for (let k = 0; k < 4; k++) await handle.recordIndexedNonces(scope, range(h * 500 + k * 150, 150), BigInt(1_000 + h * 10 + k));
+            for (let k = 0; k < 4; k++) await handle.recordIndexedNonces(scope, range(h * 500 + k * 150, 150), { fromBlock: 0n, throughBlock: BigInt(1_000 + h * 10 + k) });
           }),
         );
         const expected = ordered(handles.flatMap((_, h) => range(h * 500, 600)));

@@ -100,7 +100,7 @@ describe("ledger migrations: an embedded file from before 0005 (nonce index)", (
     expect(await ledger.paymentIdentifierNonce(scope, PAYER, "pay_0123456789abcdef")).to.equal(nonceOf("old"));
     expect(await ledger.nonceIndexProgress(scope)).to.equal(undefined);
     expect(await ledger.openNonceIndex(scope, 10n)).to.deep.equal({ fromBlock: 10n, throughBlock: 9n });
-    expect(await ledger.recordIndexedNonces(scope, [{ authorizer: PAYER, nonce: nonceOf("used"), blockNumber: 12n }], 20n)).to.deep.equal({
+    expect(await ledger.recordIndexedNonces(scope, [{ authorizer: PAYER, nonce: nonceOf("used"), blockNumber: 12n }], { fromBlock: 0n, throughBlock: 20n })).to.deep.equal({
       fromBlock: 10n,
       throughBlock: 20n,
     });

@@ -4,6 +4,7 @@ import {
   IllegalTransitionError,
   LedgerError,
   type BroadcastRecord,
+  type BoundPayment,
   type ClaimInput,
   type ClaimResult,
   type CounterHit,
@@ -168,6 +169,10 @@ function toPenalty(row: SqlRow): Penalty {
     until: BigInt(row.until_at as string),
     ...(row.tx_hash != null ? { txHash: row.tx_hash as Hex } : {}),
   };
+}
+
+function toBoundPayment(row: SqlRow): BoundPayment {
+  return { nonce: row.nonce as Hex, ...(row.digest != null ? { digest: row.digest as Hex } : {}) };
 }
 
 /** The write-ahead record of a signed transaction: completed with the row source (`settlements WHERE …`, or a CTE). */
@@ -657,24 +662,24 @@ export class SqlLedger implements Ledger {
     return row ? toPenalty(row) : undefined;
   }
 
-  async bindPaymentIdentifier(scope: TokenScope, payer: Address, id: string, nonce: Hex): Promise<Hex> {
+  async bindPaymentIdentifier(scope: TokenScope, payer: Address, id: string, payment: BoundPayment): Promise<BoundPayment> {
     const [row] = await this.#db.all(
-      `INSERT INTO payment_identifiers (chain_id, token, payer, id, nonce, created_at) VALUES (?, ?, ?, ?, ?, ?)
+      `INSERT INTO payment_identifiers (chain_id, token, payer, id, nonce, digest, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (chain_id, token, payer, id) DO UPDATE SET nonce = payment_identifiers.nonce
-       RETURNING nonce`,
-      [scope.chainId, lower(scope.token), lower(payer), id, lower(nonce), this.#now()],
+       RETURNING nonce, digest`,
+      [scope.chainId, lower(scope.token), lower(payer), id, lower(payment.nonce), payment.digest ? lower(payment.digest) : null, this.#now()],
     );
-    return row!.nonce as Hex;
+    return toBoundPayment(row!);
   }
 
-  async paymentIdentifierNonce(scope: TokenScope, payer: Address, id: string): Promise<Hex | undefined> {
-    const [row] = await this.#db.all(`SELECT nonce FROM payment_identifiers WHERE chain_id = ? AND token = ? AND payer = ? AND id = ?`, [
+  async paymentIdentifierBinding(scope: TokenScope, payer: Address, id: string): Promise<BoundPayment | undefined> {
+    const [row] = await this.#db.all(`SELECT nonce, digest FROM payment_identifiers WHERE chain_id = ? AND token = ? AND payer = ? AND id = ?`, [
       scope.chainId,
       lower(scope.token),
       lower(payer),
       id,
     ]);
-    return row ? (row.nonce as Hex) : undefined;
+    return row ? toBoundPayment(row) : undefined;
   }
 
   async upsertDiscoveryResource(entry: DiscoveryEntry): Promise<void> {

@@ -195,6 +195,17 @@ export interface Penalty extends PenaltySubject, TokenScope {
   txHash?: Hex;
 }
 
+/**
+ * The payment a payment identifier is bound to: the authorization's nonce and its EIP-712 digest, which
+ * covers everything signed (payer, payee, value, validAfter, validBefore, nonce, and the token and chain
+ * through the domain). `digest` is absent for a binding recorded before migration 0004, which kept the
+ * nonce only.
+ */
+export interface BoundPayment {
+  nonce: Hex;
+  digest?: Hex;
+}
+
 /** A rate-limit counter after a hit. */
 export interface CounterHit {
   hits: number;
@@ -350,12 +361,12 @@ export interface Ledger {
 
   /**
    * Binds a payer's payment identifier (the x402 `payment-identifier` extension) to the authorization
-   * nonce it first came with, unless it is bound already. Returns the nonce it is bound to: this one, or
-   * the earlier payment's. One binding for all instances; it is never released.
+   * it first came with, unless it is bound already. Returns the payment it is bound to: this one, or the
+   * earlier one. One binding for all instances; it is never released.
    */
-  bindPaymentIdentifier(scope: TokenScope, payer: Address, id: string, nonce: Hex): Promise<Hex>;
-  /** The nonce a payer's payment identifier is bound to, if any. */
-  paymentIdentifierNonce(scope: TokenScope, payer: Address, id: string): Promise<Hex | undefined>;
+  bindPaymentIdentifier(scope: TokenScope, payer: Address, id: string, payment: BoundPayment): Promise<BoundPayment>;
+  /** The payment a payer's payment identifier is bound to, if any. */
+  paymentIdentifierBinding(scope: TokenScope, payer: Address, id: string): Promise<BoundPayment | undefined>;
 
   /** Adds a resource (a URL and a method) to the discovery catalog, or replaces its entry with a later payment's. */
   upsertDiscoveryResource(entry: DiscoveryEntry): Promise<void>;

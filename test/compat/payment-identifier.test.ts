@@ -9,7 +9,8 @@ import { createV2PaymentPayload } from "../../src/buyer/index.js";
 import { paymentRequirements, requirePayment } from "../../src/seller/index.js";
 import { decodeBase64Json, encodeBase64Json, listen } from "../helpers/http.js";
 import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
-import { TX_HASH } from "../helpers/chain.js";
+import { rpcClient, tokenBalances, TX_HASH } from "../helpers/chain.js";
+import { signTransferAuthorization } from "../helpers/sign.js";
 import { PRICE, STACK_OPTIONS } from "../helpers/seller.js";
 import { expectPaidOnChain, partyBalances } from "./helpers.js";
 
@@ -150,6 +151,61 @@ describe("x402 v2 payment-identifier through @x402/core's HTTPFacilitatorClient:
     const fresh = plain(await client.settle(await paymentWithId(generatePaymentId()), requirements));
     expect(fresh.success).to.equal(true);
   });
+
+  /**
+   * The payer re-signs `payment`'s nonce for other terms (another payee, another value), under the same id:
+   * what a payer would send to make a second seller believe it was paid by the first payment's transaction.
+   */
+  async function resignedUnderSameNonce(payment: PaymentPayload, terms: { payTo: `0x${string}`; amount: string }): Promise<{ payment: PaymentPayload; requirements: PaymentRequirements }> {
+    const info = stack.networks["cronos-testnet"]!;
+    const signed = payment.payload.authorization as { from: `0x${string}`; validAfter: string; validBefore: string; nonce: `0x${string}` };
+    const message = { from: signed.from, to: terms.payTo, value: BigInt(terms.amount), validAfter: BigInt(signed.validAfter), validBefore: BigInt(signed.validBefore), nonce: signed.nonce };
+    const { signature } = await signTransferAuthorization({
+      account: privateKeyToAccount(buyer.privateKey),
+      domain: { name: info.domain.name, version: info.domain.version, chainId: 338, verifyingContract: info.token },
+      message,
+    });
+    const other = { ...requirements, payTo: terms.payTo, amount: terms.amount };
+    const authorization = { ...message, value: terms.amount, validAfter: signed.validAfter, validBefore: signed.validBefore };
+    return { payment: { ...payment, accepted: other, payload: { signature, authorization } } as PaymentPayload, requirements: other };
+  }
+
+  for (const [what, terms] of [
+    ["another payee", (payee: `0x${string}`) => ({ payTo: payee, amount: PRICE.toString() })],
+    ["another value", () => ({ payTo: stack.seller, amount: "5000000" })],
+  ] as const) {
+    it(`a payment re-signed under the settled payment's nonce and id for ${what}: refused on verify and settle as payment_identifier_conflict, never answered with the first transaction, nothing sent`, async () => {
+      const info = stack.networks["cronos-testnet"]!;
+      const payee = stack.networks["cronos-testnet"]!.buyers[2]!.address;
+      const id = generatePaymentId("replay_");
+      const original = await paymentWithId(id);
+      const first = plain(await client.settle(original, requirements));
+      expect(first.success).to.equal(true);
+      const resigned = await resignedUnderSameNonce(original, terms(payee));
+      const parties = [buyer.address, stack.seller, payee];
+      const before = await tokenBalances(info.rpcUrl, info.token, parties);
+      const sent = await rpcClient(info.rpcUrl).getTransactionCount({ address: stack.relayer, blockTag: "pending" });
+      const refusal = `Payment identifier ${id} is already used by another payment`;
+      expect(plain(await client.verify(resigned.payment, resigned.requirements))).to.deep.equal({
+        isValid: false,
+        invalidReason: "payment_identifier_conflict",
+        invalidMessage: refusal,
+        payer: buyer.address,
+      });
+      expect(plain(await client.settle(resigned.payment, resigned.requirements))).to.deep.equal({
+        success: false,
+        errorReason: "payment_identifier_conflict",
+        errorMessage: refusal,
+        payer: buyer.address,
+        transaction: "",
+        network: "eip155:338",
+      });
+      expect(await tokenBalances(info.rpcUrl, info.token, parties)).to.deep.equal(before);
+      expect(await rpcClient(info.rpcUrl).getTransactionCount({ address: stack.relayer, blockTag: "pending" })).to.equal(sent);
+      // The payment that was settled under the id still gets its own answer.
+      expect(plain(await client.settle(original, requirements))).to.deep.equal(first);
+    });
+  }
 
   it("two payments racing under one new id: exactly one is paid, the other refused naming the identifier", async () => {
     const id = generatePaymentId("race_");

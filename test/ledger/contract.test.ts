@@ -534,24 +534,38 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
       const scope = { chainId: 338, token: TOKEN };
       const NONCE_A = ("0x" + "0a".repeat(32)) as Hex;
       const NONCE_B = ("0x" + "0b".repeat(32)) as Hex;
+      const A = { nonce: NONCE_A, digest: ("0x" + "a1".repeat(32)) as Hex };
+      const B = { nonce: NONCE_B, digest: ("0x" + "b1".repeat(32)) as Hex };
+      // Another payment re-signed under A's nonce (another payee or value): another digest.
+      const A2 = { nonce: NONCE_A, digest: ("0x" + "a2".repeat(32)) as Hex };
 
-      it("binds an id to the first nonce it came with, for every handle; a later nonce gets the first one back", async () => {
+      it("binds an id to the first payment it came with, for every handle; a later payment gets the first one back", async () => {
         const [a, b, c] = await threeHandles();
-        expect(await a!.paymentIdentifierNonce(scope, PAYER, "pay_0123456789abcdef")).to.equal(undefined);
-        // At once from three handles with two nonces: one binding wins, and all three are told the same one.
-        const bound = await Promise.all([a!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", NONCE_A), b!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", NONCE_B), c!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", NONCE_A)]);
-        expect(new Set(bound).size).to.equal(1);
-        expect([NONCE_A, NONCE_B]).to.include(bound[0]);
-        expect(await c!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", NONCE_B === bound[0] ? NONCE_A : NONCE_B)).to.equal(bound[0]);
-        expect(await b!.paymentIdentifierNonce(scope, PAYER, "pay_0123456789abcdef")).to.equal(bound[0]);
+        expect(await a!.paymentIdentifierBinding(scope, PAYER, "pay_0123456789abcdef")).to.equal(undefined);
+        // At once from three handles with two payments: one binding wins, and all three are told the same one.
+        const bound = await Promise.all([a!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", A), b!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", B), c!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", A)]);
+        expect(bound[1]).to.deep.equal(bound[0]);
+        expect(bound[2]).to.deep.equal(bound[0]);
+        expect([A, B]).to.deep.include(bound[0]);
+        expect(await c!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", bound[0]!.nonce === NONCE_B ? A : B)).to.deep.equal(bound[0]);
+        expect(await b!.paymentIdentifierBinding(scope, PAYER, "pay_0123456789abcdef")).to.deep.equal(bound[0]);
+      });
+
+      it("keeps the whole payment bound: another payment under the same nonce gets the first one's digest back", async () => {
+        expect(await ledger.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", A)).to.deep.equal(A);
+        expect(await ledger.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", A2)).to.deep.equal(A);
+        expect(await ledger.paymentIdentifierBinding(scope, PAYER, "pay_0123456789abcdef")).to.deep.equal(A);
+        // A binding given without a digest (as those recorded before migration 0004) answers with the nonce only.
+        expect(await ledger.bindPaymentIdentifier(scope, PAYER, "pay_without_digest_01", { nonce: NONCE_B })).to.deep.equal({ nonce: NONCE_B });
+        expect(await ledger.paymentIdentifierBinding(scope, PAYER, "pay_without_digest_01")).to.deep.equal({ nonce: NONCE_B });
       });
 
       it("keeps ids apart per payer, token and chain, and compares them as sent (case-sensitive)", async () => {
-        expect(await ledger.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", NONCE_A)).to.equal(NONCE_A);
-        expect(await ledger.bindPaymentIdentifier(scope, OTHER_PAYER, "pay_0123456789abcdef", NONCE_B)).to.equal(NONCE_B);
-        expect(await ledger.bindPaymentIdentifier({ ...scope, chainId: 25 }, PAYER, "pay_0123456789abcdef", NONCE_B)).to.equal(NONCE_B);
-        expect(await ledger.bindPaymentIdentifier(scope, PAYER, "PAY_0123456789ABCDEF", NONCE_B)).to.equal(NONCE_B);
-        expect(await ledger.paymentIdentifierNonce(scope, PAYER.toLowerCase() as Address, "pay_0123456789abcdef")).to.equal(NONCE_A);
+        expect(await ledger.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", A)).to.deep.equal(A);
+        expect(await ledger.bindPaymentIdentifier(scope, OTHER_PAYER, "pay_0123456789abcdef", B)).to.deep.equal(B);
+        expect(await ledger.bindPaymentIdentifier({ ...scope, chainId: 25 }, PAYER, "pay_0123456789abcdef", B)).to.deep.equal(B);
+        expect(await ledger.bindPaymentIdentifier(scope, PAYER, "PAY_0123456789ABCDEF", B)).to.deep.equal(B);
+        expect(await ledger.paymentIdentifierBinding(scope, PAYER.toLowerCase() as Address, "pay_0123456789abcdef")).to.deep.equal(A);
       });
     });
 

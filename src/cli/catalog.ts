@@ -8,7 +8,8 @@ const USAGE = [
   "       cronos-x402 catalog remove <resource URL> [METHOD]",
   "",
   "Lists the discovery catalog's resources, or removes one (as GET /v2/x402/discovery/resources shows its",
-  "`resource`; every method of it, or METHOD's); a later paid request that declares it lists it again.",
+  "`resource`; every method of it, or METHOD's: an HTTP method, or mcp:<toolName> for an MCP tool); a later",
+  "paid request that declares it lists it again.",
   "Reads DATABASE_URL, else LEDGER_FILE",
   `(default ${DEFAULT_LEDGER_FILE}), as the facilitator does.`,
 ].join("\n");

@@ -10,6 +10,7 @@ import {
   type CounterHit,
   type DiscoveryEntry,
   type DiscoveryFilter,
+  type DiscoveryUpsertOptions,
   type InstanceRecord,
   type Lease,
   type Ledger,
@@ -201,11 +202,19 @@ class KeyedSerial {
  * The ledger over SQL: every rule lives here once; the backends ({@link SqlDriver}) differ only in
  * how statements run, how transactions serialize and how instances are notified.
  */
-/** The method a catalog entry is keyed by with its URL: its declaration's HTTP method (GET by default), or MCP for a tool. */
-function discoveryMethodOf(entry: DiscoveryEntry): string {
-  if (entry.type === "mcp") return "MCP";
-  const input = (entry.extensions?.bazaar as { info?: { input?: { method?: unknown } } } | undefined)?.info?.input;
+/**
+ * What a catalog entry is keyed by with its URL: its declaration's HTTP method (GET by default), or
+ * `mcp:<toolName>` for an MCP tool (several tools may share one URL).
+ */
+export function discoveryMethodOf(entry: DiscoveryEntry): string {
+  const input = (entry.extensions?.bazaar as { info?: { input?: { method?: unknown; toolName?: unknown } } } | undefined)?.info?.input;
+  if (entry.type === "mcp") return `mcp:${typeof input?.toolName === "string" ? input.toolName : ""}`;
   return typeof input?.method === "string" ? input.method.toUpperCase() : "GET";
+}
+
+/** The key a removal names: an HTTP method in any case, or `mcp:<toolName>` as declared (tool names are case-sensitive). */
+function discoveryMethodKey(method: string): string {
+  return /^mcp:/i.test(method) ? `mcp:${method.slice(4)}` : method.toUpperCase();
 }
 
 /** Ways of paying one catalog entry keeps (one per scheme and network). */
@@ -682,15 +691,27 @@ export class SqlLedger implements Ledger {
     return row ? toBoundPayment(row) : undefined;
   }
 
-  async upsertDiscoveryResource(entry: DiscoveryEntry): Promise<void> {
-    await this.#db.transaction(async (tx) => {
-      const method = discoveryMethodOf(entry);
+  upsertDiscoveryResource(entry: DiscoveryEntry, options: DiscoveryUpsertOptions): Promise<void> {
+    const method = discoveryMethodOf(entry);
+    // Read, merge and write under the entry's own lock (every instance): two payments of one resource at once
+    // (on 338 and on 25, say) each keep their way of paying; with a plain BEGIN, PostgreSQL lost one.
+    return this.#db.transaction({ lock: `discovery:${method} ${entry.resource}` }, async (tx) => {
       const [row] = await tx.all(`SELECT entry FROM discovery_resources WHERE resource = ? AND method = ?`, [entry.resource, method]);
       // The requirements of every way it was paid (one per scheme and network), the latest first.
       const earlier = row ? (JSON.parse(String(row.entry)) as DiscoveryEntry).accepts : [];
       const kind = (a: Record<string, unknown>) => `${String(a.scheme)}|${String(a.network)}`;
-      const fresh = new Set(entry.accepts.map(kind));
-      const accepts = [...entry.accepts, ...earlier.filter((a) => !fresh.has(kind(a)))].slice(0, MAX_ACCEPTS);
+      const payee = (a: Record<string, unknown>) => String(a.payTo).toLowerCase();
+      let taken = entry.accepts;
+      if (row && !options.settled) {
+        // A verify moves no money, so anyone can verify a self-signed payment naming someone else's URL: on an
+        // existing entry it may refresh a way of paying, never point one (or a new one) at another payTo.
+        const payeeOfKind = new Map(earlier.map((a) => [kind(a), payee(a)]));
+        const payees = new Set(earlier.map(payee));
+        taken = taken.filter((a) => (payeeOfKind.get(kind(a)) ?? (payees.has(payee(a)) ? payee(a) : undefined)) === payee(a));
+        if (taken.length === 0) return;
+      }
+      const fresh = new Set(taken.map(kind));
+      const accepts = [...taken, ...earlier.filter((a) => !fresh.has(kind(a)))].slice(0, MAX_ACCEPTS);
       const merged = JSON.stringify({ ...entry, accepts });
       await tx.run(
         `INSERT INTO discovery_resources (resource, method, type, entry, last_updated) VALUES (?, ?, ?, ?, ?)
@@ -717,7 +738,7 @@ export class SqlLedger implements Ledger {
     const rows =
       method === undefined
         ? await this.#db.all(`DELETE FROM discovery_resources WHERE resource = ? RETURNING resource`, [resource])
-        : await this.#db.all(`DELETE FROM discovery_resources WHERE resource = ? AND method = ? RETURNING resource`, [resource, method.toUpperCase()]);
+        : await this.#db.all(`DELETE FROM discovery_resources WHERE resource = ? AND method = ? RETURNING resource`, [resource, discoveryMethodKey(method)]);
     return rows.length;
   }
 

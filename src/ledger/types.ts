@@ -239,6 +239,12 @@ export interface DiscoveryEntry {
   extensions?: Record<string, unknown>;
 }
 
+/** Options of {@link Ledger.upsertDiscoveryResource}. */
+export interface DiscoveryUpsertOptions {
+  /** Whether the payment that declared the entry was settled (money moved), or only verified. */
+  settled: boolean;
+}
+
 /** Filters of {@link Ledger.discoveryResources}. */
 export interface DiscoveryFilter {
   type?: string;
@@ -368,11 +374,21 @@ export interface Ledger {
   /** The payment a payer's payment identifier is bound to, if any. */
   paymentIdentifierBinding(scope: TokenScope, payer: Address, id: string): Promise<BoundPayment | undefined>;
 
-  /** Adds a resource (a URL and a method) to the discovery catalog, or replaces its entry with a later payment's. */
-  upsertDiscoveryResource(entry: DiscoveryEntry): Promise<void>;
+  /**
+   * Adds a resource (a URL and a method, or an MCP tool) to the discovery catalog, or updates its entry
+   * with a later payment's: its ways of paying (one per scheme and network, the latest first) and its
+   * description and declaration. Serialized per entry across instances, so concurrent payments all count.
+   * A payment only verified (`settled: false`) may create an entry, but on an existing one it takes no way
+   * of paying to a payTo other than the entry's own for that scheme and network (or, for a new one, a payTo
+   * the entry already lists), and changes nothing when it takes none.
+   */
+  upsertDiscoveryResource(entry: DiscoveryEntry, options: DiscoveryUpsertOptions): Promise<void>;
   /** The catalog's entries that match `filter` (each field exact; `payTo` case-insensitive), most recently updated first. */
   discoveryResources(filter?: DiscoveryFilter): Promise<DiscoveryEntry[]>;
-  /** Removes a resource from the catalog (an operator's decision): every method of it, or `method`'s; returns how many entries went. */
+  /**
+   * Removes a resource from the catalog (an operator's decision): every entry of its URL, or `method`'s (an
+   * HTTP method, or `mcp:<toolName>`); returns how many entries went.
+   */
   removeDiscoveryResource(resource: string, method?: string): Promise<number>;
 
   /** Counts one hit of `key` in a fixed window of `windowMs` starting at its first hit. */

@@ -40,6 +40,19 @@ describe("discovery catalog (x402 bazaar): only paid resources, behind the keys"
     expect((await request(opened.app).get("/v2/x402/discovery/resources")).body.pagination.total).to.equal(1);
   });
 
+  it("a verify alone cannot point a cataloged resource at another payTo: a self-payment verified under the seller's URL leaves its entry as it was", async () => {
+    const opened = await openFacilitator("cronos-testnet");
+    const genuine = declared(await makePayment(opened.chain));
+    expect((await request(opened.app).post("/v2/x402/settle").send(genuine)).body.success).to.equal(true);
+    const before = (await request(opened.app).get("/v2/x402/discovery/resources")).body;
+    expect(before.items.map((item: { accepts: Array<{ payTo: string }> }) => item.accepts.map((a) => a.payTo))).to.deep.equal([[opened.seller.address]]);
+    // The payer verifies a payment to itself (nothing moves) naming the seller's URL, with its own description.
+    const poison = declared(await makePayment(opened.chain, { payTo: opened.buyer.address }));
+    poison.paymentPayload.resource.description = "Pay here instead";
+    expect((await request(opened.app).post("/v2/x402/verify").send(poison)).body.isValid).to.equal(true);
+    expect((await request(opened.app).get("/v2/x402/discovery/resources")).body).to.deep.equal(before);
+  });
+
   it("with API keys configured, listing and searching need a key (401 without), as the status lookups do", async () => {
     const opened = await openFacilitator("cronos-testnet", { API_KEYS: SELLER_KEY });
     for (const path of ["/v2/x402/discovery/resources", "/v2/x402/discovery/search?query=weather"]) {
@@ -56,8 +69,8 @@ describe("discovery catalog (x402 bazaar): only paid resources, behind the keys"
     try {
       const ledger = await openLedger({ file });
       const entry = (resource: string, at: string) => ({ resource, type: "http", x402Version: 2, accepts: [{ scheme: "exact", network: "eip155:338", payTo: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8" }], lastUpdated: at, description: "d" });
-      await ledger.upsertDiscoveryResource(entry("https://a.example/one", "2026-11-24T10:00:00.000Z"));
-      await ledger.upsertDiscoveryResource(entry("https://a.example/two", "2026-11-24T11:00:00.000Z"));
+      await ledger.upsertDiscoveryResource(entry("https://a.example/one", "2026-11-24T10:00:00.000Z"), { settled: true });
+      await ledger.upsertDiscoveryResource(entry("https://a.example/two", "2026-11-24T11:00:00.000Z"), { settled: true });
       await ledger.close();
       const cli = (...args: string[]) =>
         run(process.execPath, ["--import", "tsx", "src/cli/bin.ts", "catalog", ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? "", LEDGER_FILE: file } }).then(

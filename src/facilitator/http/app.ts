@@ -111,11 +111,11 @@ export function createApp(options: AppOptions): Express {
    * Records the resource a paid v2 payment declares, before the answer (so whoever was paid finds it listed
    * at once); a ledger that fails only costs a log line, never the payment's answer.
    */
-  const catalog = async (body: unknown) => {
+  const catalog = async (body: unknown, settled: boolean) => {
     const entry = options.discovery && discoveryEntryOf(body);
     if (!entry) return;
     await options.discovery!.ledger
-      .upsertDiscoveryResource(entry)
+      .upsertDiscoveryResource(entry, { settled })
       .catch((error: unknown) => context.logger.warn({ resource: entry.resource, err: errorSummary(error) }, "discovery catalog: entry not recorded"));
   };
 
@@ -138,7 +138,7 @@ export function createApp(options: AppOptions): Express {
     try {
       if (route === "verify") {
         const outcome = await verifyRequest(payment, context);
-        if (outcome.isValid) await catalog(req.body);
+        if (outcome.isValid) await catalog(req.body, false);
         res.json(codec.verifyAnswer(outcome, echo));
         options.onOutcome?.({
           requestId, route, dialect, status: 200, network,
@@ -151,7 +151,7 @@ export function createApp(options: AppOptions): Express {
         });
       } else {
         const outcome = await settlePayment(payment, context, { admit });
-        if (outcome.settled) await catalog(req.body);
+        if (outcome.settled) await catalog(req.body, true);
         res.json(codec.settleAnswer(outcome, echo));
         const authorization = payment.payload.ok ? payment.payload.payload.authorization : undefined;
         options.onOutcome?.({

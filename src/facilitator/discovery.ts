@@ -4,21 +4,41 @@ import type { DiscoveryEntry, Ledger } from "../ledger/types.js";
 import { RequestError } from "../protocol/reasons.js";
 import { describeZodError } from "../protocol/schemas.js";
 import { X402_V2_VERSION } from "../protocol/x402v2.js";
+import { BAZAAR, isValidBazaarDeclaration, isValidRouteTemplate } from "../protocol/bazaar.js";
 
 /** The x402 `bazaar` extension (resource discovery): its key in a payment's `extensions`. */
-export const BAZAAR = "bazaar";
+export { BAZAAR };
 
 /** A declaration larger than this is not cataloged (the catalog is not a store for anyone's blobs). */
 const MAX_DECLARATION_BYTES = 16 * 1024;
-const HTTP_METHODS = new Set(["GET", "HEAD", "DELETE", "POST", "PUT", "PATCH"]);
+
+/** The schema `@x402/extensions` gives a v1 (Cronos-dialect) declaration it catalogs: input and output are objects. */
+const V1_DECLARATION_SCHEMA = {
+  $schema: "https://json-schema.org/draft/2020-12/schema",
+  type: "object",
+  properties: { input: { type: "object" }, output: { type: "object" } },
+  required: ["input"],
+};
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
 
+/** The http(s) URL a payment names, or undefined. */
+function httpUrl(text: string): URL | undefined {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return undefined;
+  }
+  return url.protocol === "http:" || url.protocol === "https:" ? url : undefined;
+}
+
 /**
  * The catalog entry an x402 v2 verify/settle body describes: its `paymentPayload.resource` (an http(s)
- * URL, cataloged by origin and path) with a valid `bazaar` declaration in `paymentPayload.extensions`
- * (`info.input.type` `http` or `mcp`, an HTTP method if any, at most 16 KiB). Undefined otherwise: a
- * payment without a declaration, or with one that is not valid, is paid as usual and not cataloged.
+ * URL, cataloged by origin and path, or by origin and the declaration's `routeTemplate` when that is a
+ * valid one, as `@x402/extensions` does) with a `bazaar` declaration in `paymentPayload.extensions` that
+ * the package would accept ({@link isValidBazaarDeclaration}) and of at most 16 KiB. Undefined otherwise:
+ * a payment without a declaration, or with one that is not valid, is paid as usual and not cataloged.
  */
 export function discoveryEntryOf(body: unknown, now: Date = new Date()): DiscoveryEntry | undefined {
   if (isObject(body) && body.x402Version === 1) return cronosEntryOf(body, now);
@@ -28,22 +48,15 @@ export function discoveryEntryOf(body: unknown, now: Date = new Date()): Discove
   const resource = paymentPayload.resource;
   if (!isObject(extensions) || !isObject(resource) || typeof resource.url !== "string") return undefined;
   const declaration = extensions[BAZAAR];
-  if (!isObject(declaration) || !isObject(declaration.info) || !isObject(declaration.info.input)) return undefined;
-  const input = declaration.info.input;
-  if (input.type !== "http" && input.type !== "mcp") return undefined;
-  if (input.method !== undefined && (typeof input.method !== "string" || !HTTP_METHODS.has(input.method))) return undefined;
-  if (declaration.info.output !== undefined && !isObject(declaration.info.output)) return undefined;
-  if (JSON.stringify(declaration).length > MAX_DECLARATION_BYTES) return undefined;
-  let url: URL;
-  try {
-    url = new URL(resource.url);
-  } catch {
-    return undefined;
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") return undefined;
+  // The size first: the schema check compiles what the payer sent.
+  if (declaration === undefined || (JSON.stringify(declaration)?.length ?? 0) > MAX_DECLARATION_BYTES) return undefined;
+  if (!isValidBazaarDeclaration(declaration)) return undefined;
+  const url = httpUrl(resource.url);
+  if (!url) return undefined;
+  const path = isValidRouteTemplate(declaration.routeTemplate) ? declaration.routeTemplate : url.pathname;
   return {
-    resource: `${url.origin}${url.pathname}`,
-    type: input.type,
+    resource: `${url.origin}${path}`,
+    type: declaration.info.input.type,
     x402Version: X402_V2_VERSION,
     accepts: [paymentRequirements],
     lastUpdated: now.toISOString(),
@@ -55,25 +68,22 @@ export function discoveryEntryOf(body: unknown, now: Date = new Date()): Discove
 
 /**
  * The Cronos dialect (x402 v1): requirements with a `resource` and `outputSchema.input.discoverable: true`
- * (what the kit's `paymentRequirements({discovery})` sends), cataloged in the same shape as a v2 entry.
+ * (what the kit's `requirePayment({discovery})` sends), cataloged in the same shape as a v2 entry, with the
+ * schema `@x402/extensions` gives a v1 declaration.
  */
 function cronosEntryOf(body: Record<string, unknown>, now: Date): DiscoveryEntry | undefined {
   const requirements = body.paymentRequirements;
   if (!isObject(requirements) || typeof requirements.resource !== "string" || !isObject(requirements.outputSchema)) return undefined;
   const { input, output } = requirements.outputSchema;
   if (!isObject(input) || input.discoverable !== true || (input.type !== undefined && input.type !== "http")) return undefined;
-  if (input.method !== undefined && (typeof input.method !== "string" || !HTTP_METHODS.has(input.method))) return undefined;
   if (output !== undefined && !isObject(output)) return undefined;
   const { discoverable: _discoverable, ...declared } = input;
-  const declaration = { info: { input: { ...declared, type: "http" }, ...(output ? { output } : {}) } };
-  if (JSON.stringify(declaration).length > MAX_DECLARATION_BYTES) return undefined;
-  let url: URL;
-  try {
-    url = new URL(requirements.resource);
-  } catch {
-    return undefined;
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") return undefined;
+  // v1 names the method in any case (the package upper-cases it there); v2's rules take it upper case.
+  if (typeof declared.method === "string") declared.method = declared.method.toUpperCase();
+  const declaration = { info: { input: { ...declared, type: "http" }, ...(output ? { output } : {}) }, schema: V1_DECLARATION_SCHEMA };
+  if (JSON.stringify(declaration).length > MAX_DECLARATION_BYTES || !isValidBazaarDeclaration(declaration)) return undefined;
+  const url = httpUrl(requirements.resource);
+  if (!url) return undefined;
   return {
     resource: `${url.origin}${url.pathname}`,
     type: "http",

@@ -3,7 +3,7 @@ import express from "express";
 import { paymentMiddleware, x402ResourceServer } from "@x402/express";
 import { HTTPFacilitatorClient } from "@x402/core/server";
 import { ExactEvmScheme } from "@x402/evm/exact/server";
-import { bazaarResourceServerExtension, declareDiscoveryExtension, withBazaar } from "@x402/extensions/bazaar";
+import { bazaarResourceServerExtension, declareDiscoveryExtension, validateDiscoveryExtension, validateDiscoveryExtensionSpec, withBazaar } from "@x402/extensions/bazaar";
 import { privateKeyToAccount } from "viem/accounts";
 import { x402Buyer } from "../../scripts/snippets/x402-buyer.js";
 import { wrapFetchWithPayment } from "../../src/buyer/index.js";
@@ -135,9 +135,20 @@ describe("x402 v2 bazaar: an @x402/express seller declaring discovery metadata, 
       expect(found.resources.map((r) => [r.resource, r.x402Version, r.type, r.description])).to.deep.equal([
         [`${cronosSeller.url}/quotes`, 1, "http", "Stock quotes by ticker, delayed 15 minutes"],
       ]);
+      // The info the route declared, with the schema @x402/extensions gives a v1 declaration it catalogs.
       expect(found.resources[0]!.extensions).to.deep.equal({
-        bazaar: { info: { input: { type: "http", method: "GET", queryParams: { ticker: "CRO" } }, output: { type: "json", example: { ticker: "CRO", price: "0.09" } } } },
+        bazaar: {
+          info: { input: { type: "http", method: "GET", queryParams: { ticker: "CRO" } }, output: { type: "json", example: { ticker: "CRO", price: "0.09" } } },
+          schema: {
+            $schema: "https://json-schema.org/draft/2020-12/schema",
+            type: "object",
+            properties: { input: { type: "object" }, output: { type: "object" } },
+            required: ["input"],
+          },
+        },
       });
+      const declaration = found.resources[0]!.extensions!.bazaar as Parameters<typeof validateDiscoveryExtension>[0];
+      expect([validateDiscoveryExtension(declaration), validateDiscoveryExtensionSpec(declaration as never)]).to.deep.equal([{ valid: true }, { valid: true }]);
       expect(found.resources[0]!.accepts.map((a) => [a.network, a.payTo, (a as Record<string, unknown>).maxAmountRequired])).to.deep.equal([["cronos-testnet", stack.seller, "10000"]]);
       expect((await bazaar.listResources()).pagination.total).to.equal(2);
     } finally {

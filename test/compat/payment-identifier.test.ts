@@ -1,7 +1,13 @@
 import { expect } from "chai";
 import { HTTPFacilitatorClient } from "@x402/core/server";
 import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
-import { appendPaymentIdentifierToExtensions, declarePaymentIdentifierExtension, extractPaymentIdentifier, generatePaymentId } from "@x402/extensions/payment-identifier";
+import {
+  appendPaymentIdentifierToExtensions,
+  declarePaymentIdentifierExtension,
+  extractPaymentIdentifier,
+  generatePaymentId,
+  validatePaymentIdentifier,
+} from "@x402/extensions/payment-identifier";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
 import { privateKeyToAccount } from "viem/accounts";
 import express from "express";
@@ -236,6 +242,23 @@ describe("x402 v2 payment-identifier through @x402/core's HTTPFacilitatorClient:
         invalidReason: "invalid_request",
         message: 'invalid_request: Invalid request: paymentPayload.extensions["payment-identifier"].info.id must be 16 to 128 characters of A-Z a-z 0-9 _ -',
       });
+    }
+    // Malformed as validatePaymentIdentifier sees it: refused too, not silently ignored.
+    for (const [extension, what] of [
+      [{ info: { id: generatePaymentId() } }, "info.required must be a boolean"],
+      [{ info: { required: "yes", id: generatePaymentId() } }, "info.required must be a boolean"],
+      [{ required: true }, "info must be an object"],
+      ["pay_0123456789abcdef", "must be an object"],
+    ] as const) {
+      expect(validatePaymentIdentifier(extension).valid, what).to.equal(false);
+      const bad = { ...payment, extensions: { "payment-identifier": extension } } as PaymentPayload;
+      let caught: unknown;
+      try {
+        await client.verify(bad, requirements);
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught, what).to.include({ name: "VerifyError", statusCode: 400, invalidReason: "invalid_request", message: `invalid_request: Invalid request: paymentPayload.extensions["payment-identifier"]${what.startsWith("must") ? " " : "."}${what}` });
     }
   });
 

@@ -29,7 +29,7 @@ export async function runCatalog(argv: readonly string[], env: NodeJS.ProcessEnv
   const ledger = await openLedger(databaseUrl ? { databaseUrl } : { file: env.LEDGER_FILE?.trim() || DEFAULT_LEDGER_FILE });
   try {
     if (action === "list") {
-      for (const entry of await ledger.discoveryResources()) {
+      for (const entry of (await ledger.discoveryResources()).entries) {
         process.stdout.write(`${entry.resource}\t${entry.type}\t${entry.lastUpdated}\t${entry.description ?? ""}\n`);
       }
       return 0;

@@ -101,26 +101,64 @@ function words(text: string): string[] {
   return text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
 }
 
+/** Fields of a declaration's `info` that say how to call it (every entry has them), not what it is. */
+const STRUCTURAL_INPUT = new Set(["type", "method", "bodyType", "transport", "inputSchema", "discoverable"]);
+
+/** The values (never the keys) of a JSON value, as text. */
+function valuesOf(value: unknown, out: string[] = []): string[] {
+  if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") out.push(String(value));
+  else if (Array.isArray(value)) for (const item of value) valuesOf(item, out);
+  else if (isObject(value)) for (const item of Object.values(value)) valuesOf(item, out);
+  return out;
+}
+
+/**
+ * What search reads of an entry: its description, its URL's host and path, and the values of its
+ * declaration's `info` (example inputs and outputs, a tool's name and description), but no JSON key and
+ * none of the fields every entry has (`type: "http"`, the method, `output.type: "json"`, schemas), which
+ * would match every entry.
+ */
+function searchText(entry: DiscoveryEntry): string {
+  const info = (entry.extensions?.[BAZAAR] as { info?: unknown } | undefined)?.info;
+  const parts = [entry.description ?? ""];
+  try {
+    const url = new URL(entry.resource);
+    parts.push(url.host, decodeURIComponent(url.pathname));
+  } catch {
+    parts.push(entry.resource);
+  }
+  if (isObject(info)) {
+    const { input, output, ...rest } = info;
+    if (isObject(input)) valuesOf(Object.fromEntries(Object.entries(input).filter(([key]) => !STRUCTURAL_INPUT.has(key))), parts);
+    if (isObject(output)) valuesOf(Object.fromEntries(Object.entries(output).filter(([key]) => key !== "type")), parts);
+    valuesOf(rest, parts);
+  }
+  return parts.join(" ");
+}
+
 /**
  * How well an entry matches the query's words: each query word found among the words of its
- * description, URL and declaration counts once (whole words, case-insensitive).
+ * description, URL and declared values ({@link searchText}) counts once (whole words, case-insensitive).
  */
 export function searchScore(entry: DiscoveryEntry, query: readonly string[]): number {
-  const haystack = new Set(words(`${entry.description ?? ""} ${entry.resource} ${JSON.stringify(entry.extensions?.[BAZAAR] ?? {})}`));
+  const haystack = new Set(words(searchText(entry)));
   return query.filter((word) => haystack.has(word)).length;
 }
 
 const optionalText = z.string().trim().min(1, { error: "must not be empty" }).max(256, { error: "must be at most 256 characters" }).optional();
+const wholeNumber = z.string().regex(/^\d{1,9}$/, { error: "must be a whole number" }).transform(Number);
 const count = (max: number) =>
-  z
-    .string()
-    .regex(/^\d{1,9}$/, { error: "must be a whole number" })
-    .transform(Number)
-    .refine((n) => n <= max, { error: `must be at most ${max}` })
-    .optional();
+  wholeNumber.refine((n) => n <= max, { error: `must be at most ${max}` }).optional();
 const filterSchema = { type: optionalText, payTo: optionalText, scheme: optionalText, network: optionalText, extensions: optionalText };
 const listSchema = z.object({ ...filterSchema, limit: count(1_000), offset: count(1_000_000) });
-const searchSchema = z.object({ ...filterSchema, query: z.string({ error: "is required" }).trim().min(1, { error: "must not be empty" }).max(512), limit: count(100), cursor: count(1_000_000) });
+/** Search's `limit` is advisory (`@x402/extensions` says a server may return fewer): more than 100 asks for 100. */
+const MAX_SEARCH_LIMIT = 100;
+const searchSchema = z.object({
+  ...filterSchema,
+  query: z.string({ error: "is required" }).trim().min(1, { error: "must not be empty" }).max(512),
+  limit: wholeNumber.transform((n) => Math.min(n, MAX_SEARCH_LIMIT)).optional(),
+  cursor: count(1_000_000),
+});
 
 /** Options of {@link discoveryRoutes}. */
 export interface DiscoveryRoutesOptions {
@@ -132,15 +170,18 @@ export interface DiscoveryRoutesOptions {
 /**
  * `GET /v2/x402/discovery/resources` (filters `type`, `payTo`, `scheme`, `network`, `extensions`;
  * `limit` (default 100), `offset`) answering `{x402Version: 2, items, pagination: {limit, offset, total}}`,
- * and `GET /v2/x402/discovery/search?query=…` (the same filters; `limit` (default 20), `cursor`) answering
- * `{x402Version: 2, resources, pagination: {limit, cursor}}`: entries matching more of the query's words
- * first, then the most recently paid. Where `@x402/extensions`' `withBazaar` looks, under the v2 base path.
+ * and `GET /v2/x402/discovery/search?query=…` (the same filters; `limit` (default 20, at most 100: more asks
+ * for 100), `cursor`) answering `{x402Version: 2, resources, partialResults?, pagination: {limit, cursor}}`:
+ * entries matching more of the query's words first, then the most recently paid; `partialResults: true` when
+ * the catalog held more entries than one search looks at. `network` takes either form (`eip155:338`,
+ * `cronos-testnet`). Where `@x402/extensions`' `withBazaar` looks, under the v2 base path.
  */
 export function discoveryRoutes(options: DiscoveryRoutesOptions): Router {
   const router = express.Router();
   const matching = async (query: z.infer<typeof listSchema>) => {
-    const entries = await options.ledger.discoveryResources({ type: query.type, payTo: query.payTo, scheme: query.scheme, network: query.network });
-    return query.extensions === undefined ? entries : entries.filter((entry) => entry.extensions?.[query.extensions!] !== undefined);
+    const found = await options.ledger.discoveryResources({ type: query.type, payTo: query.payTo, scheme: query.scheme, network: query.network });
+    const entries = query.extensions === undefined ? found.entries : found.entries.filter((entry) => entry.extensions?.[query.extensions!] !== undefined);
+    return { entries, truncated: found.truncated };
   };
 
   router.get("/v2/x402/discovery/resources", ...options.guards, async (req, res) => {
@@ -151,7 +192,7 @@ export function discoveryRoutes(options: DiscoveryRoutesOptions): Router {
     }
     const limit = parsed.data.limit ?? 100;
     const offset = parsed.data.offset ?? 0;
-    const entries = await matching(parsed.data);
+    const { entries } = await matching(parsed.data);
     res.set("Cache-Control", "no-store").json({ x402Version: X402_V2_VERSION, items: entries.slice(offset, offset + limit), pagination: { limit, offset, total: entries.length } });
   });
 
@@ -164,14 +205,16 @@ export function discoveryRoutes(options: DiscoveryRoutesOptions): Router {
     const limit = parsed.data.limit ?? 20;
     const start = parsed.data.cursor ?? 0;
     const query = [...new Set(words(parsed.data.query))];
-    const ranked = (await matching(parsed.data))
+    const { entries, truncated } = await matching(parsed.data);
+    const ranked = entries
       .map((entry, order) => ({ entry, order, score: searchScore(entry, query) }))
       .filter((hit) => hit.score > 0)
       // More of the query's words first; among equals, the most recently paid (the ledger's order).
       .sort((a, b) => b.score - a.score || a.order - b.order);
     const page = ranked.slice(start, start + limit).map((hit) => hit.entry);
     const next = start + limit < ranked.length ? String(start + limit) : null;
-    res.set("Cache-Control", "no-store").json({ x402Version: X402_V2_VERSION, resources: page, pagination: { limit, cursor: next } });
+    // partialResults: the catalog holds more entries than one search looks at; some matches may be missing.
+    res.set("Cache-Control", "no-store").json({ x402Version: X402_V2_VERSION, resources: page, ...(truncated ? { partialResults: true } : {}), pagination: { limit, cursor: next } });
   });
   return router;
 }

@@ -1,6 +1,8 @@
 import { EventEmitter } from "node:events";
 import { getAddress, type Address, type Hex } from "viem";
+import { caip2OfNetwork } from "../protocol/x402v2.js";
 import {
+  DISCOVERY_SCAN_LIMIT,
   IllegalTransitionError,
   LedgerError,
   type BroadcastRecord,
@@ -10,6 +12,7 @@ import {
   type CounterHit,
   type DiscoveryEntry,
   type DiscoveryFilter,
+  type DiscoveryResources,
   type DiscoveryUpsertOptions,
   type InstanceRecord,
   type Lease,
@@ -216,6 +219,9 @@ export function discoveryMethodOf(entry: DiscoveryEntry): string {
 function discoveryMethodKey(method: string): string {
   return /^mcp:/i.test(method) ? `mcp:${method.slice(4)}` : method.toUpperCase();
 }
+
+/** A network's one name for comparisons: its CAIP-2 id where the kit knows it (`cronos-testnet` is `eip155:338`). */
+const networkKey = (network: string) => caip2OfNetwork(network) ?? network;
 
 /** Ways of paying one catalog entry keeps (one per scheme and network). */
 const MAX_ACCEPTS = 16;
@@ -721,17 +727,24 @@ export class SqlLedger implements Ledger {
     });
   }
 
-  async discoveryResources(filter: DiscoveryFilter = {}): Promise<DiscoveryEntry[]> {
+  async discoveryResources(filter: DiscoveryFilter = {}): Promise<DiscoveryResources> {
     const rows = await this.#db.all(
-      `SELECT entry FROM discovery_resources ${filter.type !== undefined ? "WHERE type = ?" : ""} ORDER BY last_updated DESC, resource, method LIMIT 10000`,
-      filter.type !== undefined ? [filter.type] : [],
+      `SELECT entry FROM discovery_resources ${filter.type !== undefined ? "WHERE type = ?" : ""} ORDER BY last_updated DESC, resource, method LIMIT ?`,
+      [...(filter.type !== undefined ? [filter.type] : []), DISCOVERY_SCAN_LIMIT + 1],
     );
+    const truncated = rows.length > DISCOVERY_SCAN_LIMIT;
+    // A network in either dialect's name: an entry paid in the Cronos dialect says cronos-testnet, a v2 one eip155:338.
+    const network = filter.network === undefined ? undefined : networkKey(filter.network);
     // Payment fields match any of the ways the resource was paid.
     const matches = (a: Record<string, unknown>) =>
       (filter.payTo === undefined || String(a.payTo).toLowerCase() === filter.payTo.toLowerCase()) &&
       (filter.scheme === undefined || a.scheme === filter.scheme) &&
-      (filter.network === undefined || a.network === filter.network);
-    return rows.map((row) => JSON.parse(String(row.entry)) as DiscoveryEntry).filter((entry) => entry.accepts.some(matches));
+      (network === undefined || networkKey(String(a.network)) === network);
+    const entries = rows
+      .slice(0, DISCOVERY_SCAN_LIMIT)
+      .map((row) => JSON.parse(String(row.entry)) as DiscoveryEntry)
+      .filter((entry) => entry.accepts.some(matches));
+    return { entries, truncated };
   }
 
   async removeDiscoveryResource(resource: string, method?: string): Promise<number> {

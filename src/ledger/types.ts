@@ -245,6 +245,16 @@ export interface DiscoveryUpsertOptions {
   settled: boolean;
 }
 
+/** How many of the most recently updated catalog entries {@link Ledger.discoveryResources} looks at. */
+export const DISCOVERY_SCAN_LIMIT = 10_000;
+
+/** What {@link Ledger.discoveryResources} found. */
+export interface DiscoveryResources {
+  entries: DiscoveryEntry[];
+  /** Whether the catalog holds more entries than were looked at ({@link DISCOVERY_SCAN_LIMIT}). */
+  truncated: boolean;
+}
+
 /** Filters of {@link Ledger.discoveryResources}. */
 export interface DiscoveryFilter {
   type?: string;
@@ -383,8 +393,12 @@ export interface Ledger {
    * the entry already lists), and changes nothing when it takes none.
    */
   upsertDiscoveryResource(entry: DiscoveryEntry, options: DiscoveryUpsertOptions): Promise<void>;
-  /** The catalog's entries that match `filter` (each field exact; `payTo` case-insensitive), most recently updated first. */
-  discoveryResources(filter?: DiscoveryFilter): Promise<DiscoveryEntry[]>;
+  /**
+   * The catalog's entries that match `filter` (each field exact, but `payTo` case-insensitive and `network`
+   * in either form, `eip155:338` or `cronos-testnet`), most recently updated first; at most the
+   * {@link DISCOVERY_SCAN_LIMIT} most recent entries are looked at (`truncated` says there were more).
+   */
+  discoveryResources(filter?: DiscoveryFilter): Promise<DiscoveryResources>;
   /**
    * Removes a resource from the catalog (an operator's decision): every entry of its URL, or `method`'s (an
    * HTTP method, or `mcp:<toolName>`); returns how many entries went.

@@ -151,6 +151,10 @@ describe("x402 v2 bazaar: an @x402/express seller declaring discovery metadata, 
       expect([validateDiscoveryExtension(declaration), validateDiscoveryExtensionSpec(declaration as never)]).to.deep.equal([{ valid: true }, { valid: true }]);
       expect(found.resources[0]!.accepts.map((a) => [a.network, a.payTo, (a as Record<string, unknown>).maxAmountRequired])).to.deep.equal([["cronos-testnet", stack.seller, "10000"]]);
       expect((await bazaar.listResources()).pagination.total).to.equal(2);
+      // Its way of paying says cronos-testnet (the Cronos dialect's name): either name finds it.
+      for (const network of ["eip155:338", "cronos-testnet"]) {
+        expect((await bazaar.listResources({ network })).items.map((r) => r.resource), network).to.deep.equal([`${cronosSeller.url}/quotes`, `${seller.url}/weather`]);
+      }
     } finally {
       await cronosSeller.close();
     }

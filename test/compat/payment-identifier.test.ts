@@ -131,6 +131,41 @@ describe("x402 v2 payment-identifier through @x402/core's HTTPFacilitatorClient:
     }
   });
 
+  it("the kit's seller with paymentIdentifier: \"optional\" declares it not required: a v2 payment without an id is paid, one with the kit buyer's echoed id gets the same transaction on a retry", async () => {
+    const app = express();
+    app.get(
+      "/report",
+      requirePayment(paymentRequirements({ network: "cronos-testnet", payTo: stack.seller, amount: PRICE }), { facilitatorUrl: stack.facilitatorUrl, paymentIdentifier: "optional" }),
+      (_req, res) => void res.json({ report: "ok" }),
+    );
+    const seller = await listen(app);
+    try {
+      const unpaid = await fetch(`${seller.url}/report`);
+      expect(unpaid.status).to.equal(402);
+      const offer = decodeBase64Json(unpaid.headers.get("PAYMENT-REQUIRED")) as unknown as { accepts: Array<Record<string, unknown>>; extensions: Record<string, { info: Record<string, unknown> }> };
+      expect(offer.extensions["payment-identifier"]!.info).to.deep.equal({ required: false });
+      const signer = privateKeyToAccount(buyer.privateKey);
+      const pay = async (payment: unknown) => fetch(`${seller.url}/report`, { headers: { "PAYMENT-SIGNATURE": encodeBase64Json(payment) } });
+      const receiptOf = (answer: Response) => (decodeBase64Json(answer.headers.get("PAYMENT-RESPONSE")) as unknown as { transaction: string }).transaction;
+
+      let before = await partyBalances(stack, "cronos-testnet", buyer.address);
+      const withoutId = await pay(await createV2PaymentPayload({ signer, requirements: offer.accepts[0]! }));
+      expect([withoutId.status, await withoutId.json()]).to.deep.equal([200, { report: "ok", payment: { txHash: receiptOf(withoutId), from: buyer.address, to: stack.seller, value: PRICE.toString() } }]);
+      await expectPaidOnChain(stack, "cronos-testnet", receiptOf(withoutId), { buyer: buyer.address, price: PRICE, before });
+
+      const payment = await createV2PaymentPayload({ signer, requirements: offer.accepts[0]!, extensions: offer.extensions });
+      expect(extractPaymentIdentifier(payment as unknown as PaymentPayload)).to.match(/^pay_[0-9a-f]{32}$/);
+      before = await partyBalances(stack, "cronos-testnet", buyer.address);
+      const paid = await pay(payment);
+      expect(paid.status).to.equal(200);
+      const again = await pay(payment);
+      expect([again.status, receiptOf(again)]).to.deep.equal([200, receiptOf(paid)]);
+      await expectPaidOnChain(stack, "cronos-testnet", receiptOf(paid), { buyer: buyer.address, price: PRICE, before });
+    } finally {
+      await seller.close();
+    }
+  });
+
   it("the same id with another payment: refused on verify and settle, naming the identifier, and nothing is sent", async () => {
     const id = generatePaymentId("dup_");
     const first = plain(await client.settle(await paymentWithId(id), requirements));

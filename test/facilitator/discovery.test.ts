@@ -4,7 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { expect } from "chai";
+import express from "express";
 import request from "supertest";
+import { discoveryRoutes } from "../../src/facilitator/discovery.js";
 import { openLedger } from "../../src/ledger/open.js";
 import { makePayment, openFacilitator, v2BodyOf } from "../helpers/facilitator.js";
 import { ROOT } from "../helpers/processes.js";
@@ -59,6 +61,51 @@ describe("discovery catalog (x402 bazaar): only paid resources, behind the keys"
       const anonymous = await request(opened.app).get(path);
       expect([anonymous.status, anonymous.body], path).to.deep.equal([401, { error: "Unauthorized: an API key is required (Authorization: Bearer <key>)" }]);
       expect((await request(opened.app).get(path).set("Authorization", `Bearer ${SELLER_KEY}`)).status, path).to.equal(200);
+    }
+  });
+
+  it("limits listing and searching per client with the status lookups' quota (429), and labels them in metrics by route", async () => {
+    const opened = await openFacilitator("cronos-testnet", { RATE_LIMIT_VERIFY_PER_MINUTE: "2" });
+    const statuses = [];
+    for (const path of ["/v2/x402/discovery/resources", "/v2/x402/discovery/search?query=weather", "/v2/x402/discovery/resources"]) {
+      statuses.push((await request(opened.app).get(path)).status);
+    }
+    expect(statuses).to.deep.equal([200, 200, 429]);
+    const limited = await request(opened.app).get("/v2/x402/discovery/search?query=weather");
+    expect([limited.status, limited.body.error]).to.deep.equal([429, "Too many requests"]);
+    const text = await opened.facilitator.metrics.registry.metrics();
+    expect(text).to.include('x402_http_requests_total{route="/v2/x402/discovery/resources",status="200"} 1');
+    expect(text).to.include('x402_http_requests_total{route="/v2/x402/discovery/resources",status="429"} 1');
+    expect(text).to.include('x402_http_requests_total{route="/v2/x402/discovery/search",status="200"} 1');
+    expect(text).to.include('x402_http_requests_total{route="/v2/x402/discovery/search",status="429"} 1');
+  });
+
+  it("search matches the declaration's values, never its JSON keys or the fields every entry has; a limit over 100 asks for 100", async () => {
+    const opened = await openFacilitator("cronos-testnet");
+    expect((await request(opened.app).post("/v2/x402/settle").send(declared(await makePayment(opened.chain)))).body.success).to.equal(true);
+    const found = async (query: string) => (await request(opened.app).get(`/v2/x402/discovery/search?query=${encodeURIComponent(query)}`)).body.resources.length;
+    // Values: the description, the URL's host and path, an example input and output.
+    for (const query of ["weather", "Oslo", "seller", "snow"]) expect(await found(query), query).to.equal(1);
+    // Keys and what every declaration says: no match.
+    for (const query of ["type", "input", "http", "https", "json", "get", "queryParams", "city", "output", "forecast", "info", "schema"]) {
+      expect(await found(query), query).to.equal(0);
+    }
+    const many = await request(opened.app).get("/v2/x402/discovery/search?query=weather&limit=500");
+    expect([many.status, many.body.pagination, many.body.partialResults]).to.deep.equal([200, { limit: 100, cursor: null }, undefined]);
+    expect((await request(opened.app).get("/v2/x402/discovery/search?query=weather&limit=ten")).status).to.equal(400);
+  });
+
+  it("search says partialResults when the catalog held more entries than it looked at", async () => {
+    const entry = { resource: "https://s.example/weather", type: "http", x402Version: 2, accepts: [], lastUpdated: "2026-11-24T10:00:00.000Z", description: "weather" };
+    for (const truncated of [true, false]) {
+      const app = express().use(discoveryRoutes({ ledger: { discoveryResources: async () => ({ entries: [entry], truncated }) }, guards: [] }));
+      const answer = await request(app).get("/v2/x402/discovery/search?query=weather");
+      expect(answer.body, String(truncated)).to.deep.equal({
+        x402Version: 2,
+        resources: [entry],
+        ...(truncated ? { partialResults: true } : {}),
+        pagination: { limit: 20, cursor: null },
+      });
     }
   });
 

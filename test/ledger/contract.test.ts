@@ -580,12 +580,12 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         await ledger.upsertDiscoveryResource({ resource: "https://s.example/items", type: "http", x402Version: 2, accepts, lastUpdated: at, extensions: declared("post") }, SETTLED);
         await ledger.upsertDiscoveryResource({ resource: "https://s.example/items", type: "http", x402Version: 2, accepts, lastUpdated: at, extensions: declared("GET") }, SETTLED);
         const methods = async () =>
-          (await ledger.discoveryResources()).map((e) => (e.extensions!.bazaar as { info: { input: { method: string } } }).info.input.method).sort();
+          (await ledger.discoveryResources()).entries.map((e) => (e.extensions!.bazaar as { info: { input: { method: string } } }).info.input.method).sort();
         expect(await methods()).to.deep.equal(["GET", "post"]);
         expect(await ledger.removeDiscoveryResource("https://s.example/items", "POST")).to.equal(1);
         expect(await methods()).to.deep.equal(["GET"]);
         expect(await ledger.removeDiscoveryResource("https://s.example/items")).to.equal(1);
-        expect(await ledger.discoveryResources()).to.deep.equal([]);
+        expect(await ledger.discoveryResources()).to.deep.equal({ entries: [], truncated: false });
       });
 
       const requirements = (network: string, payTo: string = PAYER) => ({ scheme: "exact", network, payTo, amount: "10000" });
@@ -597,18 +597,24 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         await b!.upsertDiscoveryResource(entry("https://s.example/weather", "eip155:25", "2026-11-24T10:05:00.000Z"), SETTLED);
         await a!.upsertDiscoveryResource(entry("https://s.example/weather", "eip155:338", "2026-11-24T10:10:00.000Z"), SETTLED);
         await b!.upsertDiscoveryResource({ ...entry("https://s.example/tool", "eip155:25", "2026-11-24T10:07:00.000Z", "mcp"), description: "a tool" }, SETTLED);
-        const all = await ledger.discoveryResources();
+        const all = (await ledger.discoveryResources()).entries;
         expect(all.map((e) => [e.resource, e.lastUpdated, e.accepts.map((r) => r.network)])).to.deep.equal([
           ["https://s.example/weather", "2026-11-24T10:10:00.000Z", ["eip155:338", "eip155:25"]],
           ["https://s.example/tool", "2026-11-24T10:07:00.000Z", ["eip155:25"]],
         ]);
-        expect((await ledger.discoveryResources({ network: "eip155:25" })).map((e) => e.resource)).to.deep.equal(["https://s.example/weather", "https://s.example/tool"]);
-        expect((await ledger.discoveryResources({ type: "mcp" })).map((e) => e.description)).to.deep.equal(["a tool"]);
-        expect((await ledger.discoveryResources({ payTo: PAYER.toLowerCase(), scheme: "exact", network: "eip155:338" })).map((e) => e.resource)).to.deep.equal(["https://s.example/weather"]);
-        expect(await ledger.discoveryResources({ payTo: PAYEE })).to.deep.equal([]);
+        expect((await ledger.discoveryResources({ network: "eip155:25" })).entries.map((e) => e.resource)).to.deep.equal(["https://s.example/weather", "https://s.example/tool"]);
+        // Either dialect's name of a network finds entries recorded under the other's (Cronos-dialect entries say cronos-mainnet).
+        await b!.upsertDiscoveryResource(entry("https://s.example/v1", "cronos-mainnet", "2026-11-24T09:00:00.000Z"), SETTLED);
+        for (const network of ["cronos-mainnet", "eip155:25"]) {
+          expect((await ledger.discoveryResources({ network })).entries.map((e) => e.resource), network).to.deep.equal(["https://s.example/weather", "https://s.example/tool", "https://s.example/v1"]);
+        }
+        expect(await b!.removeDiscoveryResource("https://s.example/v1")).to.equal(1);
+        expect((await ledger.discoveryResources({ type: "mcp" })).entries.map((e) => e.description)).to.deep.equal(["a tool"]);
+        expect((await ledger.discoveryResources({ payTo: PAYER.toLowerCase(), scheme: "exact", network: "eip155:338" })).entries.map((e) => e.resource)).to.deep.equal(["https://s.example/weather"]);
+        expect(await ledger.discoveryResources({ payTo: PAYEE })).to.deep.equal({ entries: [], truncated: false });
         expect(await b!.removeDiscoveryResource("https://s.example/weather")).to.equal(1);
         expect(await b!.removeDiscoveryResource("https://s.example/weather")).to.equal(0);
-        expect((await a!.discoveryResources()).map((e) => e.resource)).to.deep.equal(["https://s.example/tool"]);
+        expect((await a!.discoveryResources()).entries.map((e) => e.resource)).to.deep.equal(["https://s.example/tool"]);
       });
       it("keeps every way of paying when payments of one resource are recorded at once from two handles (20 rounds)", async () => {
         const [a, b] = await threeHandles();
@@ -619,7 +625,7 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
             b!.upsertDiscoveryResource(entry(resource, "eip155:25", "2026-11-24T10:00:00.000Z"), SETTLED),
           ]);
         }
-        const networks = (await ledger.discoveryResources()).map((e) => [e.resource, e.accepts.map((r) => r.network).sort()]);
+        const networks = (await ledger.discoveryResources()).entries.map((e) => [e.resource, e.accepts.map((r) => r.network).sort()]);
         expect(networks.sort()).to.deep.equal(Array.from({ length: 20 }, (_, round) => [`https://s.example/race/${round}`, ["eip155:25", "eip155:338"]]).sort());
       });
 
@@ -633,7 +639,7 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
           lastUpdated: at(minute),
           description,
         });
-        const listed = async () => (await ledger.discoveryResources()).map((e) => [e.description, e.lastUpdated, e.accepts.map((r) => [r.network, r.payTo])]);
+        const listed = async () => (await ledger.discoveryResources()).entries.map((e) => [e.description, e.lastUpdated, e.accepts.map((r) => [r.network, r.payTo])]);
         // A verify may create an entry that does not exist yet.
         await ledger.upsertDiscoveryResource(paid("eip155:338", PAYER, 0, "the seller's"), VERIFIED);
         expect(await listed()).to.deep.equal([["the seller's", at(0), [["eip155:338", PAYER]]]]);
@@ -665,7 +671,7 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         await ledger.upsertDiscoveryResource(tool("Search"), SETTLED);
         await ledger.upsertDiscoveryResource(tool("search"), SETTLED);
         const tools = async () =>
-          (await ledger.discoveryResources()).map((e) => (e.extensions!.bazaar as { info: { input: { toolName: string } } }).info.input.toolName).sort();
+          (await ledger.discoveryResources()).entries.map((e) => (e.extensions!.bazaar as { info: { input: { toolName: string } } }).info.input.toolName).sort();
         expect(await tools()).to.deep.equal(["Search", "search"]);
         expect(await ledger.removeDiscoveryResource("https://s.example/mcp", "mcp:search")).to.equal(1);
         expect(await tools()).to.deep.equal(["Search"]);

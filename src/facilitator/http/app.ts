@@ -66,7 +66,15 @@ export interface OutcomeRecord {
 type Route = "verify" | "settle";
 
 const SETTLE_ERROR_CODES = new Map<string, string>(Object.entries(SettleError).map(([key, text]) => [text, key]));
-const ROUTES = new Set(["/healthcheck", "/v2/x402/supported", "/v2/x402/verify", "/v2/x402/settle", "/v2/x402/settlements"]);
+const ROUTES = new Set([
+  "/healthcheck",
+  "/v2/x402/supported",
+  "/v2/x402/verify",
+  "/v2/x402/settle",
+  "/v2/x402/settlements",
+  "/v2/x402/discovery/resources",
+  "/v2/x402/discovery/search",
+]);
 /** The route label of a path (bounded for metrics: a lookup's hash is not a label). */
 const routeOf = (path: string) => (path.startsWith("/v2/x402/settlements/") ? "/v2/x402/settlements" : ROUTES.has(path) ? path : "other");
 const REQUEST_ID = /^[\w.:-]{1,64}$/;

@@ -171,4 +171,34 @@ describe("x402 v2 bazaar: an @x402/express seller declaring discovery metadata, 
       expect([response.status, await response.json()], path).to.deep.equal([400, { error: message }]);
     }
   });
+  it("a dynamic @x402/express route (GET /forecast/:city) is cataloged once under its route template, whichever city was paid", async () => {
+    const server = new x402ResourceServer(new HTTPFacilitatorClient({ url: `${stack.facilitatorUrl}/v2/x402` }))
+      .register("eip155:338", new ExactEvmScheme())
+      .registerExtension(bazaarResourceServerExtension);
+    const app = express();
+    app.use(
+      paymentMiddleware(
+        {
+          "GET /forecast/:city": {
+            accepts: [{ scheme: "exact", network: "eip155:338" as const, payTo: stack.seller, price: cronosPrice("eip155:338", "$0.01") }],
+            description: "Ten-day forecast by city",
+            extensions: { ...declareDiscoveryExtension({ output: { example: { days: 10 } } }) },
+          },
+        },
+        server,
+      ),
+    );
+    app.get("/forecast/:city", (_req, res) => void res.json({ days: 10 }));
+    const dynamic = await listen(app);
+    try {
+      const buyer = stack.networks["cronos-testnet"]!.buyers[2]!;
+      for (const city of ["oslo", "lima"]) expect((await x402Buyer(buyer.privateKey, "eip155:338")(`${dynamic.url}/forecast/${city}`)).status, city).to.equal(200);
+      const found = await bazaar.search({ query: "ten-day" });
+      expect(found.resources.map((r) => r.resource)).to.deep.equal([`${dynamic.url}/forecast/:city`]);
+      const declaration = found.resources[0]!.extensions!.bazaar as { routeTemplate: string; info: { input: Record<string, unknown> } };
+      expect([declaration.routeTemplate, declaration.info.input.pathParams]).to.deep.equal(["/forecast/:city", { city: "lima" }]);
+    } finally {
+      await dynamic.close();
+    }
+  });
 });

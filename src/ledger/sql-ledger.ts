@@ -209,7 +209,7 @@ class KeyedSerial {
  * What a catalog entry is keyed by with its URL: its declaration's HTTP method (GET by default), or
  * `mcp:<toolName>` for an MCP tool (several tools may share one URL).
  */
-export function discoveryMethodOf(entry: DiscoveryEntry): string {
+function discoveryMethodOf(entry: DiscoveryEntry): string {
   const input = (entry.extensions?.bazaar as { info?: { input?: { method?: unknown; toolName?: unknown } } } | undefined)?.info?.input;
   if (entry.type === "mcp") return `mcp:${typeof input?.toolName === "string" ? input.toolName : ""}`;
   return typeof input?.method === "string" ? input.method.toUpperCase() : "GET";

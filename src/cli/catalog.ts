@@ -8,7 +8,8 @@ const USAGE = [
   "       cronos-x402 catalog remove <resource URL> [METHOD]",
   "",
   "Lists the discovery catalog's resources, or removes one (as GET /v2/x402/discovery/resources shows its",
-  "`resource`; every method of it, or METHOD's); a later paid request that declares it lists it again.",
+  "`resource`; every method of it, or METHOD's: an HTTP method, or mcp:<toolName> for an MCP tool); a later",
+  "paid request that declares it lists it again.",
   "Reads DATABASE_URL, else LEDGER_FILE",
   `(default ${DEFAULT_LEDGER_FILE}), as the facilitator does.`,
 ].join("\n");
@@ -28,7 +29,7 @@ export async function runCatalog(argv: readonly string[], env: NodeJS.ProcessEnv
   const ledger = await openLedger(databaseUrl ? { databaseUrl } : { file: env.LEDGER_FILE?.trim() || DEFAULT_LEDGER_FILE });
   try {
     if (action === "list") {
-      for (const entry of await ledger.discoveryResources()) {
+      for (const entry of (await ledger.discoveryResources()).entries) {
         process.stdout.write(`${entry.resource}\t${entry.type}\t${entry.lastUpdated}\t${entry.description ?? ""}\n`);
       }
       return 0;

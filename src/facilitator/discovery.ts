@@ -4,21 +4,41 @@ import type { DiscoveryEntry, Ledger } from "../ledger/types.js";
 import { RequestError } from "../protocol/reasons.js";
 import { describeZodError } from "../protocol/schemas.js";
 import { X402_V2_VERSION } from "../protocol/x402v2.js";
+import { BAZAAR, isValidBazaarDeclaration, isValidRouteTemplate } from "../protocol/bazaar.js";
 
 /** The x402 `bazaar` extension (resource discovery): its key in a payment's `extensions`. */
-export const BAZAAR = "bazaar";
+export { BAZAAR };
 
 /** A declaration larger than this is not cataloged (the catalog is not a store for anyone's blobs). */
 const MAX_DECLARATION_BYTES = 16 * 1024;
-const HTTP_METHODS = new Set(["GET", "HEAD", "DELETE", "POST", "PUT", "PATCH"]);
+
+/** The schema `@x402/extensions` gives a v1 (Cronos-dialect) declaration it catalogs: input and output are objects. */
+const V1_DECLARATION_SCHEMA = {
+  $schema: "https://json-schema.org/draft/2020-12/schema",
+  type: "object",
+  properties: { input: { type: "object" }, output: { type: "object" } },
+  required: ["input"],
+};
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
 
+/** The http(s) URL a payment names, or undefined. */
+function httpUrl(text: string): URL | undefined {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return undefined;
+  }
+  return url.protocol === "http:" || url.protocol === "https:" ? url : undefined;
+}
+
 /**
  * The catalog entry an x402 v2 verify/settle body describes: its `paymentPayload.resource` (an http(s)
- * URL, cataloged by origin and path) with a valid `bazaar` declaration in `paymentPayload.extensions`
- * (`info.input.type` `http` or `mcp`, an HTTP method if any, at most 16 KiB). Undefined otherwise: a
- * payment without a declaration, or with one that is not valid, is paid as usual and not cataloged.
+ * URL, cataloged by origin and path, or by origin and the declaration's `routeTemplate` when that is a
+ * valid one, as `@x402/extensions` does) with a `bazaar` declaration in `paymentPayload.extensions` that
+ * the package would accept ({@link isValidBazaarDeclaration}) and of at most 16 KiB. Undefined otherwise:
+ * a payment without a declaration, or with one that is not valid, is paid as usual and not cataloged.
  */
 export function discoveryEntryOf(body: unknown, now: Date = new Date()): DiscoveryEntry | undefined {
   if (isObject(body) && body.x402Version === 1) return cronosEntryOf(body, now);
@@ -28,22 +48,15 @@ export function discoveryEntryOf(body: unknown, now: Date = new Date()): Discove
   const resource = paymentPayload.resource;
   if (!isObject(extensions) || !isObject(resource) || typeof resource.url !== "string") return undefined;
   const declaration = extensions[BAZAAR];
-  if (!isObject(declaration) || !isObject(declaration.info) || !isObject(declaration.info.input)) return undefined;
-  const input = declaration.info.input;
-  if (input.type !== "http" && input.type !== "mcp") return undefined;
-  if (input.method !== undefined && (typeof input.method !== "string" || !HTTP_METHODS.has(input.method))) return undefined;
-  if (declaration.info.output !== undefined && !isObject(declaration.info.output)) return undefined;
-  if (JSON.stringify(declaration).length > MAX_DECLARATION_BYTES) return undefined;
-  let url: URL;
-  try {
-    url = new URL(resource.url);
-  } catch {
-    return undefined;
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") return undefined;
+  // The size first: the schema check compiles what the payer sent.
+  if (declaration === undefined || (JSON.stringify(declaration)?.length ?? 0) > MAX_DECLARATION_BYTES) return undefined;
+  if (!isValidBazaarDeclaration(declaration)) return undefined;
+  const url = httpUrl(resource.url);
+  if (!url) return undefined;
+  const path = isValidRouteTemplate(declaration.routeTemplate) ? declaration.routeTemplate : url.pathname;
   return {
-    resource: `${url.origin}${url.pathname}`,
-    type: input.type,
+    resource: `${url.origin}${path}`,
+    type: declaration.info.input.type,
     x402Version: X402_V2_VERSION,
     accepts: [paymentRequirements],
     lastUpdated: now.toISOString(),
@@ -55,25 +68,22 @@ export function discoveryEntryOf(body: unknown, now: Date = new Date()): Discove
 
 /**
  * The Cronos dialect (x402 v1): requirements with a `resource` and `outputSchema.input.discoverable: true`
- * (what the kit's `paymentRequirements({discovery})` sends), cataloged in the same shape as a v2 entry.
+ * (what the kit's `requirePayment({discovery})` sends), cataloged in the same shape as a v2 entry, with the
+ * schema `@x402/extensions` gives a v1 declaration.
  */
 function cronosEntryOf(body: Record<string, unknown>, now: Date): DiscoveryEntry | undefined {
   const requirements = body.paymentRequirements;
   if (!isObject(requirements) || typeof requirements.resource !== "string" || !isObject(requirements.outputSchema)) return undefined;
   const { input, output } = requirements.outputSchema;
   if (!isObject(input) || input.discoverable !== true || (input.type !== undefined && input.type !== "http")) return undefined;
-  if (input.method !== undefined && (typeof input.method !== "string" || !HTTP_METHODS.has(input.method))) return undefined;
   if (output !== undefined && !isObject(output)) return undefined;
   const { discoverable: _discoverable, ...declared } = input;
-  const declaration = { info: { input: { ...declared, type: "http" }, ...(output ? { output } : {}) } };
-  if (JSON.stringify(declaration).length > MAX_DECLARATION_BYTES) return undefined;
-  let url: URL;
-  try {
-    url = new URL(requirements.resource);
-  } catch {
-    return undefined;
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") return undefined;
+  // v1 names the method in any case (the package upper-cases it there); v2's rules take it upper case.
+  if (typeof declared.method === "string") declared.method = declared.method.toUpperCase();
+  const declaration = { info: { input: { ...declared, type: "http" }, ...(output ? { output } : {}) }, schema: V1_DECLARATION_SCHEMA };
+  if (JSON.stringify(declaration).length > MAX_DECLARATION_BYTES || !isValidBazaarDeclaration(declaration)) return undefined;
+  const url = httpUrl(requirements.resource);
+  if (!url) return undefined;
   return {
     resource: `${url.origin}${url.pathname}`,
     type: "http",
@@ -91,26 +101,64 @@ function words(text: string): string[] {
   return text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
 }
 
+/** Fields of a declaration's `info` that say how to call it (every entry has them), not what it is. */
+const STRUCTURAL_INPUT = new Set(["type", "method", "bodyType", "transport", "inputSchema", "discoverable"]);
+
+/** The values (never the keys) of a JSON value, as text. */
+function valuesOf(value: unknown, out: string[] = []): string[] {
+  if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") out.push(String(value));
+  else if (Array.isArray(value)) for (const item of value) valuesOf(item, out);
+  else if (isObject(value)) for (const item of Object.values(value)) valuesOf(item, out);
+  return out;
+}
+
+/**
+ * What search reads of an entry: its description, its URL's host and path, and the values of its
+ * declaration's `info` (example inputs and outputs, a tool's name and description), but no JSON key and
+ * none of the fields every entry has (`type: "http"`, the method, `output.type: "json"`, schemas), which
+ * would match every entry.
+ */
+function searchText(entry: DiscoveryEntry): string {
+  const info = (entry.extensions?.[BAZAAR] as { info?: unknown } | undefined)?.info;
+  const parts = [entry.description ?? ""];
+  try {
+    const url = new URL(entry.resource);
+    parts.push(url.host, decodeURIComponent(url.pathname));
+  } catch {
+    parts.push(entry.resource);
+  }
+  if (isObject(info)) {
+    const { input, output, ...rest } = info;
+    if (isObject(input)) valuesOf(Object.fromEntries(Object.entries(input).filter(([key]) => !STRUCTURAL_INPUT.has(key))), parts);
+    if (isObject(output)) valuesOf(Object.fromEntries(Object.entries(output).filter(([key]) => key !== "type")), parts);
+    valuesOf(rest, parts);
+  }
+  return parts.join(" ");
+}
+
 /**
  * How well an entry matches the query's words: each query word found among the words of its
- * description, URL and declaration counts once (whole words, case-insensitive).
+ * description, URL and declared values ({@link searchText}) counts once (whole words, case-insensitive).
  */
 export function searchScore(entry: DiscoveryEntry, query: readonly string[]): number {
-  const haystack = new Set(words(`${entry.description ?? ""} ${entry.resource} ${JSON.stringify(entry.extensions?.[BAZAAR] ?? {})}`));
+  const haystack = new Set(words(searchText(entry)));
   return query.filter((word) => haystack.has(word)).length;
 }
 
 const optionalText = z.string().trim().min(1, { error: "must not be empty" }).max(256, { error: "must be at most 256 characters" }).optional();
+const wholeNumber = z.string().regex(/^\d{1,9}$/, { error: "must be a whole number" }).transform(Number);
 const count = (max: number) =>
-  z
-    .string()
-    .regex(/^\d{1,9}$/, { error: "must be a whole number" })
-    .transform(Number)
-    .refine((n) => n <= max, { error: `must be at most ${max}` })
-    .optional();
+  wholeNumber.refine((n) => n <= max, { error: `must be at most ${max}` }).optional();
 const filterSchema = { type: optionalText, payTo: optionalText, scheme: optionalText, network: optionalText, extensions: optionalText };
 const listSchema = z.object({ ...filterSchema, limit: count(1_000), offset: count(1_000_000) });
-const searchSchema = z.object({ ...filterSchema, query: z.string({ error: "is required" }).trim().min(1, { error: "must not be empty" }).max(512), limit: count(100), cursor: count(1_000_000) });
+/** Search's `limit` is advisory (`@x402/extensions` says a server may return fewer): more than 100 asks for 100. */
+const MAX_SEARCH_LIMIT = 100;
+const searchSchema = z.object({
+  ...filterSchema,
+  query: z.string({ error: "is required" }).trim().min(1, { error: "must not be empty" }).max(512),
+  limit: wholeNumber.transform((n) => Math.min(n, MAX_SEARCH_LIMIT)).optional(),
+  cursor: count(1_000_000),
+});
 
 /** Options of {@link discoveryRoutes}. */
 export interface DiscoveryRoutesOptions {
@@ -122,15 +170,18 @@ export interface DiscoveryRoutesOptions {
 /**
  * `GET /v2/x402/discovery/resources` (filters `type`, `payTo`, `scheme`, `network`, `extensions`;
  * `limit` (default 100), `offset`) answering `{x402Version: 2, items, pagination: {limit, offset, total}}`,
- * and `GET /v2/x402/discovery/search?query=…` (the same filters; `limit` (default 20), `cursor`) answering
- * `{x402Version: 2, resources, pagination: {limit, cursor}}`: entries matching more of the query's words
- * first, then the most recently paid. Where `@x402/extensions`' `withBazaar` looks, under the v2 base path.
+ * and `GET /v2/x402/discovery/search?query=…` (the same filters; `limit` (default 20, at most 100: more asks
+ * for 100), `cursor`) answering `{x402Version: 2, resources, partialResults?, pagination: {limit, cursor}}`:
+ * entries matching more of the query's words first, then the most recently paid; `partialResults: true` when
+ * the catalog held more entries than one search looks at. `network` takes either form (`eip155:338`,
+ * `cronos-testnet`). Where `@x402/extensions`' `withBazaar` looks, under the v2 base path.
  */
 export function discoveryRoutes(options: DiscoveryRoutesOptions): Router {
   const router = express.Router();
   const matching = async (query: z.infer<typeof listSchema>) => {
-    const entries = await options.ledger.discoveryResources({ type: query.type, payTo: query.payTo, scheme: query.scheme, network: query.network });
-    return query.extensions === undefined ? entries : entries.filter((entry) => entry.extensions?.[query.extensions!] !== undefined);
+    const found = await options.ledger.discoveryResources({ type: query.type, payTo: query.payTo, scheme: query.scheme, network: query.network });
+    const entries = query.extensions === undefined ? found.entries : found.entries.filter((entry) => entry.extensions?.[query.extensions!] !== undefined);
+    return { entries, truncated: found.truncated };
   };
 
   router.get("/v2/x402/discovery/resources", ...options.guards, async (req, res) => {
@@ -141,7 +192,7 @@ export function discoveryRoutes(options: DiscoveryRoutesOptions): Router {
     }
     const limit = parsed.data.limit ?? 100;
     const offset = parsed.data.offset ?? 0;
-    const entries = await matching(parsed.data);
+    const { entries } = await matching(parsed.data);
     res.set("Cache-Control", "no-store").json({ x402Version: X402_V2_VERSION, items: entries.slice(offset, offset + limit), pagination: { limit, offset, total: entries.length } });
   });
 
@@ -154,14 +205,16 @@ export function discoveryRoutes(options: DiscoveryRoutesOptions): Router {
     const limit = parsed.data.limit ?? 20;
     const start = parsed.data.cursor ?? 0;
     const query = [...new Set(words(parsed.data.query))];
-    const ranked = (await matching(parsed.data))
+    const { entries, truncated } = await matching(parsed.data);
+    const ranked = entries
       .map((entry, order) => ({ entry, order, score: searchScore(entry, query) }))
       .filter((hit) => hit.score > 0)
       // More of the query's words first; among equals, the most recently paid (the ledger's order).
       .sort((a, b) => b.score - a.score || a.order - b.order);
     const page = ranked.slice(start, start + limit).map((hit) => hit.entry);
     const next = start + limit < ranked.length ? String(start + limit) : null;
-    res.set("Cache-Control", "no-store").json({ x402Version: X402_V2_VERSION, resources: page, pagination: { limit, cursor: next } });
+    // partialResults: the catalog holds more entries than one search looks at; some matches may be missing.
+    res.set("Cache-Control", "no-store").json({ x402Version: X402_V2_VERSION, resources: page, ...(truncated ? { partialResults: true } : {}), pagination: { limit, cursor: next } });
   });
   return router;
 }

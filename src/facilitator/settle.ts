@@ -6,9 +6,9 @@ import { settleErrorOfRevert } from "../chain/revert.js";
 import type { PayerPayload, Payment } from "../protocol/payment.js";
 import { SettleError, VerifyReason } from "../protocol/reasons.js";
 import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
-import { penaltySubject } from "../ledger/types.js";
+import { penaltySubject, type BoundPayment } from "../ledger/types.js";
 import type { Simulation } from "./settlements.js";
-import { paidUnderIdentifier, verifyPayment, type RefusedPayment, type VerifiedPayment, type VerifyFailureCode } from "./verify.js";
+import { authorizationDigest, identifierBoundElsewhere, paidUnderIdentifier, verifyPayment, type RefusedPayment, type VerifiedPayment, type VerifyFailureCode } from "./verify.js";
 
 /** Why a settlement failed: a verify refusal, or a transaction that failed (or may have) on chain. */
 export type SettleFailureCode = VerifyFailureCode | "failedOnChain";
@@ -120,15 +120,18 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
   }
 
   if (payment.paymentId) {
-    // The id is bound to the first authorization it came with, for every instance: another payment under
-    // it is refused before anything is claimed or sent.
-    let bound: Hex;
+    // The id is bound to the first payment it came with (everything signed), for every instance: another
+    // payment under it, one re-signed under the same nonce included, is refused before anything is claimed or sent.
+    let bound: BoundPayment;
     try {
-      bound = await context.ledger.bindPaymentIdentifier(config, authorization.from, payment.paymentId, authorization.nonce);
+      bound = await context.ledger.bindPaymentIdentifier(config, authorization.from, payment.paymentId, {
+        nonce: authorization.nonce,
+        digest: authorizationDigest(runtime, authorization),
+      });
     } catch (error) {
       throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
     }
-    if (bound.toLowerCase() !== authorization.nonce.toLowerCase()) {
+    if (await identifierBoundElsewhere(runtime, authorization, payment.paymentId, context, bound)) {
       return { settled: false, code: "paymentId", error: VerifyReason.paymentIdentifierInUse(payment.paymentId) };
     }
   }

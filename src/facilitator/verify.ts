@@ -4,6 +4,7 @@ import type { Payment, PayerPayload } from "../protocol/payment.js";
 import { EXACT_SCHEME, VerifyReason } from "../protocol/reasons.js";
 import { recoverSigner, transferAuthorizationDigest } from "../chain/signature.js";
 import type { Head } from "../chain/state.js";
+import type { BoundPayment, SettlementRecord } from "../ledger/types.js";
 import { FacilitatorFault, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
 
 const MAX_UINT256 = (1n << 256n) - 1n;
@@ -73,8 +74,74 @@ export async function verifyRequest(payment: Payment, context: FacilitatorContex
 }
 
 /**
- * The transaction of a payment settled before under `paymentId`: when the id is bound to this
- * authorization and the ledger records it settled, its hash, block and time; otherwise undefined.
+ * The EIP-712 digest of an authorization under its token's domain: one value for everything the payer
+ * signed (payee, value, validAfter, validBefore, nonce, token and chain), whatever the signature's bytes.
+ */
+export function authorizationDigest(runtime: NetworkRuntime, authorization: PayerPayload["authorization"]): Hex {
+  return bytesToHex(
+    transferAuthorizationDigest(runtime.separator, {
+      from: authorization.from,
+      to: authorization.to,
+      value: BigInt(authorization.value),
+      validAfter: authorization.validAfter,
+      validBefore: authorization.validBefore,
+      nonce: authorization.nonce,
+    }),
+  );
+}
+
+/** Whether a settlement the ledger records is of this authorization's payee, value and deadline (what the ledger keeps of it). */
+function recordIsOf(record: SettlementRecord, authorization: PayerPayload["authorization"]): boolean {
+  return (
+    record.key.nonce.toLowerCase() === authorization.nonce.toLowerCase() &&
+    isAddressEqual(record.payee, authorization.to) &&
+    record.value === BigInt(authorization.value) &&
+    record.validBefore === authorization.validBefore
+  );
+}
+
+/**
+ * Whether a payment identifier's binding is this payment: the same nonce and, where the binding keeps it,
+ * the same digest (everything signed). A binding recorded before its digest was kept is compared with the
+ * settlement of its nonce, when there is one, on what the ledger keeps of it (payee, value, validBefore).
+ */
+async function boundToThis(
+  bound: BoundPayment,
+  runtime: NetworkRuntime,
+  authorization: PayerPayload["authorization"],
+  context: FacilitatorContext,
+): Promise<boolean> {
+  if (bound.nonce.toLowerCase() !== authorization.nonce.toLowerCase()) return false;
+  if (bound.digest !== undefined) return bound.digest.toLowerCase() === authorizationDigest(runtime, authorization).toLowerCase();
+  const { config } = runtime;
+  const record = await context.ledger.get({ chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce });
+  return record === undefined || recordIsOf(record, authorization);
+}
+
+/**
+ * Whether the payer's `paymentId` is bound to a payment other than `authorization` (any instance bound it):
+ * such a payment is refused, never answered from the other one's settlement. Throws {@link FacilitatorFault}
+ * when the ledger cannot be read.
+ */
+export async function identifierBoundElsewhere(
+  runtime: NetworkRuntime,
+  authorization: PayerPayload["authorization"],
+  paymentId: string,
+  context: FacilitatorContext,
+  bound?: BoundPayment,
+): Promise<boolean> {
+  try {
+    const binding = bound ?? (await context.ledger.paymentIdentifierBinding(runtime.config, authorization.from, paymentId));
+    return binding !== undefined && !(await boundToThis(binding, runtime, authorization, context));
+  } catch (error) {
+    throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
+  }
+}
+
+/**
+ * The transaction of this very payment settled before under `paymentId`: when the id is bound to this
+ * authorization (everything signed alike) and the ledger records its settlement (of the same payee, value
+ * and validBefore), its hash, block and time; otherwise undefined.
  */
 export async function paidUnderIdentifier(
   runtime: NetworkRuntime,
@@ -84,10 +151,12 @@ export async function paidUnderIdentifier(
 ): Promise<{ txHash: Hex; blockNumber: bigint; timestamp: string } | undefined> {
   const { config } = runtime;
   try {
-    const bound = await context.ledger.paymentIdentifierNonce(config, authorization.from, paymentId);
-    if (bound?.toLowerCase() !== authorization.nonce.toLowerCase()) return undefined;
+    const bound = await context.ledger.paymentIdentifierBinding(config, authorization.from, paymentId);
+    if (!bound || !(await boundToThis(bound, runtime, authorization, context))) return undefined;
     const record = await context.ledger.get({ chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce });
-    if (record?.status !== "settled" || !record.txHash || record.blockNumber === undefined || record.blockTimestamp === undefined) return undefined;
+    // The settlement of the nonce may be another payment's (signed under the same nonce without this id): its transaction is not this payment's.
+    if (record?.status !== "settled" || !recordIsOf(record, authorization)) return undefined;
+    if (!record.txHash || record.blockNumber === undefined || record.blockTimestamp === undefined) return undefined;
     return { txHash: record.txHash, blockNumber: record.blockNumber, timestamp: new Date(Number(record.blockTimestamp) * 1000).toISOString() };
   } catch (error) {
     throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
@@ -117,16 +186,11 @@ export async function verifyPayment(
 ): Promise<VerifyOutcome> {
   const outcome = await checkPayment(payment, context, options);
   // The payer's payment identifier (x402 v2), asked once its signature is proven (a valid payment, or a
-  // used one): an id that came with another authorization first refuses this one.
+  // used one): an id that came with another payment first refuses this one, even one re-signed under the
+  // same nonce for another payee or value.
   if (!payment.paymentId || !outcome.runtime || !outcome.payload || !(outcome.isValid || outcome.code === "used")) return outcome;
   const { runtime, payload } = outcome;
-  let bound: Hex | undefined;
-  try {
-    bound = await context.ledger.paymentIdentifierNonce(runtime.config, payload.authorization.from, payment.paymentId);
-  } catch (error) {
-    throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
-  }
-  if (bound !== undefined && bound.toLowerCase() !== payload.authorization.nonce.toLowerCase()) {
+  if (await identifierBoundElsewhere(runtime, payload.authorization, payment.paymentId, context)) {
     return refuse("paymentId", VerifyReason.paymentIdentifierInUse(payment.paymentId), { payload, runtime, head: outcome.head });
   }
   return outcome;

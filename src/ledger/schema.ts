@@ -166,9 +166,12 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     // The discovery catalog (x402 `bazaar`): the paid resources this facilitator has seen, one row per
-    // resource URL (its canonical form) and method (GET, POST, …; MCP for a tool), updated on each payment.
+    // resource URL (its canonical form) and method (GET, POST, …; mcp:<toolName> for a tool), updated on each payment.
+    // And a payment identifier's binding keeps the whole authorization it came with (its EIP-712 digest),
+    // not only its nonce: another payment re-signed under the same nonce is not the same payment.
     name: "0004_discovery_resources",
     statements: () => [
+      `ALTER TABLE payment_identifiers ADD COLUMN digest TEXT`,
       `CREATE TABLE discovery_resources (
         resource TEXT NOT NULL,
         method TEXT NOT NULL,

@@ -1,15 +1,20 @@
 import { EventEmitter } from "node:events";
 import { getAddress, type Address, type Hex } from "viem";
+import { caip2OfNetwork } from "../protocol/x402v2.js";
 import {
+  DISCOVERY_SCAN_LIMIT,
   IllegalTransitionError,
   LedgerError,
   type BroadcastRecord,
+  type BoundPayment,
   type ClaimInput,
   type ClaimResult,
   type CounterHit,
   type DiscoveryEntry,
   type DiscoveryFilter,
   type IndexedNonce,
+  type DiscoveryResources,
+  type DiscoveryUpsertOptions,
   type InstanceRecord,
   type Lease,
   type Ledger,
@@ -190,6 +195,10 @@ function* nonceChunks<T>(rows: readonly T[]): Generator<readonly T[]> {
   }
 }
 
+function toBoundPayment(row: SqlRow): BoundPayment {
+  return { nonce: row.nonce as Hex, ...(row.digest != null ? { digest: row.digest as Hex } : {}) };
+}
+
 /** The write-ahead record of a signed transaction: completed with the row source (`settlements WHERE …`, or a CTE). */
 const INSERT_SIGNED = `INSERT INTO settlement_transactions (hash, settlement_id, chain_id, relayer, relayer_nonce, raw, state, fee_cap, priority_fee, created_at, updated_at)
    SELECT ?, id, chain_id, ?, ?, ?, 'signed', ?, ?, ?, ? FROM`;
@@ -216,12 +225,23 @@ class KeyedSerial {
  * The ledger over SQL: every rule lives here once; the backends ({@link SqlDriver}) differ only in
  * how statements run, how transactions serialize and how instances are notified.
  */
-/** The method a catalog entry is keyed by with its URL: its declaration's HTTP method (GET by default), or MCP for a tool. */
+/**
+ * What a catalog entry is keyed by with its URL: its declaration's HTTP method (GET by default), or
+ * `mcp:<toolName>` for an MCP tool (several tools may share one URL).
+ */
 function discoveryMethodOf(entry: DiscoveryEntry): string {
-  if (entry.type === "mcp") return "MCP";
-  const input = (entry.extensions?.bazaar as { info?: { input?: { method?: unknown } } } | undefined)?.info?.input;
+  const input = (entry.extensions?.bazaar as { info?: { input?: { method?: unknown; toolName?: unknown } } } | undefined)?.info?.input;
+  if (entry.type === "mcp") return `mcp:${typeof input?.toolName === "string" ? input.toolName : ""}`;
   return typeof input?.method === "string" ? input.method.toUpperCase() : "GET";
 }
+
+/** The key a removal names: an HTTP method in any case, or `mcp:<toolName>` as declared (tool names are case-sensitive). */
+function discoveryMethodKey(method: string): string {
+  return /^mcp:/i.test(method) ? `mcp:${method.slice(4)}` : method.toUpperCase();
+}
+
+/** A network's one name for comparisons: its CAIP-2 id where the kit knows it (`cronos-testnet` is `eip155:338`). */
+const networkKey = (network: string) => caip2OfNetwork(network) ?? network;
 
 /** Ways of paying one catalog entry keeps (one per scheme and network). */
 const MAX_ACCEPTS = 16;
@@ -677,24 +697,24 @@ export class SqlLedger implements Ledger {
     return row ? toPenalty(row) : undefined;
   }
 
-  async bindPaymentIdentifier(scope: TokenScope, payer: Address, id: string, nonce: Hex): Promise<Hex> {
+  async bindPaymentIdentifier(scope: TokenScope, payer: Address, id: string, payment: BoundPayment): Promise<BoundPayment> {
     const [row] = await this.#db.all(
-      `INSERT INTO payment_identifiers (chain_id, token, payer, id, nonce, created_at) VALUES (?, ?, ?, ?, ?, ?)
+      `INSERT INTO payment_identifiers (chain_id, token, payer, id, nonce, digest, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (chain_id, token, payer, id) DO UPDATE SET nonce = payment_identifiers.nonce
-       RETURNING nonce`,
-      [scope.chainId, lower(scope.token), lower(payer), id, lower(nonce), this.#now()],
+       RETURNING nonce, digest`,
+      [scope.chainId, lower(scope.token), lower(payer), id, lower(payment.nonce), payment.digest ? lower(payment.digest) : null, this.#now()],
     );
-    return row!.nonce as Hex;
+    return toBoundPayment(row!);
   }
 
-  async paymentIdentifierNonce(scope: TokenScope, payer: Address, id: string): Promise<Hex | undefined> {
-    const [row] = await this.#db.all(`SELECT nonce FROM payment_identifiers WHERE chain_id = ? AND token = ? AND payer = ? AND id = ?`, [
+  async paymentIdentifierBinding(scope: TokenScope, payer: Address, id: string): Promise<BoundPayment | undefined> {
+    const [row] = await this.#db.all(`SELECT nonce, digest FROM payment_identifiers WHERE chain_id = ? AND token = ? AND payer = ? AND id = ?`, [
       scope.chainId,
       lower(scope.token),
       lower(payer),
       id,
     ]);
-    return row ? (row.nonce as Hex) : undefined;
+    return row ? toBoundPayment(row) : undefined;
   }
 
   async nonceIndexProgress(scope: TokenScope): Promise<NonceIndexProgress | undefined> {
@@ -770,15 +790,27 @@ export class SqlLedger implements Ledger {
     });
   }
 
-  async upsertDiscoveryResource(entry: DiscoveryEntry): Promise<void> {
-    await this.#db.transaction(async (tx) => {
-      const method = discoveryMethodOf(entry);
+  upsertDiscoveryResource(entry: DiscoveryEntry, options: DiscoveryUpsertOptions): Promise<void> {
+    const method = discoveryMethodOf(entry);
+    // Read, merge and write under the entry's own lock (every instance): two payments of one resource at once
+    // (on 338 and on 25, say) each keep their way of paying; with a plain BEGIN, PostgreSQL lost one.
+    return this.#db.transaction({ lock: `discovery:${method} ${entry.resource}` }, async (tx) => {
       const [row] = await tx.all(`SELECT entry FROM discovery_resources WHERE resource = ? AND method = ?`, [entry.resource, method]);
       // The requirements of every way it was paid (one per scheme and network), the latest first.
       const earlier = row ? (JSON.parse(String(row.entry)) as DiscoveryEntry).accepts : [];
       const kind = (a: Record<string, unknown>) => `${String(a.scheme)}|${String(a.network)}`;
-      const fresh = new Set(entry.accepts.map(kind));
-      const accepts = [...entry.accepts, ...earlier.filter((a) => !fresh.has(kind(a)))].slice(0, MAX_ACCEPTS);
+      const payee = (a: Record<string, unknown>) => String(a.payTo).toLowerCase();
+      let taken = entry.accepts;
+      if (row && !options.settled) {
+        // A verify moves no money, so anyone can verify a self-signed payment naming someone else's URL: on an
+        // existing entry it may refresh a way of paying, never point one (or a new one) at another payTo.
+        const payeeOfKind = new Map(earlier.map((a) => [kind(a), payee(a)]));
+        const payees = new Set(earlier.map(payee));
+        taken = taken.filter((a) => (payeeOfKind.get(kind(a)) ?? (payees.has(payee(a)) ? payee(a) : undefined)) === payee(a));
+        if (taken.length === 0) return;
+      }
+      const fresh = new Set(taken.map(kind));
+      const accepts = [...taken, ...earlier.filter((a) => !fresh.has(kind(a)))].slice(0, MAX_ACCEPTS);
       const merged = JSON.stringify({ ...entry, accepts });
       await tx.run(
         `INSERT INTO discovery_resources (resource, method, type, entry, last_updated) VALUES (?, ?, ?, ?, ?)
@@ -788,24 +820,31 @@ export class SqlLedger implements Ledger {
     });
   }
 
-  async discoveryResources(filter: DiscoveryFilter = {}): Promise<DiscoveryEntry[]> {
+  async discoveryResources(filter: DiscoveryFilter = {}): Promise<DiscoveryResources> {
     const rows = await this.#db.all(
-      `SELECT entry FROM discovery_resources ${filter.type !== undefined ? "WHERE type = ?" : ""} ORDER BY last_updated DESC, resource, method LIMIT 10000`,
-      filter.type !== undefined ? [filter.type] : [],
+      `SELECT entry FROM discovery_resources ${filter.type !== undefined ? "WHERE type = ?" : ""} ORDER BY last_updated DESC, resource, method LIMIT ?`,
+      [...(filter.type !== undefined ? [filter.type] : []), DISCOVERY_SCAN_LIMIT + 1],
     );
+    const truncated = rows.length > DISCOVERY_SCAN_LIMIT;
+    // A network in either dialect's name: an entry paid in the Cronos dialect says cronos-testnet, a v2 one eip155:338.
+    const network = filter.network === undefined ? undefined : networkKey(filter.network);
     // Payment fields match any of the ways the resource was paid.
     const matches = (a: Record<string, unknown>) =>
       (filter.payTo === undefined || String(a.payTo).toLowerCase() === filter.payTo.toLowerCase()) &&
       (filter.scheme === undefined || a.scheme === filter.scheme) &&
-      (filter.network === undefined || a.network === filter.network);
-    return rows.map((row) => JSON.parse(String(row.entry)) as DiscoveryEntry).filter((entry) => entry.accepts.some(matches));
+      (network === undefined || networkKey(String(a.network)) === network);
+    const entries = rows
+      .slice(0, DISCOVERY_SCAN_LIMIT)
+      .map((row) => JSON.parse(String(row.entry)) as DiscoveryEntry)
+      .filter((entry) => entry.accepts.some(matches));
+    return { entries, truncated };
   }
 
   async removeDiscoveryResource(resource: string, method?: string): Promise<number> {
     const rows =
       method === undefined
         ? await this.#db.all(`DELETE FROM discovery_resources WHERE resource = ? RETURNING resource`, [resource])
-        : await this.#db.all(`DELETE FROM discovery_resources WHERE resource = ? AND method = ? RETURNING resource`, [resource, method.toUpperCase()]);
+        : await this.#db.all(`DELETE FROM discovery_resources WHERE resource = ? AND method = ? RETURNING resource`, [resource, discoveryMethodKey(method)]);
     return rows.length;
   }
 

@@ -211,6 +211,17 @@ export interface NonceIndexProgress {
   throughBlock: bigint;
 }
 
+/**
+ * The payment a payment identifier is bound to: the authorization's nonce and its EIP-712 digest, which
+ * covers everything signed (payer, payee, value, validAfter, validBefore, nonce, and the token and chain
+ * through the domain). `digest` is absent for a binding recorded before migration 0004, which kept the
+ * nonce only.
+ */
+export interface BoundPayment {
+  nonce: Hex;
+  digest?: Hex;
+}
+
 /** A rate-limit counter after a hit. */
 export interface CounterHit {
   hits: number;
@@ -242,6 +253,22 @@ export interface DiscoveryEntry {
   mimeType?: string;
   /** The declaration as the payment carried it (`{bazaar: {info, schema}}`). */
   extensions?: Record<string, unknown>;
+}
+
+/** Options of {@link Ledger.upsertDiscoveryResource}. */
+export interface DiscoveryUpsertOptions {
+  /** Whether the payment that declared the entry was settled (money moved), or only verified. */
+  settled: boolean;
+}
+
+/** How many of the most recently updated catalog entries {@link Ledger.discoveryResources} looks at. */
+export const DISCOVERY_SCAN_LIMIT = 10_000;
+
+/** What {@link Ledger.discoveryResources} found. */
+export interface DiscoveryResources {
+  entries: DiscoveryEntry[];
+  /** Whether the catalog holds more entries than were looked at ({@link DISCOVERY_SCAN_LIMIT}). */
+  truncated: boolean;
 }
 
 /** Filters of {@link Ledger.discoveryResources}. */
@@ -366,12 +393,12 @@ export interface Ledger {
 
   /**
    * Binds a payer's payment identifier (the x402 `payment-identifier` extension) to the authorization
-   * nonce it first came with, unless it is bound already. Returns the nonce it is bound to: this one, or
-   * the earlier payment's. One binding for all instances; it is never released.
+   * it first came with, unless it is bound already. Returns the payment it is bound to: this one, or the
+   * earlier one. One binding for all instances; it is never released.
    */
-  bindPaymentIdentifier(scope: TokenScope, payer: Address, id: string, nonce: Hex): Promise<Hex>;
-  /** The nonce a payer's payment identifier is bound to, if any. */
-  paymentIdentifierNonce(scope: TokenScope, payer: Address, id: string): Promise<Hex | undefined>;
+  bindPaymentIdentifier(scope: TokenScope, payer: Address, id: string, payment: BoundPayment): Promise<BoundPayment>;
+  /** The payment a payer's payment identifier is bound to, if any. */
+  paymentIdentifierBinding(scope: TokenScope, payer: Address, id: string): Promise<BoundPayment | undefined>;
 
   /** The nonce index's progress for `scope`, if it was ever opened. */
   nonceIndexProgress(scope: TokenScope): Promise<NonceIndexProgress | undefined>;
@@ -393,11 +420,25 @@ export interface Ledger {
   /** Stored nonces of `scope` in (authorizer, nonce) order, after `after` (exclusive), at most `limit`: the pages that load the index. */
   indexedNonces(scope: TokenScope, options: { after?: { authorizer: Address; nonce: Hex }; limit: number }): Promise<IndexedNonce[]>;
 
-  /** Adds a resource (a URL and a method) to the discovery catalog, or replaces its entry with a later payment's. */
-  upsertDiscoveryResource(entry: DiscoveryEntry): Promise<void>;
-  /** The catalog's entries that match `filter` (each field exact; `payTo` case-insensitive), most recently updated first. */
-  discoveryResources(filter?: DiscoveryFilter): Promise<DiscoveryEntry[]>;
-  /** Removes a resource from the catalog (an operator's decision): every method of it, or `method`'s; returns how many entries went. */
+  /**
+   * Adds a resource (a URL and a method, or an MCP tool) to the discovery catalog, or updates its entry
+   * with a later payment's: its ways of paying (one per scheme and network, the latest first) and its
+   * description and declaration. Serialized per entry across instances, so concurrent payments all count.
+   * A payment only verified (`settled: false`) may create an entry, but on an existing one it takes no way
+   * of paying to a payTo other than the entry's own for that scheme and network (or, for a new one, a payTo
+   * the entry already lists), and changes nothing when it takes none.
+   */
+  upsertDiscoveryResource(entry: DiscoveryEntry, options: DiscoveryUpsertOptions): Promise<void>;
+  /**
+   * The catalog's entries that match `filter` (each field exact, but `payTo` case-insensitive and `network`
+   * in either form, `eip155:338` or `cronos-testnet`), most recently updated first; at most the
+   * {@link DISCOVERY_SCAN_LIMIT} most recent entries are looked at (`truncated` says there were more).
+   */
+  discoveryResources(filter?: DiscoveryFilter): Promise<DiscoveryResources>;
+  /**
+   * Removes a resource from the catalog (an operator's decision): every entry of its URL, or `method`'s (an
+   * HTTP method, or `mcp:<toolName>`); returns how many entries went.
+   */
   removeDiscoveryResource(resource: string, method?: string): Promise<number>;
 
   /** Counts one hit of `key` in a fixed window of `windowMs` starting at its first hit. */

@@ -46,6 +46,7 @@ export {
   PAYMENT_IDENTIFIER,
   PAYMENT_ID_PATTERN,
   paymentIdentifierOf,
+  paymentIdentifierExtensionSchema,
   type CronosAssetAmount,
   type CronosSpendControl,
   type SignedV2Payment,
@@ -56,6 +57,16 @@ export {
   type V2VerifyResponse,
   type V2SettleResponse,
 } from "./x402v2.js";
+// The x402 v2 `bazaar` extension (resource discovery): declarations and the rules they are checked by.
+export {
+  BAZAAR,
+  bazaarDeclarationSchema,
+  bazaarDeclarationOf,
+  isValidBazaarDeclaration,
+  isValidRouteTemplate,
+  type BazaarDeclaration,
+  type DiscoveryDeclaration,
+} from "./bazaar.js";
 export type { Payment, PaymentTerms, PayerPayload, DecodedPayload } from "./payment.js";
 export { TRANSFER_WITH_AUTHORIZATION_TYPES, transferAuthorizationTypedData, type TokenDomain } from "./eip3009.js";
 export { settlementStatusSchema, type SettlementStatus } from "./schemas.js";

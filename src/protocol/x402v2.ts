@@ -2,6 +2,7 @@ import { z } from "zod";
 import type { Address, Hex } from "viem";
 import { canonicalNetwork, NETWORK_NAMES, NETWORKS, type NetworkName } from "./networks.js";
 import { addressSchema, coinbasePayloadSchema, expected, uintStringSchema, type PaymentRequirements } from "./schemas.js";
+import { conformsToSchema } from "./json-schema.js";
 
 /**
  * The x402 v2 dialect, as the `@x402/*` packages (2.27) speak it: CAIP-2 networks, `amount`,
@@ -259,19 +260,43 @@ export const PAYMENT_IDENTIFIER = "payment-identifier";
 /** An identifier's rules, as `@x402/extensions` states them: 16 to 128 of A-Z a-z 0-9 _ -. */
 export const PAYMENT_ID_PATTERN = /^[A-Za-z0-9_-]{16,128}$/;
 
+const IDENTIFIER_FIELD = `paymentPayload.extensions["${PAYMENT_IDENTIFIER}"]`;
+
 /**
- * The payment identifier in an x402 v2 payment's `extensions` (`{"payment-identifier": {info: {id}}}`):
- * `undefined` when it carries none, else the id, or why it cannot be one.
+ * The `payment-identifier` extension as a payment carries it (`@x402/extensions`' `validatePaymentIdentifier`):
+ * `info.required` a boolean, `info.id` (when there is one) 16 to 128 of A-Z a-z 0-9 _ -, and an optional
+ * `schema` that `info` must conform to (checked by {@link paymentIdentifierOf}).
+ */
+export const paymentIdentifierExtensionSchema = z.looseObject(
+  {
+    info: z.looseObject(
+      {
+        required: z.boolean({ error: "must be a boolean" }),
+        id: z.string({ error: "must be 16 to 128 characters of A-Z a-z 0-9 _ -" }).regex(PAYMENT_ID_PATTERN, { error: "must be 16 to 128 characters of A-Z a-z 0-9 _ -" }).optional(),
+      },
+      { error: "must be an object" },
+    ),
+    schema: z.unknown().optional(),
+  },
+  { error: "must be an object" },
+);
+
+/**
+ * The payment identifier in an x402 v2 payment's `extensions` (`{"payment-identifier": {info: {required, id}}}`),
+ * validated as `@x402/extensions`' `validatePaymentIdentifier` does: `undefined` when it carries no extension
+ * or one without an id (a seller's declaration echoed back asks for nothing), else the id, or why the
+ * extension is not valid (naming the field).
  */
 export function paymentIdentifierOf(extensions: Record<string, unknown> | undefined): { id: string } | { error: string } | undefined {
   const extension = extensions?.[PAYMENT_IDENTIFIER];
   if (extension === undefined) return undefined;
-  const info = typeof extension === "object" && extension !== null ? (extension as { info?: unknown }).info : undefined;
-  const id = typeof info === "object" && info !== null ? (info as { id?: unknown }).id : undefined;
-  // A declaration without an id (the seller's `{info: {required}}` echoed back) asks for nothing.
-  if (id === undefined) return undefined;
-  if (typeof id !== "string" || !PAYMENT_ID_PATTERN.test(id)) {
-    return { error: `paymentPayload.extensions["${PAYMENT_IDENTIFIER}"].info.id must be 16 to 128 characters of A-Z a-z 0-9 _ -` };
+  const parsed = paymentIdentifierExtensionSchema.safeParse(extension);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    return { error: `${[IDENTIFIER_FIELD, ...issue.path.map(String)].join(".")} ${issue.message}` };
   }
-  return { id };
+  const { info, schema } = parsed.data;
+  // The package checks a schema that is there (truthy) and ignores one that is not.
+  if (schema && !conformsToSchema(schema, info)) return { error: `${IDENTIFIER_FIELD}.info does not conform to the extension's schema` };
+  return info.id === undefined ? undefined : { id: info.id };
 }

@@ -21,6 +21,7 @@ import {
   type V2PaymentRequirements,
   type V2SettleResponse,
 } from "../protocol/x402v2.js";
+import { BAZAAR, bazaarDeclarationOf, declarationOfOutputSchema, outputSchemaOf, type DiscoveryDeclaration } from "../protocol/bazaar.js";
 import { createFacilitatorClient, FacilitatorError, type FacilitatorClient } from "./facilitator-client.js";
 
 /** A seller configuration mistake: requirements that are not valid payment requirements. */
@@ -51,20 +52,13 @@ export interface PaymentRequirementsOptions {
   /**
    * Lists the route in the facilitator's discovery catalog (x402 `bazaar`) once it is paid: sent as the
    * requirements' `outputSchema` (`input.discoverable: true`), which the Cronos wire format carries and does
-   * not enforce. Without `resource`, the middleware names the request's URL.
+   * not enforce, and as the `bazaar` extension of the x402 v2 offer. Without `resource`, the middleware names
+   * the request's URL. `requirePayment(…, { discovery })` does the same for requirements given as they are.
    */
   discovery?: DiscoveryDeclaration;
 }
 
-/** What a paid route tells the discovery catalog about itself (the HTTP shape of `@x402/extensions`' `declareDiscoveryExtension`). */
-export interface DiscoveryDeclaration {
-  /** Default GET. */
-  method?: "GET" | "HEAD" | "DELETE" | "POST" | "PUT" | "PATCH";
-  /** Example query parameters (or body fields) of a request. */
-  input?: Record<string, unknown>;
-  /** What an answer looks like: an example, and/or a JSON schema. */
-  output?: { example?: unknown; schema?: Record<string, unknown> };
-}
+export type { DiscoveryDeclaration };
 
 /** Defaults of {@link paymentRequirements}, the official client's. */
 export const REQUIREMENTS_DEFAULTS = {
@@ -100,16 +94,17 @@ export function paymentRequirements(options: PaymentRequirementsOptions): Paymen
     maxTimeoutSeconds: options.maxTimeoutSeconds ?? REQUIREMENTS_DEFAULTS.maxTimeoutSeconds,
     ...(options.resource === undefined ? {} : { resource: options.resource }),
     ...(options.extra === undefined ? {} : { extra: options.extra }),
-    ...(options.discovery === undefined ? {} : { outputSchema: outputSchemaOf(options.discovery) }),
+    ...(options.discovery === undefined ? {} : { outputSchema: discoveryOutputSchema(options.discovery) }),
   });
 }
 
 /** The `outputSchema` that declares a route for discovery (x402 v1's form, which the Cronos dialect carries). */
-function outputSchemaOf(discovery: DiscoveryDeclaration): Record<string, unknown> {
-  return {
-    input: { type: "http", method: discovery.method ?? "GET", discoverable: true, ...(discovery.input ? { queryParams: discovery.input } : {}) },
-    ...(discovery.output ? { output: { type: "json", ...discovery.output } } : {}),
-  };
+function discoveryOutputSchema(discovery: DiscoveryDeclaration): Record<string, unknown> {
+  try {
+    return outputSchemaOf(discovery);
+  } catch (error) {
+    throw new InvalidRequirementsError(`invalid discovery declaration: ${messageOf(error)}`);
+  }
 }
 
 /**
@@ -129,11 +124,9 @@ function v2ExtensionsOf(requirements: PaymentRequirements, paymentIdentifier: "o
       },
     };
   }
-  if (declaresDiscovery(requirements)) {
-    const declared = requirements.outputSchema as { input: Record<string, unknown>; output?: unknown };
-    const { discoverable: _discoverable, ...input } = declared.input;
-    extensions.bazaar = { info: { input, ...(declared.output ? { output: declared.output } : {}) } };
-  }
+  // The v2 form of the route's declaration, with the schema its info conforms to (other facilitators refuse one without).
+  const declaration = declarationOfOutputSchema((requirements as { outputSchema?: unknown }).outputSchema);
+  if (declaration) extensions[BAZAAR] = bazaarDeclarationOf(declaration);
   return Object.keys(extensions).length > 0 ? extensions : undefined;
 }
 
@@ -209,6 +202,12 @@ export type RequirePaymentOptions = FacilitatorOption & {
    * 400. The Cronos dialect has no place for an id: `X-PAYMENT` payments are unaffected.
    */
   paymentIdentifier?: "optional" | "required";
+  /**
+   * Lists the route in the facilitator's discovery catalog (x402 `bazaar`) once it is paid, as
+   * `paymentRequirements({ discovery })` does: added to requirements (fixed or computed) that declare nothing
+   * themselves (no `outputSchema`).
+   */
+  discovery?: DiscoveryDeclaration;
 };
 
 /** The settled payment as it is given to the handler and merged into its JSON answer. */
@@ -308,8 +307,11 @@ const bodyHeaderSchema = z.object({ paymentHeader: z.string().trim().min(1) });
  */
 export function requirePayment(requirements: RequirementsSource, options: RequirePaymentOptions): RequestHandler {
   const facilitator = facilitatorOf(options);
-  const withDescription = (input: PaymentRequirementsInput): PaymentRequirementsInput =>
-    options.description === undefined ? input : { ...input, description: options.description };
+  const outputSchema = options.discovery === undefined ? undefined : discoveryOutputSchema(options.discovery);
+  const withDescription = (input: PaymentRequirementsInput): PaymentRequirementsInput => {
+    const described = options.description === undefined ? input : { ...input, description: options.description };
+    return outputSchema === undefined || (described as { outputSchema?: unknown }).outputSchema !== undefined ? described : { ...described, outputSchema };
+  };
   const resolveRequirements: (req: Request) => Promise<PaymentRequirements> =
     typeof requirements === "function"
       ? async (req) => parseRequirements(withDescription(await requirements(req)))

@@ -3,7 +3,7 @@ import express from "express";
 import { paymentMiddleware, x402ResourceServer } from "@x402/express";
 import { HTTPFacilitatorClient } from "@x402/core/server";
 import { ExactEvmScheme } from "@x402/evm/exact/server";
-import { bazaarResourceServerExtension, declareDiscoveryExtension, withBazaar } from "@x402/extensions/bazaar";
+import { bazaarResourceServerExtension, declareDiscoveryExtension, validateDiscoveryExtension, validateDiscoveryExtensionSpec, withBazaar } from "@x402/extensions/bazaar";
 import { privateKeyToAccount } from "viem/accounts";
 import { x402Buyer } from "../../scripts/snippets/x402-buyer.js";
 import { wrapFetchWithPayment } from "../../src/buyer/index.js";
@@ -135,11 +135,26 @@ describe("x402 v2 bazaar: an @x402/express seller declaring discovery metadata, 
       expect(found.resources.map((r) => [r.resource, r.x402Version, r.type, r.description])).to.deep.equal([
         [`${cronosSeller.url}/quotes`, 1, "http", "Stock quotes by ticker, delayed 15 minutes"],
       ]);
+      // The info the route declared, with the schema @x402/extensions gives a v1 declaration it catalogs.
       expect(found.resources[0]!.extensions).to.deep.equal({
-        bazaar: { info: { input: { type: "http", method: "GET", queryParams: { ticker: "CRO" } }, output: { type: "json", example: { ticker: "CRO", price: "0.09" } } } },
+        bazaar: {
+          info: { input: { type: "http", method: "GET", queryParams: { ticker: "CRO" } }, output: { type: "json", example: { ticker: "CRO", price: "0.09" } } },
+          schema: {
+            $schema: "https://json-schema.org/draft/2020-12/schema",
+            type: "object",
+            properties: { input: { type: "object" }, output: { type: "object" } },
+            required: ["input"],
+          },
+        },
       });
+      const declaration = found.resources[0]!.extensions!.bazaar as Parameters<typeof validateDiscoveryExtension>[0];
+      expect([validateDiscoveryExtension(declaration), validateDiscoveryExtensionSpec(declaration as never)]).to.deep.equal([{ valid: true }, { valid: true }]);
       expect(found.resources[0]!.accepts.map((a) => [a.network, a.payTo, (a as Record<string, unknown>).maxAmountRequired])).to.deep.equal([["cronos-testnet", stack.seller, "10000"]]);
       expect((await bazaar.listResources()).pagination.total).to.equal(2);
+      // Its way of paying says cronos-testnet (the Cronos dialect's name): either name finds it.
+      for (const network of ["eip155:338", "cronos-testnet"]) {
+        expect((await bazaar.listResources({ network })).items.map((r) => r.resource), network).to.deep.equal([`${cronosSeller.url}/quotes`, `${seller.url}/weather`]);
+      }
     } finally {
       await cronosSeller.close();
     }
@@ -154,6 +169,36 @@ describe("x402 v2 bazaar: an @x402/express seller declaring discovery metadata, 
     ] as const) {
       const response = await fetch(`${stack.facilitatorUrl}${path}`);
       expect([response.status, await response.json()], path).to.deep.equal([400, { error: message }]);
+    }
+  });
+  it("a dynamic @x402/express route (GET /forecast/:city) is cataloged once under its route template, whichever city was paid", async () => {
+    const server = new x402ResourceServer(new HTTPFacilitatorClient({ url: `${stack.facilitatorUrl}/v2/x402` }))
+      .register("eip155:338", new ExactEvmScheme())
+      .registerExtension(bazaarResourceServerExtension);
+    const app = express();
+    app.use(
+      paymentMiddleware(
+        {
+          "GET /forecast/:city": {
+            accepts: [{ scheme: "exact", network: "eip155:338" as const, payTo: stack.seller, price: cronosPrice("eip155:338", "$0.01") }],
+            description: "Ten-day forecast by city",
+            extensions: { ...declareDiscoveryExtension({ output: { example: { days: 10 } } }) },
+          },
+        },
+        server,
+      ),
+    );
+    app.get("/forecast/:city", (_req, res) => void res.json({ days: 10 }));
+    const dynamic = await listen(app);
+    try {
+      const buyer = stack.networks["cronos-testnet"]!.buyers[2]!;
+      for (const city of ["oslo", "lima"]) expect((await x402Buyer(buyer.privateKey, "eip155:338")(`${dynamic.url}/forecast/${city}`)).status, city).to.equal(200);
+      const found = await bazaar.search({ query: "ten-day" });
+      expect(found.resources.map((r) => r.resource)).to.deep.equal([`${dynamic.url}/forecast/:city`]);
+      const declaration = found.resources[0]!.extensions!.bazaar as { routeTemplate: string; info: { input: Record<string, unknown> } };
+      expect([declaration.routeTemplate, declaration.info.input.pathParams]).to.deep.equal(["/forecast/:city", { city: "lima" }]);
+    } finally {
+      await dynamic.close();
     }
   });
 });

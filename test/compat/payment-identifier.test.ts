@@ -1,7 +1,13 @@
 import { expect } from "chai";
 import { HTTPFacilitatorClient } from "@x402/core/server";
 import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
-import { appendPaymentIdentifierToExtensions, declarePaymentIdentifierExtension, extractPaymentIdentifier, generatePaymentId } from "@x402/extensions/payment-identifier";
+import {
+  appendPaymentIdentifierToExtensions,
+  declarePaymentIdentifierExtension,
+  extractPaymentIdentifier,
+  generatePaymentId,
+  validatePaymentIdentifier,
+} from "@x402/extensions/payment-identifier";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
 import { privateKeyToAccount } from "viem/accounts";
 import express from "express";
@@ -9,7 +15,8 @@ import { createV2PaymentPayload } from "../../src/buyer/index.js";
 import { paymentRequirements, requirePayment } from "../../src/seller/index.js";
 import { decodeBase64Json, encodeBase64Json, listen } from "../helpers/http.js";
 import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
-import { TX_HASH } from "../helpers/chain.js";
+import { rpcClient, tokenBalances, TX_HASH } from "../helpers/chain.js";
+import { signTransferAuthorization } from "../helpers/sign.js";
 import { PRICE, STACK_OPTIONS } from "../helpers/seller.js";
 import { expectPaidOnChain, partyBalances } from "./helpers.js";
 
@@ -124,6 +131,41 @@ describe("x402 v2 payment-identifier through @x402/core's HTTPFacilitatorClient:
     }
   });
 
+  it("the kit's seller with paymentIdentifier: \"optional\" declares it not required: a v2 payment without an id is paid, one with the kit buyer's echoed id gets the same transaction on a retry", async () => {
+    const app = express();
+    app.get(
+      "/report",
+      requirePayment(paymentRequirements({ network: "cronos-testnet", payTo: stack.seller, amount: PRICE }), { facilitatorUrl: stack.facilitatorUrl, paymentIdentifier: "optional" }),
+      (_req, res) => void res.json({ report: "ok" }),
+    );
+    const seller = await listen(app);
+    try {
+      const unpaid = await fetch(`${seller.url}/report`);
+      expect(unpaid.status).to.equal(402);
+      const offer = decodeBase64Json(unpaid.headers.get("PAYMENT-REQUIRED")) as unknown as { accepts: Array<Record<string, unknown>>; extensions: Record<string, { info: Record<string, unknown> }> };
+      expect(offer.extensions["payment-identifier"]!.info).to.deep.equal({ required: false });
+      const signer = privateKeyToAccount(buyer.privateKey);
+      const pay = async (payment: unknown) => fetch(`${seller.url}/report`, { headers: { "PAYMENT-SIGNATURE": encodeBase64Json(payment) } });
+      const receiptOf = (answer: Response) => (decodeBase64Json(answer.headers.get("PAYMENT-RESPONSE")) as unknown as { transaction: string }).transaction;
+
+      let before = await partyBalances(stack, "cronos-testnet", buyer.address);
+      const withoutId = await pay(await createV2PaymentPayload({ signer, requirements: offer.accepts[0]! }));
+      expect([withoutId.status, await withoutId.json()]).to.deep.equal([200, { report: "ok", payment: { txHash: receiptOf(withoutId), from: buyer.address, to: stack.seller, value: PRICE.toString() } }]);
+      await expectPaidOnChain(stack, "cronos-testnet", receiptOf(withoutId), { buyer: buyer.address, price: PRICE, before });
+
+      const payment = await createV2PaymentPayload({ signer, requirements: offer.accepts[0]!, extensions: offer.extensions });
+      expect(extractPaymentIdentifier(payment as unknown as PaymentPayload)).to.match(/^pay_[0-9a-f]{32}$/);
+      before = await partyBalances(stack, "cronos-testnet", buyer.address);
+      const paid = await pay(payment);
+      expect(paid.status).to.equal(200);
+      const again = await pay(payment);
+      expect([again.status, receiptOf(again)]).to.deep.equal([200, receiptOf(paid)]);
+      await expectPaidOnChain(stack, "cronos-testnet", receiptOf(paid), { buyer: buyer.address, price: PRICE, before });
+    } finally {
+      await seller.close();
+    }
+  });
+
   it("the same id with another payment: refused on verify and settle, naming the identifier, and nothing is sent", async () => {
     const id = generatePaymentId("dup_");
     const first = plain(await client.settle(await paymentWithId(id), requirements));
@@ -150,6 +192,61 @@ describe("x402 v2 payment-identifier through @x402/core's HTTPFacilitatorClient:
     const fresh = plain(await client.settle(await paymentWithId(generatePaymentId()), requirements));
     expect(fresh.success).to.equal(true);
   });
+
+  /**
+   * The payer re-signs `payment`'s nonce for other terms (another payee, another value), under the same id:
+   * what a payer would send to make a second seller believe it was paid by the first payment's transaction.
+   */
+  async function resignedUnderSameNonce(payment: PaymentPayload, terms: { payTo: `0x${string}`; amount: string }): Promise<{ payment: PaymentPayload; requirements: PaymentRequirements }> {
+    const info = stack.networks["cronos-testnet"]!;
+    const signed = payment.payload.authorization as { from: `0x${string}`; validAfter: string; validBefore: string; nonce: `0x${string}` };
+    const message = { from: signed.from, to: terms.payTo, value: BigInt(terms.amount), validAfter: BigInt(signed.validAfter), validBefore: BigInt(signed.validBefore), nonce: signed.nonce };
+    const { signature } = await signTransferAuthorization({
+      account: privateKeyToAccount(buyer.privateKey),
+      domain: { name: info.domain.name, version: info.domain.version, chainId: 338, verifyingContract: info.token },
+      message,
+    });
+    const other = { ...requirements, payTo: terms.payTo, amount: terms.amount };
+    const authorization = { ...message, value: terms.amount, validAfter: signed.validAfter, validBefore: signed.validBefore };
+    return { payment: { ...payment, accepted: other, payload: { signature, authorization } } as PaymentPayload, requirements: other };
+  }
+
+  for (const [what, terms] of [
+    ["another payee", (payee: `0x${string}`) => ({ payTo: payee, amount: PRICE.toString() })],
+    ["another value", () => ({ payTo: stack.seller, amount: "5000000" })],
+  ] as const) {
+    it(`a payment re-signed under the settled payment's nonce and id for ${what}: refused on verify and settle as payment_identifier_conflict, never answered with the first transaction, nothing sent`, async () => {
+      const info = stack.networks["cronos-testnet"]!;
+      const payee = stack.networks["cronos-testnet"]!.buyers[2]!.address;
+      const id = generatePaymentId("replay_");
+      const original = await paymentWithId(id);
+      const first = plain(await client.settle(original, requirements));
+      expect(first.success).to.equal(true);
+      const resigned = await resignedUnderSameNonce(original, terms(payee));
+      const parties = [buyer.address, stack.seller, payee];
+      const before = await tokenBalances(info.rpcUrl, info.token, parties);
+      const sent = await rpcClient(info.rpcUrl).getTransactionCount({ address: stack.relayer, blockTag: "pending" });
+      const refusal = `Payment identifier ${id} is already used by another payment`;
+      expect(plain(await client.verify(resigned.payment, resigned.requirements))).to.deep.equal({
+        isValid: false,
+        invalidReason: "payment_identifier_conflict",
+        invalidMessage: refusal,
+        payer: buyer.address,
+      });
+      expect(plain(await client.settle(resigned.payment, resigned.requirements))).to.deep.equal({
+        success: false,
+        errorReason: "payment_identifier_conflict",
+        errorMessage: refusal,
+        payer: buyer.address,
+        transaction: "",
+        network: "eip155:338",
+      });
+      expect(await tokenBalances(info.rpcUrl, info.token, parties)).to.deep.equal(before);
+      expect(await rpcClient(info.rpcUrl).getTransactionCount({ address: stack.relayer, blockTag: "pending" })).to.equal(sent);
+      // The payment that was settled under the id still gets its own answer.
+      expect(plain(await client.settle(original, requirements))).to.deep.equal(first);
+    });
+  }
 
   it("two payments racing under one new id: exactly one is paid, the other refused naming the identifier", async () => {
     const id = generatePaymentId("race_");
@@ -180,6 +277,23 @@ describe("x402 v2 payment-identifier through @x402/core's HTTPFacilitatorClient:
         invalidReason: "invalid_request",
         message: 'invalid_request: Invalid request: paymentPayload.extensions["payment-identifier"].info.id must be 16 to 128 characters of A-Z a-z 0-9 _ -',
       });
+    }
+    // Malformed as validatePaymentIdentifier sees it: refused too, not silently ignored.
+    for (const [extension, what] of [
+      [{ info: { id: generatePaymentId() } }, "info.required must be a boolean"],
+      [{ info: { required: "yes", id: generatePaymentId() } }, "info.required must be a boolean"],
+      [{ required: true }, "info must be an object"],
+      ["pay_0123456789abcdef", "must be an object"],
+    ] as const) {
+      expect(validatePaymentIdentifier(extension).valid, what).to.equal(false);
+      const bad = { ...payment, extensions: { "payment-identifier": extension } } as PaymentPayload;
+      let caught: unknown;
+      try {
+        await client.verify(bad, requirements);
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught, what).to.include({ name: "VerifyError", statusCode: 400, invalidReason: "invalid_request", message: `invalid_request: Invalid request: paymentPayload.extensions["payment-identifier"]${what.startsWith("must") ? " " : "."}${what}` });
     }
   });
 

@@ -534,24 +534,38 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
       const scope = { chainId: 338, token: TOKEN };
       const NONCE_A = ("0x" + "0a".repeat(32)) as Hex;
       const NONCE_B = ("0x" + "0b".repeat(32)) as Hex;
+      const A = { nonce: NONCE_A, digest: ("0x" + "a1".repeat(32)) as Hex };
+      const B = { nonce: NONCE_B, digest: ("0x" + "b1".repeat(32)) as Hex };
+      // Another payment re-signed under A's nonce (another payee or value): another digest.
+      const A2 = { nonce: NONCE_A, digest: ("0x" + "a2".repeat(32)) as Hex };
 
-      it("binds an id to the first nonce it came with, for every handle; a later nonce gets the first one back", async () => {
+      it("binds an id to the first payment it came with, for every handle; a later payment gets the first one back", async () => {
         const [a, b, c] = await threeHandles();
-        expect(await a!.paymentIdentifierNonce(scope, PAYER, "pay_0123456789abcdef")).to.equal(undefined);
-        // At once from three handles with two nonces: one binding wins, and all three are told the same one.
-        const bound = await Promise.all([a!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", NONCE_A), b!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", NONCE_B), c!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", NONCE_A)]);
-        expect(new Set(bound).size).to.equal(1);
-        expect([NONCE_A, NONCE_B]).to.include(bound[0]);
-        expect(await c!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", NONCE_B === bound[0] ? NONCE_A : NONCE_B)).to.equal(bound[0]);
-        expect(await b!.paymentIdentifierNonce(scope, PAYER, "pay_0123456789abcdef")).to.equal(bound[0]);
+        expect(await a!.paymentIdentifierBinding(scope, PAYER, "pay_0123456789abcdef")).to.equal(undefined);
+        // At once from three handles with two payments: one binding wins, and all three are told the same one.
+        const bound = await Promise.all([a!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", A), b!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", B), c!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", A)]);
+        expect(bound[1]).to.deep.equal(bound[0]);
+        expect(bound[2]).to.deep.equal(bound[0]);
+        expect([A, B]).to.deep.include(bound[0]);
+        expect(await c!.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", bound[0]!.nonce === NONCE_B ? A : B)).to.deep.equal(bound[0]);
+        expect(await b!.paymentIdentifierBinding(scope, PAYER, "pay_0123456789abcdef")).to.deep.equal(bound[0]);
+      });
+
+      it("keeps the whole payment bound: another payment under the same nonce gets the first one's digest back", async () => {
+        expect(await ledger.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", A)).to.deep.equal(A);
+        expect(await ledger.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", A2)).to.deep.equal(A);
+        expect(await ledger.paymentIdentifierBinding(scope, PAYER, "pay_0123456789abcdef")).to.deep.equal(A);
+        // A binding given without a digest (as those recorded before migration 0004) answers with the nonce only.
+        expect(await ledger.bindPaymentIdentifier(scope, PAYER, "pay_without_digest_01", { nonce: NONCE_B })).to.deep.equal({ nonce: NONCE_B });
+        expect(await ledger.paymentIdentifierBinding(scope, PAYER, "pay_without_digest_01")).to.deep.equal({ nonce: NONCE_B });
       });
 
       it("keeps ids apart per payer, token and chain, and compares them as sent (case-sensitive)", async () => {
-        expect(await ledger.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", NONCE_A)).to.equal(NONCE_A);
-        expect(await ledger.bindPaymentIdentifier(scope, OTHER_PAYER, "pay_0123456789abcdef", NONCE_B)).to.equal(NONCE_B);
-        expect(await ledger.bindPaymentIdentifier({ ...scope, chainId: 25 }, PAYER, "pay_0123456789abcdef", NONCE_B)).to.equal(NONCE_B);
-        expect(await ledger.bindPaymentIdentifier(scope, PAYER, "PAY_0123456789ABCDEF", NONCE_B)).to.equal(NONCE_B);
-        expect(await ledger.paymentIdentifierNonce(scope, PAYER.toLowerCase() as Address, "pay_0123456789abcdef")).to.equal(NONCE_A);
+        expect(await ledger.bindPaymentIdentifier(scope, PAYER, "pay_0123456789abcdef", A)).to.deep.equal(A);
+        expect(await ledger.bindPaymentIdentifier(scope, OTHER_PAYER, "pay_0123456789abcdef", B)).to.deep.equal(B);
+        expect(await ledger.bindPaymentIdentifier({ ...scope, chainId: 25 }, PAYER, "pay_0123456789abcdef", B)).to.deep.equal(B);
+        expect(await ledger.bindPaymentIdentifier(scope, PAYER, "PAY_0123456789ABCDEF", B)).to.deep.equal(B);
+        expect(await ledger.paymentIdentifierBinding(scope, PAYER.toLowerCase() as Address, "pay_0123456789abcdef")).to.deep.equal(A);
       });
     });
 
@@ -707,20 +721,22 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
     });
 
     describe("discovery catalog", () => {
+      const SETTLED = { settled: true };
+      const VERIFIED = { settled: false };
       it("keys an entry by URL and method: GET and POST of one URL are two entries; removal takes one method, or all", async () => {
         const at = "2026-11-24T12:00:00.000Z";
         const declared = (method: string) => ({ bazaar: { info: { input: { type: "http", method } } } });
         const accepts = [{ scheme: "exact", network: "eip155:338", payTo: PAYER }];
-        await ledger.upsertDiscoveryResource({ resource: "https://s.example/items", type: "http", x402Version: 2, accepts, lastUpdated: at, extensions: declared("GET") });
-        await ledger.upsertDiscoveryResource({ resource: "https://s.example/items", type: "http", x402Version: 2, accepts, lastUpdated: at, extensions: declared("post") });
-        await ledger.upsertDiscoveryResource({ resource: "https://s.example/items", type: "http", x402Version: 2, accepts, lastUpdated: at, extensions: declared("GET") });
+        await ledger.upsertDiscoveryResource({ resource: "https://s.example/items", type: "http", x402Version: 2, accepts, lastUpdated: at, extensions: declared("GET") }, SETTLED);
+        await ledger.upsertDiscoveryResource({ resource: "https://s.example/items", type: "http", x402Version: 2, accepts, lastUpdated: at, extensions: declared("post") }, SETTLED);
+        await ledger.upsertDiscoveryResource({ resource: "https://s.example/items", type: "http", x402Version: 2, accepts, lastUpdated: at, extensions: declared("GET") }, SETTLED);
         const methods = async () =>
-          (await ledger.discoveryResources()).map((e) => (e.extensions!.bazaar as { info: { input: { method: string } } }).info.input.method).sort();
+          (await ledger.discoveryResources()).entries.map((e) => (e.extensions!.bazaar as { info: { input: { method: string } } }).info.input.method).sort();
         expect(await methods()).to.deep.equal(["GET", "post"]);
         expect(await ledger.removeDiscoveryResource("https://s.example/items", "POST")).to.equal(1);
         expect(await methods()).to.deep.equal(["GET"]);
         expect(await ledger.removeDiscoveryResource("https://s.example/items")).to.equal(1);
-        expect(await ledger.discoveryResources()).to.deep.equal([]);
+        expect(await ledger.discoveryResources()).to.deep.equal({ entries: [], truncated: false });
       });
 
       const requirements = (network: string, payTo: string = PAYER) => ({ scheme: "exact", network, payTo, amount: "10000" });
@@ -728,22 +744,90 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
 
       it("keeps one entry per resource with every way it was paid (latest first), lists the most recently paid first, filters, and removes", async () => {
         const [a, b] = await threeHandles();
-        await a!.upsertDiscoveryResource(entry("https://s.example/weather", "eip155:338", "2026-11-24T10:00:00.000Z"));
-        await b!.upsertDiscoveryResource(entry("https://s.example/weather", "eip155:25", "2026-11-24T10:05:00.000Z"));
-        await a!.upsertDiscoveryResource(entry("https://s.example/weather", "eip155:338", "2026-11-24T10:10:00.000Z"));
-        await b!.upsertDiscoveryResource({ ...entry("https://s.example/tool", "eip155:25", "2026-11-24T10:07:00.000Z", "mcp"), description: "a tool" });
-        const all = await ledger.discoveryResources();
+        await a!.upsertDiscoveryResource(entry("https://s.example/weather", "eip155:338", "2026-11-24T10:00:00.000Z"), SETTLED);
+        await b!.upsertDiscoveryResource(entry("https://s.example/weather", "eip155:25", "2026-11-24T10:05:00.000Z"), SETTLED);
+        await a!.upsertDiscoveryResource(entry("https://s.example/weather", "eip155:338", "2026-11-24T10:10:00.000Z"), SETTLED);
+        await b!.upsertDiscoveryResource({ ...entry("https://s.example/tool", "eip155:25", "2026-11-24T10:07:00.000Z", "mcp"), description: "a tool" }, SETTLED);
+        const all = (await ledger.discoveryResources()).entries;
         expect(all.map((e) => [e.resource, e.lastUpdated, e.accepts.map((r) => r.network)])).to.deep.equal([
           ["https://s.example/weather", "2026-11-24T10:10:00.000Z", ["eip155:338", "eip155:25"]],
           ["https://s.example/tool", "2026-11-24T10:07:00.000Z", ["eip155:25"]],
         ]);
-        expect((await ledger.discoveryResources({ network: "eip155:25" })).map((e) => e.resource)).to.deep.equal(["https://s.example/weather", "https://s.example/tool"]);
-        expect((await ledger.discoveryResources({ type: "mcp" })).map((e) => e.description)).to.deep.equal(["a tool"]);
-        expect((await ledger.discoveryResources({ payTo: PAYER.toLowerCase(), scheme: "exact", network: "eip155:338" })).map((e) => e.resource)).to.deep.equal(["https://s.example/weather"]);
-        expect(await ledger.discoveryResources({ payTo: PAYEE })).to.deep.equal([]);
+        expect((await ledger.discoveryResources({ network: "eip155:25" })).entries.map((e) => e.resource)).to.deep.equal(["https://s.example/weather", "https://s.example/tool"]);
+        // Either dialect's name of a network finds entries recorded under the other's (Cronos-dialect entries say cronos-mainnet).
+        await b!.upsertDiscoveryResource(entry("https://s.example/v1", "cronos-mainnet", "2026-11-24T09:00:00.000Z"), SETTLED);
+        for (const network of ["cronos-mainnet", "eip155:25"]) {
+          expect((await ledger.discoveryResources({ network })).entries.map((e) => e.resource), network).to.deep.equal(["https://s.example/weather", "https://s.example/tool", "https://s.example/v1"]);
+        }
+        expect(await b!.removeDiscoveryResource("https://s.example/v1")).to.equal(1);
+        expect((await ledger.discoveryResources({ type: "mcp" })).entries.map((e) => e.description)).to.deep.equal(["a tool"]);
+        expect((await ledger.discoveryResources({ payTo: PAYER.toLowerCase(), scheme: "exact", network: "eip155:338" })).entries.map((e) => e.resource)).to.deep.equal(["https://s.example/weather"]);
+        expect(await ledger.discoveryResources({ payTo: PAYEE })).to.deep.equal({ entries: [], truncated: false });
         expect(await b!.removeDiscoveryResource("https://s.example/weather")).to.equal(1);
         expect(await b!.removeDiscoveryResource("https://s.example/weather")).to.equal(0);
-        expect((await a!.discoveryResources()).map((e) => e.resource)).to.deep.equal(["https://s.example/tool"]);
+        expect((await a!.discoveryResources()).entries.map((e) => e.resource)).to.deep.equal(["https://s.example/tool"]);
+      });
+      it("keeps every way of paying when payments of one resource are recorded at once from two handles (20 rounds)", async () => {
+        const [a, b] = await threeHandles();
+        for (let round = 0; round < 20; round++) {
+          const resource = `https://s.example/race/${round}`;
+          await Promise.all([
+            a!.upsertDiscoveryResource(entry(resource, "eip155:338", "2026-11-24T10:00:00.000Z"), SETTLED),
+            b!.upsertDiscoveryResource(entry(resource, "eip155:25", "2026-11-24T10:00:00.000Z"), SETTLED),
+          ]);
+        }
+        const networks = (await ledger.discoveryResources()).entries.map((e) => [e.resource, e.accepts.map((r) => r.network).sort()]);
+        expect(networks.sort()).to.deep.equal(Array.from({ length: 20 }, (_, round) => [`https://s.example/race/${round}`, ["eip155:25", "eip155:338"]]).sort());
+      });
+
+      it("a payment only verified creates an entry, but never points an existing one's way of paying at another payTo; a settled one does", async () => {
+        const at = (minute: number) => `2026-11-24T10:${String(minute).padStart(2, "0")}:00.000Z`;
+        const paid = (network: string, payTo: string, minute: number, description: string) => ({
+          resource: "https://victim.example/data",
+          type: "http",
+          x402Version: 2,
+          accepts: [requirements(network, payTo)],
+          lastUpdated: at(minute),
+          description,
+        });
+        const listed = async () => (await ledger.discoveryResources()).entries.map((e) => [e.description, e.lastUpdated, e.accepts.map((r) => [r.network, r.payTo])]);
+        // A verify may create an entry that does not exist yet.
+        await ledger.upsertDiscoveryResource(paid("eip155:338", PAYER, 0, "the seller's"), VERIFIED);
+        expect(await listed()).to.deep.equal([["the seller's", at(0), [["eip155:338", PAYER]]]]);
+        // Verified for another payTo, on the same network or a new one: nothing changes.
+        await ledger.upsertDiscoveryResource(paid("eip155:338", PAYEE, 1, "the attacker's"), VERIFIED);
+        await ledger.upsertDiscoveryResource(paid("eip155:25", PAYEE, 2, "the attacker's"), VERIFIED);
+        expect(await listed()).to.deep.equal([["the seller's", at(0), [["eip155:338", PAYER]]]]);
+        // Verified for the payTo the entry lists: refreshed, and a new network of that payTo added.
+        await ledger.upsertDiscoveryResource(paid("eip155:25", PAYER, 3, "the seller's, again"), VERIFIED);
+        expect(await listed()).to.deep.equal([["the seller's, again", at(3), [["eip155:25", PAYER], ["eip155:338", PAYER]]]]);
+        // A settled payment is a payment: its way of paying replaces the one of its network.
+        await ledger.upsertDiscoveryResource(paid("eip155:338", PAYEE, 4, "settled"), SETTLED);
+        expect(await listed()).to.deep.equal([["settled", at(4), [["eip155:338", PAYEE], ["eip155:25", PAYER]]]]);
+        // Now PAYEE is listed too, but not for eip155:25: a verify for it there still changes nothing.
+        await ledger.upsertDiscoveryResource(paid("eip155:25", PAYEE, 5, "the attacker's"), VERIFIED);
+        expect(await listed()).to.deep.equal([["settled", at(4), [["eip155:338", PAYEE], ["eip155:25", PAYER]]]]);
+      });
+
+      it("keys MCP entries by tool name: two tools at one URL are two entries, removed one at a time by mcp:<toolName>", async () => {
+        const tool = (toolName: string) => ({
+          resource: "https://s.example/mcp",
+          type: "mcp",
+          x402Version: 2,
+          accepts: [requirements("eip155:338")],
+          lastUpdated: "2026-11-24T10:00:00.000Z",
+          extensions: { bazaar: { info: { input: { type: "mcp", toolName, inputSchema: { type: "object" } } } } },
+        });
+        await ledger.upsertDiscoveryResource(tool("search"), SETTLED);
+        await ledger.upsertDiscoveryResource(tool("Search"), SETTLED);
+        await ledger.upsertDiscoveryResource(tool("search"), SETTLED);
+        const tools = async () =>
+          (await ledger.discoveryResources()).entries.map((e) => (e.extensions!.bazaar as { info: { input: { toolName: string } } }).info.input.toolName).sort();
+        expect(await tools()).to.deep.equal(["Search", "search"]);
+        expect(await ledger.removeDiscoveryResource("https://s.example/mcp", "mcp:search")).to.equal(1);
+        expect(await tools()).to.deep.equal(["Search"]);
+        expect(await ledger.removeDiscoveryResource("https://s.example/mcp", "MCP:Search")).to.equal(1);
+        expect(await tools()).to.deep.equal([]);
       });
     });
 

@@ -97,7 +97,7 @@ describe("ledger migrations: an embedded file from before 0005 (nonce index)", (
 
     ledger = openSqliteLedger({ location, clock: clock.read });
     expect((await ledger.health()).migrations).to.deep.equal({ applied: MIGRATIONS.length, expected: MIGRATIONS.length });
-    expect(await ledger.paymentIdentifierNonce(scope, PAYER, "pay_0123456789abcdef")).to.equal(nonceOf("old"));
+    expect(await ledger.paymentIdentifierBinding(scope, PAYER, "pay_0123456789abcdef")).to.deep.equal({ nonce: nonceOf("old") });
     expect(await ledger.nonceIndexProgress(scope)).to.equal(undefined);
     expect(await ledger.openNonceIndex(scope, 10n)).to.deep.equal({ fromBlock: 10n, throughBlock: 9n });
     expect(await ledger.recordIndexedNonces(scope, [{ authorizer: PAYER, nonce: nonceOf("used"), blockNumber: 12n }], { fromBlock: 0n, throughBlock: 20n })).to.deep.equal({

@@ -66,7 +66,15 @@ export interface OutcomeRecord {
 type Route = "verify" | "settle";
 
 const SETTLE_ERROR_CODES = new Map<string, string>(Object.entries(SettleError).map(([key, text]) => [text, key]));
-const ROUTES = new Set(["/healthcheck", "/v2/x402/supported", "/v2/x402/verify", "/v2/x402/settle", "/v2/x402/settlements"]);
+const ROUTES = new Set([
+  "/healthcheck",
+  "/v2/x402/supported",
+  "/v2/x402/verify",
+  "/v2/x402/settle",
+  "/v2/x402/settlements",
+  "/v2/x402/discovery/resources",
+  "/v2/x402/discovery/search",
+]);
 /** The route label of a path (bounded for metrics: a lookup's hash is not a label). */
 const routeOf = (path: string) => (path.startsWith("/v2/x402/settlements/") ? "/v2/x402/settlements" : ROUTES.has(path) ? path : "other");
 const REQUEST_ID = /^[\w.:-]{1,64}$/;
@@ -111,11 +119,11 @@ export function createApp(options: AppOptions): Express {
    * Records the resource a paid v2 payment declares, before the answer (so whoever was paid finds it listed
    * at once); a ledger that fails only costs a log line, never the payment's answer.
    */
-  const catalog = async (body: unknown) => {
+  const catalog = async (body: unknown, settled: boolean) => {
     const entry = options.discovery && discoveryEntryOf(body);
     if (!entry) return;
     await options.discovery!.ledger
-      .upsertDiscoveryResource(entry)
+      .upsertDiscoveryResource(entry, { settled })
       .catch((error: unknown) => context.logger.warn({ resource: entry.resource, err: errorSummary(error) }, "discovery catalog: entry not recorded"));
   };
 
@@ -138,7 +146,7 @@ export function createApp(options: AppOptions): Express {
     try {
       if (route === "verify") {
         const outcome = await verifyRequest(payment, context);
-        if (outcome.isValid) await catalog(req.body);
+        if (outcome.isValid) await catalog(req.body, false);
         res.json(codec.verifyAnswer(outcome, echo));
         options.onOutcome?.({
           requestId, route, dialect, status: 200, network,
@@ -151,7 +159,7 @@ export function createApp(options: AppOptions): Express {
         });
       } else {
         const outcome = await settlePayment(payment, context, { admit });
-        if (outcome.settled) await catalog(req.body);
+        if (outcome.settled) await catalog(req.body, true);
         res.json(codec.settleAnswer(outcome, echo));
         const authorization = payment.payload.ok ? payment.payload.payload.authorization : undefined;
         options.onOutcome?.({

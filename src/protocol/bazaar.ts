@@ -1,0 +1,191 @@
+import { z } from "zod";
+import { conformsToSchema } from "./json-schema.js";
+
+// The x402 `bazaar` extension (resource discovery) as `@x402/extensions` 2.27 states it: a declaration
+// `{info, schema}` whose `info` says how to call the resource and conforms to `schema`. Facts read from
+// that package; the kit does not need it at run time.
+
+/** The `bazaar` extension's key in `extensions`. */
+export const BAZAAR = "bazaar";
+
+/** Methods whose input travels in the query string. */
+export const QUERY_METHODS = ["GET", "HEAD", "DELETE"] as const;
+/** Methods whose input travels in the body. */
+export const BODY_METHODS = ["POST", "PUT", "PATCH"] as const;
+/** How a body method's body is encoded. */
+export const BODY_TYPES = ["json", "form-data", "text"] as const;
+/** An MCP tool's transports. */
+export const MCP_TRANSPORTS = ["streamable-http", "sse"] as const;
+
+export type HttpMethod = (typeof QUERY_METHODS)[number] | (typeof BODY_METHODS)[number];
+export type BodyType = (typeof BODY_TYPES)[number];
+
+const isBodyMethod = (method: unknown) => (BODY_METHODS as readonly unknown[]).includes(method);
+
+/** What the package takes for an object: anything of `typeof` object but null (arrays included). */
+const anObject = z.custom<object>((value) => typeof value === "object" && value !== null, { error: "must be an object" });
+
+/** `info.input` of an HTTP resource: `method` one of the six, `bodyType` only with a body method. */
+const httpInputSchema = z.looseObject({
+  type: z.literal("http"),
+  method: z.enum([...QUERY_METHODS, ...BODY_METHODS], { error: `must be one of ${[...QUERY_METHODS, ...BODY_METHODS].join(", ")}` }).optional(),
+  bodyType: z.enum(BODY_TYPES, { error: `must be one of ${BODY_TYPES.join(", ")}` }).optional(),
+});
+
+/** `info.input` of an MCP tool: its name and its input's JSON schema. */
+const mcpInputSchema = z.looseObject({
+  type: z.literal("mcp"),
+  toolName: z.string({ error: "must be a non-empty string" }).min(1, { error: "must be a non-empty string" }),
+  inputSchema: anObject,
+  transport: z.enum(MCP_TRANSPORTS, { error: `must be one of ${MCP_TRANSPORTS.join(", ")}` }).optional(),
+});
+
+/**
+ * A `bazaar` declaration's shape, by `@x402/extensions`' `validateDiscoveryExtensionSpec`: `info.input` of
+ * type `http` (method and bodyType rules) or `mcp` (toolName, inputSchema), and a `schema`. Whether `info`
+ * conforms to `schema` is {@link isValidBazaarDeclaration}'s further check.
+ */
+export const bazaarDeclarationSchema = z
+  .looseObject({
+    info: z.looseObject({
+      input: z.discriminatedUnion("type", [httpInputSchema, mcpInputSchema], { error: 'type must be "http" or "mcp"' }),
+    }),
+    schema: z.union([anObject, z.boolean()], { error: "is required (a JSON schema of info)" }),
+    routeTemplate: z.unknown().optional(),
+  })
+  .superRefine((declaration, context) => {
+    const input = declaration.info.input;
+    if (input.type === "http" && input.bodyType !== undefined && input.method !== undefined && !isBodyMethod(input.method)) {
+      context.addIssue({ code: "custom", path: ["info", "input", "bodyType"], message: `is set but method ${input.method} is not a body method (POST, PUT, PATCH)` });
+    }
+  });
+export type BazaarDeclaration = z.output<typeof bazaarDeclarationSchema>;
+
+/**
+ * Whether a `bazaar` declaration is one `@x402/extensions` accepts: its shape ({@link bazaarDeclarationSchema},
+ * the package's `validateDiscoveryExtensionSpec`) and its `info` conforming to its `schema` (the package's
+ * `validateDiscoveryExtension`: JSON Schema 2020-12, no reference outside the schema).
+ */
+export function isValidBazaarDeclaration(declaration: unknown): declaration is BazaarDeclaration {
+  const parsed = bazaarDeclarationSchema.safeParse(declaration);
+  return parsed.success && conformsToSchema(parsed.data.schema, parsed.data.info);
+}
+
+const ROUTE_TEMPLATE = /^\/[a-zA-Z0-9_/:.\-~%]+$/;
+
+/**
+ * Whether a declaration's `routeTemplate` (`/weather/:city`) may name the resource, as `@x402/extensions`'
+ * `isValidRouteTemplate` decides: a path of safe characters that, decoded (at most five times), has no
+ * `..` and no `://`.
+ */
+export function isValidRouteTemplate(value: unknown): value is string {
+  if (typeof value !== "string" || !ROUTE_TEMPLATE.test(value)) return false;
+  let decoded = value;
+  for (let pass = 0; ; pass++) {
+    if (pass === 5) return false;
+    let next: string;
+    try {
+      next = decodeURIComponent(decoded);
+    } catch {
+      return false;
+    }
+    if (next === decoded) break;
+    decoded = next;
+  }
+  return !decoded.includes("..") && !decoded.includes("://");
+}
+
+/** What a paid HTTP route tells the discovery catalog about itself (`@x402/extensions`' `declareDiscoveryExtension`, HTTP form). */
+export interface DiscoveryDeclaration {
+  /** Default GET. POST, PUT and PATCH take their input as a body. */
+  method?: HttpMethod;
+  /** An example of the input: query parameters, or body fields for a body method. */
+  input?: Record<string, unknown>;
+  /** A JSON schema of the input (e.g. `{properties: {city: {type: "string"}}, required: ["city"]}`). */
+  inputSchema?: Record<string, unknown>;
+  /** How a body method's body is encoded; default `json`. Only with POST, PUT or PATCH. */
+  bodyType?: BodyType;
+  /** What an answer looks like: an example (listed when given), and a JSON schema of it. */
+  output?: { example?: unknown; schema?: Record<string, unknown> };
+}
+
+/**
+ * The `bazaar` declaration of an HTTP route, as `@x402/extensions`' `declareDiscoveryExtension` writes it
+ * with the method set (as its server extension sets it per request): `info` (method, `queryParams` or
+ * `body` with `bodyType`, `output`) and the `schema` it conforms to.
+ *
+ * @throws {RangeError} for `bodyType` with a method that takes no body.
+ */
+export function bazaarDeclarationOf(declaration: DiscoveryDeclaration): { info: Record<string, unknown>; schema: Record<string, unknown> } {
+  const method = declaration.method ?? "GET";
+  const body = isBodyMethod(method);
+  if (!body && declaration.bodyType !== undefined) throw new RangeError(`bodyType is for POST, PUT and PATCH, not ${method}`);
+  const input = declaration.input ?? {};
+  const inputSchema = declaration.inputSchema ?? { properties: {} };
+  const example = declaration.output?.example;
+  const output = example !== undefined && example !== null ? declaration.output : undefined;
+  return {
+    info: {
+      input: body ? { type: "http", method, bodyType: declaration.bodyType ?? "json", body: input } : { type: "http", method, queryParams: input },
+      ...(output ? { output: { type: "json", example: output.example } } : {}),
+    },
+    schema: {
+      $schema: "https://json-schema.org/draft/2020-12/schema",
+      type: "object",
+      properties: {
+        input: {
+          type: "object",
+          properties: {
+            type: { type: "string", const: "http" },
+            method: { type: "string", enum: [method] },
+            ...(body ? { bodyType: { type: "string", enum: [...BODY_TYPES] }, body: inputSchema } : { queryParams: { type: "object", ...inputSchema } }),
+          },
+          required: body ? ["type", "method", "bodyType", "body"] : ["type", "method"],
+          additionalProperties: false,
+        },
+        ...(output ? { output: { type: "object", properties: { type: { type: "string" }, example: { type: "object", ...(output.schema ?? {}) } }, required: ["type"] } } : {}),
+      },
+      required: ["input"],
+    },
+  };
+}
+
+/**
+ * The x402 v1 form of a route's declaration, the payment requirements' `outputSchema` (what the Cronos
+ * dialect carries): `input` with `discoverable: true`, `queryParams` or `body` with `bodyType`; `output`.
+ */
+export function outputSchemaOf(declaration: DiscoveryDeclaration): Record<string, unknown> {
+  const { info } = bazaarDeclarationOf(declaration);
+  const input = info.input as Record<string, unknown>;
+  return {
+    input: { ...input, discoverable: true, ...(declaration.inputSchema ? { inputSchema: declaration.inputSchema } : {}) },
+    ...(declaration.output ? { output: { type: "json", ...declaration.output } } : {}),
+  };
+}
+
+/**
+ * The declaration a v1 `outputSchema` makes (the kit's {@link outputSchemaOf}, or a seller's own), for the
+ * x402 v2 offer; undefined unless its `input` is `discoverable: true` with an HTTP method, if any, the
+ * package knows.
+ */
+export function declarationOfOutputSchema(outputSchema: unknown): DiscoveryDeclaration | undefined {
+  if (!isRecord(outputSchema) || !isRecord(outputSchema.input) || outputSchema.input.discoverable !== true) return undefined;
+  const { input, output } = outputSchema;
+  const method = input.method === undefined ? "GET" : typeof input.method === "string" ? input.method.toUpperCase() : undefined;
+  if (!method || !(isBodyMethod(method) || (QUERY_METHODS as readonly string[]).includes(method))) return undefined;
+  const fields = isBodyMethod(method) ? input.body : input.queryParams;
+  const bodyType = isBodyMethod(method) && (BODY_TYPES as readonly unknown[]).includes(input.bodyType) ? (input.bodyType as BodyType) : undefined;
+  return {
+    method: method as HttpMethod,
+    ...(isRecord(fields) ? { input: fields } : {}),
+    ...(isRecord(input.inputSchema) ? { inputSchema: input.inputSchema } : {}),
+    ...(bodyType ? { bodyType } : {}),
+    ...(isRecord(output)
+      ? { output: { ...(output.example !== undefined ? { example: output.example } : {}), ...(isRecord(output.schema) ? { schema: output.schema } : {}) } }
+      : {}),
+  };
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}

@@ -27,7 +27,7 @@ export interface RpcTransportParameters {
 export interface RpcTransport {
   transport: Transport;
   endpoints: RpcEndpoint[];
-  /** Stops the ranking pings (nothing else holds resources). */
+  /** Stops the ranking pings and closes WebSocket connections. */
   close(): void;
 }
 
@@ -54,7 +54,15 @@ export function rpcTransport(parameters: RpcTransportParameters): RpcTransport {
       transport: /^wss?:/.test(url) ? webSocket(url, options) : http(url, { ...options, batch: { wait: 0 } }),
     };
   });
-  if (!several) return { transport: sentOnce(endpoints[0]!.transport), endpoints, close() {} };
+  // A WebSocket endpoint's socket is shared (viem keeps one per URL) and reconnects by itself: closed with the transport.
+  const closeSockets = () => {
+    for (const endpoint of endpoints) {
+      if (!/^wss?:/.test(endpoint.url)) continue;
+      const value = endpoint.transport({ retryCount: 0 }).value as { getRpcClient?: () => Promise<{ close(): void }> } | undefined;
+      void value?.getRpcClient?.().then((client) => client.close(), () => {});
+    }
+  };
+  if (!several) return { transport: sentOnce(endpoints[0]!.transport), endpoints, close: closeSockets };
 
   let closed = false;
   const ranked = fallback(
@@ -89,6 +97,7 @@ export function rpcTransport(parameters: RpcTransportParameters): RpcTransport {
     endpoints,
     close() {
       closed = true;
+      closeSockets();
     },
   };
 }

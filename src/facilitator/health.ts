@@ -2,6 +2,7 @@ import type { Address, PublicClient } from "viem";
 import { describeRpcFailure, redactUrl } from "../chain/rpc-url.js";
 import { tokenAbi } from "../chain/token-abi.js";
 import type { LedgerHealth } from "../ledger/types.js";
+import type { IndexStatus } from "../state/index.js";
 import type { NetworkConfig } from "./config.js";
 
 /** What one network looks like from here. */
@@ -19,6 +20,8 @@ export interface NetworkInspection {
   rpc?: RpcEndpointState[];
   /** With several RPC URLs: the ones that do not answer (not a problem while another serves). */
   warnings?: Array<{ variable: string; message: string }>;
+  /** The token state index (absent with STATE_INDEX=false): behind is no problem, verify then reads the chain. */
+  stateIndex?: IndexStatus;
 }
 
 /** One of a network's RPC URLs as the last check saw it. */
@@ -55,6 +58,8 @@ export interface InspectNetworkParameters {
   rpc?: string;
   /** Several RPC URLs behind `client`: each is also asked for its chain id and head. */
   endpoints?: readonly RpcEndpointClient[];
+  /** The network's token state index, reported as it stands. */
+  index?: { status(): IndexStatus };
 }
 
 const PREFIX: Record<string, string> = { "cronos-testnet": "CRONOS_TESTNET", "cronos-mainnet": "CRONOS_MAINNET" };
@@ -74,6 +79,7 @@ export async function inspectNetwork(parameters: InspectNetworkParameters): Prom
     token: { address: config.token },
     relayers: parameters.relayers.map((address) => ({ address })),
     problems: [],
+    ...(parameters.index ? { stateIndex: parameters.index.status() } : {}),
   };
   const problem = (variable: string, message: string) => result.problems.push({ variable, message });
   // Scheme and host only: RPC URLs often carry an API key in their path or query.

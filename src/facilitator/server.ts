@@ -263,6 +263,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
             rpcTimeoutMs: config.rpcTimeoutMs,
             nowMs: now(),
             endpoints: endpoints.get(runtime.config.network),
+            ...(runtime.index ? { index: runtime.index } : {}),
           }),
         ),
         coordination.inspect,

@@ -5,7 +5,18 @@ import { Ajv2020, type ValidateFunction } from "ajv/dist/2020.js";
 
 // One instance for every check: a new one costs ~15 ms (it compiles the meta-schemas). Compiled
 // schemas are not kept in it (removed after compiling), so one check never sees another's.
-const ajv = new Ajv2020({ strict: false, allErrors: true, addUsedSchema: false, logger: false });
+// A `pattern` (or `patternProperties`) is a regular expression the payer wrote: one made to backtrack
+// catastrophically would hold the event loop. Node has no linear-time engine, so patterns are not
+// evaluated: every string passes them (the catalog may take a declaration the package would refuse for
+// a pattern alone; the catalog is discovery, never payment).
+const ignoredPattern = { test: () => true };
+const ajv = new Ajv2020({
+  strict: false,
+  allErrors: true,
+  addUsedSchema: false,
+  logger: false,
+  code: { regExp: Object.assign(() => ignoredPattern, { code: "ignoredPattern" }) },
+});
 // Compiled checks by schema text: the same few declarations come back with every payment.
 const compiled = new Map<string, ValidateFunction | null>();
 const MAX_COMPILED = 256;

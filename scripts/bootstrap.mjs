@@ -51,6 +51,7 @@ export const COMMANDS = {
   "bench:ledger": typescript("bench/ledger.ts"),
   "bench:lifecycle": typescript("bench/lifecycle.ts"),
   "bench:remote-rpc": typescript("bench/remote-rpc.ts"),
+  "bench:state-index": typescript("bench/state-index.ts"),
   // The wallets it measures are compiled contracts.
   "bench:gas": [compileStep(), ...typescript("bench/settle-gas.ts")],
 };

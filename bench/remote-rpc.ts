@@ -1,7 +1,7 @@
 // The facilitator on a remote RPC: `npm run bench:remote-rpc`. A local chain (automine) sits behind
 // bench/rpc-proxy.ts, which adds BENCH_RPC_DELAY_MS (50) to every HTTP request and counts the JSON-RPC
 // calls; one `npm run facilitator` process is pointed at the proxy, as at a hosted RPC. Fresh
-// authorizations every request. Prints verify latency at 1 client and throughput at 64, settle latency
+// authorizations every request; with the token state index (default) or without (STATE_INDEX=false). Prints verify latency at 1 client and throughput at 64, settle latency
 // one after another, and the RPC requests and calls each costs, by method.
 import { Agent, request } from "node:http";
 import os from "node:os";
@@ -95,7 +95,16 @@ try {
     });
   const valid = (text: string) => text.startsWith('{"isValid":true');
 
-  // Warm-up: connections, caches of code and domain, JIT.
+  // Steady state: the state index (unless STATE_INDEX=false) following the chain with its backfill done, then a
+  // warm-up (connections, each buyer's balance and code read once, JIT).
+  if (process.env.STATE_INDEX !== "false") {
+    for (;;) {
+      const health = (await (await fetch(new URL("/healthcheck", url))).json()) as { results: { networks: Record<string, { stateIndex?: { state: string; backfill: { state: string } } }> } };
+      const index = health.results.networks["cronos-testnet"]?.stateIndex;
+      if (index?.state === "following" && index.backfill.state === "done") break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
   await drive(url, "/v2/x402/verify", sign(50), 8, valid);
 
   proxy.reset();

@@ -481,7 +481,10 @@ export class TokenIndex {
     if (this.#stop.signal.aborted) return;
     // Verifies that ask for a head confirmed after they came (maxAge 0) confirm it themselves: no need to ask ahead.
     const busy = performance.now() - this.#lastAskedAt < IDLE_AFTER_MS && this.#askedMaxAgeMs > 0;
-    const every = busy && !this.#p.subscribe ? Math.max(MIN_POLL_MS, Math.min(this.#p.pollingIntervalMs, this.#askedMaxAgeMs - 2 * this.#rttMs)) : IDLE_POLL_MS;
+    // The next confirmation must arrive before this one is older than asked: one round trip to send after this
+    // one came back, one to come back, and half of one to spare.
+    const ahead = this.#askedMaxAgeMs - 2.5 * this.#rttMs;
+    const every = busy && !this.#p.subscribe ? Math.max(MIN_POLL_MS, Math.min(this.#p.pollingIntervalMs, ahead)) : IDLE_POLL_MS;
     this.#timer = setTimeout(() => {
       void this.#refresh(performance.now())
         .catch(() => {})

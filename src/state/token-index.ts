@@ -478,7 +478,7 @@ export class TokenIndex {
    * otherwise. Then stores the live nonces.
    */
   #schedule(): void {
-    if (this.#stop.signal.aborted) return;
+    if (this.#stop.signal.aborted || this.#reorged) return;
     // Verifies that ask for a head confirmed after they came (maxAge 0) confirm it themselves: no need to ask ahead.
     const busy = performance.now() - this.#lastAskedAt < IDLE_AFTER_MS && this.#askedMaxAgeMs > 0;
     // The next confirmation must arrive before this one is older than asked: one round trip to send after this

@@ -41,6 +41,8 @@ export const tokenAbi = parseAbi([
   "event Approval(address indexed owner, address indexed spender, uint256 value)",
   "event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)",
   "event AuthorizationCanceled(address indexed authorizer, bytes32 indexed nonce)",
+  "event Pause()",
+  "event Unpause()",
 ]);
 
 /** Set-up call of the kit's BridgedUSDC (not part of the real token's public surface). */

@@ -140,7 +140,7 @@ function summary(running: LocalStack, buyerBalance: bigint): string {
     lines.push(
       "",
       `${network}  chain id ${info.chainId}${forked ? `  (fork of ${redactUrl(forked)})` : ""}`,
-      `  RPC URL   ${info.rpcUrl}`,
+      `  RPC URL   ${info.rpcUrl}   (WebSocket: ${info.wsUrl})`,
       `  viem      ${info.viemChain}   (import { ${info.viemChain} } from "viem/chains"; Multicall3 at ${MULTICALL3_ADDRESS})`,
       `  USDC.e    ${info.token}   EIP-712 domain: name "${info.domain.name}", version "${info.domain.version}"`,
       `  Buyers    (${forked ? "topped up to " : ""}${formatUnits(buyerBalance, 6)} USDC.e each) - LOCAL-ONLY: Hardhat's PUBLIC test keys, never use them on a real network`,

@@ -70,6 +70,18 @@ export interface FacilitatorConfig {
   ledger: LedgerConfig;
   /** A transaction's life: replacement of stuck ones, the fee cap (docs/operations.md, "A settlement is never stranded"). */
   lifecycle: LifecycleConfig;
+  /** The token state index verify answers from (docs/operations.md, "The token state index"). */
+  stateIndex: StateIndexConfig;
+}
+
+/** The token state index: verify's state kept from the token's logs. */
+export interface StateIndexConfig {
+  /** `STATE_INDEX`: on unless "false" (verify then reads the chain for every payment). */
+  enabled: boolean;
+  /** `STATE_INDEX_LOG_RANGE`: blocks per `eth_getLogs` of the nonce backfill, at most (providers cap it). */
+  logRangeBlocks: number;
+  /** `CRONOS_*_INDEX_START_BLOCK`: the first block of the nonce backfill per network; default the token's deployment block. */
+  startBlocks: Partial<Record<NetworkName, bigint>>;
 }
 
 /** How the relayer keeps its transactions moving. */
@@ -225,6 +237,11 @@ const envSchema = z.object({
   // A transaction's life
   MAX_FEE_PER_GAS_GWEI: optionalString,
   REPLACE_AFTER_SECONDS: intVar(3, 1),
+  // The token state index
+  STATE_INDEX: z.enum(["true", "false"], { error: 'must be "true" or "false"' }).optional(),
+  STATE_INDEX_LOG_RANGE: intVar(2_000, 1, 1_000_000),
+  CRONOS_TESTNET_INDEX_START_BLOCK: intVar(-1, 0),
+  CRONOS_MAINNET_INDEX_START_BLOCK: intVar(-1, 0),
   // Names the unknown-variable check leaves alone (comma-separated): another program's variable that looks like one of ours.
   UNCHECKED_VARIABLES: optionalString,
 });
@@ -235,7 +252,7 @@ const envSchema = z.object({
  * typo of a known name ({@link looksLikeOurs}) and, while `DATABASE_URL` is unset, any `DATABASE_*`:
  * each would otherwise leave the instance on its own embedded ledger, apart from its cluster.
  */
-const OWN_NAMESPACE = /^(CRONOS_|RELAYER_|RATE_LIMIT_|METRICS_|API_KEYS|LEDGER_|RECONCILE_|DASHBOARD|MAX_CONNECTIONS|HEALTH_|SETTLE_)/;
+const OWN_NAMESPACE = /^(CRONOS_|RELAYER_|RATE_LIMIT_|METRICS_|API_KEYS|LEDGER_|RECONCILE_|DASHBOARD|MAX_CONNECTIONS|HEALTH_|SETTLE_|STATE_INDEX)/;
 /** What Kubernetes sets for a Service named `database` (`DATABASE_SERVICE_HOST`, `DATABASE_PORT=tcp://…`): nobody's typo. */
 const SERVICE_LINK = /^DATABASE_(SERVICE_[A-Z0-9_]+|PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$/;
 const KNOWN_VARIABLES = Object.keys(envSchema.shape);
@@ -364,6 +381,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadCo
     lifecycle: {
       maxFeePerGasWei: parseGweiVar("MAX_FEE_PER_GAS_GWEI", e.MAX_FEE_PER_GAS_GWEI, DEFAULT_MAX_FEE_PER_GAS_GWEI),
       replaceAfterSeconds: e.REPLACE_AFTER_SECONDS,
+    },
+    stateIndex: {
+      enabled: e.STATE_INDEX !== "false",
+      logRangeBlocks: e.STATE_INDEX_LOG_RANGE,
+      startBlocks: Object.fromEntries(
+        names.flatMap((name) => {
+          const start = e[`${PREFIX[name]}_INDEX_START_BLOCK`];
+          return start >= 0 ? [[name, BigInt(start)]] : [];
+        }),
+      ),
     },
   };
 }

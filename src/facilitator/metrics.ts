@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { RelayerEvent } from "../chain/relayer.js";
 import type { NetworkRuntime } from "./runtime.js";
+import type { IndexStatus } from "../state/index.js";
 import type { OutcomeRecord } from "./http/app.js";
 import { memoizeFor } from "./memoize.js";
 import type { Ledger, PendingSummary } from "../ledger/types.js";
@@ -44,6 +45,10 @@ export interface FacilitatorMetrics {
   rpcEndpointUp(network: string, endpoint: string, up: boolean): void;
   /** What the relayer did to keep a transaction moving (replaced, dropped, gap filled, withheld at the cap). */
   relayerEvent(network: string, event: RelayerEvent): void;
+  /** The token state index could not follow the chain (an RPC fault, or answers that do not fit together). */
+  indexFollowError(network: string, kind: "rpc" | "inconsistent"): void;
+  /** Where a verify's chain state came from: the token state index, or reads of the chain. */
+  verifyStateSource(network: string, source: "index" | "chain"): void;
 }
 
 /** Options of {@link createMetrics}. */
@@ -241,6 +246,43 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     (reading) => reading.nonceGap,
   );
   relayerGauge("x402_relayer_balance_wei", "relayer native gas balance", (reading) => reading.balanceWei);
+  // The token state index, read from memory when scraped.
+  const indexGauge = (name: string, help: string, value: (status: IndexStatus) => number | undefined) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ["network"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const runtime of runtimes.values()) {
+          const v = runtime.index && value(runtime.index.status());
+          if (v !== undefined) this.set({ network: runtime.config.network }, v);
+        }
+      },
+    });
+  indexGauge("x402_state_index_following", "1 while the token state index is at the chain's head and answers verify, else 0", (status) => (status.state === "following" ? 1 : 0));
+  indexGauge("x402_state_index_block", "the block the token state index is true at", (status) => status.block);
+  indexGauge("x402_state_index_lag_blocks", "blocks the chain has that the token state index has not read yet", (status) =>
+    status.block === undefined || status.chainBlock === undefined ? undefined : Math.max(0, status.chainBlock - status.block),
+  );
+  indexGauge("x402_state_index_confirmed_age_seconds", "seconds since the token state index last confirmed it is at the chain's head", (status) =>
+    status.confirmedMsAgo === undefined ? undefined : status.confirmedMsAgo / 1000,
+  );
+  indexGauge("x402_state_index_backfill_block", "the block the nonce backfill has reached", (status) => status.backfill.throughBlock);
+  indexGauge("x402_state_index_backfill_target_block", "the block the nonce backfill must reach (where the index started following)", (status) => status.backfill.targetBlock);
+  const indexErrors = new Counter({
+    name: "x402_state_index_follow_errors_total",
+    help: "times the token state index could not follow the chain, by kind (rpc: a fault; inconsistent: answers that do not fit together)",
+    labelNames: ["network", "kind"],
+    registers: [registry],
+  });
+  const verifySources = new Counter({
+    name: "x402_verify_state_source_total",
+    help: "verify checks by where their chain state came from: the token state index, or reads of the chain",
+    labelNames: ["network", "source"],
+    registers: [registry],
+  });
   return {
     registry,
     outcome(record) {
@@ -292,6 +334,12 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
       else if (event.kind === "gapFilled") gaps.inc({ network, by: event.by === "resend" ? "resend" : "self-transfer" });
       else if (event.kind === "capped") capped.inc({ network });
       else rpcErrors.inc({ network });
+    },
+    indexFollowError(network, kind) {
+      indexErrors.inc({ network, kind });
+    },
+    verifyStateSource(network, source) {
+      verifySources.inc({ network, source });
     },
   };
 }

@@ -1,5 +1,6 @@
 import type { Hex, PublicClient } from "viem";
 import type { ChainState } from "../chain/state.js";
+import type { TokenIndex } from "../state/index.js";
 import type { Relayer } from "../chain/relayer.js";
 import type { NetworkName } from "../protocol/networks.js";
 import type { NetworkConfig } from "./config.js";
@@ -12,6 +13,8 @@ export interface NetworkRuntime {
   config: NetworkConfig;
   client: PublicClient;
   state: ChainState;
+  /** The token's state kept from its logs (`STATE_INDEX`); verify asks it first. Absent when off. */
+  index?: TokenIndex;
   relayer: Relayer;
   /** The token's EIP-712 domain separator on this chain. */
   separator: Hex;
@@ -40,6 +43,8 @@ export interface FacilitatorContext {
     rpcError(network: string): void;
     /** Gas the relayer paid for a settlement that reverted on chain. */
     revertedGas(network: string, gas: bigint): void;
+    /** Where a verify's chain state came from: the token state index, or reads of the chain. */
+    verifyStateSource?(network: string, source: "index" | "chain"): void;
   };
 }
 

@@ -2,6 +2,7 @@ import type { Server } from "node:http";
 import { createPublicClient, type Address, type PublicClient, type Transport } from "viem";
 import type { Express } from "express";
 import { ChainState } from "../chain/state.js";
+import { TokenIndex } from "../state/index.js";
 import { Relayer, type RelayerEvent } from "../chain/relayer.js";
 import { rpcTransport, type RpcTransport } from "../chain/rpc-transport.js";
 import { domainSeparator } from "../chain/signature.js";
@@ -225,6 +226,10 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     closeTransports();
     throw new StartupError(`${config.ledger.databaseUrl ? "DATABASE_URL" : "LEDGER_FILE"}: the settlement ledger cannot be opened: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
+  if (config.stateIndex.enabled) {
+    for (const runtime of networks.values()) runtime.index = startIndex(config, runtime, coordination.ledger, metrics, logger);
+  }
+  const stopIndexes = () => Promise.all([...networks.values()].map((runtime) => runtime.index?.stop()));
   const context: FacilitatorContext = {
     networks,
     settleMarginSeconds: config.settleMarginSeconds,
@@ -237,7 +242,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     ledger: coordination.ledger,
     settlements: coordination.settlements,
     logger,
-    observe: { confirmationWait: metrics.confirmationWait, rpcError: metrics.rpcError, revertedGas: metrics.revertedGas },
+    observe: { confirmationWait: metrics.confirmationWait, rpcError: metrics.rpcError, revertedGas: metrics.revertedGas, verifyStateSource: metrics.verifyStateSource },
   };
   const relayers = [...networks.values()][0]?.relayer.addresses ?? [];
   const supported = supportedAnswer(
@@ -307,12 +312,35 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     ...(dashboard ? { dashboard } : {}),
     coordination,
     close: async (graceMs) => {
+      await stopIndexes();
       // Settles in flight may still need their transactions replaced: the relayers stop after them.
       await coordination.close(graceMs);
       await Promise.all([...networks.values()].map((runtime) => runtime.relayer.stop()));
       closeTransports();
     },
   };
+}
+
+/** The network's token state index, following the chain from now on (docs/operations.md, "The token state index"). */
+function startIndex(config: FacilitatorConfig, runtime: NetworkRuntime, ledger: Ledger, metrics: FacilitatorMetrics, logger: Logger): TokenIndex {
+  const { network, chainId, token, rpcUrls } = runtime.config;
+  const index = new TokenIndex({
+    network,
+    client: runtime.client,
+    chainId,
+    token,
+    store: ledger,
+    ...(config.stateIndex.startBlocks[network] !== undefined ? { startBlock: config.stateIndex.startBlocks[network] } : {}),
+    startBlockVariable: `${network === "cronos-testnet" ? "CRONOS_TESTNET" : "CRONOS_MAINNET"}_INDEX_START_BLOCK`,
+    logRangeBlocks: config.stateIndex.logRangeBlocks,
+    pollingIntervalMs: config.pollingIntervalMs,
+    // New blocks are announced over a WebSocket RPC (every URL one: failover keeps the subscription).
+    subscribe: rpcUrls.length > 0 && rpcUrls.every((url) => /^wss?:/.test(url)),
+    logger,
+    observe: { followError: (kind) => metrics.indexFollowError(network, kind) },
+  });
+  index.start();
+  return index;
 }
 
 /** A listening facilitator. */

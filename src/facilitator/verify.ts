@@ -1,9 +1,10 @@
-import { bytesToHex, isAddressEqual, type Hex } from "viem";
+import { bytesToHex, isAddressEqual, type Address, type Hex } from "viem";
 import { canonicalNetwork } from "../protocol/networks.js";
 import type { Payment, PayerPayload } from "../protocol/payment.js";
 import { EXACT_SCHEME, VerifyReason } from "../protocol/reasons.js";
 import { recoverSigner, transferAuthorizationDigest } from "../chain/signature.js";
 import type { Head } from "../chain/state.js";
+import type { IndexedPayer } from "../state/index.js";
 import type { BoundPayment, SettlementRecord } from "../ledger/types.js";
 import { FacilitatorFault, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
 
@@ -254,6 +255,7 @@ async function checkPayment(payment: Payment, context: FacilitatorContext, optio
       headAgeMs: options.freshHead ? 0 : context.headCacheMs,
       fresh: options.freshHead === true,
       erc1271GasLimit: context.relayerSafety.erc1271GasLimit,
+      ...(context.observe?.verifyStateSource ? { source: context.observe.verifyStateSource } : {}),
     });
   } catch (error) {
     throw new FacilitatorFault(`cannot read ${runtime.config.network} state`, { cause: error });
@@ -285,39 +287,79 @@ interface PayerState {
 
 /**
  * Reads what the signature check and the state checks need, fewest reads first. `signedByPayer`
- * (the ECDSA signature recovers to `from`): code, nonce state and balance at one head, in parallel.
- * Otherwise only a contract wallet can still accept the signature: the payer's code first (no code
- * answers after that one read), then the wallet's ERC-1271 answer, then the state.
+ * (the ECDSA signature recovers to `from`): code, nonce state and balance at one head. Otherwise only a
+ * contract wallet can still accept the signature: the payer's code first (no code answers after that
+ * one read), then the wallet's ERC-1271 answer at the head, then the state.
  */
 async function readPayerState(
   runtime: NetworkRuntime,
   authorization: PayerPayload["authorization"],
   digest: Hex,
   signedByPayer: boolean,
-  options: { headAgeMs: number; erc1271GasLimit: bigint; fresh?: boolean },
+  options: ReadOptions,
 ): Promise<PayerState | RefusedPayment> {
   const { state } = runtime;
   const { from, nonce, signature } = authorization;
   const invalid = (head?: Head) => refuse("signature", VerifyReason.invalidSignature, head ? { head } : {});
   if (signedByPayer) {
-    // Settle's fresh reads go in one round trip with the head; verify's may share a recent head and its cache.
-    const { head, codeHash, used, balance } =
-      options.fresh
-        ? await state.latestPayerState(from, nonce)
-        : await state.head(options.headAgeMs).then(async (head) => {
-            const [codeHash, used, balance] = await Promise.all([state.codeHash(from, head), state.authorizationUsed(from, nonce, head), state.balanceOf(from, head)]);
-            return { head, codeHash, used, balance };
-          });
+    // Settle's fresh reads go in one round trip with the head; verify's come from the index, or share a recent head and its cache.
+    const { head, codeHash, used, balance } = options.fresh ? await state.latestPayerState(from, nonce) : await payerAtHead(runtime, from, nonce, options);
     // An EIP-7702 account has code: the token asks it through ERC-1271 as well.
     if (codeHash !== undefined && !(await state.isValidErc1271(from, digest, signature, head, options.erc1271GasLimit))) return invalid(head);
     return { head, codeHash, used, balance };
   }
   const codeHash = await state.codeHash(from);
   if (codeHash === undefined) return invalid();
-  const head = await state.head(options.headAgeMs);
+  const indexed = options.fresh ? undefined : await indexedPayer(runtime, from, nonce, options);
+  const head = indexed?.head ?? (await state.head(options.headAgeMs));
   if (!(await state.isValidErc1271(from, digest, signature, head, options.erc1271GasLimit))) return invalid(head);
+  if (indexed) return { head, codeHash, used: await usedAt(runtime, indexed, from, nonce), balance: indexed.balance };
   const [used, balance] = await Promise.all([state.authorizationUsed(from, nonce, head), state.balanceOf(from, head)]);
   return { head, codeHash, used, balance };
+}
+
+/** How verify reads the chain. */
+interface ReadOptions {
+  /** A head confirmed (read) at most this long ago will do. */
+  headAgeMs: number;
+  erc1271GasLimit: bigint;
+  /** Settle: everything read afresh at the latest block, never from the index or a cache. */
+  fresh?: boolean;
+  /** Told where the state came from (metrics). */
+  source?: (network: string, source: "index" | "chain") => void;
+}
+
+/**
+ * The payer's code, nonce state and balance at one head, for a payer whose ECDSA signature recovered:
+ * from the token state index when it vouches for a head confirmed within `headAgeMs` (the code, cached per
+ * block, and a nonce the backfill has not reached yet are read at that head), else read at a head read
+ * from the chain.
+ */
+async function payerAtHead(runtime: NetworkRuntime, from: Address, nonce: Hex, options: ReadOptions): Promise<PayerState> {
+  const { state } = runtime;
+  const indexed = await indexedPayer(runtime, from, nonce, options);
+  if (indexed) {
+    const [codeHash, used] = await Promise.all([state.codeHash(from, indexed.head), usedAt(runtime, indexed, from, nonce)]);
+    return { head: indexed.head, codeHash, used, balance: indexed.balance };
+  }
+  const head = await state.head(options.headAgeMs);
+  const [codeHash, used, balance] = await Promise.all([state.codeHash(from, head), state.authorizationUsed(from, nonce, head), state.balanceOf(from, head)]);
+  return { head, codeHash, used, balance };
+}
+
+/** What the token state index holds of the payer, when it can vouch for it (undefined: read the chain). */
+async function indexedPayer(runtime: NetworkRuntime, from: Address, nonce: Hex, options: ReadOptions): Promise<IndexedPayer | undefined> {
+  const indexed = runtime.index ? await runtime.index.payer(from, nonce, options.headAgeMs) : undefined;
+  options.source?.(runtime.config.network, indexed ? "index" : "chain");
+  return indexed;
+}
+
+/** Whether the nonce is spent at the index's head: the index's answer, or (before its backfill reached the nonce) the chain's. */
+async function usedAt(runtime: NetworkRuntime, indexed: IndexedPayer, from: Address, nonce: Hex): Promise<boolean> {
+  if (indexed.used !== undefined) return indexed.used;
+  const used = await runtime.state.authorizationUsed(from, nonce, indexed.head);
+  if (used) runtime.index?.rememberUsed(from, nonce);
+  return used;
 }
 
 /** The network name to answer with: as the caller sent it in any body, parsed or not; else "unknown". */

@@ -1,3 +1,4 @@
+import { EventEmitter } from "node:events";
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import {
@@ -78,6 +79,8 @@ export interface LocalChain {
   viemChain: ViemChainName;
   /** JSON-RPC over HTTP, for clients in other processes. */
   rpcUrl: string;
+  /** The same endpoint over WebSocket (`ws://`, same port as `rpcUrl`), with `eth_subscribe`. */
+  wsUrl: string;
   port: number;
   token: Address;
   /** EIP-712 domain of the token, as read from the chain. */
@@ -128,6 +131,8 @@ export async function startLocalChain(options: LocalChainOptions): Promise<Local
     markFailed = reject;
   });
   ready.catch(() => {});
+  // The bridge listens before the chain exists: subscription events reach it through this relay.
+  const events = new EventEmitter();
   // Bound first, so a taken port fails in milliseconds; requests wait until the chain is set up.
   const bridge: JsonRpcBridge = await serveJsonRpc(
     {
@@ -135,6 +140,8 @@ export async function startLocalChain(options: LocalChainOptions): Promise<Local
         await ready;
         return connection!.provider.request(args as { method: string; params?: unknown[] });
       },
+      on: (event, listener) => events.on(event, listener),
+      removeListener: (event, listener) => events.removeListener(event, listener),
     },
     { host: options.host, port: options.port ?? DEFAULT_RPC_PORT[network], role: `${network}-rpc` },
   );
@@ -189,6 +196,7 @@ export async function startLocalChain(options: LocalChainOptions): Promise<Local
     ]);
     connection = created;
     const provider = created.provider;
+    provider.on("message", (message: unknown) => events.emit("message", message));
     // No retries: an in-process provider has no transient faults, and viem would retry every
     // revert three times with back-off (about 1 s per reverting call).
     const transport = custom(provider, { retryCount: 0 });
@@ -271,6 +279,7 @@ export async function startLocalChain(options: LocalChainOptions): Promise<Local
       chainId,
       viemChain: VIEM_CHAIN_NAME[network],
       rpcUrl: bridge.url,
+      wsUrl: bridge.wsUrl,
       port: bridge.port,
       token: getAddress(info.token),
       domain: { name, version },

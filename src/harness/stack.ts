@@ -52,6 +52,8 @@ export interface LocalStackNetwork {
   /** The viem chain definition that matches this network: `cronosTestnet` or `cronos` (from `viem/chains`). */
   viemChain: ViemChainName;
   rpcUrl: string;
+  /** The same JSON-RPC endpoint over WebSocket (`ws://`, same port), with `eth_subscribe`. */
+  wsUrl: string;
   token: Address;
   domain: { name: string; version: string };
   /** LOCAL-ONLY public Hardhat keys, funded with USDC.e. */
@@ -191,6 +193,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         chainId: chain.chainId,
         viemChain: chain.viemChain,
         rpcUrl: chain.rpcUrl,
+        wsUrl: chain.wsUrl,
         token: chain.token,
         domain: { ...chain.domain },
         buyers: chain.buyers.map(({ address, privateKey }) => ({ address, privateKey })),

@@ -352,7 +352,9 @@ describe("settlement faults: a settlement is never stranded", function () {
       method: "eth_sendRawTransaction",
       times: 1,
       then: (requests) => {
-        hidden = keccak256((requests[0]!.params as [Hex])[0]);
+        // The send may share its HTTP batch with other reads (the state index's): find it in the batch.
+        const send = requests.find((request) => request.method === "eth_sendRawTransaction")!;
+        hidden = keccak256((send.params as [Hex])[0]);
         proxy.hide(hidden);
       },
     });

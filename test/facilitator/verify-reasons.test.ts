@@ -289,8 +289,9 @@ describe("facilitator verify: every reason, in the spec's order", () => {
 });
 
 describe("facilitator verify: the chain head cache (HEAD_CACHE_MS)", () => {
-  it("lets verify reuse a recent head, while settle always reads a fresh one", async () => {
-    const opened = await openFacilitator("cronos-testnet", { HEAD_CACHE_MS: "60000" });
+  it("lets verify reuse a recent head read from the chain (no state index), while settle always reads a fresh one", async () => {
+    // The state index follows new blocks as they come (test/state): this is the head cache of verify's own reads.
+    const opened = await openFacilitator("cronos-testnet", { HEAD_CACHE_MS: "60000", STATE_INDEX: "false" });
     const latest = await opened.chain.publicClient.getBlock();
     const { body } = await makePayment(opened.chain, { validBefore: latest.timestamp + 100n });
     expect(await verify(opened, body)).to.deep.equal({ isValid: true, invalidReason: null });

@@ -35,6 +35,8 @@ describe("local stack in one process (src/harness/stack.ts)", function () {
       expect(network.buyers).to.have.length(3);
       expect(Object.keys(network.buyers[0]!)).to.have.members(["address", "privateKey"]);
       expect(Number.parseInt(await rpc<string>(network.rpcUrl, "eth_chainId"), 16)).to.equal(info.chainId);
+      expect(network.wsUrl).to.equal(`ws://127.0.0.1:${portOf(network.rpcUrl)}`);
+      expect(network.wsUrl).to.equal(stack.chains[name as keyof typeof NETWORKS]!.wsUrl);
     }
     const supported = (await (await fetch(`${stack.facilitatorUrl}/v2/x402/supported`)).json()) as { kinds: Array<{ network: string }> };
     expect(supported.kinds.map((k) => k.network)).to.have.members(["cronos-testnet", "cronos-mainnet", "eip155:338", "eip155:25"]);

@@ -14,6 +14,7 @@ const networkLine = z.strictObject({
   chainId: z.number().int(),
   viemChain: z.enum(["cronosTestnet", "cronos"]),
   rpcUrl: z.url(),
+  wsUrl: z.string().regex(/^ws:\/\/127\.0\.0\.1:\d+$/),
   token: address,
   domain: z.strictObject({ name: z.string(), version: z.string() }),
   buyers: z.array(z.strictObject({ address, privateKey: z.string().regex(/^0x[0-9a-f]{64}$/) })).min(1),
@@ -98,6 +99,7 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
         expect(network).to.deep.include({ chainId: info.chainId, viemChain: name === "cronos-testnet" ? "cronosTestnet" : "cronos", token: info.token, domain: info.domain });
         expect(network!.buyers).to.have.length(2);
         expect(Number.parseInt(await rpc<string>(network!.rpcUrl, "eth_chainId"), 16)).to.equal(info.chainId);
+        expect(new URL(network!.wsUrl).port).to.equal(new URL(network!.rpcUrl).port);
       }
       const supported = await fetch(`${summary.facilitatorUrl}/v2/x402/supported`);
       expect(supported.status).to.equal(200);

@@ -68,6 +68,11 @@ export interface FaultProxy {
    */
   hide(hash: Hex): void;
   unhide(hash: Hex): void;
+  /**
+   * Rewrites answers until {@link clear}: each item of a forwarded request (alone or in a batch) is offered to
+   * `rewriter` with the node's answer to it; what it returns replaces that answer (undefined keeps it).
+   */
+  rewrite(rewriter: Rewriter): void;
   /** Stops listening and cuts every open connection: new ones are refused until {@link revive}. */
   kill(): Promise<void>;
   /** Listens again on the same port. */
@@ -83,6 +88,15 @@ interface ActiveRule extends FaultRule {
   left: number;
 }
 
+/** The part of a JSON-RPC answer a {@link Rewriter} sees and gives. */
+export interface JsonRpcAnswer {
+  result?: unknown;
+  error?: { code: number; message: string };
+}
+
+/** Changes the node's answer to one request; undefined keeps it. */
+export type Rewriter = (request: JsonRpcRequest, answer: JsonRpcAnswer) => JsonRpcAnswer | undefined;
+
 /** One JSON-RPC request as the proxy saw it. */
 export interface JsonRpcRequest {
   id?: unknown;
@@ -96,6 +110,7 @@ type JsonRpcItem = JsonRpcRequest;
 export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
   const rules: ActiveRule[] = [];
   const hidden = new Set<string>();
+  const rewriters: Rewriter[] = [];
   const sockets = new Set<Socket>();
   const parked = new Set<ServerResponse>();
   const methods: string[] = [];
@@ -137,6 +152,7 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
     const answer = await forward(body);
     let text = answer.text;
     if (hidden.size > 0 && answer.status === 200) text = JSON.stringify(hide(JSON.parse(text) as unknown, items, hidden));
+    if (rewriters.length > 0 && answer.status === 200) text = JSON.stringify(rewritten(JSON.parse(text) as unknown, items, rewriters));
     res.writeHead(answer.status, { "content-type": "application/json" }).end(text);
   };
 
@@ -184,6 +200,9 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
     unhide(hash) {
       hidden.delete(hash.toLowerCase());
     },
+    rewrite(rewriter) {
+      rewriters.push(rewriter);
+    },
     kill: stop,
     async revive() {
       if (listening) return;
@@ -193,6 +212,7 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
     clear() {
       rules.length = 0;
       hidden.clear();
+      rewriters.length = 0;
       proxy.delayMs = 0;
       for (const res of parked) res.destroy();
       parked.clear();
@@ -237,4 +257,16 @@ function hide(answer: unknown, items: JsonRpcItem[], hidden: ReadonlySet<string>
     return isHidden(item) ? { jsonrpc: "2.0", id: response.id, result: null } : response;
   };
   return Array.isArray(answer) ? answer.map(rewrite) : rewrite(answer as { id?: unknown });
+}
+
+/** The answer with each item passed through the rewriters, in order. */
+function rewritten(answer: unknown, items: JsonRpcItem[], rewriters: readonly Rewriter[]): unknown {
+  const one = (response: { jsonrpc?: string; id?: unknown } & JsonRpcAnswer) => {
+    const item = items.find((i) => i.id === response.id);
+    if (!item) return response;
+    let current: JsonRpcAnswer = "error" in response ? { error: response.error! } : { result: response.result };
+    for (const rewriter of rewriters) current = rewriter(item, current) ?? current;
+    return { jsonrpc: "2.0", id: response.id, ...current };
+  };
+  return Array.isArray(answer) ? answer.map(one) : one(answer as { id?: unknown });
 }

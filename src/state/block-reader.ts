@@ -1,0 +1,107 @@
+import type { Address, Hex, PublicClient } from "viem";
+import { bloomMayContain, tokenEvent, type RawLog, type TokenEvent } from "./token-events.js";
+
+/** A block as the index knows it: where it stands in the chain, its time and what the token did in it. */
+export interface IndexedBlock {
+  number: bigint;
+  hash: Hex;
+  /** Unix seconds. */
+  timestamp: bigint;
+  /** The token's events of this block, in log order. */
+  events: TokenEvent[];
+}
+
+/** The block a range of new blocks must follow. */
+export interface ParentBlock {
+  number: bigint;
+  hash: Hex;
+}
+
+/**
+ * The RPC answered something that does not fit together: a block missing, a block whose parent is not
+ * the block before it, a log of another block. On Cronos (no reorgs) this is an RPC fault (e.g. one
+ * behind a load balancer answering from two nodes); nothing of the range is applied and it is asked again.
+ */
+export class InconsistentChainError extends Error {
+  override name = "InconsistentChainError";
+  constructor(
+    message: string,
+    /** The first new block does not follow the parent it was asked after: the parent may have been replaced (a reorg). */
+    readonly parentMismatch = false,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Reads new blocks for the index, checked as it goes: the headers of a range in one batch, each linked
+ * to the one before by its parent hash; then, for each block whose `logsBloom` may hold a log of the
+ * token, `eth_getLogs` by that block's hash (EIP-234: a node that does not have the block answers an
+ * error, never an empty list for it). A block whose bloom names the token but whose logs come back empty
+ * is asked once more before the answer is believed (a bloom can say "maybe" falsely).
+ */
+export class BlockReader {
+  readonly #client: PublicClient;
+  readonly #token: Address;
+
+  constructor(client: PublicClient, token: Address) {
+    this.#client = client;
+    this.#token = token;
+  }
+
+  /** The chain's latest block number. */
+  tip(): Promise<bigint> {
+    return this.#client.getBlockNumber({ cacheTime: 0 });
+  }
+
+  /** The header of block `number` (or the latest), without its token events. */
+  async header(number?: bigint): Promise<IndexedBlock> {
+    const block = await this.#client.getBlock(number === undefined ? { blockTag: "latest" } : { blockNumber: number });
+    if (block.hash === null || block.number === null) throw new InconsistentChainError(`block ${number ?? "latest"} came back without its hash`);
+    return { number: block.number, hash: block.hash, timestamp: block.timestamp, events: [] };
+  }
+
+  /** Blocks `parent.number + 1` through `to`, with the token's events, checked against `parent` and each other. */
+  async blocksAfter(parent: ParentBlock, to: bigint): Promise<IndexedBlock[]> {
+    const numbers: bigint[] = [];
+    for (let n = parent.number + 1n; n <= to; n++) numbers.push(n);
+    const headers = await Promise.all(numbers.map((blockNumber) => this.#client.getBlock({ blockNumber })));
+    let previous = parent;
+    const blocks = headers.map((block, i) => {
+      const number = numbers[i]!;
+      if (!block || block.hash === null || block.number !== number) throw new InconsistentChainError(`block ${number} is missing from the RPC's answer`);
+      if (block.parentHash.toLowerCase() !== previous.hash.toLowerCase()) {
+        throw new InconsistentChainError(`block ${number}'s parent is ${block.parentHash}, not block ${previous.number} (${previous.hash})`, i === 0);
+      }
+      previous = { number, hash: block.hash };
+      return { number, hash: block.hash, timestamp: block.timestamp, bloom: block.logsBloom };
+    });
+    return Promise.all(
+      blocks.map(async ({ bloom, ...block }) => ({
+        ...block,
+        events: bloom === null || bloomMayContain(bloom, this.#token) ? await this.#events(block) : [],
+      })),
+    );
+  }
+
+  async #events(block: { number: bigint; hash: Hex }): Promise<TokenEvent[]> {
+    let logs = await this.#logs(block);
+    if (logs.length === 0) logs = await this.#logs(block);
+    const events: TokenEvent[] = [];
+    for (const log of logs) {
+      const event = tokenEvent(log);
+      if (event) events.push(event);
+    }
+    return events;
+  }
+
+  async #logs(block: { number: bigint; hash: Hex }): Promise<RawLog[]> {
+    const logs = (await this.#client.getLogs({ address: this.#token, blockHash: block.hash })) as RawLog[];
+    for (const log of logs) {
+      if (log.blockHash?.toLowerCase() !== block.hash.toLowerCase() || log.address.toLowerCase() !== this.#token.toLowerCase()) {
+        throw new InconsistentChainError(`eth_getLogs for block ${block.number} (${block.hash}) answered a log of another block or contract`);
+      }
+    }
+    return [...logs].sort((a, b) => (a.logIndex ?? 0) - (b.logIndex ?? 0));
+  }
+}

@@ -1,0 +1,32 @@
+import type { Address, Hex } from "viem";
+
+// The index keeps what must outlive a process, and what instances share, through this port: the
+// settlement ledger implements it (src/ledger), and the facilitator hands the ledger in. The shapes
+// match the ledger's own so neither room imports the other.
+
+/** One token on one chain. */
+export interface NonceScope {
+  chainId: number;
+  token: Address;
+}
+
+/** An authorization nonce found used or canceled on chain, and the block of its log. */
+export interface StoredNonce {
+  authorizer: Address;
+  nonce: Hex;
+  blockNumber: bigint;
+}
+
+/** How far the shared record of used and canceled nonces reaches: every such log of fromBlock..throughBlock is stored. */
+export interface NonceProgress {
+  fromBlock: bigint;
+  throughBlock: bigint;
+}
+
+/** Where the nonce backfill keeps its nonces and its progress (the ledger: shared by instances, kept over restarts). */
+export interface NonceStore {
+  nonceIndexProgress(scope: NonceScope): Promise<NonceProgress | undefined>;
+  openNonceIndex(scope: NonceScope, fromBlock: bigint): Promise<NonceProgress>;
+  recordIndexedNonces(scope: NonceScope, nonces: readonly StoredNonce[], range: { fromBlock: bigint; throughBlock: bigint }): Promise<NonceProgress>;
+  indexedNonces(scope: NonceScope, options: { after?: { authorizer: Address; nonce: Hex }; limit: number }): Promise<StoredNonce[]>;
+}

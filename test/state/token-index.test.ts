@@ -1,0 +1,310 @@
+import { expect } from "chai";
+import { createPublicClient, decodeFunctionData, http, numberToHex, parseAbi, toHex, type Address, type Hex, type PublicClient } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
+import type { Ledger } from "../../src/ledger/types.js";
+import { TokenIndex, type TokenIndexParameters } from "../../src/state/index.js";
+import { tokenAbi } from "../../src/chain/token-abi.js";
+import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
+import { openProxiedChain, type ProxiedChain } from "../helpers/proxied-chain.js";
+import type { JsonRpcRequest } from "../helpers/rpc-proxy.js";
+import { signCancelAuthorization, splitSignature } from "../helpers/sign.js";
+import { waitUntil } from "../helpers/time.js";
+
+const quiet = { info() {}, warn() {}, debug() {} };
+const freshNonce = () => toHex(crypto.getRandomValues(new Uint8Array(32)));
+const authorizationState = parseAbi(["function authorizationState(address authorizer, bytes32 nonce) view returns (bool)"]);
+
+/** How many `authorizationState` calls the proxy saw (in `eth_call`s). */
+function authorizationStateCalls(requests: readonly JsonRpcRequest[]): number {
+  return requests.filter((request) => {
+    if (request.method !== "eth_call") return false;
+    const data = (request.params as [{ data?: Hex; input?: Hex }])[0];
+    try {
+      return decodeFunctionData({ abi: authorizationState, data: (data.data ?? data.input)! }).functionName === "authorizationState";
+    } catch {
+      return false;
+    }
+  }).length;
+}
+
+describe("token state index: verify's state from the token's logs", function () {
+  this.timeout(60_000);
+  let proxied: ProxiedChain;
+  let client: PublicClient;
+  let ledger: Ledger;
+  const indexes: TokenIndex[] = [];
+  const requests: JsonRpcRequest[] = [];
+  const buyer = privateKeyToAccount(HARDHAT_KEYS.buyer);
+  const seller = privateKeyToAccount(HARDHAT_KEYS.seller);
+
+  beforeEach(async () => {
+    proxied = await openProxiedChain();
+    client = createPublicClient({ transport: http(proxied.rpcUrls, { batch: { wait: 0 } }), cacheTime: 0 }) as PublicClient;
+    ledger = openSqliteLedger({ location: MEMORY });
+    requests.length = 0;
+    proxied.proxies[0]!.rewrite((request) => {
+      requests.push(request);
+      return undefined;
+    });
+  });
+  afterEach(async () => {
+    await Promise.all(indexes.splice(0).map((index) => index.stop()));
+    await ledger.close();
+    await proxied.close();
+  });
+
+  const chain = () => proxied.chain;
+  const open = (overrides: Partial<TokenIndexParameters> = {}) => {
+    const index = new TokenIndex({
+      network: "cronos-testnet",
+      client,
+      chainId: 338,
+      token: chain().token,
+      store: ledger,
+      startBlockVariable: "CRONOS_TESTNET_INDEX_START_BLOCK",
+      logRangeBlocks: 2_000,
+      pollingIntervalMs: 20,
+      logger: quiet,
+      ...overrides,
+    });
+    indexes.push(index);
+    index.start();
+    return index;
+  };
+  const backfilled = async (index: TokenIndex) => {
+    expect(await waitUntil(async () => index.status().backfill.state === "done", 10_000, 10), JSON.stringify(index.status())).to.equal(true);
+  };
+  const head = () => chain().publicClient.getBlockNumber({ cacheTime: 0 });
+  const balance = (address: Address) => chain().contract.read.balanceOf([address]);
+  /** Uses an authorization of the buyer on chain (the relayer of these tests is the chain's deployer). */
+  const useAuthorization = async (nonce: Hex) => {
+    const { message, signature } = await makePayment(chain(), { nonce, amount: 1_000n });
+    const { v, r, s } = splitSignature(signature);
+    await chain().contract.write.transferWithAuthorization([message.from, message.to, message.value, message.validAfter, message.validBefore, message.nonce, v, r, s]);
+  };
+  const cancelAuthorization = async (nonce: Hex) => {
+    const { info, token } = chain();
+    const domain = { name: info.domain.name, version: info.domain.version, chainId: info.chainId, verifyingContract: token };
+    const { v, r, s } = await signCancelAuthorization({ account: buyer, domain, message: { authorizer: buyer.address, nonce } });
+    await chain().contract.write.cancelAuthorization([buyer.address, nonce, v, r, s]);
+  };
+
+  it("answers a payer's balance and a fresh nonce from memory: after the first read of the payer, no RPC call at all", async () => {
+    const index = open();
+    await backfilled(index);
+    const first = await index.payer(buyer.address, freshNonce(), 60_000);
+    expect(first).to.deep.include({ balance: await balance(buyer.address), used: false });
+    expect(first!.head.number).to.equal(await head());
+    requests.length = 0;
+    const second = await index.payer(buyer.address, freshNonce(), 60_000);
+    expect(second).to.deep.equal(first);
+    expect(requests).to.deep.equal([]);
+    expect(index.status()).to.deep.include({ state: "following", payers: 1, mode: "poll", paused: false });
+  });
+
+  it("keeps a held balance current from Transfer logs: drained by a plain transfer, the next ask (head confirmed afresh) says so at that block", async () => {
+    const index = open();
+    await backfilled(index);
+    const before = (await index.payer(buyer.address, freshNonce(), 60_000))!;
+    const buyerWallet = chain().wallets.find((wallet) => wallet.account.address.toLowerCase() === buyer.address.toLowerCase())!;
+    await chain().viem.getContractAt("BridgedUSDC", chain().token, { client: { wallet: buyerWallet } }).then((token) => token.write.transfer([seller.address, before.balance - 7n]));
+    requests.length = 0;
+    const after = (await index.payer(buyer.address, freshNonce(), 0))!;
+    expect(after.balance).to.equal(7n);
+    expect(after.head.number).to.equal(await head());
+    // The new block's header and its token logs were read; the balance was not read again.
+    expect(requests.map((r) => r.method)).to.include.members(["eth_blockNumber", "eth_getBlockByNumber", "eth_getLogs"]);
+    expect(requests.filter((r) => r.method === "eth_call")).to.deep.equal([]);
+    // The payee is held too once asked: read once, then kept.
+    expect((await index.payer(seller.address, freshNonce(), 0))!.balance).to.equal(await balance(seller.address));
+  });
+
+  it("knows nonces used and canceled before it started (backfilled from the token's deployment block), without asking authorizationState", async () => {
+    const used = freshNonce();
+    const canceled = freshNonce();
+    await useAuthorization(used);
+    await cancelAuthorization(canceled);
+    const index = open();
+    await backfilled(index);
+    const status = index.status();
+    expect(status.backfill).to.deep.include({ state: "done", throughBlock: status.backfill.targetBlock });
+    // The deployment block, found by a binary search over eth_getCode, is where it began.
+    const deployedAt = await binaryFirstCode(chain().token);
+    expect(status.backfill.fromBlock).to.equal(deployedAt);
+    expect(await ledger.nonceIndexProgress({ chainId: 338, token: chain().token })).to.deep.equal({ fromBlock: BigInt(deployedAt), throughBlock: BigInt(status.backfill.targetBlock!) });
+    requests.length = 0;
+    expect((await index.payer(buyer.address, used, 60_000))!.used).to.equal(true);
+    expect((await index.payer(buyer.address, canceled, 60_000))!.used).to.equal(true);
+    expect((await index.payer(buyer.address, freshNonce(), 60_000))!.used).to.equal(false);
+    expect(authorizationStateCalls(requests)).to.equal(0);
+  });
+
+  it("answers 'ask the chain' for a nonce while the backfill has not finished, and nothing it cannot vouch for", async () => {
+    // The backfill's ranges are refused until cleared: it cannot finish.
+    let refuse = true;
+    proxied.proxies[0]!.rewrite((request) =>
+      refuse && request.method === "eth_getLogs" && (request.params as [{ blockHash?: Hex }])[0].blockHash === undefined
+        ? { error: { code: -32005, message: "query returned more than 10000 results" } }
+        : undefined,
+    );
+    const index = open({ startBlock: 0n });
+    expect(await waitUntil(async () => index.status().state === "following", 10_000, 10)).to.equal(true);
+    expect((await index.payer(buyer.address, freshNonce(), 60_000))!.used).to.equal(undefined);
+    refuse = false;
+    await backfilled(index);
+    expect((await index.payer(buyer.address, freshNonce(), 60_000))!.used).to.equal(false);
+  });
+
+  it("backfills in ranges a provider takes: a refused range is halved until it passes, every nonce found", async () => {
+    const nonces = [freshNonce(), freshNonce(), freshNonce()];
+    for (const nonce of nonces) {
+      await useAuthorization(nonce);
+      await chain().networkHelpers.mine(300);
+    }
+    const widest: bigint[] = [];
+    proxied.proxies[0]!.rewrite((request) => {
+      const [filter] = request.params as [{ fromBlock?: Hex; toBlock?: Hex; blockHash?: Hex }];
+      if (request.method !== "eth_getLogs" || filter.blockHash) return undefined;
+      const span = BigInt(filter.toBlock!) - BigInt(filter.fromBlock!) + 1n;
+      if (span > 100n) return { error: { code: -32005, message: "block range is too wide (max 100)" } };
+      widest.push(span);
+      return undefined;
+    });
+    const index = open({ startBlock: 0n, logRangeBlocks: 1_000 });
+    await backfilled(index);
+    expect(widest.length).to.be.greaterThan(1);
+    expect(widest.every((span) => span <= 100n)).to.equal(true);
+    for (const nonce of nonces) expect((await index.payer(buyer.address, nonce, 60_000))!.used).to.equal(true);
+    expect(await ledger.indexedNonces({ chainId: 338, token: chain().token }, { limit: 10 })).to.have.length(3);
+  });
+
+  it("resumes from the stored progress: a second index on the same ledger loads the nonces and reads only the blocks after", async () => {
+    const early = freshNonce();
+    await useAuthorization(early);
+    const first = open();
+    await backfilled(first);
+    const through = first.status().backfill.throughBlock!;
+    await first.stop();
+    const late = freshNonce();
+    await useAuthorization(late);
+    requests.length = 0;
+    const second = open();
+    await backfilled(second);
+    const ranges = requests
+      .filter((r) => r.method === "eth_getLogs" && (r.params as [{ blockHash?: Hex }])[0].blockHash === undefined)
+      .map((r) => (r.params as [{ fromBlock: Hex }])[0].fromBlock);
+    expect(ranges).to.deep.equal([numberToHex(through + 1)]);
+    // No second search for the deployment block.
+    expect(requests.filter((r) => r.method === "eth_getCode")).to.deep.equal([]);
+    expect((await second.payer(buyer.address, early, 60_000))!.used).to.equal(true);
+    expect((await second.payer(buyer.address, late, 60_000))!.used).to.equal(true);
+  });
+
+  it("falls behind while the RPC drops eth_getLogs answers (answers nothing meanwhile), then catches up by itself", async () => {
+    const index = open();
+    await backfilled(index);
+    await index.payer(buyer.address, freshNonce(), 60_000);
+    proxied.proxies[0]!.fail({ kind: "http503", method: "eth_getLogs" });
+    const nonce = freshNonce();
+    await useAuthorization(nonce);
+    expect(await index.payer(buyer.address, nonce, 0)).to.equal(undefined);
+    expect(index.status().state).to.equal("behind");
+    expect(index.status().chainBlock! - index.status().block!).to.equal(1);
+    proxied.proxies[0]!.clear();
+    proxied.proxies[0]!.rewrite((request) => void requests.push(request));
+    expect(await waitUntil(async () => index.status().state === "following", 10_000, 20)).to.equal(true);
+    const caught = (await index.payer(buyer.address, nonce, 60_000))!;
+    expect(caught).to.deep.include({ used: true, balance: await balance(buyer.address) });
+    expect(caught.head.number).to.equal(await head());
+  });
+
+  it("reads a block the RPC's head skipped: the nonce used in it is known", async () => {
+    const index = open();
+    await backfilled(index);
+    const skipped = (await head()) + 1n;
+    proxied.proxies[0]!.rewrite((request) => (request.method === "eth_blockNumber" ? { result: numberToHex(skipped - 1n) } : undefined));
+    const nonce = freshNonce();
+    await useAuthorization(nonce); // block `skipped`, which the RPC does not admit to
+    await chain().networkHelpers.mine();
+    proxied.proxies[0]!.clear();
+    proxied.proxies[0]!.rewrite((request) => void requests.push(request));
+    const answer = (await index.payer(buyer.address, nonce, 0))!;
+    expect(answer.head.number).to.equal(skipped + 1n);
+    expect(answer.used).to.equal(true);
+  });
+
+  it("asks again for the logs of a block whose bloom names the token when an answer comes back empty", async () => {
+    const index = open();
+    await backfilled(index);
+    await index.payer(buyer.address, freshNonce(), 60_000);
+    let emptied = 0;
+    proxied.proxies[0]!.rewrite((request) => {
+      if (request.method !== "eth_getLogs" || !(request.params as [{ blockHash?: Hex }])[0].blockHash || emptied > 0) return undefined;
+      emptied++;
+      return { result: [] };
+    });
+    const nonce = freshNonce();
+    await useAuthorization(nonce);
+    requests.length = 0;
+    const answer = (await index.payer(buyer.address, nonce, 0))!;
+    expect(emptied).to.equal(1);
+    expect(requests.filter((r) => r.method === "eth_getLogs")).to.have.length(2);
+    expect(answer).to.deep.include({ used: true, balance: await balance(buyer.address) });
+  });
+
+  it("applies nothing from blocks that do not follow its head (an inconsistent RPC) and answers nothing until they do", async () => {
+    const index = open();
+    await backfilled(index);
+    await index.payer(buyer.address, freshNonce(), 60_000);
+    let forged = true;
+    proxied.proxies[0]!.rewrite((request, answer) => {
+      if (!forged || request.method !== "eth_getBlockByNumber" || (request.params as [string])[0] === "latest") return undefined;
+      return { result: { ...(answer.result as object), parentHash: `0x${"ab".repeat(32)}` } };
+    });
+    const nonce = freshNonce();
+    await useAuthorization(nonce);
+    expect(await index.payer(buyer.address, nonce, 0)).to.equal(undefined);
+    forged = false;
+    expect(await waitUntil(async () => index.status().state === "following", 10_000, 20)).to.equal(true);
+    expect((await index.payer(buyer.address, nonce, 0))!.used).to.equal(true);
+  });
+
+  it("stops answering when the chain replaces a block it had read (a local chain reverted to a snapshot)", async () => {
+    const index = open();
+    await backfilled(index);
+    const snapshot = await proxied.proxies[0]!.chain.call<Hex>("evm_snapshot");
+    await chain().networkHelpers.mine();
+    expect((await index.payer(buyer.address, freshNonce(), 0))!.head.number).to.equal(await head());
+    await proxied.proxies[0]!.chain.call("evm_revert", [snapshot]);
+    // Another block at the same height (a transaction this time), and one after it.
+    await useAuthorization(freshNonce());
+    await chain().networkHelpers.mine();
+    expect(await index.payer(buyer.address, freshNonce(), 0)).to.equal(undefined);
+    expect(await waitUntil(async () => index.status().state === "stopped", 5_000, 20)).to.equal(true);
+    expect(await index.payer(buyer.address, freshNonce(), 0)).to.equal(undefined);
+  });
+
+  it("follows Pause and Unpause", async () => {
+    const index = open();
+    await backfilled(index);
+    await chain().contract.write.pause();
+    await index.payer(buyer.address, freshNonce(), 0);
+    expect(index.status().paused).to.equal(true);
+    await chain().contract.write.unpause();
+    await index.payer(buyer.address, freshNonce(), 0);
+    expect(index.status().paused).to.equal(false);
+  });
+
+  /** The first block with the token's code, asked straight of the chain (not through the proxy). */
+  async function binaryFirstCode(token: Address): Promise<number> {
+    const latest = await head();
+    for (let n = 0n; n <= latest; n++) {
+      const code = await chain().publicClient.getCode({ address: token, blockNumber: n });
+      if (code && code !== "0x") return Number(n);
+    }
+    throw new Error("no code");
+  }
+});
+
+void tokenAbi;

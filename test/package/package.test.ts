@@ -1,6 +1,7 @@
 // The kit as users get it: `npm pack`, then the tarball installed into fresh projects the way a seller, an
 // operator and a CI suite would (npm's cache first, the registry only for what it lacks).
 import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -8,6 +9,7 @@ import { delimiter, join } from "node:path";
 import { createInterface } from "node:readline";
 import { promisify } from "node:util";
 import { expect } from "chai";
+import { processesWithEnv } from "../helpers/processes.js";
 
 const run = promisify(execFile);
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -25,6 +27,14 @@ async function sh(cwd: string, command: string, args: readonly string[], timeout
     const failed = error as { code?: number; stdout?: string; stderr?: string };
     throw new Error(`${command} ${args.join(" ")} (in ${cwd}) exited ${failed.code}\nstdout:\n${failed.stdout}\nstderr:\n${failed.stderr}`);
   }
+}
+
+/** How a command ended: its exit code and both streams (it may fail: that is what is checked). */
+async function outcome(cwd: string, command: string, args: readonly string[], env: NodeJS.ProcessEnv = ENV): Promise<{ code: number; stdout: string; stderr: string }> {
+  return run(command, args, { cwd, env, timeout: 300_000 }).then(
+    ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+    (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code ?? -1, stdout: error.stdout ?? "", stderr: error.stderr ?? "" }),
+  );
 }
 
 /** A fresh project with a package.json, its dependencies installed. */
@@ -143,6 +153,19 @@ describe("the package: packed, installed into fresh projects, used as users woul
       expect(names[PACKAGE.name]).not.to.include("startLocalStack");
       expect(names[`${PACKAGE.name}/harness`]).to.deep.equal({
         error: 'the harness needs the package "hardhat" (an optional peer dependency of the kit): npm install -D cronos-x402-facilitator-kit hardhat',
+      });
+    });
+
+    it("cronos-x402 without hardhat: no command is a usage error on stderr (exit 2); conformance without --facilitator is one line, exit 1", async () => {
+      const cli = join(dir, "node_modules", ".bin", "cronos-x402");
+      const none = await outcome(dir, cli, []);
+      expect({ code: none.code, stdout: none.stdout }).to.deep.equal({ code: 2, stdout: "" });
+      expect(none.stderr).to.match(/^error: a command is required\n\nUsage: cronos-x402 <command> \[options\]\n/);
+      expect(await outcome(dir, cli, ["conformance"])).to.deep.equal({
+        code: 1,
+        stdout: "",
+        stderr:
+          'error: the harness needs the package "hardhat" (an optional peer dependency of the kit): npm install -D cronos-x402-facilitator-kit hardhat (or check a running facilitator: --facilitator URL)\n',
       });
     });
 
@@ -304,6 +327,12 @@ try {
         );
         expect(old.code).to.equal(1);
         expect(old.stderr).to.match(/^error: the local chains need Node >= 22\.13\.0 \(Hardhat 3\); this is Node 20\.\d+\.\d+\. Install Node 22 \(e\.g\. nvm install 22\), or run the CLI on a Node 22 from npm: npx -y -p node@22 -c "cronos-x402 start"\n$/);
+        // conformance without --facilitator starts the same stack: the same line, naming its own command.
+        const oldConformance = await outcome(dir, node20, [join(dir, "node_modules", PACKAGE.name, "dist", "cli", "bin.js"), "conformance"]);
+        expect({ code: oldConformance.code, stdout: oldConformance.stdout }).to.deep.equal({ code: 1, stdout: "" });
+        expect(oldConformance.stderr).to.match(
+          /^error: the local chains need Node >= 22\.13\.0 \(Hardhat 3\); this is Node 20\.\d+\.\d+\. Install Node 22 \(e\.g\. nvm install 22\), or run the CLI on a Node 22 from npm: npx -y -p node@22 -c "cronos-x402 conformance" \(or check a running facilitator: --facilitator URL\)\n$/,
+        );
       }
       const start = spawn(cli, ["start", "--json", "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0"], { cwd: dir, env: ENV, stdio: ["ignore", "pipe", "pipe"] });
       let stderr = "";
@@ -320,6 +349,42 @@ try {
         expect(stderr).to.include("[start] stopped");
       } finally {
         if (start.exitCode === null) start.kill("SIGKILL");
+      }
+    });
+
+    it("npx cronos-x402 start: the summary names the CLI form; SIGTERM to npx (which ends without passing it on) stops the stack all the same", async () => {
+      // A variable set on npx marks every process below it: the CLI too, re-parented once npx is gone.
+      const mark = randomUUID();
+      const npx = spawn("npx", ["cronos-x402", "start", "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0"], {
+        cwd: dir,
+        env: { ...ENV, KIT_PACKAGE_TEST_RUN: mark },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let stdout = "";
+      let stderr = "";
+      npx.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+      npx.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+      // 'close': every holder of the pipes exited (the CLI keeps them after npx is gone).
+      const closed = new Promise<void>((resolve) => npx.once("close", () => resolve()));
+      try {
+        for (let waited = 0; !stdout.includes("`--help` lists the options.\n"); waited += 100) {
+          if (waited > 120_000 || npx.exitCode !== null) throw new Error(`no summary; stdout:\n${stdout}\nstderr:\n${stderr}`);
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+        expect(stdout).to.include("\nCtrl+C stops everything. `cronos-x402 start --json` prints this as one JSON line (`npm start -- --json` in the kit's clone); `--help` lists the options.\n");
+        const facilitatorUrl = /^Facilitator {2}(http:\/\/127\.0\.0\.1:\d+) /m.exec(stdout)![1]!;
+        expect((await fetch(`${facilitatorUrl}/v2/x402/supported`)).status).to.equal(200);
+        const cli = processesWithEnv("KIT_PACKAGE_TEST_RUN", mark).find((p) => p.command.includes("cronos-x402 start") && !p.command.startsWith("npm") && !p.command.startsWith("sh "));
+        expect(cli, processesWithEnv("KIT_PACKAGE_TEST_RUN", mark).map((p) => p.command).join("\n")).to.not.equal(undefined);
+
+        npx.kill("SIGTERM");
+        await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 30_000))]);
+        expect(processesWithEnv("KIT_PACKAGE_TEST_RUN", mark), stderr).to.deep.equal([]);
+        expect(stderr).to.match(/\[start\] the parent process \(pid \d+\) exited: stopping\n/);
+        expect(stderr).to.include("[start] stopped\n");
+        expect(await fetch(`${facilitatorUrl}/healthcheck`).then(() => "answered", () => "refused")).to.equal("refused");
+      } finally {
+        for (const { pid } of processesWithEnv("KIT_PACKAGE_TEST_RUN", mark)) process.kill(pid, "SIGKILL");
       }
     });
   });

@@ -31,7 +31,7 @@ async function sh(cwd: string, command: string, args: readonly string[], timeout
 
 /** How a command ended: its exit code and both streams (it may fail: that is what is checked). */
 async function outcome(cwd: string, command: string, args: readonly string[], env: NodeJS.ProcessEnv = ENV): Promise<{ code: number; stdout: string; stderr: string }> {
-  return run(command, args, { cwd, env, timeout: 300_000 }).then(
+  return run(command, args, { cwd, env, timeout: 300_000, maxBuffer: 64 * 1024 * 1024 }).then(
     ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
     (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code ?? -1, stdout: error.stdout ?? "", stderr: error.stderr ?? "" }),
   );
@@ -211,7 +211,18 @@ export type Shapes = [FacilitatorConfig, Ledger, RunReport, typeof createPayment
   describe("a CI suite's install: the package and hardhat", () => {
     let dir: string;
     before(async () => {
-      dir = await project(temp, "harness-consumer", [tarball, `hardhat@${PACKAGE.devDependencies.hardhat}`, "express", "viem", `mocha@${PACKAGE.devDependencies.mocha}`, "vitest"]);
+      dir = await project(temp, "harness-consumer", [
+        tarball,
+        `hardhat@${PACKAGE.devDependencies.hardhat}`,
+        "express",
+        "viem",
+        `mocha@${PACKAGE.devDependencies.mocha}`,
+        "vitest",
+        // What type-checks the README's recipes as a TypeScript consumer would.
+        `typescript@${PACKAGE.devDependencies.typescript}`,
+        "@types/node@22",
+        `@types/mocha@${PACKAGE.devDependencies["@types/mocha"]}`,
+      ]);
     });
 
     it("a consumer's own Express route, protected by the kit's seller, is paid by the kit's buyer on the kit's harness", async () => {
@@ -249,7 +260,7 @@ try {
       expect(JSON.parse(stdout.trim().split("\n").at(-1)!)).to.deep.equal({ status: 200, forecast: "sunny", paid: "25000", chainId: 338 });
     });
 
-    it("the README's harness recipes run as written: a mocha root hook plugin, node:test before/after, a vitest globalSetup", async () => {
+    it("the README's harness recipes type-check as written (strict, nodenext) and run: a mocha root hook plugin, node:test before/after, a vitest globalSetup", async () => {
       const readme = readFileSync(join(ROOT, "README.md"), "utf8");
       const recipe = (marker: string) => {
         const block = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!).find((code) => code.startsWith(`// ${marker}`));
@@ -257,33 +268,52 @@ try {
         return block!;
       };
       // Each recipe's stack is asked for something real by the test that uses it.
-      const SUPPORTED = `(await fetch(\`\${url}/v2/x402/supported\`)).status`;
       await mkdir(join(dir, "test"), { recursive: true });
-
       // mocha: the hook plugin as the README has it, and a test reading what it handed over.
-      await writeFile(join(dir, "test", "stack.mjs"), recipe("mocha:"));
-      await writeFile(join(dir, ".mocharc.json"), JSON.stringify({ require: ["test/stack.mjs"], spec: ["test/paid.spec.mjs"], timeout: 60_000 }));
+      await writeFile(join(dir, "test", "stack.ts"), recipe("mocha:"));
+      await writeFile(join(dir, ".mocharc.json"), JSON.stringify({ require: ["test/stack.ts"], spec: ["test/paid.spec.ts"], timeout: 60_000 }));
       await writeFile(
-        join(dir, "test", "paid.spec.mjs"),
-        `import assert from "node:assert/strict";\nit("sees the stack", async () => { const url = process.env.FACILITATOR_URL; assert.equal(${SUPPORTED}, 200); assert.match(process.env.BUYER_KEY, /^0x[0-9a-f]{64}$/); });\n`,
+        join(dir, "test", "paid.spec.ts"),
+        `import assert from "node:assert/strict";
+it("sees the stack", async () => {
+  assert.equal((await fetch(\`\${process.env.FACILITATOR_URL}/v2/x402/supported\`)).status, 200);
+  assert.match(process.env.BUYER_KEY ?? "", /^0x[0-9a-f]{64}$/);
+});
+`,
       );
-      const mocha = await sh(dir, join(dir, "node_modules", ".bin", "mocha"), []);
-      expect(mocha.stdout).to.match(/1 passing/);
-
-      // node:test: the README's file, its placeholder test replaced by one that asks the stack.
-      const nodeTest = recipe("node:test:").replace(/test\("pays".*\n/, `test("pays", async () => { const url = stack.facilitatorUrl; if (${SUPPORTED} !== 200) throw new Error("supported"); });\n`);
-      expect(nodeTest).to.include('test("pays", async () => { const url');
-      await writeFile(join(dir, "stack.node-test.mjs"), nodeTest);
-      const nodeRun = await sh(dir, "node", ["--test", "stack.node-test.mjs"]);
-      expect(nodeRun.stdout).to.match(/# pass 1\n# fail 0/);
-
-      // vitest: the README's globalSetup, and a test that reads what it provided.
+      // node:test: the README's file exactly; its test asks the stack.
+      await writeFile(join(dir, "stack.node-test.ts"), recipe("node:test:"));
+      // vitest: the README's globalSetup, and a test that reads what it provided (typed by the recipe's ProvidedContext).
       await writeFile(join(dir, "test", "vitest-stack.ts"), recipe("vitest:"));
       await writeFile(join(dir, "vitest.config.ts"), `import { defineConfig } from "vitest/config";\nexport default defineConfig({ test: { globalSetup: "./test/vitest-stack.ts", include: ["test/*.vitest.ts"], testTimeout: 60_000, hookTimeout: 120_000 } });\n`);
       await writeFile(
         join(dir, "test", "paid.vitest.ts"),
-        `import { expect, inject, test } from "vitest";\ntest("sees the stack", async () => { const url = (inject as (key: string) => { facilitatorUrl: string })("stack").facilitatorUrl; expect(${SUPPORTED}).toBe(200); });\n`,
+        `import { expect, inject, test } from "vitest";
+test("sees the stack", async () => {
+  const { facilitatorUrl, networks } = inject("stack");
+  expect((await fetch(\`\${facilitatorUrl}/v2/x402/supported\`)).status).toBe(200);
+  expect(networks["cronos-testnet"]?.chainId).toBe(338);
+});
+`,
       );
+      // The conformance sample (run by the next test but one) is type-checked with them.
+      await writeFile(join(dir, "conformance.ts"), recipe("conformance.ts:"));
+
+      // A strict consumer's compiler over every file as written: the recipes, and the tests that use what they hand over.
+      await writeFile(
+        join(dir, "tsconfig.json"),
+        JSON.stringify({
+          compilerOptions: { target: "ES2023", module: "nodenext", moduleResolution: "nodenext", strict: true, noEmit: true, skipLibCheck: false, types: ["node", "mocha"] },
+          include: ["test/*.ts", "stack.node-test.ts", "conformance.ts", "vitest.config.ts"],
+        }),
+      );
+      const tsc = await outcome(dir, join(dir, "node_modules", ".bin", "tsc"), ["-p", "."]);
+      expect(tsc.stdout + tsc.stderr).to.equal("");
+
+      const mocha = await sh(dir, join(dir, "node_modules", ".bin", "mocha"), []);
+      expect(mocha.stdout).to.match(/1 passing/);
+      const nodeRun = await sh(dir, "node", ["--test", "stack.node-test.ts"]);
+      expect(nodeRun.stdout).to.match(/# pass 1\n# fail 0/);
       const vitest = await sh(dir, join(dir, "node_modules", ".bin", "vitest"), ["run"]);
       // vitest colours its summary even on a pipe: read it without the colour codes.
       expect(vitest.stdout.replace(/\x1b\[[0-9;]*m/g, "")).to.match(/Tests\s+1 passed \(1\)/);
@@ -302,6 +332,25 @@ try {
         (error: { code?: number }) => error.code,
       );
       expect(failed).to.equal(1);
+    });
+
+    it("the README's runConformance sample, run by e2e.sh against the harness, checks what the CLI checks with the same options (on-chain checks and settlement included)", async () => {
+      // e2e.sh hands the suite FACILITATOR_URL, RPC_URL and BUYER_PRIVATE_KEY: the CLI with the matching flags, then the sample.
+      const suite = [
+        'node_modules/.bin/cronos-x402 conformance --facilitator "$FACILITATOR_URL" --network cronos-testnet --rpc "$RPC_URL" --buyer-key "$BUYER_PRIVATE_KEY" --settle',
+        "node conformance.ts",
+      ].join(" && ");
+      const both = await outcome(dir, "bash", ["e2e.sh"], { ...ENV, SUITE: suite });
+      expect(both.code, `${both.stdout}\n${both.stderr}`).to.equal(0);
+      const cli = /^(\d+) checks: (\d+) passed, 0 failed, (\d+) skipped in /m.exec(both.stdout);
+      expect(cli, both.stdout).to.not.equal(null);
+      // The sample's last line before the job's own: passed and skipped as the CLI's, nothing failed.
+      const lines = both.stdout.trim().split("\n");
+      expect(lines.at(-1)).to.equal("stack stopped");
+      expect(lines.at(-2)).to.equal(`${cli![2]} passed, 0 failed, ${cli![3]} skipped`);
+      // The settlement checks ran (they need the buyer and the RPC the target was built with).
+      expect(both.stdout).to.match(/^PASS\s+settle\.pays@cronos-testnet\b/m);
+      expect(Number(cli![2])).to.be.above(Number(cli![3]));
     });
 
     it("cronos-x402: --version, --help; start --json prints its ready line, conformance passes against it, SIGINT stops it (exit 0)", async () => {

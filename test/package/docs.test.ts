@@ -22,3 +22,12 @@ describe("docs: production runs the package's compiled CLI", () => {
     });
   }
 });
+
+describe("CHANGELOG.md: its first section is the version package.json carries", () => {
+  it("heads with package.json's version and has no Unreleased section above it (a packed tarball describes itself)", () => {
+    const { version } = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string };
+    const sections = [...readFileSync(join(ROOT, "CHANGELOG.md"), "utf8").matchAll(/^## (.+)$/gm)].map((match) => match[1]!).filter((heading) => heading !== "Versioning policy");
+    expect(sections[0]).to.match(new RegExp(`^\\[?${version.replaceAll(".", "\\.")}\\]?( |$)`));
+    expect(sections.filter((heading) => /unreleased/i.test(heading))).to.deep.equal([]);
+  });
+});

@@ -5,7 +5,7 @@ import { randomUUID } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
+import { delimiter, dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { promisify } from "node:util";
 import { expect } from "chai";
@@ -84,14 +84,17 @@ describe("the package: packed, installed into fresh projects, used as users woul
     if (temp) await rm(temp, { recursive: true, force: true });
   });
 
-  it("ships the compiled entry points, declarations, the CLI and the compiled contracts, and no tests, benchmarks or caches", async () => {
+  it("ships the compiled entry points, declarations, the CLI, the compiled contracts, LICENSE and docs/ (every README and docs link resolves in it), and no tests, benchmarks, examples or caches", async () => {
     const { stdout } = await sh(temp, "tar", ["-tzf", tarball]);
     const files = stdout.trim().split("\n").map((file) => file.replace(/^package\//, ""));
     for (const file of [
       "package.json",
       "README.md",
       "CHANGELOG.md",
+      "LICENSE",
       ".env.example",
+      "docs/operations.md",
+      "docs/dashboard.png",
       "dist/index.js",
       "dist/index.d.ts",
       "dist/index.d.ts.map",
@@ -103,7 +106,19 @@ describe("the package: packed, installed into fresh projects, used as users woul
     ]) {
       expect(files, file).to.include(file);
     }
-    expect(files.filter((file) => /^(test|bench|scripts|contracts|artifacts|cache|docs|\.ci|node_modules)\//.test(file))).to.deep.equal([]);
+    expect(files.filter((file) => /^(test|bench|scripts|contracts|artifacts|cache|examples|\.ci|node_modules)\//.test(file))).to.deep.equal([]);
+    // The README's and the docs' relative links resolve inside the package (the npm page, an editor on node_modules).
+    const linked: string[] = [];
+    for (const document of ["README.md", ...files.filter((file) => /^docs\/.*\.md$/.test(file))]) {
+      const text = (await sh(temp, "tar", ["-xzOf", tarball, `package/${document}`])).stdout;
+      for (const [, target] of text.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)) {
+        if (!/^[a-z]+:/.test(target!)) linked.push(join(dirname(document), target!));
+      }
+    }
+    expect(linked).to.include("docs/operations.md");
+    expect(linked.filter((target) => !files.includes(target))).to.deep.equal([]);
+    const license = (await sh(temp, "tar", ["-xzOf", tarball, "package/LICENSE"])).stdout;
+    expect(license.split("\n").slice(0, 3)).to.deep.equal(["MIT License", "", "Copyright (c) 2026 the x402 facilitator kit for Cronos authors"]);
     const manifest = JSON.parse((await sh(temp, "tar", ["-xzOf", tarball, "package/package.json"])).stdout) as Record<string, unknown>;
     expect(manifest.private).to.equal(undefined);
     expect(manifest.bin).to.deep.equal({ "cronos-x402": "dist/cli/bin.js" });

@@ -182,9 +182,9 @@ let checked = false;
 /**
  * As root, PostgreSQL runs as the unprivileged `postgres` user, who must reach the server's binaries. In a
  * private folder (a clone inside root's home, mode 0700), or installed under umask 077, it cannot, and
- * initdb failed with EACCES. The
- * binaries are then copied once to a folder of the system's temporary directory that every user can read
- * (its name carries the platform package's version), and the platform package is resolved there.
+ * initdb failed with EACCES. The binaries are then copied once to a folder of the system's temporary
+ * directory that every user can read (its name carries the platform package's version), and the platform
+ * package is resolved there.
  *
  * The copy's modes are set explicitly (not left to the umask), a copy an earlier run left unusable is
  * repaired, and the copy is checked (modes, and the binaries run as the postgres user) before it is

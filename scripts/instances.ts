@@ -49,10 +49,19 @@ const passed = (name: string) => PASSED.test(name) || (instances === 1 && name =
 const env = Object.fromEntries(Object.entries(process.env).filter((entry): entry is [string, string] => passed(entry[0]) && entry[1] !== undefined));
 let cluster: Cluster | undefined;
 let stopping = false;
+let signalledAt = 0;
 const stop = async (signal: string) => {
-  if (stopping) return;
+  if (stopping) {
+    // One Ctrl+C arrives several times at once (from the terminal to every process of the job, and
+    // relayed by npm and the bootstrap): only a later one, pressed again, means "now".
+    if (Date.now() - signalledAt < 2_000) return;
+    process.stderr.write(`[instances] ${signal} again: exiting now\n`);
+    process.exit(1);
+  }
   stopping = true;
+  signalledAt = Date.now();
   process.stderr.write(`[instances] ${signal}: stopping\n`);
+  // Bounded: PostgreSQL, the chain and the instances each stop within their time-outs.
   await cluster?.stop();
   process.exit(0);
 };

@@ -72,11 +72,14 @@ export async function runCli(argv: readonly string[]): Promise<void> {
       process.stdout.write(`${kitVersion()}\n`);
       return;
     case undefined:
+      // No command is a usage error: the usage on stderr, as for an unknown command (stdout stays for output).
+      process.stderr.write(`error: a command is required\n\n${cliUsage()}\n`);
+      process.exitCode = 2;
+      return;
     case "--help":
     case "-h":
     case "help":
       process.stdout.write(`${cliUsage()}\n`);
-      if (command === undefined) process.exitCode = 2;
       return;
     default:
       return usageError(`unknown command "${command}"`);

@@ -11,6 +11,7 @@ import { lineLogger, stderrSink } from "../harness/log.js";
 import { MULTICALL3_ADDRESS } from "../harness/multicall3.js";
 import { assertHarnessCanRun, HarnessUnavailableError } from "../harness/require-hardhat.js";
 import type { LocalStack } from "../harness/stack.js";
+import { whenParentExits } from "./parent.js";
 
 /**
  * Runs the local stack until SIGINT / SIGTERM / SIGHUP (exit 0 once stopped), printing its summary, or
@@ -58,17 +59,18 @@ export async function runStart(argv: readonly string[]): Promise<void> {
   let stack: LocalStack | undefined;
   let signalledAt: number | undefined;
 
-  function onSignal(signal: NodeJS.Signals): void {
+  /** A stop request: a signal, or `reason` (the parent process went away), which counts as SIGTERM. */
+  function onSignal(signal: NodeJS.Signals, reason: string = signal): void {
     if (signalledAt !== undefined) {
       // Ctrl+C reaches this process several times (terminal, npm, bootstrap, tsx relays): only a later one forces.
       if (Date.now() - signalledAt < 2_000) return;
-      log(`${signal} again: exiting now`);
+      log(`${reason} again: exiting now`);
       void sink.flush(200).then(() => process.exit(1));
       return;
     }
     signalledAt = Date.now();
     // Start-up cannot be interrupted half-way; the start-up path stops the stack once it is up.
-    log(`${signal}: stopping${stack ? "" : " once start-up finishes"}`);
+    log(`${reason}: stopping${stack ? "" : " once start-up finishes"}`);
     if (stack) void stopAndExit(stack);
   }
 
@@ -83,7 +85,9 @@ export async function runStart(argv: readonly string[]): Promise<void> {
     process.exit(0);
   }
 
-  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, onSignal);
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, () => onSignal(signal));
+  // A wrapper killed without passing the signal on (npx on SIGTERM) orphans this process: stop as on SIGTERM.
+  whenParentExits((parent) => onSignal("SIGTERM", `the parent process (pid ${parent}) exited`));
 
   const startedAt = performance.now();
   try {
@@ -147,7 +151,7 @@ function summary(running: LocalStack, buyerBalance: bigint): string {
       ...info.buyers.map((buyer) => `    ${buyer.address}  ${buyer.privateKey}`),
     );
   }
-  lines.push("", "Ctrl+C stops everything. `npm start -- --json` prints this as one JSON line; `--help` lists the options.", "");
+  lines.push("", "Ctrl+C stops everything. `cronos-x402 start --json` prints this as one JSON line (`npm start -- --json` in the kit's clone); `--help` lists the options.", "");
   return `${lines.join("\n")}\n`;
 }
 

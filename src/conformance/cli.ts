@@ -1,17 +1,18 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import type { Address, Hex, LocalAccount } from "viem";
-import { addressSchema, supportedResponseSchema } from "../protocol/schemas.js";
-import { CRONOS_MAINNET, CRONOS_TESTNET, NETWORK_NAMES, NETWORKS, canonicalNetwork, type NetworkName } from "../protocol/networks.js";
-import { createChainReader, redactUrl, type ChainReader } from "./chain.js";
-import { createFacilitatorHttp, PATHS } from "./http.js";
+import { privateKeyToAccount } from "viem/accounts";
+import type { Address, Hex } from "viem";
+import { whenParentExits } from "../cli/parent.js";
+import { assertHarnessCanRun, HarnessUnavailableError } from "../harness/require-hardhat.js";
+import { addressSchema } from "../protocol/schemas.js";
+import { NETWORK_NAMES, type NetworkName } from "../protocol/networks.js";
+import { createChainReader, redactUrl } from "./chain.js";
 import { formatResultLine, formatSummary, nameWidth } from "./report/console.js";
 import { toJsonDocument } from "./report/json.js";
 import { toJUnit } from "./report/junit.js";
 import { runConformance } from "./run.js";
 import { networkOf, resultName } from "./runner.js";
-import type { Target } from "./target.js";
+import { createTargets, parseNetwork, TargetError, type Target, type TargetOptions } from "./target.js";
 import type { Check, Dialect } from "./check.js";
 
 /** A bad flag or setting; the message is one line naming it (never a key). Exit status 2. */
@@ -81,15 +82,8 @@ export function conformanceUsage(): string {
   ].join("\n");
 }
 
-/** A network as a person may name it: canonical, `cronos`, `testnet`/`mainnet`, or CAIP-2 `eip155:<chain id>`. */
-export function parseNetwork(text: string): NetworkName | undefined {
-  const caip = /^eip155:(\d+)$/.exec(text.trim());
-  if (caip) return NETWORK_NAMES.find((name) => NETWORKS[name].chainId === Number(caip[1]));
-  const word = text.trim().toLowerCase();
-  if (word === "testnet") return CRONOS_TESTNET;
-  if (word === "mainnet") return CRONOS_MAINNET;
-  return canonicalNetwork(word);
-}
+/** A network as a person may name it (moved to ./target.js, where `createTarget` reads it too). */
+export { parseNetwork } from "./target.js";
 
 function parseUrl(flag: string, value: string): string {
   try {
@@ -221,52 +215,40 @@ interface Setup {
   stop(): Promise<void>;
 }
 
-/** The networks a facilitator lists in supported (those this tool knows), in the kit's order. */
-async function supportedNetworks(facilitatorUrl: string, note: (line: string) => void): Promise<NetworkName[]> {
-  try {
-    const answer = await createFacilitatorHttp({ baseUrl: facilitatorUrl, timeoutMs: 30_000 }).get(PATHS.supported);
-    const parsed = supportedResponseSchema.safeParse(answer.json);
-    const listed = parsed.success ? parsed.data.kinds.map((kind) => parseNetwork(kind.network)) : [];
-    const networks = NETWORK_NAMES.filter((name) => listed.includes(name));
-    if (networks.length > 0) return networks;
-    note(`supported lists no Cronos network this tool knows; checking ${CRONOS_TESTNET} (name one with --network)`);
-  } catch (error) {
-    note(`cannot read supported (${(error as Error).message}); checking ${CRONOS_TESTNET} (name one with --network)`);
-  }
-  return [CRONOS_TESTNET];
-}
-
-/** A target for `network` of a remote facilitator, with the RPC and buyer given for it. */
-async function remoteTarget(network: NetworkName, command: ConformanceCommand): Promise<Target> {
-  const info = NETWORKS[network];
-  const attached = command.network === network;
-  let chain: ChainReader | undefined;
-  let domain = { ...info.domain };
-  if (attached && command.rpc) {
-    chain = createChainReader(command.rpc);
-    let chainId: number;
-    try {
-      chainId = await chain.chainId();
-      domain = await chain.domain(info.token);
-    } catch (error) {
-      const message = (error as { shortMessage?: string }).shortMessage ?? (error as Error).message;
-      throw new UsageError(`--rpc ${chain.label}: cannot read ${network}'s chain id and USDC.e (${info.token}) domain: ${message.split("\n")[0]}`);
-    }
-    if (chainId !== info.chainId) throw new UsageError(`--rpc ${chain.label}: the RPC reports chain id ${chainId}, ${network} is ${info.chainId}`);
-  }
-  const buyer: LocalAccount | undefined = attached && command.buyerKey ? privateKeyToAccount(command.buyerKey) : undefined;
-  const payTo = (attached ? command.payTo : undefined) ?? buyer?.address ?? privateKeyToAccount(generatePrivateKey()).address;
-  return { network, chainId: info.chainId, token: info.token, domain, payTo, ...(chain ? { chain } : {}), ...(buyer ? { buyer } : {}) };
-}
-
+/** The targets of a run against a facilitator at a URL: `createTargets`, its errors named by the flags. */
 async function remoteSetup(command: ConformanceCommand, facilitatorUrl: string, note: (line: string) => void): Promise<Setup> {
-  const networks = command.network ? [command.network] : await supportedNetworks(facilitatorUrl, note);
-  const targets = await Promise.all(networks.map((network) => remoteTarget(network, command)));
+  const FLAG: Readonly<Record<keyof TargetOptions, string>> = { network: "--network", rpcUrl: "--rpc", buyerKey: "--buyer-key", payTo: "--pay-to", relayers: "--relayers" };
+  let targets: Target[];
+  try {
+    targets = await createTargets({
+      facilitatorUrl,
+      onNote: note,
+      ...(command.network ? { network: command.network } : {}),
+      ...(command.rpc ? { rpcUrl: command.rpc } : {}),
+      ...(command.buyerKey ? { buyerKey: command.buyerKey } : {}),
+      ...(command.payTo ? { payTo: command.payTo } : {}),
+    });
+  } catch (error) {
+    if (error instanceof TargetError) throw new UsageError(`${FLAG[error.option]} ${error.detail}`);
+    throw error;
+  }
   return { facilitatorUrl, local: false, targets, settle: command.settle, rateLimit: command.rateLimit, stop: async () => {} };
+}
+
+/** The local stack cannot be started (no Hardhat, Node too old, or its start failed): one line, exit 1. */
+class LocalStackError extends Error {
+  override name = "LocalStackError";
 }
 
 async function localSetup(command: ConformanceCommand, note: (line: string) => void): Promise<Setup> {
   const networks = command.network ? [command.network] : [...NETWORK_NAMES];
+  try {
+    // Said before anything starts: a missing hardhat or an old Node is a line, not a stack trace.
+    assertHarnessCanRun("conformance");
+  } catch (error) {
+    if (error instanceof HarnessUnavailableError) throw new LocalStackError(`${error.message} (or check a running facilitator: --facilitator URL)`);
+    throw error;
+  }
   note(`starting the local stack (${networks.join(", ")}) for this run`);
   // Loaded only here: a run against a URL never loads Hardhat.
   const { startLocalStack } = await import("../harness/stack.js");
@@ -275,6 +257,9 @@ async function localSetup(command: ConformanceCommand, note: (line: string) => v
     port: 0,
     rpcPorts: Object.fromEntries(networks.map((network) => [network, 0])),
     rateLimits: { verifyPerMinute: LOCAL_RATE_LIMIT, settlePerMinute: LOCAL_RATE_LIMIT },
+  }).catch((error: unknown) => {
+    const message = error instanceof Error ? error.message : String(error);
+    throw new LocalStackError(`the local stack did not start: ${message.split("\n")[0]}`);
   });
   const targets = networks.map((network): Target => {
     const local = stack.networks[network]!;
@@ -328,14 +313,22 @@ export async function runConformanceCommand(argv: readonly string[], io: Conform
       io.stderr(`error: ${error.message}\n`);
       return 2;
     }
+    if (error instanceof LocalStackError) {
+      io.stderr(`error: ${error.message}\n`);
+      return 1;
+    }
     throw error;
   }
-  const stopOnSignal = (signal: NodeJS.Signals) => {
-    note(`${signal}: stopping`);
+  const stopOnSignal = (signal: NodeJS.Signals, reason: string = signal) => {
+    note(`${reason}: stopping`);
     void setup.stop().finally(() => process.exit(signal === "SIGINT" ? 130 : 143));
   };
-  process.once("SIGINT", stopOnSignal);
-  process.once("SIGTERM", stopOnSignal);
+  const onInterrupt = () => stopOnSignal("SIGINT");
+  const onTerminate = () => stopOnSignal("SIGTERM");
+  process.once("SIGINT", onInterrupt);
+  process.once("SIGTERM", onTerminate);
+  // Orphaned by a wrapper that a signal ended (npx on SIGTERM): the local stack must not outlive it.
+  const unwatch = setup.local ? whenParentExits((parent) => stopOnSignal("SIGTERM", `the parent process (pid ${parent}) exited`)) : () => {};
 
   try {
     const header = (checks: readonly Check[]) => {
@@ -378,8 +371,9 @@ export async function runConformanceCommand(argv: readonly string[], io: Conform
     }
     return report.summary.failed === 0 ? 0 : 1;
   } finally {
-    process.off("SIGINT", stopOnSignal);
-    process.off("SIGTERM", stopOnSignal);
+    process.off("SIGINT", onInterrupt);
+    process.off("SIGTERM", onTerminate);
+    unwatch();
     await setup.stop();
   }
 }

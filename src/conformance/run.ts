@@ -4,20 +4,24 @@ import type { Check, Dialect } from "./check.js";
 import { catalog } from "./checks/index.js";
 import { createFacilitatorHttp, PATHS, type FacilitatorHttp } from "./http.js";
 import { runChecks, type CheckResult, type RunReport } from "./runner.js";
-import type { Target } from "./target.js";
+import { createTargets, type Target } from "./target.js";
 
 /** Options of {@link runConformance}. */
 export interface ConformanceOptions {
   /** The facilitator's base URL. */
   facilitatorUrl: string;
-  /** The networks to check, with what is known of each (RPC, buyer, payTo). */
-  targets: readonly Target[];
+  /**
+   * The networks to check, with what is known of each (RPC, buyer, payTo): build them with
+   * `createTarget` / `createTargets`. Default: every network the facilitator's supported answer lists,
+   * without RPC or buyer (the checks that need one are skipped, each saying so).
+   */
+  targets?: readonly Target[];
   /** The dialects to check; default those the facilitator's supported answer offers (the Cronos one when it offers none). */
   dialects?: readonly Dialect[];
-  /** Settle real payments of 1 unit (needs a funded buyer). */
-  settle: boolean;
-  /** Spend this IP's rate-limit quota to see the 429 answer. */
-  rateLimit: boolean;
+  /** Settle real payments of 1 unit (needs a target with a funded buyer and an RPC); default false. */
+  settle?: boolean;
+  /** Spend this IP's rate-limit quota to see the 429 answer; default false. */
+  rateLimit?: boolean;
   /** Patterns of the checks to run; default all. */
   only?: readonly string[];
   onStart?: (checks: readonly Check[]) => void;
@@ -49,7 +53,15 @@ export async function offeredDialects(http: FacilitatorHttp): Promise<Dialect[] 
   }
 }
 
-/** Runs the catalog against a facilitator: every selected check, each result as it ends. */
+/**
+ * Runs the catalog against a facilitator: every selected check, each result as it ends; resolves with
+ * the report (never throws for a failed check: read `report.summary.failed`).
+ *
+ * ```ts
+ * const target = await createTarget({ network: "cronos-testnet", rpcUrl, buyerKey });
+ * const { report } = await runConformance({ facilitatorUrl, targets: [target], settle: true });
+ * ```
+ */
 export async function runConformance(options: ConformanceOptions): Promise<ConformanceRun> {
   const http = createFacilitatorHttp({
     baseUrl: options.facilitatorUrl,
@@ -60,10 +72,13 @@ export async function runConformance(options: ConformanceOptions): Promise<Confo
   let dialects = options.dialects ? [...options.dialects] : await offeredDialects(http);
   if (!dialects || dialects.length === 0) dialects = ["cronos"];
   else if (!options.dialects && !dialects.includes("x402-v2")) options.onNote?.("supported offers no x402Version 2 kind: checking the Cronos dialect only");
+  const targets =
+    options.targets ??
+    (await createTargets({ facilitatorUrl: options.facilitatorUrl, ...(options.onNote ? { onNote: options.onNote } : {}), ...(options.fetch ? { fetch: options.fetch } : {}) }));
   const report = await runChecks({
     http,
-    checks: catalog(options.targets, dialects),
-    permissions: { settle: options.settle, rateLimit: options.rateLimit },
+    checks: catalog(targets, dialects),
+    permissions: { settle: options.settle ?? false, rateLimit: options.rateLimit ?? false },
     ...(options.only ? { only: options.only } : {}),
     ...(options.onStart ? { onStart: options.onStart } : {}),
     ...(options.onResult ? { onResult: options.onResult } : {}),

@@ -18,12 +18,13 @@ export function nodeRunsHardhat(version: string = process.versions.node): boolea
 
 /**
  * Throws {@link HarnessUnavailableError} with what to do when the harness cannot run: Node below
- * {@link HARDHAT_MIN_NODE}, or no `hardhat` package where this module can find it.
+ * {@link HARDHAT_MIN_NODE}, or no `hardhat` package where this module can find it. `cliCommand` is the
+ * `cronos-x402` command the message suggests re-running on Node 22 (default `start`).
  */
-export function assertHarnessCanRun(): void {
+export function assertHarnessCanRun(cliCommand = "start"): void {
   if (!nodeRunsHardhat()) {
     throw new HarnessUnavailableError(
-      `the local chains need Node >= ${HARDHAT_MIN_NODE} (Hardhat 3); this is Node ${process.versions.node}. Install Node 22 (e.g. nvm install 22), or run the CLI on a Node 22 from npm: npx -y -p node@22 -c "cronos-x402 start"`,
+      `the local chains need Node >= ${HARDHAT_MIN_NODE} (Hardhat 3); this is Node ${process.versions.node}. Install Node 22 (e.g. nvm install 22), or run the CLI on a Node 22 from npm: npx -y -p node@22 -c "cronos-x402 ${cliCommand}"`,
     );
   }
   try {

@@ -1,4 +1,4 @@
-import { mkdtemp, writeFile } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inspect } from "node:util";
@@ -15,8 +15,13 @@ import { withoutTimestamp } from "../helpers/time.js";
 
 const SELLER_KEY = "seller-a-0123456789abcdef";
 
+/** The folders {@link tempFile} made, removed after the suite. */
+const tempDirs: string[] = [];
+
 async function tempFile(name: string, text: string): Promise<string> {
-  const file = join(await mkdtemp(join(tmpdir(), "x402-config-")), name);
+  const dir = await mkdtemp(join(tmpdir(), "x402-config-"));
+  tempDirs.push(dir);
+  const file = join(dir, name);
   await writeFile(file, text);
   return file;
 }
@@ -33,6 +38,9 @@ async function until(condition: () => Promise<boolean> | boolean): Promise<void>
 }
 
 describe("configuration: every setting does what it says", () => {
+  after(async () => {
+    await Promise.all(tempDirs.splice(0).map((dir) => rm(dir, { recursive: true, force: true })));
+  });
   it("refuses an unknown variable in the facilitator's namespaces, naming the closest known one", () => {
     const cases: Array<[string, string]> = [
       ["CRONOS_MAINNET_RPC", "CRONOS_MAINNET_RPC_URL"],

@@ -148,13 +148,16 @@ describe("facilitator HTTP edge: seller API keys", () => {
 
 describe("facilitator HTTP edge: per-key limits from the key file, per-payer settle limit, shared stores", () => {
   it("applies a key's own verify= and settle= limits from API_KEYS_FILE", async () => {
-    const { writeFile, mkdtemp } = await import("node:fs/promises");
+    const { writeFile, mkdtemp, rm } = await import("node:fs/promises");
     const { tmpdir } = await import("node:os");
     const { join } = await import("node:path");
     const dir = await mkdtemp(join(tmpdir(), "x402-keys-"));
     const file = join(dir, "keys");
     await writeFile(file, `# sellers\n${SELLER_KEY} verify=2 settle=1\n\n${OTHER_SELLER_KEY}\n`);
-    const opened = await openFacilitator("cronos-testnet", { API_KEYS_FILE: file, RATE_LIMIT_KEY_VERIFY_PER_MINUTE: "4", RATE_LIMIT_KEY_SETTLE_PER_MINUTE: "4" });
+    // The facilitator reads the file when it opens: the folder can go now, whatever the test's outcome.
+    const opened = await openFacilitator("cronos-testnet", { API_KEYS_FILE: file, RATE_LIMIT_KEY_VERIFY_PER_MINUTE: "4", RATE_LIMIT_KEY_SETTLE_PER_MINUTE: "4" }).finally(() =>
+      rm(dir, { recursive: true, force: true }),
+    );
     const { body } = await makePayment(opened.chain);
     const post = (route: string, key: string) => request(opened.app).post(`/v2/x402/${route}`).set("Authorization", `Bearer ${key}`).send(body);
     const statuses = async (route: string, key: string, n: number) => {

@@ -1,4 +1,4 @@
-import { mkdtemp } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
@@ -55,6 +55,8 @@ describe("settlement faults: a settlement is never stranded", function () {
   let proxy: FaultProxy;
   let running: RunningFacilitator | undefined;
   let processes: FacilitatorProcess[] = [];
+  /** Temporary folders of the test (ledger files), removed once its processes are gone. */
+  let dirs: string[] = [];
 
   beforeEach(async () => {
     proxied = await openProxiedChain(2);
@@ -65,6 +67,8 @@ describe("settlement faults: a settlement is never stranded", function () {
     running = undefined;
     await Promise.all(processes.map((p) => p.kill()));
     processes = [];
+    await Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true })));
+    dirs = [];
     await proxy.chain.call("evm_setAutomine", [true]).catch(() => undefined);
     await proxied.close();
   });
@@ -397,6 +401,7 @@ describe("settlement faults: a settlement is never stranded", function () {
 
   it("facilitator restarted with a transaction pending: the restarted process takes it over, replaces it when stuck, and records the mined hash", async () => {
     const dir = await mkdtemp(join(tmpdir(), "x402-restart-"));
+    dirs.push(dir);
     const env = {
       CRONOS_TESTNET_RPC_URL: proxy.url,
       RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer,

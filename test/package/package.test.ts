@@ -1,13 +1,15 @@
 // The kit as users get it: `npm pack`, then the tarball installed into fresh projects the way a seller, an
 // operator and a CI suite would (npm's cache first, the registry only for what it lacks).
 import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
+import { delimiter, dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { promisify } from "node:util";
 import { expect } from "chai";
+import { processesWithEnv } from "../helpers/processes.js";
 
 const run = promisify(execFile);
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -25,6 +27,14 @@ async function sh(cwd: string, command: string, args: readonly string[], timeout
     const failed = error as { code?: number; stdout?: string; stderr?: string };
     throw new Error(`${command} ${args.join(" ")} (in ${cwd}) exited ${failed.code}\nstdout:\n${failed.stdout}\nstderr:\n${failed.stderr}`);
   }
+}
+
+/** How a command ended: its exit code and both streams (it may fail: that is what is checked). */
+async function outcome(cwd: string, command: string, args: readonly string[], env: NodeJS.ProcessEnv = ENV): Promise<{ code: number; stdout: string; stderr: string }> {
+  return run(command, args, { cwd, env, timeout: 300_000, maxBuffer: 64 * 1024 * 1024 }).then(
+    ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+    (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code ?? -1, stdout: error.stdout ?? "", stderr: error.stderr ?? "" }),
+  );
 }
 
 /** A fresh project with a package.json, its dependencies installed. */
@@ -74,14 +84,17 @@ describe("the package: packed, installed into fresh projects, used as users woul
     if (temp) await rm(temp, { recursive: true, force: true });
   });
 
-  it("ships the compiled entry points, declarations, the CLI and the compiled contracts, and no tests, benchmarks or caches", async () => {
+  it("ships the compiled entry points, declarations, the CLI, the compiled contracts, LICENSE and docs/ (every README and docs link resolves in it), and no tests, benchmarks, examples or caches", async () => {
     const { stdout } = await sh(temp, "tar", ["-tzf", tarball]);
     const files = stdout.trim().split("\n").map((file) => file.replace(/^package\//, ""));
     for (const file of [
       "package.json",
       "README.md",
       "CHANGELOG.md",
+      "LICENSE",
       ".env.example",
+      "docs/operations.md",
+      "docs/dashboard.png",
       "dist/index.js",
       "dist/index.d.ts",
       "dist/index.d.ts.map",
@@ -93,7 +106,19 @@ describe("the package: packed, installed into fresh projects, used as users woul
     ]) {
       expect(files, file).to.include(file);
     }
-    expect(files.filter((file) => /^(test|bench|scripts|contracts|artifacts|cache|docs|\.ci|node_modules)\//.test(file))).to.deep.equal([]);
+    expect(files.filter((file) => /^(test|bench|scripts|contracts|artifacts|cache|examples|\.ci|node_modules)\//.test(file))).to.deep.equal([]);
+    // The README's and the docs' relative links resolve inside the package (the npm page, an editor on node_modules).
+    const linked: string[] = [];
+    for (const document of ["README.md", ...files.filter((file) => /^docs\/.*\.md$/.test(file))]) {
+      const text = (await sh(temp, "tar", ["-xzOf", tarball, `package/${document}`])).stdout;
+      for (const [, target] of text.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)) {
+        if (!/^[a-z]+:/.test(target!)) linked.push(join(dirname(document), target!));
+      }
+    }
+    expect(linked).to.include("docs/operations.md");
+    expect(linked.filter((target) => !files.includes(target))).to.deep.equal([]);
+    const license = (await sh(temp, "tar", ["-xzOf", tarball, "package/LICENSE"])).stdout;
+    expect(license.split("\n").slice(0, 3)).to.deep.equal(["MIT License", "", "Copyright (c) 2026 the x402 facilitator kit for Cronos authors"]);
     const manifest = JSON.parse((await sh(temp, "tar", ["-xzOf", tarball, "package/package.json"])).stdout) as Record<string, unknown>;
     expect(manifest.private).to.equal(undefined);
     expect(manifest.bin).to.deep.equal({ "cronos-x402": "dist/cli/bin.js" });
@@ -146,6 +171,19 @@ describe("the package: packed, installed into fresh projects, used as users woul
       });
     });
 
+    it("cronos-x402 without hardhat: no command is a usage error on stderr (exit 2); conformance without --facilitator is one line, exit 1", async () => {
+      const cli = join(dir, "node_modules", ".bin", "cronos-x402");
+      const none = await outcome(dir, cli, []);
+      expect({ code: none.code, stdout: none.stdout }).to.deep.equal({ code: 2, stdout: "" });
+      expect(none.stderr).to.match(/^error: a command is required\n\nUsage: cronos-x402 <command> \[options\]\n/);
+      expect(await outcome(dir, cli, ["conformance"])).to.deep.equal({
+        code: 1,
+        stdout: "",
+        stderr:
+          'error: the harness needs the package "hardhat" (an optional peer dependency of the kit): npm install -D cronos-x402-facilitator-kit hardhat (or check a running facilitator: --facilitator URL)\n',
+      });
+    });
+
     it("imports the buyer, seller and protocol entry points on Node 20", async function () {
       const node20 = await olderNode();
       if (!node20) this.skip();
@@ -188,7 +226,18 @@ export type Shapes = [FacilitatorConfig, Ledger, RunReport, typeof createPayment
   describe("a CI suite's install: the package and hardhat", () => {
     let dir: string;
     before(async () => {
-      dir = await project(temp, "harness-consumer", [tarball, `hardhat@${PACKAGE.devDependencies.hardhat}`, "express", "viem", `mocha@${PACKAGE.devDependencies.mocha}`, "vitest"]);
+      dir = await project(temp, "harness-consumer", [
+        tarball,
+        `hardhat@${PACKAGE.devDependencies.hardhat}`,
+        "express",
+        "viem",
+        `mocha@${PACKAGE.devDependencies.mocha}`,
+        "vitest",
+        // What type-checks the README's recipes as a TypeScript consumer would.
+        `typescript@${PACKAGE.devDependencies.typescript}`,
+        "@types/node@22",
+        `@types/mocha@${PACKAGE.devDependencies["@types/mocha"]}`,
+      ]);
     });
 
     it("a consumer's own Express route, protected by the kit's seller, is paid by the kit's buyer on the kit's harness", async () => {
@@ -226,7 +275,7 @@ try {
       expect(JSON.parse(stdout.trim().split("\n").at(-1)!)).to.deep.equal({ status: 200, forecast: "sunny", paid: "25000", chainId: 338 });
     });
 
-    it("the README's harness recipes run as written: a mocha root hook plugin, node:test before/after, a vitest globalSetup", async () => {
+    it("the README's harness recipes type-check as written (strict, nodenext) and run: a mocha root hook plugin, node:test before/after, a vitest globalSetup", async () => {
       const readme = readFileSync(join(ROOT, "README.md"), "utf8");
       const recipe = (marker: string) => {
         const block = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!).find((code) => code.startsWith(`// ${marker}`));
@@ -234,33 +283,52 @@ try {
         return block!;
       };
       // Each recipe's stack is asked for something real by the test that uses it.
-      const SUPPORTED = `(await fetch(\`\${url}/v2/x402/supported\`)).status`;
       await mkdir(join(dir, "test"), { recursive: true });
-
       // mocha: the hook plugin as the README has it, and a test reading what it handed over.
-      await writeFile(join(dir, "test", "stack.mjs"), recipe("mocha:"));
-      await writeFile(join(dir, ".mocharc.json"), JSON.stringify({ require: ["test/stack.mjs"], spec: ["test/paid.spec.mjs"], timeout: 60_000 }));
+      await writeFile(join(dir, "test", "stack.ts"), recipe("mocha:"));
+      await writeFile(join(dir, ".mocharc.json"), JSON.stringify({ require: ["test/stack.ts"], spec: ["test/paid.spec.ts"], timeout: 60_000 }));
       await writeFile(
-        join(dir, "test", "paid.spec.mjs"),
-        `import assert from "node:assert/strict";\nit("sees the stack", async () => { const url = process.env.FACILITATOR_URL; assert.equal(${SUPPORTED}, 200); assert.match(process.env.BUYER_KEY, /^0x[0-9a-f]{64}$/); });\n`,
+        join(dir, "test", "paid.spec.ts"),
+        `import assert from "node:assert/strict";
+it("sees the stack", async () => {
+  assert.equal((await fetch(\`\${process.env.FACILITATOR_URL}/v2/x402/supported\`)).status, 200);
+  assert.match(process.env.BUYER_KEY ?? "", /^0x[0-9a-f]{64}$/);
+});
+`,
       );
-      const mocha = await sh(dir, join(dir, "node_modules", ".bin", "mocha"), []);
-      expect(mocha.stdout).to.match(/1 passing/);
-
-      // node:test: the README's file, its placeholder test replaced by one that asks the stack.
-      const nodeTest = recipe("node:test:").replace(/test\("pays".*\n/, `test("pays", async () => { const url = stack.facilitatorUrl; if (${SUPPORTED} !== 200) throw new Error("supported"); });\n`);
-      expect(nodeTest).to.include('test("pays", async () => { const url');
-      await writeFile(join(dir, "stack.node-test.mjs"), nodeTest);
-      const nodeRun = await sh(dir, "node", ["--test", "stack.node-test.mjs"]);
-      expect(nodeRun.stdout).to.match(/# pass 1\n# fail 0/);
-
-      // vitest: the README's globalSetup, and a test that reads what it provided.
+      // node:test: the README's file exactly; its test asks the stack.
+      await writeFile(join(dir, "stack.node-test.ts"), recipe("node:test:"));
+      // vitest: the README's globalSetup, and a test that reads what it provided (typed by the recipe's ProvidedContext).
       await writeFile(join(dir, "test", "vitest-stack.ts"), recipe("vitest:"));
       await writeFile(join(dir, "vitest.config.ts"), `import { defineConfig } from "vitest/config";\nexport default defineConfig({ test: { globalSetup: "./test/vitest-stack.ts", include: ["test/*.vitest.ts"], testTimeout: 60_000, hookTimeout: 120_000 } });\n`);
       await writeFile(
         join(dir, "test", "paid.vitest.ts"),
-        `import { expect, inject, test } from "vitest";\ntest("sees the stack", async () => { const url = (inject as (key: string) => { facilitatorUrl: string })("stack").facilitatorUrl; expect(${SUPPORTED}).toBe(200); });\n`,
+        `import { expect, inject, test } from "vitest";
+test("sees the stack", async () => {
+  const { facilitatorUrl, networks } = inject("stack");
+  expect((await fetch(\`\${facilitatorUrl}/v2/x402/supported\`)).status).toBe(200);
+  expect(networks["cronos-testnet"]?.chainId).toBe(338);
+});
+`,
       );
+      // The conformance sample (run by the next test but one) is type-checked with them.
+      await writeFile(join(dir, "conformance.ts"), recipe("conformance.ts:"));
+
+      // A strict consumer's compiler over every file as written: the recipes, and the tests that use what they hand over.
+      await writeFile(
+        join(dir, "tsconfig.json"),
+        JSON.stringify({
+          compilerOptions: { target: "ES2023", module: "nodenext", moduleResolution: "nodenext", strict: true, noEmit: true, skipLibCheck: false, types: ["node", "mocha"] },
+          include: ["test/*.ts", "stack.node-test.ts", "conformance.ts", "vitest.config.ts"],
+        }),
+      );
+      const tsc = await outcome(dir, join(dir, "node_modules", ".bin", "tsc"), ["-p", "."]);
+      expect(tsc.stdout + tsc.stderr).to.equal("");
+
+      const mocha = await sh(dir, join(dir, "node_modules", ".bin", "mocha"), []);
+      expect(mocha.stdout).to.match(/1 passing/);
+      const nodeRun = await sh(dir, "node", ["--test", "stack.node-test.ts"]);
+      expect(nodeRun.stdout).to.match(/# pass 1\n# fail 0/);
       const vitest = await sh(dir, join(dir, "node_modules", ".bin", "vitest"), ["run"]);
       // vitest colours its summary even on a pipe: read it without the colour codes.
       expect(vitest.stdout.replace(/\x1b\[[0-9;]*m/g, "")).to.match(/Tests\s+1 passed \(1\)/);
@@ -279,6 +347,25 @@ try {
         (error: { code?: number }) => error.code,
       );
       expect(failed).to.equal(1);
+    });
+
+    it("the README's runConformance sample, run by e2e.sh against the harness, checks what the CLI checks with the same options (on-chain checks and settlement included)", async () => {
+      // e2e.sh hands the suite FACILITATOR_URL, RPC_URL and BUYER_PRIVATE_KEY: the CLI with the matching flags, then the sample.
+      const suite = [
+        'node_modules/.bin/cronos-x402 conformance --facilitator "$FACILITATOR_URL" --network cronos-testnet --rpc "$RPC_URL" --buyer-key "$BUYER_PRIVATE_KEY" --settle',
+        "node conformance.ts",
+      ].join(" && ");
+      const both = await outcome(dir, "bash", ["e2e.sh"], { ...ENV, SUITE: suite });
+      expect(both.code, `${both.stdout}\n${both.stderr}`).to.equal(0);
+      const cli = /^(\d+) checks: (\d+) passed, 0 failed, (\d+) skipped in /m.exec(both.stdout);
+      expect(cli, both.stdout).to.not.equal(null);
+      // The sample's last line before the job's own: passed and skipped as the CLI's, nothing failed.
+      const lines = both.stdout.trim().split("\n");
+      expect(lines.at(-1)).to.equal("stack stopped");
+      expect(lines.at(-2)).to.equal(`${cli![2]} passed, 0 failed, ${cli![3]} skipped`);
+      // The settlement checks ran (they need the buyer and the RPC the target was built with).
+      expect(both.stdout).to.match(/^PASS\s+settle\.pays@cronos-testnet\b/m);
+      expect(Number(cli![2])).to.be.above(Number(cli![3]));
     });
 
     it("cronos-x402: --version, --help; start --json prints its ready line, conformance passes against it, SIGINT stops it (exit 0)", async () => {
@@ -304,6 +391,12 @@ try {
         );
         expect(old.code).to.equal(1);
         expect(old.stderr).to.match(/^error: the local chains need Node >= 22\.13\.0 \(Hardhat 3\); this is Node 20\.\d+\.\d+\. Install Node 22 \(e\.g\. nvm install 22\), or run the CLI on a Node 22 from npm: npx -y -p node@22 -c "cronos-x402 start"\n$/);
+        // conformance without --facilitator starts the same stack: the same line, naming its own command.
+        const oldConformance = await outcome(dir, node20, [join(dir, "node_modules", PACKAGE.name, "dist", "cli", "bin.js"), "conformance"]);
+        expect({ code: oldConformance.code, stdout: oldConformance.stdout }).to.deep.equal({ code: 1, stdout: "" });
+        expect(oldConformance.stderr).to.match(
+          /^error: the local chains need Node >= 22\.13\.0 \(Hardhat 3\); this is Node 20\.\d+\.\d+\. Install Node 22 \(e\.g\. nvm install 22\), or run the CLI on a Node 22 from npm: npx -y -p node@22 -c "cronos-x402 conformance" \(or check a running facilitator: --facilitator URL\)\n$/,
+        );
       }
       const start = spawn(cli, ["start", "--json", "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0"], { cwd: dir, env: ENV, stdio: ["ignore", "pipe", "pipe"] });
       let stderr = "";
@@ -320,6 +413,42 @@ try {
         expect(stderr).to.include("[start] stopped");
       } finally {
         if (start.exitCode === null) start.kill("SIGKILL");
+      }
+    });
+
+    it("npx cronos-x402 start: the summary names the CLI form; SIGTERM to npx (which ends without passing it on) stops the stack all the same", async () => {
+      // A variable set on npx marks every process below it: the CLI too, re-parented once npx is gone.
+      const mark = randomUUID();
+      const npx = spawn("npx", ["cronos-x402", "start", "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0"], {
+        cwd: dir,
+        env: { ...ENV, KIT_PACKAGE_TEST_RUN: mark },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let stdout = "";
+      let stderr = "";
+      npx.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+      npx.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+      // 'close': every holder of the pipes exited (the CLI keeps them after npx is gone).
+      const closed = new Promise<void>((resolve) => npx.once("close", () => resolve()));
+      try {
+        for (let waited = 0; !stdout.includes("`--help` lists the options.\n"); waited += 100) {
+          if (waited > 120_000 || npx.exitCode !== null) throw new Error(`no summary; stdout:\n${stdout}\nstderr:\n${stderr}`);
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+        expect(stdout).to.include("\nCtrl+C stops everything. `cronos-x402 start --json` prints this as one JSON line (`npm start -- --json` in the kit's clone); `--help` lists the options.\n");
+        const facilitatorUrl = /^Facilitator {2}(http:\/\/127\.0\.0\.1:\d+) /m.exec(stdout)![1]!;
+        expect((await fetch(`${facilitatorUrl}/v2/x402/supported`)).status).to.equal(200);
+        const cli = processesWithEnv("KIT_PACKAGE_TEST_RUN", mark).find((p) => p.command.includes("cronos-x402 start") && !p.command.startsWith("npm") && !p.command.startsWith("sh "));
+        expect(cli, processesWithEnv("KIT_PACKAGE_TEST_RUN", mark).map((p) => p.command).join("\n")).to.not.equal(undefined);
+
+        npx.kill("SIGTERM");
+        await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 30_000))]);
+        expect(processesWithEnv("KIT_PACKAGE_TEST_RUN", mark), stderr).to.deep.equal([]);
+        expect(stderr).to.match(/\[start\] the parent process \(pid \d+\) exited: stopping\n/);
+        expect(stderr).to.include("[start] stopped\n");
+        expect(await fetch(`${facilitatorUrl}/healthcheck`).then(() => "answered", () => "refused")).to.equal("refused");
+      } finally {
+        for (const { pid } of processesWithEnv("KIT_PACKAGE_TEST_RUN", mark)) process.kill(pid, "SIGKILL");
       }
     });
   });

@@ -4,12 +4,12 @@ import { privateKeyToAccount } from "viem/accounts";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { Ledger } from "../../src/ledger/types.js";
 import { TokenIndex, type TokenIndexParameters } from "../../src/state/index.js";
-import { tokenAbi } from "../../src/chain/token-abi.js";
 import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
 import { openProxiedChain, type ProxiedChain } from "../helpers/proxied-chain.js";
 import type { JsonRpcRequest } from "../helpers/rpc-proxy.js";
 import { signCancelAuthorization, splitSignature } from "../helpers/sign.js";
 import { waitUntil } from "../helpers/time.js";
+import { postgresBackend, TestClock } from "../helpers/ledger.js";
 
 const quiet = { info() {}, warn() {}, debug() {} };
 const freshNonce = () => toHex(crypto.getRandomValues(new Uint8Array(32)));
@@ -201,6 +201,36 @@ describe("token state index: verify's state from the token's logs", function () 
     expect((await second.payer(buyer.address, late, 60_000))!.used).to.equal(true);
   });
 
+  it("shares the backfill through PostgreSQL: a second instance on its own connection pool loads the first's nonces and reads only the blocks after", async function () {
+    this.timeout(120_000);
+    const backend = postgresBackend();
+    await backend.setUp();
+    try {
+      const store = await backend.store(new TestClock());
+      const [first, second] = [await store.open(), await store.open()];
+      const early = freshNonce();
+      await useAuthorization(early);
+      const a = open({ store: first });
+      await backfilled(a);
+      const late = freshNonce();
+      await useAuthorization(late);
+      // The first instance stores what it follows live (every 2 s): then the second starts after it.
+      await a.payer(buyer.address, freshNonce(), 0);
+      expect(await waitUntil(async () => (await first.nonceIndexProgress({ chainId: 338, token: chain().token }))!.throughBlock === (await head()), 10_000, 50)).to.equal(true);
+      requests.length = 0;
+      const b = open({ store: second });
+      await backfilled(b);
+      // Nothing left to backfill: no range read, no search for the deployment block.
+      expect(requests.filter((r) => r.method === "eth_getLogs" && !(r.params as [{ blockHash?: Hex }])[0].blockHash)).to.deep.equal([]);
+      expect(requests.filter((r) => r.method === "eth_getCode")).to.deep.equal([]);
+      expect((await b.payer(buyer.address, early, 60_000))!.used).to.equal(true);
+      expect((await b.payer(buyer.address, late, 60_000))!.used).to.equal(true);
+      await store.dispose();
+    } finally {
+      await backend.tearDown();
+    }
+  });
+
   it("falls behind while the RPC drops eth_getLogs answers (answers nothing meanwhile), then catches up by itself", async () => {
     const index = open();
     await backfilled(index);
@@ -306,5 +336,3 @@ describe("token state index: verify's state from the token's logs", function () 
     throw new Error("no code");
   }
 });
-
-void tokenAbi;

@@ -11,7 +11,7 @@ import { lineLogger, stderrSink } from "../harness/log.js";
 import { MULTICALL3_ADDRESS } from "../harness/multicall3.js";
 import { assertHarnessCanRun, HarnessUnavailableError } from "../harness/require-hardhat.js";
 import type { LocalStack } from "../harness/stack.js";
-import { whenParentExits } from "./parent.js";
+import { whenParentExits } from "../harness/parent.js";
 
 /**
  * Runs the local stack until SIGINT / SIGTERM / SIGHUP (exit 0 once stopped), printing its summary, or

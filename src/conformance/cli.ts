@@ -2,7 +2,7 @@ import { readFile, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { privateKeyToAccount } from "viem/accounts";
 import type { Address, Hex } from "viem";
-import { whenParentExits } from "../cli/parent.js";
+import { whenParentExits } from "../harness/parent.js";
 import { assertHarnessCanRun, HarnessUnavailableError } from "../harness/require-hardhat.js";
 import { addressSchema } from "../protocol/schemas.js";
 import { NETWORK_NAMES, type NetworkName } from "../protocol/networks.js";

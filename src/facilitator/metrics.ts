@@ -181,7 +181,8 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     labelNames: ["network"],
     registers: [registry],
   });
-  const feeGauge = (name: string, help: string, value: (fees: ReturnType<NetworkRuntime["relayer"]["feeStatus"]>) => bigint | undefined) =>
+  /** A gauge per network, read from the runtimes (memory, no RPC) when scraped; a network without a value is left out. */
+  const networkGauge = (name: string, help: string, value: (runtime: NetworkRuntime) => bigint | number | undefined) =>
     new Gauge({
       name,
       help,
@@ -190,11 +191,13 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
       collect() {
         this.reset();
         for (const runtime of runtimes.values()) {
-          const v = value(runtime.relayer.feeStatus());
+          const v = value(runtime);
           if (v !== undefined) this.set({ network: runtime.config.network }, Number(v));
         }
       },
     });
+  const feeGauge = (name: string, help: string, value: (fees: ReturnType<NetworkRuntime["relayer"]["feeStatus"]>) => bigint | undefined) =>
+    networkGauge(name, help, (runtime) => value(runtime.relayer.feeStatus()));
   feeGauge("x402_network_fee_per_gas_wei", "what the network asked per gas at the relayer's last fee quote (base fee plus tip, or the gas price)", (fees) => fees.neededWei);
   feeGauge("x402_max_fee_per_gas_wei", "MAX_FEE_PER_GAS_GWEI in wei: nothing is sent above it", (fees) => fees.capWei);
   const endpointUp = new Gauge({
@@ -248,19 +251,7 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
   relayerGauge("x402_relayer_balance_wei", "relayer native gas balance", (reading) => reading.balanceWei);
   // The token state index, read from memory when scraped.
   const indexGauge = (name: string, help: string, value: (status: IndexStatus) => number | undefined) =>
-    new Gauge({
-      name,
-      help,
-      labelNames: ["network"],
-      registers: [registry],
-      collect() {
-        this.reset();
-        for (const runtime of runtimes.values()) {
-          const v = runtime.index && value(runtime.index.status());
-          if (v !== undefined) this.set({ network: runtime.config.network }, v);
-        }
-      },
-    });
+    networkGauge(name, help, (runtime) => runtime.index && value(runtime.index.status()));
   indexGauge("x402_state_index_following", "1 while the token state index is at the chain's head and answers verify, else 0", (status) => (status.state === "following" ? 1 : 0));
   indexGauge("x402_state_index_block", "the block the token state index is true at", (status) => status.block);
   indexGauge("x402_state_index_lag_blocks", "blocks the chain has that the token state index has not read yet", (status) =>

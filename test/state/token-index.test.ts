@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { createPublicClient, decodeFunctionData, http, numberToHex, parseAbi, toHex, type Address, type Hex, type PublicClient } from "viem";
+import { createPublicClient, decodeFunctionData, http, numberToHex, parseAbi, toHex, webSocket, type Address, type Hex, type PublicClient } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { Ledger } from "../../src/ledger/types.js";
@@ -313,6 +313,28 @@ describe("token state index: verify's state from the token's logs", function () 
     expect(await index.payer(buyer.address, freshNonce(), 0)).to.equal(undefined);
     expect(await waitUntil(async () => index.status().state === "stopped", 5_000, 20)).to.equal(true);
     expect(await index.payer(buyer.address, freshNonce(), 0)).to.equal(undefined);
+  });
+
+  it("over a WebSocket RPC, learns of new blocks by eth_subscribe (no verify asking) and answers from them", async () => {
+    const wsClient = createPublicClient({ transport: webSocket(proxied.bridge.wsUrl), cacheTime: 0 }) as PublicClient;
+    try {
+      const index = open({ client: wsClient, subscribe: true });
+      await backfilled(index);
+      expect(index.status().mode).to.equal("subscribe");
+      const used = freshNonce();
+      await useAuthorization(used);
+      const mined = Number(await head());
+      // Announced, read and applied with no one asking (the background poll is seconds away).
+      expect(await waitUntil(async () => index.status().block === mined, 2_000, 10), JSON.stringify(index.status())).to.equal(true);
+      const answer = (await index.payer(buyer.address, used, 250))!;
+      expect(answer.used).to.equal(true);
+      expect(answer.head.number).to.equal(BigInt(mined));
+      await index.stop();
+    } finally {
+      // viem keeps the socket (and reconnects it) until closed.
+      const socket = await (wsClient.transport as unknown as { getRpcClient(): Promise<{ close(): void }> }).getRpcClient();
+      socket.close();
+    }
   });
 
   it("follows Pause and Unpause", async () => {

@@ -1,10 +1,8 @@
 import { expect } from "chai";
-import { createPublicClient, toHex, webSocket, type Hex, type PublicClient } from "viem";
+import { toHex, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { RunningFacilitator } from "../../src/facilitator/server.js";
-import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import { VerifyReason, SettleError } from "../../src/protocol/reasons.js";
-import { TokenIndex } from "../../src/state/index.js";
 import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
 import { postJson } from "../helpers/http.js";
 import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";
@@ -150,41 +148,5 @@ describe("verify from the token state index: the truth it must keep", function (
     // The settlement's block reaches the index by subscription: the same authorization is now spent, from the index.
     expect(await waitUntil(async () => index().status().block === Number(answer.blockNumber), 2_000, 10)).to.equal(true);
     expect(await verify(payment.body)).to.deep.equal({ isValid: false, invalidReason: VerifyReason.alreadyUsed });
-  });
-
-  it("over a WebSocket RPC, learns of new blocks by eth_subscribe (no verify asking) and answers from them", async () => {
-    const client = createPublicClient({ transport: webSocket(proxied.bridge.wsUrl), cacheTime: 0 }) as PublicClient;
-    const ledger = openSqliteLedger({ location: MEMORY });
-    const wsIndex = new TokenIndex({
-      network: "cronos-testnet",
-      client,
-      chainId: 338,
-      token: chain().token,
-      store: ledger,
-      startBlockVariable: "CRONOS_TESTNET_INDEX_START_BLOCK",
-      logRangeBlocks: 2_000,
-      pollingIntervalMs: 20,
-      subscribe: true,
-      logger: { info() {}, warn() {}, debug() {} },
-    });
-    wsIndex.start();
-    try {
-      expect(await waitUntil(async () => wsIndex.status().backfill.state === "done", 10_000, 10)).to.equal(true);
-      expect(wsIndex.status().mode).to.equal("subscribe");
-      const used = freshNonce();
-      await useAuthorization(used);
-      const mined = Number(await chain().publicClient.getBlockNumber({ cacheTime: 0 }));
-      // Announced, read and applied with no one asking (the background poll is seconds away).
-      expect(await waitUntil(async () => wsIndex.status().block === mined, 2_000, 10), JSON.stringify(wsIndex.status())).to.equal(true);
-      const answer = (await wsIndex.payer(buyer.address, used, 250))!;
-      expect(answer.used).to.equal(true);
-      expect(answer.head.number).to.equal(BigInt(mined));
-    } finally {
-      await wsIndex.stop();
-      await ledger.close();
-      // viem keeps the socket (and reconnects it) until closed.
-      const socket = await (client.transport as unknown as { getRpcClient(): Promise<{ close(): void }> }).getRpcClient();
-      socket.close();
-    }
   });
 });

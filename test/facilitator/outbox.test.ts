@@ -1,24 +1,13 @@
 import { expect } from "chai";
-import type { Logger } from "../../src/facilitator/logger.js";
 import { LedgerOutbox } from "../../src/facilitator/outbox.js";
 import { SettlementService } from "../../src/facilitator/settlements.js";
 import { NOT_SENT_ERROR } from "../../src/ledger/reconciler.js";
-import type { Ledger } from "../../src/ledger/types.js";
+import { IllegalTransitionError, type Ledger } from "../../src/ledger/types.js";
+import { recordingLogger } from "../helpers/facilitator.js";
 
 // Issue 23 item 1: outcomes answered while the ledger was unreachable are kept in a bounded in-process
 // outbox and written, in order, as soon as the database is back, before the instance releases the claims
 // it abandoned meanwhile.
-
-/** A logger that keeps its lines. */
-function recordingLogger() {
-  const lines: Array<{ level: string; msg: string | undefined; fields: Record<string, unknown> }> = [];
-  const at =
-    (level: string) =>
-    (fields: object, msg?: string): void =>
-      void lines.push({ level, msg, fields: fields as Record<string, unknown> });
-  const logger: Logger = { info: at("info"), warn: at("warn"), error: at("error"), debug: at("debug"), child: () => logger };
-  return { logger, lines };
-}
 
 describe("ledger outbox", () => {
   it("bounded: capacity 2 with 3 writes kept drops the oldest, and says so once", async () => {
@@ -27,7 +16,7 @@ describe("ledger outbox", () => {
     const written: string[] = [];
     for (const what of ["a", "b", "c"]) outbox.add(what, async () => void written.push(what));
     expect(outbox.size).to.equal(2);
-    expect(lines.map((l) => [l.level, l.msg, l.fields])).to.deep.equal([
+    expect(lines.map((l) => [l.level, l.message, l.fields])).to.deep.equal([
       ["error", "ledger outbox full: oldest write dropped (the reconciler will record it from the chain)", { dropped: "a", capacity: 2 }],
     ]);
     expect(await outbox.drain()).to.equal(true);
@@ -52,7 +41,7 @@ describe("ledger outbox", () => {
     expect(outbox.size).to.equal(2);
     expect(lines.at(-1)).to.deep.equal({
       level: "warn",
-      msg: "ledger outbox: write failed, kept for the next try",
+      message: "ledger outbox: write failed, kept for the next try",
       fields: { what: "second", left: 2, err: "Error: connect ECONNREFUSED" },
     });
 
@@ -60,7 +49,23 @@ describe("ledger outbox", () => {
     expect(await outbox.drain()).to.equal(true);
     expect(written).to.deep.equal(["first", "second", "third"]);
     expect(outbox.size).to.equal(0);
-    expect(lines.at(-1)).to.deep.equal({ level: "info", msg: "ledger outbox drained", fields: { written: 2 } });
+    expect(lines.at(-1)).to.deep.equal({ level: "info", message: "ledger outbox drained", fields: { written: 2 } });
+  });
+
+  it("a write refused by the row's state (decided meanwhile from the chain) is dropped, and does not hold back the rest", async () => {
+    const { logger, lines } = recordingLogger();
+    const outbox = new LedgerOutbox({ logger });
+    const written: string[] = [];
+    outbox.add("settlement 3 reverted", async () => {
+      throw new IllegalTransitionError("settled", "failed", 3);
+    });
+    outbox.add("penalty", async () => void written.push("penalty"));
+    expect(await outbox.drain()).to.equal(true);
+    expect(written).to.deep.equal(["penalty"]);
+    expect(lines.map((l) => [l.level, l.message, l.fields.what])).to.deep.equal([
+      ["warn", "ledger outbox: write refused by the row's state (decided meanwhile), dropped", "settlement 3 reverted"],
+      ["info", "ledger outbox drained", undefined],
+    ]);
   });
 
   it("writeOrKeep: written at once when the ledger answers, kept when it refuses", async () => {

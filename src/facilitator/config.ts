@@ -126,7 +126,11 @@ export interface HttpLimitsConfig {
   headersTimeoutMs: number;
   /** Connections held at once; further ones are closed on arrival (an idle keep-alive one gives way first). */
   maxConnections: number;
-  /** Connections one client (an IPv4 address, an IPv6 /56) may hold at once; 0 = no per-client cap. Trusted proxies are exempt. */
+  /**
+   * Connections one client (an IPv4 address, an IPv6 /56) may hold at once, below `maxConnections`;
+   * 0 = no per-client cap. Default a tenth of `maxConnections` (at least 1, at most 100). Proxies named
+   * in `TRUST_PROXY` by address or subnet are exempt; a hop count exempts nobody.
+   */
   maxConnectionsPerClient: number;
 }
 
@@ -156,6 +160,21 @@ const intVar = (fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER) =>
       if (!Number.isInteger(n) || n < min || n > max) {
         const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`;
         ctx.addIssue({ code: "custom", message: `must be an integer ${range}, got "${value}"` });
+        return z.NEVER;
+      }
+      return n;
+    });
+
+/** An integer variable with no fixed default (undefined when unset): its default depends on another. */
+const optionalIntVar = (min = 0) =>
+  z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      if (value === undefined || value.trim() === "") return undefined;
+      const n = Number(value);
+      if (!Number.isInteger(n) || n < min) {
+        ctx.addIssue({ code: "custom", message: `must be an integer >= ${min}, got "${value}"` });
         return z.NEVER;
       }
       return n;
@@ -206,7 +225,7 @@ const envSchema = z.object({
   REQUEST_TIMEOUT_MS: intVar(30_000, 100),
   HEADERS_TIMEOUT_MS: intVar(10_000, 100),
   MAX_CONNECTIONS: intVar(1_000, 1),
-  MAX_CONNECTIONS_PER_CLIENT: intVar(100),
+  MAX_CONNECTIONS_PER_CLIENT: optionalIntVar(),
   RATE_LIMIT_PUBLIC_PER_MINUTE: intVar(600),
   API_KEYS: optionalString,
   API_KEYS_FILE: optionalString,
@@ -540,12 +559,23 @@ function isAddressOrSubnet(entry: string): boolean {
   return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
 }
 
-function httpLimits(requestTimeoutMs: number, headersTimeoutMs: number, maxConnections: number, maxConnectionsPerClient: number): HttpLimitsConfig {
+/** `MAX_CONNECTIONS_PER_CLIENT` when unset: a tenth of `MAX_CONNECTIONS` (at least 1), at most 100. */
+export function defaultConnectionsPerClient(maxConnections: number): number {
+  return Math.max(1, Math.min(100, Math.floor(maxConnections / 10)));
+}
+
+function httpLimits(requestTimeoutMs: number, headersTimeoutMs: number, maxConnections: number, perClient: number | undefined): HttpLimitsConfig {
   // Node refuses a headers time-out longer than the request time-out.
   if (headersTimeoutMs > requestTimeoutMs) {
     throw new ConfigError(`HEADERS_TIMEOUT_MS: ${headersTimeoutMs} is longer than REQUEST_TIMEOUT_MS ${requestTimeoutMs}`);
   }
-  return { requestTimeoutMs, headersTimeoutMs, maxConnections, maxConnectionsPerClient };
+  // A cap at or above the server's own lets one client hold every place: the fairness it exists for is gone.
+  if (perClient !== undefined && perClient > 0 && perClient >= maxConnections) {
+    throw new ConfigError(
+      `MAX_CONNECTIONS_PER_CLIENT: ${perClient} is not below MAX_CONNECTIONS ${maxConnections}, so one client could hold every connection; set it lower (unset: ${defaultConnectionsPerClient(maxConnections)}, a tenth of MAX_CONNECTIONS, at most 100), or 0 for no per-client cap`,
+    );
+  }
+  return { requestTimeoutMs, headersTimeoutMs, maxConnections, maxConnectionsPerClient: perClient ?? defaultConnectionsPerClient(maxConnections) };
 }
 
 const API_KEY = /^[A-Za-z0-9._~+/=-]{16,512}$/;

@@ -258,6 +258,16 @@ describe("configuration: every setting does what it says", () => {
   it("REQUEST_TIMEOUT_MS / HEADERS_TIMEOUT_MS / MAX_CONNECTIONS / MAX_CONNECTIONS_PER_CLIENT: defaults 30 s, 10 s, 1000 and 100; the headers time-out may not exceed the request time-out", () => {
     expect(load({}).http).to.deep.equal({ requestTimeoutMs: 30_000, headersTimeoutMs: 10_000, maxConnections: 1_000, maxConnectionsPerClient: 100 });
     expect(load({ MAX_CONNECTIONS_PER_CLIENT: "0" }).http.maxConnectionsPerClient).to.equal(0);
+    // Unset, the per-client cap is a tenth of MAX_CONNECTIONS, at least 1 and at most 100.
+    expect(["1", "5", "20", "99", "100", "999", "5000"].map((max) => load({ MAX_CONNECTIONS: max }).http.maxConnectionsPerClient)).to.deep.equal([1, 1, 2, 9, 10, 99, 100]);
+    expect(load({ MAX_CONNECTIONS: "100", MAX_CONNECTIONS_PER_CLIENT: "99" }).http.maxConnectionsPerClient).to.equal(99);
+    // At or above MAX_CONNECTIONS one client could hold every place: refused, naming both.
+    expect(() => load({ MAX_CONNECTIONS: "100", MAX_CONNECTIONS_PER_CLIENT: "500" })).to.throw(
+      ConfigError,
+      "MAX_CONNECTIONS_PER_CLIENT: 500 is not below MAX_CONNECTIONS 100, so one client could hold every connection; set it lower (unset: 10, a tenth of MAX_CONNECTIONS, at most 100), or 0 for no per-client cap",
+    );
+    expect(() => load({ MAX_CONNECTIONS_PER_CLIENT: "1000" })).to.throw(ConfigError, "MAX_CONNECTIONS_PER_CLIENT: 1000 is not below MAX_CONNECTIONS 1000");
+    expect(() => load({ MAX_CONNECTIONS_PER_CLIENT: "-1" })).to.throw(ConfigError, 'MAX_CONNECTIONS_PER_CLIENT: must be an integer >= 0, got "-1"');
     expect(load({}).rateLimits.publicPerMinute).to.equal(600);
     expect(() => load({ REQUEST_TIMEOUT_MS: "5000", HEADERS_TIMEOUT_MS: "6000" })).to.throw(ConfigError, "HEADERS_TIMEOUT_MS: 6000 is longer than REQUEST_TIMEOUT_MS 5000");
     expect(() => load({ MAX_CONNECTIONS: "0" })).to.throw(ConfigError, 'MAX_CONNECTIONS: must be an integer >= 1, got "0"');

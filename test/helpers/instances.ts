@@ -11,8 +11,8 @@ import { postJson } from "./http.js";
 const RELAYER_ADDRESSES: Address[] = CLUSTER_RELAYER_KEYS.map((key) => privateKeyToAccount(key).address);
 
 /**
- * A client address for `X-Forwarded-For`: the instances run as if behind one balancer (`TRUST_PROXY=1`),
- * so each test request comes from a client of its own unless a test names one.
+ * A client address for `X-Forwarded-For`: the instances run as if behind one balancer on loopback
+ * (`TRUST_PROXY=loopback`), so each test request comes from a client of its own unless a test names one.
  */
 const someClient = () => `10.${Math.floor(Math.random() * 256)}.${Math.floor(Math.random() * 256)}.${1 + Math.floor(Math.random() * 254)}`;
 
@@ -43,11 +43,12 @@ export async function relayerNonces(chain: LocalChain): Promise<number> {
 }
 
 /**
- * Settings for instances under test: behind one balancer (each test request names its client), no
- * limits but those a test sets, quick polls, and leases and reconciler rounds of seconds, not tens.
+ * Settings for instances under test: behind one balancer named by address (each test request names its
+ * client; the balancer's connections are not capped per client), no limits but those a test sets, quick
+ * polls, and leases and reconciler rounds of seconds, not tens.
  */
 export const QUICK: Record<string, string> = {
-  TRUST_PROXY: "1",
+  TRUST_PROXY: "loopback",
   RATE_LIMIT_VERIFY_PER_MINUTE: "0",
   RATE_LIMIT_SETTLE_PER_MINUTE: "0",
   RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0",

@@ -161,7 +161,9 @@ export async function startCoordination(parameters: StartCoordinationParameters)
   prune.unref();
 
   const shared = ledger.backend === "postgres";
-  if (!shared) log.info({ ledger: "sqlite", location: (await ledger.health()).location }, EMBEDDED_LEDGER_NOTE);
+  // At warn: an instance meant to share a database but started on its own file (a typo, an empty
+  // DATABASE_URL) must be seen with LOG_LEVEL=warn too.
+  if (!shared) log.warn({ ledger: "sqlite", location: (await ledger.health()).location }, EMBEDDED_LEDGER_NOTE);
   let closing: Promise<void> | undefined;
   return {
     ledger,

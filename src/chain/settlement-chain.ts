@@ -57,23 +57,22 @@ export function settlementChain({ client, chainId, logLookbackBlocks }: Settleme
       return client.readContract({ address: token, abi: tokenAbi, functionName: "authorizationState", args: [authorizer, nonce] });
     },
 
-    /** Best effort: an RPC that refuses the log range yields undefined. */
+    /**
+     * Undefined when the logs of the look-back window hold none; rejects when they cannot be read (the
+     * RPC down, or refusing the range): a caller must then not conclude that nothing paid.
+     */
     async findAuthorizationTransaction(token: Address, authorizer: Address, nonce: Hex): Promise<Hex | undefined> {
-      try {
-        const { number } = await head();
-        const lookback = BigInt(logLookbackBlocks);
-        const logs = await client.getContractEvents({
-          address: token,
-          abi: tokenAbi,
-          eventName: "AuthorizationUsed",
-          args: { authorizer, nonce },
-          fromBlock: number > lookback ? number - lookback : 0n,
-          toBlock: number,
-        });
-        return logs.at(-1)?.transactionHash ?? undefined;
-      } catch {
-        return undefined;
-      }
+      const { number } = await head();
+      const lookback = BigInt(logLookbackBlocks);
+      const logs = await client.getContractEvents({
+        address: token,
+        abi: tokenAbi,
+        eventName: "AuthorizationUsed",
+        args: { authorizer, nonce },
+        fromBlock: number > lookback ? number - lookback : 0n,
+        toBlock: number,
+      });
+      return logs.at(-1)?.transactionHash ?? undefined;
     },
 
     async rebroadcast(raw: Hex): Promise<"accepted" | "refused"> {

@@ -138,7 +138,11 @@ export interface HttpLimitsConfig {
   headersTimeoutMs: number;
   /** Connections held at once; further ones are closed on arrival (an idle keep-alive one gives way first). */
   maxConnections: number;
-  /** Connections one client (an IPv4 address, an IPv6 /56) may hold at once; 0 = no per-client cap. Trusted proxies are exempt. */
+  /**
+   * Connections one client (an IPv4 address, an IPv6 /56) may hold at once, below `maxConnections`;
+   * 0 = no per-client cap. Default a tenth of `maxConnections` (at least 1, at most 100). Proxies named
+   * in `TRUST_PROXY` by address or subnet are exempt; a hop count exempts nobody.
+   */
   maxConnectionsPerClient: number;
 }
 
@@ -168,6 +172,21 @@ const intVar = (fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER) =>
       if (!Number.isInteger(n) || n < min || n > max) {
         const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`;
         ctx.addIssue({ code: "custom", message: `must be an integer ${range}, got "${value}"` });
+        return z.NEVER;
+      }
+      return n;
+    });
+
+/** An integer variable with no fixed default (undefined when unset): its default depends on another. */
+const optionalIntVar = (min = 0) =>
+  z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      if (value === undefined || value.trim() === "") return undefined;
+      const n = Number(value);
+      if (!Number.isInteger(n) || n < min) {
+        ctx.addIssue({ code: "custom", message: `must be an integer >= ${min}, got "${value}"` });
         return z.NEVER;
       }
       return n;
@@ -218,7 +237,7 @@ const envSchema = z.object({
   REQUEST_TIMEOUT_MS: intVar(30_000, 100),
   HEADERS_TIMEOUT_MS: intVar(10_000, 100),
   MAX_CONNECTIONS: intVar(1_000, 1),
-  MAX_CONNECTIONS_PER_CLIENT: intVar(100),
+  MAX_CONNECTIONS_PER_CLIENT: optionalIntVar(),
   RATE_LIMIT_PUBLIC_PER_MINUTE: intVar(600),
   API_KEYS: optionalString,
   API_KEYS_FILE: optionalString,
@@ -249,12 +268,11 @@ const envSchema = z.object({
 /**
  * Variables in the facilitator's own namespaces: one that the schema does not know (a typo such as
  * `CRONOS_MAINNET_RPC`) stops start-up instead of being ignored. So does any other variable within a
- * typo of a known name ({@link looksLikeOurs}) and, while `DATABASE_URL` is unset, any `DATABASE_*`:
- * each would otherwise leave the instance on its own embedded ledger, apart from its cluster.
+ * typo of a known name ({@link looksLikeOurs}) or saying one in other words ({@link sameMeaning}) and,
+ * while `DATABASE_URL` is unset, any `DATABASE_*`: each would otherwise drop a setting, or leave the
+ * instance on its own embedded ledger, apart from its cluster.
  */
 const OWN_NAMESPACE = /^(CRONOS_|RELAYER_|RATE_LIMIT_|METRICS_|API_KEYS|LEDGER_|RECONCILE_|DASHBOARD|MAX_CONNECTIONS|HEALTH_|SETTLE_|STATE_INDEX)/;
-/** What Kubernetes sets for a Service named `database` (`DATABASE_SERVICE_HOST`, `DATABASE_PORT=tcp://…`): nobody's typo. */
-const SERVICE_LINK = /^DATABASE_(SERVICE_[A-Z0-9_]+|PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$/;
 const KNOWN_VARIABLES = Object.keys(envSchema.shape);
 
 /** Every environment variable the facilitator reads. */
@@ -284,8 +302,10 @@ export interface LoadConfigOptions {
  * Parses the facilitator's configuration from environment variables. Throws {@link ConfigError}
  * naming the variable at the first problem; never echoes a secret.
  */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadConfigOptions = {}): FacilitatorConfig {
+export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options: LoadConfigOptions = {}): FacilitatorConfig {
+  const env = withoutServiceLinks(environment);
   assertNoUnknownVariables(env);
+  assertDatabaseUrlNotEmpty(env);
   const parsed = envSchema.safeParse(env);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -471,19 +491,51 @@ function readRelayerKeys(inline: string | undefined, file: string | undefined): 
 
 // --- The HTTP edge ---
 
+/**
+ * Whether `name=value` is one of the variables Kubernetes sets for each Service in the namespace (unless
+ * the pod says `enableServiceLinks: false`). For a Service `metrics`: `METRICS_SERVICE_HOST`,
+ * `METRICS_SERVICE_PORT` (and `METRICS_SERVICE_PORT_<port name>`), `METRICS_PORT=tcp://10.0.0.5:9464`,
+ * `METRICS_PORT_9464_TCP=tcp://…` and its `_PROTO`, `_PORT` and `_ADDR`. A Service may have any name, ours
+ * included (dashboard, relayer, ledger, metrics, database, …): the shape, not the prefix, tells them.
+ * `<NAME>_PORT` and `<NAME>_PORT_<n>_<PROTO>` count only with their `proto://address:port` value.
+ */
+function isServiceLink(name: string, value: string): boolean {
+  if (/^[A-Z][A-Z0-9_]*_SERVICE_(HOST|PORT(_[A-Z0-9_]+)?)$/.test(name)) return true;
+  if (/^[A-Z][A-Z0-9_]*_PORT_\d+_(TCP|UDP|SCTP)_(PROTO|PORT|ADDR)$/.test(name)) return true;
+  return /^[A-Z][A-Z0-9_]*_PORT(_\d+_(TCP|UDP|SCTP))?$/.test(name) && /^(tcp|udp|sctp):\/\/\S+:\d+$/.test(value.trim());
+}
+
+/**
+ * The environment without Kubernetes' service links ({@link isServiceLink}): never taken for typos, and
+ * never read as one of our settings: `METRICS_PORT=tcp://10.0.0.5:9464`, set for a Service named
+ * `metrics`, leaves `METRICS_PORT` at its default rather than failing to parse as a port.
+ */
+function withoutServiceLinks(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(env).filter(([name, value]) => value === undefined || !isServiceLink(name, value)));
+}
+
+/** `DATABASE_URL=` (set, but empty) is refused: taken as unset, it would start the instance on its own embedded ledger. */
+function assertDatabaseUrlNotEmpty(env: NodeJS.ProcessEnv): void {
+  if (env.DATABASE_URL === undefined || env.DATABASE_URL.trim() !== "") return;
+  throw new ConfigError(
+    "DATABASE_URL: set, but empty; the instance would start on its own embedded ledger, apart from any instances sharing a database (give the PostgreSQL URL, or unset it to use the embedded ledger on purpose)",
+  );
+}
+
 function assertNoUnknownVariables(env: NodeJS.ProcessEnv): void {
   const unchecked = new Set((env.UNCHECKED_VARIABLES ?? "").split(",").map((name) => name.trim()).filter(Boolean));
   for (const [name, value] of Object.entries(env)) {
     if (value === undefined || KNOWN_VARIABLES.includes(name) || unchecked.has(name)) continue;
     let suggestion: string | undefined;
     if (OWN_NAMESPACE.test(name)) {
-      // Suggest from the same namespace first (RELAYER_KEY_FILE → RELAYER_PRIVATE_KEY_FILE, not API_KEYS_FILE).
+      // The same setting in other words first (LEDGER_URL → DATABASE_URL), else the closest name of the same
+      // namespace (RELAYER_KEY_FILE → RELAYER_PRIVATE_KEY_FILE, not API_KEYS_FILE).
       const namespace = KNOWN_VARIABLES.filter((known) => known.split("_")[0] === name.split("_")[0]);
-      suggestion = closest(name, namespace.length > 0 ? namespace : KNOWN_VARIABLES);
-    } else if (name.startsWith("DATABASE_") && !env.DATABASE_URL && !SERVICE_LINK.test(name)) {
+      suggestion = sameMeaning(name, env) ?? closest(name, namespace.length > 0 ? namespace : KNOWN_VARIABLES);
+    } else if (name.startsWith("DATABASE_") && !env.DATABASE_URL) {
       suggestion = "DATABASE_URL";
     } else {
-      suggestion = looksLikeOurs(name);
+      suggestion = looksLikeOurs(name) ?? sameMeaning(name, env);
     }
     if (suggestion === undefined) continue;
     throw new ConfigError(
@@ -508,6 +560,65 @@ function looksLikeOurs(name: string): string | undefined {
     }
   }
   return undefined;
+}
+
+/**
+ * Words other tools and habits use for ours, as `_`-separated word runs: a PostgreSQL or SQLite
+ * database is our ledger (`DATABASE_URL` is the ledger's URL), a DSN or connection string a URL, a path
+ * a file, trusted proxies `TRUST_PROXY`, a gas price the fee per gas. Applied to singular words.
+ */
+const SYNONYMS: ReadonlyArray<[RegExp, string]> = [
+  [/(?<=^|_)(DATABASE|DB|PG|POSTGRES|POSTGRESQL|PSQL|SQLITE)(?=_|$)/g, "LEDGER"],
+  [/(?<=^|_)(CONNECTION_STRING|CONNECTION_URL|CONNECTION_URI|CONN_STRING|CONNECTION|CONN|URI|DSN)(?=_|$)/g, "URL"],
+  [/(?<=^|_)PATH(?=_|$)/g, "FILE"],
+  [/(?<=^|_)TRUSTED(?=_|$)/g, "TRUST"],
+  [/(?<=^|_)GAS_PRICE(?=_|$)/g, "FEE_PER_GAS"],
+];
+/** Units a name may end in, in either spelling: a unit changed or left out still names the same setting. */
+const UNIT_WORDS = new Set(["SECOND", "SEC", "MS", "MILLISECOND", "MILLI", "GWEI", "WEI", "BYTE"]);
+
+/** A word in the singular, roughly (`PROXIES` → `PROXY`, `KEYS` → `KEY`; `GAS`, `ADDRESS` and `MS` as they are). */
+function singular(word: string): string {
+  if (word.length > 4 && word.endsWith("IES")) return `${word.slice(0, -3)}Y`;
+  if (word.length > 3 && word.endsWith("S") && !word.endsWith("SS")) return word.slice(0, -1);
+  return word;
+}
+
+/** A name's words as compared for meaning: upper case, synonyms replaced, singular, a trailing unit dropped. */
+function canonicalWords(name: string): string[] {
+  const synonyms = (text: string) => SYNONYMS.reduce((replaced, [pattern, word]) => replaced.replace(pattern, word), text);
+  // Synonyms before the singular (POSTGRES is no plural) and after it (DATABASES, URIS).
+  const text = synonyms(synonyms(name.toUpperCase()).split("_").filter(Boolean).map(singular).join("_"));
+  const words = text.split("_");
+  while (words.length > 1 && UNIT_WORDS.has(words.at(-1)!)) words.pop();
+  return words;
+}
+
+/**
+ * The known variable `name` says in other words, beyond a typo's reach ({@link looksLikeOurs}): the same
+ * words once singular, with synonyms and units aside (`TRUST_PROXIES`, `TRUSTED_PROXIES`, `POSTGRES_URL`,
+ * `DATABASE_POOL_SIZE` → `LEDGER_POOL_SIZE`, `REVERT_PENALTY_MS`, `MAX_FEE_PER_GAS_WEI`), the first two or
+ * more words of a known name (`MAX_FEE_PER_GAS`, `REVERT_PENALTY`, `BODY_LIMIT`), or its last two or more
+ * (`POOL_SIZE`, `PRIVATE_KEY`). Only names of two words or more are compared (a scheduler's `PORTS` is not
+ * our `PORT`; a bare `DATABASE`, `DB` or `POSTGRES` is the one exception: `DATABASE_URL`), and never a
+ * name that merely extends one of ours (`DATABASE_URL_UNPOOLED` is a platform's). When the variable it
+ * would stand for is set, it is another program's (platforms set `POSTGRES_URL` beside `DATABASE_URL`).
+ */
+function sameMeaning(name: string, env: NodeJS.ProcessEnv): string | undefined {
+  if (name.startsWith("npm_")) return undefined;
+  const words = canonicalWords(name);
+  const key = words.join("_");
+  const matches =
+    key === "LEDGER"
+      ? ["DATABASE_URL"]
+      : KNOWN_VARIABLES.filter((known) => {
+          const knownWords = canonicalWords(known);
+          if (knownWords.length < 2 || words.length < 2) return false;
+          const knownKey = knownWords.join("_");
+          return key === knownKey || knownKey.startsWith(`${key}_`) || knownKey.endsWith(`_${key}`);
+        });
+  const unset = matches.filter((known) => env[known] === undefined);
+  return unset.length > 0 ? closest(name.toUpperCase(), unset) : undefined;
 }
 
 /** The candidate with the smallest edit distance to `name`. */
@@ -567,12 +678,23 @@ function isAddressOrSubnet(entry: string): boolean {
   return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
 }
 
-function httpLimits(requestTimeoutMs: number, headersTimeoutMs: number, maxConnections: number, maxConnectionsPerClient: number): HttpLimitsConfig {
+/** `MAX_CONNECTIONS_PER_CLIENT` when unset: a tenth of `MAX_CONNECTIONS` (at least 1), at most 100. */
+export function defaultConnectionsPerClient(maxConnections: number): number {
+  return Math.max(1, Math.min(100, Math.floor(maxConnections / 10)));
+}
+
+function httpLimits(requestTimeoutMs: number, headersTimeoutMs: number, maxConnections: number, perClient: number | undefined): HttpLimitsConfig {
   // Node refuses a headers time-out longer than the request time-out.
   if (headersTimeoutMs > requestTimeoutMs) {
     throw new ConfigError(`HEADERS_TIMEOUT_MS: ${headersTimeoutMs} is longer than REQUEST_TIMEOUT_MS ${requestTimeoutMs}`);
   }
-  return { requestTimeoutMs, headersTimeoutMs, maxConnections, maxConnectionsPerClient };
+  // A cap at or above the server's own lets one client hold every place: the fairness it exists for is gone.
+  if (perClient !== undefined && perClient > 0 && perClient >= maxConnections) {
+    throw new ConfigError(
+      `MAX_CONNECTIONS_PER_CLIENT: ${perClient} is not below MAX_CONNECTIONS ${maxConnections}, so one client could hold every connection; set it lower (unset: ${defaultConnectionsPerClient(maxConnections)}, a tenth of MAX_CONNECTIONS, at most 100), or 0 for no per-client cap`,
+    );
+  }
+  return { requestTimeoutMs, headersTimeoutMs, maxConnections, maxConnectionsPerClient: perClient ?? defaultConnectionsPerClient(maxConnections) };
 }
 
 const API_KEY = /^[A-Za-z0-9._~+/=-]{16,512}$/;

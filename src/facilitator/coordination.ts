@@ -86,6 +86,13 @@ export async function startCoordination(parameters: StartCoordinationParameters)
     },
   });
 
+  // One set of chain reads per network, shared by the reconciler and the settles that decide a revert.
+  const chains = new Map(
+    runtimes.map((runtime) => [
+      runtime.config.chainId,
+      settlementChain({ client: runtime.client, chainId: runtime.config.chainId, logLookbackBlocks: config.logLookbackBlocks }),
+    ]),
+  );
   const settlementNetworks = new Map<number, SettlementNetwork>(
     runtimes.map((runtime) => [
       runtime.config.chainId,
@@ -94,6 +101,7 @@ export async function startCoordination(parameters: StartCoordinationParameters)
         name: runtime.config.network,
         client: runtime.client,
         relayer: runtime.relayer,
+        chain: chains.get(runtime.config.chainId)!,
       },
     ]),
   );
@@ -128,9 +136,7 @@ export async function startCoordination(parameters: StartCoordinationParameters)
   });
   reconciler = new Reconciler({
     ledger,
-    chains: runtimes.map((runtime) =>
-      settlementChain({ client: runtime.client, chainId: runtime.config.chainId, logLookbackBlocks: config.logLookbackBlocks }),
-    ),
+    chains: [...chains.values()],
     recheckMs: interval * 2,
     onAction(action, record) {
       metrics.reconcilerAction(action);
@@ -155,7 +161,9 @@ export async function startCoordination(parameters: StartCoordinationParameters)
   prune.unref();
 
   const shared = ledger.backend === "postgres";
-  if (!shared) log.info({ ledger: "sqlite", location: (await ledger.health()).location }, EMBEDDED_LEDGER_NOTE);
+  // At warn: an instance meant to share a database but started on its own file (a typo, an empty
+  // DATABASE_URL) must be seen with LOG_LEVEL=warn too.
+  if (!shared) log.warn({ ledger: "sqlite", location: (await ledger.health()).location }, EMBEDDED_LEDGER_NOTE);
   let closing: Promise<void> | undefined;
   return {
     ledger,

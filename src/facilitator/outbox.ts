@@ -1,3 +1,4 @@
+import { IllegalTransitionError } from "../ledger/types.js";
 import type { Logger } from "./logger.js";
 
 /** One ledger write that could not be made: what it records, and the write itself. */
@@ -53,7 +54,11 @@ export class LedgerOutbox {
     }
   }
 
-  /** Writes what is kept, oldest first; stops at the first failure. Resolves true when the box is empty. */
+  /**
+   * Writes what is kept, oldest first; stops at the first failure. A write the ledger refuses for the
+   * row's state (the reconciler decided it from the chain meanwhile) is dropped, not retried: it would
+   * hold back everything after it. Resolves true when the box is empty.
+   */
   drain(): Promise<boolean> {
     this.#draining ??= (async () => {
       let written = 0;
@@ -62,6 +67,11 @@ export class LedgerOutbox {
         try {
           await next.write();
         } catch (error) {
+          if (error instanceof IllegalTransitionError) {
+            this.#logger.warn({ what: next.what, err: String(error) }, "ledger outbox: write refused by the row's state (decided meanwhile), dropped");
+            this.#pending.shift();
+            continue;
+          }
           this.#logger.warn({ what: next.what, left: this.#pending.length, err: String(error) }, "ledger outbox: write failed, kept for the next try");
           return false;
         }

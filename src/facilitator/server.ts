@@ -367,8 +367,11 @@ export async function startFacilitator(config: FacilitatorConfig, options: Start
       name,
       limits: config.http,
       logger,
-      // The connections of a proxy the app trusts carry many clients: no per-client cap for them.
-      isTrustedProxy: (address) => (facilitator.app.get("trust proxy fn") as (address: string, hop: number) => boolean)(address, 0),
+      // The connections of a proxy named in TRUST_PROXY carry many clients: no per-client cap for them. A
+      // hop count names no proxy (Express trusts every address at hop 0 then): it exempts nobody.
+      isTrustedProxy: Array.isArray(config.trustProxy)
+        ? (address) => (facilitator.app.get("trust proxy fn") as (address: string, hop: number) => boolean)(address, 0)
+        : () => false,
       onDropped: (reason) => facilitator.metrics.connectionDropped(name, reason),
       onIdleClosed: () => facilitator.metrics.idleConnectionClosed(name),
     });

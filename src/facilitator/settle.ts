@@ -191,6 +191,9 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
       return failed("balance");
     case "notSent":
       throw new FacilitatorFault(`nothing sent on ${config.network}: ${result.reason}`);
+    case "undecided":
+      // No verdict either way: 503 (retryable); the retry gets the outcome the reconciler records.
+      throw new FacilitatorFault(`settlement transaction ${result.txHash} on ${config.network} reverted and it is not known yet whether the authorization was paid elsewhere (${result.reason}); retry`);
   }
 }
 

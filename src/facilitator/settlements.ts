@@ -1,7 +1,7 @@
 import type { Address, Hex, PublicClient, TransactionReceipt } from "viem";
 import { waitForReceipt } from "../chain/receipt.js";
 import { FeeCapError, RelaySendError, type AdoptedTransaction, type RelayHooks, type RelayRequest, type SentTransaction } from "../chain/relayer.js";
-import { NOT_SENT_ERROR } from "../ledger/reconciler.js";
+import { NOT_SENT_ERROR, type ReconcilerChain } from "../ledger/reconciler.js";
 import { IllegalTransitionError, penaltySubject, type ClaimInput, type Ledger, type SettlementCall, type SettlementRecord } from "../ledger/types.js";
 import { SettleError } from "../protocol/reasons.js";
 import type { Logger } from "./logger.js";
@@ -24,6 +24,11 @@ export interface SettlementNetwork {
   name: string;
   client: PublicClient;
   relayer: RelayerPort;
+  /**
+   * The chain reads that decide a reverted settle (the reconciler's): the token's `authorizationState`,
+   * the transaction of its `AuthorizationUsed` log (rejecting when the logs cannot be read), receipts.
+   */
+  chain: Pick<ReconcilerChain, "authorizationUsed" | "findAuthorizationTransaction" | "receipt">;
 }
 
 /** Which relayer keys this instance may send from now (the lease keeper). */
@@ -71,7 +76,21 @@ export type SettlementResult =
   /** The payer's settles in flight already commit its balance. */
   | { kind: "overBalance" }
   /** Nothing was sent, and nothing will be: a fault (503). */
-  | { kind: "notSent"; reason: string };
+  | { kind: "notSent"; reason: string }
+  /**
+   * Our transaction `txHash` reverted and the chain could not be read to say whether another transaction
+   * paid (a fault, 503, no verdict): the row stays sent for the reconciler, and a retry gets its outcome.
+   */
+  | { kind: "undecided"; reason: string; txHash: Hex };
+
+/** What the chain says of an authorization after our settle transaction of it reverted. */
+type AfterRevert =
+  /** Another transaction used it, and was mined successfully: the payment was made. */
+  | { kind: "paid"; txHash: Hex; blockNumber: bigint; blockTimestamp: bigint }
+  /** Unused (the balance moved away, the signature stopped validating), or used with no transfer in the token's logs (a cancel): the payer's doing. */
+  | { kind: "unpaid" }
+  /** The chain did not answer one of the reads: no verdict. */
+  | { kind: "unknown"; reason: string };
 
 /** Parameters of {@link SettlementService.settle}. */
 export type SettleClaim = Omit<ClaimInput, "owner" | "ownerTtlMs" | "deadlineMs" | "call">;
@@ -357,30 +376,26 @@ export class SettlementService {
     const hash = receipt.transactionHash;
     this.#o.observe?.confirmationWait?.(network.name, (performance.now() - sentAt) / 1000);
     const blockTimestamp = latestBlock?.number === receipt.blockNumber ? latestBlock.timestamp : await this.#blockTime(network.client, receipt);
-    if (receipt.status === "success") {
-      // The ledger marks its other versions (same nonce) replaced. Mined is mined: with the ledger
-      // unreachable the answer is still `settled`, and the record is written when it is back.
-      const outcome = { txHash: hash, blockNumber: receipt.blockNumber, blockTimestamp };
-      try {
-        return { kind: "settled", record: await ledger.markSettled(record.id, outcome) };
-      } catch (error) {
-        if (error instanceof IllegalTransitionError) throw error;
-        this.outbox.add(`settlement ${record.id} settled by ${hash}`, () => ledger.markSettled(record.id, outcome));
-        this.#o.onLedgerFault?.(error);
-        logger.warn({ id: record.id, txHash: hash, err: String(error) }, "settlement mined while the ledger is unreachable: answered settled, record kept in the outbox");
-        return { kind: "settled", record: { ...record, status: "settled", ...outcome } };
-      }
-    }
+    // The ledger marks its other versions (same nonce) replaced.
+    if (receipt.status === "success") return this.#settled(record, { txHash: hash, blockNumber: receipt.blockNumber, blockTimestamp });
     // The other versions share its nonce: none of them can be mined now.
     for (const other of sent.hashes()) if (other !== hash) await ledger.markTransaction(other, "replaced").catch(() => undefined);
     await this.outbox.writeOrKeep(`transaction ${hash} reverted`, () => ledger.markTransaction(hash, "reverted"));
     this.#o.observe?.revertedGas?.(network.name, receipt.gasUsed);
-    const paidElsewhere = await this.#paidElsewhere(record);
-    if (paidElsewhere) {
+    const after = await this.#afterRevert(record, network);
+    if (after.kind === "paid") {
       // Anyone can resend our transaction's input from the pending pool with a higher tip: the copy paid
       // the payee, ours reverted. The payment was made, and the payer did nothing wrong.
-      logger.warn({ id: record.id, txHash: hash, paidBy: paidElsewhere.txHash, payer: record.key.authorizer }, "settle transaction reverted: another transaction used the authorization first; settled with its hash");
-      return { kind: "settled", record: paidElsewhere };
+      logger.warn({ id: record.id, txHash: hash, paidBy: after.txHash, payer: record.key.authorizer }, "settle transaction reverted: another transaction used the authorization first; settled with its hash");
+      return this.#settled(record, { txHash: after.txHash, blockNumber: after.blockNumber, blockTimestamp: after.blockTimestamp });
+    }
+    if (after.kind === "unknown") {
+      // Failing it (and penalising its payer) would be a guess: the copy of a pending transaction is
+      // common enough. The row stays sent; the reconciler decides it from the chain, and a retry of this
+      // settle gets that outcome.
+      logger.warn({ id: record.id, txHash: hash, payer: record.key.authorizer, reason: after.reason }, "settle transaction reverted and the chain could not say whether the authorization paid elsewhere: answered 503, left to the reconciler");
+      await ledger.deferCheck(record.id, 0).catch(() => undefined);
+      return { kind: "undecided", reason: after.reason, txHash: hash };
     }
     const failure = { error: SettleError.failedOnChain, txHash: hash };
     const failed = await ledger.markFailed(record.id, failure).catch((error: unknown) => {
@@ -394,20 +409,49 @@ export class SettlementService {
   }
 
   /**
-   * After our transaction reverted: the row settled with the transaction that used its authorization
-   * instead (the reconciler's check: `authorizationState`, then the `AuthorizationUsed` log and that
-   * transaction's receipt), or undefined when nothing else used it (a cancel, a balance moved away).
+   * Records the row settled by `outcome` and answers settled. Mined is mined: with the ledger unreachable
+   * the answer is still `settled`, and the record waits in the outbox until the database is back.
    */
-  async #paidElsewhere(record: SettlementRecord): Promise<SettlementRecord | undefined> {
-    const { ledger, reconcile, logger } = this.#o;
-    if (!reconcile) return undefined;
+  async #settled(record: SettlementRecord, outcome: { txHash: Hex; blockNumber: bigint; blockTimestamp: bigint }): Promise<SettlementResult> {
+    const { ledger, logger } = this.#o;
     try {
-      await reconcile((await ledger.getById(record.id)) ?? record);
-      const decided = await ledger.getById(record.id);
-      return decided?.status === "settled" ? decided : undefined;
+      return { kind: "settled", record: await ledger.markSettled(record.id, outcome) };
     } catch (error) {
-      logger.warn({ id: record.id, err: String(error) }, "reverted settle: could not check who used the authorization");
-      return undefined;
+      if (error instanceof IllegalTransitionError) throw error;
+      this.outbox.add(`settlement ${record.id} settled by ${outcome.txHash}`, () => ledger.markSettled(record.id, outcome));
+      this.#o.onLedgerFault?.(error);
+      logger.warn({ id: record.id, txHash: outcome.txHash, err: String(error) }, "settlement mined while the ledger is unreachable: answered settled, record kept in the outbox");
+      return { kind: "settled", record: { ...record, status: "settled", ...outcome } };
+    }
+  }
+
+  /**
+   * After our transaction reverted, decided from the chain alone (the ledger may be the thing that is
+   * down): the token's `authorizationState`; when used, the transaction of its `AuthorizationUsed` log
+   * and that transaction's receipt. Any read that fails leaves it unknown, never failed.
+   */
+  async #afterRevert(record: SettlementRecord, network: SettlementNetwork): Promise<AfterRevert> {
+    const { token, authorizer, nonce } = record.key;
+    const why = (what: string, error: unknown) => ({ kind: "unknown" as const, reason: `${what}: ${error instanceof Error ? error.message : String(error)}` });
+    try {
+      if (!(await network.chain.authorizationUsed(token, authorizer, nonce))) return { kind: "unpaid" };
+    } catch (error) {
+      return why("the token's authorizationState cannot be read", error);
+    }
+    let other: Hex | undefined;
+    try {
+      other = await network.chain.findAuthorizationTransaction(token, authorizer, nonce);
+    } catch (error) {
+      return why("the authorization is used, and the token's logs cannot be read", error);
+    }
+    // Used, and no transfer under it in the logs (the look-back reaches well past our transaction's block): a cancel.
+    if (!other) return { kind: "unpaid" };
+    try {
+      const receipt = await network.chain.receipt(other);
+      if (receipt?.status === "success") return { kind: "paid", txHash: other, blockNumber: receipt.blockNumber, blockTimestamp: receipt.blockTimestamp };
+      return { kind: "unknown", reason: `the authorization was used by ${other}, whose receipt is not available` };
+    } catch (error) {
+      return why(`the authorization was used by ${other}, whose receipt cannot be read`, error);
     }
   }
 

@@ -56,6 +56,31 @@ function message(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+/**
+ * A pg client with an 'error' listener from its construction on. node-postgres emits 'error' on a client
+ * whose connection dies (57P01 when the server shuts down, then "Connection terminated unexpectedly"); with
+ * no listener at that moment Node throws it, and the process exits. pg-pool listens only while a client is
+ * idle: a client it hands to a `pool.connect()` waiter has no listener until the waiter's code runs, a
+ * microtask later, while the rest of the socket chunk (a server's FATAL right after its last answer) is
+ * parsed at once; a client handed over as it finishes connecting is in the same gap; Kysely's migrator
+ * never listens on the client it holds. Nothing needs doing with the error here: the queries in flight
+ * reject with it, the client is no longer queryable, and the pool drops it when it is released.
+ */
+class GuardedClient extends pg.Client {
+  constructor(config?: string | pg.ClientConfig) {
+    super(config);
+    this.on("error", () => {});
+  }
+}
+
+/** A pool whose clients are {@link GuardedClient}s, and whose own 'error' (an idle client's) is handled. */
+function guardedPool(config: pg.PoolConfig): pg.Pool {
+  const pool = new pg.Pool({ ...config, Client: GuardedClient });
+  // An idle client's error (the server restarted): the pool has already dropped it; the next query reconnects.
+  pool.on("error", () => {});
+  return pool;
+}
+
 class PostgresDriver implements SqlDriver {
   readonly backend = "postgres" as const;
   readonly skipLocked = " FOR UPDATE SKIP LOCKED";
@@ -71,15 +96,13 @@ class PostgresDriver implements SqlDriver {
   constructor(url: string, options: PostgresLedgerOptions) {
     this.#url = url;
     this.messages.setMaxListeners(0);
-    this.#pool = new pg.Pool({
+    this.#pool = guardedPool({
       connectionString: url,
       max: options.poolSize ?? 10,
       connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
       statement_timeout: options.statementTimeoutMs ?? 10_000,
       idleTimeoutMillis: 30_000,
     });
-    // An idle client's error (the server restarted) must not crash the process; the next query reconnects.
-    this.#pool.on("error", () => {});
   }
 
   async all(text: string, params: readonly SqlValue[] = []): Promise<SqlRow[]> {
@@ -94,8 +117,8 @@ class PostgresDriver implements SqlDriver {
     const [options, work] = args.length === 1 ? [{}, args[0]] : args;
     let failed = false;
     const client = await this.#pool.connect();
-    // While checked out, a client's own error (the server shut down, 57P01) has no pool listener: without
-    // one it would crash the process. The query in flight rejects as well; the client is then destroyed.
+    // An error while checked out (the server shut down, 57P01): the query in flight rejects as well, and
+    // the client is destroyed rather than returned to the pool.
     const onError = () => void (failed = true);
     client.on("error", onError);
     const query = (text: string, params: readonly SqlValue[] = []) => client.query({ ...toPostgres(text), values: params as SqlValue[] });
@@ -129,7 +152,7 @@ class PostgresDriver implements SqlDriver {
 
   /** LISTENs for other instances' notifications; reconnects after a lost connection (waits poll meanwhile). */
   async listen(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.#url });
+    const client = new GuardedClient({ connectionString: this.#url });
     const lost = () => {
       if (this.#closed || this.#listener !== client) return;
       this.#listener = undefined;
@@ -183,7 +206,8 @@ class PostgresDriver implements SqlDriver {
  * advisory lock, so instances that start together apply it once and the others wait, then see it done.
  */
 export async function migratePostgres(url: string): Promise<void> {
-  const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 1, connectionTimeoutMillis: 5_000 }) }) });
+  // Kysely attaches no 'error' listener to the client it holds for the migrations: the pool's clients guard themselves.
+  const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: guardedPool({ connectionString: url, max: 1, connectionTimeoutMillis: 5_000 }) }) });
   try {
     const migrations: Record<string, KyselyMigration> = Object.fromEntries(
       MIGRATIONS.map((migration) => [

@@ -24,7 +24,11 @@ export interface ReconcilerChain {
   head(): Promise<{ number: bigint; timestamp: bigint }>;
   /** The token's `authorizationState(authorizer, nonce)`: used or cancelled. */
   authorizationUsed(token: Address, authorizer: Address, nonce: Hex): Promise<boolean>;
-  /** The transaction that used the authorization (the token's `AuthorizationUsed` log), when found. */
+  /**
+   * The transaction that used the authorization (the token's `AuthorizationUsed` log); undefined when the
+   * logs hold none. Rejects when the logs cannot be read: the row is then left for a later round, never
+   * failed on a guess.
+   */
   findAuthorizationTransaction(token: Address, authorizer: Address, nonce: Hex): Promise<Hex | undefined>;
   /** Broadcasts a stored signed transaction again: `accepted` (or already known) or `refused` (its nonce is spent). */
   rebroadcast(raw: Hex): Promise<"accepted" | "refused">;
@@ -164,19 +168,29 @@ export class Reconciler {
     await ledger.markTransaction(reverted.hash, "reverted");
     // Its other versions at that nonce can never be mined now.
     for (const tx of live) if (tx.hash !== reverted.hash && tx.relayerNonce === reverted.relayerNonce && tx.relayer === reverted.relayer) await ledger.markTransaction(tx.hash, "replaced");
-    // Ours reverted; if another transaction used the authorization, the payee was paid all the same.
-    if ((await this.#usedElsewhere(chain, row)) === "settled") return "settled";
+    // Ours reverted; if another transaction used the authorization, the payee was paid all the same. Failed
+    // only on what the chain shows: unused, or used with no transfer in the token's logs (a cancel). A read
+    // that fails throws, and a paying transaction without its receipt yet is "pending": the row stays as it
+    // is for the next round.
+    const elsewhere = await this.#usedElsewhere(chain, row);
+    if (elsewhere === "settled") return "settled";
+    if (elsewhere === "pending") return undefined;
     await ledger.markFailed(row.id, { error: SettleError.failedOnChain, txHash: reverted.hash });
     return "reverted";
   }
 
-  /** Settles the row with the transaction that used its authorization, when that is not one of ours. */
-  async #usedElsewhere(chain: ReconcilerChain, row: SettlementRecord): Promise<"settled" | "pending" | "unused"> {
+  /**
+   * Settles the row with the transaction that used its authorization, when that is not one of ours.
+   * `canceled`: used, with no `AuthorizationUsed` log in the look-back (no transfer); `pending`: used by a
+   * transaction whose receipt is not there (yet).
+   */
+  async #usedElsewhere(chain: ReconcilerChain, row: SettlementRecord): Promise<"settled" | "pending" | "canceled" | "unused"> {
     const { token, authorizer, nonce } = row.key;
     if (!(await chain.authorizationUsed(token, authorizer, nonce))) return "unused";
     const other = await chain.findAuthorizationTransaction(token, authorizer, nonce);
-    const receipt = other && (await chain.receipt(other));
-    if (!other || receipt?.status !== "success") return "pending";
+    if (!other) return "canceled";
+    const receipt = await chain.receipt(other);
+    if (receipt?.status !== "success") return "pending";
     await this.#options.ledger.markSettled(row.id, { txHash: other, blockNumber: receipt.blockNumber, blockTimestamp: receipt.blockTimestamp });
     return "settled";
   }

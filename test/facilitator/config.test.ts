@@ -100,6 +100,108 @@ describe("configuration: every setting does what it says", () => {
     expect(() => load({ DATABASE_HOST: "db", LOGLEVEL: "x", UNCHECKED_VARIABLES: "DATABASE_HOST" })).to.throw(ConfigError, "LOGLEVEL: unknown variable; did you mean LOG_LEVEL?");
   });
 
+  it("refuses a variable that names one of its own in other words (a synonym, a plural, another unit, the name cut short) and names the intended one", () => {
+    const SHARED = { DATABASE_URL: "postgres://u:p@db/x" };
+    const cases: Array<[Record<string, string>, string, string]> = [
+      // A database URL under another tool's name, or none, while DATABASE_URL is unset: the instance would go embedded.
+      [{ POSTGRES_URL: "postgres://u:p@db/x" }, "POSTGRES_URL", "DATABASE_URL"],
+      [{ PG_URL: "postgres://u:p@db/x" }, "PG_URL", "DATABASE_URL"],
+      [{ DB_URL: "postgres://u:p@db/x" }, "DB_URL", "DATABASE_URL"],
+      [{ POSTGRESQL_CONNECTION_STRING: "postgres://u:p@db/x" }, "POSTGRESQL_CONNECTION_STRING", "DATABASE_URL"],
+      [{ DATABASE: "postgres://u:p@db/x" }, "DATABASE", "DATABASE_URL"],
+      [{ DB: "postgres://u:p@db/x" }, "DB", "DATABASE_URL"],
+      [{ LEDGER_URL: "postgres://u:p@db/x" }, "LEDGER_URL", "DATABASE_URL"],
+      // A setting that would be dropped without a word.
+      [{ MAX_FEE_PER_GAS: "5000" }, "MAX_FEE_PER_GAS", "MAX_FEE_PER_GAS_GWEI"],
+      [{ MAX_FEE_PER_GAS_WEI: "5000000000000" }, "MAX_FEE_PER_GAS_WEI", "MAX_FEE_PER_GAS_GWEI"],
+      [{ MAX_GAS_PRICE_GWEI: "5000" }, "MAX_GAS_PRICE_GWEI", "MAX_FEE_PER_GAS_GWEI"],
+      [{ TRUST_PROXIES: "10.0.0.0/8" }, "TRUST_PROXIES", "TRUST_PROXY"],
+      [{ TRUSTED_PROXIES: "10.0.0.0/8" }, "TRUSTED_PROXIES", "TRUST_PROXY"],
+      [{ REVERT_PENALTY: "60" }, "REVERT_PENALTY", "REVERT_PENALTY_SECONDS"],
+      [{ REVERT_PENALTY_MS: "60000" }, "REVERT_PENALTY_MS", "REVERT_PENALTY_SECONDS"],
+      [{ BODY_LIMIT: "1024" }, "BODY_LIMIT", "BODY_LIMIT_BYTES"],
+      [{ REQUEST_TIMEOUT: "5000" }, "REQUEST_TIMEOUT", "REQUEST_TIMEOUT_MS"],
+      [{ ...SHARED, DATABASE_POOL_SIZE: "20" }, "DATABASE_POOL_SIZE", "LEDGER_POOL_SIZE"],
+      [{ ...SHARED, PG_POOL_SIZE: "20" }, "PG_POOL_SIZE", "LEDGER_POOL_SIZE"],
+      [{ ...SHARED, POOL_SIZE: "20" }, "POOL_SIZE", "LEDGER_POOL_SIZE"],
+      [{ SQLITE_PATH: "/data/ledger.db" }, "SQLITE_PATH", "LEDGER_FILE"],
+    ];
+    for (const [env, typo, known] of cases) {
+      expect(() => load(env), typo).to.throw(
+        ConfigError,
+        `${typo}: unknown variable; did you mean ${known}? (the facilitator stops at a variable that looks like one of its own; if ${typo} is meant for something else, name it in UNCHECKED_VARIABLES)`,
+      );
+    }
+    // Another program's: with DATABASE_URL set the instance is on its shared database (platforms set these beside
+    // it); a name whose meaning is one of ours that is set; the PostgreSQL image's and other tools' own variables.
+    expect(
+      load({
+        ...SHARED,
+        POSTGRES_URL: "postgres://u:p@pooler/x",
+        POSTGRES_PRISMA_URL: "postgres://u:p@pooler/x",
+        POSTGRES_URL_NON_POOLING: "postgres://u:p@db/x",
+        DATABASE_URL_UNPOOLED: "postgres://u:p@db/x",
+        HEROKU_POSTGRESQL_RED_URL: "postgres://u:p@db/x",
+        LEDGER_POOL_SIZE: "4",
+        DATABASE_POOL_SIZE: "20",
+      }).ledger,
+    ).to.deep.include({ databaseUrl: "postgres://u:p@db/x", poolSize: 4 });
+    expect(() =>
+      load({
+        POSTGRES_USER: "u",
+        POSTGRES_PASSWORD: "p",
+        POSTGRES_DB: "x",
+        PGDATABASE: "x",
+        OTEL_LOG_LEVEL: "info",
+        UV_THREADPOOL_SIZE: "8",
+        REDIS_URL: "redis://r",
+        SENTRY_DSN: "https://s",
+        NODE_ENV: "production",
+        PATH: "/usr/bin",
+      }),
+    ).not.to.throw();
+  });
+
+  it("refuses DATABASE_URL set but empty: it would start the instance on its own embedded ledger", () => {
+    for (const empty of ["", "  "]) {
+      expect(() => load({ DATABASE_URL: empty })).to.throw(
+        ConfigError,
+        "DATABASE_URL: set, but empty; the instance would start on its own embedded ledger, apart from any instances sharing a database (give the PostgreSQL URL, or unset it to use the embedded ledger on purpose)",
+      );
+    }
+    expect(load({}).ledger.databaseUrl).to.equal(undefined);
+  });
+
+  it("takes Kubernetes' service links for no typo, whatever the Service's name, and reads no setting from them (METRICS_PORT=tcp://… for a Service named metrics)", () => {
+    const links = (service: string, ip: string, port: number): Record<string, string> => ({
+      [`${service}_SERVICE_HOST`]: ip,
+      [`${service}_SERVICE_PORT`]: String(port),
+      [`${service}_SERVICE_PORT_HTTP`]: String(port),
+      [`${service}_PORT`]: `tcp://${ip}:${port}`,
+      [`${service}_PORT_${port}_TCP`]: `tcp://${ip}:${port}`,
+      [`${service}_PORT_${port}_TCP_PROTO`]: "tcp",
+      [`${service}_PORT_${port}_TCP_PORT`]: String(port),
+      [`${service}_PORT_${port}_TCP_ADDR`]: ip,
+    });
+    const env = {
+      ...links("DASHBOARD", "10.96.0.10", 80),
+      ...links("RELAYER", "10.96.0.11", 8402),
+      ...links("LEDGER", "10.96.0.12", 5432),
+      ...links("DATABASE", "10.96.0.13", 5432),
+      ...links("METRICS", "10.96.0.14", 9464),
+      ...links("CRONOS_TESTNET", "10.96.0.15", 8545),
+      ...links("RATE_LIMIT", "10.96.0.16", 6379),
+      ...links("MAX_FEE", "10.96.0.17", 80),
+    };
+    const config = load(env);
+    expect(config.metricsPort).to.equal(9464);
+    expect(config.ledger.databaseUrl).to.equal(undefined);
+    expect(load({ ...env, METRICS_PORT: "9100" }).metricsPort).to.equal(9100);
+    // Only the shape Kubernetes gives them: a port number under such a name is still a typo of ours.
+    expect(() => load({ DASHBOARD_PORT: "8080" })).to.throw(ConfigError, "DASHBOARD_PORT: unknown variable; did you mean DASHBOARD?");
+    expect(() => load({ METRICS_PORT: "tcp://10.96.0.14" })).to.throw(ConfigError, 'METRICS_PORT: must be an integer from 0 to 65535, got "tcp://10.96.0.14"');
+  });
+
   it("documents every setting in .env.example, and nothing it does not read", () => {
     const text = readFileSync(new URL("../../.env.example", import.meta.url), "utf8");
     const named = new Set([...text.matchAll(/^#? ?([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1]!));
@@ -266,6 +368,16 @@ describe("configuration: every setting does what it says", () => {
   it("REQUEST_TIMEOUT_MS / HEADERS_TIMEOUT_MS / MAX_CONNECTIONS / MAX_CONNECTIONS_PER_CLIENT: defaults 30 s, 10 s, 1000 and 100; the headers time-out may not exceed the request time-out", () => {
     expect(load({}).http).to.deep.equal({ requestTimeoutMs: 30_000, headersTimeoutMs: 10_000, maxConnections: 1_000, maxConnectionsPerClient: 100 });
     expect(load({ MAX_CONNECTIONS_PER_CLIENT: "0" }).http.maxConnectionsPerClient).to.equal(0);
+    // Unset, the per-client cap is a tenth of MAX_CONNECTIONS, at least 1 and at most 100.
+    expect(["1", "5", "20", "99", "100", "999", "5000"].map((max) => load({ MAX_CONNECTIONS: max }).http.maxConnectionsPerClient)).to.deep.equal([1, 1, 2, 9, 10, 99, 100]);
+    expect(load({ MAX_CONNECTIONS: "100", MAX_CONNECTIONS_PER_CLIENT: "99" }).http.maxConnectionsPerClient).to.equal(99);
+    // At or above MAX_CONNECTIONS one client could hold every place: refused, naming both.
+    expect(() => load({ MAX_CONNECTIONS: "100", MAX_CONNECTIONS_PER_CLIENT: "500" })).to.throw(
+      ConfigError,
+      "MAX_CONNECTIONS_PER_CLIENT: 500 is not below MAX_CONNECTIONS 100, so one client could hold every connection; set it lower (unset: 10, a tenth of MAX_CONNECTIONS, at most 100), or 0 for no per-client cap",
+    );
+    expect(() => load({ MAX_CONNECTIONS_PER_CLIENT: "1000" })).to.throw(ConfigError, "MAX_CONNECTIONS_PER_CLIENT: 1000 is not below MAX_CONNECTIONS 1000");
+    expect(() => load({ MAX_CONNECTIONS_PER_CLIENT: "-1" })).to.throw(ConfigError, 'MAX_CONNECTIONS_PER_CLIENT: must be an integer >= 0, got "-1"');
     expect(load({}).rateLimits.publicPerMinute).to.equal(600);
     expect(() => load({ REQUEST_TIMEOUT_MS: "5000", HEADERS_TIMEOUT_MS: "6000" })).to.throw(ConfigError, "HEADERS_TIMEOUT_MS: 6000 is longer than REQUEST_TIMEOUT_MS 5000");
     expect(() => load({ MAX_CONNECTIONS: "0" })).to.throw(ConfigError, 'MAX_CONNECTIONS: must be an integer >= 1, got "0"');

@@ -287,6 +287,44 @@ describe("facilitator listeners: connection fairness", () => {
     }
   });
 
+  it("MAX_CONNECTIONS 20, MAX_CONNECTIONS_PER_CLIENT unset (a tenth: 2): one client's 40 silent connections hold 2 places; another client is served", async () => {
+    const { config, running } = await startFacilitatorOnChain({ MAX_CONNECTIONS: "20", MAX_CONNECTIONS_PER_CLIENT: "" });
+    expect(config.http.maxConnectionsPerClient).to.equal(2);
+    const { hostname, port } = new URL(running.url);
+    // Connections that never send a request: only the headers time-out (10 s) would close them.
+    const silent = Array.from({ length: 40 }, () => connect({ host: hostname, port: Number(port), localAddress: "127.0.0.2" }));
+    const closed = new Set<Socket>();
+    for (const socket of silent) {
+      socket.on("error", () => {});
+      socket.once("close", () => closed.add(socket));
+    }
+    try {
+      await Promise.all(silent.map((socket) => Promise.race([once(socket, "connect"), once(socket, "close")])));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(silent.length - closed.size).to.equal(2);
+      const health = await requestFrom("127.0.0.3", `${running.url}/healthcheck`).then(
+        (answer) => answer.status,
+        (error: unknown) => String(error),
+      );
+      expect(health).to.equal(200);
+    } finally {
+      silent.forEach((socket) => socket.destroy());
+      await running.close(0);
+    }
+  });
+
+  it("a TRUST_PROXY hop count names no proxy: it exempts nobody from the per-client cap", async () => {
+    const { running } = await startFacilitatorOnChain({ MAX_CONNECTIONS: "40", MAX_CONNECTIONS_PER_CLIENT: "5", TRUST_PROXY: "1" });
+    const direct = Array.from({ length: 20 }, () => holdConnection(running.url, "127.0.0.4", "/v2/x402/supported"));
+    try {
+      await Promise.all(direct.map((held) => held.settled));
+      expect(direct.filter((held) => !held.closed).length).to.equal(5);
+    } finally {
+      direct.forEach((held) => held.socket.destroy());
+      await running.close(0);
+    }
+  });
+
   it("RATE_LIMIT_PUBLIC_PER_MINUTE (3): the healthcheck and supported share a per-IP quota; past it 429 with Retry-After, other clients unaffected", async () => {
     const { running } = await startFacilitatorOnChain({ RATE_LIMIT_PUBLIC_PER_MINUTE: "3" });
     try {

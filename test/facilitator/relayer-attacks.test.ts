@@ -4,7 +4,10 @@ import { parseSignature, type Address, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { CANCEL_AUTHORIZATION_TYPES } from "../../src/protocol/eip3009.js";
 import { SettleError } from "../../src/protocol/reasons.js";
-import { HARDHAT_KEYS, makePayment, openFacilitator, v2BodyOf } from "../helpers/facilitator.js";
+import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
+import { VerifyReason } from "../../src/protocol/reasons.js";
+import { HARDHAT_KEYS, makePayment, openFacilitator, recordingLogger, v2BodyOf } from "../helpers/facilitator.js";
+import { switchableLedger } from "../helpers/ledger.js";
 import { expectFailed, FRONT_RUN, RELAYER, relayerNonce, revertedGas, setAutomine, settle, settleFrontRun, type SettleAnswer } from "../helpers/settle.js";
 import { deployFlipWallet, walletPayment } from "../helpers/wallets.js";
 import { waitUntil } from "../helpers/time.js";
@@ -194,4 +197,100 @@ describe("relayer safety: reverts the relayer would pay for", () => {
       expect(await chain.contract.read.balanceOf([payee])).to.equal(payeeBefore + 2_000_000n);
     });
   }
+
+  describe("a copy mined first while the ledger or the chain's logs cannot be read: decided from the chain, never failed on a guess", () => {
+    type Opened = Awaited<ReturnType<typeof openFacilitator>>;
+
+    /**
+     * Starts a settle with automine off; once its transaction is in the mempool, a copier sends the same
+     * input with a higher tip, `meanwhile` runs (takes the ledger or an RPC method down), and one block
+     * mines both: the copy pays, the relayer's transaction reverts. Returns the answer and both hashes.
+     */
+    async function copyMinedFirst(opened: Opened, body: object, meanwhile: () => void) {
+      const { chain } = opened;
+      const nonce = await relayerNonce(opened);
+      await setAutomine(opened, false);
+      try {
+        const answering = request(opened.app).post("/v2/x402/settle").set("X402-Version", "1").send(body).then((r) => r);
+        expect(await waitUntil(async () => (await relayerNonce(opened)) === nonce + 1, 10_000, 10), "the settlement reached the mempool").to.equal(true);
+        const pending = await chain.publicClient.getBlock({ blockTag: "pending", includeTransactions: true });
+        const ours = pending.transactions.find((tx) => tx.from.toLowerCase() === RELAYER.toLowerCase())!;
+        const copyHash = await chain.wallets[15]!.sendTransaction({ to: ours.to!, data: ours.input, ...FRONT_RUN });
+        meanwhile();
+        await chain.networkHelpers.mine();
+        const answer = await answering;
+        expect((await chain.publicClient.getTransactionReceipt({ hash: copyHash })).status).to.equal("success");
+        expect((await chain.publicClient.getTransactionReceipt({ hash: ours.hash })).status).to.equal("reverted");
+        return { answer, copyHash, ourHash: ours.hash };
+      } finally {
+        await setAutomine(opened, true);
+      }
+    }
+
+    const lookup = (opened: Opened, payment: Awaited<ReturnType<typeof makePayment>>) =>
+      request(opened.app).get("/v2/x402/settlements").query({ network: "cronos-testnet", from: payment.message.from, nonce: payment.message.nonce });
+
+    async function open(env: Record<string, string> = {}) {
+      const switchable = switchableLedger(openSqliteLedger({ location: MEMORY }));
+      const { logger, lines } = recordingLogger();
+      // Reconciler rounds and outage probes of a fraction of a second: what is left to them is decided within the test.
+      const opened = await openFacilitator("cronos-testnet", { RECONCILE_INTERVAL_MS: "200", ...env }, { ledger: switchable.ledger, logger });
+      return { opened, switchable, lines };
+    }
+
+    it("the ledger unreachable when the relayer's transaction reverts: answered paid with the copy's hash (from the chain alone), nobody penalised, the record written when the ledger is back", async () => {
+      const { opened, switchable, lines } = await open();
+      try {
+        const payment = await makePayment(opened.chain);
+        const payeeBefore = await opened.chain.contract.read.balanceOf([payment.payTo]);
+        const { answer, copyHash } = await copyMinedFirst(opened, payment.body, () => (switchable.down = true));
+        expect([answer.status, answer.body.event, answer.body.txHash], JSON.stringify(answer.body)).to.deep.equal([200, "payment.settled", copyHash]);
+        expect(lines.filter((l) => l.message === "settlement mined while the ledger is unreachable: answered settled, record kept in the outbox").map((l) => l.fields.txHash)).to.deep.equal([copyHash]);
+        expect(lines.filter((l) => l.message === "settlement reverted on chain")).to.deep.equal([]);
+
+        switchable.down = false;
+        expect(await waitUntil(async () => (await lookup(opened, payment)).body.status === "settled", 10_000, 50), "the outbox written").to.equal(true);
+        expect((await lookup(opened, payment)).body).to.deep.include({ status: "settled", txHash: copyHash });
+        expect(await opened.chain.contract.read.balanceOf([payment.payTo])).to.equal(payeeBefore + 1_000_000n);
+        // No penalty was kept for the database's return: the payer's next settle goes through.
+        expect((await settle(opened, (await makePayment(opened.chain)).body)).event).to.equal("payment.settled");
+      } finally {
+        await opened.facilitator.close();
+        await switchable.ledger.close();
+      }
+    });
+
+    for (const [what, method] of [
+      ["the token's logs cannot be read (and the ledger is unreachable)", "eth_getLogs"],
+      ["authorizationState cannot be read", "eth_call"],
+    ] as const) {
+      it(`${what} when the relayer's transaction reverts: 503 with no verdict, nobody penalised; once the chain answers, the reconciler records the copy's payment and a retry names it`, async () => {
+        const { opened, switchable, lines } = await open();
+        try {
+          const payment = await makePayment(opened.chain);
+          const { answer, copyHash, ourHash } = await copyMinedFirst(opened, payment.body, () => {
+            opened.rpc.failing.add(method);
+            if (method === "eth_getLogs") switchable.down = true;
+          });
+          expect(answer.status, JSON.stringify(answer.body)).to.equal(503);
+          expect(answer.headers["retry-after"]).to.equal("2");
+          expect(answer.body.event).to.equal(undefined);
+          expect(answer.body.error).to.match(new RegExp(`^Service unavailable: settlement transaction ${ourHash} on cronos-testnet reverted and it is not known yet whether the authorization was paid elsewhere \\(`));
+          expect(lines.filter((l) => l.message === "settlement reverted on chain")).to.deep.equal([]);
+
+          opened.rpc.failing.delete(method);
+          switchable.down = false;
+          expect(await waitUntil(async () => (await lookup(opened, payment)).body.status === "settled", 10_000, 50), "the reconciler decided the row").to.equal(true);
+          expect((await lookup(opened, payment)).body).to.deep.include({ status: "settled", txHash: copyHash });
+          // The retry the 503 invited: the authorization was paid, by the copy.
+          expectFailed(await settle(opened, payment.body), VerifyReason.alreadyUsed, { txHash: copyHash });
+          // Not penalised: the payer's next settle goes through.
+          expect((await settle(opened, (await makePayment(opened.chain)).body)).event).to.equal("payment.settled");
+        } finally {
+          await opened.facilitator.close();
+          await switchable.ledger.close();
+        }
+      });
+    }
+  });
 });

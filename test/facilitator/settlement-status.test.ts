@@ -114,7 +114,7 @@ describe("settlement status lookups and the ledger's health and metrics", () => 
     expect((await request(opened.app).post("/v2/x402/verify").send(payment.body)).status).to.equal(200);
   });
 
-  it("reports the embedded ledger (this instance's alone, said in /healthcheck and in one log line) and this instance's relayer key lease", async () => {
+  it("reports the embedded ledger (this instance's alone, said in /healthcheck and in one log line, at warn) and this instance's relayer key lease", async () => {
     const log = recordingLogger();
     const opened = await openFacilitator("cronos-testnet", {}, { logger: log.logger });
     const health = await request(opened.app).get("/healthcheck");
@@ -130,7 +130,7 @@ describe("settlement status lookups and the ledger's health and metrics", () => 
       note: EMBEDDED_NOTE,
     });
     expect(log.lines.filter((line) => line.message === EMBEDDED_NOTE).map((line) => [line.level, line.fields])).to.deep.equal([
-      ["info", { ledger: "sqlite", location: ":memory:" }],
+      ["warn", { ledger: "sqlite", location: ":memory:" }],
     ]);
     expect(leases).to.have.length(1);
     expect(leases[0]).to.deep.include({ address: RELAYER, epoch: 1 });

@@ -1,7 +1,7 @@
 import { privateKeyToAccount } from "viem/accounts";
 import type { Address } from "viem";
 import type { LocalChain } from "../../src/harness/chain.js";
-import { CLUSTER_RELAYER_KEYS } from "../../src/harness/cluster.js";
+import { CLUSTER_RELAYER_KEYS, type FacilitatorProcess } from "../../src/harness/cluster.js";
 import { NETWORKS } from "../../src/protocol/networks.js";
 import { makePayment } from "./facilitator.js";
 import { postJson } from "./http.js";
@@ -11,8 +11,8 @@ import { postJson } from "./http.js";
 const RELAYER_ADDRESSES: Address[] = CLUSTER_RELAYER_KEYS.map((key) => privateKeyToAccount(key).address);
 
 /**
- * A client address for `X-Forwarded-For`: the instances run as if behind one balancer (`TRUST_PROXY=1`),
- * so each test request comes from a client of its own unless a test names one.
+ * A client address for `X-Forwarded-For`: the instances run as if behind one balancer on loopback
+ * (`TRUST_PROXY=loopback`), so each test request comes from a client of its own unless a test names one.
  */
 const someClient = () => `10.${Math.floor(Math.random() * 256)}.${Math.floor(Math.random() * 256)}.${1 + Math.floor(Math.random() * 254)}`;
 
@@ -43,11 +43,12 @@ export async function relayerNonces(chain: LocalChain): Promise<number> {
 }
 
 /**
- * Settings for instances under test: behind one balancer (each test request names its client), no
- * limits but those a test sets, quick polls, and leases and reconciler rounds of seconds, not tens.
+ * Settings for instances under test: behind one balancer named by address (each test request names its
+ * client; the balancer's connections are not capped per client), no limits but those a test sets, quick
+ * polls, and leases and reconciler rounds of seconds, not tens.
  */
 export const QUICK: Record<string, string> = {
-  TRUST_PROXY: "1",
+  TRUST_PROXY: "loopback",
   RATE_LIMIT_VERIFY_PER_MINUTE: "0",
   RATE_LIMIT_SETTLE_PER_MINUTE: "0",
   RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0",
@@ -57,3 +58,35 @@ export const QUICK: Record<string, string> = {
   LEDGER_LEASE_TTL_SECONDS: "3",
   RECONCILE_INTERVAL_MS: "500",
 };
+
+/** What {@link watchForExits} returns. */
+export interface ExitWatch {
+  /** Rejects as soon as a watched instance exits: which one, its exit code or signal, and its stderr (the crash's stack). */
+  crashed: Promise<never>;
+  /** The instances are about to be stopped on purpose: their exits are no longer crashes. */
+  done(): void;
+}
+
+/**
+ * Watches `instances` for an exit nobody asked for. A test races its body against `crashed`
+ * (`Promise.race([body(), watch.crashed])`), so an instance that dies fails it at once, naming the
+ * crash, instead of showing up later as a time-out of whatever the test was waiting for.
+ */
+export function watchForExits(instances: readonly FacilitatorProcess[]): ExitWatch {
+  let done = false;
+  let fail!: (error: Error) => void;
+  const crashed = new Promise<never>((_, reject) => (fail = reject));
+  // Nobody may be racing it when an instance exits: that must not be an unhandled rejection.
+  crashed.catch(() => {});
+  for (const [n, instance] of instances.entries()) {
+    const report = () => {
+      if (done) return;
+      const { exitCode, signalCode } = instance.child;
+      fail(new Error(`facilitator instance ${n} exited during the test (code ${exitCode}, signal ${signalCode}); its stderr:\n${instance.stderr()}`));
+    };
+    // 'close' comes after 'exit' once its output is read to the end: the stderr then holds the whole stack.
+    if (instance.child.exitCode !== null || instance.child.signalCode !== null) report();
+    else instance.child.once("close", report);
+  }
+  return { crashed, done: () => void (done = true) };
+}

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { keccak256, toHex, type Address, type Hex } from "viem";
 import { openPostgresLedger } from "../../src/ledger/postgres.js";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
-import type { ClaimInput, Ledger } from "../../src/ledger/types.js";
+import { LedgerError, type ClaimInput, type Ledger } from "../../src/ledger/types.js";
 import { startTestPostgres, type TestPostgres } from "../../src/harness/postgres.js";
 
 // Helpers only: importing this file runs nothing.
@@ -136,4 +136,32 @@ export function claimInput(overrides: Partial<ClaimInput> & { label?: string | n
 export function signedTx(label: string | number): { hash: Hex; raw: Hex } {
   const raw = toHex(`raw-transaction:${label}`);
   return { hash: keccak256(raw), raw };
+}
+
+/** A ledger a test can take down: while `down`, every call rejects as a database that does not answer. */
+export interface SwitchableLedger {
+  ledger: Ledger;
+  down: boolean;
+}
+
+/**
+ * Wraps `inner` so that a test can make it unreachable (what a PostgreSQL restart looks like to the
+ * facilitator) without a database server: calls reject with a `LedgerError`, and `health` reports it
+ * unreachable. Subscriptions and `close` pass through.
+ */
+export function switchableLedger(inner: Ledger): SwitchableLedger {
+  const state: SwitchableLedger = { ledger: inner, down: false };
+  const passThrough = new Set<PropertyKey>(["close", "onQueued", "backend"]);
+  state.ledger = new Proxy(inner, {
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property, target);
+      if (typeof value !== "function" || passThrough.has(property)) return typeof value === "function" ? value.bind(target) : value;
+      return (...args: unknown[]) => {
+        if (!state.down) return (value as (...a: unknown[]) => unknown).apply(target, args);
+        if (property === "health") return target.health().then((health) => ({ ...health, reachable: false, error: "connect ECONNREFUSED (test: the ledger is down)" }));
+        return Promise.reject(new LedgerError("unavailable", "connect ECONNREFUSED (test: the ledger is down)"));
+      };
+    },
+  });
+  return state;
 }

@@ -1,31 +1,48 @@
 import { expect } from "chai";
+import pg from "pg";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import type { Address, Hex } from "viem";
 import { tokenAbi } from "../../src/chain/token-abi.js";
 import { startCluster, type Cluster } from "../../src/harness/cluster.js";
-import { get, paymentOn, post, QUICK, relayerNonces } from "../helpers/instances.js";
+import { get, paymentOn, post, QUICK, relayerNonces, watchForExits, type ExitWatch } from "../helpers/instances.js";
 
 // Issue 23 item 1: PostgreSQL stopped mid-burst and started again 6 s later (a routine restart), under
 // two facilitator instances sharing it. Every answer must be true of the chain, every instance must stay
 // up and recover by itself, and a retry of every authorization must complete, each paid exactly once.
 
 const SETTLE = "/v2/x402/settle";
+const MINED_WHILE_DOWN = "settlement mined while the ledger is unreachable: answered settled, record kept in the outbox";
+const RELEASED = "claims abandoned during the ledger outage released (nothing was sent for them)";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string, timeoutMs = 30_000): Promise<T> {
+async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string, timeoutMs = 30_000, pollMs = 200): Promise<T> {
   const started = Date.now();
   for (;;) {
     const value = await read().catch((error: unknown) => error as T);
     if (done(value)) return value;
     if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}: ${String(value)}`);
-    await sleep(200);
+    await sleep(pollMs);
+  }
+}
+
+/** Settlement rows still `claimed` (nothing recorded as sent), read from the database itself. */
+async function claimedRows(url: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  client.on("error", () => {});
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ n: string }>("SELECT COUNT(*) AS n FROM settlements WHERE status = 'claimed'");
+    return Number(rows[0]!.n);
+  } finally {
+    await client.end();
   }
 }
 
 describe("ledger outage: PostgreSQL restarted under two instances mid-burst", function () {
   this.timeout(240_000);
   let cluster: Cluster;
+  let watch: ExitWatch;
 
   before(async () => {
     cluster = await startCluster({
@@ -33,11 +50,19 @@ describe("ledger outage: PostgreSQL restarted under two instances mid-burst", fu
       blockTimeMs: 1_000,
       env: { ...QUICK, SETTLE_TIMEOUT_SECONDS: "40" },
     });
+    watch = watchForExits(cluster.instances);
   });
-  after(() => cluster?.stop());
+  after(async () => {
+    watch?.done();
+    await cluster?.stop();
+  });
 
-  it("40 settles over two instances, the database down 300 ms in for 6 s: answers true of the chain, instances alive, every authorization paid exactly once after retries", async () => {
-    const { chain, instances, postgres } = cluster;
+  it("40 settles over two instances, the database down for 6 s from the moment a settle's transaction is out: answers true of the chain (that one settled), instances alive, abandoned claims released within seconds, every authorization paid exactly once after retries", () =>
+    // An instance that exits fails the test at once, with its stack, whatever the test is waiting for.
+    Promise.race([outage(), watch.crashed]));
+
+  async function outage(): Promise<void> {
+    const { chain, instances, postgres, relayers } = cluster;
     const urls = instances.map((i) => i.url);
     const payments = await Promise.all(
       Array.from({ length: 40 }, (_, i) => paymentOn(chain, i % 10, privateKeyToAccount(generatePrivateKey()).address, BigInt(1_000 + i))),
@@ -45,27 +70,65 @@ describe("ledger outage: PostgreSQL restarted under two instances mid-burst", fu
     const noncesBefore = await relayerNonces(chain);
 
     const answers = Promise.all(payments.map((payment, i) => post(urls[i % 2]!, SETTLE, payment.body).catch((error: unknown) => ({ status: 0, body: { error: String(error) } as Record<string, unknown> }))));
-    await sleep(300);
-    await postgres!.halt();
+    // The database goes down once a settle's transaction is in the pool and not yet mined, and no block is
+    // mined until it is down: that settle's receipt comes while the ledger is unreachable, and must be
+    // answered settled (the case the outbox exists for), not 503.
+    await until(
+      () => Promise.all(relayers.map(async (address) => (await chain.publicClient.getTransactionCount({ address, blockTag: "pending" })) - (await chain.publicClient.getTransactionCount({ address, blockTag: "latest" })))),
+      (waiting) => Array.isArray(waiting) && waiting.some((n) => n > 0),
+      "a relayer transaction in the pool",
+      20_000,
+      10,
+    );
+    await chain.provider.request({ method: "evm_setIntervalMining", params: [0] });
+    const haltedAtBlock = await chain.publicClient.getBlockNumber();
+    try {
+      await postgres!.halt();
+    } finally {
+      await chain.provider.request({ method: "evm_setIntervalMining", params: [1_000] });
+    }
     // While it is down: each instance says so (503), and keeps running.
     const down = await until(() => Promise.all(urls.map((url) => get(url, "/healthcheck"))), (all) => Array.isArray(all) && all.every((h) => h.status === 503), "both healthchecks 503");
     expect(down.map((h) => (h.body.results as { ledger: { reachable: boolean } }).ledger.reachable)).to.deep.equal([false, false]);
     await sleep(5_700);
     await postgres!.resume();
+    const resumedAt = Date.now();
+
+    // Within seconds of its return, each instance has written its outbox and released the claims it
+    // abandoned (recovery runs before "reachable again" is logged).
+    await until(
+      async () => instances.map((i) => i.logs.some((l) => l.msg === "ledger reachable again")),
+      (back) => back.every(Boolean),
+      "both instances to recover",
+      5_000,
+      50,
+    );
+    for (const instance of instances) {
+      for (const line of instance.logs.filter((l) => l.msg === RELEASED)) expect((line.time as number) - resumedAt, "claims released within 5 s of the database's return").to.be.below(5_000);
+    }
 
     const first = await answers;
-    expect(instances.map((i) => i.child.exitCode), instances.map((i) => i.stderr()).join("\n")).to.deep.equal([null, null]);
+    // Nothing is left claimed once every settle answered: a 503's claim was released, not left to block a retry.
+    expect(await until(() => claimedRows(cluster.databaseUrl!), (n) => n === 0, "no claim left behind", 2_000, 100)).to.equal(0);
     // Every answer is true: settled means mined and paid; anything else is a 503 that is no verdict.
     const settledFirst = new Map<number, Hex>();
+    let minedWhileDown = 0;
     for (const [i, answer] of first.entries()) {
       if (answer.status === 200 && answer.body.event === "payment.settled") {
         settledFirst.set(i, answer.body.txHash as Hex);
         const receipt = await chain.publicClient.getTransactionReceipt({ hash: answer.body.txHash as Hex });
         expect(receipt.status, `payment ${i}`).to.equal("success");
+        if (receipt.blockNumber > haltedAtBlock) minedWhileDown++;
       } else {
         expect([answer.status, answer.body.event], `payment ${i}: ${JSON.stringify(answer.body)}`).to.deep.equal([503, undefined]);
       }
     }
+    // The transaction that was out when the database went down was answered settled, from the chain,
+    // and its record kept for the database's return.
+    expect(minedWhileDown, "settles answered settled with a transaction mined after the halt").to.be.greaterThan(0);
+    const keptInOutbox = instances.flatMap((i) => i.logs.filter((l) => l.msg === MINED_WHILE_DOWN).map((l) => l.txHash as Hex));
+    expect(keptInOutbox.length, MINED_WHILE_DOWN).to.be.greaterThan(0);
+    for (const hash of keptInOutbox) expect([...settledFirst.values()], `${hash} was answered settled`).to.include(hash);
     // A 503 said nothing was sent: none of those authorizations is used on chain, even a block later.
     await sleep(1_500);
     for (const [i, payment] of payments.entries()) {
@@ -118,5 +181,5 @@ describe("ledger outage: PostgreSQL restarted under two instances mid-burst", fu
       expect(instance.logs.filter((l) => l.msg === "ledger reachable again")).to.have.length(1);
       expect(instance.logs.filter((l) => l.msg === "relayer key leases not renewed" || l.msg === "reconciler round failed")).to.have.length(0);
     }
-  });
+  }
 });

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { encodeFunctionData, keccak256, parseEther, parseSignature } from "viem";
+import { createPublicClient, custom, encodeFunctionData, keccak256, parseEther, parseSignature } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { settlementChain } from "../../src/chain/settlement-chain.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
@@ -9,6 +9,7 @@ import type { Ledger, SettlementRecord } from "../../src/ledger/types.js";
 import { SettleError } from "../../src/protocol/reasons.js";
 import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
 import { claimInput, TestClock } from "../helpers/ledger.js";
+import { recordRpc } from "../helpers/rpc.js";
 import { openChain } from "../helpers/token.js";
 
 const relayer = privateKeyToAccount(HARDHAT_KEYS.relayer);
@@ -166,6 +167,48 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     expect(failed.transactions.map((t) => t.state)).to.deep.equal(["reverted"]);
     const again = await ledger.claim(claimInput({ key: failed.key, owner: "instance-b" }));
     expect(again.outcome).to.equal("claimed");
+  });
+
+  it("a row whose transaction reverted after a copy used the authorization: left as it is while the token's logs cannot be read, settled with the copy once they can", async () => {
+    const sent = await abandonedSend({ broadcast: false });
+    const m = sent.payment.message;
+    const { r, s, v } = parseSignature(sent.payment.signature);
+    const copy = await chain.buyers[0]!.writeContract({
+      address: chain.token,
+      abi: tokenAbi,
+      functionName: "transferWithAuthorization",
+      args: [m.from, m.to, m.value, m.validAfter, m.validBefore, m.nonce, Number(v), r, s],
+    });
+    // Ours is mined after the copy, and reverts (the local chain reports it as an error of the send itself).
+    await chain.publicClient.sendRawTransaction({ serializedTransaction: sent.raw }).catch(() => undefined);
+    expect((await chain.publicClient.getTransactionReceipt({ hash: sent.hash })).status).to.equal("reverted");
+
+    // The reconciler's chain reads go through an RPC whose eth_getLogs is down.
+    const rpc = recordRpc(chain.connection.provider);
+    rpc.failing.add("eth_getLogs");
+    const errors: string[] = [];
+    const blind = new Reconciler({
+      ledger,
+      chains: [settlementChain({ client: createPublicClient({ transport: custom(rpc.provider) }), chainId: 338, logLookbackBlocks: 1_000 })],
+      clock: clock.read,
+      recheckMs: 5_000,
+      onAction: (action, row) => actions.push([action, row.id]),
+      onError: (error) => void errors.push(String(error)),
+    });
+    await blind.tick();
+    expect(actions).to.deep.equal([]);
+    expect(errors).to.have.length(1);
+    expect(errors[0]).to.include("ECONNREFUSED (test: eth_getLogs is down)");
+    const left = await row(sent.id);
+    expect(left.status).to.equal("sent");
+    expect(left.transactions.map((t) => t.state)).to.deep.equal(["reverted"]);
+
+    rpc.failing.delete("eth_getLogs");
+    clock.advance(5_000);
+    await blind.tick();
+    expect(actions).to.deep.equal([["settled", sent.id]]);
+    expect(await row(sent.id)).to.deep.include({ status: "settled", txHash: copy });
+    expect(await payeeBalance()).to.equal(1_000_000n);
   });
 
   it("fails a row whose authorization expired without being used", async () => {

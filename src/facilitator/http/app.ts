@@ -78,7 +78,7 @@ const ROUTES = new Set([
 /** The route label of a path (bounded for metrics: a lookup's hash is not a label). */
 const routeOf = (path: string) => (path.startsWith("/v2/x402/settlements/") ? "/v2/x402/settlements" : ROUTES.has(path) ? path : "other");
 const REQUEST_ID = /^[\w.:-]{1,64}$/;
-/** The `Retry-After` of a settle answered 503 (a fault before anything was sent). */
+/** The `Retry-After` of a settle answered 503 (a fault: nothing sent, or no verdict yet). */
 const SETTLE_RETRY_AFTER_SECONDS = 2;
 
 /** The endpoint's own shape for a request refused before its dialect is known (Cronos, the default). */
@@ -183,11 +183,12 @@ export function createApp(options: AppOptions): Express {
       }
       const fault = error instanceof FacilitatorFault ? error : undefined;
       if (fault) context.observe?.rpcError(network);
-      // decisions.md: a fault is 500 on verify; settle got here before sending anything, so 503.
+      // decisions.md: a fault is 500 on verify; on settle 503: nothing was sent, or what was sent is not
+      // decided yet (a reverted transaction the chain could not tell about) — no verdict either way.
       const status = route === "verify" ? 500 : 503;
       const text = fault ? `${RequestError.unavailable}: ${fault.message}` : RequestError.internal;
       context.logger.error({ requestId, route, dialect, network, err: errorSummary(error) }, "request fault");
-      // Nothing was sent: the seller (or buyer) may try again shortly.
+      // The seller (or buyer) may try again shortly: a retry claims afresh, or gets the decided outcome.
       if (status === 503) res.set("Retry-After", String(SETTLE_RETRY_AFTER_SECONDS));
       res.status(status).json(codec.refusal(route, fault ? "unavailable" : "internal", text, echo));
       options.onOutcome?.({ requestId, route, dialect, status, network, outcome: text, code: "fault", durationMs: performance.now() - started });

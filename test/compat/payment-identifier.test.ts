@@ -93,21 +93,27 @@ describe("x402 v2 payment-identifier through @x402/core's HTTPFacilitatorClient:
     expect(plain(await client.verify(bare, requirements))).to.include({ isValid: false, invalidReason: "invalid_exact_evm_nonce_already_used" });
   });
 
-  it("the kit's seller with paymentIdentifier: \"required\" declares it in PAYMENT-REQUIRED, answers 400 to a v2 payment without an id, and a retry with the kit buyer's echoed id gets the same transaction", async () => {
+  /** The kit's seller of one paid route declaring payment-identifier (`mode`), its 402 offer, and a way to pay it. */
+  async function identifierSeller(mode: "required" | "optional") {
     const app = express();
     app.get(
       "/report",
-      requirePayment(paymentRequirements({ network: "cronos-testnet", payTo: stack.seller, amount: PRICE }), { facilitatorUrl: stack.facilitatorUrl, paymentIdentifier: "required" }),
+      requirePayment(paymentRequirements({ network: "cronos-testnet", payTo: stack.seller, amount: PRICE }), { facilitatorUrl: stack.facilitatorUrl, paymentIdentifier: mode }),
       (_req, res) => void res.json({ report: "ok" }),
     );
     const seller = await listen(app);
+    const unpaid = await fetch(`${seller.url}/report`);
+    expect(unpaid.status).to.equal(402);
+    const offer = decodeBase64Json(unpaid.headers.get("PAYMENT-REQUIRED")) as unknown as { accepts: Array<Record<string, unknown>>; extensions: Record<string, { info: Record<string, unknown> }> };
+    const pay = async (payment: unknown) => fetch(`${seller.url}/report`, { headers: { "PAYMENT-SIGNATURE": encodeBase64Json(payment) } });
+    return { seller, offer, pay };
+  }
+
+  it("the kit's seller with paymentIdentifier: \"required\" declares it in PAYMENT-REQUIRED, answers 400 to a v2 payment without an id, and a retry with the kit buyer's echoed id gets the same transaction", async () => {
+    const { seller, offer, pay } = await identifierSeller("required");
     try {
-      const unpaid = await fetch(`${seller.url}/report`);
-      expect(unpaid.status).to.equal(402);
-      const offer = decodeBase64Json(unpaid.headers.get("PAYMENT-REQUIRED")) as unknown as { accepts: Array<Record<string, unknown>>; extensions: Record<string, { info: Record<string, unknown> }> };
       expect(offer.extensions["payment-identifier"]!.info).to.deep.equal({ required: true });
       const signer = privateKeyToAccount(buyer.privateKey);
-      const pay = async (payment: unknown) => fetch(`${seller.url}/report`, { headers: { "PAYMENT-SIGNATURE": encodeBase64Json(payment) } });
 
       const withoutId = await pay(await createV2PaymentPayload({ signer, requirements: offer.accepts[0]! }));
       expect([withoutId.status, await withoutId.json()]).to.deep.equal([
@@ -132,20 +138,10 @@ describe("x402 v2 payment-identifier through @x402/core's HTTPFacilitatorClient:
   });
 
   it("the kit's seller with paymentIdentifier: \"optional\" declares it not required: a v2 payment without an id is paid, one with the kit buyer's echoed id gets the same transaction on a retry", async () => {
-    const app = express();
-    app.get(
-      "/report",
-      requirePayment(paymentRequirements({ network: "cronos-testnet", payTo: stack.seller, amount: PRICE }), { facilitatorUrl: stack.facilitatorUrl, paymentIdentifier: "optional" }),
-      (_req, res) => void res.json({ report: "ok" }),
-    );
-    const seller = await listen(app);
+    const { seller, offer, pay } = await identifierSeller("optional");
     try {
-      const unpaid = await fetch(`${seller.url}/report`);
-      expect(unpaid.status).to.equal(402);
-      const offer = decodeBase64Json(unpaid.headers.get("PAYMENT-REQUIRED")) as unknown as { accepts: Array<Record<string, unknown>>; extensions: Record<string, { info: Record<string, unknown> }> };
       expect(offer.extensions["payment-identifier"]!.info).to.deep.equal({ required: false });
       const signer = privateKeyToAccount(buyer.privateKey);
-      const pay = async (payment: unknown) => fetch(`${seller.url}/report`, { headers: { "PAYMENT-SIGNATURE": encodeBase64Json(payment) } });
       const receiptOf = (answer: Response) => (decodeBase64Json(answer.headers.get("PAYMENT-RESPONSE")) as unknown as { transaction: string }).transaction;
 
       let before = await partyBalances(stack, "cronos-testnet", buyer.address);

@@ -9,12 +9,12 @@ import { openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { Ledger } from "../../src/ledger/types.js";
 import { PAYEE, PAYER, RELAYER, TOKEN, TestClock, nonceOf } from "../helpers/ledger.js";
 
-// A ledger file written by a facilitator before migration 0002 (transactions could not be `replaced`)
-// opens in this one with its rows intact, and takes the new state.
+// Ledger files written by earlier facilitators open in this one with their rows intact and take the new
+// state: one from before migration 0002 (transactions could not be `replaced`), one from before 0005.
 
 const hashOf = (label: string) => keccak256(toHex(`tx:${label}`));
 
-describe("ledger migrations: an embedded file from before 0002 (replaced transactions)", () => {
+describe("ledger migrations: embedded files written by earlier versions", () => {
   let dir: string;
   let ledger: Ledger | undefined;
   beforeEach(() => {
@@ -26,7 +26,7 @@ describe("ledger migrations: an embedded file from before 0002 (replaced transac
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it("keeps every row and transaction id, continues the ids after them, and records a replaced version", async () => {
+  it("a file from before 0002 (replaced transactions) keeps every row and transaction id, continues the ids after them, and records a replaced version", async () => {
     const clock = new TestClock();
     const location = join(dir, "ledger.db");
     const old = new DatabaseSync(location);
@@ -68,22 +68,9 @@ describe("ledger migrations: an embedded file from before 0002 (replaced transac
       file.close();
     }
   });
-});
 
-// A ledger file written before migration 0005 (the nonce index) opens with its rows, and an empty index.
-describe("ledger migrations: an embedded file from before 0005 (nonce index)", () => {
-  let dir: string;
-  let ledger: Ledger | undefined;
-  beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), "x402-migrate-"));
-  });
-  afterEach(async () => {
-    await ledger?.close();
-    ledger = undefined;
-    rmSync(dir, { recursive: true, force: true });
-  });
-
-  it("keeps its payment identifiers and opens, records and pages the nonce index", async () => {
+  // A ledger file written before migration 0005 (the nonce index) opens with its rows, and an empty index.
+  it("a file from before 0005 (nonce index) keeps its payment identifiers and opens, records and pages the nonce index", async () => {
     const clock = new TestClock();
     const location = join(dir, "ledger.db");
     const scope = { chainId: 338, token: TOKEN };

@@ -93,6 +93,16 @@ describe("x402 v2 payment-identifier through @x402/core's HTTPFacilitatorClient:
     expect(plain(await client.verify(bare, requirements))).to.include({ isValid: false, invalidReason: "invalid_exact_evm_nonce_already_used" });
   });
 
+  /** The v2 settle answer refusing a payment under an identifier bound to another (nothing sent). */
+  const conflictAnswer = (refusal: string) => ({
+    success: false,
+    errorReason: "payment_identifier_conflict",
+    errorMessage: refusal,
+    payer: buyer.address,
+    transaction: "",
+    network: "eip155:338",
+  });
+
   /** The kit's seller of one paid route declaring payment-identifier (`mode`), its 402 offer, and a way to pay it. */
   async function identifierSeller(mode: "required" | "optional") {
     const app = express();
@@ -175,14 +185,7 @@ describe("x402 v2 payment-identifier through @x402/core's HTTPFacilitatorClient:
       invalidMessage: refusal,
       payer: buyer.address,
     });
-    expect(plain(await client.settle(other, requirements))).to.deep.equal({
-      success: false,
-      errorReason: "payment_identifier_conflict",
-      errorMessage: refusal,
-      payer: buyer.address,
-      transaction: "",
-      network: "eip155:338",
-    });
+    expect(plain(await client.settle(other, requirements))).to.deep.equal(conflictAnswer(refusal));
     expect(await partyBalances(stack, "cronos-testnet", buyer.address)).to.deep.equal(before);
     // The other authorization is still good without the identifier (or under a fresh one).
     const fresh = plain(await client.settle(await paymentWithId(generatePaymentId()), requirements));
@@ -229,14 +232,7 @@ describe("x402 v2 payment-identifier through @x402/core's HTTPFacilitatorClient:
         invalidMessage: refusal,
         payer: buyer.address,
       });
-      expect(plain(await client.settle(resigned.payment, resigned.requirements))).to.deep.equal({
-        success: false,
-        errorReason: "payment_identifier_conflict",
-        errorMessage: refusal,
-        payer: buyer.address,
-        transaction: "",
-        network: "eip155:338",
-      });
+      expect(plain(await client.settle(resigned.payment, resigned.requirements))).to.deep.equal(conflictAnswer(refusal));
       expect(await tokenBalances(info.rpcUrl, info.token, parties)).to.deep.equal(before);
       expect(await rpcClient(info.rpcUrl).getTransactionCount({ address: stack.relayer, blockTag: "pending" })).to.equal(sent);
       // The payment that was settled under the id still gets its own answer.

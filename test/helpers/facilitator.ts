@@ -1,4 +1,4 @@
-import { custom, toHex, type Address, type Hex, type LocalAccount, type Transport } from "viem";
+import { custom, parseSignature, toHex, type Address, type Hex, type LocalAccount, type Transport } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { ACCOUNT_INDEX, buyerIndexes, localAccount } from "../../src/harness/accounts.js";
 import { loadConfig, type FacilitatorConfig } from "../../src/facilitator/config.js";
@@ -129,6 +129,19 @@ export async function makePayment(
     maxTimeoutSeconds: 300,
   };
   return { body: { x402Version: 1, paymentHeader, paymentRequirements }, message, signature, payer, payTo };
+}
+
+/**
+ * Uses one of the buyer's authorizations on chain directly (sent by the chain's deployer, not by a facilitator),
+ * for 1,000 units under `nonce`: its AuthorizationUsed log is what a facilitator started later must know of.
+ */
+export async function useAuthorizationOnChain(
+  chain: Parameters<typeof makePayment>[0] & { contract: { write: { transferWithAuthorization(args: readonly [Address, Address, bigint, bigint, bigint, Hex, number, Hex, Hex]): Promise<unknown> } } },
+  nonce: Hex,
+): Promise<void> {
+  const { message, signature } = await makePayment(chain, { nonce, amount: 1_000n });
+  const { r, s, v } = parseSignature(signature);
+  await chain.contract.write.transferWithAuthorization([message.from, message.to, message.value, message.validAfter, message.validBefore, message.nonce, Number(v), r, s]);
 }
 
 /**

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { createPublicClient, custom, encodeFunctionData, keccak256, parseEther, parseSignature } from "viem";
+import { createPublicClient, custom, encodeFunctionData, keccak256, parseEther, parseSignature, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { settlementChain } from "../../src/chain/settlement-chain.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
@@ -80,6 +80,18 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     return { id: claimed.record.id, hash, raw, payment };
   }
 
+  /** Someone else sends the payment's authorization (a buyer's own transaction): it is used before ours. */
+  async function useElsewhere(payment: Awaited<ReturnType<typeof abandonedSend>>["payment"]): Promise<Hex> {
+    const m = payment.message;
+    const { r, s, v } = parseSignature(payment.signature);
+    return chain.buyers[0]!.writeContract({
+      address: chain.token,
+      abi: tokenAbi,
+      functionName: "transferWithAuthorization",
+      args: [m.from, m.to, m.value, m.validAfter, m.validBefore, m.nonce, Number(v), r, s],
+    });
+  }
+
   const row = async (id: number) => (await ledger.getById(id)) as SettlementRecord;
   const payeeBalance = () => chain.contract.read.balanceOf([privateKeyToAccount(HARDHAT_KEYS.seller).address]);
 
@@ -125,14 +137,7 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
 
   it("settles with the other transaction when someone else used the authorization and ours never got out", async () => {
     const sent = await abandonedSend({ broadcast: false });
-    const m = sent.payment.message;
-    const { r, s, v } = parseSignature(sent.payment.signature);
-    const other = await chain.buyers[0]!.writeContract({
-      address: chain.token,
-      abi: tokenAbi,
-      functionName: "transferWithAuthorization",
-      args: [m.from, m.to, m.value, m.validAfter, m.validBefore, m.nonce, Number(v), r, s],
-    });
+    const other = await useElsewhere(sent.payment);
     await reconciler.tick();
     expect(actions).to.deep.equal([["settled", sent.id]]);
     expect((await row(sent.id)).txHash).to.equal(other);
@@ -171,14 +176,7 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
 
   it("a row whose transaction reverted after a copy used the authorization: left as it is while the token's logs cannot be read, settled with the copy once they can", async () => {
     const sent = await abandonedSend({ broadcast: false });
-    const m = sent.payment.message;
-    const { r, s, v } = parseSignature(sent.payment.signature);
-    const copy = await chain.buyers[0]!.writeContract({
-      address: chain.token,
-      abi: tokenAbi,
-      functionName: "transferWithAuthorization",
-      args: [m.from, m.to, m.value, m.validAfter, m.validBefore, m.nonce, Number(v), r, s],
-    });
+    const copy = await useElsewhere(sent.payment);
     // Ours is mined after the copy, and reverts (the local chain reports it as an error of the send itself).
     await chain.publicClient.sendRawTransaction({ serializedTransaction: sent.raw }).catch(() => undefined);
     expect((await chain.publicClient.getTransactionReceipt({ hash: sent.hash })).status).to.equal("reverted");

@@ -4,10 +4,10 @@ import { privateKeyToAccount } from "viem/accounts";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { Ledger } from "../../src/ledger/types.js";
 import { TokenIndex, type TokenIndexParameters } from "../../src/state/index.js";
-import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
+import { HARDHAT_KEYS, makePayment, useAuthorizationOnChain } from "../helpers/facilitator.js";
 import { openProxiedChain, type ProxiedChain } from "../helpers/proxied-chain.js";
 import type { JsonRpcRequest } from "../helpers/rpc-proxy.js";
-import { signCancelAuthorization, splitSignature } from "../helpers/sign.js";
+import { signCancelAuthorization } from "../helpers/sign.js";
 import { waitUntil } from "../helpers/time.js";
 import { postgresBackend, TestClock } from "../helpers/ledger.js";
 
@@ -78,11 +78,7 @@ describe("token state index: verify's state from the token's logs", function () 
   const head = () => chain().publicClient.getBlockNumber({ cacheTime: 0 });
   const balance = (address: Address) => chain().contract.read.balanceOf([address]);
   /** Uses an authorization of the buyer on chain (the relayer of these tests is the chain's deployer). */
-  const useAuthorization = async (nonce: Hex) => {
-    const { message, signature } = await makePayment(chain(), { nonce, amount: 1_000n });
-    const { v, r, s } = splitSignature(signature);
-    await chain().contract.write.transferWithAuthorization([message.from, message.to, message.value, message.validAfter, message.validBefore, message.nonce, v, r, s]);
-  };
+  const useAuthorization = (nonce: Hex) => useAuthorizationOnChain(chain(), nonce);
   const cancelAuthorization = async (nonce: Hex) => {
     const { info, token } = chain();
     const domain = { name: info.domain.name, version: info.domain.version, chainId: info.chainId, verifyingContract: token };

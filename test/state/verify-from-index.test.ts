@@ -3,10 +3,10 @@ import { toHex, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { RunningFacilitator } from "../../src/facilitator/server.js";
 import { VerifyReason, SettleError } from "../../src/protocol/reasons.js";
-import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
+import { HARDHAT_KEYS, makePayment, useAuthorizationOnChain } from "../helpers/facilitator.js";
 import { postJson } from "../helpers/http.js";
 import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";
-import { signCancelAuthorization, splitSignature } from "../helpers/sign.js";
+import { signCancelAuthorization } from "../helpers/sign.js";
 import { waitUntil } from "../helpers/time.js";
 
 const freshNonce = () => toHex(crypto.getRandomValues(new Uint8Array(32)));
@@ -46,11 +46,7 @@ describe("verify from the token state index: the truth it must keep", function (
   const metrics = async () => (await fetch(running.metricsUrl!)).text();
   const fromIndex = async () => metric(await metrics(), 'x402_verify_state_source_total{network="cronos-testnet",source="index"}');
   const fromChain = async () => metric(await metrics(), 'x402_verify_state_source_total{network="cronos-testnet",source="chain"}');
-  const useAuthorization = async (nonce: Hex) => {
-    const { message, signature } = await makePayment(chain(), { nonce, amount: 1_000n });
-    const { v, r, s } = splitSignature(signature);
-    await chain().contract.write.transferWithAuthorization([message.from, message.to, message.value, message.validAfter, message.validBefore, message.nonce, v, r, s]);
-  };
+  const useAuthorization = (nonce: Hex) => useAuthorizationOnChain(chain(), nonce);
 
   it("refuses an authorization used on chain before the facilitator started, and one canceled before it, as Authorization already used, from the index", async () => {
     const used = freshNonce();

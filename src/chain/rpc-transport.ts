@@ -51,13 +51,13 @@ export function rpcTransport(parameters: RpcTransportParameters): RpcTransport {
     return {
       url,
       label: several ? `${redactUrl(url)} (URL #${index + 1} of ${urls.length})` : redactUrl(url),
-      transport: /^wss?:/.test(url) ? webSocket(url, options) : http(url, { ...options, batch: { wait: 0 } }),
+      transport: isWebSocketUrl(url) ? webSocket(url, options) : http(url, { ...options, batch: { wait: 0 } }),
     };
   });
   // A WebSocket endpoint's socket is shared (viem keeps one per URL) and reconnects by itself: closed with the transport.
   const closeSockets = () => {
     for (const endpoint of endpoints) {
-      if (!/^wss?:/.test(endpoint.url)) continue;
+      if (!isWebSocketUrl(endpoint.url)) continue;
       const value = endpoint.transport({ retryCount: 0 }).value as { getRpcClient?: () => Promise<{ close(): void }> } | undefined;
       void value?.getRpcClient?.().then((client) => client.close(), () => {});
     }
@@ -100,6 +100,11 @@ export function rpcTransport(parameters: RpcTransportParameters): RpcTransport {
       closeSockets();
     },
   };
+}
+
+/** Whether an RPC URL is served over WebSocket (`ws://`, `wss://`). */
+export function isWebSocketUrl(url: string): boolean {
+  return /^wss?:/.test(url);
 }
 
 /**

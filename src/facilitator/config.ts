@@ -279,7 +279,7 @@ const KNOWN_VARIABLES = Object.keys(envSchema.shape);
 export const CONFIG_VARIABLES: readonly string[] = KNOWN_VARIABLES;
 
 /** Which env prefix each network's variables use. */
-const PREFIX: Record<NetworkName, "CRONOS_TESTNET" | "CRONOS_MAINNET"> = {
+export const ENV_PREFIX: Record<NetworkName, "CRONOS_TESTNET" | "CRONOS_MAINNET"> = {
   "cronos-testnet": "CRONOS_TESTNET",
   "cronos-mainnet": "CRONOS_MAINNET",
 };
@@ -323,7 +323,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
       if (!names.includes(name)) names.push(name);
     }
   } else {
-    names = NETWORK_NAMES.filter((name) => embedded.includes(name) || e[`${PREFIX[name]}_RPC_URL`] !== undefined);
+    names = NETWORK_NAMES.filter((name) => embedded.includes(name) || e[`${ENV_PREFIX[name]}_RPC_URL`] !== undefined);
   }
   if (names.length === 0) {
     throw new ConfigError(
@@ -332,7 +332,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
   }
 
   const networks = names.map((name): NetworkConfig => {
-    const prefix = PREFIX[name];
+    const prefix = ENV_PREFIX[name];
     const info = NETWORKS[name];
     const rpcUrls = parseRpcUrls(`${prefix}_RPC_URL`, e[`${prefix}_RPC_URL`]);
     if (rpcUrls.length === 0 && !embedded.includes(name)) throw new ConfigError(`${prefix}_RPC_URL: required to serve ${name}`);
@@ -407,7 +407,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
       logRangeBlocks: e.STATE_INDEX_LOG_RANGE,
       startBlocks: Object.fromEntries(
         names.flatMap((name) => {
-          const start = e[`${PREFIX[name]}_INDEX_START_BLOCK`];
+          const start = e[`${ENV_PREFIX[name]}_INDEX_START_BLOCK`];
           return start >= 0 ? [[name, BigInt(start)]] : [];
         }),
       ),

@@ -3,7 +3,7 @@ import { describeRpcFailure, redactUrl } from "../chain/rpc-url.js";
 import { tokenAbi } from "../chain/token-abi.js";
 import type { LedgerHealth } from "../ledger/types.js";
 import type { IndexStatus } from "../state/index.js";
-import type { NetworkConfig } from "./config.js";
+import { ENV_PREFIX, type NetworkConfig } from "./config.js";
 
 /** What one network looks like from here. */
 export interface NetworkInspection {
@@ -62,7 +62,6 @@ export interface InspectNetworkParameters {
   index?: { status(): IndexStatus };
 }
 
-const PREFIX: Record<string, string> = { "cronos-testnet": "CRONOS_TESTNET", "cronos-mainnet": "CRONOS_MAINNET" };
 
 /**
  * Checks one configured network for real: the RPC answers with the configured chain id, the
@@ -70,7 +69,7 @@ const PREFIX: Record<string, string> = { "cronos-testnet": "CRONOS_TESTNET", "cr
  */
 export async function inspectNetwork(parameters: InspectNetworkParameters): Promise<NetworkInspection> {
   const { client, config } = parameters;
-  const prefix = PREFIX[config.network] ?? config.network.toUpperCase();
+  const prefix = ENV_PREFIX[config.network];
   const rpcVariable = `${prefix}_RPC_URL`;
   const tokenVariable = `${prefix}_TOKEN_ADDRESS`;
   const result: NetworkInspection = {

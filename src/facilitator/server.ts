@@ -4,10 +4,10 @@ import type { Express } from "express";
 import { ChainState } from "../chain/state.js";
 import { TokenIndex } from "../state/index.js";
 import { Relayer, type RelayerEvent } from "../chain/relayer.js";
-import { rpcTransport, type RpcTransport } from "../chain/rpc-transport.js";
+import { isWebSocketUrl, rpcTransport, type RpcTransport } from "../chain/rpc-transport.js";
 import { domainSeparator } from "../chain/signature.js";
 import type { NetworkName } from "../protocol/networks.js";
-import type { FacilitatorConfig, NetworkConfig } from "./config.js";
+import { ENV_PREFIX, type FacilitatorConfig, type NetworkConfig } from "./config.js";
 import { supportedAnswer } from "./dialects/index.js";
 import { healthReport, inspectNetwork, readDomain, type RpcEndpointClient } from "./health.js";
 import { createApp, type OutcomeRecord } from "./http/app.js";
@@ -332,11 +332,11 @@ function startIndex(config: FacilitatorConfig, runtime: NetworkRuntime, ledger: 
     token,
     store: ledger,
     ...(config.stateIndex.startBlocks[network] !== undefined ? { startBlock: config.stateIndex.startBlocks[network] } : {}),
-    startBlockVariable: `${network === "cronos-testnet" ? "CRONOS_TESTNET" : "CRONOS_MAINNET"}_INDEX_START_BLOCK`,
+    startBlockVariable: `${ENV_PREFIX[network]}_INDEX_START_BLOCK`,
     logRangeBlocks: config.stateIndex.logRangeBlocks,
     pollingIntervalMs: config.pollingIntervalMs,
     // New blocks are announced over a WebSocket RPC (every URL one: failover keeps the subscription).
-    subscribe: rpcUrls.length > 0 && rpcUrls.every((url) => /^wss?:/.test(url)),
+    subscribe: rpcUrls.length > 0 && rpcUrls.every(isWebSocketUrl),
     logger,
     observe: { followError: (kind) => metrics.indexFollowError(network, kind) },
   });

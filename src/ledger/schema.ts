@@ -206,4 +206,52 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
     ],
   },
+  {
+    // The discovery catalog, owned by its sellers: one entry per resource URL, method AND payTo, written only
+    // from settled payments (the old table's entries may have been created by verifies or re-pointed by a
+    // settle to another payTo, so they are not carried over: each seller is listed again by its next
+    // payment). Its distinct payers (counted up to a cap), its words for search (a word table whose B-tree
+    // hands back the best entries of a word first: search reads a bounded number of rows, however large the
+    // catalog), and the entry count the bounds keep. And finished settlements by age, for retention.
+    name: "0007_owned_catalog",
+    statements: (d) => [
+      `DROP TABLE discovery_resources`,
+      `CREATE TABLE discovery_entries (
+        id ${d.serial},
+        resource TEXT NOT NULL,
+        method TEXT NOT NULL,
+        pay_to TEXT NOT NULL,
+        type TEXT NOT NULL,
+        networks TEXT NOT NULL,
+        schemes TEXT NOT NULL,
+        payers INTEGER NOT NULL,
+        first_paid BIGINT NOT NULL,
+        last_paid BIGINT NOT NULL,
+        entry TEXT NOT NULL,
+        UNIQUE (resource, method, pay_to)
+      )`,
+      `CREATE INDEX discovery_entries_recent ON discovery_entries (last_paid, id)`,
+      `CREATE INDEX discovery_entries_seller ON discovery_entries (pay_to, last_paid, id)`,
+      `CREATE INDEX discovery_entries_standing ON discovery_entries (payers, last_paid, id)`,
+      `CREATE TABLE discovery_payers (
+        entry_id BIGINT NOT NULL REFERENCES discovery_entries (id) ON DELETE CASCADE,
+        payer TEXT NOT NULL,
+        PRIMARY KEY (entry_id, payer)
+      )${d.backend === "sqlite" ? " WITHOUT ROWID" : ""}`,
+      `CREATE TABLE discovery_words (
+        word TEXT NOT NULL,
+        payers INTEGER NOT NULL,
+        last_paid BIGINT NOT NULL,
+        entry_id BIGINT NOT NULL REFERENCES discovery_entries (id) ON DELETE CASCADE,
+        PRIMARY KEY (word, payers, last_paid, entry_id)
+      )${d.backend === "sqlite" ? " WITHOUT ROWID" : ""}`,
+      `CREATE INDEX discovery_words_entry ON discovery_words (entry_id, word)`,
+      `CREATE TABLE discovery_catalog (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        entries BIGINT NOT NULL
+      )`,
+      `INSERT INTO discovery_catalog (id, entries) VALUES (1, 0)`,
+      `CREATE INDEX settlements_finished ON settlements (updated_at, id) WHERE status IN ('settled', 'failed')`,
+    ],
+  },
 ];

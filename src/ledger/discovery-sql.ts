@@ -1,0 +1,243 @@
+import { caip2OfNetwork } from "../protocol/x402v2.js";
+import {
+  DISCOVERY_CANDIDATES_PER_WORD,
+  DISCOVERY_MAX_PAYERS,
+  DISCOVERY_MAX_QUERY_WORDS,
+  DISCOVERY_MAX_WORD_LENGTH,
+  DISCOVERY_MAX_WORDS,
+  type DiscoveryBounds,
+  type DiscoveryEntry,
+  type DiscoveryFilter,
+  type DiscoveryPage,
+  type DiscoveryPageRequest,
+  type DiscoveryPayment,
+  type DiscoveryRecorded,
+  type DiscoverySearchPage,
+} from "./types.js";
+
+// The discovery catalog's SQL (migration 0007), the same statements on SQLite and PostgreSQL. Apart from
+// the rest of the ledger: the catalog is discovery, never money, and shares no row with settlements.
+
+type Value = string | number | null;
+type Row = Record<string, unknown>;
+interface Executor {
+  all(sql: string, params?: readonly Value[]): Promise<Row[]>;
+  run(sql: string, params?: readonly Value[]): Promise<number>;
+}
+/** What the catalog needs of a ledger driver (a structural part of `SqlDriver`). */
+export interface CatalogDriver extends Executor {
+  transaction<T>(options: { lock?: string }, work: (tx: Executor) => Promise<T>): Promise<T>;
+}
+
+/** Every catalog write takes this lock (every instance): counts and evictions stay exact, and no two writes wait on each other's rows. */
+const LOCK = "discovery-catalog";
+/** Ways of paying one catalog entry keeps (one per scheme and network). */
+const MAX_ACCEPTS = 16;
+/** Rows read per query while filling a page up to its byte bound. */
+const PAGE_CHUNK = 32;
+
+const lower = (value: string) => value.toLowerCase();
+/** A network's one name for comparisons: its CAIP-2 id where the kit knows it (`cronos-testnet` is `eip155:338`). */
+const networkKey = (network: string) => caip2OfNetwork(network) ?? network;
+/** A set of values as one column that `LIKE '%|value|%'` searches. */
+const listColumn = (values: Iterable<string>) => `|${[...new Set(values)].join("|")}|`;
+/** A LIKE pattern matching `value` as one member of a {@link listColumn}, its wildcards escaped. */
+const memberPattern = (value: string) => `%|${value.replace(/[\\%_]/g, (c) => `\\${c}`)}|%`;
+const marks = (n: number) => Array.from({ length: n }, () => "?").join(", ");
+
+/**
+ * What a catalog entry is keyed by with its URL and payTo: its declaration's HTTP method (GET by default),
+ * or `mcp:<toolName>` for an MCP tool (several tools may share one URL).
+ */
+export function discoveryMethodOf(entry: DiscoveryEntry): string {
+  const input = (entry.extensions?.bazaar as { info?: { input?: { method?: unknown; toolName?: unknown } } } | undefined)?.info?.input;
+  if (entry.type === "mcp") return `mcp:${typeof input?.toolName === "string" ? input.toolName : ""}`;
+  return typeof input?.method === "string" ? input.method.toUpperCase() : "GET";
+}
+
+/** The key a removal names: an HTTP method in any case, or `mcp:<toolName>` as declared (tool names are case-sensitive). */
+function methodKey(method: string): string {
+  return /^mcp:/i.test(method) ? `mcp:${method.slice(4)}` : method.toUpperCase();
+}
+
+/** The WHERE clause (over alias `e`) and its values for a filter. */
+function whereOf(filter: DiscoveryFilter = {}): { sql: string; params: Value[] } {
+  const clauses: string[] = [];
+  const params: Value[] = [];
+  if (filter.type !== undefined) clauses.push("e.type = ?"), params.push(filter.type);
+  if (filter.payTo !== undefined) clauses.push("e.pay_to = ?"), params.push(lower(filter.payTo));
+  if (filter.network !== undefined) clauses.push(`e.networks LIKE ? ESCAPE '\\'`), params.push(memberPattern(networkKey(filter.network)));
+  if (filter.scheme !== undefined) clauses.push(`e.schemes LIKE ? ESCAPE '\\'`), params.push(memberPattern(filter.scheme));
+  return { sql: clauses.length ? `WHERE ${clauses.join(" AND ")}` : "", params };
+}
+
+/** The discovery catalog over SQL: see {@link Ledger.recordDiscoveryPayment} and the lookups beside it. */
+export class SqlDiscoveryCatalog {
+  readonly #db: CatalogDriver;
+
+  constructor(driver: CatalogDriver) {
+    this.#db = driver;
+  }
+
+  record(payment: DiscoveryPayment, bounds: DiscoveryBounds): Promise<DiscoveryRecorded> {
+    const { entry } = payment;
+    const method = discoveryMethodOf(entry);
+    const payTo = lower(payment.payTo);
+    const payer = lower(payment.payer);
+    const paidAt = Date.parse(entry.lastUpdated);
+    if (!Number.isFinite(paidAt)) return Promise.reject(new RangeError(`lastUpdated is not a time: ${entry.lastUpdated}`));
+    const words = [...new Set(payment.words)].filter((word) => word.length <= DISCOVERY_MAX_WORD_LENGTH).slice(0, DISCOVERY_MAX_WORDS);
+    return this.#db.transaction({ lock: LOCK }, async (tx) => {
+      const [row] = await tx.all(`SELECT id, entry, last_paid FROM discovery_entries WHERE resource = ? AND method = ? AND pay_to = ?`, [entry.resource, method, payTo]);
+      // The ways of paying of every payment of this payTo (one per scheme and network), the latest first.
+      const kind = (a: Record<string, unknown>) => `${String(a.scheme)}|${networkKey(String(a.network))}`;
+      const fresh = new Set(entry.accepts.map(kind));
+      const earlier = row ? (JSON.parse(String(row.entry)) as DiscoveryEntry).accepts : [];
+      const accepts = [...entry.accepts, ...earlier.filter((a) => !fresh.has(kind(a)))].slice(0, MAX_ACCEPTS);
+      const lastPaid = Math.max(paidAt, row ? Number(row.last_paid) : 0);
+      const listing = JSON.stringify({ ...entry, accepts, lastUpdated: new Date(lastPaid).toISOString() });
+      const networks = listColumn(accepts.map((a) => networkKey(String(a.network))));
+      const schemes = listColumn(accepts.map((a) => String(a.scheme)));
+      let id: number;
+      if (row) {
+        id = Number(row.id);
+      } else {
+        const [inserted] = await tx.all(
+          `INSERT INTO discovery_entries (resource, method, pay_to, type, networks, schemes, payers, first_paid, last_paid, entry)
+           VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?) RETURNING id`,
+          [entry.resource, method, payTo, entry.type, networks, schemes, paidAt, lastPaid, listing],
+        );
+        id = Number(inserted!.id);
+        await tx.run(`UPDATE discovery_catalog SET entries = entries + 1 WHERE id = 1`);
+      }
+      // Distinct payers, up to the cap: one payer paying again and again counts once.
+      const [counted] = await tx.all(`SELECT COUNT(*) AS n FROM discovery_payers WHERE entry_id = ?`, [id]);
+      if (Number(counted!.n) < DISCOVERY_MAX_PAYERS) {
+        await tx.run(`INSERT INTO discovery_payers (entry_id, payer) VALUES (?, ?) ON CONFLICT (entry_id, payer) DO NOTHING`, [id, payer]);
+      }
+      const [{ n: payers } = { n: 0 }] = await tx.all(`SELECT COUNT(*) AS n FROM discovery_payers WHERE entry_id = ?`, [id]);
+      await tx.run(`UPDATE discovery_entries SET type = ?, networks = ?, schemes = ?, payers = ?, last_paid = ?, entry = ? WHERE id = ?`, [
+        entry.type,
+        networks,
+        schemes,
+        Number(payers),
+        lastPaid,
+        listing,
+        id,
+      ]);
+      // The word rows carry the entry's standing, so a word's best entries come first from its index.
+      await tx.run(`DELETE FROM discovery_words WHERE entry_id = ?`, [id]);
+      if (words.length > 0) {
+        await tx.run(
+          `INSERT INTO discovery_words (word, payers, last_paid, entry_id) VALUES ${words.map(() => "(?, ?, ?, ?)").join(", ")}`,
+          words.flatMap((word) => [word, Number(payers), lastPaid, id]),
+        );
+      }
+      // The bounds: the payTo's own first (its entries are its own to crowd out), then the whole catalog.
+      let evicted = 0;
+      if (!row) {
+        const [seller] = await tx.all(`SELECT COUNT(*) AS n FROM (SELECT 1 FROM discovery_entries WHERE pay_to = ? LIMIT ?) AS s`, [payTo, bounds.maxEntriesPerSeller + 1]);
+        evicted += await this.#evict(tx, Number(seller!.n) - bounds.maxEntriesPerSeller, `WHERE pay_to = ?`, [payTo]);
+        const [all] = await tx.all(`SELECT entries FROM discovery_catalog WHERE id = 1`);
+        evicted += await this.#evict(tx, Number(all!.entries) - bounds.maxEntries, "", []);
+      }
+      return { created: !row, evicted };
+    });
+  }
+
+  /** Deletes the `count` entries (of `where`) with the fewest distinct payers, the least recently paid among them. */
+  async #evict(tx: Executor, count: number, where: string, params: Value[]): Promise<number> {
+    if (count <= 0) return 0;
+    const victims = await tx.all(`SELECT id FROM discovery_entries ${where} ORDER BY payers, last_paid, id LIMIT ?`, [...params, count]);
+    return this.#delete(tx, victims.map((v) => Number(v.id)));
+  }
+
+  async #delete(tx: Executor, ids: number[]): Promise<number> {
+    if (ids.length === 0) return 0;
+    // Payers and words go with their entry (ON DELETE CASCADE).
+    const deleted = await tx.run(`DELETE FROM discovery_entries WHERE id IN (${marks(ids.length)})`, ids);
+    await tx.run(`UPDATE discovery_catalog SET entries = entries - ? WHERE id = 1`, [deleted]);
+    return deleted;
+  }
+
+  async list(request: DiscoveryPageRequest): Promise<DiscoveryPage> {
+    const where = whereOf(request.filter);
+    const [count] = where.params.length
+      ? await this.#db.all(`SELECT COUNT(*) AS n FROM discovery_entries e ${where.sql}`, where.params)
+      : await this.#db.all(`SELECT entries AS n FROM discovery_catalog WHERE id = 1`);
+    const items = await this.#page(request, (limit, offset) =>
+      this.#db.all(`SELECT e.id FROM discovery_entries e ${where.sql} ORDER BY e.last_paid DESC, e.id DESC LIMIT ? OFFSET ?`, [...where.params, limit, offset]),
+    );
+    return { items: items.items, total: Number(count?.n ?? 0) };
+  }
+
+  async search(request: DiscoveryPageRequest & { words: readonly string[] }): Promise<DiscoverySearchPage> {
+    const words = [...new Set(request.words)].filter((word) => word.length <= DISCOVERY_MAX_WORD_LENGTH).slice(0, DISCOVERY_MAX_QUERY_WORDS);
+    if (words.length === 0) return { items: [], more: false, partial: false };
+    const { payTo, ...rest } = request.filter ?? {};
+    const where = whereOf(rest);
+    let candidates: string;
+    let candidateParams: Value[];
+    let partial = false;
+    if (payTo !== undefined) {
+      // One seller's entries (bounded by CATALOG_MAX_ENTRIES_PER_SELLER): every match of the words among them.
+      candidates = `SELECT w.entry_id FROM discovery_entries s JOIN discovery_words w ON w.entry_id = s.id WHERE s.pay_to = ? AND w.word IN (${marks(words.length)})`;
+      candidateParams = [lower(payTo), ...words];
+    } else {
+      // The best entries of each word, read from the word's index in order: a bounded read at any catalog size.
+      candidates = words
+        .map((_, i) => `SELECT entry_id FROM (SELECT entry_id FROM discovery_words WHERE word = ? ORDER BY payers DESC, last_paid DESC, entry_id DESC LIMIT ?) AS w${i}`)
+        .join(" UNION ALL ");
+      candidateParams = words.flatMap((word) => [word, DISCOVERY_CANDIDATES_PER_WORD]);
+      const [counts] = await this.#db.all(
+        `SELECT ${words.map((_, i) => `(SELECT COUNT(*) FROM (SELECT 1 FROM discovery_words WHERE word = ? LIMIT ?) AS c${i}) AS n${i}`).join(", ")}`,
+        words.flatMap((word) => [word, DISCOVERY_CANDIDATES_PER_WORD + 1]),
+      );
+      partial = words.some((_, i) => Number(counts![`n${i}`]) > DISCOVERY_CANDIDATES_PER_WORD);
+    }
+    const page = await this.#page(request, (limit, offset) =>
+      this.#db.all(
+        `SELECT e.id FROM (SELECT entry_id, COUNT(*) AS score FROM (${candidates}) AS c GROUP BY entry_id) AS m
+         JOIN discovery_entries e ON e.id = m.entry_id ${where.sql}
+         ORDER BY m.score DESC, e.payers DESC, e.last_paid DESC, e.id DESC LIMIT ? OFFSET ?`,
+        [...candidateParams, ...where.params, limit, offset],
+      ),
+    );
+    return { ...page, partial };
+  }
+
+  /**
+   * A page: the ids `select` ranks, then their entries (read a chunk at a time), until `limit` entries or
+   * `maxBytes` of them (the first entry always); `more` when a ranked entry was left for the next page.
+   */
+  async #page(request: DiscoveryPageRequest, select: (limit: number, offset: number) => Promise<Row[]>): Promise<{ items: string[]; more: boolean }> {
+    // One more than wanted: whether anything follows the page.
+    const ranked = (await select(request.limit + 1, request.offset)).map((row) => Number(row.id));
+    const ids = ranked.slice(0, request.limit);
+    const items: string[] = [];
+    let bytes = 0;
+    for (let start = 0; start < ids.length; start += PAGE_CHUNK) {
+      const chunk = ids.slice(start, start + PAGE_CHUNK);
+      const rows = await this.#db.all(`SELECT id, entry FROM discovery_entries WHERE id IN (${marks(chunk.length)})`, chunk);
+      const found = new Map(rows.map((row) => [Number(row.id), String(row.entry)]));
+      for (const id of chunk) {
+        const text = found.get(id);
+        // Evicted between the two reads: left out.
+        if (text === undefined) continue;
+        if (items.length > 0 && bytes + text.length > request.maxBytes) return { items, more: true };
+        items.push(text);
+        bytes += text.length;
+      }
+    }
+    return { items, more: ranked.length > request.limit };
+  }
+
+  remove(resource: string, method?: string, payTo?: string): Promise<number> {
+    return this.#db.transaction({ lock: LOCK }, async (tx) => {
+      const clauses = ["resource = ?", ...(method !== undefined ? ["method = ?"] : []), ...(payTo !== undefined ? ["pay_to = ?"] : [])];
+      const params = [resource, ...(method !== undefined ? [methodKey(method)] : []), ...(payTo !== undefined ? [lower(payTo)] : [])];
+      const ids = await tx.all(`SELECT id FROM discovery_entries WHERE ${clauses.join(" AND ")}`, params);
+      return this.#delete(tx, ids.map((row) => Number(row.id)));
+    });
+  }
+}

@@ -125,17 +125,20 @@ describe("discovery catalog (x402 bazaar): entries only from settled payments, o
     }
   });
 
-  it("deep or oversized JSON: a declaration nested 5,000 levels verifies valid and settles, unlisted; so does one over 16 KiB", async () => {
-    const opened = await openFacilitator("cronos-testnet");
-    let deep: unknown = "snow";
-    for (let i = 0; i < 5_000; i++) deep = { a: deep };
-    const nested = declared(await makePayment(opened.chain), "https://deep.example/x", "deep", { input: { type: "http", method: "GET", queryParams: deep } });
-    const verified = await request(opened.app).post("/v2/x402/verify").send(nested);
-    expect([verified.status, verified.body.isValid]).to.deep.equal([200, true]);
-    await settle(opened, nested);
+  it("deep or oversized JSON: a declaration nested 5,000 levels verifies valid and settles, unlisted (refused by its depth, not by a fault); so does one over 16 KiB", async () => {
+    const { logger, lines } = recordingLogger();
+    const opened = await openFacilitator("cronos-testnet", {}, { logger });
+    // Written as text: JSON.stringify itself overflows the stack near 5,000 levels.
+    const deep = `${'{"a":'.repeat(5_000)}"snow"${"}".repeat(5_000)}`;
+    const nested = JSON.stringify(declared(await makePayment(opened.chain), "https://deep.example/x", "deep", { input: { type: "http", method: "GET", queryParams: "DEEP" } })).replace('"DEEP"', deep);
+    for (const route of ["verify", "settle"]) {
+      const answer = await request(opened.app).post(`/v2/x402/${route}`).set("Content-Type", "application/json").send(nested);
+      expect([answer.status, answer.body.isValid ?? answer.body.success], route).to.deep.equal([200, true]);
+    }
     const large = declared(await makePayment(opened.chain), "https://large.example/x", "large", { input: { type: "http", method: "GET", queryParams: { blob: "x".repeat(17_000) } } });
     await settle(opened, large);
     expect((await listed(opened)).items).to.deep.equal([]);
+    expect(lines.filter((line) => line.message?.startsWith("discovery catalog"))).to.deep.equal([]);
   });
 
   it("a catalog write that fails or hangs never changes the settle's answer: logged, answered within a second of waiting", async () => {

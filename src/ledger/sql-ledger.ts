@@ -200,6 +200,16 @@ function toBoundPayment(row: SqlRow): BoundPayment {
   return { nonce: row.nonce as Hex, ...(row.digest != null ? { digest: row.digest as Hex } : {}) };
 }
 
+/**
+ * The settlement a transaction hash names (any of its transactions, or the one that used its authorization):
+ * two indexed reads (the transactions' unique hash, the rows' tx_hash), never a scan. An OR across the two
+ * tables (`id IN (…) OR tx_hash = ?`) could only be answered by reading every row. Exported for the test
+ * that reads its plan.
+ */
+export const FIND_BY_TX_HASH = `SELECT * FROM settlements WHERE id IN (
+   SELECT settlement_id FROM settlement_transactions WHERE hash = ? UNION SELECT id FROM settlements WHERE tx_hash = ?
+ ) ORDER BY id LIMIT 1`;
+
 /** The write-ahead record of a signed transaction: completed with the row source (`settlements WHERE …`, or a CTE). */
 const INSERT_SIGNED = `INSERT INTO settlement_transactions (hash, settlement_id, chain_id, relayer, relayer_nonce, raw, state, fee_cap, priority_fee, created_at, updated_at)
    SELECT ?, id, chain_id, ?, ?, ?, 'signed', ?, ?, ?, ? FROM`;
@@ -504,14 +514,7 @@ export class SqlLedger implements Ledger {
 
   async findByTxHash(hash: Hex): Promise<SettlementRecord | undefined> {
     const h = lower(hash);
-    // Two indexed reads (the transactions' unique hash, the rows' tx_hash), never a scan: an OR across the two
-    // tables could only be answered by reading every row.
-    const [row] = await this.#db.all(
-      `SELECT * FROM settlements WHERE id IN (
-         SELECT settlement_id FROM settlement_transactions WHERE hash = ? UNION SELECT id FROM settlements WHERE tx_hash = ?
-       ) ORDER BY id LIMIT 1`,
-      [h, h],
-    );
+    const [row] = await this.#db.all(FIND_BY_TX_HASH, [h, h]);
     return this.#record(this.#db, row);
   }
 

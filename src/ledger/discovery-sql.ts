@@ -99,47 +99,48 @@ export class SqlDiscoveryCatalog {
       const networks = listColumn(accepts.map((a) => networkKey(String(a.network))));
       const schemes = listColumn(accepts.map((a) => String(a.scheme)));
       let id: number;
+      let payers: number;
+      let entries: number | undefined;
       if (row) {
         id = Number(row.id);
+        // Distinct payers, up to the cap: one payer paying again and again counts once.
+        await tx.run(
+          `INSERT INTO discovery_payers (entry_id, payer) SELECT ?, ? WHERE (SELECT COUNT(*) FROM discovery_payers WHERE entry_id = ?) < ?
+           ON CONFLICT (entry_id, payer) DO NOTHING`,
+          [id, payer, id, DISCOVERY_MAX_PAYERS],
+        );
+        const [updated] = await tx.all(
+          `UPDATE discovery_entries SET type = ?, networks = ?, schemes = ?, payers = (SELECT COUNT(*) FROM discovery_payers WHERE entry_id = ?), last_paid = ?, entry = ?
+           WHERE id = ? RETURNING payers`,
+          [entry.type, networks, schemes, id, lastPaid, listing, id],
+        );
+        payers = Number(updated!.payers);
+        await tx.run(`DELETE FROM discovery_words WHERE entry_id = ?`, [id]);
       } else {
         const [inserted] = await tx.all(
           `INSERT INTO discovery_entries (resource, method, pay_to, type, networks, schemes, payers, first_paid, last_paid, entry)
-           VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?) RETURNING id`,
+           VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id`,
           [entry.resource, method, payTo, entry.type, networks, schemes, paidAt, lastPaid, listing],
         );
         id = Number(inserted!.id);
-        await tx.run(`UPDATE discovery_catalog SET entries = entries + 1 WHERE id = 1`);
+        payers = 1;
+        await tx.run(`INSERT INTO discovery_payers (entry_id, payer) VALUES (?, ?)`, [id, payer]);
+        const [catalog] = await tx.all(`UPDATE discovery_catalog SET entries = entries + 1 WHERE id = 1 RETURNING entries`);
+        entries = Number(catalog!.entries);
       }
-      // Distinct payers, up to the cap: one payer paying again and again counts once.
-      const [counted] = await tx.all(`SELECT COUNT(*) AS n FROM discovery_payers WHERE entry_id = ?`, [id]);
-      if (Number(counted!.n) < DISCOVERY_MAX_PAYERS) {
-        await tx.run(`INSERT INTO discovery_payers (entry_id, payer) VALUES (?, ?) ON CONFLICT (entry_id, payer) DO NOTHING`, [id, payer]);
-      }
-      const [{ n: payers } = { n: 0 }] = await tx.all(`SELECT COUNT(*) AS n FROM discovery_payers WHERE entry_id = ?`, [id]);
-      await tx.run(`UPDATE discovery_entries SET type = ?, networks = ?, schemes = ?, payers = ?, last_paid = ?, entry = ? WHERE id = ?`, [
-        entry.type,
-        networks,
-        schemes,
-        Number(payers),
-        lastPaid,
-        listing,
-        id,
-      ]);
       // The word rows carry the entry's standing, so a word's best entries come first from its index.
-      await tx.run(`DELETE FROM discovery_words WHERE entry_id = ?`, [id]);
       if (words.length > 0) {
         await tx.run(
           `INSERT INTO discovery_words (word, payers, last_paid, entry_id) VALUES ${words.map(() => "(?, ?, ?, ?)").join(", ")}`,
-          words.flatMap((word) => [word, Number(payers), lastPaid, id]),
+          words.flatMap((word) => [word, payers, lastPaid, id]),
         );
       }
-      // The bounds: the payTo's own first (its entries are its own to crowd out), then the whole catalog.
+      // The bounds, when an entry was added: the payTo's own first (its entries are its own to crowd out), then the whole catalog.
       let evicted = 0;
-      if (!row) {
+      if (entries !== undefined) {
         const [seller] = await tx.all(`SELECT COUNT(*) AS n FROM (SELECT 1 FROM discovery_entries WHERE pay_to = ? LIMIT ?) AS s`, [payTo, bounds.maxEntriesPerSeller + 1]);
-        evicted += await this.#evict(tx, Number(seller!.n) - bounds.maxEntriesPerSeller, `WHERE pay_to = ?`, [payTo]);
-        const [all] = await tx.all(`SELECT entries FROM discovery_catalog WHERE id = 1`);
-        evicted += await this.#evict(tx, Number(all!.entries) - bounds.maxEntries, "", []);
+        const own = await this.#evict(tx, Number(seller!.n) - bounds.maxEntriesPerSeller, `WHERE pay_to = ?`, [payTo]);
+        evicted = own + (await this.#evict(tx, entries - own - bounds.maxEntries, "", []));
       }
       return { created: !row, evicted };
     });

@@ -254,6 +254,39 @@ const filterOf = (query: { type?: string; payTo?: string; scheme?: string; netwo
   ...(query.network !== undefined ? { network: query.network } : {}),
 });
 
+/** Catalog reads one instance runs at once: the rest wait their turn, so reads never crowd out verify and settle. */
+const READS_AT_ONCE = 1;
+/** Catalog reads that may wait; one more is answered 503 at once (a flood holds no memory). */
+const READS_WAITING = 32;
+
+/** Runs tasks at most `running` at once, with at most `waiting` queued; `undefined` when the queue is full. */
+class Gate {
+  #active = 0;
+  readonly #queue: Array<() => void> = [];
+  constructor(
+    readonly running: number,
+    readonly waiting: number,
+  ) {}
+
+  async run<T>(task: () => Promise<T>): Promise<T | undefined> {
+    if (this.#active >= this.running) {
+      if (this.#queue.length >= this.waiting) return undefined;
+      await new Promise<void>((resolve) => this.#queue.push(resolve));
+    } else {
+      this.#active++;
+    }
+    try {
+      return await task();
+    } finally {
+      // The turn passes to the next waiter (the count stays) after a turn of the event loop, so requests
+      // that arrived meanwhile (a /supported, a verify) are served between two reads; or frees a place.
+      const next = this.#queue.shift();
+      if (next) setImmediate(next);
+      else this.#active--;
+    }
+  }
+}
+
 /**
  * Sends a JSON answer whose `key` holds entries kept as JSON text, as they are: a page of up to a megabyte is
  * never parsed and serialized again on the event loop.
@@ -277,6 +310,13 @@ function sendPage(res: Response, head: Record<string, unknown>, key: string, ite
  */
 export function discoveryRoutes(options: DiscoveryRoutesOptions): Router {
   const router = express.Router();
+  const gate = new Gate(READS_AT_ONCE, READS_WAITING);
+  /** The read in its turn; a 503 when too many wait already. */
+  const read = async <T>(res: Response, task: () => Promise<T>): Promise<T | undefined> => {
+    const result = await gate.run(task);
+    if (result === undefined) res.status(503).set("Retry-After", "1").json({ error: `${RequestError.unavailable}: too many catalog reads at once`, retryAfter: 1 });
+    return result;
+  };
 
   router.get("/v2/x402/discovery/resources", ...options.guards, async (req, res) => {
     const parsed = listSchema.safeParse(req.query);
@@ -292,7 +332,8 @@ export function discoveryRoutes(options: DiscoveryRoutesOptions): Router {
       sendPage(res, head, "items", [], { pagination: { limit, offset, total: 0 } });
       return;
     }
-    const page = await options.ledger.listDiscoveryResources({ filter: filterOf(parsed.data), limit, offset, maxBytes: MAX_PAGE_BYTES });
+    const page = await read(res, () => options.ledger.listDiscoveryResources({ filter: filterOf(parsed.data), limit, offset, maxBytes: MAX_PAGE_BYTES }));
+    if (!page) return;
     // Cut short by its size: the limit it was served with, so `offset + limit` is where the next page starts.
     const served = page.items.length < limit && offset + page.items.length < page.total ? page.items.length : limit;
     sendPage(res, head, "items", page.items, { pagination: { limit: served, offset, total: page.total } });
@@ -311,13 +352,10 @@ export function discoveryRoutes(options: DiscoveryRoutesOptions): Router {
       sendPage(res, head, "resources", [], { pagination: { limit, cursor: null } });
       return;
     }
-    const found = await options.ledger.searchDiscoveryResources({
-      words: parsed.data.query,
-      filter: filterOf(parsed.data),
-      limit,
-      offset: start,
-      maxBytes: MAX_PAGE_BYTES,
-    });
+    const found = await read(res, () =>
+      options.ledger.searchDiscoveryResources({ words: parsed.data.query, filter: filterOf(parsed.data), limit, offset: start, maxBytes: MAX_PAGE_BYTES }),
+    );
+    if (!found) return;
     const next = found.more ? String(start + found.items.length) : null;
     // partialResults: a word matched more entries than one search reads; some matches may be missing.
     sendPage(res, head, "resources", found.items, { ...(found.partial ? { partialResults: true } : {}), pagination: { limit, cursor: next } });

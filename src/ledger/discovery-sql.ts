@@ -17,6 +17,8 @@ import {
 
 // The discovery catalog's SQL (migration 0007), the same statements on SQLite and PostgreSQL. Apart from
 // the rest of the ledger: the catalog is discovery, never money, and shares no row with settlements.
+// Every read is an index range of bounded length, or a count kept by the writes: none grows with the catalog
+// (but a `scheme` filter's count, and a seller's own entries, bounded by CATALOG_MAX_ENTRIES_PER_SELLER).
 
 type Value = string | number | null;
 type Row = Record<string, unknown>;
@@ -33,17 +35,17 @@ export interface CatalogDriver extends Executor {
 const LOCK = "discovery-catalog";
 /** Ways of paying one catalog entry keeps (one per scheme and network). */
 const MAX_ACCEPTS = 16;
-/** Rows read per query while filling a page up to its byte bound. */
+/** Entries read per query while filling a page up to its byte bound. */
 const PAGE_CHUNK = 32;
+/** The counts' network of every network: an entry's count per type. */
+const ALL_NETWORKS = "*";
 
 const lower = (value: string) => value.toLowerCase();
 /** A network's one name for comparisons: its CAIP-2 id where the kit knows it (`cronos-testnet` is `eip155:338`). */
 const networkKey = (network: string) => caip2OfNetwork(network) ?? network;
-/** A set of values as one column that `LIKE '%|value|%'` searches. */
-const listColumn = (values: Iterable<string>) => `|${[...new Set(values)].join("|")}|`;
-/** A LIKE pattern matching `value` as one member of a {@link listColumn}, its wildcards escaped. */
-const memberPattern = (value: string) => `%|${value.replace(/[\\%_]/g, (c) => `\\${c}`)}|%`;
 const marks = (n: number) => Array.from({ length: n }, () => "?").join(", ");
+/** A LIKE pattern matching `value` as one member of a `|a|b|` column, its wildcards escaped. */
+const memberPattern = (value: string) => `%|${value.replace(/[\\%_]/g, (c) => `\\${c}`)}|%`;
 
 /**
  * What a catalog entry is keyed by with its URL and payTo: its declaration's HTTP method (GET by default),
@@ -60,15 +62,16 @@ function methodKey(method: string): string {
   return /^mcp:/i.test(method) ? `mcp:${method.slice(4)}` : method.toUpperCase();
 }
 
-/** The WHERE clause (over alias `e`) and its values for a filter. */
-function whereOf(filter: DiscoveryFilter = {}): { sql: string; params: Value[] } {
-  const clauses: string[] = [];
+/** Conditions over an entry `e` for the filters given (a network by its table `n` when `network` is not the listing's own). */
+function conditionsOf(filter: DiscoveryFilter, options: { network: boolean }): { sql: string[]; params: Value[] } {
+  const sql: string[] = [];
   const params: Value[] = [];
-  if (filter.type !== undefined) clauses.push("e.type = ?"), params.push(filter.type);
-  if (filter.payTo !== undefined) clauses.push("e.pay_to = ?"), params.push(lower(filter.payTo));
-  if (filter.network !== undefined) clauses.push(`e.networks LIKE ? ESCAPE '\\'`), params.push(memberPattern(networkKey(filter.network)));
-  if (filter.scheme !== undefined) clauses.push(`e.schemes LIKE ? ESCAPE '\\'`), params.push(memberPattern(filter.scheme));
-  return { sql: clauses.length ? `WHERE ${clauses.join(" AND ")}` : "", params };
+  if (filter.type !== undefined) sql.push("e.type = ?"), params.push(filter.type);
+  if (filter.scheme !== undefined) sql.push(`e.schemes LIKE ? ESCAPE '\\'`), params.push(memberPattern(filter.scheme));
+  if (options.network && filter.network !== undefined) {
+    sql.push("EXISTS (SELECT 1 FROM discovery_networks n WHERE n.entry_id = e.id AND n.network = ?)"), params.push(networkKey(filter.network));
+  }
+  return { sql, params };
 }
 
 /** The discovery catalog over SQL: see {@link Ledger.recordDiscoveryPayment} and the lookups beside it. */
@@ -88,7 +91,7 @@ export class SqlDiscoveryCatalog {
     if (!Number.isFinite(paidAt)) return Promise.reject(new RangeError(`lastUpdated is not a time: ${entry.lastUpdated}`));
     const words = [...new Set(payment.words)].filter((word) => word.length <= DISCOVERY_MAX_WORD_LENGTH).slice(0, DISCOVERY_MAX_WORDS);
     return this.#db.transaction({ lock: LOCK }, async (tx) => {
-      const [row] = await tx.all(`SELECT id, entry, last_paid FROM discovery_entries WHERE resource = ? AND method = ? AND pay_to = ?`, [entry.resource, method, payTo]);
+      const [row] = await tx.all(`SELECT id, type, entry, last_paid FROM discovery_entries WHERE resource = ? AND method = ? AND pay_to = ?`, [entry.resource, method, payTo]);
       // The ways of paying of every payment of this payTo (one per scheme and network), the latest first.
       const kind = (a: Record<string, unknown>) => `${String(a.scheme)}|${networkKey(String(a.network))}`;
       const fresh = new Set(entry.accepts.map(kind));
@@ -96,11 +99,10 @@ export class SqlDiscoveryCatalog {
       const accepts = [...entry.accepts, ...earlier.filter((a) => !fresh.has(kind(a)))].slice(0, MAX_ACCEPTS);
       const lastPaid = Math.max(paidAt, row ? Number(row.last_paid) : 0);
       const listing = JSON.stringify({ ...entry, accepts, lastUpdated: new Date(lastPaid).toISOString() });
-      const networks = listColumn(accepts.map((a) => networkKey(String(a.network))));
-      const schemes = listColumn(accepts.map((a) => String(a.scheme)));
+      const networks = [...new Set(accepts.map((a) => networkKey(String(a.network))))];
+      const schemes = `|${[...new Set(accepts.map((a) => String(a.scheme)))].join("|")}|`;
       let id: number;
       let payers: number;
-      let entries: number | undefined;
       if (row) {
         id = Number(row.id);
         // Distinct payers, up to the cap: one payer paying again and again counts once.
@@ -110,25 +112,33 @@ export class SqlDiscoveryCatalog {
           [id, payer, id, DISCOVERY_MAX_PAYERS],
         );
         const [updated] = await tx.all(
-          `UPDATE discovery_entries SET type = ?, networks = ?, schemes = ?, payers = (SELECT COUNT(*) FROM discovery_payers WHERE entry_id = ?), last_paid = ?, entry = ?
+          `UPDATE discovery_entries SET type = ?, schemes = ?, payers = (SELECT COUNT(*) FROM discovery_payers WHERE entry_id = ?), last_paid = ?, entry = ?
            WHERE id = ? RETURNING payers`,
-          [entry.type, networks, schemes, id, lastPaid, listing, id],
+          [entry.type, schemes, id, lastPaid, listing, id],
         );
         payers = Number(updated!.payers);
+        const before = await tx.all(`SELECT network FROM discovery_networks WHERE entry_id = ?`, [id]);
+        await this.#count(tx, String(row.type), before.map((n) => String(n.network)), -1);
         await tx.run(`DELETE FROM discovery_words WHERE entry_id = ?`, [id]);
+        await tx.run(`DELETE FROM discovery_networks WHERE entry_id = ?`, [id]);
       } else {
         const [inserted] = await tx.all(
-          `INSERT INTO discovery_entries (resource, method, pay_to, type, networks, schemes, payers, first_paid, last_paid, entry)
-           VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id`,
-          [entry.resource, method, payTo, entry.type, networks, schemes, paidAt, lastPaid, listing],
+          `INSERT INTO discovery_entries (resource, method, pay_to, type, schemes, payers, first_paid, last_paid, entry)
+           VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id`,
+          [entry.resource, method, payTo, entry.type, schemes, paidAt, lastPaid, listing],
         );
         id = Number(inserted!.id);
         payers = 1;
         await tx.run(`INSERT INTO discovery_payers (entry_id, payer) VALUES (?, ?)`, [id, payer]);
-        const [catalog] = await tx.all(`UPDATE discovery_catalog SET entries = entries + 1 WHERE id = 1 RETURNING entries`);
-        entries = Number(catalog!.entries);
       }
-      // The word rows carry the entry's standing, so a word's best entries come first from its index.
+      await this.#count(tx, entry.type, networks, 1);
+      // Rows carry the entry's order (standing, time), so each index hands back its best or latest entries first.
+      if (networks.length > 0) {
+        await tx.run(
+          `INSERT INTO discovery_networks (network, type, last_paid, entry_id) VALUES ${networks.map(() => "(?, ?, ?, ?)").join(", ")}`,
+          networks.flatMap((network) => [network, entry.type, lastPaid, id]),
+        );
+      }
       if (words.length > 0) {
         await tx.run(
           `INSERT INTO discovery_words (word, payers, last_paid, entry_id) VALUES ${words.map(() => "(?, ?, ?, ?)").join(", ")}`,
@@ -137,13 +147,32 @@ export class SqlDiscoveryCatalog {
       }
       // The bounds, when an entry was added: the payTo's own first (its entries are its own to crowd out), then the whole catalog.
       let evicted = 0;
-      if (entries !== undefined) {
+      if (!row) {
         const [seller] = await tx.all(`SELECT COUNT(*) AS n FROM (SELECT 1 FROM discovery_entries WHERE pay_to = ? LIMIT ?) AS s`, [payTo, bounds.maxEntriesPerSeller + 1]);
-        const own = await this.#evict(tx, Number(seller!.n) - bounds.maxEntriesPerSeller, `WHERE pay_to = ?`, [payTo]);
-        evicted = own + (await this.#evict(tx, entries - own - bounds.maxEntries, "", []));
+        evicted += await this.#evict(tx, Number(seller!.n) - bounds.maxEntriesPerSeller, `WHERE pay_to = ?`, [payTo]);
+        evicted += await this.#evict(tx, (await this.#total(tx, {})) - bounds.maxEntries, "", []);
       }
       return { created: !row, evicted };
     });
+  }
+
+  /** Adds `delta` to the counts of one entry of `type` on `networks` (and on every network). */
+  async #count(tx: Executor, type: string, networks: readonly string[], delta: number): Promise<void> {
+    const keys = [ALL_NETWORKS, ...networks];
+    await tx.run(
+      `INSERT INTO discovery_counts (type, network, entries) VALUES ${keys.map(() => "(?, ?, ?)").join(", ")}
+       ON CONFLICT (type, network) DO UPDATE SET entries = discovery_counts.entries + excluded.entries`,
+      keys.flatMap((network) => [type, network, delta]),
+    );
+  }
+
+  /** The entries of a type and network (either, both, or none given), from the counts the writes keep. */
+  async #total(executor: Executor, filter: { type?: string; network?: string }): Promise<number> {
+    const [row] = await executor.all(
+      `SELECT COALESCE(SUM(entries), 0) AS n FROM discovery_counts WHERE network = ?${filter.type !== undefined ? " AND type = ?" : ""}`,
+      [filter.network === undefined ? ALL_NETWORKS : networkKey(filter.network), ...(filter.type !== undefined ? [filter.type] : [])],
+    );
+    return Number(row?.n ?? 0);
   }
 
   /** Deletes the `count` entries (of `where`) with the fewest distinct payers, the least recently paid among them. */
@@ -155,35 +184,73 @@ export class SqlDiscoveryCatalog {
 
   async #delete(tx: Executor, ids: number[]): Promise<number> {
     if (ids.length === 0) return 0;
-    // Payers and words go with their entry (ON DELETE CASCADE).
-    const deleted = await tx.run(`DELETE FROM discovery_entries WHERE id IN (${marks(ids.length)})`, ids);
-    await tx.run(`UPDATE discovery_catalog SET entries = entries - ? WHERE id = 1`, [deleted]);
-    return deleted;
+    const list = marks(ids.length);
+    // Out of the counts first: each entry once per type, and once per type and network.
+    await tx.run(
+      `UPDATE discovery_counts SET entries = entries - (SELECT COUNT(*) FROM discovery_entries e WHERE e.id IN (${list}) AND e.type = discovery_counts.type)
+       WHERE network = ?`,
+      [...ids, ALL_NETWORKS],
+    );
+    await tx.run(
+      `UPDATE discovery_counts SET entries = entries - (
+         SELECT COUNT(*) FROM discovery_networks n WHERE n.entry_id IN (${list}) AND n.type = discovery_counts.type AND n.network = discovery_counts.network)
+       WHERE network <> ?`,
+      [...ids, ALL_NETWORKS],
+    );
+    // Payers, words and networks go with their entry (ON DELETE CASCADE).
+    return tx.run(`DELETE FROM discovery_entries WHERE id IN (${list})`, ids);
   }
 
   async list(request: DiscoveryPageRequest): Promise<DiscoveryPage> {
-    const where = whereOf(request.filter);
-    const [count] = where.params.length
-      ? await this.#db.all(`SELECT COUNT(*) AS n FROM discovery_entries e ${where.sql}`, where.params)
-      : await this.#db.all(`SELECT entries AS n FROM discovery_catalog WHERE id = 1`);
-    const items = await this.#page(request, (limit, offset) =>
-      this.#db.all(`SELECT e.id FROM discovery_entries e ${where.sql} ORDER BY e.last_paid DESC, e.id DESC LIMIT ? OFFSET ?`, [...where.params, limit, offset]),
-    );
-    return { items: items.items, total: Number(count?.n ?? 0) };
+    const filter = request.filter ?? {};
+    let from: string;
+    let order: string;
+    let conditions: { sql: string[]; params: Value[] };
+    let counted: boolean;
+    if (filter.payTo !== undefined) {
+      // One seller's entries, from its index; counted among them.
+      from = "discovery_entries e";
+      order = "e.last_paid DESC, e.id DESC";
+      const rest = conditionsOf(filter, { network: true });
+      conditions = { sql: ["e.pay_to = ?", ...rest.sql], params: [lower(filter.payTo), ...rest.params] };
+      counted = false;
+    } else if (filter.network !== undefined) {
+      // A network's entries, in order from its own index (with a type, the type's part of it).
+      from = "discovery_networks n JOIN discovery_entries e ON e.id = n.entry_id";
+      order = "n.last_paid DESC, n.entry_id DESC";
+      const rest = conditionsOf({ ...filter, type: undefined }, { network: false });
+      conditions = {
+        sql: ["n.network = ?", ...(filter.type !== undefined ? ["n.type = ?"] : []), ...rest.sql],
+        params: [networkKey(filter.network), ...(filter.type !== undefined ? [filter.type] : []), ...rest.params],
+      };
+      counted = filter.scheme === undefined;
+    } else {
+      from = "discovery_entries e";
+      order = "e.last_paid DESC, e.id DESC";
+      conditions = conditionsOf(filter, { network: false });
+      counted = filter.scheme === undefined;
+    }
+    const where = conditions.sql.length ? `WHERE ${conditions.sql.join(" AND ")}` : "";
+    const total = counted
+      ? await this.#total(this.#db, filter)
+      : Number((await this.#db.all(`SELECT COUNT(*) AS n FROM ${from} ${where}`, conditions.params))[0]?.n ?? 0);
+    const page = await this.#page(request, (limit, offset) => this.#db.all(`SELECT e.id FROM ${from} ${where} ORDER BY ${order} LIMIT ? OFFSET ?`, [...conditions.params, limit, offset]));
+    return { items: page.items, total };
   }
 
   async search(request: DiscoveryPageRequest & { words: readonly string[] }): Promise<DiscoverySearchPage> {
     const words = [...new Set(request.words)].filter((word) => word.length <= DISCOVERY_MAX_WORD_LENGTH).slice(0, DISCOVERY_MAX_QUERY_WORDS);
     if (words.length === 0) return { items: [], more: false, partial: false };
     const { payTo, ...rest } = request.filter ?? {};
-    const where = whereOf(rest);
+    const conditions = conditionsOf(rest, { network: true });
     let candidates: string;
     let candidateParams: Value[];
     let partial = false;
     if (payTo !== undefined) {
-      // One seller's entries (bounded by CATALOG_MAX_ENTRIES_PER_SELLER): every match of the words among them.
-      candidates = `SELECT w.entry_id FROM discovery_entries s JOIN discovery_words w ON w.entry_id = s.id WHERE s.pay_to = ? AND w.word IN (${marks(words.length)})`;
-      candidateParams = [lower(payTo), ...words];
+      // One seller's entries (bounded by CATALOG_MAX_ENTRIES_PER_SELLER), read from its index first: every match of the words among them.
+      candidates = `SELECT w.entry_id FROM (SELECT id FROM discovery_entries WHERE pay_to = ? ORDER BY last_paid DESC, id DESC LIMIT ?) AS s
+        JOIN discovery_words w ON w.entry_id = s.id WHERE w.word IN (${marks(words.length)})`;
+      candidateParams = [lower(payTo), Number.MAX_SAFE_INTEGER, ...words];
     } else {
       // The best entries of each word, read from the word's index in order: a bounded read at any catalog size.
       candidates = words
@@ -196,12 +263,13 @@ export class SqlDiscoveryCatalog {
       );
       partial = words.some((_, i) => Number(counts![`n${i}`]) > DISCOVERY_CANDIDATES_PER_WORD);
     }
+    const where = conditions.sql.length ? `WHERE ${conditions.sql.join(" AND ")}` : "";
     const page = await this.#page(request, (limit, offset) =>
       this.#db.all(
         `SELECT e.id FROM (SELECT entry_id, COUNT(*) AS score FROM (${candidates}) AS c GROUP BY entry_id) AS m
-         JOIN discovery_entries e ON e.id = m.entry_id ${where.sql}
+         JOIN discovery_entries e ON e.id = m.entry_id ${where}
          ORDER BY m.score DESC, e.payers DESC, e.last_paid DESC, e.id DESC LIMIT ? OFFSET ?`,
-        [...candidateParams, ...where.params, limit, offset],
+        [...candidateParams, ...conditions.params, limit, offset],
       ),
     );
     return { ...page, partial };

@@ -212,7 +212,9 @@ export const MIGRATIONS: readonly Migration[] = [
     // settle to another payTo, so they are not carried over: each seller is listed again by its next
     // payment). Its distinct payers (counted up to a cap), its words for search (a word table whose B-tree
     // hands back the best entries of a word first: search reads a bounded number of rows, however large the
-    // catalog), and the entry count the bounds keep. And finished settlements by age, for retention.
+    // catalog), its networks (listed by network in order from an index), and the entry counts listings
+    // answer with and the bounds keep, per type and network (`*`: every network). And finished settlements
+    // by age, for retention.
     name: "0007_owned_catalog",
     statements: (d) => [
       `DROP TABLE discovery_resources`,
@@ -222,7 +224,6 @@ export const MIGRATIONS: readonly Migration[] = [
         method TEXT NOT NULL,
         pay_to TEXT NOT NULL,
         type TEXT NOT NULL,
-        networks TEXT NOT NULL,
         schemes TEXT NOT NULL,
         payers INTEGER NOT NULL,
         first_paid BIGINT NOT NULL,
@@ -231,6 +232,7 @@ export const MIGRATIONS: readonly Migration[] = [
         UNIQUE (resource, method, pay_to)
       )`,
       `CREATE INDEX discovery_entries_recent ON discovery_entries (last_paid, id)`,
+      `CREATE INDEX discovery_entries_typed ON discovery_entries (type, last_paid, id)`,
       `CREATE INDEX discovery_entries_seller ON discovery_entries (pay_to, last_paid, id)`,
       `CREATE INDEX discovery_entries_standing ON discovery_entries (payers, last_paid, id)`,
       `CREATE TABLE discovery_payers (
@@ -246,11 +248,21 @@ export const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (word, payers, last_paid, entry_id)
       )${d.backend === "sqlite" ? " WITHOUT ROWID" : ""}`,
       `CREATE INDEX discovery_words_entry ON discovery_words (entry_id, word)`,
-      `CREATE TABLE discovery_catalog (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        entries BIGINT NOT NULL
+      `CREATE TABLE discovery_networks (
+        network TEXT NOT NULL,
+        type TEXT NOT NULL,
+        last_paid BIGINT NOT NULL,
+        entry_id BIGINT NOT NULL REFERENCES discovery_entries (id) ON DELETE CASCADE,
+        PRIMARY KEY (network, type, last_paid, entry_id)
+      )${d.backend === "sqlite" ? " WITHOUT ROWID" : ""}`,
+      `CREATE INDEX discovery_networks_recent ON discovery_networks (network, last_paid, entry_id)`,
+      `CREATE INDEX discovery_networks_entry ON discovery_networks (entry_id)`,
+      `CREATE TABLE discovery_counts (
+        type TEXT NOT NULL,
+        network TEXT NOT NULL,
+        entries BIGINT NOT NULL,
+        PRIMARY KEY (type, network)
       )`,
-      `INSERT INTO discovery_catalog (id, entries) VALUES (1, 0)`,
       `CREATE INDEX settlements_finished ON settlements (updated_at, id) WHERE status IN ('settled', 'failed')`,
     ],
   },

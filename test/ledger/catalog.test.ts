@@ -52,6 +52,13 @@ const found = async (ledger: Ledger, words: string[], extra: Partial<DiscoveryPa
   const page = await ledger.searchDiscoveryResources({ ...ALL({ limit: 100 }), ...extra, words });
   return { ...page, entries: page.items.map((item) => JSON.parse(item) as DiscoveryEntry) };
 };
+/** Each filter's total (kept by the writes) against the entries it lists: they must agree. */
+async function totalsAgree(ledger: Ledger): Promise<void> {
+  for (const filter of [{}, { network: "eip155:338" }, { network: "cronos-mainnet" }, { type: "mcp" }, { type: "http", network: "eip155:25" }, { type: "http" }]) {
+    const page = await ledger.listDiscoveryResources(ALL({ filter }));
+    expect(page.total, JSON.stringify(filter)).to.equal(page.items.length);
+  }
+}
 const payTos = (list: DiscoveryEntry[]) => list.map((e) => [e.resource, String(e.accepts[0]!.payTo)]);
 
 for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBackend()]) {
@@ -133,6 +140,15 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
       }
       expect(await ledger.listDiscoveryResources(ALL({ limit: 1, offset: 1 }))).to.deep.include({ total: 3 });
       expect((await entries(ledger, { limit: 1, offset: 1 })).map((e) => e.resource)).to.deep.equal(["https://s.example/tool"]);
+      expect((await entries(ledger, { limit: 1, offset: 1, filter: { network: "eip155:25" } })).map((e) => e.resource)).to.deep.equal(["https://s.example/tool"]);
+      await totalsAgree(ledger);
+      // The tool paid on another network: counted under both networks, once in all.
+      await b!.recordDiscoveryPayment(paid({ resource: "https://s.example/tool", type: "mcp", network: "eip155:338", at: 30 }), WIDE);
+      expect((await ledger.listDiscoveryResources(ALL({ filter: { type: "mcp", network: "eip155:338" } }))).total).to.equal(1);
+      await totalsAgree(ledger);
+      expect(await ledger.removeDiscoveryResource("https://s.example/tool")).to.equal(1);
+      await totalsAgree(ledger);
+      expect((await ledger.listDiscoveryResources(ALL())).total).to.equal(2);
     });
 
     it("keeps every way of paying when payments of one resource are recorded at once from two handles (20 rounds)", async () => {
@@ -217,6 +233,7 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
       expect(after).to.have.length(6);
       expect(after.filter((r) => r.startsWith("https://seller.example/"))).to.deep.equal(["https://seller.example/a", "https://seller.example/b"]);
       expect((await ledger.listDiscoveryResources(ALL())).total).to.equal(6);
+      await totalsAgree(ledger);
     });
 
     it(`distinct payers count up to ${DISCOVERY_MAX_PAYERS}: an entry paid by more ranks with one paid by exactly that many, the more recently paid first`, async () => {

@@ -11,7 +11,7 @@ import {
   type Ledger,
 } from "../ledger/types.js";
 import type { NetworkName } from "../protocol/networks.js";
-import { RequestError } from "../protocol/reasons.js";
+import { EXACT_SCHEME, RequestError } from "../protocol/reasons.js";
 import { describeZodError } from "../protocol/schemas.js";
 import { caip2OfNetwork, X402_V2_VERSION } from "../protocol/x402v2.js";
 import { BAZAAR, isValidBazaarDeclaration, isValidRouteTemplate, nestsWithin } from "../protocol/bazaar.js";
@@ -246,13 +246,19 @@ export interface DiscoveryRoutesOptions {
   guards: RequestHandler[];
 }
 
-/** The ledger's filter of a query's filters. */
-const filterOf = (query: { type?: string; payTo?: string; scheme?: string; network?: string }): DiscoveryFilter => ({
-  ...(query.type !== undefined ? { type: query.type } : {}),
-  ...(query.payTo !== undefined ? { payTo: query.payTo } : {}),
-  ...(query.scheme !== undefined ? { scheme: query.scheme } : {}),
-  ...(query.network !== undefined ? { network: query.network } : {}),
-});
+/**
+ * The ledger's filter of a query's filters, or undefined for filters no entry can match. Every entry is a
+ * settled payment, so it pays by `exact` (the only scheme settled) and carries the `bazaar` extension (only
+ * it): those two filters select all entries or none, and are never asked of the ledger.
+ */
+function filterOf(query: { type?: string; payTo?: string; scheme?: string; network?: string; extensions?: string }): DiscoveryFilter | undefined {
+  if ((query.scheme !== undefined && query.scheme !== EXACT_SCHEME) || (query.extensions !== undefined && query.extensions !== BAZAAR)) return undefined;
+  return {
+    ...(query.type !== undefined ? { type: query.type } : {}),
+    ...(query.payTo !== undefined ? { payTo: query.payTo } : {}),
+    ...(query.network !== undefined ? { network: query.network } : {}),
+  };
+}
 
 /** Catalog reads one instance runs at once: the rest wait their turn, so reads never crowd out verify and settle. */
 const READS_AT_ONCE = 1;
@@ -327,12 +333,12 @@ export function discoveryRoutes(options: DiscoveryRoutesOptions): Router {
     const limit = parsed.data.limit ?? 100;
     const offset = parsed.data.offset ?? 0;
     const head = { x402Version: X402_V2_VERSION };
-    // Every entry carries the `bazaar` extension, and only it.
-    if (parsed.data.extensions !== undefined && parsed.data.extensions !== BAZAAR) {
+    const filter = filterOf(parsed.data);
+    if (!filter) {
       sendPage(res, head, "items", [], { pagination: { limit, offset, total: 0 } });
       return;
     }
-    const page = await read(res, () => options.ledger.listDiscoveryResources({ filter: filterOf(parsed.data), limit, offset, maxBytes: MAX_PAGE_BYTES }));
+    const page = await read(res, () => options.ledger.listDiscoveryResources({ filter, limit, offset, maxBytes: MAX_PAGE_BYTES }));
     if (!page) return;
     // Cut short by its size: the limit it was served with, so `offset + limit` is where the next page starts.
     const served = page.items.length < limit && offset + page.items.length < page.total ? page.items.length : limit;
@@ -348,13 +354,12 @@ export function discoveryRoutes(options: DiscoveryRoutesOptions): Router {
     const limit = parsed.data.limit ?? 20;
     const start = parsed.data.cursor ?? 0;
     const head = { x402Version: X402_V2_VERSION };
-    if (parsed.data.extensions !== undefined && parsed.data.extensions !== BAZAAR) {
+    const filter = filterOf(parsed.data);
+    if (!filter) {
       sendPage(res, head, "resources", [], { pagination: { limit, cursor: null } });
       return;
     }
-    const found = await read(res, () =>
-      options.ledger.searchDiscoveryResources({ words: parsed.data.query, filter: filterOf(parsed.data), limit, offset: start, maxBytes: MAX_PAGE_BYTES }),
-    );
+    const found = await read(res, () => options.ledger.searchDiscoveryResources({ words: parsed.data.query, filter, limit, offset: start, maxBytes: MAX_PAGE_BYTES }));
     if (!found) return;
     const next = found.more ? String(start + found.items.length) : null;
     // partialResults: a word matched more entries than one search reads; some matches may be missing.

@@ -243,34 +243,39 @@ export class SqlDiscoveryCatalog {
     if (words.length === 0) return { items: [], more: false, partial: false };
     const { payTo, ...rest } = request.filter ?? {};
     const conditions = conditionsOf(rest, { network: true });
-    let candidates: string;
-    let candidateParams: Value[];
+    // The matches `m`, each with its score (query words matched) and its standing (payers, latest payment).
+    let matches: string;
+    let matchParams: Value[];
     let partial = false;
     if (payTo !== undefined) {
-      // One seller's entries (bounded by CATALOG_MAX_ENTRIES_PER_SELLER), read from its index first: every match of the words among them.
-      candidates = `SELECT w.entry_id FROM (SELECT id FROM discovery_entries WHERE pay_to = ? ORDER BY last_paid DESC, id DESC LIMIT ?) AS s
-        JOIN discovery_words w ON w.entry_id = s.id WHERE w.word IN (${marks(words.length)})`;
-      candidateParams = [lower(payTo), Number.MAX_SAFE_INTEGER, ...words];
+      // One seller's entries (bounded by CATALOG_MAX_ENTRIES_PER_SELLER), from its index, each scored by probes of
+      // its own words: every match among them.
+      matches = `SELECT entry_id, score, payers, last_paid FROM (
+          SELECT s.id AS entry_id, s.payers, s.last_paid, (SELECT COUNT(*) FROM discovery_words w WHERE w.entry_id = s.id AND w.word IN (${marks(words.length)})) AS score
+          FROM discovery_entries s WHERE s.pay_to = ?) AS scored WHERE score > 0`;
+      matchParams = [...words, lower(payTo)];
     } else {
-      // The best entries of each word, read from the word's index in order: a bounded read at any catalog size.
-      candidates = words
-        .map((_, i) => `SELECT entry_id FROM (SELECT entry_id FROM discovery_words WHERE word = ? ORDER BY payers DESC, last_paid DESC, entry_id DESC LIMIT ?) AS w${i}`)
-        .join(" UNION ALL ");
-      candidateParams = words.flatMap((word) => [word, DISCOVERY_CANDIDATES_PER_WORD]);
+      // The best entries of each word, read from the word's index in order (a bounded read at any catalog size),
+      // ranked from what those index rows hold: no entry is read but the page's.
+      const reads = words.map(
+        (_, i) => `SELECT entry_id, payers, last_paid FROM (SELECT entry_id, payers, last_paid FROM discovery_words WHERE word = ? ORDER BY payers DESC, last_paid DESC, entry_id DESC LIMIT ?) AS w${i}`,
+      );
+      matches = `SELECT entry_id, COUNT(*) AS score, MAX(payers) AS payers, MAX(last_paid) AS last_paid FROM (${reads.join(" UNION ALL ")}) AS c GROUP BY entry_id`;
+      matchParams = words.flatMap((word) => [word, DISCOVERY_CANDIDATES_PER_WORD]);
       const [counts] = await this.#db.all(
         `SELECT ${words.map((_, i) => `(SELECT COUNT(*) FROM (SELECT 1 FROM discovery_words WHERE word = ? LIMIT ?) AS c${i}) AS n${i}`).join(", ")}`,
         words.flatMap((word) => [word, DISCOVERY_CANDIDATES_PER_WORD + 1]),
       );
       partial = words.some((_, i) => Number(counts![`n${i}`]) > DISCOVERY_CANDIDATES_PER_WORD);
     }
-    const where = conditions.sql.length ? `WHERE ${conditions.sql.join(" AND ")}` : "";
+    const filtered = conditions.sql.length > 0 ? `JOIN discovery_entries e ON e.id = m.entry_id WHERE ${conditions.sql.join(" AND ")}` : "";
     const page = await this.#page(request, (limit, offset) =>
-      this.#db.all(
-        `SELECT e.id FROM (SELECT entry_id, COUNT(*) AS score FROM (${candidates}) AS c GROUP BY entry_id) AS m
-         JOIN discovery_entries e ON e.id = m.entry_id ${where}
-         ORDER BY m.score DESC, e.payers DESC, e.last_paid DESC, e.id DESC LIMIT ? OFFSET ?`,
-        [...candidateParams, ...conditions.params, limit, offset],
-      ),
+      this.#db.all(`SELECT m.entry_id AS id FROM (${matches}) AS m ${filtered} ORDER BY m.score DESC, m.payers DESC, m.last_paid DESC, m.entry_id DESC LIMIT ? OFFSET ?`, [
+        ...matchParams,
+        ...conditions.params,
+        limit,
+        offset,
+      ]),
     );
     return { ...page, partial };
   }

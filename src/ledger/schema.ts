@@ -233,7 +233,7 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
       `CREATE INDEX discovery_entries_recent ON discovery_entries (last_paid, id)`,
       `CREATE INDEX discovery_entries_typed ON discovery_entries (type, last_paid, id)`,
-      `CREATE INDEX discovery_entries_seller ON discovery_entries (pay_to, last_paid, id)`,
+      `CREATE INDEX discovery_entries_seller ON discovery_entries (pay_to, last_paid, id, payers)`,
       `CREATE INDEX discovery_entries_standing ON discovery_entries (payers, last_paid, id)`,
       `CREATE TABLE discovery_payers (
         entry_id BIGINT NOT NULL REFERENCES discovery_entries (id) ON DELETE CASCADE,

@@ -193,7 +193,7 @@ describe("discovery catalog (x402 bazaar): entries only from settled payments, o
     expect(text).to.include('x402_http_requests_total{route="/v2/x402/discovery/search",status="429"} 1');
   });
 
-  it("search matches the declaration's values, never its JSON keys or the fields every entry has; a limit over 100 asks for 100; more than 8 words is a 400", async () => {
+  it("search matches the declaration's values, never its JSON keys or the fields every entry has; a limit over 100 asks for 100; more than 8 words is a 400; scheme and extensions filters", async () => {
     const opened = await openFacilitator("cronos-testnet");
     await settle(opened, declared(await makePayment(opened.chain)));
     const found = async (query: string) => (await searched(opened.app, query)).resources.length;
@@ -208,9 +208,12 @@ describe("discovery catalog (x402 bazaar): entries only from settled payments, o
     expect((await request(opened.app).get("/v2/x402/discovery/search?query=weather&limit=ten")).status).to.equal(400);
     const wordy = await request(opened.app).get(`/v2/x402/discovery/search?query=${encodeURIComponent("a b c d e f g h i")}`);
     expect([wordy.status, wordy.body]).to.deep.equal([400, { error: "Invalid request: query must have at most 8 distinct words" }]);
-    // Only the bazaar extension is ever listed.
-    expect((await request(opened.app).get("/v2/x402/discovery/search?query=weather&extensions=bazaar")).body.resources).to.have.length(1);
+    // Only the bazaar extension is ever listed, and only payments by `exact` (the one scheme settled).
+    expect((await request(opened.app).get("/v2/x402/discovery/search?query=weather&extensions=bazaar&scheme=exact")).body.resources).to.have.length(1);
     expect((await request(opened.app).get("/v2/x402/discovery/search?query=weather&extensions=payment-identifier")).body.resources).to.deep.equal([]);
+    expect((await request(opened.app).get("/v2/x402/discovery/search?query=weather&scheme=upto")).body.resources).to.deep.equal([]);
+    expect((await listed(opened, "?scheme=exact&extensions=bazaar")).pagination.total).to.equal(1);
+    expect(await listed(opened, "?scheme=upto")).to.deep.equal({ x402Version: 2, items: [], pagination: { limit: 100, offset: 0, total: 0 } });
   });
 
   describe("over a catalog of its own ledger", () => {
@@ -243,6 +246,39 @@ describe("discovery catalog (x402 bazaar): entries only from settled payments, o
       const answer = await request(app).get("/v2/x402/discovery/search?query=weather");
       expect([answer.body.partialResults, answer.body.resources.length, answer.body.pagination]).to.deep.equal([true, 20, { limit: 20, cursor: "20" }]);
       expect((await searched(app, "rain")).partialResults).to.equal(undefined);
+    });
+
+    it("a flood of reads against a frozen ledger holds one read and 32 waiting; one more is answered 503 at once; all answer once it thaws", async () => {
+      await ledger.recordDiscoveryPayment(entry(1, "weather"), { maxEntries: 10, maxEntriesPerSeller: 10 });
+      let thaw!: () => void;
+      const frozen = new Promise<void>((resolve) => (thaw = resolve));
+      let reads = 0;
+      const slow = express().use(
+        discoveryRoutes({
+          ledger: {
+            listDiscoveryResources: async (request) => (reads++, await frozen, ledger.listDiscoveryResources(request)),
+            searchDiscoveryResources: async (request) => (reads++, await frozen, ledger.searchDiscoveryResources(request)),
+          },
+          guards: [],
+        }),
+      );
+      const server = slow.listen(0, "127.0.0.1");
+      await new Promise((resolve) => server.once("listening", resolve));
+      const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+      try {
+        const held = Array.from({ length: 33 }, (_, i) => fetch(`${base}/v2/x402/discovery/${i % 2 ? "resources" : "search?query=weather"}`));
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        expect(reads).to.equal(1);
+        const refused = await fetch(`${base}/v2/x402/discovery/resources`);
+        expect([refused.status, refused.headers.get("retry-after"), await refused.json()]).to.deep.equal([503, "1", { error: "Service unavailable: too many catalog reads at once", retryAfter: 1 }]);
+        thaw();
+        const answers = await Promise.all(held);
+        expect(answers.map((answer) => answer.status)).to.deep.equal(Array(33).fill(200));
+        expect(reads).to.equal(33);
+      } finally {
+        server.closeAllConnections();
+        server.close();
+      }
     });
 
     it(`pages stay within ${MAX_PAGE_BYTES / 1024} KiB: a listing cut short says the limit it served, and paging by offset + limit loses nothing`, async () => {

@@ -8,11 +8,14 @@
 //     words, one seller's entries);
 //   - both at once: 4 search clients in closed loops and the `/supported` client beside them;
 //   - a listing page of 1,000 entries (its bytes and time).
-// Also the fill's rate and the catalog's size on disk. BENCH_DURATION_MS per phase (default 10,000).
+// Also the fill's rate and the catalog's size on disk. BENCH_DURATION_MS per phase (default 10,000). The
+// clients run in worker threads of their own (the `/supported` one apart from the search ones), so a busy
+// client never delays another's timing.
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { Agent, request } from "node:http";
 import os, { tmpdir } from "node:os";
 import { join } from "node:path";
+import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
 import pg from "pg";
 import type { Address } from "viem";
 import { catalogPaymentOf } from "../src/facilitator/discovery.js";
@@ -112,8 +115,14 @@ function get(base: URL, agent: Agent, path: string): Promise<{ ms: number; statu
   });
 }
 
-/** One client in a closed loop over `paths` until `until`; its latencies, and any answer that was not 200. */
-async function loop(base: URL, paths: readonly string[], until: number): Promise<{ latencies: number[]; bad: number }> {
+interface Run {
+  latencies: number[];
+  bad: number;
+}
+
+/** One client in a closed loop over `paths` for `durationMs`; its latencies, and any answer that was not 200. */
+async function loop(base: URL, paths: readonly string[], durationMs: number): Promise<Run> {
+  const until = performance.now() + durationMs;
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   const latencies: number[] = [];
   let bad = 0;
@@ -126,7 +135,16 @@ async function loop(base: URL, paths: readonly string[], until: number): Promise
   return { latencies: latencies.sort((a, b) => a - b), bad };
 }
 
-const figures = (name: string, run: { latencies: number[]; bad: number }) =>
+/** `clients` closed loops (as {@link loop}) in a worker thread of their own. */
+function clientsInWorker(base: URL, paths: readonly string[], durationMs: number, clients: number): Promise<Run[]> {
+  const worker = new Worker(new URL(import.meta.url), { workerData: { base: base.href, paths, durationMs, clients } });
+  return new Promise((resolve, reject) => {
+    worker.once("message", (runs: Run[]) => resolve(runs));
+    worker.once("error", reject);
+  });
+}
+
+const figures = (name: string, run: Run) =>
   `${name} p50 ${percentile(run.latencies, 50).toFixed(2)} ms, p99 ${percentile(run.latencies, 99).toFixed(2)} ms (${run.latencies.length} requests${run.bad ? `, ${run.bad} not 200` : ""})`;
 
 async function measure(kind: "embedded" | "postgres") {
@@ -167,15 +185,14 @@ async function measure(kind: "embedded" | "postgres") {
     const base = new URL(instance.url);
     const searches = queries().map((query) => `/v2/x402/discovery/search?${query}`);
     // Warm-up: the statements prepared, the pages of the indexes cached.
-    await loop(base, [...searches, "/v2/x402/supported"], performance.now() + 2_000);
-    const idle = await loop(base, ["/v2/x402/supported"], performance.now() + DURATION_MS);
-    console.log(`  ${figures("GET /v2/x402/supported, idle:          ", idle)}`);
-    const alone = await loop(base, searches, performance.now() + DURATION_MS);
-    console.log(`  ${figures("search, one client:                    ", alone)}`);
-    const until = performance.now() + DURATION_MS;
-    const [supported, ...searching] = await Promise.all([loop(base, ["/v2/x402/supported"], until), ...Array.from({ length: 4 }, () => loop(base, searches, until))]);
+    await loop(base, [...searches, "/v2/x402/supported"], 2_000);
+    const [idle] = await clientsInWorker(base, ["/v2/x402/supported"], DURATION_MS, 1);
+    console.log(`  ${figures("GET /v2/x402/supported, idle:          ", idle!)}`);
+    const [alone] = await clientsInWorker(base, searches, DURATION_MS, 1);
+    console.log(`  ${figures("search, one client:                    ", alone!)}`);
+    const [[supported], searching] = await Promise.all([clientsInWorker(base, ["/v2/x402/supported"], DURATION_MS, 1), clientsInWorker(base, searches, DURATION_MS, 4)]);
     const all = { latencies: searching.flatMap((s) => s.latencies).sort((a, b) => a - b), bad: searching.reduce((n, s) => n + s.bad, 0) };
-    console.log(`  ${figures("GET /v2/x402/supported, 4 searching:   ", supported!)} (${(percentile(supported!.latencies, 99) / percentile(idle.latencies, 99)).toFixed(2)}x idle p99)`);
+    console.log(`  ${figures("GET /v2/x402/supported, 4 searching:   ", supported!)} (${(percentile(supported!.latencies, 99) / percentile(idle!.latencies, 99)).toFixed(2)}x idle p99)`);
     console.log(`  ${figures("search, 4 clients at once:             ", all)} (${((all.latencies.length / DURATION_MS) * 1000).toFixed(0)}/s)`);
     const agent = new Agent({ keepAlive: true });
     const pages = [];
@@ -189,5 +206,11 @@ async function measure(kind: "embedded" | "postgres") {
   }
 }
 
-console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model}, node ${process.version}; ${ENTRIES} entries, ${DURATION_MS} ms per phase`);
-for (const kind of LEDGERS) await measure(kind);
+if (isMainThread) {
+  console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model}, node ${process.version}; ${ENTRIES} entries, ${DURATION_MS} ms per phase`);
+  for (const kind of LEDGERS) await measure(kind);
+} else {
+  const { base, paths, durationMs, clients } = workerData as { base: string; paths: string[]; durationMs: number; clients: number };
+  const runs = await Promise.all(Array.from({ length: clients }, () => loop(new URL(base), paths, durationMs)));
+  parentPort!.postMessage(runs);
+}

@@ -46,7 +46,7 @@ async function time(label: string, lookup: (hash: Hex) => Promise<unknown>, hash
     if (Boolean(found) !== expectFound) throw new Error(`${label}: ${hash} ${expectFound ? "not found" : "found"}`);
   }
   times.sort((a, b) => a - b);
-  return `${label} p50 ${percentile(times, 50).toFixed(3)} ms, p99 ${percentile(times, 99).toFixed(3)} ms, max ${times.at(-1)!.toFixed(2)} ms`;
+  return `${label} p50 ${percentile(times, 50).toFixed(3)} ms, p90 ${percentile(times, 90).toFixed(3)} ms, p99 ${percentile(times, 99).toFixed(3)} ms, max ${times.at(-1)!.toFixed(2)} ms`;
 }
 
 async function measure(name: string, ledger: Ledger, raw: (sql: string, params: string[]) => Promise<unknown>, seed: () => Promise<void>) {

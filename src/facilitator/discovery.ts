@@ -241,7 +241,7 @@ const searchSchema = z.object({
 
 /** Options of {@link discoveryRoutes}. */
 export interface DiscoveryRoutesOptions {
-  ledger: Pick<Ledger, "listDiscoveryResources" | "searchDiscoveryResources">;
+  ledger: Pick<Ledger, "listDiscoveryResources" | "searchDiscoveryResources"> & { backend?: Ledger["backend"] };
   /** What the lookups pass first: the API key when keys are configured, and a quota. */
   guards: RequestHandler[];
 }
@@ -260,8 +260,12 @@ function filterOf(query: { type?: string; payTo?: string; scheme?: string; netwo
   };
 }
 
-/** Catalog reads one instance runs at once: the rest wait their turn, so reads never crowd out verify and settle. */
-const READS_AT_ONCE = 1;
+/**
+ * Catalog reads one instance runs at once: the rest wait their turn, so reads never crowd out verify and settle.
+ * The embedded ledger reads on the event loop (one at a time is all it can do); PostgreSQL reads off it, on
+ * 4 of the pool's connections at most.
+ */
+const READS_AT_ONCE = { sqlite: 1, postgres: 4 } as const;
 /** Catalog reads that may wait; one more is answered 503 at once (a flood holds no memory). */
 const READS_WAITING = 32;
 
@@ -316,7 +320,7 @@ function sendPage(res: Response, head: Record<string, unknown>, key: string, ite
  */
 export function discoveryRoutes(options: DiscoveryRoutesOptions): Router {
   const router = express.Router();
-  const gate = new Gate(READS_AT_ONCE, READS_WAITING);
+  const gate = new Gate(READS_AT_ONCE[options.ledger.backend ?? "sqlite"], READS_WAITING);
   /** The read in its turn; a 503 when too many wait already. */
   const read = async <T>(res: Response, task: () => Promise<T>): Promise<T | undefined> => {
     const result = await gate.run(task);

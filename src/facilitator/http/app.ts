@@ -43,7 +43,7 @@ export interface AppOptions {
    * under the payTo it paid (never a verify), and `GET /v2/x402/discovery/{resources,search}` read it
    * (guarded as the status lookups are).
    */
-  discovery?: { ledger: Pick<Ledger, "listDiscoveryResources" | "searchDiscoveryResources" | "recordDiscoveryPayment">; bounds: DiscoveryBounds };
+  discovery?: { ledger: Pick<Ledger, "backend" | "listDiscoveryResources" | "searchDiscoveryResources" | "recordDiscoveryPayment">; bounds: DiscoveryBounds };
 }
 
 /** What happened to one verify or settle request. */

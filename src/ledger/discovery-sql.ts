@@ -29,6 +29,20 @@ interface Executor {
 /** What the catalog needs of a ledger driver (a structural part of `SqlDriver`). */
 export interface CatalogDriver extends Executor {
   transaction<T>(options: { lock?: string }, work: (tx: Executor) => Promise<T>): Promise<T>;
+  /** A read that may run off the event loop, seeing every commit made before it was asked. */
+  read?(sql: string, params: readonly Value[]): Promise<Row[]>;
+}
+
+/** The first of `texts` within `maxBytes` in all (the first one always). */
+function withinBytes(texts: readonly string[], maxBytes: number): string[] {
+  let bytes = 0;
+  const kept: string[] = [];
+  for (const text of texts) {
+    if (kept.length > 0 && bytes + text.length > maxBytes) break;
+    kept.push(text);
+    bytes += text.length;
+  }
+  return kept;
 }
 
 /** Every catalog write takes this lock (every instance): counts and evictions stay exact, and no two writes wait on each other's rows. */
@@ -150,7 +164,7 @@ export class SqlDiscoveryCatalog {
       if (!row) {
         const [seller] = await tx.all(`SELECT COUNT(*) AS n FROM (SELECT 1 FROM discovery_entries WHERE pay_to = ? LIMIT ?) AS s`, [payTo, bounds.maxEntriesPerSeller + 1]);
         evicted += await this.#evict(tx, Number(seller!.n) - bounds.maxEntriesPerSeller, `WHERE pay_to = ?`, [payTo]);
-        evicted += await this.#evict(tx, (await this.#total(tx, {})) - bounds.maxEntries, "", []);
+        evicted += await this.#evict(tx, (await this.#total((sql, params) => tx.all(sql, params), {})) - bounds.maxEntries, "", []);
       }
       return { created: !row, evicted };
     });
@@ -167,8 +181,8 @@ export class SqlDiscoveryCatalog {
   }
 
   /** The entries of a type and network (either, both, or none given), from the counts the writes keep. */
-  async #total(executor: Executor, filter: { type?: string; network?: string }): Promise<number> {
-    const [row] = await executor.all(
+  async #total(all: (sql: string, params: readonly Value[]) => Promise<Row[]>, filter: { type?: string; network?: string }): Promise<number> {
+    const [row] = await all(
       `SELECT COALESCE(SUM(entries), 0) AS n FROM discovery_counts WHERE network = ?${filter.type !== undefined ? " AND type = ?" : ""}`,
       [filter.network === undefined ? ALL_NETWORKS : networkKey(filter.network), ...(filter.type !== undefined ? [filter.type] : [])],
     );
@@ -232,9 +246,9 @@ export class SqlDiscoveryCatalog {
     }
     const where = conditions.sql.length ? `WHERE ${conditions.sql.join(" AND ")}` : "";
     const total = counted
-      ? await this.#total(this.#db, filter)
-      : Number((await this.#db.all(`SELECT COUNT(*) AS n FROM ${from} ${where}`, conditions.params))[0]?.n ?? 0);
-    const page = await this.#page(request, (limit, offset) => this.#db.all(`SELECT e.id FROM ${from} ${where} ORDER BY ${order} LIMIT ? OFFSET ?`, [...conditions.params, limit, offset]));
+      ? await this.#total((sql, params) => this.#read(sql, params), filter)
+      : Number((await this.#read(`SELECT COUNT(*) AS n FROM ${from} ${where}`, conditions.params))[0]?.n ?? 0);
+    const page = await this.#page(request, (limit, offset) => this.#read(`SELECT e.id FROM ${from} ${where} ORDER BY ${order} LIMIT ? OFFSET ?`, [...conditions.params, limit, offset]));
     return { items: page.items, total };
   }
 
@@ -246,7 +260,9 @@ export class SqlDiscoveryCatalog {
     // The matches `m`, each with its score (query words matched) and its standing (payers, latest payment).
     let matches: string;
     let matchParams: Value[];
-    let partial = false;
+    // How many entries each word has, up to one more than a search reads (whether it read them all).
+    let counts = "SELECT 0 AS n0";
+    let countParams: Value[] = [];
     if (payTo !== undefined) {
       // One seller's entries (bounded by CATALOG_MAX_ENTRIES_PER_SELLER), from its index, each scored by probes of
       // its own words: every match among them.
@@ -262,22 +278,31 @@ export class SqlDiscoveryCatalog {
       );
       matches = `SELECT entry_id, COUNT(*) AS score, MAX(payers) AS payers, MAX(last_paid) AS last_paid FROM (${reads.join(" UNION ALL ")}) AS c GROUP BY entry_id`;
       matchParams = words.flatMap((word) => [word, DISCOVERY_CANDIDATES_PER_WORD]);
-      const [counts] = await this.#db.all(
-        `SELECT ${words.map((_, i) => `(SELECT COUNT(*) FROM (SELECT 1 FROM discovery_words WHERE word = ? LIMIT ?) AS c${i}) AS n${i}`).join(", ")}`,
-        words.flatMap((word) => [word, DISCOVERY_CANDIDATES_PER_WORD + 1]),
-      );
-      partial = words.some((_, i) => Number(counts![`n${i}`]) > DISCOVERY_CANDIDATES_PER_WORD);
+      counts = `SELECT ${words.map((_, i) => `(SELECT COUNT(*) FROM (SELECT 1 FROM discovery_words WHERE word = ? LIMIT ?) AS c${i}) AS n${i}`).join(", ")}`;
+      countParams = words.flatMap((word) => [word, DISCOVERY_CANDIDATES_PER_WORD + 1]);
     }
     const filtered = conditions.sql.length > 0 ? `JOIN discovery_entries e ON e.id = m.entry_id WHERE ${conditions.sql.join(" AND ")}` : "";
-    const page = await this.#page(request, (limit, offset) =>
-      this.#db.all(`SELECT m.entry_id AS id FROM (${matches}) AS m ${filtered} ORDER BY m.score DESC, m.payers DESC, m.last_paid DESC, m.entry_id DESC LIMIT ? OFFSET ?`, [
-        ...matchParams,
-        ...conditions.params,
-        limit,
-        offset,
-      ]),
+    // One statement: the words' counts, then the page's matches (one more than asked: whether more follow) with
+    // their entries, best first (a row of counts alone when nothing matched).
+    const rows = await this.#read(
+      `SELECT k.*, p.entry FROM (${counts}) AS k LEFT JOIN (
+         SELECT r.entry_id, r.score, r.payers, r.last_paid, x.entry FROM (
+           SELECT m.entry_id, m.score, m.payers, m.last_paid FROM (${matches}) AS m ${filtered}
+           ORDER BY m.score DESC, m.payers DESC, m.last_paid DESC, m.entry_id DESC LIMIT ? OFFSET ?
+         ) AS r JOIN discovery_entries x ON x.id = r.entry_id
+       ) AS p ON 1 = 1
+       ORDER BY p.score DESC, p.payers DESC, p.last_paid DESC, p.entry_id DESC`,
+      [...countParams, ...matchParams, ...conditions.params, request.limit + 1, request.offset],
     );
-    return { ...page, partial };
+    const partial = payTo === undefined && words.some((_, i) => Number(rows[0]?.[`n${i}`] ?? 0) > DISCOVERY_CANDIDATES_PER_WORD);
+    const texts = rows.flatMap((row) => (row.entry === null || row.entry === undefined ? [] : [String(row.entry)]));
+    const items = withinBytes(texts.slice(0, request.limit), request.maxBytes);
+    return { items, more: texts.length > items.length, partial };
+  }
+
+  /** Catalog reads: off the event loop where the driver can (the embedded ledger's reader thread). */
+  #read(sql: string, params: readonly Value[]): Promise<Row[]> {
+    return this.#db.read ? this.#db.read(sql, params) : this.#db.all(sql, params);
   }
 
   /**
@@ -292,7 +317,7 @@ export class SqlDiscoveryCatalog {
     let bytes = 0;
     for (let start = 0; start < ids.length; start += PAGE_CHUNK) {
       const chunk = ids.slice(start, start + PAGE_CHUNK);
-      const rows = await this.#db.all(`SELECT id, entry FROM discovery_entries WHERE id IN (${marks(chunk.length)})`, chunk);
+      const rows = await this.#read(`SELECT id, entry FROM discovery_entries WHERE id IN (${marks(chunk.length)})`, chunk);
       const found = new Map(rows.map((row) => [Number(row.id), String(row.entry)]));
       for (const id of chunk) {
         const text = found.get(id);

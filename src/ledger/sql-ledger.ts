@@ -71,6 +71,11 @@ export interface SqlDriver extends SqlExecutor {
   readonly messages: EventEmitter;
   transaction<T>(work: (tx: SqlTransaction) => Promise<T>): Promise<T>;
   transaction<T>(options: SqlTransactionOptions, work: (tx: SqlTransaction) => Promise<T>): Promise<T>;
+  /**
+   * A read that may run off the event loop (the embedded ledger's file: a reader thread of its own) and sees
+   * every commit made before it was asked; absent where `all` already does (PostgreSQL).
+   */
+  read?(sql: string, params: readonly SqlValue[]): Promise<SqlRow[]>;
   health(): Promise<LedgerHealth>;
   close(): Promise<void>;
 }

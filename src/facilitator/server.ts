@@ -271,7 +271,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     now,
   );
   const dashboard = config.dashboard
-    ? createDashboard({ configs: config.networks, runtimes: networks, health, playground: options.playground, apiKeys: config.apiKeys })
+    ? createDashboard({ configs: config.networks, runtimes: networks, health, playground: options.playground, apiKeys: config.apiKeys, allowedHosts: config.allowedHosts })
     : undefined;
   const app = createApp({
     context,
@@ -279,6 +279,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     health,
     rateLimits: config.rateLimits,
     trustProxy: config.trustProxy,
+    allowedHosts: config.allowedHosts,
     bodyLimitBytes: config.bodyLimitBytes,
     apiKeys: config.apiKeys,
     rateLimitStores: options.rateLimitStores ?? coordination.rateLimitStores,

@@ -304,7 +304,12 @@ const bodyHeaderSchema = z.object({ paymentHeader: z.string().trim().min(1) });
  * - the facilitator cannot be reached, times out, answers another non-2xx or an invalid answer → 500
  *   `{error, details}` with a generic `details`: the facts go to `options.logger`, never to buyers;
  * - settled → `X-PAYMENT-RESPONSE` (or `PAYMENT-RESPONSE` for a v2 payment: base64 JSON of the
- *   facilitator's settle answer) is set and the handler runs.
+ *   facilitator's settle answer) is set and the handler runs;
+ * - one payment, one answer and its retries: a settled payment presented again (the same `X-PAYMENT`,
+ *   which the facilitator calls used, or a v2 payment under the same payment identifier) is served again
+ *   only within the requirements' `maxTimeoutSeconds` of its block's time, by `options.clock`, from the
+ *   facilitator's record of that authorization paying this route's price to its `payTo`; after that →
+ *   402 `{error: "Payment already used", …, reason}` with fresh requirements.
  *
  * Hand-off to the handler: `res.locals.payment` is the {@link PaymentReceipt}
  * (`{txHash, from, to, value, blockNumber, timestamp}`), {@link getPayment}`(req)` gives the whole

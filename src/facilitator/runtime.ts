@@ -7,6 +7,7 @@ import type { NetworkConfig } from "./config.js";
 import type { Logger } from "./logger.js";
 import type { Ledger } from "../ledger/types.js";
 import type { SettlementService } from "./settlements.js";
+import type { SettlementChain } from "../settlement/chain.js";
 
 /** Everything the facilitator holds for one network, built at start-up. */
 export interface NetworkRuntime {
@@ -16,6 +17,8 @@ export interface NetworkRuntime {
   /** The token's state kept from its logs (`STATE_INDEX`); verify asks it first. Absent when off. */
   index?: TokenIndex;
   relayer: Relayer;
+  /** The chain reads of the payment decision and the reconciler (receipts, the authorization lookup). */
+  payments: SettlementChain;
   /** The token's EIP-712 domain separator on this chain. */
   separator: Hex;
 }
@@ -29,7 +32,6 @@ export interface FacilitatorContext {
   confirmations: number;
   settleTimeoutMs: number;
   pollingIntervalMs: number;
-  logLookbackBlocks: number;
   /** What the relayer may pay for: gas caps and revert penalties (balance reservations are ledger claims). */
   relayerSafety: RelayerSafety;
   /** The settlement ledger: claims, reservations, penalties, status (never touched by verify). */

@@ -22,6 +22,7 @@ import { startCoordination, type Coordination } from "./coordination.js";
 import type { Ledger } from "../ledger/types.js";
 import { createMetrics, type FacilitatorMetrics } from "./metrics.js";
 import type { FacilitatorContext, NetworkRuntime } from "./runtime.js";
+import { settlementChain } from "../settlement/chain.js";
 
 /** Options of {@link createFacilitator} and {@link startFacilitator}. */
 export interface StartFacilitatorOptions {
@@ -201,6 +202,13 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
         client,
         relayer,
         state: new ChainState(client, network.token),
+        payments: settlementChain({
+          client,
+          chainId: network.chainId,
+          logLookbackBlocks: config.logLookbackBlocks,
+          // LEAD (issue 28, item 4): once TokenIndex.spentAt lands (branch chain-identity), wire the index's port here:
+          // index: () => networks.get(network.network)?.index,
+        }),
         separator: domainSeparator({ ...domain, chainId: network.chainId, verifyingContract: network.token }),
       });
     }),
@@ -237,7 +245,6 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     confirmations: config.confirmations,
     settleTimeoutMs: config.settleTimeoutMs,
     pollingIntervalMs: config.pollingIntervalMs,
-    logLookbackBlocks: config.logLookbackBlocks,
     relayerSafety: config.relayerSafety,
     ledger: coordination.ledger,
     settlements: coordination.settlements,

@@ -1,9 +1,10 @@
-import type { Address, Hex, PublicClient, TransactionReceipt } from "viem";
+import type { Address, Hex, PublicClient } from "viem";
 import { waitForReceipt } from "../chain/receipt.js";
 import { FeeCapError, RelaySendError, type AdoptedTransaction, type RelayHooks, type RelayRequest, type SentTransaction } from "../chain/relayer.js";
-import { NOT_SENT_ERROR, type ReconcilerChain } from "../ledger/reconciler.js";
-import { IllegalTransitionError, penaltySubject, type ClaimInput, type Ledger, type SettlementCall, type SettlementRecord } from "../ledger/types.js";
+import { IllegalTransitionError, NOT_SENT_ERROR, type ClaimInput, type Ledger, type SettlementCall, type SettlementRecord } from "../ledger/types.js";
 import { SettleError } from "../protocol/reasons.js";
+import type { SettlementChain } from "../settlement/chain.js";
+import { decidePayment, paidTransferOf, penaltyOf, termsOf, type PaidTransfer, type PaymentDecision } from "../settlement/decision.js";
 import type { Logger } from "./logger.js";
 import { LedgerOutbox } from "./outbox.js";
 
@@ -24,11 +25,8 @@ export interface SettlementNetwork {
   name: string;
   client: PublicClient;
   relayer: RelayerPort;
-  /**
-   * The chain reads that decide a reverted settle (the reconciler's): the token's `authorizationState`,
-   * the transaction of its `AuthorizationUsed` log (rejecting when the logs cannot be read), receipts.
-   */
-  chain: Pick<ReconcilerChain, "authorizationUsed" | "findAuthorizationTransaction" | "receipt">;
+  /** The chain reads of the payment decision (the reconciler's too). */
+  chain: Pick<SettlementChain, "authorizationUsed" | "spender" | "receipt" | "blockTime">;
 }
 
 /** Which relayer keys this instance may send from now (the lease keeper). */
@@ -67,30 +65,22 @@ export interface SettlementServiceOptions {
 
 /** What became of a settle, for its answer. */
 export type SettlementResult =
-  /** Mined successfully by this settle (or by the key holder it handed the send to). */
-  | { kind: "settled"; record: SettlementRecord }
-  /** Another settle owns (or finished) the authorization: `Authorization already used` with its hash. */
+  /** Paid (by this settle's transaction, a copy of it, or the key holder it handed the send to): `transfer` as the paying receipt tells it. */
+  | { kind: "settled"; record: SettlementRecord; transfer: PaidTransfer }
+  /** Another settle owns (or finished) the authorization: `Authorization already used`; `txHash` is that settle's (its payment, for the caller to confirm). */
   | { kind: "alreadyUsed"; txHash?: Hex }
-  /** `payment.failed` with `error` (and the hash when something was sent). */
+  /** `payment.failed` with `error` (and the hash of ours when it was sent; never another transaction's). */
   | { kind: "failed"; error: string; txHash?: Hex }
   /** The payer's settles in flight already commit its balance. */
   | { kind: "overBalance" }
   /** Nothing was sent, and nothing will be: a fault (503). */
   | { kind: "notSent"; reason: string }
   /**
-   * Our transaction `txHash` reverted and the chain could not be read to say whether another transaction
-   * paid (a fault, 503, no verdict): the row stays sent for the reconciler, and a retry gets its outcome.
+   * The chain cannot tell yet whether the payment was made (a read failed, or the authorization is used
+   * and no log of it was found): a fault, 503, no verdict. The row stays sent for the reconciler, and a
+   * retry gets its outcome. `txHash`: ours.
    */
-  | { kind: "undecided"; reason: string; txHash: Hex };
-
-/** What the chain says of an authorization after our settle transaction of it reverted. */
-type AfterRevert =
-  /** Another transaction used it, and was mined successfully: the payment was made. */
-  | { kind: "paid"; txHash: Hex; blockNumber: bigint; blockTimestamp: bigint }
-  /** Unused (the balance moved away, the signature stopped validating), or used with no transfer in the token's logs (a cancel): the payer's doing. */
-  | { kind: "unpaid" }
-  /** The chain did not answer one of the reads: no verdict. */
-  | { kind: "unknown"; reason: string };
+  | { kind: "undecided"; reason: string; txHash?: Hex };
 
 /** Parameters of {@link SettlementService.settle}. */
 export type SettleClaim = Omit<ClaimInput, "owner" | "ownerTtlMs" | "deadlineMs" | "call">;
@@ -235,10 +225,12 @@ export class SettlementService {
   }
 
   #resultOf(record: SettlementRecord): SettlementResult {
-    if (record.status === "settled") return { kind: "settled", record };
+    if (record.status === "settled") return { kind: "settled", record, transfer: paidTransferOf(record) };
     if (record.status === "failed") {
       if (record.error === NOT_SENT_ERROR) return { kind: "notSent", reason: "the settlement was given up before anything was sent" };
-      return { kind: "failed", error: record.error ?? SettleError.failedOnChain, ...(record.txHash ? { txHash: record.txHash } : {}) };
+      // Spent by something else: the row's hash is ours, which did not pay; the answer names none.
+      const named = record.txHash && record.error !== SettleError.alreadyUsed ? { txHash: record.txHash } : {};
+      return { kind: "failed", error: record.error ?? SettleError.failedOnChain, ...named };
     }
     // Still pending at the deadline: the hash lets the caller trace it (the status lookup tells the rest).
     return { kind: "failed", error: SettleError.failedOnChain, ...(record.txHash ? { txHash: record.txHash } : {}) };
@@ -366,6 +358,9 @@ export class SettlementService {
         logger.warn({ id: record.id, txHash: latest }, "settle transaction's nonce went to a gap filler; deciding the row now");
         await this.#o.reconcile((await ledger.getById(record.id)) ?? record).catch((error: unknown) => logger.warn({ id: record.id, err: String(error) }, "reconciler: row left for the next round"));
       } else {
+        // Not mined by the deadline: a cancel or a substitute may have spent the authorization meanwhile.
+        const decision = await decidePayment(network.chain, termsOf(record), { ours: sent.hashes() });
+        if (decision.outcome === "paid" || decision.outcome === "failed" || decision.outcome === "undecided") return this.#decided(record, network, decision);
         logger.warn({ id: record.id, txHash: latest }, "settle receipt not confirmed by the deadline; the reconciler follows it");
       }
       await ledger.deferCheck(record.id, 0).catch(() => undefined);
@@ -375,102 +370,83 @@ export class SettlementService {
     }
     const hash = receipt.transactionHash;
     this.#o.observe?.confirmationWait?.(network.name, (performance.now() - sentAt) / 1000);
-    const blockTimestamp = latestBlock?.number === receipt.blockNumber ? latestBlock.timestamp : await this.#blockTime(network.client, receipt);
-    // The ledger marks its other versions (same nonce) replaced.
-    if (receipt.status === "success") return this.#settled(record, { txHash: hash, blockNumber: receipt.blockNumber, blockTimestamp });
-    // The other versions share its nonce: none of them can be mined now.
-    for (const other of sent.hashes()) if (other !== hash) await ledger.markTransaction(other, "replaced").catch(() => undefined);
-    await this.outbox.writeOrKeep(`transaction ${hash} reverted`, () => ledger.markTransaction(hash, "reverted"));
-    this.#o.observe?.revertedGas?.(network.name, receipt.gasUsed);
-    const after = await this.#afterRevert(record, network);
-    if (after.kind === "paid") {
-      // Anyone can resend our transaction's input from the pending pool with a higher tip: the copy paid
-      // the payee, ours reverted. The payment was made, and the payer did nothing wrong.
-      logger.warn({ id: record.id, txHash: hash, paidBy: after.txHash, payer: record.key.authorizer }, "settle transaction reverted: another transaction used the authorization first; settled with its hash");
-      return this.#settled(record, { txHash: after.txHash, blockNumber: after.blockNumber, blockTimestamp: after.blockTimestamp });
+    if (receipt.status === "reverted") {
+      // The other versions share its nonce: none of them can be mined now.
+      for (const other of sent.hashes()) if (other !== hash) await ledger.markTransaction(other, "replaced").catch(() => undefined);
+      await this.outbox.writeOrKeep(`transaction ${hash} reverted`, () => ledger.markTransaction(hash, "reverted"));
+      this.#o.observe?.revertedGas?.(network.name, receipt.gasUsed);
     }
-    if (after.kind === "unknown") {
-      // Failing it (and penalising its payer) would be a guess: the copy of a pending transaction is
-      // common enough. The row stays sent; the reconciler decides it from the chain, and a retry of this
-      // settle gets that outcome.
-      logger.warn({ id: record.id, txHash: hash, payer: record.key.authorizer, reason: after.reason }, "settle transaction reverted and the chain could not say whether the authorization paid elsewhere: answered 503, left to the reconciler");
-      await ledger.deferCheck(record.id, 0).catch(() => undefined);
-      return { kind: "undecided", reason: after.reason, txHash: hash };
+    return this.#decided(record, network, await decidePayment(network.chain, termsOf(record), { ours: [receipt], ...(latestBlock ? { knownBlock: latestBlock } : {}) }), hash);
+  }
+
+  /**
+   * Records what the payment decision said of a row this settle followed, and answers it: settled by the
+   * paying transfer (ours, or a copy of ours mined first); failed, its payer penalised; undecided (503),
+   * left to the reconciler. `ours`: our transaction that was mined, if any.
+   */
+  async #decided(record: SettlementRecord, network: SettlementNetwork, decision: PaymentDecision, ours?: Hex): Promise<SettlementResult> {
+    const { ledger, logger } = this.#o;
+    switch (decision.outcome) {
+      case "paid":
+        // Anyone can resend our transaction's input from the pending pool with a higher tip: the copy paid
+        // the payee, ours reverted. The payment was made, and the payer did nothing wrong.
+        if (ours && decision.transfer.txHash !== ours) {
+          logger.warn({ id: record.id, txHash: ours, paidBy: decision.transfer.txHash, payer: record.key.authorizer }, "settle transaction reverted: another transaction used the authorization first; settled with its hash");
+        }
+        return this.#settled(record, decision.transfer);
+      case "unused":
+      case "undecided": {
+        // Failing it (and penalising its payer) would be a guess: the copy of a pending transaction is
+        // common enough. The row stays sent; the reconciler decides it from the chain, and a retry of this
+        // settle gets that outcome.
+        const reason = decision.outcome === "undecided" ? decision.reason : "the transaction succeeded without using the authorization";
+        logger.warn({ id: record.id, txHash: ours, payer: record.key.authorizer, reason }, "settle outcome not known yet: answered 503, left to the reconciler");
+        await ledger.deferCheck(record.id, 0).catch(() => undefined);
+        return { kind: "undecided", reason, ...(ours ? { txHash: ours } : {}) };
+      }
+      case "failed": {
+        const mine = decision.cause === "reverted" ? decision.by.txHash : ours;
+        const failure = { error: decision.error, ...(mine ? { txHash: mine } : {}) };
+        await ledger.markFailed(record.id, failure).catch((error: unknown) => {
+          this.outbox.add(`settlement ${record.id} failed`, () => ledger.markFailed(record.id, failure));
+          this.#o.onLedgerFault?.(error);
+          logger.warn({ id: record.id, txHash: mine, err: String(error) }, "settlement failed while the ledger is unreachable: record kept in the outbox");
+        });
+        await this.#penalize(record, network, decision);
+        // Spent by something else: no transaction is named (ours did not pay, and the other is not this payment).
+        return { kind: "failed", error: decision.error, ...(decision.cause === "reverted" ? { txHash: decision.by.txHash } : {}) };
+      }
     }
-    const failure = { error: SettleError.failedOnChain, txHash: hash };
-    const failed = await ledger.markFailed(record.id, failure).catch((error: unknown) => {
-      this.outbox.add(`settlement ${record.id} reverted`, () => ledger.markFailed(record.id, failure));
-      this.#o.onLedgerFault?.(error);
-      logger.warn({ id: record.id, txHash: hash, err: String(error) }, "settlement reverted while the ledger is unreachable: record kept in the outbox");
-      return undefined;
-    });
-    await this.#penalize(record, receipt, blockTimestamp);
-    return failed ? this.#resultOf(failed) : { kind: "failed", ...failure };
   }
 
   /**
    * Records the row settled by `outcome` and answers settled. Mined is mined: with the ledger unreachable
    * the answer is still `settled`, and the record waits in the outbox until the database is back.
    */
-  async #settled(record: SettlementRecord, outcome: { txHash: Hex; blockNumber: bigint; blockTimestamp: bigint }): Promise<SettlementResult> {
+  async #settled(record: SettlementRecord, transfer: PaidTransfer): Promise<SettlementResult> {
     const { ledger, logger } = this.#o;
+    const outcome = { txHash: transfer.txHash, blockNumber: transfer.blockNumber, blockTimestamp: transfer.blockTimestamp };
     try {
-      return { kind: "settled", record: await ledger.markSettled(record.id, outcome) };
+      return { kind: "settled", record: await ledger.markSettled(record.id, outcome), transfer };
     } catch (error) {
       if (error instanceof IllegalTransitionError) throw error;
       this.outbox.add(`settlement ${record.id} settled by ${outcome.txHash}`, () => ledger.markSettled(record.id, outcome));
       this.#o.onLedgerFault?.(error);
       logger.warn({ id: record.id, txHash: outcome.txHash, err: String(error) }, "settlement mined while the ledger is unreachable: answered settled, record kept in the outbox");
-      return { kind: "settled", record: { ...record, status: "settled", ...outcome } };
+      return { kind: "settled", record: { ...record, status: "settled", ...outcome }, transfer };
     }
   }
 
-  /**
-   * After our transaction reverted, decided from the chain alone (the ledger may be the thing that is
-   * down): the token's `authorizationState`; when used, the transaction of its `AuthorizationUsed` log
-   * and that transaction's receipt. Any read that fails leaves it unknown, never failed.
-   */
-  async #afterRevert(record: SettlementRecord, network: SettlementNetwork): Promise<AfterRevert> {
-    const { token, authorizer, nonce } = record.key;
-    const why = (what: string, error: unknown) => ({ kind: "unknown" as const, reason: `${what}: ${error instanceof Error ? error.message : String(error)}` });
-    try {
-      if (!(await network.chain.authorizationUsed(token, authorizer, nonce))) return { kind: "unpaid" };
-    } catch (error) {
-      return why("the token's authorizationState cannot be read", error);
-    }
-    let other: Hex | undefined;
-    try {
-      other = await network.chain.findAuthorizationTransaction(token, authorizer, nonce);
-    } catch (error) {
-      return why("the authorization is used, and the token's logs cannot be read", error);
-    }
-    // Used, and no transfer under it in the logs (the look-back reaches well past our transaction's block): a cancel.
-    if (!other) return { kind: "unpaid" };
-    try {
-      const receipt = await network.chain.receipt(other);
-      if (receipt?.status === "success") return { kind: "paid", txHash: other, blockNumber: receipt.blockNumber, blockTimestamp: receipt.blockTimestamp };
-      return { kind: "unknown", reason: `the authorization was used by ${other}, whose receipt is not available` };
-    } catch (error) {
-      return why(`the authorization was used by ${other}, whose receipt cannot be read`, error);
-    }
-  }
-
-  async #blockTime(client: PublicClient, receipt: TransactionReceipt): Promise<bigint> {
-    try {
-      return (await client.getBlock({ blockNumber: receipt.blockNumber })).timestamp;
-    } catch {
-      return BigInt(Math.floor(Date.now() / 1000));
-    }
-  }
-
-  /** A settlement reverted at the relayer's expense and nothing else used its authorization: refuse its payer for a while. */
-  async #penalize(record: SettlementRecord, receipt: TransactionReceipt, blockTime: bigint): Promise<void> {
+  /** A payment failed by its payer's doing (a revert, a cancel, a substitute under its nonce): refuse the payer for a while. */
+  async #penalize(record: SettlementRecord, network: SettlementNetwork, failed: Extract<PaymentDecision, { outcome: "failed" }>): Promise<void> {
     const { logger, revertPenaltySeconds, ledger } = this.#o;
-    logger.warn({ id: record.id, txHash: receipt.transactionHash, payer: record.key.authorizer, gasUsed: String(receipt.gasUsed) }, "settlement reverted on chain");
+    logger.warn({ id: record.id, txHash: failed.by.txHash, payer: record.key.authorizer, cause: failed.cause }, failed.cause === "reverted" ? "settlement reverted on chain" : "settlement failed: the authorization was spent by another transaction");
     if (revertPenaltySeconds <= 0) return;
+    // The deciding block's time; the wall clock only when the chain cannot say (a penalty, not a payment).
+    const blockTime = await network.chain.blockTime(failed.by.blockNumber).catch(() => BigInt(Math.floor(Date.now() / 1000)));
+    const penalty = penaltyOf(record, failed, blockTime, revertPenaltySeconds);
+    if (!penalty) return;
     try {
-      const until = blockTime + BigInt(revertPenaltySeconds);
-      const penalty = { chainId: record.key.chainId, token: record.key.token, ...penaltySubject(record.key.authorizer), until, txHash: receipt.transactionHash };
       await this.outbox.writeOrKeep(`revert penalty of ${record.key.authorizer}`, () => ledger.penalize(penalty));
     } catch (error) {
       logger.error({ id: record.id, err: String(error) }, "ledger: revert penalty not recorded");

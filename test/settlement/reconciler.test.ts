@@ -1,11 +1,13 @@
 import { expect } from "chai";
 import { createPublicClient, custom, encodeFunctionData, keccak256, parseEther, parseSignature, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { settlementChain } from "../../src/chain/settlement-chain.js";
+import { settlementChain } from "../../src/settlement/chain.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
-import { NOT_SENT_ERROR, Reconciler, type ReconcilerAction } from "../../src/ledger/reconciler.js";
+import { NOT_SENT_ERROR } from "../../src/ledger/types.js";
+import { Reconciler, type ReconcilerAction } from "../../src/settlement/reconciler.js";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
-import type { Ledger, SettlementRecord } from "../../src/ledger/types.js";
+import { penaltySubject, type Ledger, type SettlementRecord } from "../../src/ledger/types.js";
+import { CANCEL_AUTHORIZATION_TYPES } from "../../src/protocol/eip3009.js";
 import { SettleError } from "../../src/protocol/reasons.js";
 import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
 import { claimInput, TestClock } from "../helpers/ledger.js";
@@ -207,6 +209,108 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     expect(actions).to.deep.equal([["settled", sent.id]]);
     expect(await row(sent.id)).to.deep.include({ status: "settled", txHash: copy });
     expect(await payeeBalance()).to.equal(1_000_000n);
+  });
+
+  /** The payer spends the row's nonce first with another authorization: 1 unit to itself. */
+  async function substitute(payment: Awaited<ReturnType<typeof abandonedSend>>["payment"]): Promise<Hex> {
+    const other = await makePayment(chain, { nonce: payment.message.nonce, payTo: payment.message.from, amount: 1n });
+    const m = other.message;
+    const { r, s, v } = parseSignature(other.signature);
+    return chain.buyers[0]!.writeContract({
+      address: chain.token,
+      abi: tokenAbi,
+      functionName: "transferWithAuthorization",
+      args: [m.from, m.to, m.value, m.validAfter, m.validBefore, m.nonce, Number(v), r, s],
+    });
+  }
+
+  /** The payer's revert penalty on chain 338, if any (at the chain's latest time). */
+  async function penaltyOf(payer: Hex) {
+    const now = (await chain.publicClient.getBlock()).timestamp;
+    return ledger.activePenalty({ chainId: 338, token: chain.token }, [penaltySubject(payer)], now);
+  }
+
+  it("a substitute under the row's nonce (another payee and value) mined while ours never got out: failed Authorization already used in one round, nothing sent, the payer penalised", async () => {
+    reconciler = new Reconciler({
+      ledger,
+      chains: [settlementChain({ client: chain.publicClient, chainId: 338, logLookbackBlocks: 1_000 })],
+      clock: clock.read,
+      revertPenaltySeconds: 600,
+      onAction: (action, row) => actions.push([action, row.id]),
+      onError: (error) => {
+        throw error;
+      },
+    });
+    const sent = await abandonedSend({ broadcast: false });
+    const other = await substitute(sent.payment);
+    await reconciler.tick();
+    expect(actions).to.deep.equal([["failed", sent.id]]);
+    const failed = await row(sent.id);
+    expect(failed).to.deep.include({ status: "failed", error: SettleError.alreadyUsed, txHash: sent.hash });
+    expect(failed.txHash).to.not.equal(other);
+    expect(await payeeBalance()).to.equal(0n);
+    // Ours was never re-broadcast: the relayer sent nothing.
+    expect(await chain.publicClient.getTransactionCount({ address: relayer.address, blockTag: "pending" })).to.equal(0);
+    const block = await chain.publicClient.getBlock({ blockNumber: (await chain.publicClient.getTransactionReceipt({ hash: other })).blockNumber });
+    expect(await penaltyOf(sent.payment.message.from)).to.deep.include({ until: block.timestamp + 600n, txHash: other });
+  });
+
+  it("the payer cancels while ours is dropped (the node forgot it): failed Authorization already used in one round, not at validBefore", async () => {
+    const sent = await abandonedSend({ broadcast: false });
+    const domain = { name: chain.info.domain.name, version: chain.info.domain.version, chainId: chain.info.chainId, verifyingContract: chain.token };
+    const payer = privateKeyToAccount(HARDHAT_KEYS.buyer);
+    const cancel = await payer.signTypedData({
+      domain,
+      types: CANCEL_AUTHORIZATION_TYPES,
+      primaryType: "CancelAuthorization",
+      message: { authorizer: payer.address, nonce: sent.payment.message.nonce },
+    });
+    const { v, r, s } = parseSignature(cancel);
+    await chain.contract.write.cancelAuthorization([payer.address, sent.payment.message.nonce, Number(v), r, s]);
+    const rpc = recordRpc(chain.connection.provider);
+    reconciler = new Reconciler({
+      ledger,
+      chains: [settlementChain({ client: createPublicClient({ transport: custom(rpc.provider) }), chainId: 338, logLookbackBlocks: 1_000 })],
+      clock: clock.read,
+      onAction: (action, row) => actions.push([action, row.id]),
+      onError: (error) => {
+        throw error;
+      },
+    });
+    await reconciler.tick();
+    expect(actions).to.deep.equal([["failed", sent.id]]);
+    expect(await row(sent.id)).to.deep.include({ status: "failed", error: SettleError.alreadyUsed });
+    expect(await chain.publicClient.getTransactionCount({ address: relayer.address, blockTag: "pending" })).to.equal(0);
+    // Decided: later rounds look at it no more (no scan of the token's logs each round).
+    clock.advance(60_000);
+    expect(await reconciler.tick()).to.equal(0);
+    expect(rpc.count("eth_getLogs")).to.equal(1);
+  });
+
+  it("used with no log within LOG_LOOKBACK_BLOCKS is never guessed a cancel: left undecided (the row stays sent); with the token state index naming the block, decided from that one block's logs", async () => {
+    const sent = await abandonedSend({ broadcast: false });
+    const other = await substitute(sent.payment);
+    const spentIn = (await chain.publicClient.getTransactionReceipt({ hash: other })).blockNumber;
+    await chain.networkHelpers.mine(10);
+    const errors: string[] = [];
+    const options = { ledger, clock: clock.read, onAction: (action: ReconcilerAction, row: SettlementRecord) => actions.push([action, row.id]), onError: (error: unknown) => void errors.push(String(error)) };
+    const short = new Reconciler({ ...options, chains: [settlementChain({ client: chain.publicClient, chainId: 338, logLookbackBlocks: 5 })] });
+    await short.tick();
+    expect(actions).to.deep.equal([]);
+    expect(errors).to.have.length(1);
+    expect(errors[0]).to.include(`settlement ${sent.id} left undecided: the authorization is used, and no log of it was found`);
+    expect((await row(sent.id)).status).to.equal("sent");
+
+    // The index's port: the block that spent it, whatever its age (an index that cannot vouch is asked past).
+    const asked: Hex[] = [];
+    const index = { spentAt: async (_authorizer: Hex, nonce: Hex) => (asked.push(nonce), { spent: true as const, blockNumber: spentIn }) };
+    const indexed = new Reconciler({ ...options, chains: [settlementChain({ client: chain.publicClient, chainId: 338, logLookbackBlocks: 5, index: () => index })] });
+    clock.advance(5_000);
+    await indexed.tick();
+    expect(asked).to.deep.equal([sent.payment.message.nonce]);
+    expect(actions).to.deep.equal([["failed", sent.id]]);
+    expect(await row(sent.id)).to.deep.include({ status: "failed", error: SettleError.alreadyUsed });
+    expect(await payeeBalance()).to.equal(0n);
   });
 
   it("fails a row whose authorization expired without being used", async () => {

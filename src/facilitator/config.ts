@@ -112,7 +112,7 @@ export interface RelayerSafetyConfig {
   maxSettleGas: bigint;
   /** `ERC1271_GAS_LIMIT`: gas limit of the `isValidSignature` call that checks a contract wallet's signature. */
   erc1271GasLimit: bigint;
-  /** `REVERT_PENALTY_SECONDS`: how long a payer whose settlement reverted (its authorization unused) is refused; 0 = off. */
+  /** `REVERT_PENALTY_SECONDS`: how long a payer whose payment failed by its own doing (a revert, a cancel, a substitute under its nonce) is refused; 0 = off. */
   revertPenaltySeconds: number;
 }
 

@@ -1,4 +1,4 @@
-import { encodeFunctionData, parseSignature, type Address, type Hex } from "viem";
+import { encodeFunctionData, isAddressEqual, parseSignature, type Address, type Hex } from "viem";
 import { tokenAbi } from "../chain/token-abi.js";
 import { estimateGasWithin } from "../chain/estimate.js";
 import { FeeCapError } from "../chain/fees.js";
@@ -6,7 +6,7 @@ import { settleErrorOfRevert } from "../chain/revert.js";
 import type { PayerPayload, Payment } from "../protocol/payment.js";
 import { SettleError, VerifyReason } from "../protocol/reasons.js";
 import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
-import { penaltySubject, type BoundPayment } from "../ledger/types.js";
+import { penaltySubject, type BoundPayment, type SettlementRecord } from "../ledger/types.js";
 import type { Simulation } from "./settlements.js";
 import { decidePayment, termsOfAuthorization, type PaidTransfer } from "../settlement/decision.js";
 import { authorizationDigest, identifierBoundElsewhere, paidUnderIdentifier, verifyPayment, type RefusedPayment, type VerifiedPayment, type VerifyFailureCode } from "./verify.js";
@@ -171,7 +171,7 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
     case "alreadyUsed": {
       // Another settle of this authorization (a repeat under the same payment identifier) sent it: its answer.
       const paid = payment.paymentId ? await settledUnderIdentifier(runtime, authorization, payment.paymentId, context) : undefined;
-      return paid ?? failed("used", await paidBy(runtime, authorization, context, result.txHash));
+      return paid ?? failed("used", await ownersTransaction(runtime, authorization, result.record, context));
     }
     case "failed":
       return { settled: false, code: CODE_OF_TEXT.get(result.error) ?? "failedOnChain", error: result.error, ...(result.txHash ? { txHash: result.txHash } : {}) };
@@ -243,6 +243,17 @@ async function simulate(payment: VerifiedPayment, context: FacilitatorContext): 
 
 function bigMin(a: bigint, b: bigint): bigint {
   return a < b ? a : b;
+}
+
+/**
+ * The transaction to name when another settle owns this authorization: while it is in flight, its own
+ * transaction of this very payment (same payee and value: the one that pays once mined); once settled,
+ * only the paying transfer the payment decision confirms.
+ */
+async function ownersTransaction(runtime: NetworkRuntime, authorization: PayerPayload["authorization"], owner: SettlementRecord, context: FacilitatorContext): Promise<Hex | undefined> {
+  if (owner.status === "settled") return paidBy(runtime, authorization, context, owner.txHash);
+  const same = isAddressEqual(owner.payee, authorization.to) && owner.value === BigInt(authorization.value);
+  return same ? owner.txHash : undefined;
 }
 
 /**

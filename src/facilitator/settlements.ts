@@ -67,8 +67,11 @@ export interface SettlementServiceOptions {
 export type SettlementResult =
   /** Paid (by this settle's transaction, a copy of it, or the key holder it handed the send to): `transfer` as the paying receipt tells it. */
   | { kind: "settled"; record: SettlementRecord; transfer: PaidTransfer }
-  /** Another settle owns (or finished) the authorization: `Authorization already used`; `txHash` is that settle's (its payment, for the caller to confirm). */
-  | { kind: "alreadyUsed"; txHash?: Hex }
+  /**
+   * Another settle owns (or finished) the authorization: `Authorization already used`. `record` is that
+   * settle's row: its transaction is named only once confirmed as this very payment's (the caller's part).
+   */
+  | { kind: "alreadyUsed"; record: SettlementRecord }
   /** `payment.failed` with `error` (and the hash of ours when it was sent; never another transaction's). */
   | { kind: "failed"; error: string; txHash?: Hex }
   /** The payer's settles in flight already commit its balance. */
@@ -152,13 +155,13 @@ export class SettlementService {
         }
       }
       const { record } = claim;
-      if (record.status === "settled") return { kind: "alreadyUsed", ...(record.txHash ? { txHash: record.txHash } : {}) };
+      if (record.status === "settled") return { kind: "alreadyUsed", record };
       const outcome = (await this.#outcomeOf(record.id, deadline)) ?? record;
       // The settle it joined was given up before anything was sent (its instance lost the database
       // meanwhile, say): nothing is out there, so this one claims the authorization afresh.
       if (outcome.status === "failed" && outcome.error === NOT_SENT_ERROR && deadline - performance.now() > 1_000) continue;
       if (outcome.status === "failed") return this.#resultOf(outcome);
-      return { kind: "alreadyUsed", ...(outcome.txHash ? { txHash: outcome.txHash } : {}) };
+      return { kind: "alreadyUsed", record: outcome };
     }
   }
 

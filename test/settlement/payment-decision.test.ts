@@ -1,11 +1,10 @@
 import { expect } from "chai";
 import request from "supertest";
-import { parseSignature, type Hex } from "viem";
-import { tokenAbi } from "../../src/chain/token-abi.js";
+import type { Hex } from "viem";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import { SettleError } from "../../src/protocol/reasons.js";
 import { EvmReason } from "../../src/protocol/x402v2.js";
-import { makePayment, openFacilitator, recordingLogger, v2BodyOf } from "../helpers/facilitator.js";
+import { makePayment, openFacilitator, recordingLogger, sendAuthorization, v2BodyOf } from "../helpers/facilitator.js";
 import { switchableLedger } from "../helpers/ledger.js";
 import { expectFailed, FRONT_RUN, RELAYER, relayerNonce, revertedGas, setAutomine, settle } from "../helpers/settle.js";
 import { waitUntil, withoutTimestamp } from "../helpers/time.js";
@@ -18,18 +17,8 @@ type Made = Awaited<ReturnType<typeof makePayment>>;
 
 /** The payer signs A2 under A1's nonce (1 unit to itself) and sends it itself, with a tip that puts it first. */
 async function sendSubstitute(opened: Opened, first: Made): Promise<{ hash: Hex; substitute: Made }> {
-  const { chain } = opened;
-  const substitute = await makePayment(chain, { nonce: first.message.nonce, payTo: opened.buyer.address, amount: 1n });
-  const m = substitute.message;
-  const { r, s, v } = parseSignature(substitute.signature);
-  const hash = await chain.buyers[0]!.writeContract({
-    address: chain.token,
-    abi: tokenAbi,
-    functionName: "transferWithAuthorization",
-    args: [m.from, m.to, m.value, m.validAfter, m.validBefore, m.nonce, Number(v), r, s],
-    ...FRONT_RUN,
-  });
-  return { hash, substitute };
+  const substitute = await makePayment(opened.chain, { nonce: first.message.nonce, payTo: opened.buyer.address, amount: 1n });
+  return { hash: await sendAuthorization(opened.chain, substitute, FRONT_RUN), substitute };
 }
 
 /**

@@ -1,15 +1,15 @@
 import { expect } from "chai";
-import { createPublicClient, custom, encodeFunctionData, keccak256, parseEther, parseSignature, type Hex } from "viem";
+import { createPublicClient, custom, type PublicClient, encodeFunctionData, keccak256, parseEther, parseSignature, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { settlementChain } from "../../src/settlement/chain.js";
+import { settlementChain, type SettlementChainParameters } from "../../src/settlement/chain.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
 import { NOT_SENT_ERROR } from "../../src/ledger/types.js";
-import { Reconciler, type ReconcilerAction } from "../../src/settlement/reconciler.js";
+import { Reconciler, type ReconcilerAction, type ReconcilerOptions } from "../../src/settlement/reconciler.js";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import { penaltySubject, type Ledger, type SettlementRecord } from "../../src/ledger/types.js";
 import { CANCEL_AUTHORIZATION_TYPES } from "../../src/protocol/eip3009.js";
 import { SettleError } from "../../src/protocol/reasons.js";
-import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
+import { HARDHAT_KEYS, makePayment, sendAuthorization } from "../helpers/facilitator.js";
 import { claimInput, TestClock } from "../helpers/ledger.js";
 import { recordRpc } from "../helpers/rpc.js";
 import { openChain } from "../helpers/token.js";
@@ -30,17 +30,23 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     clock = new TestClock();
     ledger = openSqliteLedger({ location: MEMORY, clock: clock.read });
     actions = [];
-    reconciler = new Reconciler({
+    reconciler = reconcilerOn();
+  });
+
+  /** A reconciler of this suite's ledger and clock over `client` (default the chain's), recording its actions and throwing its errors. */
+  function reconcilerOn(client: PublicClient = chain.publicClient, options: Partial<ReconcilerOptions> = {}, chainOptions: Partial<SettlementChainParameters> = {}): Reconciler {
+    return new Reconciler({
       ledger,
-      chains: [settlementChain({ client: chain.publicClient, chainId: 338, logLookbackBlocks: 1_000 })],
+      chains: [settlementChain({ client, chainId: 338, logLookbackBlocks: 1_000, ...chainOptions })],
       clock: clock.read,
       recheckMs: 5_000,
       onAction: (action, row) => actions.push([action, row.id]),
       onError: (error) => {
         throw error;
       },
+      ...options,
     });
-  });
+  }
   afterEach(() => ledger.close());
 
   /** A signed authorization's token call. */
@@ -83,16 +89,7 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
   }
 
   /** Someone else sends the payment's authorization (a buyer's own transaction): it is used before ours. */
-  async function useElsewhere(payment: Awaited<ReturnType<typeof abandonedSend>>["payment"]): Promise<Hex> {
-    const m = payment.message;
-    const { r, s, v } = parseSignature(payment.signature);
-    return chain.buyers[0]!.writeContract({
-      address: chain.token,
-      abi: tokenAbi,
-      functionName: "transferWithAuthorization",
-      args: [m.from, m.to, m.value, m.validAfter, m.validBefore, m.nonce, Number(v), r, s],
-    });
-  }
+  const useElsewhere = (payment: Awaited<ReturnType<typeof abandonedSend>>["payment"]): Promise<Hex> => sendAuthorization(chain, payment);
 
   const row = async (id: number) => (await ledger.getById(id)) as SettlementRecord;
   const payeeBalance = () => chain.contract.read.balanceOf([privateKeyToAccount(HARDHAT_KEYS.seller).address]);
@@ -187,14 +184,7 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     const rpc = recordRpc(chain.connection.provider);
     rpc.failing.add("eth_getLogs");
     const errors: string[] = [];
-    const blind = new Reconciler({
-      ledger,
-      chains: [settlementChain({ client: createPublicClient({ transport: custom(rpc.provider) }), chainId: 338, logLookbackBlocks: 1_000 })],
-      clock: clock.read,
-      recheckMs: 5_000,
-      onAction: (action, row) => actions.push([action, row.id]),
-      onError: (error) => void errors.push(String(error)),
-    });
+    const blind = reconcilerOn(createPublicClient({ transport: custom(rpc.provider) }), { onError: (error) => void errors.push(String(error)) });
     await blind.tick();
     expect(actions).to.deep.equal([]);
     expect(errors).to.have.length(1);
@@ -212,17 +202,8 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
   });
 
   /** The payer spends the row's nonce first with another authorization: 1 unit to itself. */
-  async function substitute(payment: Awaited<ReturnType<typeof abandonedSend>>["payment"]): Promise<Hex> {
-    const other = await makePayment(chain, { nonce: payment.message.nonce, payTo: payment.message.from, amount: 1n });
-    const m = other.message;
-    const { r, s, v } = parseSignature(other.signature);
-    return chain.buyers[0]!.writeContract({
-      address: chain.token,
-      abi: tokenAbi,
-      functionName: "transferWithAuthorization",
-      args: [m.from, m.to, m.value, m.validAfter, m.validBefore, m.nonce, Number(v), r, s],
-    });
-  }
+  const substitute = async (payment: Awaited<ReturnType<typeof abandonedSend>>["payment"]): Promise<Hex> =>
+    sendAuthorization(chain, await makePayment(chain, { nonce: payment.message.nonce, payTo: payment.message.from, amount: 1n }));
 
   /** The payer's revert penalty on chain 338, if any (at the chain's latest time). */
   async function penaltyOf(payer: Hex) {
@@ -231,16 +212,7 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
   }
 
   it("a substitute under the row's nonce (another payee and value) mined while ours never got out: failed Authorization already used in one round, nothing sent, the payer penalised", async () => {
-    reconciler = new Reconciler({
-      ledger,
-      chains: [settlementChain({ client: chain.publicClient, chainId: 338, logLookbackBlocks: 1_000 })],
-      clock: clock.read,
-      revertPenaltySeconds: 600,
-      onAction: (action, row) => actions.push([action, row.id]),
-      onError: (error) => {
-        throw error;
-      },
-    });
+    reconciler = reconcilerOn(chain.publicClient, { revertPenaltySeconds: 600 });
     const sent = await abandonedSend({ broadcast: false });
     const other = await substitute(sent.payment);
     await reconciler.tick();
@@ -268,15 +240,7 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     const { v, r, s } = parseSignature(cancel);
     await chain.contract.write.cancelAuthorization([payer.address, sent.payment.message.nonce, Number(v), r, s]);
     const rpc = recordRpc(chain.connection.provider);
-    reconciler = new Reconciler({
-      ledger,
-      chains: [settlementChain({ client: createPublicClient({ transport: custom(rpc.provider) }), chainId: 338, logLookbackBlocks: 1_000 })],
-      clock: clock.read,
-      onAction: (action, row) => actions.push([action, row.id]),
-      onError: (error) => {
-        throw error;
-      },
-    });
+    reconciler = reconcilerOn(createPublicClient({ transport: custom(rpc.provider) }));
     await reconciler.tick();
     expect(actions).to.deep.equal([["failed", sent.id]]);
     expect(await row(sent.id)).to.deep.include({ status: "failed", error: SettleError.alreadyUsed });
@@ -293,8 +257,8 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     const spentIn = (await chain.publicClient.getTransactionReceipt({ hash: other })).blockNumber;
     await chain.networkHelpers.mine(10);
     const errors: string[] = [];
-    const options = { ledger, clock: clock.read, onAction: (action: ReconcilerAction, row: SettlementRecord) => actions.push([action, row.id]), onError: (error: unknown) => void errors.push(String(error)) };
-    const short = new Reconciler({ ...options, chains: [settlementChain({ client: chain.publicClient, chainId: 338, logLookbackBlocks: 5 })] });
+    const collect = { onError: (error: unknown) => void errors.push(String(error)) };
+    const short = reconcilerOn(chain.publicClient, collect, { logLookbackBlocks: 5 });
     await short.tick();
     expect(actions).to.deep.equal([]);
     expect(errors).to.have.length(1);
@@ -304,7 +268,7 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     // The index's port: the block that spent it, whatever its age (an index that cannot vouch is asked past).
     const asked: Hex[] = [];
     const index = { spentAt: async (_authorizer: Hex, nonce: Hex) => (asked.push(nonce), { spent: true as const, blockNumber: spentIn }) };
-    const indexed = new Reconciler({ ...options, chains: [settlementChain({ client: chain.publicClient, chainId: 338, logLookbackBlocks: 5, index: () => index })] });
+    const indexed = reconcilerOn(chain.publicClient, collect, { logLookbackBlocks: 5, index: () => index });
     clock.advance(5_000);
     await indexed.tick();
     expect(asked).to.deep.equal([sent.payment.message.nonce]);

@@ -13,7 +13,7 @@ import type { Logger } from "./logger.js";
 import type { FacilitatorMetrics } from "./metrics.js";
 import type { FacilitatorContext, NetworkRuntime } from "./runtime.js";
 import { LedgerWatch } from "./ledger-watch.js";
-import { SettlementService, type SettlementNetwork } from "./settlements.js";
+import { SettlementService, type SettlementNetwork } from "../settlement/service.js";
 
 /** This instance's part in the service: the ledger, its key leases, its settlement sender and its reconciler. */
 export interface Coordination {

@@ -6,7 +6,7 @@ import type { NetworkName } from "../protocol/networks.js";
 import type { NetworkConfig } from "./config.js";
 import type { Logger } from "./logger.js";
 import type { Ledger } from "../ledger/types.js";
-import type { SettlementService } from "./settlements.js";
+import type { SettlementService } from "../settlement/service.js";
 import type { SettlementChain } from "../settlement/chain.js";
 
 /** Everything the facilitator holds for one network, built at start-up. */

@@ -7,7 +7,7 @@ import type { PayerPayload, Payment } from "../protocol/payment.js";
 import { SettleError, VerifyReason } from "../protocol/reasons.js";
 import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
 import { penaltySubject, type BoundPayment, type SettlementRecord } from "../ledger/types.js";
-import type { Simulation } from "./settlements.js";
+import type { Simulation } from "../settlement/service.js";
 import { decidePayment, termsOfAuthorization, type PaidTransfer } from "../settlement/decision.js";
 import { authorizationDigest, identifierBoundElsewhere, paidUnderIdentifier, verifyPayment, type RefusedPayment, type VerifiedPayment, type VerifyFailureCode } from "./verify.js";
 

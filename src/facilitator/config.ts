@@ -4,21 +4,10 @@ import { isIP } from "node:net";
 import { z } from "zod";
 import { getAddress, isAddress, isHex, parseGwei, type Address, type Hex } from "viem";
 import { NETWORKS, NETWORK_NAMES, canonicalNetwork, type NetworkName } from "../protocol/networks.js";
+import type { NetworkConfig } from "../settlement/runtime.js";
 
-/** One network the facilitator serves. */
-export interface NetworkConfig {
-  network: NetworkName;
-  chainId: number;
-  /**
-   * JSON-RPC endpoints in order of preference (`CRONOS_*_RPC_URL`, comma-separated): requests go to the
-   * first that answers (docs/operations.md, "RPC failover"). Empty when the caller injects a transport
-   * (embedded local chain).
-   */
-  rpcUrls: string[];
-  token: Address;
-  /** The EIP-712 domain the token must report on chain. */
-  domain: { name: string; version: string };
-}
+export type { NetworkConfig } from "../settlement/runtime.js";
+
 
 /** The facilitator's whole configuration, parsed once at start-up. */
 export interface FacilitatorConfig {

@@ -11,7 +11,7 @@ import type { LedgerInspection } from "./health.js";
 import type { RateLimitStores } from "./http/rate-limit.js";
 import type { Logger } from "./logger.js";
 import type { FacilitatorMetrics } from "./metrics.js";
-import type { FacilitatorContext, NetworkRuntime } from "./runtime.js";
+import type { FacilitatorContext, NetworkRuntime } from "../settlement/runtime.js";
 import { LedgerWatch } from "./ledger-watch.js";
 import { SettlementService, type SettlementNetwork } from "../settlement/service.js";
 

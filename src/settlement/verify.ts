@@ -6,7 +6,7 @@ import { recoverSigner, transferAuthorizationDigest } from "../chain/signature.j
 import type { Head } from "../chain/state.js";
 import type { IndexedPayer } from "../state/index.js";
 import type { BoundPayment, SettlementRecord } from "../ledger/types.js";
-import { decidePayment, termsOfAuthorization, type PaidTransfer } from "../settlement/decision.js";
+import { decidePayment, termsOfAuthorization, type PaidTransfer } from "./decision.js";
 import { FacilitatorFault, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
 
 const MAX_UINT256 = (1n << 256n) - 1n;
@@ -364,10 +364,4 @@ async function usedAt(runtime: NetworkRuntime, indexed: IndexedPayer, from: Addr
   const used = await runtime.state.authorizationUsed(from, nonce, indexed.head);
   if (used) runtime.index?.rememberUsed(from, nonce);
   return used;
-}
-
-/** The network name to answer with: as the caller sent it in any body, parsed or not; else "unknown". */
-export function answerNetwork(body: unknown): string {
-  const network = (body as { paymentRequirements?: { network?: unknown } } | null | undefined)?.paymentRequirements?.network;
-  return typeof network === "string" ? network : "unknown";
 }

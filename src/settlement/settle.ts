@@ -7,8 +7,8 @@ import type { PayerPayload, Payment } from "../protocol/payment.js";
 import { SettleError, VerifyReason } from "../protocol/reasons.js";
 import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
 import { penaltySubject, type BoundPayment, type SettlementRecord } from "../ledger/types.js";
-import type { Simulation } from "../settlement/service.js";
-import { decidePayment, termsOfAuthorization, type PaidTransfer } from "../settlement/decision.js";
+import type { Simulation } from "./service.js";
+import { decidePayment, termsOfAuthorization, type PaidTransfer } from "./decision.js";
 import { authorizationDigest, identifierBoundElsewhere, paidUnderIdentifier, verifyPayment, type RefusedPayment, type VerifiedPayment, type VerifyFailureCode } from "./verify.js";
 
 /** Why a settlement failed: a verify refusal, or a transaction that failed (or may have) on chain. */

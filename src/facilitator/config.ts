@@ -5,21 +5,9 @@ import { z } from "zod";
 import { getAddress, isAddress, isHex, parseGwei, type Address, type Hex } from "viem";
 import { NETWORKS, NETWORK_NAMES, canonicalNetwork, type NetworkName } from "../protocol/networks.js";
 import { parseHost } from "./http/hosts.js";
+import type { NetworkConfig } from "../settlement/runtime.js";
 
-/** One network the facilitator serves. */
-export interface NetworkConfig {
-  network: NetworkName;
-  chainId: number;
-  /**
-   * JSON-RPC endpoints in order of preference (`CRONOS_*_RPC_URL`, comma-separated): requests go to the
-   * first that answers (docs/operations.md, "RPC failover"). Empty when the caller injects a transport
-   * (embedded local chain).
-   */
-  rpcUrls: string[];
-  token: Address;
-  /** The EIP-712 domain the token must report on chain. */
-  domain: { name: string; version: string };
-}
+export type { NetworkConfig } from "../settlement/runtime.js";
 
 /** The facilitator's whole configuration, parsed once at start-up. */
 export interface FacilitatorConfig {
@@ -119,7 +107,7 @@ export interface RelayerSafetyConfig {
   maxSettleGas: bigint;
   /** `ERC1271_GAS_LIMIT`: gas limit of the `isValidSignature` call that checks a contract wallet's signature. */
   erc1271GasLimit: bigint;
-  /** `REVERT_PENALTY_SECONDS`: how long a payer whose settlement reverted (its authorization unused) is refused; 0 = off. */
+  /** `REVERT_PENALTY_SECONDS`: how long a payer whose payment failed by its own doing (a revert, a cancel, a substitute under its nonce) is refused; 0 = off. */
   revertPenaltySeconds: number;
 }
 

@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { RelayerEvent } from "../chain/relayer.js";
-import type { NetworkRuntime } from "./runtime.js";
+import type { NetworkRuntime } from "../settlement/runtime.js";
 import type { IndexStatus } from "../state/index.js";
 import type { OutcomeRecord } from "./http/app.js";
 import { memoizeFor } from "./memoize.js";

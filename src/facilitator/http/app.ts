@@ -2,9 +2,10 @@ import { randomUUID } from "node:crypto";
 import express, { type ErrorRequestHandler, type Express, type Request, type Response, type Router } from "express";
 import { RequestError, SettleError } from "../../protocol/reasons.js";
 import type { SupportedResponse } from "../../protocol/schemas.js";
-import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext } from "../runtime.js";
-import { verifyRequest } from "../verify.js";
-import { settlePayment } from "../settle.js";
+import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext } from "../../settlement/runtime.js";
+import type { Logger } from "../logger.js";
+import { verifyRequest } from "../../settlement/verify.js";
+import { settlePayment } from "../../settlement/settle.js";
 import { cronosDialect, dialectOf, type DialectName } from "../dialects/index.js";
 import type { HealthReport } from "../health.js";
 import type { ApiKeyConfig, RateLimitsConfig } from "../config.js";
@@ -18,7 +19,7 @@ import type { Ledger } from "../../ledger/types.js";
 
 /** Options of {@link createApp}. */
 export interface AppOptions {
-  context: FacilitatorContext;
+  context: FacilitatorContext<Logger>;
   supported: () => SupportedResponse;
   health: () => Promise<HealthReport>;
   rateLimits: RateLimitsConfig;

@@ -54,6 +54,7 @@ export const COMMANDS = {
   "bench:state-index": typescript("bench/state-index.ts"),
   "bench:catalog": typescript("bench/catalog.ts"),
   "bench:lookup": typescript("bench/lookup.ts"),
+  "bench:seller": typescript("bench/seller.ts"),
   // The wallets it measures are compiled contracts.
   "bench:gas": [compileStep(), ...typescript("bench/settle-gas.ts")],
 };

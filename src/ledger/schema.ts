@@ -23,6 +23,19 @@ export interface Migration {
   statements(dialect: SchemaDialect): string[];
 }
 
+/**
+ * A table indexing the discovery catalog's entries by its leading column (a word, a network): one row per key of
+ * an entry, carrying the entry's order in the columns after it, whose primary key is the index (clustered on
+ * SQLite); the rows go with their entry.
+ */
+function entryIndexTable(d: SchemaDialect, name: string, columns: readonly string[]): string {
+  return `CREATE TABLE ${name} (
+        ${columns.map((column) => `${column} NOT NULL,`).join("\n        ")}
+        entry_id BIGINT NOT NULL REFERENCES discovery_entries (id) ON DELETE CASCADE,
+        PRIMARY KEY (${[...columns.map((column) => column.split(" ")[0]), "entry_id"].join(", ")})
+      )${d.backend === "sqlite" ? " WITHOUT ROWID" : ""}`;
+}
+
 // Addresses, hashes and nonces are stored lower-case; token amounts (uint256) as decimal text;
 // times as milliseconds since the epoch (BIGINT), block timestamps and penalty ends as Unix seconds (chain time).
 export const MIGRATIONS: readonly Migration[] = [
@@ -240,21 +253,9 @@ export const MIGRATIONS: readonly Migration[] = [
         payer TEXT NOT NULL,
         PRIMARY KEY (entry_id, payer)
       )${d.backend === "sqlite" ? " WITHOUT ROWID" : ""}`,
-      `CREATE TABLE discovery_words (
-        word TEXT NOT NULL,
-        payers INTEGER NOT NULL,
-        last_paid BIGINT NOT NULL,
-        entry_id BIGINT NOT NULL REFERENCES discovery_entries (id) ON DELETE CASCADE,
-        PRIMARY KEY (word, payers, last_paid, entry_id)
-      )${d.backend === "sqlite" ? " WITHOUT ROWID" : ""}`,
+      entryIndexTable(d, "discovery_words", ["word TEXT", "payers INTEGER", "last_paid BIGINT"]),
       `CREATE INDEX discovery_words_entry ON discovery_words (entry_id, word)`,
-      `CREATE TABLE discovery_networks (
-        network TEXT NOT NULL,
-        type TEXT NOT NULL,
-        last_paid BIGINT NOT NULL,
-        entry_id BIGINT NOT NULL REFERENCES discovery_entries (id) ON DELETE CASCADE,
-        PRIMARY KEY (network, type, last_paid, entry_id)
-      )${d.backend === "sqlite" ? " WITHOUT ROWID" : ""}`,
+      entryIndexTable(d, "discovery_networks", ["network TEXT", "type TEXT", "last_paid BIGINT"]),
       `CREATE INDEX discovery_networks_recent ON discovery_networks (network, last_paid, entry_id)`,
       `CREATE INDEX discovery_networks_entry ON discovery_networks (entry_id)`,
       `CREATE TABLE discovery_counts (

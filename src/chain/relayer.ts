@@ -1,108 +1,13 @@
-import { keccak256, parseTransaction, TransactionNotFoundError, type Address, type Hex, type LocalAccount, type PublicClient } from "viem";
-import { privateKeyToAccount } from "viem/accounts";
+import { parseTransaction, TransactionNotFoundError, type Address, type Hex, type PublicClient } from "viem";
 import { FeeCapError, feeCap, initialFees, neededFee, readFeeQuote, replacementFees, type FeeQuote, type Fees } from "./fees.js";
 import { isRevert } from "./revert.js";
+import { broadcast, errorText, sign } from "./relayer/broadcast.js";
+import { feesOf, InFlight, RelayerKey, signedOf } from "./relayer/key.js";
 import { RelaySendError, type AdoptedTransaction, type EarlyReceipt, type RelayerEvent, type RelayHooks, type RelayRequest, type SentTransaction, type SignedRelay } from "./relayer/types.js";
 
 export { FeeCapError } from "./fees.js";
+export { sendErrorKind } from "./relayer/broadcast.js";
 export { RelaySendError, type AdoptedTransaction, type EarlyReceipt, type RelayerEvent, type RelayHooks, type RelayRequest, type SentTransaction, type SignedRelay } from "./relayer/types.js";
-
-/** One transaction of a key between its broadcast and its nonce being mined. */
-class InFlight implements SentTransaction {
-  readonly versions: SignedRelay[];
-  /** Chain time (block timestamp) of the latest broadcast; set by the first lifecycle round after it. */
-  sentAt: bigint | undefined;
-  superseded = false;
-  early?: Promise<EarlyReceipt | undefined>;
-
-  constructor(
-    readonly nonce: number,
-    /** What to sign again for a replacement; a self-transfer for a gap filler. */
-    readonly request: RelayRequest & { value?: bigint },
-    first: SignedRelay,
-    public fees: Fees,
-    readonly hooks: RelayHooks,
-    /** A zero-value self-transfer that fills a nonce (never checked for validity, never recorded). */
-    readonly filler = false,
-  ) {
-    this.versions = [first];
-  }
-
-  get hash(): Hex {
-    return this.versions[0]!.hash;
-  }
-
-  get from(): Address {
-    return this.versions[0]!.from;
-  }
-
-  get latest(): SignedRelay {
-    return this.versions.at(-1)!;
-  }
-
-  hashes(): readonly Hex[] {
-    return this.versions.map((v) => v.hash);
-  }
-}
-
-/** One relayer key: sends one at a time so nonces are handed out in order, locally. */
-class RelayerKey {
-  readonly account: LocalAccount;
-  #nonce: number | undefined;
-  #queue: Promise<unknown> = Promise.resolve();
-  pending = 0;
-  /** Its transactions not known to be mined, by nonce. */
-  readonly inFlight = new Map<number, InFlight>();
-
-  constructor(privateKey: Hex) {
-    this.account = privateKeyToAccount(privateKey);
-  }
-
-  get address(): Address {
-    return this.account.address;
-  }
-
-  /** Runs `task` after every earlier task of this key. */
-  exclusive<T>(task: () => Promise<T>): Promise<T> {
-    this.pending++;
-    const run = this.#queue.then(task, task);
-    this.#queue = run.catch(() => undefined);
-    return run.finally(() => this.pending--);
-  }
-
-  /** The next nonce: the node's pending count, but never one of a transaction this key still follows. */
-  async nonce(client: PublicClient): Promise<number> {
-    if (this.#nonce === undefined) {
-      const pending = await client.getTransactionCount({ address: this.account.address, blockTag: "pending" });
-      this.#nonce = Math.max(pending, ...[...this.inFlight.keys()].map((nonce) => nonce + 1));
-    }
-    return this.#nonce;
-  }
-
-  advance(): void {
-    if (this.#nonce !== undefined) this.#nonce++;
-  }
-
-  /** Forget the local nonce: the next send asks the node again. */
-  resync(): void {
-    this.#nonce = undefined;
-  }
-
-  /** The nonce this key will use next, if known. */
-  get localNonce(): number | undefined {
-    return this.#nonce;
-  }
-
-  /** Forgets the transactions whose nonce is mined (below `mined`, the key's confirmed transaction count). */
-  minedBelow(mined: number): void {
-    for (const nonce of this.inFlight.keys()) if (nonce < mined) this.inFlight.delete(nonce);
-  }
-}
-
-/** What a broadcast came to. */
-type Broadcast =
-  | { outcome: "accepted" | "known"; early?: Promise<EarlyReceipt | undefined> }
-  | { outcome: "nonceTooLow" | "refused" | "unknown"; error: unknown };
 
 /** Parameters of {@link Relayer}. */
 export interface RelayerParameters {
@@ -257,49 +162,6 @@ export class Relayer {
     initialFees(await this.#currentQuote(), this.#cap);
   }
 
-  async #sign(key: RelayerKey, request: RelayRequest & { value?: bigint }, nonce: number, fees: Fees, replaces?: Hex): Promise<SignedRelay> {
-    const raw = await key.account.signTransaction({
-      chainId: this.#chainId,
-      to: request.to,
-      data: request.data,
-      gas: request.gas,
-      ...(request.value !== undefined ? { value: request.value } : {}),
-      nonce,
-      ...("gasPrice" in fees ? { gasPrice: fees.gasPrice, type: "legacy" as const } : { ...fees, type: "eip1559" as const }),
-    });
-    return { hash: keccak256(raw), raw, from: key.address, nonce, ...feeFields(fees), ...(replaces ? { replaces } : {}) };
-  }
-
-  /**
-   * Sends `raw`. With `receiptOf`, its receipt and the latest block are asked in the same batch, after
-   * the send (the transport batches calls made together, in order): a chain that mines at once answers
-   * with no further round trip; otherwise the receipt is waited for as usual.
-   */
-  async #broadcast(raw: Hex, receiptOf?: Hex): Promise<Broadcast> {
-    const sending = this.#client.sendRawTransaction({ serializedTransaction: raw });
-    const early = receiptOf
-      ? Promise.all([
-          this.#client.getTransactionReceipt({ hash: receiptOf }),
-          this.#client.getBlock({ blockTag: "latest" }).then(
-            (block) => ({ number: block.number, timestamp: block.timestamp }),
-            () => undefined,
-          ),
-        ]).then(
-          ([receipt, latest]): EarlyReceipt => ({ receipt, ...(latest ? { latest } : {}) }),
-          () => undefined,
-        )
-      : undefined;
-    try {
-      await sending;
-      return { outcome: "accepted", ...(early ? { early } : {}) };
-    } catch (error) {
-      const kind = sendErrorKind(error);
-      if (kind === "known") return { outcome: "known" };
-      if (kind === "refused" && /nonce too low|nonce.{0,20}(low|used)/i.test(errorText(error))) return { outcome: "nonceTooLow", error };
-      return { outcome: kind, error };
-    }
-  }
-
   /**
    * Signs and sends `request` from `from` (one of {@link addresses}; default the least busy key), and
    * follows it until its nonce is mined. Resolves once the node took it. Throws {@link FeeCapError}
@@ -313,13 +175,13 @@ export class Relayer {
       const fees = initialFees(quote, this.#cap);
       for (let attempt = 0; ; attempt++) {
         const nonce = await key.nonce(this.#client);
-        const signed = await this.#sign(key, request, nonce, fees);
+        const signed = await sign(key, this.#chainId, request, nonce, fees);
         try {
           await hooks.beforeBroadcast?.(signed);
         } catch (error) {
           throw new RelaySendError(signed.hash, false, { cause: error });
         }
-        const sent = await this.#broadcast(signed.raw, signed.hash);
+        const sent = await broadcast(this.#client, signed.raw, signed.hash);
         if (sent.outcome === "nonceTooLow" || sent.outcome === "refused") {
           key.resync();
           hooks.afterBroadcast?.(signed, "refused");
@@ -414,7 +276,7 @@ export class Relayer {
     const behind = [...key.inFlight.keys()].some((nonce) => nonce < tx.nonce);
     if (known && behind && feeCap(tx.fees) >= neededFee(quote)) return;
     if (!known && feeCap(tx.fees) >= neededFee(quote)) {
-      const again = await this.#broadcast(tx.latest.raw);
+      const again = await broadcast(this.#client, tx.latest.raw);
       if (again.outcome === "nonceTooLow") return; // mined meanwhile: the next round forgets it
       if (again.outcome !== "refused") {
         tx.sentAt = now;
@@ -435,7 +297,7 @@ export class Relayer {
       this.#onEvent({ kind: "capped", from: key.address, nonce: tx.nonce, hash: tx.latest.hash, capWei: this.#cap, neededWei: neededFee(quote) });
       return;
     }
-    const signed = await this.#sign(key, tx.request, tx.nonce, fees, tx.latest.hash);
+    const signed = await sign(key, this.#chainId, tx.request, tx.nonce, fees, tx.latest.hash);
     try {
       await tx.hooks.beforeBroadcast?.(signed);
     } catch {
@@ -443,7 +305,7 @@ export class Relayer {
       key.inFlight.delete(tx.nonce);
       return;
     }
-    const sent = await this.#broadcast(signed.raw);
+    const sent = await broadcast(this.#client, signed.raw);
     if (sent.outcome === "nonceTooLow" || sent.outcome === "refused") {
       tx.hooks.afterBroadcast?.(signed, "refused");
       tx.sentAt = now;
@@ -476,8 +338,8 @@ export class Relayer {
       return;
     }
     const request = { to: key.address, data: "0x" as Hex, gas: SELF_TRANSFER_GAS, value: 0n };
-    const signed = await this.#sign(key, request, nonce, fees);
-    const sent = await this.#broadcast(signed.raw);
+    const signed = await sign(key, this.#chainId, request, nonce, fees);
+    const sent = await broadcast(this.#client, signed.raw);
     if (sent.outcome === "nonceTooLow" || sent.outcome === "refused") return;
     const filler = new InFlight(nonce, request, signed, fees, {}, true);
     filler.sentAt = now;
@@ -506,38 +368,4 @@ export class Relayer {
       return !isRevert(error);
     }
   }
-}
-
-/** A recorded signed transaction of `from` as the relayer keeps it. */
-function signedOf(raw: Hex, from: Address): SignedRelay {
-  const parsed = parseTransaction(raw);
-  const fees: Fees =
-    parsed.maxFeePerGas !== undefined
-      ? { maxFeePerGas: parsed.maxFeePerGas, maxPriorityFeePerGas: parsed.maxPriorityFeePerGas ?? 0n }
-      : { gasPrice: parsed.gasPrice ?? 0n };
-  return { hash: keccak256(raw), raw, from, nonce: parsed.nonce ?? 0, ...feeFields(fees) };
-}
-
-function feesOf(signed: SignedRelay): Fees {
-  return signed.priorityFee !== undefined ? { maxFeePerGas: signed.feeCap, maxPriorityFeePerGas: signed.priorityFee } : { gasPrice: signed.feeCap };
-}
-
-function feeFields(fees: Fees): { feeCap: bigint; priorityFee?: bigint } {
-  return "gasPrice" in fees ? { feeCap: fees.gasPrice } : { feeCap: fees.maxFeePerGas, priorityFee: fees.maxPriorityFeePerGas };
-}
-
-function errorText(error: unknown): string {
-  if (error instanceof Error) return `${error.message} ${(error as { details?: string }).details ?? ""}`;
-  return String(error);
-}
-
-/**
- * How a node's error to `eth_sendRawTransaction` reads: it already had the transaction (`known`),
- * refused it outright (`refused`: nothing was sent), or something else (a transport fault: it may have been).
- */
-export function sendErrorKind(error: unknown): "known" | "refused" | "unknown" {
-  const message = errorText(error);
-  if (/already known|known transaction|already imported/i.test(message)) return "known";
-  if (/nonce|underpriced|insufficient funds|intrinsic gas|gas limit|execution reverted|invalid|rejected/i.test(message)) return "refused";
-  return "unknown";
 }

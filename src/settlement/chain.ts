@@ -8,7 +8,7 @@ import {
   type PublicClient,
   type TransactionReceipt,
 } from "viem";
-import { sendErrorKind } from "../chain/relayer.js";
+import { sendErrorKind } from "../chain/relayer/index.js";
 import { tokenAbi } from "../chain/token-abi.js";
 import { AUTHORIZATION_CANCELED_TOPIC, AUTHORIZATION_USED_TOPIC } from "./receipt-transfer.js";
 

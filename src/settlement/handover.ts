@@ -1,5 +1,5 @@
 import type { Address } from "viem";
-import type { AdoptedTransaction } from "../chain/relayer.js";
+import type { AdoptedTransaction } from "../chain/relayer/index.js";
 import type { SettlementRecord } from "../ledger/types.js";
 import { writeAhead } from "./send.js";
 import type { KeyHolder, SettlementNetwork, SettlementSteps } from "./steps.js";

@@ -1,5 +1,5 @@
 import type { Address } from "viem";
-import { FeeCapError, RelaySendError, type RelayHooks, type SentTransaction } from "../chain/relayer.js";
+import { FeeCapError, RelaySendError, type RelayHooks, type SentTransaction } from "../chain/relayer/index.js";
 import { NOT_SENT_ERROR, type SettlementCall, type SettlementRecord } from "../ledger/types.js";
 import { followTransaction } from "./follow.js";
 import type { SettlementNetwork, SettlementResult, SettlementSteps } from "./steps.js";

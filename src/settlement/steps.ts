@@ -1,5 +1,5 @@
 import type { Address, Hex, PublicClient } from "viem";
-import type { AdoptedTransaction, RelayHooks, RelayRequest, SentTransaction } from "../chain/relayer.js";
+import type { AdoptedTransaction, RelayHooks, RelayRequest, SentTransaction } from "../chain/relayer/index.js";
 import { NOT_SENT_ERROR, type ClaimInput, type Ledger, type SettlementCall, type SettlementRecord } from "../ledger/types.js";
 import { SettleError } from "../protocol/reasons.js";
 import type { SettlementChain } from "./chain.js";

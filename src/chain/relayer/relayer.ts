@@ -1,13 +1,9 @@
-import { parseTransaction, TransactionNotFoundError, type Address, type Hex, type PublicClient } from "viem";
-import { FeeCapError, feeCap, initialFees, neededFee, readFeeQuote, replacementFees, type FeeQuote, type Fees } from "./fees.js";
-import { isRevert } from "./revert.js";
-import { broadcast, errorText, sign } from "./relayer/broadcast.js";
-import { feesOf, InFlight, RelayerKey, signedOf } from "./relayer/key.js";
-import { RelaySendError, type AdoptedTransaction, type EarlyReceipt, type RelayerEvent, type RelayHooks, type RelayRequest, type SentTransaction, type SignedRelay } from "./relayer/types.js";
-
-export { FeeCapError } from "./fees.js";
-export { sendErrorKind } from "./relayer/broadcast.js";
-export { RelaySendError, type AdoptedTransaction, type EarlyReceipt, type RelayerEvent, type RelayHooks, type RelayRequest, type SentTransaction, type SignedRelay } from "./relayer/types.js";
+import { parseTransaction, type Address, type Hex, type PublicClient } from "viem";
+import { initialFees, neededFee, readFeeQuote, type FeeQuote } from "../fees.js";
+import { broadcast, errorText, sign } from "./broadcast.js";
+import { feesOf, InFlight, RelayerKey, signedOf } from "./key.js";
+import { tendKey, type LifecycleContext } from "./lifecycle.js";
+import { RelaySendError, type AdoptedTransaction, type RelayerEvent, type RelayHooks, type RelayRequest, type SentTransaction } from "./types.js";
 
 /** Parameters of {@link Relayer}. */
 export interface RelayerParameters {
@@ -26,7 +22,6 @@ export interface RelayerParameters {
 }
 
 const NO_CAP = 2n ** 256n - 1n;
-const SELF_TRANSFER_GAS = 21_000n;
 
 /**
  * Nonce-safe transaction sender, and keeper of its transactions until they are mined. Each key hands
@@ -50,6 +45,7 @@ export class Relayer {
   readonly #replaceAfter: bigint;
   readonly #pollingIntervalMs: number;
   readonly #onEvent: (event: RelayerEvent) => void;
+  readonly #lifecycle: LifecycleContext;
   #quote: { at: number; value: Promise<FeeQuote> } | undefined;
   #lastNeeded: bigint | undefined;
   #cursor = 0;
@@ -65,6 +61,14 @@ export class Relayer {
     this.#replaceAfter = BigInt(parameters.replaceAfterSeconds ?? 3);
     this.#pollingIntervalMs = parameters.pollingIntervalMs ?? 250;
     this.#onEvent = parameters.onEvent ?? (() => {});
+    this.#lifecycle = {
+      client: this.#client,
+      chainId: this.#chainId,
+      cap: this.#cap,
+      replaceAfter: this.#replaceAfter,
+      quote: () => this.#currentQuote(),
+      onEvent: this.#onEvent,
+    };
   }
 
   /** The relayer accounts' addresses (public; the keys never leave this object). */
@@ -238,134 +242,8 @@ export class Relayer {
     }
     await Promise.all(
       busy.map((key) =>
-        this.#tendKey(key, head).catch((error: unknown) => this.#onEvent({ kind: "roundFailed", from: key.address, error })),
+        tendKey(this.#lifecycle, key, head).catch((error: unknown) => this.#onEvent({ kind: "roundFailed", from: key.address, error })),
       ),
     );
-  }
-
-  async #tendKey(key: RelayerKey, now: bigint): Promise<void> {
-    key.minedBelow(await this.#client.getTransactionCount({ address: key.address, blockTag: "latest" }));
-    if (key.inFlight.size === 0) return;
-    for (const tx of key.inFlight.values()) tx.sentAt ??= now;
-    const stale = () => [...key.inFlight.values()].filter((tx) => now - tx.sentAt! >= this.#replaceAfter).sort((a, b) => a.nonce - b.nonce);
-    if (stale().length === 0) return;
-    await key.exclusive(async () => {
-      // Read again under the key's lock: a send may have gone out meanwhile.
-      const mined = await this.#client.getTransactionCount({ address: key.address, blockTag: "latest" });
-      key.minedBelow(mined);
-      const waiting = stale();
-      const lowest = Math.min(...key.inFlight.keys());
-      // Nonces nobody here holds, below a transaction that waits on them.
-      if (waiting[0]?.nonce === lowest) for (let nonce = mined; nonce < lowest; nonce++) await this.#fill(key, nonce, undefined, now, true);
-      for (const tx of waiting) if (key.inFlight.get(tx.nonce) === tx) await this.#unstick(key, tx, now);
-    });
-  }
-
-  /** A transaction not mined in time: re-broadcast it (dropped), re-price it (stuck), or fill its nonce (no longer valid). */
-  async #unstick(key: RelayerKey, tx: InFlight, now: bigint): Promise<void> {
-    const blocking = [...key.inFlight.keys()].some((nonce) => nonce > tx.nonce);
-    const known = await this.#knows(tx.latest.hash);
-    if (!known) this.#onEvent({ kind: "dropped", from: key.address, nonce: tx.nonce, hash: tx.latest.hash });
-    if (!tx.filler && !(await this.#stillSucceeds(key, tx.request))) {
-      await this.#fill(key, tx.nonce, known ? tx : undefined, now, blocking);
-      return;
-    }
-    const quote = await this.#currentQuote();
-    // Still in the pool at a price the network takes, behind a lower nonce not yet mined: it waits on that
-    // one, not on its price. A replacement would only raise what it pays (on Cronos, its whole fee cap).
-    const behind = [...key.inFlight.keys()].some((nonce) => nonce < tx.nonce);
-    if (known && behind && feeCap(tx.fees) >= neededFee(quote)) return;
-    if (!known && feeCap(tx.fees) >= neededFee(quote)) {
-      const again = await broadcast(this.#client, tx.latest.raw);
-      if (again.outcome === "nonceTooLow") return; // mined meanwhile: the next round forgets it
-      if (again.outcome !== "refused") {
-        tx.sentAt = now;
-        this.#onEvent({ kind: "rebroadcast", from: key.address, nonce: tx.nonce, hash: tx.latest.hash });
-        if (blocking) this.#onEvent({ kind: "gapFilled", from: key.address, nonce: tx.nonce, hash: tx.latest.hash, by: "resend" });
-        return;
-      }
-    }
-    await this.#replace(key, tx, quote, now, blocking && !known);
-  }
-
-  /** Re-signs `tx` at its nonce with raised fees, recording the new version first (its hooks). */
-  async #replace(key: RelayerKey, tx: InFlight, quote: FeeQuote, now: bigint, fillsGap: boolean): Promise<void> {
-    const fees = replacementFees(tx.fees, quote, this.#cap);
-    if (!fees) {
-      // Keep its last price: nothing is sent above the cap. Looked at again after another period.
-      tx.sentAt = now;
-      this.#onEvent({ kind: "capped", from: key.address, nonce: tx.nonce, hash: tx.latest.hash, capWei: this.#cap, neededWei: neededFee(quote) });
-      return;
-    }
-    const signed = await sign(key, this.#chainId, tx.request, tx.nonce, fees, tx.latest.hash);
-    try {
-      await tx.hooks.beforeBroadcast?.(signed);
-    } catch {
-      // Its record refused the new version (the settlement is final, or the key is leased elsewhere now).
-      key.inFlight.delete(tx.nonce);
-      return;
-    }
-    const sent = await broadcast(this.#client, signed.raw);
-    if (sent.outcome === "nonceTooLow" || sent.outcome === "refused") {
-      tx.hooks.afterBroadcast?.(signed, "refused");
-      tx.sentAt = now;
-      return;
-    }
-    tx.versions.push(signed);
-    tx.fees = fees;
-    tx.sentAt = now;
-    tx.hooks.afterBroadcast?.(signed, sent.outcome === "unknown" ? "unknown" : "accepted");
-    this.#onEvent({ kind: "replaced", from: key.address, nonce: tx.nonce, hash: signed.hash, replaces: signed.replaces!, feeCapWei: feeCap(fees) });
-    if (fillsGap) this.#onEvent({ kind: "gapFilled", from: key.address, nonce: tx.nonce, hash: signed.hash, by: "resend" });
-  }
-
-  /**
-   * Takes `nonce` with a zero-value self-transfer: the transaction that had it can no longer succeed,
-   * or nobody here holds it while later transactions wait. `replacing` is the version in the node's pool.
-   */
-  async #fill(key: RelayerKey, nonce: number, replacing: InFlight | undefined, now: bigint, fillsGap: boolean): Promise<void> {
-    const quote = await this.#currentQuote();
-    let fees: Fees | undefined;
-    try {
-      fees = replacing ? replacementFees(replacing.fees, quote, this.#cap) : initialFees(quote, this.#cap);
-    } catch (error) {
-      if (!(error instanceof FeeCapError)) throw error;
-    }
-    const previous = key.inFlight.get(nonce);
-    if (!fees) {
-      if (previous) previous.sentAt = now;
-      this.#onEvent({ kind: "capped", from: key.address, nonce, hash: previous?.latest.hash ?? "0x", capWei: this.#cap, neededWei: neededFee(quote) });
-      return;
-    }
-    const request = { to: key.address, data: "0x" as Hex, gas: SELF_TRANSFER_GAS, value: 0n };
-    const signed = await sign(key, this.#chainId, request, nonce, fees);
-    const sent = await broadcast(this.#client, signed.raw);
-    if (sent.outcome === "nonceTooLow" || sent.outcome === "refused") return;
-    const filler = new InFlight(nonce, request, signed, fees, {}, true);
-    filler.sentAt = now;
-    key.inFlight.set(nonce, filler);
-    if (previous) previous.superseded = true;
-    if (fillsGap || previous) this.#onEvent({ kind: "gapFilled", from: key.address, nonce, hash: signed.hash, by: "selfTransfer" });
-  }
-
-  /** Whether the node knows the transaction (in its pool, or mined). */
-  async #knows(hash: Hex): Promise<boolean> {
-    try {
-      await this.#client.getTransaction({ hash });
-      return true;
-    } catch (error) {
-      if (error instanceof TransactionNotFoundError) return false;
-      throw error;
-    }
-  }
-
-  /** Whether the call would still succeed now; a transport fault counts as yes (never fill a nonce on doubt). */
-  async #stillSucceeds(key: RelayerKey, request: RelayRequest): Promise<boolean> {
-    try {
-      await this.#client.call({ account: key.address, to: request.to, data: request.data, gas: request.gas });
-      return true;
-    } catch (error) {
-      return !isRevert(error);
-    }
   }
 }

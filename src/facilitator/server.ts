@@ -180,6 +180,8 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
         replaceAfterSeconds: config.lifecycle.replaceAfterSeconds,
         pollingIntervalMs: config.pollingIntervalMs,
         onEvent: (event) => relayerEvent(network.network, event, metrics, logger),
+        // Its keys send only under the ledger's leases (coordination gives and takes them back).
+        leased: true,
       });
       const several = endpoints.get(network.network)!;
       if (several.length > 1) {

@@ -38,7 +38,7 @@ export async function broadcast(client: PublicClient, raw: Hex, receiptOf?: Hex)
   }
 }
 
-/** Signs `request` with `key` at `nonce` and `fees` (a re-priced version of `replaces` when given). */
+/** Signs `request` with `key` at `nonce` and `fees` (a re-priced version of `replaces` when given), under the key's lease. */
 export async function sign(key: RelayerKey, chainId: number, request: RelayRequest & { value?: bigint }, nonce: number, fees: Fees, replaces?: Hex): Promise<SignedRelay> {
   const raw = await key.account.signTransaction({
     chainId,
@@ -49,7 +49,8 @@ export async function sign(key: RelayerKey, chainId: number, request: RelayReque
     nonce,
     ...("gasPrice" in fees ? { gasPrice: fees.gasPrice, type: "legacy" as const } : { ...fees, type: "eip1559" as const }),
   });
-  return { hash: keccak256(raw), raw, from: key.address, nonce, ...feeFields(fees), ...(replaces ? { replaces } : {}) };
+  const epoch = key.lease?.epoch;
+  return { hash: keccak256(raw), raw, from: key.address, nonce, ...feeFields(fees), ...(replaces ? { replaces } : {}), ...(epoch !== undefined ? { epoch } : {}) };
 }
 
 /** A node's error as text: its message and the details viem keeps of it. */

@@ -6,4 +6,4 @@
 export { FeeCapError } from "../fees.js";
 export { sendErrorKind } from "./broadcast.js";
 export { Relayer, type RelayerParameters } from "./relayer.js";
-export { RelaySendError, type AdoptedTransaction, type EarlyReceipt, type RelayerEvent, type RelayHooks, type RelayRequest, type SentTransaction, type SignedRelay } from "./types.js";
+export { KeyNotLeasedError, RelaySendError, type AdoptedTransaction, type EarlyReceipt, type KeyLease, type RelayerEvent, type RelayHooks, type RelayRequest, type SentTransaction, type SignedRelay } from "./types.js";

@@ -1,7 +1,7 @@
 import { keccak256, parseTransaction, type Address, type Hex, type LocalAccount, type PublicClient } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { Fees } from "../fees.js";
-import type { EarlyReceipt, RelayHooks, RelayRequest, SentTransaction, SignedRelay } from "./types.js";
+import type { EarlyReceipt, KeyLease, RelayHooks, RelayRequest, SentTransaction, SignedRelay } from "./types.js";
 
 /** One transaction of a key between its broadcast and its nonce being mined. */
 export class InFlight implements SentTransaction {
@@ -49,9 +49,30 @@ export class RelayerKey {
   pending = 0;
   /** Its transactions not known to be mined, by nonce. */
   readonly inFlight = new Map<number, InFlight>();
+  /** The lease it sends under now; none: nothing may be sent (a leased key only). */
+  lease: KeyLease | undefined;
 
-  constructor(privateKey: Hex) {
+  constructor(
+    privateKey: Hex,
+    /** Whether it sends only under a lease ({@link lease}); otherwise it is this process's alone. */
+    readonly leased = false,
+  ) {
     this.account = privateKeyToAccount(privateKey);
+  }
+
+  /** Whether it may broadcast now: always for a key of this process alone; under a valid lease otherwise. */
+  maySend(): boolean {
+    return !this.leased || (this.lease !== undefined && this.lease.valid());
+  }
+
+  /** Whether `signed` may be broadcast now: the key may send, under the very lease it was signed under. */
+  mayBroadcast(signed: SignedRelay): boolean {
+    return this.maySend() && this.stillLeased(signed);
+  }
+
+  /** Whether `signed` was signed under the lease the key still holds (false once it was revoked or changed hands). */
+  stillLeased(signed: SignedRelay): boolean {
+    return !this.leased || (this.lease !== undefined && this.lease.epoch === signed.epoch);
   }
 
   get address(): Address {

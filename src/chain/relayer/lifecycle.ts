@@ -26,11 +26,13 @@ const SELF_TRANSFER_GAS = 21_000n;
  */
 export async function tendKey(ctx: LifecycleContext, key: RelayerKey, now: bigint): Promise<void> {
   key.minedBelow(await ctx.client.getTransactionCount({ address: key.address, blockTag: "latest" }));
-  if (key.inFlight.size === 0) return;
+  // Not this instance's to send from now (its lease lapsing or gone): nothing is re-broadcast, replaced or filled.
+  if (key.inFlight.size === 0 || !key.maySend()) return;
   for (const tx of key.inFlight.values()) tx.sentAt ??= now;
   const stale = () => [...key.inFlight.values()].filter((tx) => now - tx.sentAt! >= ctx.replaceAfter).sort((a, b) => a.nonce - b.nonce);
   if (stale().length === 0) return;
   await key.exclusive(async () => {
+    if (!key.maySend()) return;
     // Read again under the key's lock: a send may have gone out meanwhile.
     const mined = await ctx.client.getTransactionCount({ address: key.address, blockTag: "latest" });
     key.minedBelow(mined);
@@ -57,6 +59,7 @@ async function unstick(ctx: LifecycleContext, key: RelayerKey, tx: InFlight, now
   const behind = [...key.inFlight.keys()].some((nonce) => nonce < tx.nonce);
   if (known && behind && feeCap(tx.fees) >= neededFee(quote)) return;
   if (!known && feeCap(tx.fees) >= neededFee(quote)) {
+    if (!key.maySend()) return;
     const again = await broadcast(ctx.client, tx.latest.raw);
     if (again.outcome === "nonceTooLow") return; // mined meanwhile: the next round forgets it
     if (again.outcome !== "refused") {
@@ -86,6 +89,8 @@ async function replace(ctx: LifecycleContext, key: RelayerKey, tx: InFlight, quo
     key.inFlight.delete(tx.nonce);
     return;
   }
+  // Recorded, but the lease lapsed meanwhile: whoever holds the key next sends it (from the record).
+  if (!key.mayBroadcast(signed)) return;
   const sent = await broadcast(ctx.client, signed.raw);
   if (sent.outcome === "nonceTooLow" || sent.outcome === "refused") {
     tx.hooks.afterBroadcast?.(signed, "refused");
@@ -119,10 +124,22 @@ async function fill(ctx: LifecycleContext, key: RelayerKey, nonce: number, repla
     return;
   }
   const request = { to: key.address, data: "0x" as Hex, gas: SELF_TRANSFER_GAS, value: 0n };
-  const signed = await sign(key, ctx.chainId, request, nonce, fees);
+  const signed = await sign(key, ctx.chainId, request, nonce, fees, replacing?.latest.hash);
+  // Written ahead like any transaction of the key: refused, it is not sent (the key is leased elsewhere now).
+  const hooks = key.lease?.fillers ?? {};
+  try {
+    await hooks.beforeBroadcast?.(signed);
+  } catch {
+    return;
+  }
+  if (!key.mayBroadcast(signed)) return;
   const sent = await broadcast(ctx.client, signed.raw);
-  if (sent.outcome === "nonceTooLow" || sent.outcome === "refused") return;
-  const filler = new InFlight(nonce, request, signed, fees, {}, true);
+  if (sent.outcome === "nonceTooLow" || sent.outcome === "refused") {
+    hooks.afterBroadcast?.(signed, "refused");
+    return;
+  }
+  hooks.afterBroadcast?.(signed, sent.outcome === "unknown" ? "unknown" : "accepted");
+  const filler = new InFlight(nonce, request, signed, fees, hooks, true);
   filler.sentAt = now;
   key.inFlight.set(nonce, filler);
   if (previous) previous.superseded = true;

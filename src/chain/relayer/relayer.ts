@@ -3,7 +3,7 @@ import { initialFees, neededFee, readFeeQuote, type FeeQuote } from "../fees.js"
 import { broadcast, errorText, sign } from "./broadcast.js";
 import { feesOf, InFlight, RelayerKey, signedOf } from "./key.js";
 import { tendKey, type LifecycleContext } from "./lifecycle.js";
-import { RelaySendError, type AdoptedTransaction, type RelayerEvent, type RelayHooks, type RelayRequest, type SentTransaction } from "./types.js";
+import { KeyNotLeasedError, RelaySendError, type AdoptedTransaction, type KeyLease, type RelayerEvent, type RelayHooks, type RelayRequest, type SentTransaction } from "./types.js";
 
 /** Parameters of {@link Relayer}. */
 export interface RelayerParameters {
@@ -19,6 +19,11 @@ export interface RelayerParameters {
   pollingIntervalMs?: number;
   /** Told of every replacement, drop, gap filled and replacement withheld at the cap. */
   onEvent?: (event: RelayerEvent) => void;
+  /**
+   * Keys send only under a lease ({@link Relayer.adopt} gives it, {@link Relayer.revoke} takes it back):
+   * instances that share the keys through a ledger. Default false: the keys are this process's alone.
+   */
+  leased?: boolean;
 }
 
 const NO_CAP = 2n ** 256n - 1n;
@@ -56,7 +61,7 @@ export class Relayer {
     if (parameters.privateKeys.length === 0) throw new Error("Relayer needs at least one private key");
     this.#client = parameters.client;
     this.#chainId = parameters.chainId;
-    this.#keys = parameters.privateKeys.map((key) => new RelayerKey(key));
+    this.#keys = parameters.privateKeys.map((key) => new RelayerKey(key, parameters.leased ?? false));
     this.#cap = parameters.maxFeePerGasWei ?? NO_CAP;
     this.#replaceAfter = BigInt(parameters.replaceAfterSeconds ?? 3);
     this.#pollingIntervalMs = parameters.pollingIntervalMs ?? 250;
@@ -124,27 +129,45 @@ export class Relayer {
   }
 
   /**
-   * Takes over recorded transactions of `address` (a restart, or a key leased from another instance):
-   * before any further send of that key, forgets its local nonce and follows what `load` returns like
-   * its own, so a stuck one is replaced and a dropped one re-broadcast. Its next nonce comes after them.
+   * Takes over recorded transactions of `address` (a restart, or a key leased from another instance),
+   * under `lease` when keys are leased: before any further send of that key, forgets its local nonce and
+   * follows what `load` returns like its own, so a stuck one is replaced and a dropped one re-broadcast.
+   * A gap filler holds its nonce over the settlement's transaction it superseded. Its next nonce comes after them.
    */
-  adopt(address: Address, load: () => Promise<readonly AdoptedTransaction[]>): Promise<void> {
+  adopt(address: Address, load: () => Promise<readonly AdoptedTransaction[]>, lease?: KeyLease): Promise<void> {
     const key = this.#key(address);
     if (!key) return Promise.resolve();
     return key.exclusive(async () => {
+      if (lease) key.lease = lease;
       key.resync();
-      for (const tx of await load()) {
-        const versions = tx.raws.map((raw) => signedOf(raw, key.address));
-        const latest = versions.at(-1);
-        if (!latest || versions.some((v) => v.nonce !== latest.nonce) || key.inFlight.has(latest.nonce)) continue;
-        const parsed = parseTransaction(latest.raw);
-        if (!parsed.to || parsed.gas === undefined) continue;
-        const request = { to: parsed.to, data: parsed.data ?? "0x", gas: parsed.gas };
-        const adopted = new InFlight(latest.nonce, request, versions[0]!, feesOf(latest), tx.hooks);
-        adopted.versions.push(...versions.slice(1));
-        key.inFlight.set(latest.nonce, adopted);
+      const loaded = await load();
+      // Taken back while the records were read: they are the next holder's.
+      if (lease && key.lease !== lease) return;
+      for (const tx of loaded) {
+        const adopted = adoptedOf(tx, key.address);
+        if (!adopted) continue;
+        const there = key.inFlight.get(adopted.nonce);
+        if (there && (there.filler || !adopted.filler)) continue;
+        if (there) there.superseded = true;
+        key.inFlight.set(adopted.nonce, adopted);
       }
     });
+  }
+
+  /**
+   * Takes `address`'s lease back (lost to another instance, or released): from now on nothing is
+   * broadcast from it (no send, replacement, re-broadcast or gap filler) until it is adopted again. Its
+   * transactions in flight are forgotten here: each is recorded in the ledger, where the key's next
+   * holder adopts it. The receipt waits over them go on (they only read). Returns how many it forgot.
+   */
+  revoke(address: Address): number {
+    const key = this.#key(address);
+    if (!key) return 0;
+    const handedOver = key.inFlight.size;
+    key.lease = undefined;
+    key.inFlight.clear();
+    key.resync();
+    return handedOver;
   }
 
   /** What the network asks now; one quote is shared for a polling interval. */
@@ -170,11 +193,13 @@ export class Relayer {
    * Signs and sends `request` from `from` (one of {@link addresses}; default the least busy key), and
    * follows it until its nonce is mined. Resolves once the node took it. Throws {@link FeeCapError}
    * before signing anything when the network needs more than the fee cap. `hooks` see each signed
-   * version before its broadcast (replacements too) and what the node said.
+   * version before its broadcast (replacements too) and what the node said. A leased key not leased
+   * to this instance now rejects with {@link KeyNotLeasedError} before signing.
    */
   send(request: RelayRequest, from?: Address, hooks: RelayHooks = {}): Promise<SentTransaction> {
     const key = (from && this.#key(from)) || this.#leastBusy()!;
     return key.exclusive(async () => {
+      if (!key.maySend()) throw new KeyNotLeasedError(key.address);
       const quote = await this.#currentQuote();
       const fees = initialFees(quote, this.#cap);
       for (let attempt = 0; ; attempt++) {
@@ -184,6 +209,17 @@ export class Relayer {
           await hooks.beforeBroadcast?.(signed);
         } catch (error) {
           throw new RelaySendError(signed.hash, false, { cause: error });
+        }
+        if (!key.mayBroadcast(signed)) {
+          // Recorded, but the lease went meanwhile: the record stands, and the key's holder sends it (this
+          // instance once its lease is renewed, or the next holder, who adopts it from the ledger).
+          const recorded = new InFlight(nonce, request, signed, fees, hooks);
+          if (key.stillLeased(signed)) {
+            key.advance();
+            recorded.sentAt = quote.at;
+            key.inFlight.set(nonce, recorded);
+          }
+          throw new RelaySendError(signed.hash, true, { cause: new KeyNotLeasedError(key.address), transaction: recorded });
         }
         const sent = await broadcast(this.#client, signed.raw, signed.hash);
         if (sent.outcome === "nonceTooLow" || sent.outcome === "refused") {
@@ -246,4 +282,17 @@ export class Relayer {
       ),
     );
   }
+}
+
+/** A recorded transaction as the key follows it (its versions, the call to re-sign); undefined when the records do not make one. */
+function adoptedOf(tx: AdoptedTransaction, from: Address): InFlight | undefined {
+  const versions = tx.raws.map((raw) => signedOf(raw, from));
+  const latest = versions.at(-1);
+  if (!latest || versions.some((v) => v.nonce !== latest.nonce)) return undefined;
+  const parsed = parseTransaction(latest.raw);
+  if (!parsed.to || parsed.gas === undefined) return undefined;
+  const request = { to: parsed.to, data: parsed.data ?? "0x", gas: parsed.gas, ...(tx.filler ? { value: parsed.value ?? 0n } : {}) };
+  const adopted = new InFlight(latest.nonce, request, versions[0]!, feesOf(latest), tx.hooks, tx.filler ?? false);
+  adopted.versions.push(...versions.slice(1));
+  return adopted;
 }

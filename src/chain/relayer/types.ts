@@ -20,6 +20,30 @@ export interface SignedRelay {
   priorityFee?: bigint;
   /** The hash of the transaction this one replaces at the same nonce (a re-priced version). */
   replaces?: Hex;
+  /** The generation of the key's lease it was signed under (absent for a key used without a lease): its write-ahead record names it. */
+  epoch?: number;
+}
+
+/**
+ * The lease under which this instance may send from a key, when several instances share the keys
+ * through a ledger: one sender per key at a time. Given with {@link Relayer.adopt}, taken back with
+ * {@link Relayer.revoke}.
+ */
+export interface KeyLease {
+  /** The lease's generation: it grows each time the key changes hands, and each write-ahead record names it (the ledger's fence). */
+  readonly epoch: number;
+  /** Whether this instance may still send from the key now (its lease held, and not about to lapse): asked right before each broadcast. */
+  valid(): boolean;
+  /** The ledger's part in each broadcast of a gap filler (a self-transfer of no settlement): its own write-ahead record. */
+  readonly fillers: RelayHooks;
+}
+
+/** Nothing was broadcast: the key is not (or no longer) leased to this instance, or its lease is about to lapse. */
+export class KeyNotLeasedError extends Error {
+  override name = "KeyNotLeasedError";
+  constructor(readonly address: Address) {
+    super(`relayer key ${address} is not leased to this instance now`);
+  }
 }
 
 /** Hooks around each broadcast of a transaction: its first, and every replacement of it. */
@@ -95,4 +119,6 @@ export interface AdoptedTransaction {
   raws: readonly Hex[];
   /** The ledger's part in each further version's broadcast. */
   hooks: RelayHooks;
+  /** A gap filler: it holds its nonce over any settlement's transaction recorded there (the one it superseded). */
+  filler?: boolean;
 }

@@ -1,5 +1,6 @@
-import { TransactionNotFoundError, type Hex, type PublicClient } from "viem";
+import type { Hex, PublicClient } from "viem";
 import { FeeCapError, feeCap, initialFees, neededFee, replacementFees, type FeeQuote, type Fees } from "../fees.js";
+import { knowsTransaction } from "../receipt.js";
 import { isRevert } from "../revert.js";
 import { broadcast, sign } from "./broadcast.js";
 import { InFlight, type RelayerKey } from "./key.js";
@@ -47,7 +48,7 @@ export async function tendKey(ctx: LifecycleContext, key: RelayerKey, now: bigin
 /** A transaction not mined in time: re-broadcast it (dropped), re-price it (stuck), or fill its nonce (no longer valid). */
 async function unstick(ctx: LifecycleContext, key: RelayerKey, tx: InFlight, now: bigint): Promise<void> {
   const blocking = [...key.inFlight.keys()].some((nonce) => nonce > tx.nonce);
-  const known = await knows(ctx.client, tx.latest.hash);
+  const known = await knowsTransaction(ctx.client, tx.latest.hash);
   if (!known) ctx.onEvent({ kind: "dropped", from: key.address, nonce: tx.nonce, hash: tx.latest.hash });
   if (!tx.filler && !(await stillSucceeds(ctx.client, key, tx.request))) {
     await fill(ctx, key, tx.nonce, known ? tx : undefined, now, blocking);
@@ -144,17 +145,6 @@ async function fill(ctx: LifecycleContext, key: RelayerKey, nonce: number, repla
   key.inFlight.set(nonce, filler);
   if (previous) previous.superseded = true;
   if (fillsGap || previous) ctx.onEvent({ kind: "gapFilled", from: key.address, nonce, hash: signed.hash, by: "selfTransfer" });
-}
-
-/** Whether the node knows the transaction (in its pool, or mined). */
-async function knows(client: PublicClient, hash: Hex): Promise<boolean> {
-  try {
-    await client.getTransaction({ hash });
-    return true;
-  } catch (error) {
-    if (error instanceof TransactionNotFoundError) return false;
-    throw error;
-  }
 }
 
 /** Whether the call would still succeed now; a transport fault counts as yes (never fill a nonce on doubt). */

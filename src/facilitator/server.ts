@@ -280,7 +280,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     now,
   );
   const dashboard = config.dashboard
-    ? createDashboard({ configs: config.networks, runtimes: networks, health, playground: options.playground, apiKeys: config.apiKeys })
+    ? createDashboard({ configs: config.networks, runtimes: networks, health, playground: options.playground, apiKeys: config.apiKeys, allowedHosts: config.allowedHosts })
     : undefined;
   const app = createApp({
     context,
@@ -288,6 +288,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     health,
     rateLimits: config.rateLimits,
     trustProxy: config.trustProxy,
+    allowedHosts: config.allowedHosts,
     bodyLimitBytes: config.bodyLimitBytes,
     apiKeys: config.apiKeys,
     rateLimitStores: options.rateLimitStores ?? coordination.rateLimitStores,

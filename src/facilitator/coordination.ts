@@ -76,13 +76,16 @@ export async function startCoordination(parameters: StartCoordinationParameters)
     onAcquired(lease) {
       // Another instance (or this one before a restart) may have sent from it: read its nonce from the
       // chain again, and follow its recorded transactions still in flight before its next send.
-      settlements.adopt(lease.address);
+      settlements.adopt(lease.address, lease.epoch);
       metrics.leaseChange("acquired");
       log.info({ relayer: lease.address, epoch: lease.epoch }, "relayer key lease acquired");
     },
     onLost(address) {
+      // Nothing more is sent from it here, at once; what it had in flight is recorded, for the next holder.
+      const handedOver = settlements.release(address);
       metrics.leaseChange("lost");
-      log.info({ relayer: address }, "relayer key lease given up");
+      if (handedOver > 0) log.warn({ relayer: address, handedOver }, "relayer key lease given up: its transactions in flight are left to the key's next holder");
+      else log.info({ relayer: address }, "relayer key lease given up");
     },
   });
 
@@ -134,6 +137,8 @@ export async function startCoordination(parameters: StartCoordinationParameters)
     chains: [...chains.values()],
     revertPenaltySeconds: config.relayerSafety.revertPenaltySeconds,
     recheckMs: interval * 2,
+    // A forgotten transaction is broadcast again only by its key's lease holder.
+    mayBroadcast: (relayer) => keeper.holds(relayer),
     onAction(action, record) {
       metrics.reconcilerAction(action);
       log.info({ id: record.id, action, network: record.network, payer: record.key.authorizer, txHash: record.txHash }, "reconciler");

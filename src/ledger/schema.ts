@@ -267,4 +267,29 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX settlements_finished ON settlements (updated_at, id) WHERE status IN ('settled', 'failed')`,
     ],
   },
+  {
+    // Gap fillers (zero-value self-transfers taking a relayer nonce that no settlement's transaction can
+    // use) are written ahead like settlements' transactions, under the key's lease and its generation:
+    // the key's next holder follows them.
+    name: "0010_relayer_fillers",
+    statements: () => [
+      `CREATE TABLE relayer_fillers (
+        hash TEXT PRIMARY KEY,
+        chain_id INTEGER NOT NULL,
+        relayer TEXT NOT NULL,
+        relayer_nonce BIGINT NOT NULL,
+        raw TEXT NOT NULL,
+        holder TEXT NOT NULL,
+        lease_epoch BIGINT NOT NULL,
+        replaces TEXT,
+        state TEXT NOT NULL CHECK (state IN ('signed', 'refused')),
+        fee_cap TEXT,
+        priority_fee TEXT,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+      )`,
+      `CREATE INDEX relayer_fillers_key_nonce ON relayer_fillers (chain_id, relayer, relayer_nonce)`,
+      `CREATE INDEX relayer_fillers_created ON relayer_fillers (created_at)`,
+    ],
+  },
 ];

@@ -16,6 +16,7 @@ import {
   type DiscoveryRecorded,
   type DiscoverySearchPage,
   type IndexedNonce,
+  type FillerRecord,
   type InstanceRecord,
   type Lease,
   type Ledger,
@@ -25,6 +26,7 @@ import {
   type PenaltySubject,
   type PendingSummary,
   type RecordBroadcastInput,
+  type RecordFillerInput,
   type RecordReplacementInput,
   type SettlementCall,
   type SettlementKey,
@@ -223,6 +225,36 @@ function signedParams(input: RecordBroadcastInput | RecordReplacementInput, now:
   return [lower(input.hash), lower(input.relayer), input.relayerNonce, input.raw, input.feeCap?.toString() ?? null, input.priorityFee?.toString() ?? null, now, now];
 }
 
+/**
+ * The fence of every write-ahead record: the relayer key's lease is the writer's, not lapsed, and of the
+ * generation named (when named). `lock` holds the lease row (PostgreSQL) until the record commits, so a
+ * takeover waits for the record and then reads it, or the record sees the new generation and is refused.
+ */
+function leaseFence(epoch: number | undefined, lock: string): string {
+  return `EXISTS (SELECT 1 FROM relayer_leases WHERE address = ? AND holder = ? AND expires_at > ?${epoch === undefined ? "" : " AND epoch = ?"}${lock})`;
+}
+
+function fenceParams(relayer: Address, holder: string, now: number, epoch: number | undefined): SqlValue[] {
+  return [lower(relayer), holder, now, ...(epoch === undefined ? [] : [epoch])];
+}
+
+function toFiller(row: SqlRow): FillerRecord {
+  return {
+    chainId: Number(row.chain_id),
+    hash: row.hash as Hex,
+    raw: row.raw as Hex,
+    relayer: checksum(row.relayer as string),
+    relayerNonce: Number(row.relayer_nonce),
+    holder: String(row.holder),
+    leaseEpoch: Number(row.lease_epoch),
+    state: row.state as FillerRecord["state"],
+    ...(row.fee_cap != null ? { feeCap: BigInt(row.fee_cap as string) } : {}),
+    ...(row.priority_fee != null ? { priorityFee: BigInt(row.priority_fee as string) } : {}),
+    ...(row.replaces != null ? { replaces: row.replaces as Hex } : {}),
+    createdAt: Number(row.created_at),
+  };
+}
+
 /** Runs tasks one at a time per key, in order; a key with nothing queued is forgotten. */
 class KeyedSerial {
   readonly #tails = new Map<string, Promise<unknown>>();
@@ -236,6 +268,9 @@ class KeyedSerial {
     return result;
   }
 }
+
+/** How long a gap filler's record is kept (it is followed only until its nonce is mined). */
+const FILLER_RECORD_MS = 7 * 86_400_000;
 
 /**
  * The ledger over SQL: every rule lives here once; the backends ({@link SqlDriver}) differ only in
@@ -378,9 +413,17 @@ export class SqlLedger implements Ledger {
     const now = this.#now();
     // Only while `owner` owns the unfinished row and holds the relayer key's lease (the fence).
     const sent = `UPDATE settlements SET status = 'sent', tx_hash = ?, relayer = ?, relayer_nonce = ?, next_check_at = ?, updated_at = ?
-       WHERE id = ? AND owner = ? AND status IN ${IN_FLIGHT}
-         AND EXISTS (SELECT 1 FROM relayer_leases WHERE address = ? AND holder = ? AND expires_at > ?)`;
-    const sentParams = [lower(input.hash), lower(input.relayer), input.relayerNonce, now + input.checkAfterMs, now, input.id, input.owner, lower(input.relayer), input.owner, now];
+       WHERE id = ? AND owner = ? AND status IN ${IN_FLIGHT} AND ${leaseFence(input.leaseEpoch, this.#db.forUpdate)}`;
+    const sentParams = [
+      lower(input.hash),
+      lower(input.relayer),
+      input.relayerNonce,
+      now + input.checkAfterMs,
+      now,
+      input.id,
+      input.owner,
+      ...fenceParams(input.relayer, input.owner, now, input.leaseEpoch),
+    ];
     const insert = INSERT_SIGNED;
     const insertParams = signedParams(input, now);
     // It runs inside each relayer key's send queue: one round trip where the dialect allows it.
@@ -405,14 +448,52 @@ export class SqlLedger implements Ledger {
     return this.#db.transaction(async (tx) => {
       const changed = await tx.run(
         `UPDATE settlements SET tx_hash = ?, updated_at = ?
-         WHERE id = ? AND status = 'sent' AND relayer = ? AND relayer_nonce = ?
-           AND EXISTS (SELECT 1 FROM relayer_leases WHERE address = ? AND holder = ? AND expires_at > ?)`,
-        [lower(input.hash), now, input.id, lower(input.relayer), input.relayerNonce, lower(input.relayer), input.holder, now],
+         WHERE id = ? AND status = 'sent' AND relayer = ? AND relayer_nonce = ? AND ${leaseFence(input.leaseEpoch, this.#db.forUpdate)}`,
+        [lower(input.hash), now, input.id, lower(input.relayer), input.relayerNonce, ...fenceParams(input.relayer, input.holder, now, input.leaseEpoch)],
       );
       if (changed === 0) return false;
       await tx.run(`${INSERT_SIGNED} settlements WHERE id = ? ON CONFLICT (hash) DO NOTHING`, [...signedParams(input, now), input.id]);
       return true;
     });
+  }
+
+  async recordFiller(input: RecordFillerInput): Promise<boolean> {
+    const now = this.#now();
+    // One statement: the record exists only if the fence held when it was written (the same hash again: recorded once).
+    const rows = await this.#db.all(
+      `INSERT INTO relayer_fillers (hash, chain_id, relayer, relayer_nonce, raw, holder, lease_epoch, replaces, state, fee_cap, priority_fee, created_at, updated_at)
+       SELECT ?, ?, ?, ?, ?, ?, ?, ?, 'signed', ?, ?, ?, ? WHERE ${leaseFence(input.leaseEpoch, this.#db.forUpdate)}
+       ON CONFLICT (hash) DO UPDATE SET updated_at = excluded.updated_at RETURNING hash`,
+      [
+        lower(input.hash),
+        input.chainId,
+        lower(input.relayer),
+        input.relayerNonce,
+        input.raw,
+        input.holder,
+        input.leaseEpoch,
+        input.replaces ? lower(input.replaces) : null,
+        input.feeCap?.toString() ?? null,
+        input.priorityFee?.toString() ?? null,
+        now,
+        now,
+        ...fenceParams(input.relayer, input.holder, now, input.leaseEpoch),
+      ],
+    );
+    return rows.length > 0;
+  }
+
+  async markFillerRefused(hash: Hex): Promise<void> {
+    await this.#db.run(`UPDATE relayer_fillers SET state = 'refused', updated_at = ? WHERE hash = ?`, [this.#now(), lower(hash)]);
+  }
+
+  async pendingFillers(input: { chainId: number; relayer: Address; fromNonce: number; limit: number }): Promise<FillerRecord[]> {
+    const rows = await this.#db.all(
+      `SELECT * FROM relayer_fillers WHERE chain_id = ? AND relayer = ? AND relayer_nonce >= ? AND state = 'signed'
+       ORDER BY relayer_nonce, created_at, hash LIMIT ?`,
+      [input.chainId, lower(input.relayer), input.fromNonce, input.limit],
+    );
+    return rows.map(toFiller);
   }
 
   async markTransaction(hash: Hex, state: TransactionState): Promise<void> {
@@ -838,6 +919,8 @@ export class SqlLedger implements Ledger {
     await this.#db.run(`DELETE FROM rate_limit_counters WHERE reset_at <= ?`, [now]);
     await this.#db.run(`DELETE FROM ledger_instances WHERE expires_at <= ?`, [now]);
     await this.#db.run(`DELETE FROM revert_penalties WHERE until_at <= ?`, [Math.floor(now / 1000) - 86_400]);
+    // A filler's nonce is mined within minutes; a week-old record is history no holder will follow.
+    await this.#db.run(`DELETE FROM relayer_fillers WHERE created_at <= ?`, [now - FILLER_RECORD_MS]);
   }
 
   health(): Promise<LedgerHealth> {

@@ -137,6 +137,11 @@ export interface RecordBroadcastInput {
   priorityFee?: bigint;
   /** When the reconciler may look at the row if its owner has not finished it (the owner follows it until then). */
   checkAfterMs: number;
+  /**
+   * The generation of the relayer key's lease it was signed under ({@link Lease.epoch}): when given, the
+   * record is refused once the key changed hands since, even if it came back to the same instance.
+   */
+  leaseEpoch?: number;
 }
 
 /**
@@ -146,6 +151,33 @@ export interface RecordBroadcastInput {
 export interface RecordReplacementInput extends Omit<RecordBroadcastInput, "owner" | "checkAfterMs"> {
   /** The instance that signs it: it must hold the lease of `relayer` (the key's single writer). */
   holder: string;
+}
+
+/**
+ * Parameters of {@link Ledger.recordFiller}: a gap filler, a zero-value self-transfer that takes a relayer
+ * nonce which no settlement's transaction can use (nobody holds it, or its call can no longer succeed).
+ */
+export interface RecordFillerInput {
+  chainId: number;
+  /** The instance that signs it: it must hold the lease of `relayer`, of generation `leaseEpoch`. */
+  holder: string;
+  leaseEpoch: number;
+  hash: Hex;
+  raw: Hex;
+  relayer: Address;
+  relayerNonce: number;
+  feeCap?: bigint;
+  priorityFee?: bigint;
+  /** The transaction it replaces at the nonce: a settlement's it supersedes, or an earlier version of the filler. */
+  replaces?: Hex;
+}
+
+/** A gap filler as the ledger keeps it (written ahead of its broadcast, under the key's lease). */
+export interface FillerRecord extends Omit<RecordFillerInput, "replaces"> {
+  replaces?: Hex;
+  /** `refused`: the node refused it, so it never existed out there. */
+  state: "signed" | "refused";
+  createdAt: number;
 }
 
 /** A relayer key lease: the key sends from `holder` only, until `expiresAt`. */
@@ -360,17 +392,29 @@ export interface Ledger {
   /**
    * Write-ahead: records a signed transaction BEFORE it is broadcast, moving the row to `sent`.
    * False (record nothing, broadcast nothing) when `owner` no longer owns the row, the row is final,
-   * or `owner` does not hold the lease of `relayer`.
+   * or `owner` does not hold the lease of `relayer` (of generation `leaseEpoch`, when given).
    */
   recordBroadcast(input: RecordBroadcastInput): Promise<boolean>;
   /**
    * Write-ahead for a new version of the row's latest transaction (re-priced, or re-signed) at the same
    * relayer and nonce, BEFORE it is broadcast; the row's `txHash` becomes it. False (record nothing,
    * broadcast nothing) when the row is final, its latest transaction is at another relayer or nonce, or
-   * `holder` does not hold the relayer key's lease. Row ownership does not matter: whoever holds the
+   * `holder` does not hold the relayer key's lease (of generation `leaseEpoch`, when given). Row ownership does not matter: whoever holds the
    * key keeps its transactions moving (after a restart, or a key taken over from another instance).
    */
   recordReplacement(input: RecordReplacementInput): Promise<boolean>;
+  /**
+   * Write-ahead for a gap filler (no settlement's transaction), BEFORE it is broadcast. False (record
+   * nothing, broadcast nothing) unless `holder` holds the lease of `relayer` of generation `leaseEpoch`.
+   */
+  recordFiller(input: RecordFillerInput): Promise<boolean>;
+  /** The node refused a recorded gap filler: it never existed out there. */
+  markFillerRefused(hash: Hex): Promise<void>;
+  /**
+   * A key's recorded gap fillers at `fromNonce` (its mined transaction count) and above, not refused, by
+   * nonce then age (at most `limit`): what its next holder follows.
+   */
+  pendingFillers(input: { chainId: number; relayer: Address; fromNonce: number; limit: number }): Promise<FillerRecord[]>;
   /** Updates what is known about one recorded transaction. */
   markTransaction(hash: Hex, state: TransactionState): Promise<void>;
   /**

@@ -491,6 +491,88 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
       });
     });
 
+    describe("the write-ahead fence: the relayer key's lease and its generation", () => {
+      /** Instance-a's lease lapses, instance-b takes the key and gives it back, and instance-a takes it again: generation 3. */
+      async function backAtTheSameInstance(): Promise<void> {
+        clock.advance(60_000);
+        expect(await ledger.acquireLease(RELAYER, "instance-b", 60_000)).to.deep.include({ epoch: 2 });
+        await ledger.releaseLease(RELAYER, "instance-b");
+        expect(await ledger.acquireLease(RELAYER, "instance-a", 60_000)).to.deep.include({ holder: "instance-a", epoch: 3 });
+      }
+
+      it("refuses a first send or a replacement signed under an earlier generation, even once the key is back at the same instance", async () => {
+        const row = await sentRow(ledger, "generation");
+        const claimed = await ledger.claim(claimInput({ label: "generation-2" }));
+        if (claimed.outcome !== "claimed") throw new Error("not claimed");
+        const replacement = { id: row.id, holder: "instance-a", relayer: RELAYER, relayerNonce: 7 };
+        const first = { id: claimed.record.id, owner: "instance-a", relayer: RELAYER, relayerNonce: 8, checkAfterMs: 1 };
+        expect(await ledger.recordReplacement({ ...replacement, ...signedTx("generation-r1"), leaseEpoch: 1 })).to.equal(true);
+        await backAtTheSameInstance();
+        // Signed before the key changed hands: the holder's state (its nonces) may be stale, so the record is refused.
+        expect(await ledger.recordReplacement({ ...replacement, ...signedTx("generation-r2"), leaseEpoch: 1 })).to.equal(false);
+        expect(await ledger.recordBroadcast({ ...first, ...signedTx("generation-f1"), leaseEpoch: 1 })).to.equal(false);
+        expect((await ledger.getById(claimed.record.id))!).to.deep.include({ status: "claimed", transactions: [] });
+        // Signed under the lease it holds now.
+        expect(await ledger.recordReplacement({ ...replacement, ...signedTx("generation-r3"), leaseEpoch: 3 })).to.equal(true);
+        expect(await ledger.recordBroadcast({ ...first, ...signedTx("generation-f2"), leaseEpoch: 3 })).to.equal(true);
+        expect((await ledger.getById(row.id))!.transactions.map((t) => t.hash)).to.deep.equal([row.hash, signedTx("generation-r1").hash, signedTx("generation-r3").hash]);
+        expect((await ledger.getById(claimed.record.id))!.transactions.map((t) => t.hash)).to.deep.equal([signedTx("generation-f2").hash]);
+      });
+
+      it("records a gap filler only for the key's holder under that generation, while the lease lives", async () => {
+        const filler = (label: string, overrides: Partial<Parameters<Ledger["recordFiller"]>[0]> = {}) => ({
+          chainId: 338,
+          holder: "instance-a",
+          leaseEpoch: 1,
+          relayer: RELAYER,
+          relayerNonce: 5,
+          feeCap: 2_000n,
+          priorityFee: 100n,
+          ...signedTx(label),
+          ...overrides,
+        });
+        // Nobody holds the key yet.
+        expect(await ledger.recordFiller(filler("nobody"))).to.equal(false);
+        await ledger.acquireLease(RELAYER, "instance-a", 10_000);
+        expect(await ledger.recordFiller(filler("other-holder", { holder: "instance-b" }))).to.equal(false);
+        expect(await ledger.recordFiller(filler("other-generation", { leaseEpoch: 2 }))).to.equal(false);
+        expect(await ledger.recordFiller(filler("other-key", { relayer: OTHER_RELAYER }))).to.equal(false);
+        expect(await ledger.recordFiller(filler("held"))).to.equal(true);
+        // The same signed filler recorded again is still one record.
+        expect(await ledger.recordFiller(filler("held"))).to.equal(true);
+        const replacing = filler("held-2", { feeCap: 3_000n, replaces: signedTx("held").hash });
+        expect(await ledger.recordFiller(replacing)).to.equal(true);
+        clock.advance(10_000);
+        expect(await ledger.recordFiller(filler("lapsed"))).to.equal(false);
+        const kept = await ledger.pendingFillers({ chainId: 338, relayer: RELAYER, fromNonce: 0, limit: 10 });
+        expect(kept.map((f) => [f.hash, f.relayerNonce, f.holder, f.leaseEpoch, f.state, f.feeCap, f.replaces])).to.deep.equal([
+          [signedTx("held").hash, 5, "instance-a", 1, "signed", 2_000n, undefined],
+          [signedTx("held-2").hash, 5, "instance-a", 1, "signed", 3_000n, signedTx("held").hash],
+        ]);
+        expect(kept[0]).to.deep.include({ chainId: 338, relayer: RELAYER, raw: signedTx("held").raw, priorityFee: 100n });
+      });
+
+      it("lists a key's gap fillers for its next holder: from its mined count on, by nonce, without refused ones, at most the limit", async () => {
+        await ledger.acquireLease(RELAYER, "instance-a", 60_000);
+        await ledger.acquireLease(OTHER_RELAYER, "instance-a", 60_000);
+        const record = (label: string, relayerNonce: number, relayer: Address = RELAYER, chainId = 338) =>
+          ledger.recordFiller({ chainId, holder: "instance-a", leaseEpoch: 1, relayer, relayerNonce, feeCap: 1n, ...signedTx(label) });
+        for (const [label, nonce] of [["n9", 9], ["n3", 3], ["n4", 4], ["n6", 6], ["n5", 5]] as const) expect(await record(label, nonce)).to.equal(true);
+        expect(await record("other-key", 5, OTHER_RELAYER)).to.equal(true);
+        expect(await record("other-chain", 5, RELAYER, 25)).to.equal(true);
+        await ledger.markFillerRefused(signedTx("n6").hash);
+        const listed = async (fromNonce: number, limit = 10) => (await ledger.pendingFillers({ chainId: 338, relayer: RELAYER, fromNonce, limit })).map((f) => f.relayerNonce);
+        expect(await listed(0)).to.deep.equal([3, 4, 5, 9]);
+        expect(await listed(4)).to.deep.equal([4, 5, 9]);
+        expect(await listed(0, 2)).to.deep.equal([3, 4]);
+        expect(await listed(10)).to.deep.equal([]);
+        // A week on, the records are gone (their nonces were mined long since).
+        clock.advance(7 * 86_400_000);
+        await ledger.prune();
+        expect(await listed(0)).to.deep.equal([]);
+      });
+    });
+
     describe("revert penalties", () => {
       const scope = { chainId: 338, token: TOKEN };
       const code = "0x" + "ab".repeat(32);

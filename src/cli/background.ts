@@ -23,6 +23,28 @@ export interface DetachedReadyLine {
   seller: string;
 }
 
+/**
+ * The names {@link envFileLines} writes. A job that loads the env file into its environment (GitHub's
+ * `$GITHUB_ENV`, `set -a`) and starts the stack again hands them to it: the stack leaves them out of the
+ * facilitator's environment, whose unknown-variable check takes RPC_URL for a typo of CRONOS_*_RPC_URL.
+ */
+export const ENV_FILE_NAMES: readonly string[] = [
+  "FACILITATOR_URL",
+  "NETWORK",
+  "CHAIN_ID",
+  "RPC_URL",
+  "WS_URL",
+  "TOKEN_ADDRESS",
+  "BUYER_ADDRESS",
+  "BUYER_PRIVATE_KEY",
+  "BUYER_PRIVATE_KEYS",
+  "PAY_TO",
+  "TESTNET_RPC_URL",
+  "TESTNET_TOKEN_ADDRESS",
+  "MAINNET_RPC_URL",
+  "MAINNET_TOKEN_ADDRESS",
+];
+
 /** What the stack's env file holds: its URLs, the first network's token and buyers. */
 export interface EnvFileStack {
   facilitatorUrl: string;
@@ -295,7 +317,7 @@ export async function runInBackground(argv: readonly string[], options: { json: 
     const tail = tailOf(logPath, 40).split("\n");
     const said = tail.filter((line) => line.startsWith("error: "));
     const exitedItself = "failed" in outcome && outcome.failed === EXITED;
-    if (!exitedItself) io.stderr(`error: the local stack did not start: ${failed}; it was stopped\n`);
+    if (!exitedItself) io.stderr(`error: the local stack did not start: ${failed}; it was stopped (pid ${state.pid})\n`);
     if (said.length > 0) io.stderr(`${said.join("\n")}\n(the local stack's log: ${logPath})\n`);
     else io.stderr(`${exitedItself ? `error: the local stack did not start: ${failed}; ` : ""}the end of its log (${logPath}):\n${tail.slice(-10).join("\n")}\n`);
     return 1;

@@ -12,7 +12,7 @@ import { MULTICALL3_ADDRESS } from "../harness/multicall3.js";
 import { assertHarnessCanRun, HarnessUnavailableError, nativeBindingFailure } from "../harness/require-hardhat.js";
 import type { LocalStack } from "../harness/stack.js";
 import { whenParentExits, whenWrapperShellSignalled } from "../harness/parent.js";
-import { DETACHED_VARIABLE, runInBackground, writeEnvFile, type DetachedReadyLine } from "./background.js";
+import { DETACHED_VARIABLE, ENV_FILE_NAMES, runInBackground, writeEnvFile, type DetachedReadyLine } from "./background.js";
 
 /** The detached stack's log is a file nobody rotates: it stops growing here. */
 const DETACHED_LOG_MAX_BYTES = 64 * 1024 * 1024;
@@ -116,7 +116,7 @@ export async function runStart(argv: readonly string[]): Promise<void> {
     const { startLocalStack } = await import("../harness/stack.js");
     stack = await startLocalStack({
       ...command.stack,
-      env: process.env,
+      env: Object.fromEntries(Object.entries(process.env).filter(([name]) => !ENV_FILE_NAMES.includes(name))),
       logger: lineLogger(command.logLevel, { name: "facilitator", write: sink.write }),
       onProgress: log,
     });

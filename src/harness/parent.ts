@@ -23,8 +23,6 @@ export function whenParentExits(onExit: (parentPid: number) => void, everyMs = 2
 const SHELLS = new Set(["sh", "dash", "bash", "ash", "ksh", "mksh", "zsh", "busybox"]);
 /** SIGINT's bit in /proc/PID/status's SigCgt mask (signal 2). */
 const SIGINT_BIT = 1n << 1n;
-/** A wake-up of the shell this soon after our own SIGCONT is that stop and continue, not a signal. */
-const CONTINUE_GRACE_MS = 2_000;
 
 /** How often `pid` has been scheduled in (voluntary and involuntary context switches), from /proc; undefined once it is gone. */
 function timesScheduled(pid: number): number | undefined {
@@ -57,8 +55,9 @@ function isShellCatchingSigint(pid: number): boolean {
  * once the command has exited, so the command never hears of it: SIGINT to `npx cronos-x402 start` left
  * the stack running. A shell waiting for its one command sleeps until a signal wakes it, and the signals
  * it can get then are SIGINT and SIGCHLD, sent when this process stops or continues; so a wake-up (its
- * count of context switches, in /proc) that our own SIGCONT does not explain is the relayed SIGINT. It
- * is confirmed on the next poll, after any SIGCONT of the same stop has been handled. A shell that does
+ * count of context switches, in /proc) that our own SIGCONT does not explain is the relayed SIGINT. A
+ * wake-up is confirmed on the next poll; a SIGCONT in between (handled after the poll that saw the
+ * wake-ups of its stop and continue, or before) takes the count as it is then. A shell that does
  * not catch SIGINT dies of it (see {@link whenParentExits}); off Linux nothing is watched. Polled every
  * `everyMs`; the timer never keeps the process alive. Returns a function that stops watching.
  */
@@ -67,9 +66,9 @@ export function whenWrapperShellSignalled(onSignal: (shellPid: number) => void, 
   if (process.platform !== "linux" || !isShellCatchingSigint(shell)) return () => {};
   let baseline = timesScheduled(shell);
   if (baseline === undefined) return () => {};
-  let continuedAt = Number.NEGATIVE_INFINITY;
-  let suspectedAt: number | undefined;
-  const onContinue = () => (continuedAt = performance.now());
+  let continued = false;
+  let suspected = false;
+  const onContinue = () => (continued = true);
   process.on("SIGCONT", onContinue);
   const stop = () => {
     clearInterval(timer);
@@ -78,14 +77,14 @@ export function whenWrapperShellSignalled(onSignal: (shellPid: number) => void, 
   const timer = setInterval(() => {
     const count = timesScheduled(shell);
     if (count === undefined || process.ppid !== shell) return stop();
-    if (count === baseline) return;
-    if (performance.now() - continuedAt < CONTINUE_GRACE_MS) {
-      baseline = count;
-      suspectedAt = undefined;
+    if (continued) {
+      // This process was stopped and continued: the shell woke for that (SIGCHLD), not for a signal.
+      [baseline, continued, suspected] = [count, false, false];
       return;
     }
-    if (suspectedAt === undefined) {
-      suspectedAt = performance.now();
+    if (count === baseline) return;
+    if (!suspected) {
+      suspected = true;
       return;
     }
     stop();

@@ -32,6 +32,7 @@ const typescript = (file) => [{ run: ["node", "--import", "tsx", file] }];
 export const COMMANDS = {
   setup: [],
   start: typescript("scripts/start.ts"),
+  stop: typescript("scripts/stop.ts"),
   facilitator: typescript("scripts/facilitator.ts"),
   conformance: typescript("scripts/conformance.ts"),
   instances: typescript("scripts/instances.ts"),

@@ -173,7 +173,7 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
     const proc = startScript(["--fork-testnet", "http://user:pw@127.0.0.1:2/v2/FORK-SECRET?key=QUERY-SECRET", "--networks", "cronos-testnet", "--port", "0", "--testnet-rpc-port", "0"]);
     expect(await proc.exited).to.equal(1);
     expect(proc.stderr()).to.equal(
-      "[start] cronos-testnet: starting chain 338, forking http://127.0.0.1:2\nerror: start-up failed: cronos-testnet: cannot fork http://127.0.0.1:2 ECONNREFUSED\n",
+      "[start] cronos-testnet: starting chain 338, forking http://127.0.0.1:2\nerror: start-up failed: cronos-testnet: cannot fork http://127.0.0.1:2: ECONNREFUSED\n",
     );
   });
 });

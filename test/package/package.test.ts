@@ -418,6 +418,7 @@ test("sees the stack", async () => {
         const githubEnv = join(dir, "github-env");
         await writeFile(githubEnv, "");
         const results: Array<number | "skipped"> = [];
+        const said: string[] = [];
         let failed = false;
         for (const step of steps) {
           if (failed && step.if !== "always()") {
@@ -432,22 +433,27 @@ test("sees the stack", async () => {
           );
           const ran = await outcome(dir, "bash", ["--noprofile", "--norc", "-eo", "pipefail", "-c", step.run!], { ...ENV, ...carried, CI: "true", GITHUB_ENV: githubEnv });
           results.push(ran.code);
+          said.push(`${step.name}: ${ran.code}\n${ran.stdout}${ran.stderr}`);
           if (ran.code !== 0) failed = true;
         }
-        return results;
+        return { results, said: said.join("\n") };
       };
       // The suite checks what it was handed: the facilitator serves its network, the buyer key is its address's.
       await suite(
         [
-          'curl -fsS "$FACILITATOR_URL/v2/x402/supported" | grep -q "\"network\":\"$NETWORK\""',
+          // Read whole, then searched: `curl | grep -q` under pipefail fails when grep stops reading first.
+          'supported=$(curl -fsS "$FACILITATOR_URL/v2/x402/supported")',
+          String.raw`grep -q "\"network\":\"$NETWORK\"" <<<"$supported"`,
           'node -e \'import("viem/accounts").then(({ privateKeyToAccount }) => process.exit(privateKeyToAccount(process.env.BUYER_PRIVATE_KEY).address === process.env.BUYER_ADDRESS ? 0 : 1))\'',
           'test "$CHAIN_ID" = 338',
         ].join("\n"),
       );
-      expect(await runJob()).to.deep.equal([0, 0, 0]);
+      const passing = await runJob();
+      expect(passing.results, passing.said).to.deep.equal([0, 0, 0]);
       expect(stateLeft()).to.equal(false);
       await suite("exit 4");
-      expect(await runJob()).to.deep.equal([0, 4, 0]);
+      const failing = await runJob();
+      expect(failing.results, failing.said).to.deep.equal([0, 4, 0]);
       expect(stateLeft()).to.equal(false);
     });
 

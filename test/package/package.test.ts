@@ -74,11 +74,56 @@ async function node24(): Promise<string | undefined> {
   return /^v24\./.test((await run(path, ["--version"])).stdout) ? path : undefined;
 }
 
+/**
+ * In a describe: before its tests, a fresh project whose dependencies npm installed running on the Node
+ * `find` returns (the describe is skipped when there is none here). Read its fields in the tests.
+ */
+function projectOnNode(find: () => Promise<string | undefined>, parent: () => string, name: string, install: () => string[]): { node: string; dir: string; warnings: string } {
+  const made = { node: "", dir: "", warnings: "" };
+  before(async function () {
+    const node = await find();
+    if (!node) this.skip();
+    made.node = node!;
+    Object.assign(made, await project(parent(), name, install(), withNode(made.node)));
+  });
+  return made;
+}
+
 /** The EDR platform package npm leaves out on an older Node, as Hardhat names it for this machine. */
 function edrPlatformPackage(): string {
   const glibc = (process.report.getReport() as { header?: { glibcVersionRuntime?: string } }).header?.glibcVersionRuntime;
   const abi = process.platform === "linux" ? (glibc ? "-gnu" : "-musl") : process.platform === "win32" ? "-msvc" : "";
   return `@nomicfoundation/edr-${process.platform}-${process.arch}${abi}`;
+}
+
+/** `npx args` run as a user runs it, with a fresh variable marking every process below it (the CLI too, re-parented once npx is gone). */
+function markedNpx(cwd: string, args: readonly string[], env: NodeJS.ProcessEnv) {
+  const mark = randomUUID();
+  const npx = spawn("npx", args, { cwd, env: { ...env, KIT_PACKAGE_TEST_RUN: mark }, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  npx.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+  npx.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  // 'close': every holder of the pipes exited (the CLI keeps them after npx is gone).
+  const closed = new Promise<void>((resolve) => npx.once("close", () => resolve()));
+  const marked = () => processesWithEnv("KIT_PACKAGE_TEST_RUN", mark);
+  return {
+    npx,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    marked,
+    /** Sends `signal` to npx alone; checks that nothing it started is left and that the stack's last line is its stopped line. */
+    async signalAndExpectStopped(signal: NodeJS.Signals): Promise<void> {
+      npx.kill(signal);
+      await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 30_000))]);
+      expect(marked(), stderr).to.deep.equal([]);
+      expect(stderr.trimEnd().split("\n").at(-1)).to.equal("[start] stopped");
+    },
+    /** For `finally`: whatever a failed test left running. */
+    killAll(): void {
+      for (const { pid } of marked()) process.kill(pid, "SIGKILL");
+    },
+  };
 }
 
 /** What a terminal shows from a command: no Node error code or stack frame may reach it. */
@@ -507,146 +552,137 @@ test("sees the stack", async () => {
 
     for (const signal of ["SIGINT", "SIGTERM"] as const) {
       it(`npx cronos-x402 start: ${signal} to npx alone stops the stack (${signal === "SIGINT" ? "npx passes it to its sh -c, which keeps it" : "npx ends without passing it on"}), which says so and prints its stopped line`, async () => {
-        // A variable set on npx marks every process below it: the CLI too, re-parented once npx is gone.
-        const mark = randomUUID();
-        const npx = spawn("npx", ["cronos-x402", "start", "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0"], {
-          cwd: dir,
-          env: { ...ENV, KIT_PACKAGE_TEST_RUN: mark },
-          stdio: ["ignore", "pipe", "pipe"],
-        });
-        let stdout = "";
-        let stderr = "";
-        npx.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-        npx.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-        // 'close': every holder of the pipes exited (the CLI keeps them after npx is gone).
-        const closed = new Promise<void>((resolve) => npx.once("close", () => resolve()));
+        const npxRun = markedNpx(dir, ["cronos-x402", "start", "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0"], ENV);
         try {
-          for (let waited = 0; !stdout.includes("`--help` lists the options.\n"); waited += 100) {
-            if (waited > 120_000 || npx.exitCode !== null) throw new Error(`no summary; stdout:\n${stdout}\nstderr:\n${stderr}`);
+          for (let waited = 0; !npxRun.stdout().includes("`--help` lists the options.\n"); waited += 100) {
+            if (waited > 120_000 || npxRun.npx.exitCode !== null) throw new Error(`no summary; stdout:\n${npxRun.stdout()}\nstderr:\n${npxRun.stderr()}`);
             await new Promise((resolve) => setTimeout(resolve, 100));
           }
-          expect(stdout).to.include("\nCtrl+C stops everything. `cronos-x402 start --json` prints this as one JSON line (`npm start -- --json` in the kit's clone); `--help` lists the options.\n");
-          const facilitatorUrl = /^Facilitator {2}(http:\/\/127\.0\.0\.1:\d+) /m.exec(stdout)![1]!;
+          expect(npxRun.stdout()).to.include("\nCtrl+C stops everything. `cronos-x402 start --json` prints this as one JSON line (`npm start -- --json` in the kit's clone); `--help` lists the options.\n");
+          const facilitatorUrl = /^Facilitator {2}(http:\/\/127\.0\.0\.1:\d+) /m.exec(npxRun.stdout())![1]!;
           expect((await fetch(`${facilitatorUrl}/v2/x402/supported`)).status).to.equal(200);
-          const cli = processesWithEnv("KIT_PACKAGE_TEST_RUN", mark).find((p) => p.command.includes("cronos-x402 start") && !p.command.startsWith("npm") && !p.command.startsWith("sh "));
-          expect(cli, processesWithEnv("KIT_PACKAGE_TEST_RUN", mark).map((p) => p.command).join("\n")).to.not.equal(undefined);
+          const cli = npxRun.marked().find((p) => p.command.includes("cronos-x402 start") && !p.command.startsWith("npm") && !p.command.startsWith("sh "));
+          expect(cli, npxRun.marked().map((p) => p.command).join("\n")).to.not.equal(undefined);
 
-          npx.kill(signal);
-          await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 30_000))]);
-          expect(processesWithEnv("KIT_PACKAGE_TEST_RUN", mark), stderr).to.deep.equal([]);
-          expect(stderr).to.match(
+          await npxRun.signalAndExpectStopped(signal);
+          expect(npxRun.stderr()).to.match(
             signal === "SIGINT"
               ? /\[start\] SIGINT to the shell npx runs this in \(pid \d+\), which does not pass it on: stopping\n/
               : /\[start\] the parent process \(pid \d+\) exited: stopping\n/,
           );
-          expect(stderr.trimEnd().split("\n").at(-1)).to.equal("[start] stopped");
           expect(await fetch(`${facilitatorUrl}/healthcheck`).then(() => "answered", () => "refused")).to.equal("refused");
         } finally {
-          for (const { pid } of processesWithEnv("KIT_PACKAGE_TEST_RUN", mark)) process.kill(pid, "SIGKILL");
+          npxRun.killAll();
         }
       });
     }
+
+    it("npx cronos-x402 facilitator: SIGINT to npx alone stops the facilitator as its own SIGINT does (its stopped line, nothing left)", async () => {
+      const stateDir = join(dir, "facilitator-chain");
+      const chain = await outcome(dir, join(dir, "node_modules", ".bin", "cronos-x402"), ["start", "--background", "--write-env", join(stateDir, "env"), "--state-dir", stateDir, "--networks", "testnet", "--port", "0", "--testnet-rpc-port", "0"]);
+      expect(chain.code, chain.stderr).to.equal(0);
+      const rpcUrl = /^RPC_URL=(.*)$/m.exec(readFileSync(join(stateDir, "env"), "utf8"))![1]!;
+      // Hardhat's PUBLIC test key #9 (the local relayer): LOCAL-ONLY.
+      const env = { ...ENV, CRONOS_TESTNET_RPC_URL: rpcUrl, RELAYER_PRIVATE_KEY: "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6", PORT: "0", LEDGER_FILE: ":memory:" };
+      const npxRun = markedNpx(dir, ["cronos-x402", "facilitator"], env);
+      try {
+        for (let waited = 0; !npxRun.stdout().includes('"msg":"facilitator listening"'); waited += 100) {
+          if (waited > 60_000 || npxRun.npx.exitCode !== null) throw new Error(`not listening; stdout:\n${npxRun.stdout()}\nstderr:\n${npxRun.stderr()}`);
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+        const url = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(npxRun.stdout())![1]!;
+        expect((await fetch(`${url}/healthcheck`)).status).to.equal(200);
+        npxRun.npx.kill("SIGINT");
+        for (let waited = 0; npxRun.marked().length > 0 && waited < 30_000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
+        expect(npxRun.marked(), npxRun.stderr()).to.deep.equal([]);
+        const lines = npxRun.stdout().trim().split("\n").map((line) => JSON.parse(line) as { msg: string; signal?: string });
+        expect(lines.find((line) => line.msg.startsWith("stopping"))?.signal).to.equal("SIGINT");
+        expect(lines.at(-1)?.msg).to.equal("stopped");
+      } finally {
+        npxRun.killAll();
+        await outcome(dir, join(dir, "node_modules", ".bin", "cronos-x402"), ["stop", "--state-dir", stateDir]);
+      }
+    });
   });
 
   describe("an install made by npm on Node 20 (the machine's default), run on Node 22", () => {
-    let node20: string | undefined;
-    let dir: string;
-    let warnings: string;
-    before(async function () {
-      node20 = await olderNode();
-      if (!node20) this.skip();
-      ({ dir, warnings } = await project(temp, "node20-install", [tarball, `hardhat@${PACKAGE.devDependencies.hardhat}`], withNode(node20)));
-    });
+    const made = projectOnNode(olderNode, () => temp, "node20-install", () => [tarball, `hardhat@${PACKAGE.devDependencies.hardhat}`]);
 
     it("npm on Node 20 warns EBADENGINE with the kit's engines (Node 20 is not supported) and leaves out Hardhat's native EDR binding", () => {
-      expect(warnings).to.match(/npm warn EBADENGINE {3}package: 'cronos-x402-facilitator-kit@[^']+',\nnpm warn EBADENGINE {3}required: \{ node: '>=22\.13' \},/);
-      expect(existsSync(join(dir, "node_modules", "hardhat"))).to.equal(true);
-      expect(existsSync(join(dir, "node_modules", edrPlatformPackage()))).to.equal(false);
+      expect(made.warnings).to.match(/npm warn EBADENGINE {3}package: 'cronos-x402-facilitator-kit@[^']+',\nnpm warn EBADENGINE {3}required: \{ node: '>=22\.13' \},/);
+      expect(existsSync(join(made.dir, "node_modules", "hardhat"))).to.equal(true);
+      expect(existsSync(join(made.dir, "node_modules", edrPlatformPackage()))).to.equal(false);
     });
 
     it("every command says what to do in one line: the harness on Node 22 names the missing binding and the reinstall; on Node 20, start names Node 22 too, the facilitator and catalog name Node 22 and DATABASE_URL", async () => {
-      const bin = join(dir, "node_modules", PACKAGE.name, "dist", "cli", "bin.js");
-      const missing = `Hardhat's native EDR binding, and ${edrPlatformPackage()} is missing from ${join(dir, "node_modules")}: npm leaves it out when npm itself runs on a Node older than 22`;
-      const reinstall = `Reinstall with npm running on Node 22: \`npx -y -p node@22 npm install\` (in ${dir})`;
+      const bin = join(made.dir, "node_modules", PACKAGE.name, "dist", "cli", "bin.js");
+      const missing = `Hardhat's native EDR binding, and ${edrPlatformPackage()} is missing from ${join(made.dir, "node_modules")}: npm leaves it out when npm itself runs on a Node older than 22`;
+      const reinstall = `Reinstall with npm running on Node 22: \`npx -y -p node@22 npm install\` (in ${made.dir})`;
       // On Node 22 (the kit's): the CLI, and the harness entry point imported by a test suite.
-      expect(await outcome(dir, "node", [bin, "start"])).to.deep.equal({ code: 1, stdout: "", stderr: `error: the local chains need ${missing} (as on a machine whose default Node is 20). ${reinstall}\n` });
-      const imported = await outcome(dir, "node", ["--input-type=module", "-e", importScript([`${PACKAGE.name}/harness`])]);
+      expect(await outcome(made.dir, "node", [bin, "start"])).to.deep.equal({ code: 1, stdout: "", stderr: `error: the local chains need ${missing} (as on a machine whose default Node is 20). ${reinstall}\n` });
+      const imported = await outcome(made.dir, "node", ["--input-type=module", "-e", importScript([`${PACKAGE.name}/harness`])]);
       expect(JSON.parse(imported.stdout)).to.deep.equal({ [`${PACKAGE.name}/harness`]: { error: `the local chains need ${missing} (as on a machine whose default Node is 20). ${reinstall}` } });
 
       // On Node 20 (the machine's): both steps, in order.
-      const node20Version = (await run(node20!, ["--version"])).stdout.trim().slice(1);
-      expect(await outcome(dir, node20!, [bin, "start"])).to.deep.equal({
+      const node20Version = (await run(made.node, ["--version"])).stdout.trim().slice(1);
+      expect(await outcome(made.dir, made.node, [bin, "start"])).to.deep.equal({
         code: 1,
         stdout: "",
         stderr: `error: the local chains need Node >= 22.13.0 (Hardhat 3), this is Node ${node20Version}; they also need ${missing}. ${reinstall}, then run the CLI on that Node: \`npx -y -p node@22 -c "cronos-x402 start"\`\n`,
       });
       const ledger = (command: string) =>
         `the embedded ledger (LEDGER_FILE, used without DATABASE_URL) needs node:sqlite, built into Node >= 22.13; this is Node ${node20Version}. Run it on Node 22 or later (e.g. npx -y -p node@22 -c "cronos-x402 ${command}"), or set DATABASE_URL=postgres://… to keep the ledger in PostgreSQL`;
-      const env = { ...withNode(node20!), CRONOS_TESTNET_RPC_URL: "http://127.0.0.1:8545", RELAYER_PRIVATE_KEY: `0x${"11".repeat(32)}` };
-      expect(await outcome(dir, node20!, [bin, "facilitator"], env)).to.deep.equal({ code: 1, stdout: "", stderr: `facilitator: ${ledger("facilitator")}\n` });
-      expect(await outcome(dir, node20!, [bin, "catalog", "list"], env)).to.deep.equal({ code: 1, stdout: "", stderr: `catalog: ${ledger("catalog list")}\n` });
-      for (const text of [warnings, imported.stderr]) expect(text).to.not.match(/^\s+at /m);
+      const env = { ...withNode(made.node), CRONOS_TESTNET_RPC_URL: "http://127.0.0.1:8545", RELAYER_PRIVATE_KEY: `0x${"11".repeat(32)}` };
+      expect(await outcome(made.dir, made.node, [bin, "facilitator"], env)).to.deep.equal({ code: 1, stdout: "", stderr: `facilitator: ${ledger("facilitator")}\n` });
+      expect(await outcome(made.dir, made.node, [bin, "catalog", "list"], env)).to.deep.equal({ code: 1, stdout: "", stderr: `catalog: ${ledger("catalog list")}\n` });
+      for (const text of [made.warnings, imported.stderr]) expect(text).to.not.match(/^\s+at /m);
     });
 
     it("the fix it names works: `npx -y -p node@22 npm install` brings the binding; `npx -y -p node@22 -c \"cronos-x402 start …\"` runs the stack on Node 22, and SIGINT to that npx stops it", async () => {
-      const env20 = { ...withNode(node20!), npm_config_prefer_offline: "true" };
-      const reinstalled = await outcome(dir, "npx", ["-y", "-p", "node@22", "npm", "install", "--no-audit", "--no-fund"], env20);
+      const env20 = { ...withNode(made.node), npm_config_prefer_offline: "true" };
+      const reinstalled = await outcome(made.dir, "npx", ["-y", "-p", "node@22", "npm", "install", "--no-audit", "--no-fund"], env20);
       expect(reinstalled.code, reinstalled.stderr).to.equal(0);
-      expect(existsSync(join(dir, "node_modules", edrPlatformPackage()))).to.equal(true);
-      const mark = randomUUID();
-      const npx = spawn("npx", ["-y", "-p", "node@22", "-c", "cronos-x402 start --json --networks testnet --port 0 --testnet-rpc-port 0"], { cwd: dir, env: { ...env20, KIT_PACKAGE_TEST_RUN: mark }, stdio: ["ignore", "pipe", "pipe"] });
-      let stderr = "";
-      npx.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-      const closed = new Promise<void>((resolve) => npx.once("close", () => resolve()));
+      expect(existsSync(join(made.dir, "node_modules", edrPlatformPackage()))).to.equal(true);
+      const npxRun = markedNpx(made.dir, ["-y", "-p", "node@22", "-c", "cronos-x402 start --json --networks testnet --port 0 --testnet-rpc-port 0"], env20);
       try {
-        const line = JSON.parse(await firstLine(npx, 120_000, () => stderr)) as { facilitatorUrl: string };
+        const line = JSON.parse(await firstLine(npxRun.npx, 120_000, npxRun.stderr)) as { facilitatorUrl: string };
         expect((await fetch(`${line.facilitatorUrl}/v2/x402/supported`)).status).to.equal(200);
         // The stack runs on Node 22 (npx's), not on the machine's Node 20.
-        const stack = processesWithEnv("KIT_PACKAGE_TEST_RUN", mark).find((p) => /\bcronos-x402 start\b/.test(p.command) && p.command.startsWith("node "));
-        expect(stack, processesWithEnv("KIT_PACKAGE_TEST_RUN", mark).map((p) => p.command).join("\n")).to.not.equal(undefined);
+        const stack = npxRun.marked().find((p) => /\bcronos-x402 start\b/.test(p.command) && p.command.startsWith("node "));
+        expect(stack, npxRun.marked().map((p) => p.command).join("\n")).to.not.equal(undefined);
         expect((await run(readlinkSync(`/proc/${stack!.pid}/exe`), ["--version"])).stdout).to.match(/^v22\./);
-        npx.kill("SIGINT");
-        await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 30_000))]);
-        expect(processesWithEnv("KIT_PACKAGE_TEST_RUN", mark), stderr).to.deep.equal([]);
-        expect(stderr.trimEnd().split("\n").at(-1)).to.equal("[start] stopped");
+        await npxRun.signalAndExpectStopped("SIGINT");
       } finally {
-        for (const { pid } of processesWithEnv("KIT_PACKAGE_TEST_RUN", mark)) process.kill(pid, "SIGKILL");
+        npxRun.killAll();
       }
     });
   });
 
   describe("Node 24 (the node@24 package from the npm registry, as node@22 is used)", () => {
-    let node: string | undefined;
-    let dir: string;
-    let warnings: string;
-    before(async function () {
-      node = await node24();
-      if (!node) this.skip();
-      ({ dir, warnings } = await project(temp, "node24-install", [tarball, `hardhat@${PACKAGE.devDependencies.hardhat}`], withNode(node)));
-    });
+    const made = projectOnNode(node24, () => temp, "node24-install", () => [tarball, `hardhat@${PACKAGE.devDependencies.hardhat}`]);
 
     it("npm on Node 24 installs the kit and Hardhat without an EBADENGINE warning; every entry point imports on Node 24, the harness included", async () => {
-      expect(warnings).to.not.include("EBADENGINE");
-      expect(existsSync(join(dir, "node_modules", edrPlatformPackage()))).to.equal(true);
-      const { stdout } = await sh(dir, node!, ["--input-type=module", "-e", importScript([...ENTRY_POINTS, `${PACKAGE.name}/harness`])]);
+      expect(made.warnings).to.not.include("EBADENGINE");
+      expect(existsSync(join(made.dir, "node_modules", edrPlatformPackage()))).to.equal(true);
+      const { stdout } = await sh(made.dir, made.node, ["--input-type=module", "-e", importScript([...ENTRY_POINTS, `${PACKAGE.name}/harness`])]);
       const names = JSON.parse(stdout) as Record<string, string[] | { error: string }>;
       for (const entry of [...ENTRY_POINTS, `${PACKAGE.name}/harness`]) expect(names[entry], `${entry}: ${JSON.stringify(names[entry])}`).to.be.an("array").that.is.not.empty;
       expect(names[`${PACKAGE.name}/harness`]).to.include("startLocalStack");
     });
 
     it("the harness runs on Node 24: start --background, the conformance checks with settlement pass against it, stop", async () => {
-      const bin = join(dir, "node_modules", PACKAGE.name, "dist", "cli", "bin.js");
-      const env = withNode(node!);
-      const start = await outcome(dir, node!, [bin, "start", "--background", "--write-env", "stack.env", "--networks", "testnet", "--port", "0", "--testnet-rpc-port", "0"], env);
+      const bin = join(made.dir, "node_modules", PACKAGE.name, "dist", "cli", "bin.js");
+      const env = withNode(made.node);
+      const start = await outcome(made.dir, made.node, [bin, "start", "--background", "--write-env", "stack.env", "--networks", "testnet", "--port", "0", "--testnet-rpc-port", "0"], env);
       expect(start.code, start.stderr).to.equal(0);
       try {
-        const vars = Object.fromEntries(readFileSync(join(dir, "stack.env"), "utf8").trim().split("\n").map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]));
-        const checks = await outcome(dir, node!, [bin, "conformance", "--facilitator", vars.FACILITATOR_URL!, "--network", "cronos-testnet", "--rpc", vars.RPC_URL!, "--buyer-key", vars.BUYER_PRIVATE_KEY!, "--settle"], env);
+        const vars = Object.fromEntries(readFileSync(join(made.dir, "stack.env"), "utf8").trim().split("\n").map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]));
+        const checks = await outcome(made.dir, made.node, [bin, "conformance", "--facilitator", vars.FACILITATOR_URL!, "--network", "cronos-testnet", "--rpc", vars.RPC_URL!, "--buyer-key", vars.BUYER_PRIVATE_KEY!, "--settle"], env);
         expect(checks.code, checks.stdout).to.equal(0);
         expect(checks.stdout).to.match(/^PASS\s+settle\.pays@cronos-testnet\b/m);
         expect(checks.stdout).to.match(/\b0 failed\b/);
       } finally {
-        const stop = await outcome(dir, node!, [bin, "stop"], env);
+        const stop = await outcome(made.dir, made.node, [bin, "stop"], env);
         expect(stop.code, stop.stderr).to.equal(0);
       }
     });

@@ -3,7 +3,7 @@
 // as a detached process; a state file (pid and the process's start time, so a reused pid is never
 // signalled) lets `stop` find it, stop it and wait until it has gone.
 import { spawn, spawnSync } from "node:child_process";
-import { closeSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { closeSync, constants as fsConstants, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
@@ -102,11 +102,16 @@ export function envFileLines(stack: EnvFileStack): string[] {
   return lines;
 }
 
-/** Writes `text` to `path` in one step (a reader never sees half of it), readable by its owner only. */
+/**
+ * Writes `text` to `path` in one step (a reader never sees half of it), readable by its owner only. The
+ * file is made new (O_EXCL: never written through a link planted at its name) and renamed over `path`,
+ * which replaces a link there rather than following it.
+ */
 function writeFileAtomically(path: string, text: string): void {
   mkdirSync(dirname(resolve(path)), { recursive: true });
   const partial = `${path}.${process.pid}.partial`;
-  writeFileSync(partial, text, { mode: 0o600 });
+  rmSync(partial, { force: true });
+  writeFileSync(partial, text, { mode: 0o600, flag: "wx" });
   renameSync(partial, path);
 }
 
@@ -261,7 +266,14 @@ export async function runInBackground(argv: readonly string[], options: { json: 
     return 1;
   }
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const log = openSync(logPath, "w", 0o600);
+  // Not through a link planted at its name: O_NOFOLLOW fails on one (ELOOP), said below.
+  let log: number;
+  try {
+    log = openSync(logPath, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC | fsConstants.O_NOFOLLOW, 0o600);
+  } catch (error) {
+    io.stderr(`error: cannot write the stack's log ${logPath} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}: a link there is not followed); remove it, or choose another folder with --state-dir DIR\n`);
+    return 1;
+  }
   // The detached stack gets the same options but the ones only this process uses.
   const childArgs = withoutBackgroundFlags(argv);
   const child = spawn(process.execPath, [...process.execArgv, binEntry(), "start", ...childArgs], {

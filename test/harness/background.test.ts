@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -129,9 +129,17 @@ describe("cronos-x402 start --background and stop (src/cli/background.ts)", func
     const stateDir = join(dir, "state");
     // As after `cat .x402.env >> "$GITHUB_ENV"` (or `set -a; . ./.x402.env`): RPC_URL and the rest are in the environment.
     const inherited = Object.fromEntries(ENV_FILE_NAMES.map((name) => [name, name.endsWith("URL") ? "http://127.0.0.1:1" : "1"]));
-    const start = await cli(["start", "--background", "--json", "--state-dir", stateDir, "--networks", "mainnet", "--port", "0", "--mainnet-rpc-port", "0", "--buyers", "1"], inherited);
+    // A link planted where the env file goes (in a shared folder, say) is replaced, never written through.
+    const victim = join(dir, "victim");
+    writeFileSync(victim, "keep\n");
+    const envLink = join(dir, "stack.env");
+    symlinkSync(victim, envLink);
+    const start = await cli(["start", "--background", "--json", "--write-env", envLink, "--state-dir", stateDir, "--networks", "mainnet", "--port", "0", "--mainnet-rpc-port", "0", "--buyers", "1"], inherited);
     expect(start.code, start.stderr).to.equal(0);
     statePid(stateDir);
+    expect(readFileSync(victim, "utf8")).to.equal("keep\n");
+    expect(lstatSync(envLink).isSymbolicLink()).to.equal(false);
+    expect(readFileSync(envLink, "utf8")).to.match(/^FACILITATOR_URL=http:\/\/127\.0\.0\.1:\d+\nNETWORK=cronos-mainnet\n/);
     const lines = start.stdout.trimEnd().split("\n");
     expect(lines).to.have.length(1);
     const line = JSON.parse(lines[0]!) as { facilitatorUrl: string; relayer: string; networks: Record<string, { chainId: number; buyers: unknown[] }> };
@@ -140,6 +148,22 @@ describe("cronos-x402 start --background and stop (src/cli/background.ts)", func
     expect(line.networks["cronos-mainnet"]!.chainId).to.equal(25);
     expect(line.networks["cronos-mainnet"]!.buyers).to.have.length(1);
     expect((await cli(["stop", "--state-dir", stateDir])).code).to.equal(0);
+  });
+
+  it("a link planted at the log's name is not written through: exit 1 naming it, nothing started", async () => {
+    const stateDir = join(dir, "state");
+    mkdirSync(stateDir);
+    const victim = join(dir, "victim");
+    writeFileSync(victim, "keep\n");
+    symlinkSync(victim, join(stateDir, "stack.log"));
+    const start = await cli(["start", "--background", "--state-dir", stateDir, ...FREE_PORTS]);
+    expect(start).to.deep.equal({
+      code: 1,
+      stdout: "",
+      stderr: `error: cannot write the stack's log ${join(stateDir, "stack.log")} (ELOOP: a link there is not followed); remove it, or choose another folder with --state-dir DIR\n`,
+    });
+    expect(readFileSync(victim, "utf8")).to.equal("keep\n");
+    expect(existsSync(join(stateDir, "stack.json"))).to.equal(false);
   });
 
   it("a port in use: exit 1 with the stack's own one-line reason; no state file, nothing left running", async () => {
@@ -189,7 +213,6 @@ describe("cronos-x402 start --background and stop (src/cli/background.ts)", func
 
   it("stop signals nothing it cannot prove is the stack: a reused pid, a forged or oversized state file", async () => {
     const stateDir = join(dir, "state");
-    const { mkdirSync } = await import("node:fs");
     mkdirSync(stateDir);
     const statePath = join(stateDir, "stack.json");
     // A live process that is not the stack: the state's start time is not its own (its pid was reused).

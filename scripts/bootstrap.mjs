@@ -54,6 +54,8 @@ export const COMMANDS = {
   "bench:remote-rpc": typescript("bench/remote-rpc.ts"),
   "bench:state-index": typescript("bench/state-index.ts"),
   "bench:background": typescript("bench/background.ts"),
+  "bench:catalog": typescript("bench/catalog.ts"),
+  "bench:lookup": typescript("bench/lookup.ts"),
   "bench:seller": typescript("bench/seller.ts"),
   // The wallets it measures are compiled contracts.
   "bench:gas": [compileStep(), ...typescript("bench/settle-gas.ts")],

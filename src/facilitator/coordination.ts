@@ -13,6 +13,7 @@ import type { Logger } from "./logger.js";
 import type { FacilitatorMetrics } from "./metrics.js";
 import type { FacilitatorContext, NetworkRuntime } from "../settlement/runtime.js";
 import { LedgerWatch } from "./ledger-watch.js";
+import { deleteExpiredSettlements } from "./retention.js";
 import { SettlementService, type SettlementNetwork } from "../settlement/service.js";
 
 /** This instance's part in the service: the ledger, its key leases, its settlement sender and its reconciler. */
@@ -152,7 +153,13 @@ export async function startCoordination(parameters: StartCoordinationParameters)
   }
   settlements.start();
   reconciler.start(interval, (error) => watch.report("reconciler", error));
-  const prune = setInterval(() => void ledger.prune().catch(() => undefined), 60_000);
+  const prune = setInterval(() => {
+    void ledger.prune().catch(() => undefined);
+    void deleteExpiredSettlements(ledger, config.ledger.retentionDays, Date.now()).then(
+      (deleted) => deleted > 0 && log.info({ deleted, retentionDays: config.ledger.retentionDays }, "retention: finished settlements deleted"),
+      (error: unknown) => log.warn({ err: String(error) }, "retention: finished settlements not deleted this round"),
+    );
+  }, 60_000);
   prune.unref();
 
   const shared = ledger.backend === "postgres";

@@ -290,7 +290,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     bodyLimitBytes: config.bodyLimitBytes,
     apiKeys: config.apiKeys,
     rateLimitStores: options.rateLimitStores ?? coordination.rateLimitStores,
-    discovery: { ledger: coordination.ledger },
+    discovery: { ledger: coordination.ledger, bounds: config.catalog },
     statusLookup: {
       ledger: coordination.ledger,
       served: new Map(config.networks.map((n) => [n.network, { token: n.token }])),

@@ -10,7 +10,7 @@ import type { NetworkName } from "../protocol/networks.js";
 import { ENV_PREFIX, type FacilitatorConfig, type NetworkConfig } from "./config.js";
 import { supportedAnswer } from "./dialects/index.js";
 import { healthReport, inspectNetwork, readDomain, type RpcEndpointClient } from "./health.js";
-import { createApp, type OutcomeRecord } from "./http/app.js";
+import { createApp, type AppOptions, type OutcomeRecord } from "./http/app.js";
 import { createDashboard, type Dashboard, type DashboardPlayground } from "./dashboard/index.js";
 import type { QuotaHolder } from "./http/edge.js";
 import { createListener, listenOn } from "./http/listen.js";
@@ -44,6 +44,10 @@ export interface StartFacilitatorOptions {
   playground?: DashboardPlayground;
   /** Wall clock (ms) of the healthcheck and metrics caches and the block age; default `Date.now`. */
   now?: () => number;
+  /** The local stack's hook after a valid verify ({@link AppOptions.afterVerify}). Never in production. */
+  afterVerify?: AppOptions["afterVerify"];
+  /** The local stack's switch over the quota ({@link AppOptions.closedFor}: "busy"). Never in production. */
+  closedFor?: AppOptions["closedFor"];
 }
 
 /** A facilitator assembled but not listening: for tests (supertest) and embedding. */
@@ -313,6 +317,8 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     },
     onResponse: metrics.request,
     dashboard: dashboard?.router,
+    ...(options.afterVerify ? { afterVerify: options.afterVerify } : {}),
+    ...(options.closedFor ? { closedFor: options.closedFor } : {}),
   });
   return {
     app,

@@ -93,6 +93,8 @@ export interface LocalChain {
   multicall3Deployed: boolean;
   /** Funded buyers. LOCAL-ONLY public Hardhat keys. */
   buyers: LocalAccount[];
+  /** Milliseconds between blocks it was started with; 0 = automine. */
+  blockTimeMs: number;
   /** The in-process provider: the fastest way to the chain from this process. */
   provider: EthereumProvider;
   /** `custom(provider, { retryCount: 0 })`: a viem transport over the in-process provider. */
@@ -287,6 +289,7 @@ export async function startLocalChain(options: LocalChainOptions): Promise<Local
       tokenDeployed,
       multicall3Deployed,
       buyers,
+      blockTimeMs,
       provider,
       transport,
       publicClient,
@@ -316,10 +319,24 @@ async function impersonateMasterMinter(
   } catch (error) {
     throw new Error(`the contract at ${token} on the fork has no masterMinter(): not a FiatToken, cannot fund buyers`, { cause: error });
   }
-  await provider.request({ method: "hardhat_impersonateAccount", params: [masterMinter] });
-  const balance = await publicClient.getBalance({ address: masterMinter });
-  if (balance < GAS_MONEY) await setBalance(provider, masterMinter, GAS_MONEY);
-  return createWalletClient({ account: { address: masterMinter, type: "json-rpc" }, chain, transport });
+  return impersonate(provider, publicClient, masterMinter, chain, transport);
+}
+
+/**
+ * A wallet client that sends as `address` on a local chain (`hardhat_impersonateAccount`: no key needed),
+ * given gas when it has almost none. How the harness acts as a token role holder or as a payer.
+ */
+export async function impersonate(
+  provider: EthereumProvider,
+  publicClient: PublicClient,
+  address: Address,
+  chain: Chain,
+  transport: Transport,
+): Promise<WalletClient<Transport, Chain, Account>> {
+  await provider.request({ method: "hardhat_impersonateAccount", params: [address] });
+  // Topped up only when nearly out: an account's own native balance is otherwise left as it is.
+  if ((await publicClient.getBalance({ address })) < parseEther("1")) await setBalance(provider, address, GAS_MONEY);
+  return createWalletClient({ account: { address, type: "json-rpc" }, chain, transport });
 }
 
 /** Asks `url` for its chain id and latest block, so an unreachable fork fails in seconds with a clear reason (EDR retries for ~50 s). */

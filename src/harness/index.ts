@@ -8,6 +8,20 @@ assertHarnessCanRun();
 export { assertHarnessCanRun, nodeRunsHardhat, HarnessUnavailableError, HARDHAT_MIN_NODE, HARNESS_INSTALL } from "./require-hardhat.js";
 export { KIT_HARDHAT_NETWORKS } from "./hardhat-networks.js";
 export { startLocalStack, type LocalStack, type LocalStackNetwork, type LocalStackOptions } from "./stack.js";
+export { connectHarness, type ConnectHarnessOptions } from "./control/client.js";
+export {
+  HarnessControlError,
+  FAULT_KINDS,
+  MAX_FAULTS,
+  type ChainTimes,
+  type FaultHandle,
+  type FaultInfo,
+  type FaultKind,
+  type FaultSpec,
+  type FaultState,
+  type HarnessControl,
+  type HarnessStatus,
+} from "./control/spec.js";
 export { startLocalChain, HARDHAT_NETWORK, type LocalChain, type LocalChainOptions } from "./chain.js";
 export { serveJsonRpc, type JsonRpcBridge, type RequestProvider, type ServeJsonRpcOptions } from "./rpc-bridge.js";
 export { ACCOUNT_INDEX, HARDHAT_MNEMONIC, buyerIndexes, localAccount, type LocalAccount } from "./accounts.js";

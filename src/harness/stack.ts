@@ -1,9 +1,11 @@
 import { createServer } from "node:net";
-import type { Address, Hex, Transport } from "viem";
+import { custom, type Address, type Hex, type Transport } from "viem";
 import type { HardhatRuntimeEnvironment } from "hardhat/types/hre";
 import { loadConfig } from "../facilitator/config.js";
 import type { Logger } from "../facilitator/logger.js";
 import { startFacilitator, StartupError, type RunningFacilitator } from "../facilitator/server.js";
+import { openLedger } from "../ledger/open.js";
+import type { Ledger } from "../ledger/types.js";
 import { NETWORK_NAMES, type NetworkName } from "../protocol/networks.js";
 import { ACCOUNT_INDEX, localAccount } from "./accounts.js";
 import { startLocalChain, type LocalChain } from "./chain.js";
@@ -12,6 +14,10 @@ import { isAddressInUse, PortInUseError, type PortRole } from "./errors.js";
 import { kitHardhat, loadKitArtifact, loadTokenArtifact } from "./hardhat.js";
 import type { ViemChainName } from "./multicall3.js";
 import { createPlayground } from "./playground.js";
+import { LocalHarness } from "./control/harness.js";
+import { serveHarness, type HarnessServer } from "./control/server.js";
+import type { HarnessControl } from "./control/spec.js";
+import type { Wire } from "./control/wire.js";
 
 export { CRONOS_BLOCK_TIME_MS, DEFAULT_FACILITATOR_PORT } from "./defaults.js";
 
@@ -44,6 +50,8 @@ export interface LocalStackOptions {
   hre?: HardhatRuntimeEnvironment;
   /** Progress lines while starting (for a terminal). */
   onProgress?: (message: string) => void;
+  /** Port of the control endpoint ({@link LocalStack.harnessUrl}) on 127.0.0.1; default 0, any free port. */
+  harnessPort?: number;
 }
 
 /** What a client needs to use one local network. Plain data: this is what `npm start -- --json` prints. */
@@ -72,8 +80,19 @@ export interface LocalStack {
   networks: Partial<Record<NetworkName, LocalStackNetwork>>;
   /** The chains themselves (in-process providers, `fund`, ...). */
   chains: Partial<Record<NetworkName, LocalChain>>;
-  facilitator: RunningFacilitator;
-  /** Stops the facilitator, then the chains. Idempotent. */
+  /** The facilitator running now (after a restart, the new one; while stopped by a fault, the last one). */
+  readonly facilitator: RunningFacilitator;
+  /**
+   * Every x402 failure on demand: payer state, chain time and blocks, the facilitator's RPC, the
+   * facilitator busy, stopped or restarted; each fault's handle undoes it, and {@link stop} undoes the rest.
+   */
+  harness: HarnessControl;
+  /**
+   * The same controls over HTTP, for tests in other processes and languages: `http://127.0.0.1:PORT/harness`
+   * (loopback only; `connectHarness(harnessUrl)`, `cronos-x402 fault …`, curl).
+   */
+  harnessUrl: string;
+  /** Undoes what the faults left, then stops the control endpoint, the facilitator and the chains. Idempotent. */
   stop(): Promise<void>;
 }
 
@@ -100,11 +119,21 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   }
 
   const chains: Partial<Record<NetworkName, LocalChain>> = {};
+  // The facilitator running now; `latest` stays set while a fault holds it stopped.
   let facilitator: RunningFacilitator | undefined;
+  let latest: RunningFacilitator | undefined;
+  let wires: Wire[] = [];
+  let ledger: Ledger | undefined;
+  let harness: LocalHarness | undefined;
+  let control: HarnessServer | undefined;
   let stopping: Promise<void> | undefined;
   const stop = () => {
     stopping ??= (async () => {
+      await control?.close();
+      await harness?.close();
       await facilitator?.close(5_000);
+      for (const wire of wires) wire.cut();
+      await ledger?.close();
       await Promise.all(Object.values(chains).map((chain) => chain.stop()));
     })();
     return stopping;
@@ -140,10 +169,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
     progress(`facilitator: starting on 127.0.0.1:${port}`);
     const env: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(options.env ?? {}).filter(([key]) => !OWNED_VARIABLES.test(key)));
-    const transports: Partial<Record<NetworkName, Transport>> = {};
     for (const network of networks) {
       const chain = chains[network]!;
-      transports[network] = chain.transport;
       // A fork may carry a token whose domain differs from the kit's table; serve what is on chain.
       env[`${ENV_PREFIX[network]}_TOKEN_NAME`] = chain.domain.name;
       env[`${ENV_PREFIX[network]}_TOKEN_VERSION`] = chain.domain.version;
@@ -174,17 +201,62 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       },
       { embedded: networks },
     );
+    // The stack's own ledger, kept across facilitator restarts: a new facilitator finishes what the last one left.
+    ledger = await openLedger({ file: config.ledger.file });
     const seller = localAccount(ACCOUNT_INDEX.seller).address;
-    const playground = createPlayground({ chains, payTo: seller, facilitatorUrl: () => facilitator!.url });
+    const playground = createPlayground({ chains, payTo: seller, facilitatorUrl: () => latest!.url });
+
+    /** Starts a facilitator on `listenPort`, each of its links to the chains new (the harness's RPC faults live there). */
+    const launch = async (listenPort: number) => {
+      const links = networks.map((network) => [network, harness!.rpc.wire(network, chains[network]!.provider, chains[network]!.rpcUrl, config.rpcTimeoutMs)] as const);
+      const transports: Partial<Record<NetworkName, Transport>> = Object.fromEntries(links.map(([network, wire]) => [network, custom(wire.provider, { retryCount: 0 })]));
+      wires = links.map(([, wire]) => wire);
+      try {
+        facilitator = await startFacilitator(
+          { ...config, port: listenPort },
+          { transports, playground, ledger, afterVerify: harness!.afterVerify, closedFor: harness!.closedFor, ...(options.logger ? { logger: options.logger } : {}) },
+        );
+      } catch (error) {
+        for (const wire of wires) wire.cut();
+        throw error;
+      }
+      latest = facilitator;
+    };
+    let boundPort = port;
+    const switchboard = {
+      get url() {
+        return latest!.url;
+      },
+      running: () => facilitator !== undefined,
+      async stop() {
+        const running = facilitator;
+        facilitator = undefined;
+        await running?.close(5_000);
+        for (const wire of wires) wire.cut();
+      },
+      start: () => launch(boundPort),
+      async restart() {
+        const running = facilitator;
+        facilitator = undefined;
+        // As a process that dies: its links to the chains go first, then its connections, at once.
+        for (const wire of wires) wire.cut();
+        await running?.close(0);
+        await launch(boundPort);
+      },
+    };
+    harness = new LocalHarness({ chains, facilitator: switchboard });
     try {
-      facilitator = await startFacilitator(config, { transports, playground, ...(options.logger ? { logger: options.logger } : {}) });
+      await launch(port);
     } catch (error) {
       if (port !== 0 && (isAddressInUse(error) || (error instanceof StartupError && /already in use/.test(error.message)))) {
         throw new PortInUseError(port, "facilitator", "127.0.0.1", { cause: error });
       }
       throw error;
     }
-    progress(`facilitator: ready at ${facilitator.url}`);
+    boundPort = Number(new URL(latest!.url).port);
+    progress(`facilitator: ready at ${latest!.url}`);
+    control = await serveHarness(harness, { port: options.harnessPort ?? 0 });
+    progress(`harness: fault and time controls at ${control.url}`);
 
     const summary: Partial<Record<NetworkName, LocalStackNetwork>> = {};
     for (const network of networks) {
@@ -199,14 +271,19 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         buyers: chain.buyers.map(({ address, privateKey }) => ({ address, privateKey })),
       };
     }
+    const first = latest!;
     return {
-      facilitatorUrl: facilitator.url,
-      ...(config.dashboard ? { dashboardUrl: `${facilitator.url}/` } : {}),
-      relayer: facilitator.relayers[0] ?? relayer.address,
+      facilitatorUrl: first.url,
+      ...(config.dashboard ? { dashboardUrl: `${first.url}/` } : {}),
+      relayer: first.relayers[0] ?? relayer.address,
       seller,
       networks: summary,
       chains,
-      facilitator,
+      get facilitator() {
+        return latest!;
+      },
+      harness,
+      harnessUrl: control.url,
       stop,
     };
   } catch (error) {

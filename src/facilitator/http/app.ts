@@ -17,7 +17,8 @@ import { settlementRoutes, type SettlementRoutesOptions } from "./settlements.js
 import { catalogPaymentOf, discoveryRoutes } from "../discovery.js";
 import type { DiscoveryBounds, Ledger } from "../../ledger/types.js";
 import type { Payment } from "../../protocol/payment.js";
-import { canonicalNetwork } from "../../protocol/networks.js";
+import type { Authorization } from "../../protocol/schemas.js";
+import { canonicalNetwork, type NetworkName } from "../../protocol/networks.js";
 
 /** Options of {@link createApp}. */
 export interface AppOptions {
@@ -48,6 +49,23 @@ export interface AppOptions {
    * (guarded as the status lookups are).
    */
   discovery?: { ledger: Pick<Ledger, "backend" | "listDiscoveryResources" | "searchDiscoveryResources" | "recordDiscoveryPayment">; bounds: DiscoveryBounds };
+  /**
+   * Awaited once verify has found a payment valid, before the answer is written: the local stack's
+   * "after verify" faults act on the chain here (a balance moved, the nonce spent), so the settle that
+   * follows meets the real state. Its errors are logged; the answer stands. Never set in production.
+   */
+  afterVerify?: (payment: ValidPayment) => Promise<void>;
+  /**
+   * Seconds until verify, settle and the status lookups take requests again; `undefined` while they do.
+   * The local stack's "busy" fault: its quota set to zero for a while (see {@link EdgeGuardsOptions.closedFor}).
+   */
+  closedFor?: () => number | undefined;
+}
+
+/** A payment verify found valid: its network and the authorization it carries (signature included). */
+export interface ValidPayment {
+  network: NetworkName;
+  authorization: Authorization;
 }
 
 /** What happened to one verify or settle request. */
@@ -172,6 +190,11 @@ export function createApp(options: AppOptions): Express {
     try {
       if (route === "verify") {
         const outcome = await verifyRequest(payment, context);
+        if (outcome.isValid && !("repeat" in outcome) && options.afterVerify) {
+          await options.afterVerify({ network: outcome.runtime.config.network, authorization: outcome.payload.authorization }).catch((error: unknown) =>
+            context.logger.warn({ requestId, err: errorSummary(error) }, "after-verify hook failed; the answer stands"),
+          );
+        }
         res.json(codec.verifyAnswer(outcome, echo));
         options.onOutcome?.({
           requestId, route, dialect, status: 200, network,
@@ -228,6 +251,7 @@ export function createApp(options: AppOptions): Express {
     logger: context.logger,
     onRefused: (route, res, text) => refused(route, res, res.statusCode, text, res.statusCode === 401 ? "unauthorized" : "unsupported_media_type"),
     onRateLimited: options.onRateLimited,
+    ...(options.closedFor ? { closedFor: options.closedFor } : {}),
   });
   app.get("/healthcheck", ...guards.public, async (_req, res) => {
     const report = await options.health();

@@ -3,6 +3,7 @@ import type { ApiKeyConfig, RateLimitsConfig } from "../config.js";
 import type { Logger } from "../logger.js";
 import { apiKeyOf, requireApiKey } from "./api-keys.js";
 import { requireJsonBody } from "./content-type.js";
+import { RequestError } from "../../protocol/reasons.js";
 import { perMinuteLimit, type RateLimitStores } from "./rate-limit.js";
 
 /** The routes that take a body and cost the relayer: verify and settle. */
@@ -23,6 +24,12 @@ export interface EdgeGuardsOptions {
   /** A request refused before its body was read (401, 415): the answer is sent already. */
   onRefused(route: EdgeRoute, res: Response, text: string): void;
   onRateLimited?(route: EdgeRoute | "status" | "public", by: QuotaHolder): void;
+  /**
+   * Seconds until the quota opens again, `undefined` while it is open: a quota held at zero from outside
+   * (the local stack's "busy" fault). While closed, verify, settle and the status lookups answer 429 with
+   * that `Retry-After`, as a limiter whose count ran out does.
+   */
+  closedFor?: () => number | undefined;
 }
 
 /**
@@ -38,6 +45,7 @@ export function edgeGuards(options: EdgeGuardsOptions): Record<EdgeRoute | "stat
   const { rateLimits, apiKeys, stores } = options;
   const keyed = apiKeys.length > 0;
   const json = express.json({ limit: options.bodyLimitBytes, type: "application/json", strict: false });
+  const closed = options.closedFor ? [closedQuota(options.closedFor)] : [];
   const guards = (route: EdgeRoute): RequestHandler[] => {
     const field = route === "verify" ? "verifyPerMinute" : "settlePerMinute";
     const keyDefault = route === "verify" ? rateLimits.keyVerifyPerMinute : rateLimits.keySettlePerMinute;
@@ -53,6 +61,7 @@ export function edgeGuards(options: EdgeGuardsOptions): Record<EdgeRoute | "stat
     return [
       ...(keyed ? [requireApiKey(apiKeys, (res, text) => options.onRefused(route, res, text))] : []),
       requireJsonBody((res, text) => options.onRefused(route, res, text)),
+      ...closed,
       ...(client ? [client] : []),
       json,
     ];
@@ -68,7 +77,7 @@ export function edgeGuards(options: EdgeGuardsOptions): Record<EdgeRoute | "stat
       logger: options.logger,
       onLimited: () => options.onRateLimited?.("status", keyed ? "key" : "ip"),
     });
-    return [...(keyed ? [requireApiKey(apiKeys, () => {})] : []), ...(client ? [client] : [])];
+    return [...(keyed ? [requireApiKey(apiKeys, () => {})] : []), ...closed, ...(client ? [client] : [])];
   };
   const publicReads = perMinuteLimit({
     name: "public",
@@ -79,3 +88,14 @@ export function edgeGuards(options: EdgeGuardsOptions): Record<EdgeRoute | "stat
   return { verify: guards("verify"), settle: guards("settle"), status: lookup(), public: publicReads ? [publicReads] : [] };
 }
 
+
+/** Answers 429 with `Retry-After` while `closedFor` gives seconds: the limiters' answer, for a quota held at zero. */
+function closedQuota(closedFor: () => number | undefined): RequestHandler {
+  return (_req, res, next) => {
+    const seconds = closedFor();
+    if (seconds === undefined) return next();
+    const retryAfter = Math.max(1, Math.ceil(seconds));
+    res.set("Retry-After", String(retryAfter));
+    res.status(429).json({ error: RequestError.tooManyRequests, retryAfter });
+  };
+}

@@ -16,7 +16,7 @@ export const DETACHED_VARIABLE = "X402_KIT_DETACHED";
 /** What the detached stack prints on stdout once ready, for the `start --background` that waits for it. */
 export interface DetachedReadyLine {
   /** The public `--json` line. */
-  line: { facilitatorUrl: string; relayer: string; networks: Partial<Record<string, LocalStackNetwork>> };
+  line: { facilitatorUrl: string; harnessUrl: string; relayer: string; networks: Partial<Record<string, LocalStackNetwork>> };
   /** The human summary, as `start` prints it without `--json`. */
   summary: string;
   /** The suggested seller `payTo` (for the env file). */
@@ -30,6 +30,7 @@ export interface DetachedReadyLine {
  */
 export const ENV_FILE_NAMES: readonly string[] = [
   "FACILITATOR_URL",
+  "HARNESS_URL",
   "NETWORK",
   "CHAIN_ID",
   "RPC_URL",
@@ -48,6 +49,8 @@ export const ENV_FILE_NAMES: readonly string[] = [
 /** What the stack's env file holds: its URLs, the first network's token and buyers. */
 export interface EnvFileStack {
   facilitatorUrl: string;
+  /** The fault and time controls (`/harness`). */
+  harnessUrl: string;
   seller: string;
   networks: Partial<Record<string, LocalStackNetwork>>;
 }
@@ -68,6 +71,8 @@ const stateSchema = z.strictObject({
   processStart: z.string().optional(),
   startedAt: z.string(),
   facilitatorUrl: z.string().optional(),
+  /** The stack's control endpoint: where `cronos-x402 fault` and `time` find it. */
+  harnessUrl: z.string().optional(),
   log: z.string(),
   envFile: z.string().optional(),
 });
@@ -82,7 +87,7 @@ export function envFileLines(stack: EnvFileStack): string[] {
   const names = Object.keys(stack.networks);
   const first = names.includes("cronos-testnet") ? "cronos-testnet" : names[0];
   const network = first === undefined ? undefined : stack.networks[first];
-  const lines = [`FACILITATOR_URL=${stack.facilitatorUrl}`];
+  const lines = [`FACILITATOR_URL=${stack.facilitatorUrl}`, `HARNESS_URL=${stack.harnessUrl}`];
   if (first !== undefined && network) {
     lines.push(
       `NETWORK=${first}`,
@@ -164,6 +169,20 @@ function readState(path: string): { state: StackState } | { missing: true } | { 
   } catch (error) {
     return { problem: `${path} is not a state file of \`cronos-x402 start --background\` (${(error as Error).message.split("\n")[0]})` };
   }
+}
+
+/**
+ * The control endpoint of the stack `start --background` runs from `stateDir` (its state file's
+ * `harnessUrl`), or a one-line reason there is none.
+ */
+export function harnessUrlOf(stateDir: string): { url: string } | { problem: string } {
+  const statePath = join(resolve(stateDir), STATE_FILE);
+  const read = readState(statePath);
+  if ("missing" in read) return { problem: `no stack state in ${resolve(stateDir)}: start one with \`cronos-x402 start --background\`, or name it with --url URL (or HARNESS_URL)` };
+  if ("problem" in read) return { problem: read.problem };
+  if (!stillRuns(read.state)) return { problem: `the stack of ${statePath} (pid ${read.state.pid}) is no longer running` };
+  if (!read.state.harnessUrl) return { problem: `${statePath} names no harness URL (a stack started by an older kit, or still starting): name it with --url URL` };
+  return { url: read.state.harnessUrl };
 }
 
 /** The last `lines` lines of a file (its last 64 KiB at most), or "" when it cannot be read. */
@@ -336,8 +355,8 @@ export async function runInBackground(argv: readonly string[], options: { json: 
   }
   child.stdout!.destroy();
   child.unref();
-  writeFileAtomically(statePath, `${JSON.stringify({ ...state, facilitatorUrl: ready.line.facilitatorUrl })}\n`);
-  if (options.envFile !== undefined) writeEnvFile(options.envFile, { facilitatorUrl: ready.line.facilitatorUrl, seller: ready.seller, networks: ready.line.networks });
+  writeFileAtomically(statePath, `${JSON.stringify({ ...state, facilitatorUrl: ready.line.facilitatorUrl, harnessUrl: ready.line.harnessUrl })}\n`);
+  if (options.envFile !== undefined) writeEnvFile(options.envFile, { facilitatorUrl: ready.line.facilitatorUrl, harnessUrl: ready.line.harnessUrl, seller: ready.seller, networks: ready.line.networks });
   io.stdout(options.json ? `${JSON.stringify(ready.line)}\n` : ready.summary);
   io.stderr(
     `[start] running in the background (pid ${state.pid}); its log: ${logPath}${options.envFile !== undefined ? `; its URLs and a buyer key: ${options.envFile}` : ""}; \`cronos-x402 stop\`${options.background.stateDir === DEFAULT_STATE_DIR ? "" : ` --state-dir ${options.background.stateDir}`} stops it\n`,

@@ -40,6 +40,23 @@ const COMMANDS: Readonly<Record<string, Command>> = {
       process.exitCode = status;
     },
   },
+  fault: {
+    summary: [
+      "makes a failure happen on the local stack (a balance gone, the token paused, the RPC down,",
+      "the facilitator busy or stopped, …) and undoes it: `fault --help` (loads no Hardhat)",
+    ],
+    async run(argv) {
+      const { runFault } = await import("./fault.js");
+      process.exitCode = await runFault(argv, { stdout: (text) => void process.stdout.write(text), stderr: (text) => void process.stderr.write(text) });
+    },
+  },
+  time: {
+    summary: ["moves the local stack's chain time forward, stops and resumes its blocks: `time --help`"],
+    async run(argv) {
+      const { runTime } = await import("./fault.js");
+      process.exitCode = await runTime(argv, { stdout: (text) => void process.stdout.write(text), stderr: (text) => void process.stderr.write(text) });
+    },
+  },
   facilitator: {
     summary: [
       "the facilitator alone against the RPCs in the environment (CRONOS_TESTNET_RPC_URL, ...,",

@@ -135,14 +135,14 @@ export async function runStart(argv: readonly string[]): Promise<void> {
     await stopAndExit(stack);
   } else {
     log(`ready in ${((performance.now() - startedAt) / 1000).toFixed(1)} s`);
-    const { facilitatorUrl, relayer, networks, seller } = stack;
-    if (command.envFile !== undefined) writeEnvFile(command.envFile, { facilitatorUrl, seller, networks });
+    const { facilitatorUrl, harnessUrl, relayer, networks, seller } = stack;
+    if (command.envFile !== undefined) writeEnvFile(command.envFile, { facilitatorUrl, harnessUrl, seller, networks });
     const text = summary(stack, command.stack.buyerBalance ?? 0n, detached);
     if (detached) {
-      const ready: DetachedReadyLine = { line: { facilitatorUrl, relayer, networks }, summary: text, seller };
+      const ready: DetachedReadyLine = { line: { facilitatorUrl, harnessUrl, relayer, networks }, summary: text, seller };
       writeStdout(`${JSON.stringify(ready)}\n`);
     } else if (command.json) {
-      writeStdout(`${JSON.stringify({ facilitatorUrl, relayer, networks })}\n`);
+      writeStdout(`${JSON.stringify({ facilitatorUrl, harnessUrl, relayer, networks })}\n`);
     } else {
       writeStdout(text);
     }
@@ -162,6 +162,7 @@ function summary(running: LocalStack, buyerBalance: bigint, detached: boolean): 
     "",
     `Facilitator  ${running.facilitatorUrl}   (GET /v2/x402/supported, POST /v2/x402/verify, POST /v2/x402/settle)`,
     ...(running.dashboardUrl ? [`Dashboard    ${running.dashboardUrl}   (open it in a browser: live payments, buyers, a try-it panel; DASHBOARD=false hides it)`] : []),
+    `Harness      ${running.harnessUrl}   (every failure on demand: cronos-x402 fault … / time …, or curl; loopback only)`,
     `Relayer      ${running.relayer}   (Hardhat account #${ACCOUNT_INDEX.relayer})`,
     `Seller payTo ${running.seller}   (Hardhat account #${ACCOUNT_INDEX.seller}, a suggested default)`,
     `Rate limits  ${describeLimits(running.facilitator.facilitator.rateLimits)}`,

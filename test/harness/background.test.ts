@@ -139,11 +139,12 @@ describe("cronos-x402 start --background and stop (src/cli/background.ts)", func
     statePid(stateDir);
     expect(readFileSync(victim, "utf8")).to.equal("keep\n");
     expect(lstatSync(envLink).isSymbolicLink()).to.equal(false);
-    expect(readFileSync(envLink, "utf8")).to.match(/^FACILITATOR_URL=http:\/\/127\.0\.0\.1:\d+\nNETWORK=cronos-mainnet\n/);
+    expect(readFileSync(envLink, "utf8")).to.match(/^FACILITATOR_URL=http:\/\/127\.0\.0\.1:\d+\nHARNESS_URL=http:\/\/127\.0\.0\.1:\d+\/harness\nNETWORK=cronos-mainnet\n/);
     const lines = start.stdout.trimEnd().split("\n");
     expect(lines).to.have.length(1);
-    const line = JSON.parse(lines[0]!) as { facilitatorUrl: string; relayer: string; networks: Record<string, { chainId: number; buyers: unknown[] }> };
-    expect(Object.keys(line)).to.deep.equal(["facilitatorUrl", "relayer", "networks"]);
+    const line = JSON.parse(lines[0]!) as { facilitatorUrl: string; harnessUrl: string; relayer: string; networks: Record<string, { chainId: number; buyers: unknown[] }> };
+    expect(Object.keys(line)).to.deep.equal(["facilitatorUrl", "harnessUrl", "relayer", "networks"]);
+    expect(line.harnessUrl).to.match(/^http:\/\/127\.0\.0\.1:\d+\/harness$/);
     expect(Object.keys(line.networks)).to.deep.equal(["cronos-mainnet"]);
     expect(line.networks["cronos-mainnet"]!.chainId).to.equal(25);
     expect(line.networks["cronos-mainnet"]!.buyers).to.have.length(1);
@@ -308,11 +309,13 @@ describe("cronos-x402 start --background and stop (src/cli/background.ts)", func
     });
     const lines = envFileLines({
       facilitatorUrl: "http://127.0.0.1:8402",
+      harnessUrl: "http://127.0.0.1:41000/harness",
       seller: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
       networks: { "cronos-mainnet": network(25, 8546, "0xf951eC28187D9E5Ca673Da8FE6757E6f0Be5F77C"), "cronos-testnet": network(338, 8545, "0xc01efAaF7C5C61bEbFAeb358E1161b537b8bC0e0") },
     });
     expect(lines).to.deep.equal([
       "FACILITATOR_URL=http://127.0.0.1:8402",
+      "HARNESS_URL=http://127.0.0.1:41000/harness",
       "NETWORK=cronos-testnet",
       "CHAIN_ID=338",
       "RPC_URL=http://127.0.0.1:8545",

@@ -25,6 +25,7 @@ const networkLine = z.strictObject({
 /** The `--json` line, as documented: nothing more, nothing less. */
 const jsonLine = z.strictObject({
   facilitatorUrl: z.url(),
+  harnessUrl: z.string().regex(/^http:\/\/127\.0\.0\.1:\d+\/harness$/),
   relayer: address,
   networks: z.strictObject({ "cronos-testnet": networkLine.optional(), "cronos-mainnet": networkLine.optional() }),
 });
@@ -100,8 +101,9 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
       const summary = jsonLine.parse(JSON.parse(line));
       // Written before the ready line: what the line names, as NAME=value lines.
       const testnet = summary.networks["cronos-testnet"]!;
-      expect(readFileSync(envFile, "utf8").split("\n").slice(0, 8)).to.deep.equal([
+      expect(readFileSync(envFile, "utf8").split("\n").slice(0, 9)).to.deep.equal([
         `FACILITATOR_URL=${summary.facilitatorUrl}`,
+        `HARNESS_URL=${summary.harnessUrl}`,
         "NETWORK=cronos-testnet",
         "CHAIN_ID=338",
         `RPC_URL=${testnet.rpcUrl}`,

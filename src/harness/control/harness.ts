@@ -95,7 +95,11 @@ export class LocalHarness implements HarnessControl {
   }
 
   async faults(): Promise<FaultInfo[]> {
-    return [...[...this.#live.values()].map((fault) => ({ ...fault.info })), ...this.#ended.map((info) => ({ ...info }))];
+    const live = [...this.#live.values()].map((fault) => {
+      const callsLeft = fault.spec.kind === "rpc" ? this.rpc.callsLeft(fault.info.id) : undefined;
+      return { ...fault.info, ...(callsLeft !== undefined ? { callsLeft } : {}) };
+    });
+    return [...live, ...this.#ended.map((info) => ({ ...info }))];
   }
 
   async undo(id: string): Promise<FaultInfo> {
@@ -122,8 +126,12 @@ export class LocalHarness implements HarnessControl {
     if (!Number.isInteger(seconds) || seconds < 1 || seconds > MAX_ADVANCE_SECONDS) {
       throw new HarnessControlError(400, `seconds: must be a whole number of seconds from 1 to ${MAX_ADVANCE_SECONDS}`);
     }
+    return this.#advance(this.#targets(options.network), seconds);
+  }
+
+  async #advance(networks: readonly NetworkName[], seconds: number): Promise<ChainTimes> {
     const times: ChainTimes = {};
-    for (const network of this.#targets(options.network)) {
+    for (const network of networks) {
       // With blocks stopped nothing is mined: the next block, when they resume, carries the new time.
       times[network] = await this.#onChain(network, (chain) => advanceTime(chain, seconds, !this.#stoppers.get(network)?.size));
     }
@@ -264,6 +272,13 @@ export class LocalHarness implements HarnessControl {
           const txHash = await this.#onRunningChain(target.network, (chain) => spendAuthorization(chain, target.authorization as Authorization, spec.action, spec.privateKey as Hex | undefined));
           // A spent nonce stays spent: the fault is over as soon as it happened.
           fault.info = { ...fault.info, appliedAt: new Date().toISOString(), txHash };
+          this.#finish(fault.info.id, "ended", fault);
+          return;
+        }
+        case "time": {
+          const chainTime = await this.#advance(networks, spec.seconds);
+          // A chain's clock does not go back: over as soon as it happened.
+          fault.info = { ...fault.info, appliedAt: new Date().toISOString(), chainTime };
           this.#finish(fault.info.id, "ended", fault);
           return;
         }

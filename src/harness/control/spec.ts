@@ -43,10 +43,9 @@ const address = z
   .transform((raw) => getAddress(raw));
 const MAX_UINT256 = 2n ** 256n - 1n;
 /** Base units (USDC.e has 6 decimals): a decimal string, a bigint or a safe integer. */
+const AMOUNT = "must be a whole number of base units (1 USDC.e = 1000000), as a string";
 const amount = z
-  .union([z.string().regex(/^\d{1,78}$/, "must be a whole number of base units (1 USDC.e = 1000000)"), z.bigint(), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)], {
-    error: "must be a whole number of base units (1 USDC.e = 1000000), as a string",
-  })
+  .union([z.string().regex(/^\d{1,78}$/, AMOUNT), z.bigint(), z.number().int(AMOUNT).min(0, AMOUNT).max(Number.MAX_SAFE_INTEGER, AMOUNT)], { error: AMOUNT })
   .transform((raw) => BigInt(raw))
   .refine((value) => value >= 0n && value <= MAX_UINT256, "must be from 0 to 2^256 - 1");
 const seconds = (max: number) => z.number({ error: `must be a whole number of seconds from 1 to ${max}` }).int(`must be a whole number of seconds from 1 to ${max}`).min(1, `must be from 1 to ${max}`).max(max, `must be from 1 to ${max}`);
@@ -100,6 +99,12 @@ const rpcSpec = z
     ...when,
   })
   .refine((spec) => (spec.mode === "delay") === (spec.delayMs !== undefined), { message: 'delayMs goes with mode "delay", and only with it', path: ["delayMs"] });
+const timeSpec = z.strictObject({
+  kind: z.literal("time"),
+  /** How far chain time moves forward (a block is mined carrying it, unless blocks are stopped). */
+  seconds: seconds(MAX_ADVANCE_SECONDS),
+  ...when,
+});
 const busySpec = z.strictObject({
   kind: z.literal("busy"),
   /** How long verify, settle and the status lookups answer 429 (`Retry-After`: the seconds left). */
@@ -113,8 +118,8 @@ const facilitatorDownSpec = z.strictObject({ kind: z.literal("facilitator-down")
 /** Every fault, told apart by `kind`. */
 export const faultSpecSchema = z.discriminatedUnion(
   "kind",
-  [balanceSpec, pauseSpec, blacklistSpec, authorizationSpec, rpcSpec, busySpec, blocksSpec, facilitatorDownSpec],
-  { error: "kind must be one of balance, pause, blacklist, authorization, rpc, busy, blocks, facilitator-down" },
+  [balanceSpec, pauseSpec, blacklistSpec, authorizationSpec, timeSpec, rpcSpec, busySpec, blocksSpec, facilitatorDownSpec],
+  { error: "must be one of balance, pause, blacklist, authorization, time, rpc, busy, blocks, facilitator-down" },
 );
 
 /** A fault as asked for (amounts as bigint, number or decimal string). */
@@ -122,7 +127,7 @@ export type FaultSpec = z.input<typeof faultSpecSchema>;
 /** A fault as checked: networks canonical, addresses checksummed, amounts bigint, `trigger` set. */
 export type ParsedFaultSpec = z.output<typeof faultSpecSchema>;
 export type FaultKind = ParsedFaultSpec["kind"];
-export const FAULT_KINDS: readonly FaultKind[] = ["balance", "pause", "blacklist", "authorization", "rpc", "busy", "blocks", "facilitator-down"];
+export const FAULT_KINDS: readonly FaultKind[] = ["balance", "pause", "blacklist", "authorization", "time", "rpc", "busy", "blocks", "facilitator-down"];
 
 /** The body of `POST /harness/time/advance`. */
 export const advanceSchema = z.strictObject({ seconds: seconds(MAX_ADVANCE_SECONDS), network: network.optional() });
@@ -155,6 +160,8 @@ export interface FaultInfo {
   /** RPC faults with `forCalls`: calls it still takes. */
   callsLeft?: number;
   endedAt?: string;
+  /** A time fault's chain time after it (Unix seconds, per network). */
+  chainTime?: ChainTimes;
   /** An authorization fault's transaction (the `transferWithAuthorization` or `cancelAuthorization` that spent the nonce). */
   txHash?: string;
   /** Why it failed to take effect, or to be undone. */
@@ -175,7 +182,7 @@ export interface HarnessStatus {
 export interface FaultHandle {
   readonly id: string;
   readonly kind: FaultKind;
-  /** The fault as it was when made (its state then: `armed` or `active`; `ended` for a spent authorization). */
+  /** The fault as it was when made (its state then: `armed` or `active`; `ended` at once for a nonce spent or time moved: neither goes back). */
   readonly info: FaultInfo;
   /** Undoes it (disarms it when it has not fired); idempotent. Resolves to its final report. */
   undo(): Promise<FaultInfo>;
@@ -233,6 +240,8 @@ export function describeFault(spec: ParsedFaultSpec): string {
       return `USDC.e paused${where}${after}`;
     case "blacklist":
       return `${spec.address} blacklisted by USDC.e${where}${after}`;
+    case "time":
+      return `chain time moved ${spec.seconds} s forward${where}${after}`;
     case "authorization":
       return `${spec.trigger === "after-verify" ? "the verified authorization" : "the payment's authorization"} ${spec.action === "use" ? "used on chain directly" : "cancelled by its payer"}${where}${after}`;
     case "rpc": {

@@ -8,8 +8,8 @@ import { describeZodError } from "../../protocol/schemas.js";
 
 /** The path every control lives under. */
 export const HARNESS_PATH = "/harness";
-/** Connections the control endpoint holds at once: a test suite needs a few; a flood waits in the kernel's queue. */
-const MAX_CONNECTIONS = 32;
+/** Connections the control endpoint holds at once (a suite's calls side by side need a few dozen); past it, new ones are reset. */
+const MAX_CONNECTIONS = 1_024;
 
 /** The running control endpoint. */
 export interface HarnessServer {
@@ -24,6 +24,7 @@ export const HarnessRefusal = {
   notLoopback: "Forbidden: the harness control endpoint answers this machine's loopback only",
   fromPage: "Forbidden: the harness control endpoint takes no requests from web pages (an Origin header was sent)",
   notJson: "Unsupported Media Type: the body must be application/json",
+  notObject: "Invalid request: the body must be a JSON object",
   notFound: "Not found: see GET /harness and the README's section on failures on demand",
 } as const;
 
@@ -41,7 +42,7 @@ function isLoopback(address: string | undefined): boolean {
  * own), no `Origin` (403: browsers send one with every cross-site call; curl and HTTP clients do not)
  * and, with a body, `application/json` (415) of at most {@link CONTROL_BODY_LIMIT_BYTES}.
  */
-export async function serveHarness(harness: LocalHarness, options: { port?: number } = {}): Promise<HarnessServer> {
+export async function serveHarness(harness: LocalHarness, options: { port?: number; headersTimeoutMs?: number } = {}): Promise<HarnessServer> {
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
@@ -63,7 +64,11 @@ export async function serveHarness(harness: LocalHarness, options: { port?: numb
       return next();
     }
     if (!req.is("application/json")) return void res.status(415).json({ error: HarnessRefusal.notJson });
-    json(req, res, next);
+    json(req, res, (error?: unknown) => {
+      if (error) return next(error);
+      if (typeof req.body !== "object" || req.body === null || Array.isArray(req.body)) return void res.status(400).json({ error: HarnessRefusal.notObject });
+      next();
+    });
   };
   const route = (handler: (req: Request, res: Response) => Promise<void>): RequestHandler => (req, res, next) => void handler(req, res).catch(next);
   const parse = <T>(schema: { safeParse(input: unknown): { success: true; data: T } | { success: false; error: Parameters<typeof describeZodError>[0] } }, input: unknown): T => {
@@ -106,10 +111,10 @@ export async function serveHarness(harness: LocalHarness, options: { port?: numb
   };
   app.use(onError);
 
-  const server: Server = createServer(app);
+  // A client that sends half a request is cut off (checked every second): the endpoint's sockets stay few.
+  const server: Server = createServer({ connectionsCheckingInterval: 1_000 }, app);
   server.maxConnections = MAX_CONNECTIONS;
-  // A client that sends half a request, or never reads, is cut off: the endpoint's sockets stay few.
-  server.headersTimeout = 10_000;
+  server.headersTimeout = options.headersTimeoutMs ?? 10_000;
   server.requestTimeout = 120_000;
   const sockets = new Set<Socket>();
   server.on("connection", (socket) => {

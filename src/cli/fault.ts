@@ -3,7 +3,7 @@
 // --url, HARNESS_URL, or the state file of `cronos-x402 start --background`.
 import { parseArgs } from "node:util";
 import { parseUnits } from "viem";
-import { DEFAULT_STATE_DIR, UsageError } from "../harness/cli.js";
+import { DEFAULT_STATE_DIR, flagProblem, UsageError } from "../harness/cli.js";
 import { connectHarness } from "../harness/control/client.js";
 import { HarnessControlError, type FaultInfo, type FaultSpec, type HarnessControl } from "../harness/control/spec.js";
 import { harnessUrlOf, type BackgroundIo } from "./background.js";
@@ -103,7 +103,7 @@ function parse(argv: readonly string[]): { positionals: string[]; values: Values
     const { positionals, values } = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true });
     return { positionals, values };
   } catch (error) {
-    throw new UsageError((error as Error).message.split("\n")[0]!);
+    throw new UsageError(flagProblem(error));
   }
 }
 
@@ -187,7 +187,7 @@ export function runFault(argv: readonly string[], io: BackgroundIo, env: NodeJS.
         return print(faults, faults.map(faultLine).join("\n") || "(no faults)");
       }
       case "undo": {
-        if (values.all === (rest.length > 0)) throw new UsageError("undo takes fault ids, or --all");
+        if (Boolean(values.all) === (rest.length > 0)) throw new UsageError("undo takes fault ids, or --all");
         const harness = controls(values, env);
         if (values.all) {
           const undone = await harness.reset();
@@ -205,7 +205,8 @@ export function runFault(argv: readonly string[], io: BackgroundIo, env: NodeJS.
       }
       default: {
         if (rest.length > 0) throw new UsageError(`unexpected argument "${rest[0]}"`);
-        const { info } = await controls(values, env).fault(faultSpecOf(command, values));
+        const spec = faultSpecOf(command, values);
+        const { info } = await controls(values, env).fault(spec);
         return print(info, info.id);
       }
     }

@@ -178,8 +178,7 @@ export function parseStartArgs(argv: readonly string[], env: NodeJS.ProcessEnv =
   try {
     parsed = parseFlags(argv);
   } catch (error) {
-    // node:util's messages are one line but mention "node"-style details; keep the gist.
-    throw new UsageError(`${(error as Error).message.split("\n")[0]!.replace(/\. To specify a positional argument.*$/, "")} (see --help)`);
+    throw new UsageError(`${flagProblem(error)} (see --help)`);
   }
   const { values } = parsed;
   if (values.help) return { help: true, json: values.json === true, logLevel: "info", stack: {} };
@@ -275,6 +274,11 @@ function parseFlags(argv: readonly string[]) {
       help: { type: "boolean", short: "h" },
     },
   });
+}
+
+/** node:util `parseArgs`'s refusal as one line: its gist, without the advice on positionals. */
+export function flagProblem(error: unknown): string {
+  return (error as Error).message.split("\n")[0]!.replace(/\. To specify a positional argument.*$/, "");
 }
 
 /** A path option's value, refused when empty. */

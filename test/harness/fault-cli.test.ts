@@ -9,7 +9,7 @@ import { tokenAbi } from "../../src/chain/token-abi.js";
 import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
 import { rpcClient, tokenBalance } from "../helpers/chain.js";
 import { closedPortUrl } from "../helpers/http.js";
-import { spawnInRoot } from "../helpers/processes.js";
+import { ROOT, spawnInRoot } from "../helpers/processes.js";
 import { STACK_OPTIONS } from "../helpers/seller.js";
 
 // `cronos-x402 fault …` and `cronos-x402 time …`: the controls from a shell, for a suite in any language.
@@ -20,6 +20,13 @@ async function inProcess(run: typeof runFault, argv: readonly string[], env: Nod
   let stderr = "";
   const code = await run(argv, { stdout: (text) => void (stdout += text), stderr: (text) => void (stderr += text) }, env);
   return { code, stdout, stderr };
+}
+
+/** Runs a bash script in the kit's clone (errors stop it), to its end. */
+async function shell(script: string, env: NodeJS.ProcessEnv): Promise<{ code: number | NodeJS.Signals; stdout: string; stderr: string }> {
+  const run = spawnInRoot("bash", ["-euo", "pipefail", "-c", script], env);
+  const code = await run.exited;
+  return { code, stdout: run.stdout(), stderr: run.stderr() };
 }
 
 /** Runs the CLI as a process (from the sources), to its end. */
@@ -156,6 +163,25 @@ describe("cronos-x402 fault and time against a stack started with start --backgr
     expect(env.HARNESS_URL).to.match(/^http:\/\/127\.0\.0\.1:\d+\/harness$/);
     expect(JSON.parse(readFileSync(join(stateDir, "stack.json"), "utf8")).harnessUrl).to.equal(env.HARNESS_URL);
 
+    // The README's curl lines, as written, with the env file's variables.
+    const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+    const blocks = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1]!);
+    const curl = blocks.find((block) => block.includes('curl -s -X POST "$HARNESS_URL/faults"'));
+    expect(curl, "the README's curl block").to.be.a("string");
+    const curled = await shell(curl!, env);
+    expect(curled.code, curled.stderr).to.equal(0);
+    const answers = curled.stdout.trim().split("\n");
+    expect(answers.map((line) => Object.keys(JSON.parse(line) as object)[0])).to.deep.equal(["id", "id", "chainTime", "id", "resumed", "0", "id", "undone", "facilitator"]);
+    expect(JSON.parse(answers[7]!)).to.deep.equal({ undone: 1 });
+    expect(curled.stdout).not.to.contain('"error"');
+    // The README's CLI lines, as written (npx standing for the kit's CLI from its sources), HARNESS_URL naming the stack.
+    const commands = blocks.find((block) => block.includes("npx cronos-x402 fault busy"));
+    expect(commands, "the README's CLI block").to.be.a("string");
+    const ran = await shell(`npx() { shift; node --import tsx src/cli/bin.ts "$@"; }\n${commands!}`, env);
+    expect(ran.code, ran.stderr).to.equal(0);
+    expect(ran.stdout).to.match(/^f\d+\nf\d+\nf\d+\n/);
+    expect(ran.stdout).to.contain("3 fault(s) undone\n");
+
     const where = ["--state-dir", stateDir];
     const busy = await cli(["fault", "busy", "--for-seconds", "60", ...where]);
     expect(busy.code, busy.stderr).to.equal(0);
@@ -163,12 +189,14 @@ describe("cronos-x402 fault and time against a stack started with start --backgr
     expect(verify.status).to.equal(429);
     expect(Number(verify.headers.get("retry-after"))).to.be.within(50, 60);
     const listed = await cli(["fault", "list", "--json", ...where]);
-    expect((JSON.parse(listed.stdout) as Array<{ id: string; state: string }>).map((each) => [each.id, each.state])).to.deep.equal([[busy.stdout.trim(), "active"]]);
+    const listedFaults = JSON.parse(listed.stdout) as Array<{ id: string; state: string }>;
+    expect(listedFaults.filter((each) => each.state !== "ended").map((each) => [each.id, each.state])).to.deep.equal([[busy.stdout.trim(), "active"]]);
     expect((await cli(["time", "advance", "30", ...where])).stdout).to.match(/^cronos-testnet\t\d{4}-.*Z \(\d+\)\n$/);
     expect(await cli(["fault", "undo", "--all", ...where])).to.deep.include({ code: 0, stdout: "1 fault(s) undone\n" });
     expect((await fetch(`${env.FACILITATOR_URL}/v2/x402/verify`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).status).to.equal(400);
     expect(await cli(["fault", "restart-facilitator", ...where])).to.deep.include({ code: 0, stdout: `facilitator restarted at ${env.FACILITATOR_URL}\n` });
     expect((await fetch(`${env.FACILITATOR_URL}/v2/x402/supported`)).status).to.equal(200);
+
 
     expect((await cli(["stop", "--state-dir", stateDir])).code).to.equal(0);
     expect(await cli(["fault", "list", ...where])).to.deep.include({ code: 1, stdout: "" });

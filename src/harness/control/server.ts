@@ -47,12 +47,12 @@ export async function serveHarness(harness: LocalHarness, options: { port?: numb
   app.disable("x-powered-by");
   app.set("etag", false);
   app.use((req, res, next) => {
-    if (!isLoopback(req.socket.remoteAddress)) return void res.status(403).json({ error: HarnessRefusal.notLoopback });
+    if (!isLoopback(req.socket.remoteAddress)) return void send(res, 403, { error: HarnessRefusal.notLoopback });
     next();
   });
   app.use(requireHost(LOCAL_HOSTS));
   app.use((req, res, next) => {
-    if (req.headers.origin !== undefined) return void res.status(403).json({ error: HarnessRefusal.fromPage });
+    if (req.headers.origin !== undefined) return void send(res, 403, { error: HarnessRefusal.fromPage });
     next();
   });
   const json = express.json({ limit: CONTROL_BODY_LIMIT_BYTES, strict: true, type: () => true });
@@ -63,10 +63,10 @@ export async function serveHarness(harness: LocalHarness, options: { port?: numb
       req.body = {};
       return next();
     }
-    if (!req.is("application/json")) return void res.status(415).json({ error: HarnessRefusal.notJson });
+    if (!req.is("application/json")) return void send(res, 415, { error: HarnessRefusal.notJson });
     json(req, res, (error?: unknown) => {
       if (error) return next(error);
-      if (typeof req.body !== "object" || req.body === null || Array.isArray(req.body)) return void res.status(400).json({ error: HarnessRefusal.notObject });
+      if (typeof req.body !== "object" || req.body === null || Array.isArray(req.body)) return void send(res, 400, { error: HarnessRefusal.notObject });
       next();
     });
   };
@@ -78,36 +78,36 @@ export async function serveHarness(harness: LocalHarness, options: { port?: numb
   };
 
   const router = express.Router();
-  router.get("/", route(async (_req, res) => void res.json(await harness.status())));
-  router.get("/faults", route(async (_req, res) => void res.json(await harness.faults())));
-  router.post("/faults", body, route(async (req, res) => void res.status(201).json((await harness.fault(req.body as never)).info)));
-  router.delete("/faults", route(async (_req, res) => void res.json({ undone: await harness.reset() })));
-  router.get("/faults/:id", route(async (req, res) => void res.json((await harness.faults()).find((fault) => fault.id === req.params.id) ?? notFound(String(req.params.id)))));
-  router.delete("/faults/:id", route(async (req, res) => void res.json(await harness.undo(String(req.params.id)))));
+  router.get("/", route(async (_req, res) => void send(res, 200, await harness.status())));
+  router.get("/faults", route(async (_req, res) => void send(res, 200, await harness.faults())));
+  router.post("/faults", body, route(async (req, res) => void send(res, 201, (await harness.fault(req.body as never)).info)));
+  router.delete("/faults", route(async (_req, res) => void send(res, 200, { undone: await harness.reset() })));
+  router.get("/faults/:id", route(async (req, res) => void send(res, 200, (await harness.faults()).find((fault) => fault.id === req.params.id) ?? notFound(String(req.params.id)))));
+  router.delete("/faults/:id", route(async (req, res) => void send(res, 200, await harness.undo(String(req.params.id)))));
   router.post("/time/advance", body, route(async (req, res) => {
     const { seconds, network } = parse(advanceSchema, req.body);
-    res.json({ chainTime: await harness.advanceTime(seconds, network ? { network } : {}) });
+    send(res, 200, { chainTime: await harness.advanceTime(seconds, network ? { network } : {}) });
   }));
-  router.post("/time/stop-blocks", body, route(async (req, res) => void res.status(201).json((await harness.stopBlocks(parse(stopBlocksSchema, req.body))).info)));
+  router.post("/time/stop-blocks", body, route(async (req, res) => void send(res, 201, (await harness.stopBlocks(parse(stopBlocksSchema, req.body))).info)));
   router.post("/time/resume-blocks", body, route(async (req, res) => {
     const { network } = parse(stopBlocksSchema.pick({ network: true }), req.body);
-    res.json({ resumed: await harness.resumeBlocks(network ? { network } : {}) });
+    send(res, 200, { resumed: await harness.resumeBlocks(network ? { network } : {}) });
   }));
   router.post("/facilitator/restart", body, route(async (_req, res) => {
     await harness.restartFacilitator();
-    res.json({ facilitatorUrl: (await harness.status()).facilitator.url });
+    send(res, 200, { facilitatorUrl: (await harness.status()).facilitator.url });
   }));
   app.use(HARNESS_PATH, router);
-  app.use((_req, res) => void res.status(404).json({ error: HarnessRefusal.notFound }));
+  app.use((_req, res) => void send(res, 404, { error: HarnessRefusal.notFound }));
   const onError: ErrorRequestHandler = (error, _req, res, _next) => {
     if (res.headersSent) return;
-    if (error instanceof HarnessControlError) return void res.status(error.status).json({ error: error.message });
+    if (error instanceof HarnessControlError) return void send(res, error.status, { error: error.message });
     const type = (error as { type?: string }).type;
-    if (type === "entity.too.large") return void res.status(413).json({ error: `Payload too large: the limit is ${CONTROL_BODY_LIMIT_BYTES} bytes` });
-    if (type === "entity.parse.failed") return void res.status(400).json({ error: "Invalid request: the body is not valid JSON" });
+    if (type === "entity.too.large") return void send(res, 413, { error: `Payload too large: the limit is ${CONTROL_BODY_LIMIT_BYTES} bytes` });
+    if (type === "entity.parse.failed") return void send(res, 400, { error: "Invalid request: the body is not valid JSON" });
     const status = (error as { status?: number }).status;
-    if (typeof status === "number" && status >= 400 && status < 500) return void res.status(400).json({ error: "Invalid request: the body could not be read" });
-    res.status(500).json({ error: `Internal error: ${error instanceof Error ? error.message.split("\n")[0] : String(error)}` });
+    if (typeof status === "number" && status >= 400 && status < 500) return void send(res, 400, { error: "Invalid request: the body could not be read" });
+    send(res, 500, { error: `Internal error: ${error instanceof Error ? error.message.split("\n")[0] : String(error)}` });
   };
   app.use(onError);
 
@@ -141,6 +141,11 @@ export async function serveHarness(harness: LocalHarness, options: { port?: numb
       return closing;
     },
   };
+}
+
+/** A JSON answer ending in a newline (curl prints it on a line of its own). */
+function send(res: Response, status: number, body: unknown): void {
+  res.status(status).type("application/json").send(`${JSON.stringify(body)}\n`);
 }
 
 function notFound(id: string): never {

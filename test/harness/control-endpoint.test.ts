@@ -15,7 +15,8 @@ import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
 import { RequestError } from "../../src/protocol/reasons.js";
 import { paymentRequirements } from "../../src/seller/index.js";
 import { rpcClient } from "../helpers/chain.js";
-import { closedPortUrl, rawRequest } from "../helpers/http.js";
+import { startFacilitatorOnChain } from "../helpers/facilitator.js";
+import { closedPortUrl, listen, rawRequest } from "../helpers/http.js";
 import { STACK_OPTIONS } from "../helpers/seller.js";
 
 // The control endpoint (/harness/...) as another process and another language reach it: JSON over HTTP on
@@ -115,6 +116,24 @@ describe("harness control endpoint: the fault and time controls over HTTP, loopb
     expect((gone as HarnessControlError).message).to.match(/^cannot reach the harness at http:\/\/127\.0\.0\.1:\d+\/harness: ECONNREFUSED$/);
   });
 
+  it("connectHarness against a frozen endpoint (it takes the connection and never answers, or sends the head and stops) gives up at its time-out with one line", async () => {
+    const silent = await listen(() => undefined);
+    const halfway = await listen((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.write('{"facilitator":');
+    });
+    try {
+      for (const frozen of [silent, halfway]) {
+        const error = await connectHarness(`${frozen.url}/harness`, { timeoutMs: 500 }).status().catch((caught: unknown) => caught);
+        expect(error, frozen === silent ? "silent" : "halfway").to.be.instanceOf(HarnessControlError);
+        expect(error).to.include({ status: 0, message: `the harness at ${frozen.url}/harness did not answer within 0.5 s` });
+      }
+    } finally {
+      await silent.close();
+      await halfway.close();
+    }
+  });
+
   describe("what it refuses (an attacker's requests change nothing)", () => {
     it("a foreign Host (DNS rebinding: a page on its own name resolved to 127.0.0.1): 421; none: 400; nothing made", async () => {
       // No Host at all: Node's HTTP/1.1 server refuses it before anything runs.
@@ -205,19 +224,8 @@ describe("harness control endpoint: the fault and time controls over HTTP, loopb
 describe("harness control endpoint: absent from the production facilitator", function () {
   this.timeout(120_000);
 
-  it("a facilitator started as in production (loadConfig + startFacilitator) answers /harness/... 404 Not found, and has no busy switch or after-verify hook", async () => {
-    const stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 1 });
-    const production = await startFacilitator(
-      loadConfig({
-        FACILITATOR_NETWORKS: "cronos-testnet",
-        CRONOS_TESTNET_RPC_URL: stack.networks["cronos-testnet"]!.rpcUrl,
-        // Hardhat account #8: a PUBLIC test key, LOCAL-ONLY, used by nothing else here.
-        RELAYER_PRIVATE_KEY: localAccount(8).privateKey,
-        HOST: "127.0.0.1",
-        PORT: "0",
-        METRICS_PORT: "0",
-      }),
-    );
+  it("a facilitator started as in production (loadConfig + startFacilitator, no hooks) answers /harness/... 404 Not found", async () => {
+    const { running: production } = await startFacilitatorOnChain();
     try {
       for (const [method, path, body] of [
         ["GET", "/harness", undefined],
@@ -228,9 +236,37 @@ describe("harness control endpoint: absent from the production facilitator", fun
       ] as const) {
         expect(await call(`${production.url}${path}`, method, body), `${method} ${path}`).to.deep.equal({ status: 404, json: { error: RequestError.notFound } });
       }
-      // The stack's faults do not reach it: busy on the stack, the production facilitator still answers.
+    } finally {
+      await production.close(0);
+    }
+  });
+
+  it("the stack's faults do not reach a facilitator started as in production on the same chain: busy, the RPC refused and an armed after-verify pause leave its verify valid, while the stack's own answers 429", async () => {
+    const stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 1 });
+    const testnet = stack.networks["cronos-testnet"]!;
+    const production = await startFacilitator(
+      loadConfig({
+        FACILITATOR_NETWORKS: "cronos-testnet",
+        CRONOS_TESTNET_RPC_URL: testnet.rpcUrl,
+        // Hardhat account #8: a PUBLIC test key, LOCAL-ONLY, used by nothing else here.
+        RELAYER_PRIVATE_KEY: localAccount(8).privateKey,
+        HOST: "127.0.0.1",
+        PORT: "0",
+        METRICS_PORT: "0",
+      }),
+    );
+    try {
+      const buyer = privateKeyToAccount(testnet.buyers[0]!.privateKey);
       await stack.harness.fault({ kind: "busy", forSeconds: 30 });
-      expect((await call(`${production.url}/v2/x402/verify`, "POST", {})).status).to.equal(400);
+      await stack.harness.fault({ kind: "rpc", mode: "refuse" });
+      const armed = await stack.harness.fault({ kind: "pause", trigger: "after-verify", payer: buyer.address });
+      const requirements = paymentRequirements({ network: "cronos-testnet", payTo: stack.seller, amount: 10_000n });
+      const body = { x402Version: 1, paymentHeader: await createPaymentHeader({ signer: buyer, requirements }), paymentRequirements: requirements };
+      expect(await call(`${production.url}/v2/x402/verify`, "POST", body)).to.deep.equal({ status: 200, json: { isValid: true, invalidReason: null } });
+      expect((await call(`${stack.facilitatorUrl}/v2/x402/verify`, "POST", body)).status).to.equal(429);
+      expect((await stack.harness.faults()).find((fault) => fault.id === armed.id)?.state).to.equal("armed");
+      const paused = await rpcClient(testnet.rpcUrl).readContract({ address: testnet.token, abi: tokenAbi, functionName: "paused" });
+      expect(paused).to.equal(false);
     } finally {
       await production.close(1_000);
       await stack.stop();

@@ -15,6 +15,12 @@ export interface ConnectHarnessOptions {
 export function connectHarness(url: string, options: ConnectHarnessOptions = {}): HarnessControl {
   const base = url.replace(/\/+$/, "");
   const timeoutMs = options.timeoutMs ?? 120_000;
+  /** A failed fetch as one line: a frozen endpoint by its time-out, else the connection's error code. */
+  const unreachable = (error: unknown) => {
+    if ((error as { name?: string }).name === "TimeoutError") return new HarnessControlError(0, `the harness at ${base} did not answer within ${timeoutMs / 1000} s`);
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    return new HarnessControlError(0, `cannot reach the harness at ${base}: ${cause?.code ?? cause?.message ?? (error as Error).message}`);
+  };
   async function call<T>(method: "GET" | "POST" | "DELETE", path: string, body?: unknown): Promise<T> {
     let response: Response;
     try {
@@ -24,10 +30,15 @@ export function connectHarness(url: string, options: ConnectHarnessOptions = {})
         signal: AbortSignal.timeout(timeoutMs),
       });
     } catch (error) {
-      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-      throw new HarnessControlError(0, `cannot reach the harness at ${base}: ${cause?.code ?? cause?.message ?? (error as Error).message}`);
+      throw unreachable(error);
     }
-    const text = await response.text();
+    let text: string;
+    try {
+      text = await response.text();
+    } catch (error) {
+      // The head came, the body did not: the time-out covers the whole answer.
+      throw unreachable(error);
+    }
     let json: unknown;
     try {
       json = JSON.parse(text);

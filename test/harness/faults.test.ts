@@ -11,7 +11,7 @@ import type { NetworkName } from "../../src/protocol/networks.js";
 import { v2RequirementsOf } from "../../src/protocol/x402v2.js";
 import { paymentRequirements } from "../../src/seller/index.js";
 import { chainTime, rpcClient, tokenBalance } from "../helpers/chain.js";
-import { postJson } from "../helpers/http.js";
+import { occupyPort, postJson } from "../helpers/http.js";
 import { rpc } from "../helpers/rpc.js";
 import { STACK_OPTIONS } from "../helpers/seller.js";
 import { waitUntil } from "../helpers/time.js";
@@ -334,6 +334,27 @@ describe("harness faults: each makes the real cause happen on the local chains o
       expect((await fetch(`${stack.facilitatorUrl}/v2/x402/supported`)).status).to.equal(200);
       expect(stack.facilitator).not.to.equal(before);
       expect(stack.facilitator.url).to.equal(stack.facilitatorUrl);
+    });
+
+    it("a facilitator whose port was taken while it was down: the undo fails (409, the fault reported failed, the port named), restartFacilitator starts it once the port is free", async () => {
+      const port = Number(new URL(stack.facilitatorUrl).port);
+      const fault = await stack.harness.fault({ kind: "facilitator-down" });
+      const squatter = await occupyPort(port);
+      let released = false;
+      try {
+        const failed = `the facilitator did not start again: PORT: 127.0.0.1:${port} is already in use; choose another port (PORT=… or --port …); restartFacilitator() (POST /harness/facilitator/restart) tries again`;
+        expect(await refusal(fault.undo())).to.deep.equal({ status: 409, message: failed });
+        expect(await stack.harness.undo(fault.id)).to.deep.include({ state: "failed", error: `undo failed: ${failed}` });
+        expect((await stack.harness.status()).facilitator).to.deep.equal({ url: stack.facilitatorUrl, running: false });
+        expect(await refusal(stack.harness.restartFacilitator())).to.deep.equal({ status: 409, message: failed });
+        await squatter.release();
+        released = true;
+        await stack.harness.restartFacilitator();
+        expect((await stack.harness.status()).facilitator).to.deep.equal({ url: stack.facilitatorUrl, running: true });
+        expect((await fetch(`${stack.facilitatorUrl}/v2/x402/supported`)).status).to.equal(200);
+      } finally {
+        if (!released) await squatter.release();
+      }
     });
 
     it("restartFacilitator: a new instance on the same URL, over the same ledger (a settlement of the last one is found by the new one)", async () => {

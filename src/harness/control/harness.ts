@@ -152,10 +152,17 @@ export class LocalHarness implements HarnessControl {
 
   async restartFacilitator(): Promise<void> {
     this.#assertOpen();
-    if (!this.#facilitator.running()) {
+    if (this.#downs.size > 0) {
       throw new HarnessControlError(409, `the facilitator is stopped (fault ${[...this.#downs].join(", ")}): undo that fault to start it`);
     }
-    await this.#bounded("restarting the facilitator", this.#facilitator.restart());
+    // Stopped with no fault holding it down: a start that failed (its port taken meanwhile). Try again.
+    if (!this.#facilitator.running()) return this.#startFacilitator("starting the facilitator");
+    await this.#bounded("restarting the facilitator", this.#facilitator.restart().catch((error: unknown) => Promise.reject(startFailed(error))));
+  }
+
+  /** Starts the stopped facilitator on its port; a failure (the port taken) is a 409 that says how to retry. */
+  #startFacilitator(what: string): Promise<void> {
+    return this.#bounded(what, this.#facilitator.start().catch((error: unknown) => Promise.reject(startFailed(error))));
   }
 
   async status(): Promise<HarnessStatus> {
@@ -313,7 +320,7 @@ export class LocalHarness implements HarnessControl {
           this.#downs.add(fault.info.id);
           undos.push(async () => {
             this.#downs.delete(fault.info.id);
-            if (this.#downs.size === 0) await this.#bounded("starting the facilitator", this.#facilitator.start());
+            if (this.#downs.size === 0) await this.#startFacilitator("starting the facilitator");
           });
           break;
       }
@@ -411,4 +418,11 @@ export class LocalHarness implements HarnessControl {
   #assertOpen(): void {
     if (this.#closed) throw new HarnessControlError(409, "the stack is stopping: no more faults");
   }
+}
+
+/** A facilitator that would not start again, as a refusal saying how to retry (it stays stopped until then). */
+function startFailed(error: unknown): HarnessControlError {
+  if (error instanceof HarnessControlError) return error;
+  const reason = error instanceof Error ? error.message.split("\n")[0]! : String(error);
+  return new HarnessControlError(409, `the facilitator did not start again: ${reason}; restartFacilitator() (POST /harness/facilitator/restart) tries again`);
 }

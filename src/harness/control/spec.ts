@@ -215,7 +215,8 @@ export interface HarnessControl {
   /**
    * Stops the facilitator at once (connections cut, its settles in flight not waited for) and starts a
    * new one on the same port and ledger, which finishes those settles from the ledger. Resolves once
-   * the new one listens.
+   * the new one listens. A facilitator left stopped by a start that failed (its port taken meanwhile: a
+   * 409) is started by it; one held down by a `facilitator-down` fault is not (409: undo that fault).
    */
   restartFacilitator(): Promise<void>;
   /** Chain time and blocks of each network, the facilitator up or down, the faults. */

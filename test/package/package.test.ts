@@ -304,6 +304,7 @@ export type Shapes = [FacilitatorConfig, Ledger, RunReport, typeof createPayment
         // What type-checks the README's recipes as a TypeScript consumer would.
         `typescript@${PACKAGE.devDependencies.typescript}`,
         "@types/node@22",
+        `@types/express@${PACKAGE.devDependencies["@types/express"]}`,
         `@types/mocha@${PACKAGE.devDependencies["@types/mocha"]}`,
       ]));
     });
@@ -343,7 +344,7 @@ try {
       expect(JSON.parse(stdout.trim().split("\n").at(-1)!)).to.deep.equal({ status: 200, forecast: "sunny", paid: "25000", chainId: 338 });
     });
 
-    it("the README's harness recipes type-check as written (strict, nodenext) and run: a mocha root hook plugin, node:test before/after, a vitest globalSetup", async () => {
+    it("the README's harness recipes type-check as written (strict, nodenext) and run, each with its failure test: a mocha root hook plugin, node:test before/after, a vitest globalSetup", async () => {
       const readme = readFileSync(join(ROOT, "README.md"), "utf8");
       const recipe = (marker: string) => {
         const block = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!).find((code) => code.startsWith(`// ${marker}`));
@@ -368,7 +369,9 @@ it("sees the stack", async () => {
 });
 `,
       );
-      // node:test: the README's file exactly; its test asks the stack.
+      // The README's failure test for mocha, as written: the harness over HARNESS_URL, a seller and a buyer of the kit.
+      await writeFile(join(dir, "test", "payment.spec.ts"), recipe("mocha test:"));
+      // node:test: the README's file exactly; its tests ask the stack, the second one for a failure.
       await writeFile(join(dir, "stack.node-test.ts"), recipe("node:test:"));
       // vitest: the README's globalSetup, and a test that reads what it provided (typed by the recipe's ProvidedContext).
       await writeFile(join(dir, "test", "vitest-stack.ts"), recipe("vitest:"));
@@ -383,6 +386,8 @@ test("sees the stack", async () => {
 });
 `,
       );
+      // The README's failure test for vitest, as written (named for this project's vitest include).
+      await writeFile(join(dir, "test", "payment.vitest.ts"), recipe("vitest test:"));
       // The conformance sample (run by the next test but one) is type-checked with them.
       await writeFile(join(dir, "conformance.ts"), recipe("conformance.ts:"));
 
@@ -398,12 +403,13 @@ test("sees the stack", async () => {
       expect(tsc.stdout + tsc.stderr).to.equal("");
 
       const mocha = await sh(dir, join(dir, "node_modules", ".bin", "mocha"), []);
-      expect(mocha.stdout).to.match(/1 passing/);
+      expect(mocha.stdout).to.match(/2 passing/);
+      expect(mocha.stdout).to.contain("a payer whose balance vanished between verify and settle gets 402 with the reason, and nothing is served");
       const nodeRun = await sh(dir, "node", ["--test", "stack.node-test.ts"]);
-      expect(nodeRun.stdout).to.match(/# pass 1\n# fail 0/);
+      expect(nodeRun.stdout).to.match(/# pass 2\n# fail 0/);
       const vitest = await sh(dir, join(dir, "node_modules", ".bin", "vitest"), ["run"]);
       // vitest colours its summary even on a pipe: read it without the colour codes.
-      expect(vitest.stdout.replace(/\x1b\[[0-9;]*m/g, "")).to.match(/Tests\s+1 passed \(1\)/);
+      expect(vitest.stdout.replace(/\x1b\[[0-9;]*m/g, "")).to.match(/Tests\s+2 passed \(2\)/);
     });
 
     /** A suite in another language's clothes: a script that checks the stack it was handed, as the README's recipes call it. */

@@ -57,6 +57,7 @@ export const COMMANDS = {
   "bench:catalog": typescript("bench/catalog.ts"),
   "bench:lookup": typescript("bench/lookup.ts"),
   "bench:seller": typescript("bench/seller.ts"),
+  "bench:faults": typescript("bench/faults.ts"),
   // The wallets it measures are compiled contracts.
   "bench:gas": [compileStep(), ...typescript("bench/settle-gas.ts")],
 };

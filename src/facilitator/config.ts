@@ -55,6 +55,8 @@ export interface FacilitatorConfig {
   metrics: boolean;
   /** Serve the page that watches payments happen at `/` (`DASHBOARD=true`; off by default, on in the local stack). */
   dashboard: boolean;
+  /** The dashboard's live feed: its streams and its history (docs/operations.md, "Dashboard"). */
+  dashboardFeed: DashboardFeedConfig;
   /** What a settlement may cost the relayer (see docs/operations.md, "Threat model: what the relayer pays"). */
   relayerSafety: RelayerSafetyConfig;
   // --- The HTTP edge ---
@@ -72,6 +74,18 @@ export interface FacilitatorConfig {
   lifecycle: LifecycleConfig;
   /** The token state index verify answers from (docs/operations.md, "The token state index"). */
   stateIndex: StateIndexConfig;
+}
+
+/** Bounds of the dashboard's live feed. */
+export interface DashboardFeedConfig {
+  /** `DASHBOARD_MAX_STREAMS`: event streams open at once; more are answered 503. */
+  maxStreams: number;
+  /** `DASHBOARD_STREAM_STALL_SECONDS` in ms: a stream whose client takes nothing for this long is closed (it reconnects with Last-Event-ID). */
+  stallMs: number;
+  /** `DASHBOARD_STREAM_MAX_SECONDS` in ms: a stream is ended after this long (the browser reconnects where it left off). */
+  maxLifetimeMs: number;
+  /** `DASHBOARD_HISTORY_BYTES`: the kept rows' JSON, summed, at most. */
+  historyBytes: number;
 }
 
 /** The token state index: verify's state kept from the token's logs. */
@@ -229,6 +243,10 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).optional(),
   METRICS: z.enum(["true", "false"]).optional(),
   DASHBOARD: z.enum(["true", "false"], { error: 'must be "true" or "false"' }).optional(),
+  DASHBOARD_MAX_STREAMS: intVar(100, 1, 10_000),
+  DASHBOARD_STREAM_STALL_SECONDS: intVar(10, 1, 3_600),
+  DASHBOARD_STREAM_MAX_SECONDS: intVar(600, 1, 86_400),
+  DASHBOARD_HISTORY_BYTES: intVar(1024 * 1024, 16 * 1024, 256 * 1024 * 1024),
   // Relayer safety (defaults sized from measured honest settlements: docs/operations.md)
   MAX_SETTLE_GAS: intVar(250_000, 21_000),
   ERC1271_GAS_LIMIT: intVar(150_000, 21_000),
@@ -381,6 +399,12 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
     logLevel: e.LOG_LEVEL ?? "info",
     metrics: e.METRICS !== "false",
     dashboard: e.DASHBOARD === "true",
+    dashboardFeed: {
+      maxStreams: e.DASHBOARD_MAX_STREAMS,
+      stallMs: e.DASHBOARD_STREAM_STALL_SECONDS * 1000,
+      maxLifetimeMs: e.DASHBOARD_STREAM_MAX_SECONDS * 1000,
+      historyBytes: e.DASHBOARD_HISTORY_BYTES,
+    },
     relayerSafety: {
       maxSettleGas: BigInt(gasCap("MAX_SETTLE_GAS", e.MAX_SETTLE_GAS)),
       erc1271GasLimit: BigInt(gasCap("ERC1271_GAS_LIMIT", e.ERC1271_GAS_LIMIT)),

@@ -29,6 +29,8 @@ export interface FacilitatorMetrics {
   connectionDropped(listener: string, reason: "server" | "client"): void;
   /** An idle keep-alive connection closed to make room for a new one. */
   idleConnectionClosed(listener: string): void;
+  /** A dashboard event stream opened, was refused (too many open), or ended (`client`, `stalled`, `lifetime`, `shutdown`). */
+  dashboardStream(event: "opened" | "refused" | "client" | "stalled" | "lifetime" | "shutdown"): void;
   rpcError(network: string): void;
   confirmationWait(network: string, seconds: number): void;
   /** Gas the relayer paid for a settlement that reverted on chain. */
@@ -114,6 +116,13 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     name: "x402_http_idle_connections_closed_total",
     help: "idle keep-alive connections closed to make room for new ones (near MAX_CONNECTIONS, or their client at its cap)",
     labelNames: ["listener"],
+    registers: [registry],
+  });
+  const streamsOpen = new Gauge({ name: "x402_dashboard_streams_open", help: "dashboard event streams open now", registers: [registry] });
+  const streamsEnded = new Counter({
+    name: "x402_dashboard_streams_total",
+    help: "dashboard event streams by what happened: refused (too many open), or ended because the client left (client), read nothing for DASHBOARD_STREAM_STALL_SECONDS (stalled), lived DASHBOARD_STREAM_MAX_SECONDS (lifetime) or the facilitator stopped (shutdown)",
+    labelNames: ["event"],
     registers: [registry],
   });
   const reconcilerActions = new Counter({
@@ -293,6 +302,11 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     },
     idleConnectionClosed(listener) {
       idleClosed.inc({ listener });
+    },
+    dashboardStream(event) {
+      if (event === "opened") streamsOpen.inc();
+      else if (event !== "refused") streamsOpen.dec();
+      if (event !== "opened") streamsEnded.inc({ event });
     },
     rpcError(network) {
       rpcErrors.inc({ network });

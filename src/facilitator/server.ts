@@ -271,7 +271,17 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     now,
   );
   const dashboard = config.dashboard
-    ? createDashboard({ configs: config.networks, runtimes: networks, health, playground: options.playground, apiKeys: config.apiKeys })
+    ? createDashboard({
+        configs: config.networks,
+        runtimes: networks,
+        health,
+        playground: options.playground,
+        apiKeys: config.apiKeys,
+        historyBytes: config.dashboardFeed.historyBytes,
+        maxStreams: config.dashboardFeed.maxStreams,
+        streamLimits: { stallMs: config.dashboardFeed.stallMs, maxLifetimeMs: config.dashboardFeed.maxLifetimeMs },
+        onStream: metrics.dashboardStream,
+      })
     : undefined;
   const app = createApp({
     context,

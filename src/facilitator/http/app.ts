@@ -61,6 +61,12 @@ export interface OutcomeRecord {
   code: string;
   txHash?: string;
   durationMs: number;
+  /**
+   * Refused before any payment check: a missing or unknown API key (401), a body too large (413) or
+   * of another type (415), a body that is not JSON or not a payment (400). Counted in metrics and
+   * logged; not a payment's outcome, so the dashboard's feed does not show it.
+   */
+  edge?: true;
 }
 
 type Route = "verify" | "settle";
@@ -113,7 +119,7 @@ export function createApp(options: AppOptions): Express {
 
   /** A verify/settle request answered before its handler ran (401, 413, 415, unreadable body): one outcome record. */
   const refused = (route: Route, res: Response, status: number, text: string, code: string) =>
-    options.onOutcome?.({ requestId: String(res.locals.requestId), route, dialect: "unknown", status, network: "unknown", outcome: text, code, durationMs: 0 });
+    options.onOutcome?.({ requestId: String(res.locals.requestId), route, dialect: "unknown", status, network: "unknown", outcome: text, code, durationMs: 0, edge: true });
 
   /**
    * Records the resource a paid v2 payment declares, before the answer (so whoever was paid finds it listed
@@ -139,7 +145,7 @@ export function createApp(options: AppOptions): Express {
     const network = read.ok ? read.payment.requirements.network : echo.network;
     if (!read.ok) {
       res.status(400).json(codec.refusal(route, "invalid", read.text, echo));
-      options.onOutcome?.({ requestId, route, dialect, status: 400, network, outcome: read.text, code: "invalid_request", durationMs: performance.now() - started });
+      options.onOutcome?.({ requestId, route, dialect, status: 400, network, outcome: read.text, code: "invalid_request", durationMs: performance.now() - started, edge: true });
       return;
     }
     const { payment } = read;

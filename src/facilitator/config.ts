@@ -46,6 +46,8 @@ export interface FacilitatorConfig {
   healthMaxBlockAgeSeconds: number;
   /** A healthcheck answer is reused for this long (it costs several RPC reads per network); 0 = never. */
   healthCacheMs: number;
+  /** The healthcheck answers within this long: a check still running then is reported from its last answer (slow), not waited for. */
+  healthTimeoutMs: number;
   /** Healthcheck and start-up fail when a relayer holds less native gas than this (wei). */
   relayerMinBalanceWei: bigint;
   /** How far back (blocks) settle looks for the transaction that used an authorization. */
@@ -238,6 +240,7 @@ const envSchema = z.object({
   BODY_LIMIT_BYTES: intVar(64 * 1024, 1024),
   HEALTH_MAX_BLOCK_AGE_SECONDS: intVar(0),
   HEALTH_CACHE_MS: intVar(1_000),
+  HEALTH_TIMEOUT_MS: intVar(900, 50, 60_000),
   RELAYER_MIN_BALANCE_WEI: optionalString,
   LOG_LOOKBACK_BLOCKS: intVar(10_000, 1),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).optional(),
@@ -394,6 +397,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     healthMaxBlockAgeSeconds: e.HEALTH_MAX_BLOCK_AGE_SECONDS,
     healthCacheMs: e.HEALTH_CACHE_MS,
+    healthTimeoutMs: e.HEALTH_TIMEOUT_MS,
     relayerMinBalanceWei: parseWei(e.RELAYER_MIN_BALANCE_WEI),
     logLookbackBlocks: e.LOG_LOOKBACK_BLOCKS,
     logLevel: e.LOG_LEVEL ?? "info",

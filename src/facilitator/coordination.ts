@@ -185,6 +185,7 @@ export async function startCoordination(parameters: StartCoordinationParameters)
       const health = await ledger.health();
       return {
         ...health,
+        state: health.reachable ? "up" : "down",
         shared,
         ...(shared ? {} : { note: EMBEDDED_LEDGER_NOTE }),
         ...(settlements.outbox.size > 0 ? { outbox: settlements.outbox.size } : {}),

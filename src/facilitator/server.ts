@@ -9,7 +9,7 @@ import { domainSeparator } from "../chain/signature.js";
 import type { NetworkName } from "../protocol/networks.js";
 import { ENV_PREFIX, type FacilitatorConfig, type NetworkConfig } from "./config.js";
 import { supportedAnswer } from "./dialects/index.js";
-import { healthReport, inspectNetwork, readDomain, type RpcEndpointClient } from "./health.js";
+import { boundedCheck, healthReport, inspectNetwork, lateInspection, readDomain, type LedgerInspection, type NetworkInspection, type RpcEndpointClient } from "./health.js";
 import { createApp, type OutcomeRecord } from "./http/app.js";
 import { createDashboard, type Dashboard, type DashboardPlayground } from "./dashboard/index.js";
 import type { QuotaHolder } from "./http/edge.js";
@@ -69,12 +69,13 @@ export class StartupError extends Error {
 /** A network's transport: the injected one, or its RPC URLs (several: failover). */
 function transportFor(config: FacilitatorConfig, network: NetworkConfig, metrics: FacilitatorMetrics, injected?: Transport): RpcTransport {
   // An in-process chain does not drop requests: a revert (JSON-RPC -32603 there) must not be retried.
-  if (injected) return { transport: (parameters) => injected({ ...parameters, retryCount: 0 }), endpoints: [], close() {} };
+  if (injected) return { transport: (parameters) => injected({ ...parameters, retryCount: 0 }), endpoints: [], states: async () => [], snapshot: () => [], close() {} };
   if (network.rpcUrls.length === 0) throw new StartupError(`${network.network}: no RPC URL and no embedded chain`);
   return rpcTransport({
     urls: network.rpcUrls,
     timeoutMs: config.rpcTimeoutMs,
     rankIntervalMs: config.rpcRankIntervalMs,
+    chainId: network.chainId,
     onPing: (endpoint, up) => metrics.rpcEndpointUp(network.network, endpoint.label, up),
   });
 }
@@ -115,7 +116,7 @@ async function checkEndpoints(
   endpoints: readonly RpcEndpointClient[],
   relayers: readonly Address[],
   logger: Logger,
-): Promise<void> {
+): Promise<NetworkInspection> {
   const inspections = await Promise.all(
     endpoints.map((endpoint) =>
       inspectNetwork({
@@ -139,6 +140,7 @@ async function checkEndpoints(
     throw new StartupError(`${network.network}: ${silent[0]!.variable}: no RPC answers: ${silent.map((p) => p.message).join("; ")}`);
   }
   for (const problem of silent) logger.warn({ network: network.network, problem: problem.message }, "an RPC URL does not answer at start-up; the others serve");
+  return answered[0]!;
 }
 
 /**
@@ -156,10 +158,14 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
   // Each RPC URL on its own (several per network: failover), for the checks of each.
   const endpoints = new Map<NetworkName, RpcEndpointClient[]>();
   const transports: RpcTransport[] = [];
+  const rpcOf = new Map<NetworkName, RpcTransport>();
+  // Each network's start-up checks: what the healthcheck shows until its own first checks finish.
+  const startupInspections = new Map<NetworkName, NetworkInspection>();
   const closeTransports = () => transports.forEach((transport) => transport.close());
   for (const network of config.networks) {
     const rpc = transportFor(config, network, metrics, options.transports?.[network.network]);
     transports.push(rpc);
+    rpcOf.set(network.network, rpc);
     const client = createPublicClient({ transport: rpc.transport, pollingInterval: config.pollingIntervalMs, cacheTime: 0 }) as PublicClient;
     clients.set(network.network, client);
     endpoints.set(
@@ -182,7 +188,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       });
       const several = endpoints.get(network.network)!;
       if (several.length > 1) {
-        await checkEndpoints(config, network, several, relayer.addresses, logger);
+        startupInspections.set(network.network, await checkEndpoints(config, network, several, relayer.addresses, logger));
       } else {
         const inspection = await inspectNetwork({
           client,
@@ -194,6 +200,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
         });
         const first = inspection.problems[0];
         if (first) throw new StartupError(`${network.network}: ${first.variable}: ${first.message}`);
+        startupInspections.set(network.network, inspection);
       }
       const domain = await readDomain(client, network.token);
       networks.set(network.network, {
@@ -249,27 +256,39 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     config.networks.map((n) => n.network),
     relayers,
   );
-  const health = memoizeFor(
-    config.healthCacheMs,
-    () =>
-      healthReport(
-        [...networks.values()].map((runtime) => () =>
-          inspectNetwork({
-            client: runtime.client,
-            config: runtime.config,
-            relayers: runtime.relayer.addresses,
-            relayerMinBalanceWei: config.relayerMinBalanceWei,
-            maxBlockAgeSeconds: config.healthMaxBlockAgeSeconds,
-            rpcTimeoutMs: config.rpcTimeoutMs,
-            nowMs: now(),
-            endpoints: endpoints.get(runtime.config.network),
-            ...(runtime.index ? { index: runtime.index } : {}),
-          }),
-        ),
-        coordination.inspect,
-      ),
-    now,
+  // Each part of the healthcheck answers within HEALTH_TIMEOUT_MS: a network whose RPC hangs, or a
+  // database that does not answer, is reported from its last answer (slow) rather than waited for.
+  const networkChecks = [...networks.values()].map((runtime) => {
+    const rpc = rpcOf.get(runtime.config.network)!;
+    return boundedCheck(
+      () =>
+        inspectNetwork({
+          client: runtime.client,
+          config: runtime.config,
+          relayers: runtime.relayer.addresses,
+          relayerMinBalanceWei: config.relayerMinBalanceWei,
+          maxBlockAgeSeconds: config.healthMaxBlockAgeSeconds,
+          rpcTimeoutMs: config.rpcTimeoutMs,
+          nowMs: now(),
+          rpcStates: rpc.states,
+          ...(runtime.index ? { index: runtime.index } : {}),
+        }),
+      config.healthTimeoutMs,
+      (last, waitedMs) => lateInspection(runtime.config, runtime.relayer.addresses, last, waitedMs, rpc.snapshot()),
+      startupInspections.get(runtime.config.network),
+    );
+  });
+  const ledgerCheck = boundedCheck(
+    coordination.inspect,
+    config.healthTimeoutMs,
+    (last, waitedMs): LedgerInspection => ({
+      ...(last?.value ?? { backend: coordination.ledger.backend, location: "", reachable: false, migrations: { applied: 0, expected: 0 }, shared: coordination.ledger.backend === "postgres", leases: [] }),
+      state: "slow",
+      error: `no answer within ${waitedMs} ms`,
+    }),
+    await coordination.inspect().catch(() => undefined),
   );
+  const health = memoizeFor(config.healthCacheMs, () => healthReport(networkChecks, ledgerCheck), now);
   const dashboard = config.dashboard
     ? createDashboard({
         configs: config.networks,

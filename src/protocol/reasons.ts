@@ -47,6 +47,7 @@ export const RequestError = {
   unsupportedCharset: "Unsupported Media Type: the body must be UTF-8 JSON",
   missingApiKey: "Unauthorized: an API key is required (Authorization: Bearer <key>)",
   unknownApiKey: "Unauthorized: unknown API key",
+  detailNeedsApiKeys: "Forbidden: the detailed healthcheck needs API keys configured (API_KEYS) and one of them sent as Authorization: Bearer <key>",
   requestTimeout: "Request timeout",
   badRequest: "Bad request",
 } as const;

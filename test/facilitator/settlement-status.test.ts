@@ -123,7 +123,7 @@ describe("settlement status lookups and the ledger's health and metrics", () => 
     const { leases, ...ledger } = health.body.results.ledger;
     expect(ledger).to.deep.equal({
       backend: "sqlite",
-      location: ":memory:",
+      state: "up",
       reachable: true,
       migrations: { applied: MIGRATIONS.length, expected: MIGRATIONS.length },
       shared: false,
@@ -141,7 +141,8 @@ describe("settlement status lookups and the ledger's health and metrics", () => 
     await opened.facilitator.coordination.ledger.close();
     const health = await request(opened.app).get("/healthcheck");
     expect(health.status).to.equal(503);
-    expect(health.body.results.message).to.match(/^ledger: LEDGER_FILE: unreachable/);
+    expect(health.body.results.message).to.match(/^ledger: LEDGER_FILE: down \(/);
+    expect(health.body.results.ledger).to.deep.include({ state: "down", reachable: false });
     const payment = await makePayment(opened.chain);
     const nonce = await opened.chain.publicClient.getTransactionCount({ address: RELAYER });
     const settle = await request(opened.app).post("/v2/x402/settle").send(payment.body);

@@ -6,8 +6,9 @@ import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext } from ".
 import { verifyRequest } from "../verify.js";
 import { settlePayment } from "../settle.js";
 import { cronosDialect, dialectOf, type DialectName } from "../dialects/index.js";
-import type { HealthReport } from "../health.js";
+import { publicHealth, type HealthReport } from "../health.js";
 import type { ApiKeyConfig, RateLimitsConfig } from "../config.js";
+import { apiKeyReader, refuseApiKey } from "./api-keys.js";
 import { edgeGuards, type QuotaHolder } from "./edge.js";
 import { PayerQuota } from "./payer-quota.js";
 import type { RateLimitStores } from "./rate-limit.js";
@@ -210,9 +211,20 @@ export function createApp(options: AppOptions): Express {
     onRefused: (route, res, text) => refused(route, res, res.statusCode, text, res.statusCode === 401 ? "unauthorized" : "unsupported_media_type"),
     onRateLimited: options.onRateLimited,
   });
-  app.get("/healthcheck", ...guards.public, async (_req, res) => {
+  // The detailed view (where the ledger is, the driver's own error) is for the operator: it needs an API key.
+  const keyOf = apiKeyReader(options.apiKeys ?? []);
+  app.get("/healthcheck", ...guards.public, async (req, res) => {
+    const detailed = req.query.detail === "1" || req.query.detail === "true";
+    if (detailed && (options.apiKeys?.length ?? 0) === 0) {
+      res.status(403).json({ error: RequestError.detailNeedsApiKeys });
+      return;
+    }
+    if (detailed && !keyOf(req)) {
+      refuseApiKey(req, res);
+      return;
+    }
     const report = await options.health();
-    res.status(report.status === "success" ? 200 : 503).json(report);
+    res.status(report.status === "success" ? 200 : 503).json(detailed ? report : publicHealth(report));
   });
 
   app.get("/v2/x402/supported", ...guards.public, (_req, res) => {

@@ -120,6 +120,10 @@ export interface LedgerConfig {
   reconcileIntervalMs: number;
   /** `LEDGER_POOL_SIZE`: PostgreSQL connections of this instance. */
   poolSize: number;
+  /** `LEDGER_STATEMENT_TIMEOUT_MS`: PostgreSQL cancels a statement or lock wait taking longer; a call not answered within this plus 500 ms fails (503 on settle). */
+  statementTimeoutMs: number;
+  /** `LEDGER_CONNECT_TIMEOUT_MS`: connecting to PostgreSQL, or waiting for a pooled connection, may take this long. */
+  connectTimeoutMs: number;
 }
 
 /** Relayer safety: gas caps and the revert penalty. */
@@ -144,6 +148,8 @@ export interface RateLimitsConfig {
   payerSettlePerMinute: number;
   /** Per client IP, in memory per instance: `/healthcheck`, `/v2/x402/supported` and the dashboard's API (no key needed for them). */
   publicPerMinute: number;
+  /** `RATE_LIMIT_STORE_WAIT_MS`: how long a request waits for the shared (database) count before this instance's own count judges it. */
+  storeWaitMs: number;
 }
 
 /** Time-outs and the connection cap of a listener. */
@@ -265,6 +271,7 @@ const envSchema = z.object({
   RATE_LIMIT_KEY_VERIFY_PER_MINUTE: intVar(600),
   RATE_LIMIT_KEY_SETTLE_PER_MINUTE: intVar(120),
   RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: intVar(120),
+  RATE_LIMIT_STORE_WAIT_MS: intVar(50, 1, 10_000),
   METRICS_HOST: optionalString.transform((v) => v ?? "127.0.0.1"),
   METRICS_PORT: intVar(9464, 0, 65_535),
   METRICS_CACHE_MS: intVar(5_000),
@@ -274,6 +281,8 @@ const envSchema = z.object({
   LEDGER_LEASE_TTL_SECONDS: intVar(15, 1),
   RECONCILE_INTERVAL_MS: intVar(2_000, 50),
   LEDGER_POOL_SIZE: intVar(10, 2),
+  LEDGER_STATEMENT_TIMEOUT_MS: intVar(1_000, 100, 600_000),
+  LEDGER_CONNECT_TIMEOUT_MS: intVar(1_500, 100, 600_000),
   // A transaction's life
   MAX_FEE_PER_GAS_GWEI: optionalString,
   REPLACE_AFTER_SECONDS: intVar(3, 1),
@@ -392,6 +401,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
       keySettlePerMinute: e.RATE_LIMIT_KEY_SETTLE_PER_MINUTE,
       payerSettlePerMinute: e.RATE_LIMIT_PAYER_SETTLE_PER_MINUTE,
       publicPerMinute: e.RATE_LIMIT_PUBLIC_PER_MINUTE,
+      storeWaitMs: e.RATE_LIMIT_STORE_WAIT_MS,
     },
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
@@ -425,6 +435,8 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
       leaseTtlMs: e.LEDGER_LEASE_TTL_SECONDS * 1000,
       reconcileIntervalMs: e.RECONCILE_INTERVAL_MS,
       poolSize: e.LEDGER_POOL_SIZE,
+      statementTimeoutMs: e.LEDGER_STATEMENT_TIMEOUT_MS,
+      connectTimeoutMs: e.LEDGER_CONNECT_TIMEOUT_MS,
     },
     lifecycle: {
       maxFeePerGasWei: parseGweiVar("MAX_FEE_PER_GAS_GWEI", e.MAX_FEE_PER_GAS_GWEI, DEFAULT_MAX_FEE_PER_GAS_GWEI),

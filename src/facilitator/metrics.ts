@@ -29,6 +29,8 @@ export interface FacilitatorMetrics {
   connectionDropped(listener: string, reason: "server" | "client"): void;
   /** An idle keep-alive connection closed to make room for a new one. */
   idleConnectionClosed(listener: string): void;
+  /** A shared rate-limit store's count was not used for a request: it was slow (`slow`) or failed (`error`); this instance's own count judged it. */
+  rateLimitStoreFallback(limiter: string, reason: "slow" | "error"): void;
   /** A dashboard event stream opened, was refused (too many open), or ended (`client`, `stalled`, `lifetime`, `shutdown`). */
   dashboardStream(event: "opened" | "refused" | "client" | "stalled" | "lifetime" | "shutdown"): void;
   rpcError(network: string): void;
@@ -116,6 +118,12 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     name: "x402_http_idle_connections_closed_total",
     help: "idle keep-alive connections closed to make room for new ones (near MAX_CONNECTIONS, or their client at its cap)",
     labelNames: ["listener"],
+    registers: [registry],
+  });
+  const storeFallbacks = new Counter({
+    name: "x402_rate_limit_store_fallbacks_total",
+    help: "requests judged by this instance's own rate-limit count because the shared store (the database) did not answer within RATE_LIMIT_STORE_WAIT_MS (slow) or failed (error)",
+    labelNames: ["limiter", "reason"],
     registers: [registry],
   });
   const streamsOpen = new Gauge({ name: "x402_dashboard_streams_open", help: "dashboard event streams open now", registers: [registry] });
@@ -302,6 +310,9 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     },
     idleConnectionClosed(listener) {
       idleClosed.inc({ listener });
+    },
+    rateLimitStoreFallback(limiter, reason) {
+      storeFallbacks.inc({ limiter, reason });
     },
     dashboardStream(event) {
       if (event === "opened") streamsOpen.inc();

@@ -302,6 +302,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
         onStream: metrics.dashboardStream,
       })
     : undefined;
+  let storeFallbackLoggedAt = -Infinity;
   const app = createApp({
     context,
     supported: () => supported,
@@ -311,6 +312,15 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     bodyLimitBytes: config.bodyLimitBytes,
     apiKeys: config.apiKeys,
     rateLimitStores: options.rateLimitStores ?? coordination.rateLimitStores,
+    rateLimitStoreWaitMs: config.rateLimits.storeWaitMs,
+    onRateLimitStoreFallback(limiter, reason) {
+      metrics.rateLimitStoreFallback(limiter, reason);
+      // Once a minute at most: a frozen database must not turn every request into a log line.
+      const now = Date.now();
+      if (now - storeFallbackLoggedAt < 60_000) return;
+      storeFallbackLoggedAt = now;
+      logger.warn({ limiter, reason, waitMs: config.rateLimits.storeWaitMs }, "rate limits: the shared store is slow or failing; counting in this instance's memory meanwhile");
+    },
     discovery: { ledger: coordination.ledger },
     statusLookup: {
       ledger: coordination.ledger,

@@ -11,7 +11,7 @@ import type { ApiKeyConfig, RateLimitsConfig } from "../config.js";
 import { apiKeyReader, refuseApiKey } from "./api-keys.js";
 import { edgeGuards, type QuotaHolder } from "./edge.js";
 import { PayerQuota } from "./payer-quota.js";
-import type { RateLimitStores } from "./rate-limit.js";
+import { boundedStores, type LimiterName, type RateLimitStores, type StoreFallback } from "./rate-limit.js";
 import { settlementRoutes, type SettlementRoutesOptions } from "./settlements.js";
 import { discoveryEntryOf, discoveryRoutes } from "../discovery.js";
 import type { Ledger } from "../../ledger/types.js";
@@ -28,6 +28,13 @@ export interface AppOptions {
   apiKeys?: readonly ApiKeyConfig[];
   /** Shared rate-limit stores when several instances run, one per limiter; default in-memory. */
   rateLimitStores?: RateLimitStores;
+  /**
+   * How long a request waits for a shared store's count (default 50 ms); past it, or when the store
+   * fails, it is judged by this instance's own count ({@link BoundedStore}).
+   */
+  rateLimitStoreWaitMs?: number;
+  /** A shared store's count was not used for a request (metrics, logs). */
+  onRateLimitStoreFallback?: (limiter: LimiterName, reason: StoreFallback) => void;
   /** The settlement status lookups (`GET /v2/x402/settlements…`), rate-limited like verify. */
   statusLookup?: Omit<SettlementRoutesOptions, "guards">;
   /** Called once per verify/settle answer, refusals at the edge included (logging, metrics). */
@@ -100,7 +107,9 @@ function refusal(route: Route, network: string, text: string): object {
  */
 export function createApp(options: AppOptions): Express {
   const { context } = options;
-  const payerQuota = new PayerQuota({ perMinute: options.rateLimits.payerSettlePerMinute, store: options.rateLimitStores?.settlePayer });
+  // A shared store (the database) that is slow or frozen never holds an answer back for longer than the wait.
+  const stores = boundedStores(options.rateLimitStores, options.rateLimitStoreWaitMs ?? 50, options.onRateLimitStoreFallback);
+  const payerQuota = new PayerQuota({ perMinute: options.rateLimits.payerSettlePerMinute, store: stores?.settlePayer });
   const admit = (payer: string, authorization: string) => payerQuota.admit(payer, authorization);
   const app = express();
   app.disable("x-powered-by");
@@ -206,7 +215,7 @@ export function createApp(options: AppOptions): Express {
     rateLimits: options.rateLimits,
     apiKeys: options.apiKeys ?? [],
     bodyLimitBytes: options.bodyLimitBytes,
-    stores: options.rateLimitStores,
+    stores,
     logger: context.logger,
     onRefused: (route, res, text) => refused(route, res, res.statusCode, text, res.statusCode === 401 ? "unauthorized" : "unsupported_media_type"),
     onRateLimited: options.onRateLimited,

@@ -166,6 +166,11 @@ export interface HttpLimitsConfig {
    * in `TRUST_PROXY` by address or subnet are exempt; a hop count exempts nobody.
    */
   maxConnectionsPerClient: number;
+  /**
+   * How long a connection over its client's cap may wait for a place (its client's connections are
+   * asked to close after their answers meanwhile); then it is answered 503. 0 = answered 503 at once.
+   */
+  connectionQueueMs: number;
 }
 
 /** One seller API key, as configuration keeps it: never the key itself. */
@@ -265,6 +270,7 @@ const envSchema = z.object({
   HEADERS_TIMEOUT_MS: intVar(10_000, 100),
   MAX_CONNECTIONS: intVar(1_000, 1),
   MAX_CONNECTIONS_PER_CLIENT: optionalIntVar(),
+  CONNECTION_QUEUE_MS: intVar(5_000, 0, 60_000),
   RATE_LIMIT_PUBLIC_PER_MINUTE: intVar(600),
   API_KEYS: optionalString,
   API_KEYS_FILE: optionalString,
@@ -302,7 +308,7 @@ const envSchema = z.object({
  * while `DATABASE_URL` is unset, any `DATABASE_*`: each would otherwise drop a setting, or leave the
  * instance on its own embedded ledger, apart from its cluster.
  */
-const OWN_NAMESPACE = /^(CRONOS_|RELAYER_|RATE_LIMIT_|METRICS_|API_KEYS|LEDGER_|RECONCILE_|DASHBOARD|MAX_CONNECTIONS|HEALTH_|SETTLE_|STATE_INDEX)/;
+const OWN_NAMESPACE = /^(CRONOS_|RELAYER_|RATE_LIMIT_|METRICS_|API_KEYS|LEDGER_|RECONCILE_|DASHBOARD|MAX_CONNECTIONS|CONNECTION_|HEALTH_|SETTLE_|STATE_INDEX)/;
 const KNOWN_VARIABLES = Object.keys(envSchema.shape);
 
 /** Every environment variable the facilitator reads. */
@@ -427,7 +433,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
     metricsHost: e.METRICS_HOST,
     metricsPort: e.METRICS_PORT,
     metricsCacheMs: e.METRICS_CACHE_MS,
-    http: httpLimits(e.REQUEST_TIMEOUT_MS, e.HEADERS_TIMEOUT_MS, e.MAX_CONNECTIONS, e.MAX_CONNECTIONS_PER_CLIENT),
+    http: { ...httpLimits(e.REQUEST_TIMEOUT_MS, e.HEADERS_TIMEOUT_MS, e.MAX_CONNECTIONS, e.MAX_CONNECTIONS_PER_CLIENT), connectionQueueMs: e.CONNECTION_QUEUE_MS },
     apiKeys: readApiKeys(e.API_KEYS, e.API_KEYS_FILE),
     ledger: {
       ...(e.DATABASE_URL ? { databaseUrl: parseDatabaseUrl(e.DATABASE_URL) } : {}),
@@ -723,7 +729,7 @@ export function defaultConnectionsPerClient(maxConnections: number): number {
   return Math.max(1, Math.min(100, Math.floor(maxConnections / 10)));
 }
 
-function httpLimits(requestTimeoutMs: number, headersTimeoutMs: number, maxConnections: number, perClient: number | undefined): HttpLimitsConfig {
+function httpLimits(requestTimeoutMs: number, headersTimeoutMs: number, maxConnections: number, perClient: number | undefined): Omit<HttpLimitsConfig, "connectionQueueMs"> {
   // Node refuses a headers time-out longer than the request time-out.
   if (headersTimeoutMs > requestTimeoutMs) {
     throw new ConfigError(`HEADERS_TIMEOUT_MS: ${headersTimeoutMs} is longer than REQUEST_TIMEOUT_MS ${requestTimeoutMs}`);

@@ -13,7 +13,7 @@ import { boundedCheck, healthReport, inspectNetwork, lateInspection, readDomain,
 import { createApp, type OutcomeRecord } from "./http/app.js";
 import { createDashboard, type Dashboard, type DashboardPlayground } from "./dashboard/index.js";
 import type { QuotaHolder } from "./http/edge.js";
-import { createListener, listenOn } from "./http/listen.js";
+import { connectionCounts, createListener, listenOn } from "./http/listen.js";
 import { metricsEndpoint } from "./http/metrics-endpoint.js";
 import type { RateLimitStores } from "./http/rate-limit.js";
 import { redactingLogger, silentLogger, type Logger } from "./logger.js";
@@ -413,6 +413,7 @@ export async function startFacilitator(config: FacilitatorConfig, options: Start
         : () => false,
       onDropped: (reason) => facilitator.metrics.connectionDropped(name, reason),
       onIdleClosed: () => facilitator.metrics.idleConnectionClosed(name),
+      onWaiting: (event) => facilitator.metrics.connectionWaiting(name, event),
     });
   const servers: Server[] = [];
   const bind = async (server: Server, host: string, port: number, variable: string, hint: string) => {
@@ -430,6 +431,7 @@ export async function startFacilitator(config: FacilitatorConfig, options: Start
     }
   };
   const server = listener("service", facilitator.app);
+  facilitator.metrics.watchConnections("service", () => connectionCounts(server));
   const url = await bind(server, config.host, config.port, "PORT", "PORT=… or --port …");
   const metricsUrl = config.metrics
     ? await bind(listener("metrics", metricsEndpoint(facilitator.metrics.registry, logger)), config.metricsHost, config.metricsPort, "METRICS_PORT", "METRICS_PORT=…, or METRICS=false")

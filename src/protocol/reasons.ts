@@ -38,6 +38,8 @@ export const RequestError = {
   invalidRequest: (what: string) => `Invalid request: ${what}`,
   unsupportedVersion: (version: unknown) => `Unsupported x402Version: ${String(version)}`,
   tooManyRequests: "Too many requests",
+  tooManyConnections: "Service unavailable: too many connections; retry shortly",
+  tooManyClientConnections: "Service unavailable: too many connections from this client; retry shortly",
   notFound: "Not found",
   payloadTooLarge: "Payload too large",
   internal: "Internal error",

@@ -251,7 +251,7 @@ const envSchema = z.object({
   BODY_LIMIT_BYTES: intVar(64 * 1024, 1024),
   HEALTH_MAX_BLOCK_AGE_SECONDS: intVar(0),
   HEALTH_CACHE_MS: intVar(1_000),
-  HEALTH_TIMEOUT_MS: intVar(900, 50, 60_000),
+  HEALTH_TIMEOUT_MS: intVar(750, 50, 60_000),
   RELAYER_MIN_BALANCE_WEI: optionalString,
   LOG_LOOKBACK_BLOCKS: intVar(10_000, 1),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).optional(),

@@ -283,8 +283,9 @@ export interface CheckedValue<T> {
 /**
  * A check that answers within `deadlineMs`: the running check when it finishes in time, else
  * `late(last)` built from the last completed one (or none yet). One run at a time: callers meanwhile
- * share it, so a dependency that hangs is asked once, not once per healthcheck; the run goes on after
- * the deadline and its answer serves the next call. A run that throws counts as not answered.
+ * share it, so a dependency that hangs is asked once, not once per healthcheck; the deadline counts from
+ * the run's start (a caller joining a run already late is answered at once); the run goes on after the
+ * deadline and its answer serves the next call. A run that throws counts as not answered.
  */
 export function boundedCheck<T>(
   run: () => Promise<T>,
@@ -294,7 +295,9 @@ export function boundedCheck<T>(
 ): () => Promise<T> {
   let last: CheckedValue<T> | undefined = initial === undefined ? undefined : { value: initial, at: Date.now() };
   let running: Promise<T | undefined> | undefined;
+  let runStarted = 0;
   return async () => {
+    if (!running) runStarted = performance.now();
     const current = (running ??= run().then(
       (value) => {
         last = { value, at: Date.now() };
@@ -306,9 +309,10 @@ export function boundedCheck<T>(
         return undefined;
       },
     ));
+    // Counted from the run's start: a caller joining a run already late is answered at once.
+    const started = runStarted;
     let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), deadlineMs)));
-    const started = performance.now();
+    const deadline = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), Math.max(0, deadlineMs - (performance.now() - started)))));
     try {
       const value = await Promise.race([current, deadline]);
       return value === undefined ? late(last, Math.round(performance.now() - started)) : value;

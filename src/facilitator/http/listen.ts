@@ -38,12 +38,6 @@ export type DropReason = "server" | "client";
 const DROP_LOG_INTERVAL_MS = 60_000;
 /** A refused connection is closed after its 503, or this long after it when the client does not close its side. */
 const REFUSED_LINGER_MS = 1_000;
-/**
- * A client's keep-alive connection idle this long may be closed to give its place to the client's newer
- * one. Not sooner: a pool reuses its connections, and one sending on it as it closes would see that
- * request fail; a connection left idle this long is one its pool keeps but hardly uses.
- */
-const IDLE_GRACE_MS = 5_000;
 /** A client may have this many times its cap of connections waiting for a place (a pool churning through `Connection: close` opens more than it has requests in flight). */
 const WAITING_PER_PLACE = 4;
 /** How often waiting connections are looked at (a place freed, an idle connection to close, a wait over). */
@@ -191,8 +185,6 @@ interface Held {
   active: number;
   /** Requests answered on it: a connection that answered one and has none in progress is an idle keep-alive one. */
   answered: number;
-  /** When it last finished an answer (`performance.now()`). */
-  idleSince: number;
   /** Asked to close after its current answer (`Connection: close`): its client has connections waiting. */
   retiring: boolean;
 }
@@ -215,8 +207,8 @@ interface Client {
  * is answered 503 (`Connection: close`) and closed. A connection of a client at its cap waits (up to
  * `queueMs`, at most 4 × `perClient` of them, and never when another client needs the place at `max`) while the client's served connections are asked, one per
  * waiting connection, to close after their current answer (`Connection: close`: a keep-alive pool then
- * opens a new connection, which queues in turn); one of its keep-alive connections idle for 5 s or more
- * is closed for it (not sooner: its pool may be sending on one at that very moment). A connection is admitted as soon as its client has a place; one
+ * opens a new connection, which queues in turn); its idle connections are not closed for it (its pool may
+ * be sending on one at that very moment: that request would fail). A connection is admitted as soon as its client has a place; one
  * that waited `queueMs` is answered 503. No connection is ever reset, and one that has not sent a request is
  * never closed to make room (the headers time-out bounds it). A client is an IPv4 address or an IPv6
  * /56 (what one subscriber is usually given), so rotating addresses within one's own prefix gains nothing.
@@ -261,10 +253,8 @@ export class ConnectionBook {
     if (key === undefined) return this.#admit(socket, undefined);
     const client = this.#client(key);
     if (client.served.size < this.#o.perClient) return this.#admit(socket, key);
-    if (client.waiting.length === 0 && this.#closeIdle(client.served, IDLE_GRACE_MS)) {
-      this.#o.onIdleClosed?.();
-      return this.#admit(socket, key);
-    }
+    // Not an idle connection of its own closed for it: its pool may be sending on that one at this very
+    // moment (measured: a pool idle a while, then bursting, does), and that request would fail.
     if (this.#o.queueMs === 0 || client.waiting.length >= WAITING_PER_PLACE * this.#o.perClient) return this.#o.refuse(socket, "client");
     client.waiting.push({ socket, since: performance.now() });
     this.#waiting++;
@@ -297,7 +287,6 @@ export class ConnectionBook {
     if (!entry) return;
     entry.active = Math.max(0, entry.active - 1);
     entry.answered++;
-    entry.idleSince = performance.now();
   }
 
   /** The listener closes: waiting connections are refused, nothing more is admitted. */
@@ -321,7 +310,7 @@ export class ConnectionBook {
   }
 
   #admit(socket: Socket, key: string | undefined): void {
-    this.#held.set(socket, { client: key, active: 0, answered: 0, idleSince: 0, retiring: false });
+    this.#held.set(socket, { client: key, active: 0, answered: 0, retiring: false });
     if (key !== undefined) this.#client(key).served.add(socket);
     socket.once("close", () => this.#forget(socket));
     this.#o.accept(socket);
@@ -363,17 +352,11 @@ export class ConnectionBook {
     if (client.served.size === 0 && client.waiting.length === 0) this.#clients.delete(key);
   }
 
-  /** Waiting connections: admitted where a place is free or a long-idle connection gives way, refused once their wait is over. */
+  /** Waiting connections: admitted where a place is free, refused once their wait is over. */
   #tick(): void {
     const now = performance.now();
     for (const [key, client] of [...this.#clients]) {
       this.#admitWaiting(key, client);
-      while (client.waiting.length > 0 && this.#closeIdle(client.served, IDLE_GRACE_MS)) {
-        this.#o.onIdleClosed?.();
-        const { socket } = client.waiting.shift()!;
-        this.#waiting--;
-        this.#admit(socket, key);
-      }
       while (client.waiting.length > 0 && now - client.waiting[0]!.since >= this.#o.queueMs) {
         const { socket } = client.waiting.shift()!;
         this.#waiting--;
@@ -405,12 +388,11 @@ export class ConnectionBook {
     return most && most.size > 0 ? most : this.#held.keys();
   }
 
-  /** Closes the longest-held keep-alive connection among `sockets` idle for at least `graceMs`; false when there is none. */
-  #closeIdle(sockets: Iterable<Socket>, graceMs = 0): boolean {
-    const now = performance.now();
+  /** Closes the longest-held idle keep-alive connection among `sockets`; false when there is none. */
+  #closeIdle(sockets: Iterable<Socket>): boolean {
     for (const socket of sockets) {
       const entry = this.#held.get(socket);
-      if (!entry || entry.active > 0 || entry.answered === 0 || now - entry.idleSince < graceMs) continue;
+      if (!entry || entry.active > 0 || entry.answered === 0) continue;
       this.#forget(socket, false);
       socket.destroy();
       return true;

@@ -6,6 +6,7 @@ import { custom } from "viem";
 import { clientOf } from "../../src/facilitator/http/listen.js";
 import { StartupError } from "../../src/facilitator/server.js";
 import { makePayment, recordingLogger, startFacilitatorOnChain } from "../helpers/facilitator.js";
+import { metric } from "../helpers/metrics.js";
 import { waitUntil } from "../helpers/time.js";
 
 type Started = Awaited<ReturnType<typeof startFacilitatorOnChain>>;
@@ -103,12 +104,6 @@ function holdConnection(url: string, localAddress: string, path: string): HeldSo
   });
   socket.once("connect", () => socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`));
   return held;
-}
-
-/** The value of one Prometheus series in a scrape (0 when absent). */
-function seriesValue(scrape: string, series: string): number {
-  const line = scrape.split("\n").find((l) => l.startsWith(`${series} `));
-  return line ? Number(line.slice(series.length + 1)) : 0;
 }
 
 /** What a connection refused on arrival reads (503 JSON, `Connection: close`), before it is closed. */
@@ -242,16 +237,19 @@ describe("facilitator listeners: connection fairness", () => {
 
       // Each of the other 900 was answered 503 or, once served, gave its place to a newer one of the same client.
       const scrape = (await getOnce(running.metricsUrl!)).body;
-      const refused = seriesValue(scrape, 'x402_http_connections_dropped_total{listener="service",reason="client"}');
-      const idleClosed = seriesValue(scrape, 'x402_http_idle_connections_closed_total{listener="service"}');
+      const refused = metric(scrape, 'x402_http_connections_dropped_total{listener="service",reason="client"}');
+      const idleClosed = metric(scrape, 'x402_http_idle_connections_closed_total{listener="service"}');
       // Gave its place: closed once idle for a second, or asked to close with its answer (Connection: close) while others waited.
-      const retired = seriesValue(scrape, 'x402_http_connections_waiting_total{listener="service",event="retired"}');
+      const retired = metric(scrape, 'x402_http_connections_waiting_total{listener="service",event="retired"}');
       expect(refused + idleClosed + retired).to.equal(900);
       expect(refused).to.equal(refusedAnswers.length);
-      expect(seriesValue(scrape, 'x402_http_connections_dropped_total{listener="service",reason="server"}')).to.equal(0);
-      expect(log.lines.filter((l) => l.message === "connections refused on arrival (503): their client holds MAX_CONNECTIONS_PER_CLIENT and four times as many waiting").map((l) => l.fields)).to.deep.equal([
-        { listener: "service", maxConnectionsPerClient: 100, refused: 1 },
-      ]);
+      expect(metric(scrape, 'x402_http_connections_dropped_total{listener="service",reason="server"}')).to.equal(0);
+      // Those that arrived while four times the cap were waiting (how many depends on how fast the others were served).
+      if (refused > 0) {
+        expect(log.lines.filter((l) => l.message === "connections refused on arrival (503): their client holds MAX_CONNECTIONS_PER_CLIENT and four times as many waiting").map((l) => l.fields)).to.deep.equal([
+          { listener: "service", maxConnectionsPerClient: 100, refused: 1 },
+        ]);
+      }
     } finally {
       flood.forEach((held) => held.socket.destroy());
       await running.close(0);
@@ -272,7 +270,7 @@ describe("facilitator listeners: connection fairness", () => {
       await new Promise((resolve) => setTimeout(resolve, 100));
       expect(idle.filter((held) => held.closed).length).to.equal(1);
       const scrape = (await getOnce(running.metricsUrl!)).body;
-      expect(seriesValue(scrape, 'x402_http_idle_connections_closed_total{listener="service"}')).to.equal(1);
+      expect(metric(scrape, 'x402_http_idle_connections_closed_total{listener="service"}')).to.equal(1);
       // Connections that have not yet sent a request are never closed to make room: with ten of them, an eleventh is refused.
       idle.forEach((held) => held.socket.destroy());
       const fresh = Array.from({ length: 10 }, () => connect(Number(port), hostname));
@@ -356,8 +354,8 @@ describe("facilitator listeners: connection fairness", () => {
       expect(await waitUntil(async () => greedy.at(-1)!.read() === CLIENT_FULL, 5_000)).to.equal(true);
       expect(greedy.slice(0, -1).every(({ read }) => read() === "")).to.equal(true);
       const scrape = (await getOnce(running.metricsUrl!)).body;
-      expect(seriesValue(scrape, 'x402_http_connections_dropped_total{listener="service",reason="client"}')).to.equal(1);
-      expect(seriesValue(scrape, 'x402_http_connections_dropped_total{listener="service",reason="server"}')).to.equal(0);
+      expect(metric(scrape, 'x402_http_connections_dropped_total{listener="service",reason="client"}')).to.equal(1);
+      expect(metric(scrape, 'x402_http_connections_dropped_total{listener="service",reason="server"}')).to.equal(0);
     } finally {
       [...others, ...greedy].forEach(({ socket }) => socket.destroy());
       await running.close(0);

@@ -1,6 +1,7 @@
 import { Agent, request } from "node:http";
 import { expect } from "chai";
 import { makePayment, startFacilitatorOnChain } from "../helpers/facilitator.js";
+import { scrapeMetric } from "../helpers/metrics.js";
 
 // Issue 29 item 6: a seller's backend verifying at 64 to 256 concurrent keep-alive requests from one
 // address, under the production connection caps (MAX_CONNECTIONS 1000, 100 per client): not one request
@@ -9,12 +10,6 @@ import { makePayment, startFacilitatorOnChain } from "../helpers/facilitator.js"
 // test/facilitator/listeners.test.ts.)
 
 type Started = Awaited<ReturnType<typeof startFacilitatorOnChain>>;
-
-async function series(started: Started, name: string): Promise<number> {
-  const scrape = await (await fetch(started.running.metricsUrl!)).text();
-  const line = scrape.split("\n").find((l) => l.startsWith(`${name} `));
-  return line ? Number(line.slice(name.length + 1)) : 0;
-}
 
 /** `concurrency` workers posting `body` back to back for `ms`; each answer's status, or the error that replaced it. */
 async function load(send: () => Promise<number>, concurrency: number, ms: number): Promise<{ ok: number; failed: string[] }> {
@@ -66,10 +61,10 @@ describe("floods: one seller's keep-alive pool under the production connection c
       });
     // The service's connections, sampled while the load runs (the scrapes go to the metrics listener).
     let mostServed = 0;
-    const queuedBefore = await series(started, 'x402_http_connections_waiting_total{listener="service",event="queued"}');
+    const queuedBefore = await scrapeMetric(started.running.metricsUrl!, 'x402_http_connections_waiting_total{listener="service",event="queued"}');
     const sampling = (async () => {
       for (const until = performance.now() + 2_000; performance.now() < until; ) {
-        mostServed = Math.max(mostServed, await series(started, 'x402_http_connections{listener="service",state="served"}'));
+        mostServed = Math.max(mostServed, await scrapeMetric(started.running.metricsUrl!, 'x402_http_connections{listener="service",state="served"}'));
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
     })();
@@ -80,7 +75,7 @@ describe("floods: one seller's keep-alive pool under the production connection c
       expect(result.ok).to.be.greaterThan(256);
       // The client held up to 256 sockets (one per request in flight); at most 100 were served at once, the rest waited.
       expect(mostServed).to.be.at.most(100);
-      expect(await series(started, 'x402_http_connections_waiting_total{listener="service",event="queued"}')).to.be.greaterThan(queuedBefore);
+      expect(await scrapeMetric(started.running.metricsUrl!, 'x402_http_connections_waiting_total{listener="service",event="queued"}')).to.be.greaterThan(queuedBefore);
     } finally {
       agent.destroy();
     }
@@ -91,8 +86,8 @@ describe("floods: one seller's keep-alive pool under the production connection c
       await response.arrayBuffer();
       return response.status;
     };
-    const queued = () => series(started, 'x402_http_connections_waiting_total{listener="service",event="queued"}');
-    const retired = () => series(started, 'x402_http_connections_waiting_total{listener="service",event="retired"}');
+    const queued = () => scrapeMetric(started.running.metricsUrl!, 'x402_http_connections_waiting_total{listener="service",event="queued"}');
+    const retired = () => scrapeMetric(started.running.metricsUrl!, 'x402_http_connections_waiting_total{listener="service",event="retired"}');
     const before = { queued: await queued(), retired: await retired() };
     const at64 = await load(send, 64, 1_500);
     expect(at64.failed).to.deep.equal([]);
@@ -105,7 +100,7 @@ describe("floods: one seller's keep-alive pool under the production connection c
     expect(at256.ok).to.be.greaterThan(256);
     expect(await queued()).to.be.greaterThan(before.queued);
     expect(await retired()).to.be.greaterThan(before.retired);
-    expect(await series(started, 'x402_http_connections_dropped_total{listener="service",reason="client"}')).to.equal(0);
+    expect(await scrapeMetric(started.running.metricsUrl!, 'x402_http_connections_dropped_total{listener="service",reason="client"}')).to.equal(0);
   });
 
 });

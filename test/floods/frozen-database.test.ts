@@ -6,6 +6,7 @@ import { tokenAbi } from "../../src/chain/token-abi.js";
 import { startTestPostgres, type TestPostgres } from "../../src/harness/postgres.js";
 import { makePayment, recordingLogger, startFacilitatorOnChain, v2BodyOf } from "../helpers/facilitator.js";
 import { startPgFaultProxy, type PgFaultProxy } from "../helpers/pg-fault-proxy.js";
+import { scrapeMetric } from "../helpers/metrics.js";
 import { waitUntil } from "../helpers/time.js";
 
 // Issue 29 item 3: PostgreSQL frozen (as SIGSTOP does: nothing read, nothing answered) under a facilitator.
@@ -30,12 +31,6 @@ async function call(started: Started, path: string, body?: unknown, headers: Rec
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   return { status: response.status, body: (await response.json()) as Record<string, any>, headers: response.headers };
-}
-
-async function series(started: Started, name: string): Promise<number> {
-  const scrape = await (await fetch(started.running.metricsUrl!)).text();
-  const line = scrape.split("\n").find((l) => l.startsWith(`${name} `));
-  return line ? Number(line.slice(name.length + 1)) : 0;
 }
 
 describe("floods: the ledger's PostgreSQL frozen under a facilitator", function () {
@@ -118,7 +113,7 @@ describe("floods: the ledger's PostgreSQL frozen under a facilitator", function 
     ]);
     // Every verify answered, valid: the rate limit judged by this instance's own count.
     expect(verified.map((a) => [a.status, a.body.isValid])).to.deep.equal(Array(20).fill([200, true]));
-    expect(await series(started, 'x402_rate_limit_store_fallbacks_total{limiter="verify",reason="slow"}')).to.be.greaterThan(0);
+    expect(await scrapeMetric(started.running.metricsUrl!, 'x402_rate_limit_store_fallbacks_total{limiter="verify",reason="slow"}')).to.be.greaterThan(0);
     expect(log.lines.filter((l) => l.message === "rate limits: the shared store is slow or failing; counting in this instance's memory meanwhile")).to.have.length.greaterThan(0);
     // No settle was sent: each is a 503 without a verdict, to retry.
     for (const answer of refusedSettles) {

@@ -4,6 +4,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { MemoryFeedHistory, type FeedRow } from "../../src/facilitator/dashboard/index.js";
 import { makePayment, startFacilitatorOnChain } from "../helpers/facilitator.js";
 import { openSse, rowOf, type SseStream } from "../helpers/sse.js";
+import { scrapeMetric } from "../helpers/metrics.js";
 import { waitUntil } from "../helpers/time.js";
 
 // Issue 29 item 1: the dashboard's event streams hold no memory for a client that does not read, live a
@@ -25,13 +26,6 @@ const OUTCOME = {
   code: "invalidSignature",
   durationMs: 1,
 };
-
-/** The value of one series in a Prometheus scrape (0 when absent). */
-async function series(started: Started, name: string): Promise<number> {
-  const scrape = await (await fetch(started.running.metricsUrl!)).text();
-  const line = scrape.split("\n").find((l) => l.startsWith(`${name} `));
-  return line ? Number(line.slice(name.length + 1)) : 0;
-}
 
 /** GET /dashboard/events on a raw socket that never reads what it is sent. */
 function neverReading(url: string, headers = ""): Socket {
@@ -76,7 +70,7 @@ describe("floods: dashboard event streams", function () {
       const feed = running.facilitator.dashboard!.feed;
       const stalled = [neverReading(running.url), neverReading(running.url)];
       const reader = await openSse(`${running.url}/dashboard/events`);
-      expect(await waitUntil(async () => (await series(started, "x402_dashboard_streams_open")) === 3, 5_000), "three streams open").to.equal(true);
+      expect(await waitUntil(async () => (await scrapeMetric(started.running.metricsUrl!, "x402_dashboard_streams_open")) === 3, 5_000), "three streams open").to.equal(true);
       // 12,000 rows of about 700 bytes (8 MB): far beyond what a socket's buffers hold. Published in
       // batches, as requests arrive: the reader reads between them.
       for (let batch = 0; batch < 60; batch++) {
@@ -86,8 +80,8 @@ describe("floods: dashboard event streams", function () {
       await reader.next((event) => event.event === "outcome" && rowOf(event).rev === 12_000);
       expect(outcomeRevs(reader)).to.deep.equal(Array.from({ length: 12_000 }, (_, i) => i + 1));
 
-      expect(await waitUntil(async () => (await series(started, 'x402_dashboard_streams_total{event="stalled"}')) === 2, 10_000), "both silent streams closed as stalled").to.equal(true);
-      expect(await series(started, "x402_dashboard_streams_open")).to.equal(1);
+      expect(await waitUntil(async () => (await scrapeMetric(started.running.metricsUrl!, 'x402_dashboard_streams_total{event="stalled"}')) === 2, 10_000), "both silent streams closed as stalled").to.equal(true);
+      expect(await scrapeMetric(started.running.metricsUrl!, "x402_dashboard_streams_open")).to.equal(1);
       // What a silent client finds when it reads at last: what the sockets held, then the end; far from 8 MB.
       const cut = await Promise.all(stalled.map(readToEnd));
       for (const seen of cut) {
@@ -121,7 +115,7 @@ describe("floods: dashboard event streams", function () {
       const opened = performance.now();
       await first.ended;
       expect(performance.now() - opened).to.be.below(3_000);
-      expect(await series(started, 'x402_dashboard_streams_total{event="lifetime"}')).to.equal(1);
+      expect(await scrapeMetric(started.running.metricsUrl!, 'x402_dashboard_streams_total{event="lifetime"}')).to.equal(1);
 
       const later = feed.record({ ...OUTCOME, code: "expired" });
       const resumed = await openSse(`${running.url}/dashboard/events`, { "Last-Event-ID": seen.id! });
@@ -135,7 +129,7 @@ describe("floods: dashboard event streams", function () {
       const open = [await openSse(`${running.url}/dashboard/events`), await openSse(`${running.url}/dashboard/events`)];
       const third = await fetch(`${running.url}/dashboard/events`);
       expect([third.status, await third.json()]).to.deep.equal([503, { error: "Service unavailable: 2 dashboard streams are open" }]);
-      expect(await series(started, 'x402_dashboard_streams_total{event="refused"}')).to.equal(1);
+      expect(await scrapeMetric(started.running.metricsUrl!, 'x402_dashboard_streams_total{event="refused"}')).to.equal(1);
       open.forEach((stream) => stream.close());
     });
   });
@@ -189,10 +183,10 @@ describe("floods: dashboard event streams", function () {
       expect(rowOf(shown).code).to.equal("signature");
       expect((await running.facilitator.dashboard!.feed.rows()).map((row: FeedRow) => row.code)).to.deep.equal(["signature", "marker"]);
       // Counted all the same.
-      expect(await series(started, 'x402_outcomes_total{route="verify",network="other",outcome="unauthorized",dialect="unknown"}')).to.equal(50);
-      expect(await series(started, 'x402_outcomes_total{route="verify",network="other",outcome="unsupported_media_type",dialect="unknown"}')).to.equal(50);
-      expect(await series(started, 'x402_outcomes_total{route="verify",network="other",outcome="payload_too_large",dialect="unknown"}')).to.equal(50);
-      expect(await series(started, 'x402_rate_limited_total{route="verify",by="key"}')).to.equal(1);
+      expect(await scrapeMetric(started.running.metricsUrl!, 'x402_outcomes_total{route="verify",network="other",outcome="unauthorized",dialect="unknown"}')).to.equal(50);
+      expect(await scrapeMetric(started.running.metricsUrl!, 'x402_outcomes_total{route="verify",network="other",outcome="unsupported_media_type",dialect="unknown"}')).to.equal(50);
+      expect(await scrapeMetric(started.running.metricsUrl!, 'x402_outcomes_total{route="verify",network="other",outcome="payload_too_large",dialect="unknown"}')).to.equal(50);
+      expect(await scrapeMetric(started.running.metricsUrl!, 'x402_rate_limited_total{route="verify",by="key"}')).to.equal(1);
     });
   });
 

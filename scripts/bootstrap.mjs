@@ -53,6 +53,7 @@ export const COMMANDS = {
   "bench:remote-rpc": typescript("bench/remote-rpc.ts"),
   "bench:state-index": typescript("bench/state-index.ts"),
   "bench:floods": typescript("bench/floods.ts"),
+  "bench:seller": typescript("bench/seller.ts"),
   // The wallets it measures are compiled contracts.
   "bench:gas": [compileStep(), ...typescript("bench/settle-gas.ts")],
 };

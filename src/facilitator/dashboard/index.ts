@@ -36,6 +36,8 @@ export interface CreateDashboardOptions {
   onStream?: (event: "opened" | "refused" | FeedStreamEnd) => void;
   /** The facilitator's API keys: with any, only a request carrying one sees rows other than settlements. */
   apiKeys?: readonly ApiKeyConfig[];
+  /** `ALLOWED_HOSTS`: names the local stack's page answers besides the loopback names. */
+  allowedHosts?: readonly string[];
 }
 
 /** The page that watches payments happen: its routes, its feed, and `record` to hand it each outcome. */
@@ -58,6 +60,7 @@ export function createDashboard(options: CreateDashboardOptions): Dashboard {
     ...(options.maxStreams !== undefined ? { maxStreams: options.maxStreams } : {}),
     ...(options.streamLimits ? { streamLimits: options.streamLimits } : {}),
     ...(options.onStream ? { onStream: options.onStream } : {}),
+    ...(options.allowedHosts ? { allowedHosts: options.allowedHosts } : {}),
   });
   return {
     ...routes,

@@ -56,6 +56,7 @@ export const COMMANDS = {
   "bench:background": typescript("bench/background.ts"),
   "bench:catalog": typescript("bench/catalog.ts"),
   "bench:lookup": typescript("bench/lookup.ts"),
+  "bench:floods": typescript("bench/floods.ts"),
   "bench:seller": typescript("bench/seller.ts"),
   // The wallets it measures are compiled contracts.
   "bench:gas": [compileStep(), ...typescript("bench/settle-gas.ts")],

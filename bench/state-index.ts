@@ -28,6 +28,7 @@ function standInStore(count: number, through: bigint): NonceStore {
       for (let i = start; i < Math.min(count, start + limit); i++) page.push({ authorizer: authorizers[i % 1_000]!, nonce: toHex(i, { size: 32 }) as Hex, blockNumber: 1n });
       return page;
     },
+    indexedNonce: async () => undefined,
   };
 }
 

@@ -790,6 +790,16 @@ export class SqlLedger implements Ledger {
     });
   }
 
+  async indexedNonce(scope: TokenScope, authorizer: Address, nonce: Hex): Promise<IndexedNonce | undefined> {
+    const [row] = await this.#db.all(`SELECT block_number FROM indexed_nonces WHERE chain_id = ? AND token = ? AND authorizer = ? AND nonce = ?`, [
+      scope.chainId,
+      lower(scope.token),
+      lower(authorizer),
+      lower(nonce),
+    ]);
+    return row ? { authorizer: checksum(lower(authorizer)), nonce: lower(nonce) as Hex, blockNumber: BigInt(row.block_number as string) } : undefined;
+  }
+
   upsertDiscoveryResource(entry: DiscoveryEntry, options: DiscoveryUpsertOptions): Promise<void> {
     const method = discoveryMethodOf(entry);
     // Read, merge and write under the entry's own lock (every instance): two payments of one resource at once

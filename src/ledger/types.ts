@@ -419,6 +419,8 @@ export interface Ledger {
   recordIndexedNonces(scope: TokenScope, nonces: readonly IndexedNonce[], range: { fromBlock: bigint; throughBlock: bigint }): Promise<NonceIndexProgress>;
   /** Stored nonces of `scope` in (authorizer, nonce) order, after `after` (exclusive), at most `limit`: the pages that load the index. */
   indexedNonces(scope: TokenScope, options: { after?: { authorizer: Address; nonce: Hex }; limit: number }): Promise<IndexedNonce[]>;
+  /** One stored nonce of `scope` (any case), if stored: what the index asks when it does not hold the nonce in memory. */
+  indexedNonce(scope: TokenScope, authorizer: Address, nonce: Hex): Promise<IndexedNonce | undefined>;
 
   /**
    * Adds a resource (a URL and a method, or an MCP tool) to the discovery catalog, or updates its entry

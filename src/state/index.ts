@@ -1,2 +1,2 @@
-export { TokenIndex, type IndexedPayer, type IndexLogger, type IndexObserver, type IndexStatus, type TokenIndexParameters } from "./token-index.js";
+export { TokenIndex, type IndexedPayer, type IndexLogger, type IndexObserver, type IndexStatus, type SpentAt, type TokenIndexParameters } from "./token-index.js";
 export type { NonceProgress, NonceScope, NonceStore, StoredNonce } from "./nonce-store.js";

@@ -29,4 +29,5 @@ export interface NonceStore {
   openNonceIndex(scope: NonceScope, fromBlock: bigint): Promise<NonceProgress>;
   recordIndexedNonces(scope: NonceScope, nonces: readonly StoredNonce[], range: { fromBlock: bigint; throughBlock: bigint }): Promise<NonceProgress>;
   indexedNonces(scope: NonceScope, options: { after?: { authorizer: Address; nonce: Hex }; limit: number }): Promise<StoredNonce[]>;
+  indexedNonce(scope: NonceScope, authorizer: Address, nonce: Hex): Promise<StoredNonce | undefined>;
 }

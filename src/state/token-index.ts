@@ -50,6 +50,9 @@ export interface IndexedPayer {
   used: boolean | undefined;
 }
 
+/** Whether an authorization is spent, and where: the block of the token's log that spent it (see {@link TokenIndex.spentAt}). */
+export type SpentAt = { spent: false } | { spent: true; blockNumber: bigint };
+
 /** The index as `/healthcheck` and `/metrics` show it. */
 export interface IndexStatus {
   /** `following`: answers verify; `behind`: the chain has blocks it could not read yet (verify reads the chain); `starting`. */
@@ -136,7 +139,8 @@ export class TokenIndex {
   #notifiedAt = 0;
   #blockGapMs = 1_000;
   #paused: boolean | undefined;
-  readonly #nonces = new Set<string>();
+  /** Used and canceled nonces, each with the block of its log (-1: found spent by a direct read, block unknown). */
+  readonly #nonces = new Map<string, number>();
   #backfillState: IndexStatus["backfill"] = { state: "waiting" };
   #complete = false;
   /** Nonces the live follower found, not yet stored; and the block they are stored through. */
@@ -210,7 +214,7 @@ export class TokenIndex {
         rangeBlocks: this.#p.logRangeBlocks,
         target,
         signal: this.#stop.signal,
-        onNonces: (nonces) => nonces.forEach((n) => this.#nonces.add(nonceKey(n.authorizer, n.nonce))),
+        onNonces: (nonces) => nonces.forEach((n) => this.#nonces.set(nonceKey(n.authorizer, n.nonce), Number(n.blockNumber))),
         onProgress: ({ fromBlock, throughBlock, targetBlock }) => {
           this.#backfillState = { state: "running", fromBlock: Number(fromBlock), throughBlock: Number(throughBlock), targetBlock: Number(targetBlock) };
         },
@@ -259,7 +263,24 @@ export class TokenIndex {
 
   /** Records a nonce found spent on chain by a direct read (the backfill had not reached it). */
   rememberUsed(authorizer: Address, nonce: Hex): void {
-    this.#nonces.add(nonceKey(authorizer, nonce));
+    const key = nonceKey(authorizer, nonce);
+    if (!this.#nonces.has(key)) this.#nonces.set(key, -1);
+  }
+
+  /**
+   * Whether the authorization `(authorizer, nonce)` is spent, and the block of the token's `AuthorizationUsed` or
+   * `AuthorizationCanceled` log that spent it, true at a head confirmed within `maxAgeMs` (0: after this call began).
+   * Undefined whenever the index cannot vouch for it: its backfill is unfinished, it is behind the chain, or it
+   * knows the nonce spent without knowing where.
+   */
+  async spentAt(authorizer: Address, nonce: Hex, maxAgeMs = 0): Promise<SpentAt | undefined> {
+    if (!this.#complete || this.#reorged || !(await this.#current(maxAgeMs))) return undefined;
+    const head = this.#head!.number;
+    const block = this.#nonces.get(nonceKey(authorizer, nonce));
+    if (block !== undefined && block >= 0) return { spent: true, blockNumber: BigInt(block) };
+    if (block === undefined) return { spent: false };
+    const stored = await this.#p.store.indexedNonce(this.#scope, authorizer, nonce).catch(() => undefined);
+    return stored && stored.blockNumber <= head ? { spent: true, blockNumber: stored.blockNumber } : undefined;
   }
 
   status(): IndexStatus {
@@ -387,7 +408,7 @@ export class TokenIndex {
         transfers.push(event);
         this.#transfer(event);
       } else if (event.kind === "nonce") {
-        this.#nonces.add(nonceKey(event.authorizer, event.nonce));
+        this.#nonces.set(nonceKey(event.authorizer, event.nonce), Number(block.number));
         this.#unstored.push({ authorizer: event.authorizer, nonce: event.nonce, blockNumber: block.number });
       } else this.#paused = event.paused;
     }

@@ -658,6 +658,18 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         expect(await ledger.indexedNonces(scope, { limit: 10 })).to.deep.equal([{ authorizer: PAYER, nonce, blockNumber: 5n }]);
       });
 
+      it("looks one stored nonce up whatever its case, and nothing of another token, chain or authorizer", async () => {
+        await ledger.openNonceIndex(scope, 1n);
+        await ledger.recordIndexedNonces(scope, range(0, 3), { fromBlock: 0n, throughBlock: 200n });
+        const one = indexed(1);
+        expect(await ledger.indexedNonce(scope, one.authorizer, one.nonce)).to.deep.equal(one);
+        const upper = (value: string) => value.toUpperCase().replace("0X", "0x") as Hex;
+        expect(await ledger.indexedNonce(scope, upper(one.authorizer) as Address, upper(one.nonce))).to.deep.equal(one);
+        expect(await ledger.indexedNonce(scope, PAYER, one.nonce)).to.equal(undefined);
+        expect(await ledger.indexedNonce({ chainId: 25, token: TOKEN }, one.authorizer, one.nonce)).to.equal(undefined);
+        expect(await ledger.indexedNonce({ chainId: 338, token: PAYEE }, one.authorizer, one.nonce)).to.equal(undefined);
+      });
+
       it("pages through 1,234 nonces in (authorizer, nonce) order, each exactly once, the page boundary compared in any case", async () => {
         await ledger.openNonceIndex(scope, 100n);
         const all = range(0, 1_234);

@@ -227,6 +227,64 @@ describe("token state index: verify's state from the token's logs", function () 
     }
   });
 
+  it("spentAt: the block of the AuthorizationUsed or AuthorizationCanceled log of a spent authorization, unspent for a fresh one", async () => {
+    const used = freshNonce();
+    await useAuthorization(used);
+    const usedBlock = await head();
+    const index = open();
+    await backfilled(index);
+    const canceled = freshNonce();
+    await cancelAuthorization(canceled);
+    const canceledBlock = await head();
+    // The first from the backfill (the ledger), the second from the live follower.
+    expect(await index.spentAt(buyer.address, used)).to.deep.equal({ spent: true, blockNumber: usedBlock });
+    expect(await index.spentAt(buyer.address, canceled)).to.deep.equal({ spent: true, blockNumber: canceledBlock });
+    expect(await index.spentAt(buyer.address, freshNonce())).to.deep.equal({ spent: false });
+    // Another authorizer's nonce of the same value is its own.
+    expect(await index.spentAt(seller.address, used)).to.deep.equal({ spent: false });
+    // The chain agrees.
+    const state = (nonce: Hex) => chain().contract.read.authorizationState([buyer.address, nonce]);
+    expect([await state(used), await state(canceled)]).to.deep.equal([true, true]);
+  });
+
+  it("spentAt: undefined while the backfill has not finished, or while the index is behind the chain", async () => {
+    let refuse = true;
+    proxied.proxies[0]!.rewrite((request) =>
+      refuse && request.method === "eth_getLogs" && (request.params as [{ blockHash?: Hex }])[0].blockHash === undefined
+        ? { error: { code: -32005, message: "query returned more than 10000 results" } }
+        : undefined,
+    );
+    const used = freshNonce();
+    await useAuthorization(used);
+    const index = open({ startBlock: 0n });
+    expect(await waitUntil(async () => index.status().state === "following", 10_000, 10)).to.equal(true);
+    expect(await index.spentAt(buyer.address, used)).to.equal(undefined);
+    expect(await index.spentAt(buyer.address, freshNonce())).to.equal(undefined);
+    refuse = false;
+    await backfilled(index);
+    expect(await index.spentAt(buyer.address, used)).to.deep.include({ spent: true });
+    // Behind: the new block's logs cannot be read.
+    proxied.proxies[0]!.fail({ kind: "http503", method: "eth_getLogs" });
+    const late = freshNonce();
+    await useAuthorization(late);
+    expect(await index.spentAt(buyer.address, late)).to.equal(undefined);
+    expect(await index.spentAt(buyer.address, freshNonce())).to.equal(undefined);
+    expect(index.status().state).to.equal("behind");
+    proxied.proxies[0]!.clear();
+    expect(await waitUntil(async () => (await index.spentAt(buyer.address, late)) !== undefined, 10_000, 20)).to.equal(true);
+    expect(await index.spentAt(buyer.address, late)).to.deep.equal({ spent: true, blockNumber: await head() });
+  });
+
+  it("spentAt: a nonce found spent by a direct read (block unknown) is answered from the ledger once stored, else not at all", async () => {
+    const index = open();
+    await backfilled(index);
+    const nonce = freshNonce();
+    index.rememberUsed(buyer.address, nonce);
+    expect(await index.spentAt(buyer.address, nonce)).to.equal(undefined);
+    await ledger.recordIndexedNonces({ chainId: 338, token: chain().token }, [{ authorizer: buyer.address, nonce, blockNumber: 5n }], { fromBlock: 0n, throughBlock: 0n });
+    expect(await index.spentAt(buyer.address, nonce)).to.deep.equal({ spent: true, blockNumber: 5n });
+  });
+
   it("falls behind while the RPC drops eth_getLogs answers (answers nothing meanwhile), then catches up by itself", async () => {
     const index = open();
     await backfilled(index);

@@ -337,6 +337,33 @@ describe("token state index: verify's state from the token's logs", function () 
     expect(answer).to.deep.include({ used: true, balance: await balance(buyer.address) });
   });
 
+  it("reads the logs of a block whose bloom is all zero while it holds transactions (a node reporting empty blooms), and none of an empty block's", async () => {
+    const index = open();
+    await backfilled(index);
+    await index.payer(buyer.address, freshNonce(), 60_000);
+    const zeroBloom = `0x${"0".repeat(512)}`;
+    proxied.proxies[0]!.rewrite((request, answer) => {
+      if (!String(request.method).startsWith("eth_getBlockBy") || !answer.result) return undefined;
+      return { result: { ...(answer.result as object), logsBloom: zeroBloom } };
+    });
+    const nonce = freshNonce();
+    await useAuthorization(nonce);
+    requests.length = 0;
+    const answer = (await index.payer(buyer.address, nonce, 0))!;
+    // The chain's truth: used, and the balance after the transfer.
+    expect(await chain().contract.read.authorizationState([buyer.address, nonce])).to.equal(true);
+    expect(answer).to.deep.include({ used: true, balance: await balance(buyer.address) });
+    expect(answer.head.number).to.equal(await head());
+    expect(await index.spentAt(buyer.address, nonce)).to.deep.equal({ spent: true, blockNumber: await head() });
+    expect(requests.filter((r) => r.method === "eth_getLogs")).to.have.length(1);
+    // An empty block under the same node: no logs asked.
+    await chain().networkHelpers.mine();
+    requests.length = 0;
+    expect((await index.payer(buyer.address, nonce, 0))!.head.number).to.equal(await head());
+    expect(requests.filter((r) => r.method === "eth_getLogs")).to.deep.equal([]);
+    expect(index.status().state).to.equal("following");
+  });
+
   it("applies nothing from blocks that do not follow its head (an inconsistent RPC) and answers nothing until they do", async () => {
     const index = open();
     await backfilled(index);

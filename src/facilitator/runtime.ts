@@ -1,6 +1,6 @@
 import type { Hex, PublicClient } from "viem";
 import type { ChainState } from "../chain/state.js";
-import type { TokenIndex } from "../state/index.js";
+import type { ChainHistory, TokenIndex } from "../state/index.js";
 import type { Relayer } from "../chain/relayer.js";
 import type { NetworkName } from "../protocol/networks.js";
 import type { NetworkConfig } from "./config.js";
@@ -15,6 +15,8 @@ export interface NetworkRuntime {
   state: ChainState;
   /** The token's state kept from its logs (`STATE_INDEX`); verify asks it first. Absent when off. */
   index?: TokenIndex;
+  /** Binds the ledger's rows of this chain to its history (set once the ledger is open). */
+  history?: ChainHistory;
   relayer: Relayer;
   /** The token's EIP-712 domain separator on this chain. */
   separator: Hex;

@@ -4,6 +4,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { Ledger } from "../../src/ledger/types.js";
 import { TokenIndex, type TokenIndexParameters } from "../../src/state/index.js";
+import { TRAIL_BLOCKS } from "../../src/state/token-index.js";
 import { HARDHAT_KEYS, makePayment, useAuthorizationOnChain } from "../helpers/facilitator.js";
 import { openProxiedChain, type ProxiedChain } from "../helpers/proxied-chain.js";
 import type { JsonRpcRequest } from "../helpers/rpc-proxy.js";
@@ -381,19 +382,77 @@ describe("token state index: verify's state from the token's logs", function () 
     expect((await index.payer(buyer.address, nonce, 0))!.used).to.equal(true);
   });
 
-  it("stops answering when the chain replaces a block it had read (a local chain reverted to a snapshot)", async () => {
-    const index = open();
+  it("follows a snapshot revert with no block after it: at once back at the snapshot's block, the nonce spent after it unspent again; then a new block at that height", async () => {
+    const changes: string[] = [];
+    const index = open({ observe: { historyChange: (kind) => changes.push(kind) } });
     await backfilled(index);
-    const snapshot = await proxied.proxies[0]!.chain.call<Hex>("evm_snapshot");
-    await chain().networkHelpers.mine();
-    expect((await index.payer(buyer.address, freshNonce(), 0))!.head.number).to.equal(await head());
-    await proxied.proxies[0]!.chain.call("evm_revert", [snapshot]);
-    // Another block at the same height (a transaction this time), and one after it.
-    await useAuthorization(freshNonce());
-    await chain().networkHelpers.mine();
-    expect(await index.payer(buyer.address, freshNonce(), 0)).to.equal(undefined);
-    expect(await waitUntil(async () => index.status().state === "stopped", 5_000, 20)).to.equal(true);
-    expect(await index.payer(buyer.address, freshNonce(), 0)).to.equal(undefined);
+    const controls = proxied.proxies[0]!.chain;
+    const snapshotBlock = await head();
+    const snapshot = await controls.call<Hex>("evm_snapshot");
+    const nonce = freshNonce();
+    await useAuthorization(nonce);
+    expect((await index.payer(buyer.address, nonce, 0))!.used).to.equal(true);
+    await controls.call("evm_revert", [snapshot]);
+    // The chain's truth, and the index's answer right after: unspent, the balance of before, at the snapshot's block.
+    expect(await chain().contract.read.authorizationState([buyer.address, nonce])).to.equal(false);
+    const after = (await index.payer(buyer.address, nonce, 0))!;
+    expect(after).to.deep.include({ used: false, balance: await balance(buyer.address) });
+    expect(after.head.number).to.equal(snapshotBlock);
+    expect(await index.spentAt(buyer.address, nonce)).to.deep.equal({ spent: false });
+    expect(index.status()).to.deep.include({ state: "following", block: Number(snapshotBlock), chainBlock: Number(snapshotBlock) });
+    expect(changes).to.deep.equal(["rewind"]);
+    // Another block at the height the spent nonce was at: followed, the nonce still unspent, a new one spent.
+    const other = freshNonce();
+    await useAuthorization(other);
+    const next = (await index.payer(buyer.address, other, 0))!;
+    expect(next).to.deep.include({ used: true, balance: await balance(buyer.address) });
+    expect(next.head.number).to.equal(snapshotBlock + 1n);
+    expect((await index.payer(buyer.address, nonce, 0))!.used).to.equal(false);
+  });
+
+  it("follows a revert followed by more blocks than it had read: back to the newest block both have, by hash, then forward on the new ones", async () => {
+    const changes: string[] = [];
+    const index = open({ observe: { historyChange: (kind) => changes.push(kind) } });
+    await backfilled(index);
+    const controls = proxied.proxies[0]!.chain;
+    const snapshot = await controls.call<Hex>("evm_snapshot");
+    const kept = freshNonce();
+    const reverted = freshNonce();
+    await useAuthorization(reverted);
+    await chain().networkHelpers.mine(2);
+    expect((await index.payer(buyer.address, reverted, 0))!.used).to.equal(true);
+    await controls.call("evm_revert", [snapshot]);
+    await chain().networkHelpers.mine(3);
+    await useAuthorization(kept);
+    await chain().networkHelpers.mine(2);
+    const answer = (await index.payer(buyer.address, reverted, 0))!;
+    expect(answer).to.deep.include({ used: false, balance: await balance(buyer.address) });
+    expect(answer.head).to.deep.equal({ number: await head(), timestamp: (await chain().publicClient.getBlock()).timestamp, hash: (await chain().publicClient.getBlock()).hash });
+    expect((await index.payer(buyer.address, kept, 0))!.used).to.equal(true);
+    expect(await index.spentAt(buyer.address, kept)).to.deep.equal({ spent: true, blockNumber: (await head()) - 2n });
+    expect(index.status().state).to.equal("following");
+    expect(changes).to.deep.equal(["rewind"]);
+  });
+
+  it("starts over when the chain went back further than the blocks it keeps the hashes of, and knows again only what the chain has", async () => {
+    const changes: string[] = [];
+    const index = open({ observe: { historyChange: (kind) => changes.push(kind) } });
+    await backfilled(index);
+    const before = freshNonce();
+    await useAuthorization(before);
+    const controls = proxied.proxies[0]!.chain;
+    const snapshot = await controls.call<Hex>("evm_snapshot");
+    const reverted = freshNonce();
+    await useAuthorization(reverted);
+    // One by one (hardhat_mine's blocks report no parent hash).
+    for (let i = 0; i < TRAIL_BLOCKS + 50; i++) await controls.call("evm_mine");
+    expect(await waitUntil(async () => (await index.payer(buyer.address, reverted, 0))?.head.number === (await head()), 30_000, 20), JSON.stringify({ changes, status: index.status(), head: String(await head()) })).to.equal(true);
+    await controls.call("evm_revert", [snapshot]);
+    expect(await waitUntil(async () => index.status().backfill.state === "done" && changes.includes("rebuild") && (await index.payer(buyer.address, reverted, 0)) !== undefined, 20_000, 20), JSON.stringify({ changes, status: index.status() })).to.equal(true);
+    expect(changes).to.deep.equal(["rebuild"]);
+    expect((await index.payer(buyer.address, reverted, 0))!).to.deep.include({ used: false, balance: await balance(buyer.address) });
+    expect((await index.payer(buyer.address, before, 0))!.used).to.equal(true);
+    expect(index.status()).to.deep.include({ state: "following", block: Number(await head()) });
   });
 
   it("over a WebSocket RPC, learns of new blocks by eth_subscribe (no verify asking) and answers from them", async () => {

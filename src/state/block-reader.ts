@@ -50,11 +50,6 @@ export class BlockReader {
     this.#token = token;
   }
 
-  /** The chain's latest block number. */
-  tip(): Promise<bigint> {
-    return this.#client.getBlockNumber({ cacheTime: 0 });
-  }
-
   /** The header of block `number` (or the latest), without its token events. */
   async header(number?: bigint): Promise<IndexedBlock> {
     const block = await this.#client.getBlock(number === undefined ? { blockTag: "latest" } : { blockNumber: number });

@@ -413,11 +413,14 @@ export class TokenIndex {
     const sentAt = performance.now();
     const promise = (async () => {
       if (this.#rebuilding) await this.#restart();
-      const seen = await this.#reader.tip();
+      // The head's header, not only its number: a block replaced at the index's height shows only in its hash.
+      const latest = await this.#reader.header();
+      const seen = latest.number;
       this.#rttMs = this.#rttMs * 0.8 + (performance.now() - sentAt) * 0.2;
       this.#tip = seen;
       // Below the index: a node behind, or blocks removed (a revert). Either way the index can vouch only for `seen`.
       if (seen < this.#head!.number) await this.#goBackTo(seen);
+      else if (seen === this.#head!.number && latest.hash.toLowerCase() !== this.#head!.hash.toLowerCase()) await this.#goBackTo(seen - 1n, latest);
       while (this.#head!.number < seen && !this.#stop.signal.aborted) {
         const to = this.#head!.number + WINDOW < seen ? this.#head!.number + WINDOW : seen;
         let blocks: IndexedBlock[];
@@ -443,6 +446,8 @@ export class TokenIndex {
       if (seen >= this.#head!.number && sentAt > this.#confirmedAt) this.#confirmedAt = sentAt;
       this.#failures = 0;
       this.#failedUntil = 0;
+      // A replaced history is reported at once: until then the ledger still serves its rows.
+      if (this.#divergence !== undefined) void this.#persist();
     })();
     const sync = { sentAt, promise };
     this.#sync = sync;
@@ -695,7 +700,7 @@ export class TokenIndex {
    * the backfill has covered everything before it, and once a replaced history is reported.
    */
   async #persist(): Promise<void> {
-    if (!this.#complete || this.#storing || !this.#head) return;
+    if (this.#storing || !this.#head) return;
     if (this.#divergence !== undefined) {
       this.#storing = this.#report()
         .catch((error: unknown) => this.#p.logger.debug({ network: this.#p.network, err: String(error) }, "state index: reporting a replaced history failed; retrying"))
@@ -705,6 +710,7 @@ export class TokenIndex {
       await this.#storing;
       if (this.#divergence !== undefined) return;
     }
+    if (!this.#complete) return;
     const head = this.#head;
     const through = head.number;
     if (through <= this.#storedThrough && this.#unstored.length === 0) return;

@@ -48,7 +48,8 @@ export class HistoryCheckError extends Error {
  */
 export class ChainHistory {
   readonly #p: ChainHistoryParameters;
-  #running: Promise<void> | undefined;
+  /** The last check asked for, settled either way: the next one runs after it. */
+  #running: Promise<void> = Promise.resolve();
   #queued: Promise<void> | undefined;
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
@@ -83,16 +84,12 @@ export class ChainHistory {
   }
 
   #serial(work: () => Promise<void>): Promise<void> {
-    const previous = this.#running ?? Promise.resolve();
-    const next = previous.catch(() => {}).then(() => {
+    const next = this.#running.then(() => {
       if (this.#queued === next) this.#queued = undefined;
       return work();
     });
     this.#queued = next;
-    const running = next.finally(() => {
-      if (this.#running === running) this.#running = undefined;
-    });
-    this.#running = running;
+    this.#running = next.catch(() => {});
     return next;
   }
 
@@ -162,7 +159,7 @@ export class ChainHistory {
     }
     const sinceOf = (common: bigint) => stored.checkpoints.find((c) => c.number <= common)?.recordedAt ?? 0;
     if (hint) {
-      if ((await this.#hashAt(0n)) !== stored.genesisHash.toLowerCase()) return { same: false, reason: "the chain's genesis block is another" };
+      if (await this.#otherGenesis(stored)) return { same: false, reason: "the chain's genesis block is another" };
       return { same: false, common: hint, since: sinceOf(hint.number), reason: `the chain replaced its blocks after ${hint.number}` };
     }
     const checkable = stored.checkpoints.filter((c) => c.number <= head.number);
@@ -170,10 +167,12 @@ export class ChainHistory {
     // The cheap case first (one read): the newest checkpoint is at or below the chain's head and still there. A
     // block's hash covers every block before it, the genesis too.
     if (newest && newest === stored.checkpoints[0] && (await this.#hashAt(newest.number)) === newest.hash.toLowerCase()) return this.#sameAfter(newest, head);
-    if ((await this.#hashAt(0n)) !== stored.genesisHash.toLowerCase()) return { same: false, reason: "the chain's genesis block is another" };
+    if (await this.#otherGenesis(stored)) return { same: false, reason: "the chain's genesis block is another" };
     if (stored.checkpoints.length === 0) return { same: true };
     const hashes = await Promise.all(checkable.map((c) => this.#hashAt(c.number)));
-    const replaced = checkable.filter((c, i) => hashes[i] !== c.hash.toLowerCase());
+    // A replaced block is asked once more before it is believed (an RPC behind a load balancer may stumble once).
+    const again = await Promise.all(checkable.map((c, i) => (hashes[i] === c.hash.toLowerCase() ? hashes[i] : this.#hashAt(c.number))));
+    const replaced = checkable.filter((c, i) => hashes[i] !== c.hash.toLowerCase() && again[i] !== c.hash.toLowerCase());
     // Every checkpoint the chain can show is there; the newer ones are beyond a node that is behind: nothing proven.
     if (replaced.length === 0 && newest) return this.#sameAfter(newest, head);
     const lowest = replaced.at(-1)?.number ?? head.number + 1n;
@@ -222,6 +221,12 @@ export class ChainHistory {
       return row.blockNumber > head.number ? "unknown" : "disproven";
     }
     return receipt.status === "success" && receipt.blockNumber === row.blockNumber && paysRow(receipt, this.#p.token, row) ? "proven" : "disproven";
+  }
+
+  /** Whether the chain's block 0 is another than the stored genesis (asked twice before it is believed). */
+  async #otherGenesis(stored: StoredHistory): Promise<boolean> {
+    const genesis = stored.genesisHash.toLowerCase();
+    return (await this.#hashAt(0n)) !== genesis && (await this.#hashAt(0n)) !== genesis;
   }
 
   async #hashAt(number: bigint): Promise<Hex> {

@@ -181,6 +181,45 @@ describe("chain identity: what the ledger knows is bound to the chain it learned
     });
   }
 
+  it("follows a chain restarted under a running facilitator: the new chain's spent authorizations are used, the old chain's settlement is no answer", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "x402-restart-live-"));
+    const first = await openChain("cronos-testnet");
+    let current = first;
+    // One RPC whose chain is swapped under the facilitator (what a restarted local node looks like from outside).
+    const transport = custom({ request: (args: { method: string; params?: unknown }) => current.connection.provider.request(args as never) });
+    const config = loadConfig({ ...TEST_ENV, LEDGER_FILE: join(dir, "ledger.db") }, { embedded: ["cronos-testnet"] });
+    const facilitator = await createFacilitator(config, { transports: { "cronos-testnet": transport } });
+    try {
+      await indexReady(facilitator);
+      const paid = await makePayment(first);
+      const settled = await request(facilitator.app).post("/v2/x402/settle").send(paid.body);
+      expect(settled.body.event).to.equal("payment.settled");
+      expect((await request(facilitator.app).post("/v2/x402/verify").send(paid.body)).body).to.deep.equal({ isValid: false, invalidReason: "Authorization already used" });
+      const head = await first.publicClient.getBlockNumber();
+      expect(await waitUntil(async () => (await facilitator.context.ledger.nonceIndexProgress({ chainId: 338, token: first.token }))?.throughBlock === head, 10_000, 50)).to.equal(true);
+
+      const second = await openChain("cronos-testnet");
+      const used = freshNonce();
+      await useAuthorizationOnChain(second, used);
+      current = second;
+      // Right away, and every time after: the new chain's state.
+      expect((await request(facilitator.app).post("/v2/x402/verify").send((await makePayment(second, { nonce: used })).body)).body).to.deep.equal({
+        isValid: false,
+        invalidReason: "Authorization already used",
+      });
+      expect((await request(facilitator.app).post("/v2/x402/verify").send(paid.body)).body).to.deep.equal({ isValid: true, invalidReason: null });
+      expect(await second.contract.read.authorizationState([buyer.address, paid.message.nonce])).to.equal(false);
+      expect(await waitUntil(async () => (await request(facilitator.app).get(`/v2/x402/settlements/${settled.body.txHash}`)).status === 404, 10_000, 50)).to.equal(true);
+      const index = facilitator.context.networks.get("cronos-testnet")!.index!;
+      expect(await waitUntil(async () => index.status().state === "following" && index.status().block === Number(await second.publicClient.getBlockNumber()), 10_000, 20)).to.equal(true);
+      expect(await index.spentAt(buyer.address, used)).to.deep.equal({ spent: true, blockNumber: await second.publicClient.getBlockNumber() });
+      expect(await index.spentAt(buyer.address, paid.message.nonce)).to.deep.equal({ spent: false });
+    } finally {
+      await facilitator.close(0);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   describe("a snapshot reverted under a running facilitator", () => {
     let dir: string;
     beforeEach(() => {

@@ -220,7 +220,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       metrics,
       observe: () => context.observe,
       ...(options.ledger ? { ledger: options.ledger } : {}),
-      prepare: (ledger) => bindHistories(networks, ledger, logger),
+      prepare: (ledger) => bindHistories(networks, ledger, metrics, logger),
     });
   } catch (error) {
     await Promise.all([...networks.values()].map((runtime) => runtime.relayer.stop()));
@@ -333,11 +333,26 @@ const HISTORY_CHECK_MS = 10_000;
  * Binds the ledger's rows of each network's chain to the chain's history before anything is served or sent: rows of
  * another history (a local chain restarted or reverted) are set aside (docs/operations.md, "The chain's identity").
  */
-async function bindHistories(networks: ReadonlyMap<NetworkName, NetworkRuntime>, ledger: Ledger, logger: Logger): Promise<void> {
+async function bindHistories(networks: ReadonlyMap<NetworkName, NetworkRuntime>, ledger: Ledger, metrics: FacilitatorMetrics, logger: Logger): Promise<void> {
   await Promise.all(
     [...networks.values()].map(async (runtime) => {
       const { network, chainId, token } = runtime.config;
-      const history = new ChainHistory({ network, client: runtime.client, chainId, token, store: ledger, logger, checkIntervalMs: HISTORY_CHECK_MS });
+      const history = new ChainHistory({
+        network,
+        client: runtime.client,
+        chainId,
+        token,
+        store: ledger,
+        logger,
+        checkIntervalMs: HISTORY_CHECK_MS,
+        onSetAside: (counts) => {
+          // The index's nonces are deleted, not set aside: they are the chain's own logs, read again.
+          metrics.rowsSetAside(network, "settlement", counts.settlements);
+          metrics.rowsSetAside(network, "penalty", counts.penalties);
+          metrics.rowsSetAside(network, "payment_identifier", counts.paymentIdentifiers);
+          metrics.rowsSetAside(network, "catalog_entry", counts.catalogEntries);
+        },
+      });
       runtime.history = history;
       try {
         await history.start();
@@ -364,7 +379,7 @@ function startIndex(config: FacilitatorConfig, runtime: NetworkRuntime, ledger: 
     // New blocks are announced over a WebSocket RPC (every URL one: failover keeps the subscription).
     subscribe: rpcUrls.length > 0 && rpcUrls.every(isWebSocketUrl),
     logger,
-    observe: { followError: (kind) => metrics.indexFollowError(network, kind) },
+    observe: { followError: (kind) => metrics.indexFollowError(network, kind), historyChange: (kind) => metrics.indexHistoryChange(network, kind) },
     ...(runtime.history ? { history: runtime.history } : {}),
   });
   index.start();

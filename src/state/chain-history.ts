@@ -15,6 +15,8 @@ export interface ChainHistoryParameters {
   logger: IndexLogger;
   /** How often the chain is checked against the ledger's trail of its blocks, and a checkpoint recorded; 0: only when asked. */
   checkIntervalMs: number;
+  /** Told how many rows of each kind a change set aside (metrics). */
+  onSetAside?(counts: { settlements: number; penalties: number; paymentIdentifiers: number; catalogEntries: number; indexedNonces: number }): void;
 }
 
 /** Settled rows after the common block whose receipts are read to keep them (the newest); older ones are set aside unread. */
@@ -136,6 +138,7 @@ export class ChainHistory {
       if (!adopted.adopted) continue;
       await store.recordCheckpoint(chainId, head);
       const { adopted: _, epoch, ...counts } = adopted;
+      this.#p.onSetAside?.(counts);
       const moved = Object.values(counts).some((count) => count > 0);
       const log = moved ? this.#p.logger.warn.bind(this.#p.logger) : this.#p.logger.info.bind(this.#p.logger);
       log(

@@ -287,6 +287,11 @@ describe("chain identity: what the ledger knows is bound to the chain it learned
         expect(await paidOnChain(chain, again.body.txHash)).to.deep.equal({ from: buyer.address, to: seller.address, value: 1_000_000n });
         expect(await chain.contract.read.balanceOf([seller.address])).to.equal(before + 1_000_000n);
         expect((await request(facilitator.app).get(`/v2/x402/settlements/${again.body.txHash}`)).body).to.include({ status: "settled" });
+        // Counted: one rewind of the index, one settlement set aside.
+        const page = await facilitator.metrics.registry.metrics();
+        const metric = (line: string) => Number(page.split("\n").find((l) => l.startsWith(`${line} `))?.slice(line.length + 1) ?? 0);
+        expect(metric('x402_state_index_history_changes_total{network="cronos-testnet",kind="rewind"}')).to.equal(1);
+        expect(metric('x402_ledger_rows_set_aside_total{network="cronos-testnet",kind="settlement"}')).to.equal(1);
       } finally {
         await facilitator.close(0);
       }

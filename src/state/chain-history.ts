@@ -1,5 +1,6 @@
 import { TransactionReceiptNotFoundError, type Address, type Hex, type PublicClient, type TransactionReceipt } from "viem";
-import type { BlockRef, HistoryStore, StoredHistory, StoredPayment } from "./nonce-store.js";
+import type { ChainHistoryRecord, SettlementRecord } from "../ledger/types.js";
+import type { BlockRef, HistoryStore } from "./nonce-store.js";
 import { tokenEvent, type RawLog } from "./token-events.js";
 import type { IndexLogger } from "./token-index.js";
 
@@ -110,7 +111,7 @@ export class ChainHistory {
     // Another instance may change the chain's rows between our decision and our change: decide again then.
     for (let attempt = 0; attempt < 3; attempt++) {
       let head: BlockRef;
-      let stored: StoredHistory | undefined;
+      let stored: ChainHistoryRecord | undefined;
       try {
         [head, stored] = await Promise.all([
           client.getBlock({ blockTag: "latest" }).then((block) => ({ number: block.number, hash: block.hash })),
@@ -152,7 +153,7 @@ export class ChainHistory {
     throw new HistoryCheckError("the chain's rows kept changing under the check (other instances); the next check tries again");
   }
 
-  async #decide(head: BlockRef, stored: StoredHistory | undefined, hint: BlockRef | undefined): Promise<Decision> {
+  async #decide(head: BlockRef, stored: ChainHistoryRecord | undefined, hint: BlockRef | undefined): Promise<Decision> {
     if (!stored) {
       // First sight (a new ledger, or one from before chain identity): its rows are taken as this chain's, unless the
       // index's progress reaches past the chain's head (then they were learned on a longer, other history).
@@ -205,7 +206,7 @@ export class ChainHistory {
     return rows.filter((_, i) => verdicts[i] === "proven").map((row) => row.id);
   }
 
-  async #verdicts(rows: readonly StoredPayment[], head: BlockRef): Promise<Array<"proven" | "disproven" | "unknown">> {
+  async #verdicts(rows: readonly SettlementRecord[], head: BlockRef): Promise<Array<"proven" | "disproven" | "unknown">> {
     const verdicts: Array<"proven" | "disproven" | "unknown"> = [];
     for (let at = 0; at < rows.length; at += PROOF_BATCH) {
       verdicts.push(...(await Promise.all(rows.slice(at, at + PROOF_BATCH).map((row) => this.#verdict(row, head)))));
@@ -214,7 +215,7 @@ export class ChainHistory {
   }
 
   /** Whether the chain still shows the settled row's payment: its receipt, successful, in the row's block, paying the row's payee its value. */
-  async #verdict(row: StoredPayment, head: BlockRef): Promise<"proven" | "disproven" | "unknown"> {
+  async #verdict(row: SettlementRecord, head: BlockRef): Promise<"proven" | "disproven" | "unknown"> {
     if (!row.txHash || row.blockNumber === undefined) return "disproven";
     let receipt: TransactionReceipt;
     try {
@@ -227,7 +228,7 @@ export class ChainHistory {
   }
 
   /** Whether the chain's block 0 is another than the stored genesis (asked twice before it is believed). */
-  async #otherGenesis(stored: StoredHistory): Promise<boolean> {
+  async #otherGenesis(stored: ChainHistoryRecord): Promise<boolean> {
     const genesis = stored.genesisHash.toLowerCase();
     return (await this.#hashAt(0n)) !== genesis && (await this.#hashAt(0n)) !== genesis;
   }
@@ -242,7 +243,7 @@ export class ChainHistory {
 }
 
 /** Whether `receipt` holds the token's `AuthorizationUsed` of the row's authorization followed by its `Transfer` of the row's value to its payee. */
-function paysRow(receipt: TransactionReceipt, token: Address, row: StoredPayment): boolean {
+function paysRow(receipt: TransactionReceipt, token: Address, row: SettlementRecord): boolean {
   const events = receipt.logs.filter((log) => log.address.toLowerCase() === token.toLowerCase()).map((log) => {
     try {
       return tokenEvent(log as unknown as RawLog);

@@ -1,8 +1,9 @@
 import type { Address, Hex } from "viem";
+import type { Ledger } from "../ledger/types.js";
 
 // The index keeps what must outlive a process, and what instances share, through this port: the
-// settlement ledger implements it (src/ledger), and the facilitator hands the ledger in. The shapes
-// match the ledger's own so neither room imports the other.
+// settlement ledger implements it (src/ledger), and the facilitator hands the ledger in. The nonce shapes
+// match the ledger's own (a stand-in store needs nothing of the ledger's); the history port is the ledger's.
 
 /** One token on one chain. */
 export interface NonceScope {
@@ -33,43 +34,9 @@ export interface NonceStore {
   indexedNonce(scope: NonceScope, authorizer: Address, nonce: Hex): Promise<StoredNonce | undefined>;
 }
 
-/** A block of a chain's history. */
-export interface BlockRef {
-  number: bigint;
-  hash: Hex;
-}
-
-/** What the store knows of the history its rows of one chain were learned on (the ledger's `ChainHistoryRecord`). */
-export interface StoredHistory {
-  genesisHash: Hex;
-  epoch: number;
-  /** Blocks of that history, newest first, with when they were recorded (the store's clock, ms). */
-  checkpoints: ReadonlyArray<BlockRef & { recordedAt: number }>;
-}
-
-/** A settled payment as the store holds it: what its receipt must show for it to stay. */
-export interface StoredPayment {
-  id: number;
-  key: { authorizer: Address; nonce: Hex };
-  payee: Address;
-  value: bigint;
-  txHash?: Hex;
-  blockNumber?: bigint;
-}
-
-/** Where the chain's history is checked against what was learned on it (the ledger, see its `adoptChainHistory`). */
-export interface HistoryStore {
-  chainHistory(chainId: number): Promise<StoredHistory | undefined>;
-  recordCheckpoint(chainId: number, block: BlockRef): Promise<void>;
-  settledAfter(chainId: number, options: { afterBlock?: bigint; limit: number }): Promise<StoredPayment[]>;
-  nonceIndexProgress(scope: NonceScope): Promise<NonceProgress | undefined>;
-  adoptChainHistory(change: {
-    chainId: number;
-    genesisHash: Hex;
-    common?: BlockRef;
-    since?: number;
-    keep?: readonly number[];
-    epoch: number | undefined;
-    reason: string;
-  }): Promise<{ adopted: false } | { adopted: true; epoch: number; settlements: number; penalties: number; paymentIdentifiers: number; catalogEntries: number; indexedNonces: number }>;
-}
+/**
+ * Where the chain's history is checked against what was learned on it: the ledger itself (the state room sits above
+ * it), see its `adoptChainHistory`.
+ */
+export type HistoryStore = Pick<Ledger, "chainHistory" | "recordCheckpoint" | "settledAfter" | "nonceIndexProgress" | "adoptChainHistory">;
+export type { BlockRef } from "../ledger/types.js";

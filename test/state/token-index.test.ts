@@ -76,6 +76,23 @@ describe("token state index: verify's state from the token's logs", function () 
   const backfilled = async (index: TokenIndex) => {
     expect(await waitUntil(async () => index.status().backfill.state === "done", 10_000, 10), JSON.stringify(index.status())).to.equal(true);
   };
+  /** Refuses the backfill's ranges of logs (a provider's cap) until `end`: the backfill cannot finish meanwhile. */
+  const refuseBackfill = () => {
+    let refuse = true;
+    proxied.proxies[0]!.rewrite((request) =>
+      refuse && request.method === "eth_getLogs" && (request.params as [{ blockHash?: Hex }])[0].blockHash === undefined
+        ? { error: { code: -32005, message: "query returned more than 10000 results" } }
+        : undefined,
+    );
+    return { end: () => void (refuse = false) };
+  };
+  /** A backfilled index whose history changes are recorded, and the chain's controls (snapshots, reverts). */
+  const watched = async () => {
+    const changes: string[] = [];
+    const index = open({ observe: { historyChange: (kind) => changes.push(kind) } });
+    await backfilled(index);
+    return { index, changes, controls: proxied.proxies[0]!.chain };
+  };
   const head = () => chain().publicClient.getBlockNumber({ cacheTime: 0 });
   const balance = (address: Address) => chain().contract.read.balanceOf([address]);
   /** Uses an authorization of the buyer on chain (the relayer of these tests is the chain's deployer). */
@@ -138,17 +155,11 @@ describe("token state index: verify's state from the token's logs", function () 
   });
 
   it("answers 'ask the chain' for a nonce while the backfill has not finished, and nothing it cannot vouch for", async () => {
-    // The backfill's ranges are refused until cleared: it cannot finish.
-    let refuse = true;
-    proxied.proxies[0]!.rewrite((request) =>
-      refuse && request.method === "eth_getLogs" && (request.params as [{ blockHash?: Hex }])[0].blockHash === undefined
-        ? { error: { code: -32005, message: "query returned more than 10000 results" } }
-        : undefined,
-    );
+    const refusal = refuseBackfill();
     const index = open({ startBlock: 0n });
     expect(await waitUntil(async () => index.status().state === "following", 10_000, 10)).to.equal(true);
     expect((await index.payer(buyer.address, freshNonce(), 60_000))!.used).to.equal(undefined);
-    refuse = false;
+    refusal.end();
     await backfilled(index);
     expect((await index.payer(buyer.address, freshNonce(), 60_000))!.used).to.equal(false);
   });
@@ -249,19 +260,14 @@ describe("token state index: verify's state from the token's logs", function () 
   });
 
   it("spentAt: undefined while the backfill has not finished, or while the index is behind the chain", async () => {
-    let refuse = true;
-    proxied.proxies[0]!.rewrite((request) =>
-      refuse && request.method === "eth_getLogs" && (request.params as [{ blockHash?: Hex }])[0].blockHash === undefined
-        ? { error: { code: -32005, message: "query returned more than 10000 results" } }
-        : undefined,
-    );
+    const refusal = refuseBackfill();
     const used = freshNonce();
     await useAuthorization(used);
     const index = open({ startBlock: 0n });
     expect(await waitUntil(async () => index.status().state === "following", 10_000, 10)).to.equal(true);
     expect(await index.spentAt(buyer.address, used)).to.equal(undefined);
     expect(await index.spentAt(buyer.address, freshNonce())).to.equal(undefined);
-    refuse = false;
+    refusal.end();
     await backfilled(index);
     expect(await index.spentAt(buyer.address, used)).to.deep.include({ spent: true });
     // Behind: the new block's logs cannot be read.
@@ -384,10 +390,7 @@ describe("token state index: verify's state from the token's logs", function () 
   });
 
   it("follows a snapshot revert with no block after it: at once back at the snapshot's block, the nonce spent after it unspent again; then a new block at that height", async () => {
-    const changes: string[] = [];
-    const index = open({ observe: { historyChange: (kind) => changes.push(kind) } });
-    await backfilled(index);
-    const controls = proxied.proxies[0]!.chain;
+    const { index, changes, controls } = await watched();
     const snapshotBlock = await head();
     const snapshot = await controls.call<Hex>("evm_snapshot");
     const nonce = freshNonce();
@@ -412,10 +415,7 @@ describe("token state index: verify's state from the token's logs", function () 
   });
 
   it("follows a revert followed by more blocks than it had read: back to the newest block both have, by hash, then forward on the new ones", async () => {
-    const changes: string[] = [];
-    const index = open({ observe: { historyChange: (kind) => changes.push(kind) } });
-    await backfilled(index);
-    const controls = proxied.proxies[0]!.chain;
+    const { index, changes, controls } = await watched();
     const snapshot = await controls.call<Hex>("evm_snapshot");
     const kept = freshNonce();
     const reverted = freshNonce();
@@ -436,12 +436,9 @@ describe("token state index: verify's state from the token's logs", function () 
   });
 
   it("starts over when the chain went back further than the blocks it keeps the hashes of, and knows again only what the chain has", async () => {
-    const changes: string[] = [];
-    const index = open({ observe: { historyChange: (kind) => changes.push(kind) } });
-    await backfilled(index);
+    const { index, changes, controls } = await watched();
     const before = freshNonce();
     await useAuthorization(before);
-    const controls = proxied.proxies[0]!.chain;
     const snapshot = await controls.call<Hex>("evm_snapshot");
     const reverted = freshNonce();
     await useAuthorization(reverted);

@@ -375,6 +375,7 @@ function startIndex(config: FacilitatorConfig, runtime: NetworkRuntime, ledger: 
     ...(config.stateIndex.startBlocks[network] !== undefined ? { startBlock: config.stateIndex.startBlocks[network] } : {}),
     startBlockVariable: `${ENV_PREFIX[network]}_INDEX_START_BLOCK`,
     logRangeBlocks: config.stateIndex.logRangeBlocks,
+    maxNonces: config.stateIndex.maxNonces,
     pollingIntervalMs: config.pollingIntervalMs,
     // New blocks are announced over a WebSocket RPC (every URL one: failover keeps the subscription).
     subscribe: rpcUrls.length > 0 && rpcUrls.every(isWebSocketUrl),

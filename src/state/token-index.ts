@@ -3,6 +3,7 @@ import { tokenAbi } from "../chain/token-abi.js";
 import { BlockReader, InconsistentChainError, type IndexedBlock } from "./block-reader.js";
 import { backfillNonces, BackfillStartError, pause } from "./nonce-backfill.js";
 import type { BlockRef, NonceScope, NonceStore, StoredNonce } from "./nonce-store.js";
+import { SpentFilter } from "./spent-filter.js";
 import type { TokenEvent } from "./token-events.js";
 
 /** The logging the index does (pino-compatible). */
@@ -31,6 +32,11 @@ export interface TokenIndexParameters {
   pollingIntervalMs: number;
   /** `eth_subscribe("newHeads")` tells of new blocks (a WebSocket RPC) rather than polling alone. */
   subscribe?: boolean;
+  /**
+   * Spent nonces held in memory at most (default: no bound). Beyond it the oldest stored ones are forgotten, and a
+   * nonce not held is asked of the store when a filter of the forgotten ones says it may be among them.
+   */
+  maxNonces?: number;
   logger: IndexLogger;
   /** Told of each block applied, each failure to follow the chain, and each answer the index could not give. */
   observe?: IndexObserver;
@@ -80,8 +86,10 @@ export interface IndexStatus {
   paused?: boolean;
   /** Payers whose balance the index holds. */
   payers: number;
-  /** Used and canceled nonces the index holds. */
+  /** Used and canceled nonces the index holds in memory. */
   nonces: number;
+  /** Spent nonces forgotten from memory over `STATE_INDEX_MAX_NONCES` (asked of the ledger when the filter says they may be spent). */
+  evictedNonces: number;
   backfill: {
     state: "waiting" | "running" | "done" | "failed";
     fromBlock?: number;
@@ -165,8 +173,10 @@ export class TokenIndex {
   #notifiedAt = 0;
   #blockGapMs = 1_000;
   #paused: boolean | undefined;
-  /** Used and canceled nonces, each with the block of its log (-1: found spent by a direct read, block unknown). */
+  /** Used and canceled nonces, each with the block of its log (-1: found spent by a direct read, block unknown), oldest first. */
   readonly #nonces = new Map<string, number>();
+  /** The stored nonces forgotten from memory (over `maxNonces`): a nonce it may hold is asked of the store. */
+  #evicted: SpentFilter | undefined;
   #backfillState: IndexStatus["backfill"] = { state: "waiting" };
   #backfillStop = new AbortController();
   #complete = false;
@@ -270,7 +280,7 @@ export class TokenIndex {
         target,
         signal,
         onNonces: (nonces) => {
-          if (mine()) nonces.forEach((n) => this.#nonces.set(nonceKey(n.authorizer, n.nonce), Number(n.blockNumber)));
+          if (mine()) nonces.forEach((n) => this.#remember(nonceKey(n.authorizer, n.nonce), Number(n.blockNumber)));
         },
         onProgress: ({ fromBlock, throughBlock, targetBlock }) => {
           if (mine()) this.#backfillState = { state: "running", fromBlock: Number(fromBlock), throughBlock: Number(throughBlock), targetBlock: Number(targetBlock) };
@@ -316,14 +326,57 @@ export class TokenIndex {
     // The index went back meanwhile: what it read belongs to a history the chain no longer has.
     if (generation !== this.#generation) return undefined;
     // Asked after the balance: the index may have moved on meanwhile, and a spent nonce stays spent.
-    const used = this.#nonces.has(nonceKey(from, nonce)) ? true : this.#complete ? false : undefined;
+    const key = nonceKey(from, nonce);
+    let used: boolean | undefined = this.#nonces.has(key) ? true : this.#complete ? false : undefined;
+    // Not held, but perhaps forgotten over the memory bound: the store says.
+    if (used === false && this.#evicted?.mayHold(key)) {
+      const found = await this.#spent(from, nonce, head.number);
+      if (found === undefined || generation !== this.#generation) return undefined;
+      used = found !== "unspent";
+    }
     return { head: { number: head.number, timestamp: head.timestamp, hash: head.hash }, balance, used };
   }
 
   /** Records a nonce found spent on chain by a direct read (the backfill had not reached it). */
   rememberUsed(authorizer: Address, nonce: Hex): void {
     const key = nonceKey(authorizer, nonce);
-    if (!this.#nonces.has(key)) this.#nonces.set(key, -1);
+    if (!this.#nonces.has(key)) this.#remember(key, -1);
+  }
+
+  /**
+   * Where a spent nonce was spent, at `head`: held in memory, or (forgotten over `maxNonces`) in the store; "unspent"
+   * when neither has it (and the index's memory is complete); undefined when the store cannot be asked.
+   */
+  async #spent(authorizer: Address, nonce: Hex, head: bigint): Promise<{ block: number } | "unspent" | undefined> {
+    const key = nonceKey(authorizer, nonce);
+    const held = this.#nonces.get(key);
+    if (held !== undefined) return { block: held };
+    if (!this.#evicted?.mayHold(key)) return "unspent";
+    let stored: StoredNonce | undefined;
+    try {
+      stored = await this.#p.store.indexedNonce(this.#scope, authorizer, nonce);
+    } catch {
+      return undefined;
+    }
+    // A nonce stored beyond the index's head (another instance ahead, or a history the index went back over) is not spent here yet.
+    return stored && stored.blockNumber <= head ? { block: Number(stored.blockNumber) } : "unspent";
+  }
+
+  /** Holds a spent nonce; over `maxNonces`, forgets the oldest ones the store already holds (see {@link SpentFilter}). */
+  #remember(key: string, block: number): void {
+    this.#nonces.set(key, block);
+    const max = this.#p.maxNonces ?? Infinity;
+    if (this.#nonces.size <= max) return;
+    // The filter's size: 32 bits per nonce held, about 2 in 100,000 saying "maybe" falsely with as many forgotten as held.
+    this.#evicted ??= new SpentFilter(32 * max);
+    const stored = Number(this.#storedThrough);
+    for (const [oldest, at] of this.#nonces) {
+      if (this.#nonces.size <= max) break;
+      // A nonce the live follower found and has not stored yet stays until it is stored.
+      if (at > stored) break;
+      this.#nonces.delete(oldest);
+      this.#evicted.add(oldest);
+    }
   }
 
   /**
@@ -336,9 +389,11 @@ export class TokenIndex {
     if (!this.#complete || !(await this.#current(maxAgeMs)) || !this.#complete) return undefined;
     const head = this.#head!.number;
     const generation = this.#generation;
-    const block = this.#nonces.get(nonceKey(authorizer, nonce));
-    if (block !== undefined && block >= 0) return { spent: true, blockNumber: BigInt(block) };
-    if (block === undefined) return { spent: false };
+    const found = await this.#spent(authorizer, nonce, head);
+    if (found === undefined || generation !== this.#generation) return undefined;
+    if (found === "unspent") return { spent: false };
+    if (found.block >= 0) return { spent: true, blockNumber: BigInt(found.block) };
+    // Known spent by a direct read, its block unknown: the store's record of its log, if any.
     const stored = await this.#p.store.indexedNonce(this.#scope, authorizer, nonce).catch(() => undefined);
     if (generation !== this.#generation) return undefined;
     return stored && stored.blockNumber <= head ? { spent: true, blockNumber: stored.blockNumber } : undefined;
@@ -359,6 +414,7 @@ export class TokenIndex {
       ...(this.#paused !== undefined ? { paused: this.#paused } : {}),
       payers: this.#payers.size,
       nonces: this.#nonces.size,
+      evictedNonces: this.#evicted?.count ?? 0,
       backfill: this.#backfillState,
     };
   }
@@ -527,6 +583,7 @@ export class TokenIndex {
     this.#complete = false;
     this.#backfillState = { state: "waiting" };
     this.#nonces.clear();
+    this.#evicted = undefined;
     this.#payers.clear();
     this.#balanceReads.clear();
     this.#recent = [];
@@ -583,7 +640,7 @@ export class TokenIndex {
         this.#transfer(event);
       } else if (event.kind === "nonce") {
         const key = nonceKey(event.authorizer, event.nonce);
-        this.#nonces.set(key, Number(block.number));
+        this.#remember(key, Number(block.number));
         spent.push(key);
         this.#unstored.push({ authorizer: event.authorizer, nonce: event.nonce, blockNumber: block.number });
       } else this.#paused = event.paused;

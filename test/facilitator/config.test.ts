@@ -202,17 +202,20 @@ describe("configuration: every setting does what it says", () => {
     expect(() => load({ METRICS_PORT: "tcp://10.96.0.14" })).to.throw(ConfigError, 'METRICS_PORT: must be an integer from 0 to 65535, got "tcp://10.96.0.14"');
   });
 
-  it("reads the state index's settings: on by default, STATE_INDEX=false, the log range, per-network start blocks; refuses bad values and typos", () => {
-    expect(load({}).stateIndex).to.deep.equal({ enabled: true, logRangeBlocks: 2_000, startBlocks: {} });
-    expect(load({ STATE_INDEX: "false", STATE_INDEX_LOG_RANGE: "500", CRONOS_TESTNET_INDEX_START_BLOCK: "10191251" }).stateIndex).to.deep.equal({
+  it("reads the state index's settings: on by default, STATE_INDEX=false, the log range, the memory bound, per-network start blocks; refuses bad values and typos", () => {
+    expect(load({}).stateIndex).to.deep.equal({ enabled: true, logRangeBlocks: 2_000, maxNonces: 500_000, startBlocks: {} });
+    expect(load({ STATE_INDEX: "false", STATE_INDEX_LOG_RANGE: "500", STATE_INDEX_MAX_NONCES: "20000", CRONOS_TESTNET_INDEX_START_BLOCK: "10191251" }).stateIndex).to.deep.equal({
       enabled: false,
       logRangeBlocks: 500,
+      maxNonces: 20_000,
       startBlocks: { "cronos-testnet": 10_191_251n },
     });
     // A start block for a network not served is not kept.
     expect(load({ CRONOS_MAINNET_INDEX_START_BLOCK: "5" }).stateIndex.startBlocks).to.deep.equal({});
     expect(() => load({ STATE_INDEX: "off" })).to.throw(ConfigError, 'STATE_INDEX: must be "true" or "false"');
     expect(() => load({ STATE_INDEX_LOG_RANGE: "0" })).to.throw(ConfigError, 'STATE_INDEX_LOG_RANGE: must be an integer from 1 to 1000000, got "0"');
+    expect(() => load({ STATE_INDEX_MAX_NONCES: "999" })).to.throw(ConfigError, 'STATE_INDEX_MAX_NONCES: must be an integer from 1000 to 1000000000, got "999"');
+    expect(() => load({ STATE_INDEX_MAX_NONCES: "lots" })).to.throw(ConfigError, 'STATE_INDEX_MAX_NONCES: must be an integer from 1000 to 1000000000, got "lots"');
     expect(() => load({ CRONOS_TESTNET_INDEX_START_BLOCK: "-1" })).to.throw(ConfigError, 'CRONOS_TESTNET_INDEX_START_BLOCK: must be an integer >= 0, got "-1"');
     expect(() => load({ STATE_INDX: "false" })).to.throw(ConfigError, "STATE_INDX: unknown variable; did you mean STATE_INDEX?");
   });

@@ -292,6 +292,58 @@ describe("token state index: verify's state from the token's logs", function () 
     expect(await index.spentAt(buyer.address, nonce)).to.deep.equal({ spent: true, blockNumber: 5n });
   });
 
+  it("holds at most maxNonces spent nonces in memory: the older ones are asked of the ledger (only when a filter says they may be spent), every answer exact", async () => {
+    const spentOnChain = freshNonce();
+    await useAuthorization(spentOnChain);
+    // A first index backfills; then the ledger holds 3,000 more spent nonces (as after a long history).
+    const first = open();
+    await backfilled(first);
+    await first.stop();
+    const scope = { chainId: 338, token: chain().token };
+    const stored = Array.from({ length: 3_000 }, (_, i) => ({ authorizer: buyer.address, nonce: freshNonce(), blockNumber: BigInt(1 + (i % 4)) }));
+    const progress = (await ledger.nonceIndexProgress(scope))!;
+    await ledger.recordIndexedNonces(scope, stored, { fromBlock: progress.throughBlock, throughBlock: progress.throughBlock });
+    // The second index is bounded; the ledger's point lookups are counted, and can be made to fail.
+    let lookups = 0;
+    let down = false;
+    const counted = new Proxy(ledger, {
+      get(target, property, receiver) {
+        if (property === "indexedNonce") {
+          return (...args: Parameters<Ledger["indexedNonce"]>) => {
+            lookups++;
+            return down ? Promise.reject(new Error("the ledger is down")) : target.indexedNonce(...args);
+          };
+        }
+        const value = Reflect.get(target, property, receiver) as unknown;
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const index = open({ store: counted, maxNonces: 1_000 });
+    await backfilled(index);
+    expect(index.status()).to.deep.include({ nonces: 1_000, evictedNonces: 2_001 });
+    for (const { nonce, blockNumber } of stored) {
+      expect((await index.payer(buyer.address, nonce, 60_000))!.used).to.equal(true);
+      expect(await index.spentAt(buyer.address, nonce, 60_000)).to.deep.equal({ spent: true, blockNumber });
+    }
+    expect((await index.payer(buyer.address, spentOnChain, 60_000))!.used).to.equal(true);
+    // Fresh nonces: unspent, and (with 2,001 forgotten in a filter of 32,000 bits) almost never a ledger read.
+    lookups = 0;
+    for (let i = 0; i < 1_000; i++) expect((await index.payer(buyer.address, freshNonce(), 60_000))!.used).to.equal(false);
+    expect(lookups).to.be.below(20);
+    // A nonce spent after the start is held (not yet stored: never forgotten before it is).
+    const live = freshNonce();
+    await useAuthorization(live);
+    expect((await index.payer(buyer.address, live, 0))!.used).to.equal(true);
+    expect(index.status().nonces).to.be.at.most(1_001);
+    // The ledger down: a forgotten nonce is not answered (verify reads the chain), never answered unspent.
+    down = true;
+    const answers = await Promise.all(stored.map((n) => index.payer(buyer.address, n.nonce, 60_000)));
+    expect(answers.every((answer) => answer === undefined || answer.used === true)).to.equal(true);
+    expect(answers.filter((answer) => answer === undefined).length).to.be.at.least(2_000);
+    const spent = await Promise.all(stored.map((n) => index.spentAt(buyer.address, n.nonce, 60_000)));
+    expect(spent.every((answer) => answer === undefined || answer.spent)).to.equal(true);
+  });
+
   it("falls behind while the RPC drops eth_getLogs answers (answers nothing meanwhile), then catches up by itself", async () => {
     const index = open();
     await backfilled(index);

@@ -13,7 +13,7 @@ export class SpentFilter {
   #count = 0;
 
   /** `bits`: the filter's size (rounded up to 32); `hashes`: bits set per key. */
-  constructor(bits: number, hashes = 6) {
+  constructor(bits: number, hashes: number) {
     this.#bits = new Uint32Array(Math.max(1, Math.ceil(bits / 32)));
     this.#size = this.#bits.length * 32;
     this.#hashes = hashes;

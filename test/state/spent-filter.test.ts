@@ -6,7 +6,7 @@ const key = () => String.fromCharCode(...crypto.getRandomValues(new Uint8Array(5
 
 describe("spent filter: the forgotten spent nonces, in a fixed size", () => {
   it("never says 'not among them' of a key it holds, and rarely 'maybe' of another at its sized load", () => {
-    const filter = new SpentFilter(32 * 20_000);
+    const filter = new SpentFilter(32 * 20_000, 6);
     const held = Array.from({ length: 20_000 }, key);
     held.forEach((k) => filter.add(k));
     expect(held.every((k) => filter.mayHold(k))).to.equal(true);
@@ -18,7 +18,7 @@ describe("spent filter: the forgotten spent nonces, in a fixed size", () => {
   });
 
   it("keeps its size whatever comes in: overloaded ten times, it still holds every key, and says 'maybe' more often", () => {
-    const filter = new SpentFilter(32 * 1_000);
+    const filter = new SpentFilter(32 * 1_000, 6);
     const held = Array.from({ length: 10_000 }, key);
     held.forEach((k) => filter.add(k));
     expect(filter.bytes).to.equal(4_000);
@@ -28,8 +28,8 @@ describe("spent filter: the forgotten spent nonces, in a fixed size", () => {
   });
 
   it("says 'not among them' of anything while empty, and hashes with a seed of its own (another filter sets other bits)", () => {
-    const a = new SpentFilter(64);
-    const b = new SpentFilter(64);
+    const a = new SpentFilter(64, 6);
+    const b = new SpentFilter(64, 6);
     expect(a.mayHold(key())).to.equal(false);
     // 64 bits, 6 per key: with other seeds, the same 8 keys leave some bit set in one and not the other (with near certainty).
     const keys = Array.from({ length: 8 }, key);

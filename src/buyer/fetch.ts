@@ -4,7 +4,7 @@ import { canonicalNetwork, NETWORK_NAMES, NETWORKS } from "../protocol/networks.
 import { EXACT_SCHEME } from "../protocol/reasons.js";
 import { parsePaymentRequirements, describeZodError, type PaymentRequirements, type SettleResponse } from "../protocol/schemas.js";
 import {
-  networkOfCaip2,
+  networkOfAnyForm,
   v2PaymentRequiredSchema,
   v2RequirementsSchema,
   X402V2Header,
@@ -199,7 +199,7 @@ export function getV2PaymentResponse(response: Response): V2SettleResponse | und
 }
 
 function normaliseNetwork(network: string): string {
-  return canonicalNetwork(network) ?? networkOfCaip2(network) ?? network;
+  return networkOfAnyForm(network) ?? network;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

@@ -4,21 +4,10 @@ import { isIP } from "node:net";
 import { z } from "zod";
 import { getAddress, isAddress, isHex, parseGwei, type Address, type Hex } from "viem";
 import { NETWORKS, NETWORK_NAMES, canonicalNetwork, type NetworkName } from "../protocol/networks.js";
+import { parseHost } from "./http/hosts.js";
+import type { NetworkConfig } from "../settlement/runtime.js";
 
-/** One network the facilitator serves. */
-export interface NetworkConfig {
-  network: NetworkName;
-  chainId: number;
-  /**
-   * JSON-RPC endpoints in order of preference (`CRONOS_*_RPC_URL`, comma-separated): requests go to the
-   * first that answers (docs/operations.md, "RPC failover"). Empty when the caller injects a transport
-   * (embedded local chain).
-   */
-  rpcUrls: string[];
-  token: Address;
-  /** The EIP-712 domain the token must report on chain. */
-  domain: { name: string; version: string };
-}
+export type { NetworkConfig } from "../settlement/runtime.js";
 
 /** The facilitator's whole configuration, parsed once at start-up. */
 export interface FacilitatorConfig {
@@ -41,6 +30,12 @@ export interface FacilitatorConfig {
   rateLimits: RateLimitsConfig;
   /** Express `trust proxy`: false (socket address only), a hop count, or proxy addresses/subnets; never `true`. */
   trustProxy: false | number | string[];
+  /**
+   * `ALLOWED_HOSTS`: host names (lower case, no port) a request's `Host` may name besides the loopback
+   * names; with any, every route refuses other hosts (421). Empty = no check (the local stack's dashboard
+   * and playground still answer loopback names only).
+   */
+  allowedHosts: string[];
   bodyLimitBytes: number;
   /** Healthcheck fails when the latest block is older than this; 0 switches the check off. */
   healthMaxBlockAgeSeconds: number;
@@ -114,7 +109,7 @@ export interface RelayerSafetyConfig {
   maxSettleGas: bigint;
   /** `ERC1271_GAS_LIMIT`: gas limit of the `isValidSignature` call that checks a contract wallet's signature. */
   erc1271GasLimit: bigint;
-  /** `REVERT_PENALTY_SECONDS`: how long a payer whose settlement reverted (its authorization unused) is refused; 0 = off. */
+  /** `REVERT_PENALTY_SECONDS`: how long a payer whose payment failed by its own doing (a revert, a cancel, a substitute under its nonce) is refused; 0 = off. */
   revertPenaltySeconds: number;
 }
 
@@ -223,6 +218,7 @@ const envSchema = z.object({
   RATE_LIMIT_VERIFY_PER_MINUTE: intVar(10),
   RATE_LIMIT_SETTLE_PER_MINUTE: intVar(5),
   TRUST_PROXY: optionalString,
+  ALLOWED_HOSTS: optionalString,
   BODY_LIMIT_BYTES: intVar(64 * 1024, 1024),
   HEALTH_MAX_BLOCK_AGE_SECONDS: intVar(0),
   HEALTH_CACHE_MS: intVar(1_000),
@@ -376,6 +372,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
       publicPerMinute: e.RATE_LIMIT_PUBLIC_PER_MINUTE,
     },
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
+    allowedHosts: parseAllowedHosts(e.ALLOWED_HOSTS),
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     healthMaxBlockAgeSeconds: e.HEALTH_MAX_BLOCK_AGE_SECONDS,
     healthCacheMs: e.HEALTH_CACHE_MS,
@@ -494,6 +491,26 @@ function readRelayerKeys(inline: string | undefined, file: string | undefined): 
 }
 
 // --- The HTTP edge ---
+
+/**
+ * `ALLOWED_HOSTS`: comma-separated host names or IP addresses, as a client's `Host` header names this
+ * service (any port). Each is kept as a URL parser reads it (lower case, IPv6 in brackets); a scheme, a
+ * port, a path or a wildcard is refused, naming the entry.
+ */
+function parseAllowedHosts(value: string | undefined): string[] {
+  if (value === undefined) return [];
+  const names: string[] = [];
+  for (const entry of value.split(",").map((part) => part.trim())) {
+    const host = parseHost(entry);
+    if (entry === "" || !host || host.port !== "" || /[*:]/.test(entry.replace(/^\[.*\]$/, ""))) {
+      throw new ConfigError(
+        `ALLOWED_HOSTS: ${JSON.stringify(entry)} is not a host name; list the names clients put in the Host header, comma-separated, without scheme, port or path (e.g. pay.example.com,10.0.0.5)`,
+      );
+    }
+    if (!names.includes(host.name)) names.push(host.name);
+  }
+  return names;
+}
 
 /**
  * Whether `name=value` is one of the variables Kubernetes sets for each Service in the namespace (unless

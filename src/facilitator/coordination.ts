@@ -1,10 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import { settlementChain } from "../chain/settlement-chain.js";
 import { LeaseKeeper } from "../ledger/leases.js";
 import { openLedger } from "../ledger/open.js";
 import { LedgerRateLimitStore } from "../ledger/rate-limit-store.js";
-import { Reconciler } from "../ledger/reconciler.js";
+import { Reconciler } from "../settlement/reconciler.js";
 import type { Ledger } from "../ledger/types.js";
 import type { NetworkName } from "../protocol/networks.js";
 import type { FacilitatorConfig } from "./config.js";
@@ -12,9 +11,9 @@ import type { LedgerInspection } from "./health.js";
 import type { RateLimitStores } from "./http/rate-limit.js";
 import type { Logger } from "./logger.js";
 import type { FacilitatorMetrics } from "./metrics.js";
-import type { FacilitatorContext, NetworkRuntime } from "./runtime.js";
+import type { FacilitatorContext, NetworkRuntime } from "../settlement/runtime.js";
 import { LedgerWatch } from "./ledger-watch.js";
-import { SettlementService, type SettlementNetwork } from "./settlements.js";
+import { SettlementService, type SettlementNetwork } from "../settlement/service.js";
 
 /** This instance's part in the service: the ledger, its key leases, its settlement sender and its reconciler. */
 export interface Coordination {
@@ -99,13 +98,8 @@ export async function startCoordination(parameters: StartCoordinationParameters)
     },
   });
 
-  // One set of chain reads per network, shared by the reconciler and the settles that decide a revert.
-  const chains = new Map(
-    runtimes.map((runtime) => [
-      runtime.config.chainId,
-      settlementChain({ client: runtime.client, chainId: runtime.config.chainId, logLookbackBlocks: config.logLookbackBlocks }),
-    ]),
-  );
+  // One set of chain reads per network (the runtime's), shared by the reconciler and the settles' payment decisions.
+  const chains = new Map(runtimes.map((runtime) => [runtime.config.chainId, runtime.payments]));
   const settlementNetworks = new Map<number, SettlementNetwork>(
     runtimes.map((runtime) => [
       runtime.config.chainId,
@@ -150,6 +144,7 @@ export async function startCoordination(parameters: StartCoordinationParameters)
   reconciler = new Reconciler({
     ledger,
     chains: [...chains.values()],
+    revertPenaltySeconds: config.relayerSafety.revertPenaltySeconds,
     recheckMs: interval * 2,
     onAction(action, record) {
       metrics.reconcilerAction(action);

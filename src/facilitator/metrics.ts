@@ -1,12 +1,12 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { RelayerEvent } from "../chain/relayer.js";
-import type { NetworkRuntime } from "./runtime.js";
+import type { NetworkRuntime } from "../settlement/runtime.js";
 import type { IndexStatus } from "../state/index.js";
 import type { OutcomeRecord } from "./http/app.js";
 import { memoizeFor } from "./memoize.js";
 import type { Ledger, PendingSummary } from "../ledger/types.js";
-import { canonicalNetwork, type NetworkName } from "../protocol/networks.js";
-import { networkOfCaip2 } from "../protocol/x402v2.js";
+import type { NetworkName } from "../protocol/networks.js";
+import { networkOfAnyForm } from "../protocol/x402v2.js";
 
 /** One relayer as the gauges show it; a value the RPC did not give is absent. */
 interface RelayerReading {
@@ -294,7 +294,7 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     registry,
     outcome(record) {
       // The network label is bounded: a caller's unknown network string counts as "other".
-      const network = canonicalNetwork(record.network) ?? networkOfCaip2(record.network) ?? "other";
+      const network = networkOfAnyForm(record.network) ?? "other";
       outcomes.inc({ route: record.route, network, outcome: record.code, dialect: record.dialect });
       latency.observe({ route: record.route }, record.durationMs / 1000);
     },

@@ -21,7 +21,8 @@ import { memoizeFor } from "./memoize.js";
 import { startCoordination, type Coordination } from "./coordination.js";
 import type { Ledger } from "../ledger/types.js";
 import { createMetrics, type FacilitatorMetrics } from "./metrics.js";
-import type { FacilitatorContext, NetworkRuntime } from "./runtime.js";
+import type { FacilitatorContext, NetworkRuntime } from "../settlement/runtime.js";
+import { settlementChain } from "../settlement/chain.js";
 
 /** Options of {@link createFacilitator} and {@link startFacilitator}. */
 export interface StartFacilitatorOptions {
@@ -48,7 +49,7 @@ export interface StartFacilitatorOptions {
 /** A facilitator assembled but not listening: for tests (supertest) and embedding. */
 export interface Facilitator {
   app: Express;
-  context: FacilitatorContext;
+  context: FacilitatorContext<Logger>;
   relayers: Address[];
   metrics: FacilitatorMetrics;
   /** Requests per minute per client IP (or API key, or payer); 0 = no limit. */
@@ -201,6 +202,13 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
         client,
         relayer,
         state: new ChainState(client, network.token),
+        payments: settlementChain({
+          client,
+          chainId: network.chainId,
+          logLookbackBlocks: config.logLookbackBlocks,
+          // The index knows the block of every spend since the token's deployment (when it can vouch for it).
+          index: () => networks.get(network.network)?.index,
+        }),
         separator: domainSeparator({ ...domain, chainId: network.chainId, verifyingContract: network.token }),
       });
     }),
@@ -233,14 +241,13 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     for (const runtime of networks.values()) runtime.index = startIndex(config, runtime, coordination.ledger, metrics, logger);
   }
   const stopIndexes = () => Promise.all([...networks.values()].map((runtime) => runtime.index?.stop()));
-  const context: FacilitatorContext = {
+  const context: FacilitatorContext<Logger> = {
     networks,
     settleMarginSeconds: config.settleMarginSeconds,
     headCacheMs: config.headCacheMs,
     confirmations: config.confirmations,
     settleTimeoutMs: config.settleTimeoutMs,
     pollingIntervalMs: config.pollingIntervalMs,
-    logLookbackBlocks: config.logLookbackBlocks,
     relayerSafety: config.relayerSafety,
     ledger: coordination.ledger,
     settlements: coordination.settlements,
@@ -274,7 +281,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     now,
   );
   const dashboard = config.dashboard
-    ? createDashboard({ configs: config.networks, runtimes: networks, health, playground: options.playground, apiKeys: config.apiKeys })
+    ? createDashboard({ configs: config.networks, runtimes: networks, health, playground: options.playground, apiKeys: config.apiKeys, allowedHosts: config.allowedHosts })
     : undefined;
   const app = createApp({
     context,
@@ -282,6 +289,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     health,
     rateLimits: config.rateLimits,
     trustProxy: config.trustProxy,
+    allowedHosts: config.allowedHosts,
     bodyLimitBytes: config.bodyLimitBytes,
     apiKeys: config.apiKeys,
     rateLimitStores: options.rateLimitStores ?? coordination.rateLimitStores,

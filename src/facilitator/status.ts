@@ -1,5 +1,6 @@
-import type { Hex } from "viem";
-import { canonicalNetwork, NETWORKS, type NetworkName } from "../protocol/networks.js";
+import { isAddressEqual, type Hex } from "viem";
+import { NETWORKS, type NetworkName } from "../protocol/networks.js";
+import { networkOfAnyForm } from "../protocol/x402v2.js";
 import { RequestError } from "../protocol/reasons.js";
 import { describeZodError, settlementQuerySchema, settlementTxHashSchema, type SettlementStatus } from "../protocol/schemas.js";
 import type { Ledger, SettlementRecord } from "../ledger/types.js";
@@ -31,12 +32,35 @@ export function settlementStatusOf(record: SettlementRecord, network: string): S
 const notFound = (): StatusAnswer => ({ status: 404, body: { error: RequestError.notFound } });
 const invalid = (what: string): StatusAnswer => ({ status: 400, body: { error: RequestError.invalidRequest(what) } });
 
-/** `GET {base}/v2/x402/settlements/{txHash}`: the settlement any of whose transactions has this hash. */
-export async function statusByTxHash(ledger: Pick<Ledger, "findByTxHash">, txHash: string): Promise<StatusAnswer> {
+/**
+ * `GET {base}/v2/x402/settlements/{txHash}[?network=…]`: the settlement any of whose transactions has this
+ * hash. With `network` (a form {@link servedNetwork} takes), only a settlement of that network, answered in
+ * that form; without it, in the ledger's name.
+ */
+export async function statusByTxHash(
+  ledger: Pick<Ledger, "findByTxHash">,
+  served: ReadonlyMap<NetworkName, { token: Hex }>,
+  txHash: string,
+  network?: string | null,
+): Promise<StatusAnswer> {
   const parsed = settlementTxHashSchema.safeParse(txHash);
   if (!parsed.success) return invalid(`txHash ${describeZodError(parsed.error)}`);
+  if (network === null) return invalid("network must be a string");
+  const name = network === undefined ? undefined : servedNetwork(served, network);
+  if (name && "problem" in name) return invalid(name.problem);
   const record = await ledger.findByTxHash(parsed.data as Hex);
-  return record ? { status: 200, body: settlementStatusOf(record, record.network) } : notFound();
+  if (!record || (name && (record.key.chainId !== NETWORKS[name.name].chainId || !isAddressEqual(record.key.token, name.token)))) return notFound();
+  return { status: 200, body: settlementStatusOf(record, network ?? record.network) };
+}
+
+/**
+ * A network the lookups serve, named in any form verify takes in either dialect (`cronos-testnet`,
+ * `cronos-mainnet`, the alias `cronos`, `eip155:338`, `eip155:25`), with its token; else the problem.
+ */
+function servedNetwork(served: ReadonlyMap<NetworkName, { token: Hex }>, network: string): { name: NetworkName; token: Hex } | { problem: string } {
+  const name = networkOfAnyForm(network);
+  const token = name && served.get(name)?.token;
+  return name && token ? { name, token } : { problem: `network ${network} is not served here` };
 }
 
 /**
@@ -51,9 +75,8 @@ export async function statusByAuthorization(
   const parsed = settlementQuerySchema.safeParse(query);
   if (!parsed.success) return invalid(describeZodError(parsed.error));
   const { network, from, nonce } = parsed.data;
-  const name = canonicalNetwork(network);
-  const token = name && served.get(name)?.token;
-  if (!name || !token) return invalid(`network ${network} is not served here`);
-  const record = await ledger.get({ chainId: NETWORKS[name].chainId, token, authorizer: from, nonce: nonce as Hex });
+  const where = servedNetwork(served, network);
+  if ("problem" in where) return invalid(where.problem);
+  const record = await ledger.get({ chainId: NETWORKS[where.name].chainId, token: where.token, authorizer: from, nonce: nonce as Hex });
   return record ? { status: 200, body: settlementStatusOf(record, network) } : notFound();
 }

@@ -1,4 +1,8 @@
 import type { Address, Hex } from "viem";
+import { RequestError } from "../protocol/reasons.js";
+
+/** The `error` of a row given up before anything was broadcast (it may be claimed again). */
+export const NOT_SENT_ERROR = `${RequestError.unavailable}: given up before any transaction was sent`;
 
 /**
  * Where a settlement stands. `claimed`: an instance owns it (or it waits for a key holder), nothing

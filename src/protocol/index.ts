@@ -35,6 +35,7 @@ export {
   cronosPrice,
   cronosSpendControl,
   caip2OfNetwork,
+  networkOfAnyForm,
   networkOfCaip2,
   v2RequirementsOf,
   v2RequirementsSchema,

@@ -49,6 +49,10 @@ export const RequestError = {
   unknownApiKey: "Unauthorized: unknown API key",
   requestTimeout: "Request timeout",
   badRequest: "Bad request",
+  /** 421: the Host header names a host this service does not serve (the local stack's loopback names, `ALLOWED_HOSTS`). */
+  misdirected: "Misdirected Request: this service does not answer to that Host (loopback names and ALLOWED_HOSTS only)",
+  /** 403: a state-changing dashboard call without this service's own Origin. */
+  foreignOrigin: "Forbidden: this call is accepted only from the dashboard's own page (same Origin)",
 } as const;
 
 /** Settle event names (spec section 6). */

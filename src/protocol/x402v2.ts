@@ -69,6 +69,14 @@ export function networkOfCaip2(id: string): NetworkName | undefined {
   return NETWORK_NAMES.find((name) => `eip155:${NETWORKS[name].chainId}` === id);
 }
 
+/**
+ * The Cronos network of any form the kit accepts: a name (`cronos-testnet`, `cronos-mainnet`, the alias
+ * `cronos`) or a CAIP-2 id (`eip155:338`, `eip155:25`); `undefined` for anything else.
+ */
+export function networkOfAnyForm(network: string): NetworkName | undefined {
+  return canonicalNetwork(network) ?? networkOfCaip2(network);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Wire shapes
 
@@ -234,7 +242,7 @@ export function cronosSpendControl(network: string, maxAmount: bigint | string):
 }
 
 function cronosNetwork(network: string) {
-  const name = networkOfCaip2(network) ?? canonicalNetwork(network);
+  const name = networkOfAnyForm(network);
   if (!name) throw new RangeError(`not a Cronos network: "${network}" (use eip155:338, eip155:25, cronos-testnet or cronos-mainnet)`);
   return NETWORKS[name];
 }

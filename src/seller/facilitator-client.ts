@@ -9,10 +9,12 @@ import {
 } from "../protocol/x402v2.js";
 import {
   describeZodError,
+  settlementStatusSchema,
   settleResponseSchema,
   supportedResponseSchema,
   verifyResponseSchema,
   type PaymentRequirementsInput,
+  type SettlementStatus,
   type SettleResponse,
   type SupportedResponse,
   type VerifyResponse,
@@ -32,8 +34,8 @@ export type FacilitatorErrorCode =
   /** A 2xx answer that is not JSON or does not match the protocol's schema. */
   | "malformed";
 
-/** The facilitator operation that failed. */
-export type FacilitatorOperation = "supported" | "verify" | "settle";
+/** The facilitator operation that failed (`settlements`: a settlement status lookup). */
+export type FacilitatorOperation = "supported" | "verify" | "settle" | "settlements";
 
 /**
  * A fault calling the facilitator: it could not be reached, timed out, answered a non-2xx status
@@ -110,6 +112,16 @@ export interface V2FacilitatorRequestBody {
   paymentRequirements: Record<string, unknown>;
 }
 
+/**
+ * One authorization to look up: `GET /v2/x402/settlements?network=&from=&nonce=`. `network` in any form the
+ * facilitator takes (`cronos-testnet`, `cronos`, `eip155:338`, …); the answer names it the same way.
+ */
+export interface SettlementQuery {
+  network: string;
+  from: string;
+  nonce: string;
+}
+
 /** Options of {@link createFacilitatorClient}. */
 export interface FacilitatorClientOptions {
   /** Base URL of the facilitator, e.g. `https://facilitator.cronoslabs.org`; `/v2/x402/...` is appended. */
@@ -144,6 +156,12 @@ export interface FacilitatorClient {
   verifyV2(request: V2FacilitatorRequestBody): Promise<V2VerifyResponse>;
   /** `POST /v2/x402/settle` in the x402 v2 dialect. `success: false` is returned, not thrown. */
   settleV2(request: V2FacilitatorRequestBody): Promise<V2SettleResponse>;
+  /**
+   * `GET /v2/x402/settlements?network=&from=&nonce=`: where the settlement of one authorization stands
+   * (built by the facilitator from the transaction's receipt), or `undefined` when it answers 404 (it knows
+   * none, or it has no such route).
+   */
+  settlement(query: SettlementQuery): Promise<SettlementStatus | undefined>;
 }
 
 /** Default time limit of supported and verify calls. */
@@ -170,6 +188,7 @@ export function createFacilitatorClient(options: FacilitatorClientOptions): Faci
     operation: FacilitatorOperation,
     schema: S,
     init: RequestInit,
+    query = "",
   ): Promise<z.output<S>> {
     const timeoutMs = operation === "settle" ? settleTimeoutMs : defaultTimeoutMs;
     const controller = new AbortController();
@@ -184,7 +203,7 @@ export function createFacilitatorClient(options: FacilitatorClientOptions): Faci
       }, timeoutMs);
     });
     const exchange = async () => {
-      const response = await fetchImpl(`${url}/v2/x402/${operation}`, { ...init, signal: controller.signal });
+      const response = await fetchImpl(`${url}/v2/x402/${operation}${query}`, { ...init, signal: controller.signal });
       // The body is read under the same time limit: a facilitator may stall mid-answer.
       return { status: response.status, retryAfter: response.headers.get("Retry-After"), text: await response.text() };
     };
@@ -240,14 +259,23 @@ export function createFacilitatorClient(options: FacilitatorClientOptions): Faci
     paymentRequirements: request.paymentRequirements,
   });
 
+  const get: RequestInit = { method: "GET", headers: { "X402-Version": String(X402_VERSION), ...auth } };
   return {
     url,
-    supported: () =>
-      call("supported", supportedResponseSchema, { method: "GET", headers: { "X402-Version": String(X402_VERSION), ...auth } }),
+    supported: () => call("supported", supportedResponseSchema, get),
     verify: (request) => call("verify", verifyResponseSchema, post(X402_VERSION, cronosBody(request))),
     settle: (request) => call("settle", settleResponseSchema, post(X402_VERSION, cronosBody(request))),
     verifyV2: (request) => call("verify", v2VerifyResponseSchema, post(X402_V2_VERSION, v2Body(request))),
     settleV2: (request) => call("settle", v2SettleResponseSchema, post(X402_V2_VERSION, v2Body(request))),
+    async settlement(query) {
+      const search = `?${new URLSearchParams({ network: query.network, from: query.from, nonce: query.nonce })}`;
+      try {
+        return await call("settlements", settlementStatusSchema, get, search);
+      } catch (error) {
+        if (error instanceof FacilitatorError && error.code === "http_status" && error.status === 404) return undefined;
+        throw error;
+      }
+    },
   };
 }
 

@@ -8,6 +8,7 @@ export {
   type FacilitatorErrorCode,
   type FacilitatorOperation,
   type FacilitatorRequestBody,
+  type SettlementQuery,
   type V2FacilitatorRequestBody,
   type FetchFunction,
 } from "./facilitator-client.js";

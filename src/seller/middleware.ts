@@ -2,12 +2,13 @@ import express, { type NextFunction, type Request, type RequestHandler, type Res
 import { z } from "zod";
 import { canonicalNetwork, NETWORKS } from "../protocol/networks.js";
 import { decodeBase64Json, decodePaymentHeader, encodeBase64Json } from "../protocol/header.js";
-import { EXACT_SCHEME, SettleEvent, VerifyReason, X402_VERSION } from "../protocol/reasons.js";
+import { EXACT_SCHEME, SettleError, SettleEvent, VerifyReason, X402_VERSION } from "../protocol/reasons.js";
 import {
   describeZodError,
   parsePaymentRequirements,
   type PaymentRequirements,
   type PaymentRequirementsInput,
+  type SettlementStatus,
   type SettleSuccess,
 } from "../protocol/schemas.js";
 import {
@@ -208,6 +209,13 @@ export type RequirePaymentOptions = FacilitatorOption & {
    * themselves (no `outputSchema`).
    */
   discovery?: DiscoveryDeclaration;
+  /**
+   * The clock the retry window is measured on, in milliseconds since the epoch (default `Date.now`): a
+   * settled payment is served again only until its block's time plus the requirements' `maxTimeoutSeconds`.
+   * Real networks' block times follow the wall clock; a seller in front of a local chain whose time a test
+   * moves passes that chain's clock.
+   */
+  clock?: () => number;
 };
 
 /** The settled payment as it is given to the handler and merged into its JSON answer. */
@@ -260,6 +268,10 @@ export const SellerError = {
   facilitatorBusy: "Payment service busy",
   /** The 400 for an x402 v2 payment without the payment identifier the route requires (or with one that is not valid). */
   paymentIdentifierRequired: "Payment identifier required",
+  /** The 402 for a settled payment presented again after its retry window (`maxTimeoutSeconds` from its settlement). */
+  paymentAlreadyUsed: "Payment already used",
+  /** The 500 when the facilitator's settlement lookup fails, or does not confirm a settlement it answered. */
+  lookupRequestFailed: "Facilitator settlement lookup failed",
   /** The `details` of every 500: what went wrong is logged, not told to buyers. */
   tryLater: "The payment could not be processed right now; try again later",
 } as const;
@@ -292,7 +304,12 @@ const bodyHeaderSchema = z.object({ paymentHeader: z.string().trim().min(1) });
  * - the facilitator cannot be reached, times out, answers another non-2xx or an invalid answer → 500
  *   `{error, details}` with a generic `details`: the facts go to `options.logger`, never to buyers;
  * - settled → `X-PAYMENT-RESPONSE` (or `PAYMENT-RESPONSE` for a v2 payment: base64 JSON of the
- *   facilitator's settle answer) is set and the handler runs.
+ *   facilitator's settle answer) is set and the handler runs;
+ * - one payment, one answer and its retries: a settled payment presented again (the same `X-PAYMENT`,
+ *   which the facilitator calls used, or a v2 payment under the same payment identifier) is served again
+ *   only within the requirements' `maxTimeoutSeconds` of its block's time, by `options.clock`, from the
+ *   facilitator's record of that authorization paying this route's price to its `payTo`; after that →
+ *   402 `{error: "Payment already used", …, reason}` with fresh requirements.
  *
  * Hand-off to the handler: `res.locals.payment` is the {@link PaymentReceipt}
  * (`{txHash, from, to, value, blockNumber, timestamp}`), {@link getPayment}`(req)` gives the whole
@@ -320,6 +337,7 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
   const checkHeaderLocally = options.checkHeaderLocally ?? true;
   const mergePayment = options.mergePaymentIntoJson ?? true;
   const logger = options.logger ?? consoleSellerLogger;
+  const clock = options.clock ?? Date.now;
   const jsonParser = express.json();
 
   async function readHeader(req: Request, res: Response): Promise<string | undefined> {
@@ -369,26 +387,29 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
         ...(reason === undefined ? {} : { reason }),
       });
     };
-    /**
-     * A facilitator fault: the details are logged, the buyer gets a generic text: 503 with `Retry-After`
-     * when the facilitator is busy (it answered 429 or 503), else 500.
-     */
-    const unavailable = (operation: "verify" | "settle", error: unknown) => {
+    /** Logs a facilitator fault with its details (buyers get a generic text). */
+    const logFault = (operation: Operation, error: unknown) => {
       const facts = error instanceof FacilitatorError ? { code: error.code, ...(error.status === undefined ? {} : { status: error.status }) } : {};
       logger.error(
         { operation, method: req.method, path: req.originalUrl, facilitator: facilitator.url, ...facts, err: messageOf(error) },
         `facilitator ${operation} failed`,
       );
+    };
+    /**
+     * A facilitator fault: the details are logged, the buyer gets a generic text: 503 with `Retry-After`
+     * when the facilitator is busy (it answered 429 or 503), else 500.
+     */
+    const unavailable = (operation: Operation, error: unknown) => {
+      logFault(operation, error);
       if (error instanceof FacilitatorError && error.busy) {
         res.setHeader("Retry-After", String(error.retryAfterSeconds ?? DEFAULT_RETRY_AFTER_SECONDS));
         res.status(503).json({ error: SellerError.facilitatorBusy, details: SellerError.tryLater });
         return;
       }
-      const text = operation === "verify" ? SellerError.verifyRequestFailed : SellerError.settleRequestFailed;
-      res.status(500).json({ error: text, details: SellerError.tryLater });
+      res.status(500).json({ error: FAULT_TEXT[operation], details: SellerError.tryLater });
     };
     /** Calls the facilitator; on a fault answers 500 (see `unavailable`) and gives `undefined`. */
-    const ask = async <T>(operation: "verify" | "settle", call: () => Promise<T>): Promise<T | undefined> => {
+    const ask = async <T>(operation: Operation, call: () => Promise<T>): Promise<T | undefined> => {
       try {
         return await call();
       } catch (error) {
@@ -406,6 +427,45 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
         res.json = (body?: unknown) => json(isPlainObject(body) && !("payment" in body) ? { ...body, payment: payment.receipt } : body);
       }
       next();
+    };
+
+    // One payment, one answer and its retries: served again only within maxTimeoutSeconds of its block's time.
+    const windowMs = (paymentRequirements.maxTimeoutSeconds ?? REQUIREMENTS_DEFAULTS.maxTimeoutSeconds) * 1000;
+    /** Whether a payment settled at `timestamp` may still be served; if not, it is answered 402 saying why. */
+    const withinRetryWindow = (timestamp: string): boolean => {
+      const settledAt = Date.parse(timestamp);
+      const until = settledAt + windowMs;
+      if (clock() <= until) return true;
+      paymentRequired(
+        SellerError.paymentAlreadyUsed,
+        `this payment was settled at ${new Date(settledAt).toISOString()}, and a payment is served again only within maxTimeoutSeconds (${windowMs / 1000} s) of its settlement, until ${new Date(until).toISOString()}; sign a new payment`,
+        EvmReason.nonceAlreadyUsed,
+      );
+      return false;
+    };
+    /**
+     * The facilitator's record of the authorization's settlement when it confirms one of this route's price to
+     * its payee (built from the receipt: the money truth), else `undefined`. Throws on a lookup fault.
+     */
+    const settledRecord = async (network: string, authorization: { from: string; nonce: string }): Promise<Settled | undefined> => {
+      const status = await facilitator.settlement({ network, from: authorization.from, nonce: authorization.nonce });
+      return status && settles(status, authorization.from, paymentRequirements) ? status : undefined;
+    };
+    /**
+     * A payment the facilitator calls used: a retry of one it settled for this route is served again within
+     * the window (`serve`), one after it gets 402 saying so, and anything else `refuse()`s as before. A busy
+     * facilitator is 503 (the retry may yet be served); another lookup fault keeps the refusal.
+     */
+    const retry = async (network: string, authorization: { from: string; nonce: string } | undefined, serve: (status: Settled) => void, refuse: () => void) => {
+      let status: Settled | undefined;
+      try {
+        status = authorization && (await settledRecord(network, authorization));
+      } catch (error) {
+        if (error instanceof FacilitatorError && error.busy) return unavailable("lookup", error);
+        logFault("lookup", error);
+      }
+      if (!status) return refuse();
+      if (withinRetryWindow(status.timestamp)) serve(status);
     };
 
     const signature = req.get(X402V2Header.paymentSignature)?.trim();
@@ -427,20 +487,49 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
         });
         return;
       }
+      const authorization = authorizationOfV2(json);
+      const context = (receipt: PaymentReceipt, settlement: V2SettleResponse) =>
+        ({ dialect: "x402v2", receipt, settlement, requirements: paymentRequirements, v2Requirements, paymentHeader: signature }) as const;
+      /** A retry of a settled payment, answered from the facilitator's record as its settle answered it. */
+      const serveAgain = (status: Settled) => {
+        const settlement: V2SettleResponse = { success: true, payer: status.from, transaction: status.txHash, network: v2Requirements.network };
+        const receipt: PaymentReceipt = { txHash: status.txHash, from: status.from, to: paymentRequirements.payTo, value: paymentRequirements.maxAmountRequired };
+        paid(context(receipt, settlement), X402V2Header.paymentResponse, settlement);
+      };
       const request = { paymentPayload: json, paymentRequirements: v2Requirements };
       const verification = await ask("verify", () => facilitator.verifyV2(request));
       if (!verification) return;
       if (!verification.isValid) {
         const code = verification.invalidReason ?? "invalid_payment";
-        paymentRequired(SellerError.verificationFailed, verification.invalidMessage ?? code, code);
+        const refuse = () => paymentRequired(SellerError.verificationFailed, verification.invalidMessage ?? code, code);
+        if (code === EvmReason.nonceAlreadyUsed) await retry(v2Requirements.network, authorization, serveAgain, refuse);
+        else refuse();
         return;
       }
       const settlement = await ask("settle", () => facilitator.settleV2(request));
       if (!settlement) return;
       if (!settlement.success) {
         const code = settlement.errorReason ?? "settlement_failed";
-        paymentRequired(SellerError.settlementFailed, settlement.errorMessage ?? code, code);
+        const refuse = () => paymentRequired(SellerError.settlementFailed, settlement.errorMessage ?? code, code);
+        if (code === EvmReason.nonceAlreadyUsed) await retry(v2Requirements.network, authorization, serveAgain, refuse);
+        else refuse();
         return;
+      }
+      if (identifier) {
+        // Under a payment identifier the facilitator answers a repeat as it answered the first settle, which
+        // carries no time in v2: the settlement's block time comes from its record.
+        let status: Settled | undefined;
+        try {
+          status = authorization && (await settledRecord(v2Requirements.network, authorization));
+        } catch (error) {
+          unavailable("lookup", error);
+          return;
+        }
+        if (!status || status.txHash.toLowerCase() !== settlement.transaction.toLowerCase()) {
+          unavailable("lookup", new Error(`the facilitator's record does not confirm settlement ${settlement.transaction} of this payment`));
+          return;
+        }
+        if (!withinRetryWindow(status.timestamp)) return;
       }
       const receipt: PaymentReceipt = {
         txHash: settlement.transaction,
@@ -448,8 +537,7 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
         to: paymentRequirements.payTo,
         value: paymentRequirements.maxAmountRequired,
       };
-      const context = { dialect: "x402v2", receipt, settlement, requirements: paymentRequirements, v2Requirements, paymentHeader: signature } as const;
-      paid(context, X402V2Header.paymentResponse, settlement);
+      paid(context(receipt, settlement), X402V2Header.paymentResponse, settlement);
       return;
     }
 
@@ -465,42 +553,100 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
       return;
     }
 
-    if (checkHeaderLocally) {
-      const decoded = decodePaymentHeader(paymentHeader);
-      if (!decoded.ok) {
-        paymentRequired(
-          SellerError.verificationFailed,
-          decoded.kind === "base64" ? VerifyReason.invalidBase64 : VerifyReason.invalidHeader(decoded.detail),
-        );
-        return;
-      }
+    const decoded = decodePaymentHeader(paymentHeader);
+    if (checkHeaderLocally && !decoded.ok) {
+      paymentRequired(
+        SellerError.verificationFailed,
+        decoded.kind === "base64" ? VerifyReason.invalidBase64 : VerifyReason.invalidHeader(decoded.detail),
+      );
+      return;
     }
+    const header = paymentHeader;
+    const authorization = decoded.ok ? decoded.payload.authorization : undefined;
+    const served = (settlement: SettleSuccess) => {
+      const receipt: PaymentReceipt = {
+        txHash: settlement.txHash,
+        from: settlement.from,
+        to: settlement.to,
+        value: settlement.value,
+        blockNumber: settlement.blockNumber,
+        timestamp: settlement.timestamp,
+      };
+      paid({ dialect: "cronos", receipt, settlement, requirements: paymentRequirements, paymentHeader: header }, "X-PAYMENT-RESPONSE", cronosResponse(settlement));
+    };
+    /** A retry of a settled payment, answered from the facilitator's record in the settle answer's shape. */
+    const serveAgain = (status: Settled) =>
+      served({
+        x402Version: X402_VERSION,
+        event: SettleEvent.settled,
+        network: paymentRequirements.network,
+        timestamp: status.timestamp,
+        txHash: status.txHash,
+        from: status.from,
+        to: status.to,
+        value: status.value,
+        blockNumber: status.blockNumber,
+      });
 
     const request = { x402Version: X402_VERSION, paymentHeader, paymentRequirements } as const;
     const verification = await ask("verify", () => facilitator.verify(request));
     if (!verification) return;
     if (!verification.isValid) {
-      paymentRequired(SellerError.verificationFailed, verification.invalidReason ?? "Payment is not valid");
+      const refuse = () => paymentRequired(SellerError.verificationFailed, verification.invalidReason ?? "Payment is not valid");
+      if (verification.invalidReason === VerifyReason.alreadyUsed) await retry(paymentRequirements.network, authorization, serveAgain, refuse);
+      else refuse();
       return;
     }
 
     const settlement = await ask("settle", () => facilitator.settle(request));
     if (!settlement) return;
     if (settlement.event !== SettleEvent.settled) {
-      paymentRequired(SellerError.settlementFailed, settlement.error);
+      const refuse = () => paymentRequired(SellerError.settlementFailed, settlement.error);
+      if (settlement.error === SettleError.alreadyUsed) await retry(paymentRequirements.network, authorization, serveAgain, refuse);
+      else refuse();
       return;
     }
-
-    const receipt: PaymentReceipt = {
-      txHash: settlement.txHash,
-      from: settlement.from,
-      to: settlement.to,
-      value: settlement.value,
-      blockNumber: settlement.blockNumber,
-      timestamp: settlement.timestamp,
-    };
-    paid({ dialect: "cronos", receipt, settlement, requirements: paymentRequirements, paymentHeader }, "X-PAYMENT-RESPONSE", cronosResponse(settlement));
+    // A facilitator that answers a repeat with the first settle answer is held to the same window.
+    if (withinRetryWindow(settlement.timestamp)) served(settlement);
   };
+}
+
+/** What the middleware asks the facilitator: verify, settle, or a settlement status lookup. */
+type Operation = "verify" | "settle" | "lookup";
+
+/** The `error` of the 500 when an operation fails. */
+const FAULT_TEXT: Readonly<Record<Operation, string>> = {
+  verify: SellerError.verifyRequestFailed,
+  settle: SellerError.settleRequestFailed,
+  lookup: SellerError.lookupRequestFailed,
+};
+
+/** A settlement status that says settled, with the hash, block and time a settled one carries. */
+type Settled = SettlementStatus & { txHash: string; blockNumber: number; timestamp: string };
+
+/**
+ * Whether the facilitator's record says this payer's authorization settled this route's price to its
+ * payee (a record of the same nonce paying another payee or value is not this route's payment).
+ */
+function settles(status: SettlementStatus, from: string, requirements: PaymentRequirements): status is Settled {
+  return (
+    status.status === "settled" &&
+    status.txHash !== null &&
+    status.blockNumber !== undefined &&
+    status.timestamp !== undefined &&
+    status.from.toLowerCase() === from.toLowerCase() &&
+    status.to.toLowerCase() === requirements.payTo.toLowerCase() &&
+    status.value === requirements.maxAmountRequired
+  );
+}
+
+/** The payer and nonce of an x402 v2 payment, when it has them as strings. */
+function authorizationOfV2(payment: Record<string, unknown>): { from: string; nonce: string } | undefined {
+  const payload = payment.payload;
+  const authorization = isPlainObject(payload) ? payload.authorization : undefined;
+  if (!isPlainObject(authorization)) return undefined;
+  const { from, nonce } = authorization;
+  return typeof from === "string" && typeof nonce === "string" ? { from, nonce } : undefined;
 }
 
 /** The settle answer with its fields in the spec's order, as `X-PAYMENT-RESPONSE` carries it. */

@@ -107,7 +107,7 @@ describe("e2e: paying a seller over real HTTP (buyer SDK → seller SDK → faci
     });
   }
 
-  it("refuses a replay of a paid header with 402 Authorization already used and moves no more USDC.e", async () => {
+  it("serves a replay of a paid header within the retry window from the facilitator's record: the same answer and transaction, no more USDC.e", async () => {
     const info = stack.networks["cronos-testnet"]!;
     const url = `${seller.url}${seller.routes.testnet}`;
     const buyer = privateKeyToAccount(info.buyers[1]!.privateKey);
@@ -116,19 +116,22 @@ describe("e2e: paying a seller over real HTTP (buyer SDK → seller SDK → faci
 
     const paid = await wrapFetchWithPayment(recorder.fetch, { signer: buyer, maxAmount: PRICE })(url);
     expect(paid.status).to.equal(200);
-    const { payment } = (await paid.json()) as { payment: { txHash: Hex } };
+    const first = (await paid.json()) as { payment: { txHash: Hex } };
+    const { payment } = first;
     const afterPayment = await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller]);
     expect(afterPayment).to.deep.equal([before[0]! - PRICE, before[1]! + PRICE]);
 
+    // The facilitator calls the header used; the seller finds it settled for this route (within its
+    // maxTimeoutSeconds, docs: "one payment, one answer") and answers as it did.
     proxy.reset();
     const replay = await fetch(url, { headers: { "X-PAYMENT": recorder.paymentHeaders[0]! } });
-    await expectAnswer(replay, 402, paymentRequiredBody(seller.requirements.testnet, "Payment verification failed", "Authorization already used"));
-    expect(replay.headers.get("X-PAYMENT-RESPONSE")).to.equal(null);
-    expect(proxy.paths()).to.deep.equal(["/v2/x402/verify"]);
+    await expectAnswer(replay, 200, first);
+    expect(getPaymentResponse(replay)).to.deep.equal(getPaymentResponse(paid));
+    expect(proxy.paths().map((path) => path.split("?")[0])).to.deep.equal(["/v2/x402/verify", "/v2/x402/settlements"]);
+    expect(proxy.calls[0]!.answer).to.deep.equal({ isValid: false, invalidReason: "Authorization already used" });
     expect(await tokenBalances(info.rpcUrl, info.token, [buyer.address, stack.seller])).to.deep.equal(afterPayment);
 
-    // The header stays spent for every route that takes it, and the facilitator's settle says the same
-    // and names the transaction that spent it.
+    // The facilitator's own answers are unchanged: its settle calls the header used and names the transaction.
     const settle = await fetch(`${stack.facilitatorUrl}/v2/x402/settle`, {
       method: "POST",
       headers: { "content-type": "application/json" },

@@ -383,6 +383,50 @@ describe("configuration: every setting does what it says", () => {
     expect(inspect(config, { depth: 10 })).not.to.include(SELLER_KEY);
   });
 
+  it("ALLOWED_HOSTS: off by default (any Host is answered); with names, every route answers only them and the loopback names, on any port, any case (421 JSON otherwise)", async () => {
+    const open = await openFacilitator("cronos-testnet", { DASHBOARD: "true" });
+    for (const path of ["/v2/x402/supported", "/healthcheck", "/dashboard/api/networks"]) {
+      expect((await request(open.app).get(path).set("Host", "evil.attacker.com")).status, path).to.equal(200);
+    }
+
+    expect(load({ ALLOWED_HOSTS: " Pay.Example.COM ,10.0.0.5,[::FFFF:10.0.0.6],pay.example.com., xn--bcher-kva.example" }).allowedHosts).to.deep.equal([
+      "pay.example.com",
+      "10.0.0.5",
+      "[::ffff:a00:6]",
+      "xn--bcher-kva.example",
+    ]);
+    const guarded = await openFacilitator("cronos-testnet", { ALLOWED_HOSTS: "pay.example.com", DASHBOARD: "true" });
+    const misdirected = { error: "Misdirected Request: this service does not answer to that Host (loopback names and ALLOWED_HOSTS only)" };
+    const payment = await makePayment(guarded.chain);
+    const routes = [
+      () => request(guarded.app).get("/v2/x402/supported"),
+      () => request(guarded.app).get("/healthcheck"),
+      () => request(guarded.app).get("/dashboard/api/networks"),
+      () => request(guarded.app).get("/"),
+      () => request(guarded.app).get(`/v2/x402/settlements/0x${"00".repeat(32)}`),
+      () => request(guarded.app).get("/no/such/route"),
+      () => request(guarded.app).post("/v2/x402/verify").send(payment.body),
+      () => request(guarded.app).post("/v2/x402/settle").send(payment.body),
+    ];
+    for (const host of ["evil.attacker.com", "pay.example.com.evil.attacker.com", "evil.attacker.com:443", "[2001:db8::1]", "example.com"]) {
+      for (const route of routes) {
+        const answer = await route().set("Host", host);
+        expect([answer.status, answer.headers["content-type"], answer.body, answer.headers["x-request-id"] !== undefined], host).to.deep.equal([421, "application/json; charset=utf-8", misdirected, true]);
+      }
+    }
+    // Refused before anything ran: the payment is still unused.
+    expect((await request(guarded.app).post("/v2/x402/verify").set("Host", "pay.example.com").send(payment.body)).body).to.deep.equal({ isValid: true, invalidReason: null });
+    for (const host of ["pay.example.com", "PAY.EXAMPLE.COM:443", "pay.example.com.", "localhost:8402", "127.0.0.1", "[::1]:1"]) {
+      expect((await request(guarded.app).get("/v2/x402/supported").set("Host", host)).status, host).to.equal(200);
+    }
+
+    for (const bad of ["https://pay.example.com", "pay.example.com:8443", "pay.example.com:80", "pay.example.com/x", "*.example.com", "*", "a,,b", "user@pay.example.com", "[::1"]) {
+      expect(() => load({ ALLOWED_HOSTS: bad }), bad).to.throw(ConfigError, /^ALLOWED_HOSTS: ".*" is not a host name; list the names clients put in the Host header, comma-separated, without scheme, port or path/);
+    }
+    expect(() => load({ ALLOWED_HOSTS: "pay.example.com:8443" })).to.throw(ConfigError, 'ALLOWED_HOSTS: "pay.example.com:8443" is not a host name');
+    expect(load({ ALLOWED_HOSTS: "" }).allowedHosts).to.deep.equal([]);
+  });
+
   it("REQUEST_TIMEOUT_MS / HEADERS_TIMEOUT_MS / MAX_CONNECTIONS / MAX_CONNECTIONS_PER_CLIENT: defaults 30 s, 10 s, 1000 and 100; the headers time-out may not exceed the request time-out", () => {
     expect(load({}).http).to.deep.equal({ requestTimeoutMs: 30_000, headersTimeoutMs: 10_000, maxConnections: 1_000, maxConnectionsPerClient: 100 });
     expect(load({ MAX_CONNECTIONS_PER_CLIENT: "0" }).http.maxConnectionsPerClient).to.equal(0);

@@ -52,7 +52,7 @@ describe("relayer safety: reverts the relayer would pay for", () => {
     expect(opened.rpc.count("eth_estimateGas")).to.equal(1);
   });
 
-  it("cancelAuthorization front-running a pending settle: it reverts once at the relayer's expense (counted in metrics); the payer's next settles are refused without sending until REVERT_PENALTY_SECONDS pass", async () => {
+  it("cancelAuthorization front-running a pending settle: it reverts once at the relayer's expense (counted in metrics) and answers Authorization already used naming no transaction; the payer's next settles are refused without sending until REVERT_PENALTY_SECONDS pass", async () => {
     const opened = await openFacilitator();
     const { chain } = opened;
     const payment = await makePayment(chain);
@@ -69,8 +69,11 @@ describe("relayer safety: reverts the relayer would pay for", () => {
       return chain.contract.write.cancelAuthorization([opened.buyer.address, payment.message.nonce, Number(v), r, s], { account: opened.buyer.address, ...FRONT_RUN });
     });
     expect(settlement.status).to.equal("reverted");
-    expectFailed(answer, SettleError.failedOnChain, { txHash: settlement.transactionHash });
+    // The nonce was spent by the payer's cancel: already used, and no transaction is this payment.
+    expectFailed(answer, SettleError.alreadyUsed);
     expect(await revertedGas(opened)).to.equal(Number(settlement.gasUsed));
+    const lookup = await request(opened.app).get("/v2/x402/settlements").query({ network: "cronos-testnet", from: payment.message.from, nonce: payment.message.nonce });
+    expect(lookup.body).to.deep.include({ status: "failed", error: SettleError.alreadyUsed, txHash: settlement.transactionHash });
 
     // Under the penalty: refused before any simulation, nothing sent; another payer is not affected.
     const nonce = await relayerNonce(opened);

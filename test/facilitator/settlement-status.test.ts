@@ -5,6 +5,12 @@ import { RequestError, SettleError } from "../../src/protocol/reasons.js";
 import { settlementStatusSchema } from "../../src/protocol/schemas.js";
 import { makePayment, openFacilitator, recordingLogger } from "../helpers/facilitator.js";
 import { MIGRATIONS } from "../../src/ledger/schema.js";
+import { privateKeyToAccount } from "viem/accounts";
+import { createPaymentHeader } from "../../src/buyer/index.js";
+import { startLocalStack } from "../../src/harness/stack.js";
+import { paymentRequirements } from "../../src/seller/index.js";
+import { postJson } from "../helpers/http.js";
+import { STACK_OPTIONS } from "../helpers/seller.js";
 
 /** What an instance on the embedded ledger says of it (written out: it is part of the healthcheck's answer). */
 const EMBEDDED_NOTE = "settlement ledger: embedded (SQLite), this instance's alone; instances that must not pay twice share one PostgreSQL through DATABASE_URL";
@@ -48,6 +54,49 @@ describe("settlement status lookups and the ledger's health and metrics", () => 
     expect(lookup.body).to.deep.include({ status: "settled", network: "cronos", txHash: settled.body.txHash });
     const byHash = await request(opened.app).get(`/v2/x402/settlements/${settled.body.txHash}`);
     expect(byHash.body.network).to.equal("cronos-mainnet");
+  });
+
+  it("takes every network form verify takes, by authorization and by hash, and answers in the form asked; a form it does not know stays 400", async () => {
+    const opened = await openFacilitator("cronos-mainnet");
+    const payment = await makePayment(opened.chain, { network: "cronos-mainnet" });
+    const settled = await request(opened.app).post("/v2/x402/settle").send(payment.body);
+    expect(settled.body.event).to.equal("payment.settled");
+    const authorization = { from: payment.message.from, nonce: payment.message.nonce };
+    for (const network of ["cronos-mainnet", "cronos", "eip155:25"]) {
+      const byAuthorization = await request(opened.app).get("/v2/x402/settlements").query({ network, ...authorization });
+      expect([byAuthorization.status, byAuthorization.body.network, byAuthorization.body.txHash], network).to.deep.equal([200, network, settled.body.txHash]);
+      const byHash = await request(opened.app).get(`/v2/x402/settlements/${settled.body.txHash}`).query({ network });
+      expect([byHash.status, byHash.body], network).to.deep.equal([200, { ...byAuthorization.body }]);
+    }
+    for (const network of ["eip155:338", "cronos-testnet", "eip155:1", "EIP155:25", "Cronos", "eip155:25 ", "base"]) {
+      const invalid = { error: RequestError.invalidRequest(`network ${network} is not served here`) };
+      const byAuthorization = await request(opened.app).get("/v2/x402/settlements").query({ network, ...authorization });
+      expect([byAuthorization.status, byAuthorization.body], network).to.deep.equal([400, invalid]);
+      const byHash = await request(opened.app).get(`/v2/x402/settlements/${settled.body.txHash}`).query({ network });
+      expect([byHash.status, byHash.body], network).to.deep.equal([400, invalid]);
+    }
+    const repeated = await request(opened.app).get(`/v2/x402/settlements/${settled.body.txHash}?network=cronos&network=eip155:25`);
+    expect([repeated.status, repeated.body]).to.deep.equal([400, { error: RequestError.invalidRequest("network must be a string") }]);
+  });
+
+  it("by hash with a network, answers only a settlement of that network: a testnet payment asked for as mainnet is 404", async () => {
+    const stack = await startLocalStack({ ...STACK_OPTIONS, buyers: 1 });
+    try {
+      const info = stack.networks["cronos-testnet"]!;
+      const requirements = paymentRequirements({ network: "cronos-testnet", payTo: stack.seller, amount: 1_000n });
+      const paymentHeader = await createPaymentHeader({ signer: privateKeyToAccount(info.buyers[0]!.privateKey), requirements });
+      const settled = await postJson(`${stack.facilitatorUrl}/v2/x402/settle`, { x402Version: 1, paymentHeader, paymentRequirements: requirements });
+      expect(settled.json.event).to.equal("payment.settled");
+      const lookup = async (network: string) => {
+        const answer = await fetch(`${stack.facilitatorUrl}/v2/x402/settlements/${settled.json.txHash}?network=${encodeURIComponent(network)}`);
+        return [answer.status, ((await answer.json()) as { network?: string; error?: string }).network ?? "none"];
+      };
+      expect(await lookup("eip155:338")).to.deep.equal([200, "eip155:338"]);
+      expect(await lookup("cronos-testnet")).to.deep.equal([200, "cronos-testnet"]);
+      for (const network of ["eip155:25", "cronos-mainnet", "cronos"]) expect(await lookup(network), network).to.deep.equal([404, "none"]);
+    } finally {
+      await stack.stop();
+    }
   });
 
   it("shows a settlement pending while its transaction waits for a block, then settled", async () => {

@@ -3,6 +3,8 @@ import hre from "hardhat";
 import { VerifyReason } from "../../src/protocol/reasons.js";
 import { localAccount } from "../../src/harness/accounts.js";
 import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import { RequestError } from "../../src/protocol/reasons.js";
+import { rawRequest } from "../helpers/http.js";
 import { balanceOfData, rpc } from "../helpers/rpc.js";
 
 const EPHEMERAL = { port: 0, rpcPorts: { "cronos-testnet": 0, "cronos-mainnet": 0 } } as const;
@@ -18,7 +20,8 @@ describe("local stack dashboard: buyers and the try-it panel (src/harness/playgr
     return BigInt(await rpc<string>(network.rpcUrl, "eth_call", [{ to: network.token, data: balanceOfData(address) }, "latest"]));
   };
   const pay = async (body: unknown) => {
-    const response = await fetch(`${url}dashboard/api/local/pay`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    // What the page's own script sends: a browser puts the page's Origin on every POST.
+    const response = await fetch(`${url}dashboard/api/local/pay`, { method: "POST", headers: { "Content-Type": "application/json", Origin: new URL(url).origin }, body: JSON.stringify(body) });
     return { status: response.status, body: (await response.json()) as any };
   };
 
@@ -109,7 +112,7 @@ describe("local stack dashboard: buyers and the try-it panel (src/harness/playgr
       const answer = await pay(body);
       expect(answer, JSON.stringify(body)).to.deep.equal({ status: 400, body: { error } });
     }
-    const notJson = await fetch(`${url}dashboard/api/local/pay`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{not json" });
+    const notJson = await fetch(`${url}dashboard/api/local/pay`, { method: "POST", headers: { "Content-Type": "application/json", Origin: new URL(url).origin }, body: "{not json" });
     expect({ status: notJson.status, body: await notJson.json() }).to.deep.equal({ status: 400, body: { error: "Invalid request: body is not valid JSON" } });
     expect(await balance(BUYER.address)).to.equal(before);
   });
@@ -123,6 +126,117 @@ describe("local stack with DASHBOARD=false", () => {
       for (const path of ["/", "/dashboard/api/local/buyers"]) {
         const response = await fetch(`${stack.facilitatorUrl}${path}`);
         expect(response.status, path).to.equal(404);
+      }
+    } finally {
+      await stack.stop();
+    }
+  });
+});
+
+describe("local stack dashboard: local names only, and pay only from its own page (DNS rebinding)", function () {
+  let stack: LocalStack;
+  let base: string;
+  let port: string;
+  const MISDIRECTED = { error: RequestError.misdirected };
+  const FOREIGN_ORIGIN = { error: RequestError.foreignOrigin };
+  const balance = async (address: string) => {
+    const network = stack.networks["cronos-testnet"]!;
+    return BigInt(await rpc<string>(network.rpcUrl, "eth_call", [{ to: network.token, data: balanceOfData(address) }, "latest"]));
+  };
+  const PAY = JSON.stringify({ network: "cronos-testnet", buyer: BUYER.address, amount: "0.01", scenario: "pay" });
+  /** A playground payment as a page would send it, with this Host and Origin. */
+  const pay = (host: string | null, origin?: string) =>
+    rawRequest(`${base}/dashboard/api/local/pay`, {
+      host,
+      method: "POST",
+      headers: { "Content-Type": "application/json", ...(origin === undefined ? {} : { Origin: origin }) },
+      body: PAY,
+    });
+
+  before(async () => {
+    stack = await startLocalStack({ hre, ...EPHEMERAL, networks: ["cronos-testnet"], buyers: 1, buyerBalance: 10_000_000n });
+    base = stack.facilitatorUrl;
+    port = new URL(base).port;
+  });
+  after(async () => {
+    await stack?.stop();
+  });
+
+  it("answers a Host it was not given 421 JSON on the page, its assets, its API, its stream and the playground: no key handed out, nothing spent", async () => {
+    const before = await balance(BUYER.address);
+    const hosts: Array<string | null> = [
+      "evil.attacker.com", // a rebinding name, resolved to 127.0.0.1
+      `evil.attacker.com:${port}`,
+      `EVIL.Attacker.COM:${port}`,
+      `localhost.attacker.com:${port}`,
+      `127.0.0.1.nip.io:${port}`,
+      `[2001:db8::1]:${port}`, // an IPv6 literal that is not loopback
+      `::1`, // an IPv6 literal without brackets is no Host
+      `localhost@evil.attacker.com`,
+      `localhost:${port}/x`,
+      "",
+    ];
+    for (const host of hosts) {
+      for (const path of ["/", "/dashboard/app.js", "/dashboard/style.css", "/dashboard/api/networks", "/dashboard/api/feed", "/dashboard/api/local/buyers", "/dashboard/events"]) {
+        const answer = await rawRequest(`${base}${path}`, { host });
+        expect([answer.status, answer.headers["content-type"], answer.body], `${host} ${path}`).to.deep.equal([421, "application/json; charset=utf-8", MISDIRECTED]);
+      }
+      // Even with the Origin a rebinding page has (its own name), pay is refused on the name.
+      const paid = await pay(host, host ? `http://${host}` : undefined);
+      expect([paid.status, paid.body], `${host} pay`).to.deep.equal([421, MISDIRECTED]);
+    }
+    // No Host at all: Node's HTTP server refuses an HTTP/1.1 request without one (400) before any route.
+    for (const path of ["/dashboard/api/local/buyers", "/dashboard/api/local/pay"]) {
+      expect((await rawRequest(`${base}${path}`, { host: null })).status, path).to.equal(400);
+    }
+    expect((await pay(null, base)).status).to.equal(400);
+    expect(await balance(BUYER.address)).to.equal(before);
+  });
+
+  it("answers the loopback names on any port, in any case, with or without a trailing dot", async () => {
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, `LOCALHOST:${port}`, "localhost", "localhost.", `[0:0:0:0:0:0:0:1]:${port}`, "127.0.0.1:1"]) {
+      const answer = await rawRequest(`${base}/dashboard/api/local/buyers`, { host });
+      expect([answer.status, answer.body.buyers?.[0]?.address], host).to.deep.equal([200, BUYER.address]);
+    }
+    const page = await rawRequest(`${base}/`, { host: `localhost:${port}` });
+    expect([page.status, page.headers["content-type"]]).to.deep.equal([200, "text/html; charset=utf-8"]);
+  });
+
+  it("pays only with the page's own Origin: missing, foreign, null, another port, scheme or local name is 403 JSON and spends nothing", async () => {
+    const host = `127.0.0.1:${port}`;
+    const before = await balance(BUYER.address);
+    for (const origin of [undefined, "http://evil.attacker.com", `http://evil.attacker.com:${port}`, "null", `http://127.0.0.1:${Number(port) + 1}`, `https://127.0.0.1:${port}`, `http://localhost:${port}`, "not an origin"]) {
+      const answer = await pay(host, origin);
+      expect([answer.status, answer.body], String(origin)).to.deep.equal([403, FOREIGN_ORIGIN]);
+    }
+    expect(await balance(BUYER.address)).to.equal(before);
+
+    const paid = await pay(host, `http://${host}`);
+    expect([paid.status, paid.body.steps?.map((step: { route: string }) => step.route)]).to.deep.equal([200, ["verify", "settle"]]);
+    expect(await balance(BUYER.address)).to.equal(before - 10_000n);
+    // The same check in another local name's own terms.
+    const viaLocalhost = await pay(`LOCALHOST:${port}`, `http://localhost:${port}`);
+    expect(viaLocalhost.status).to.equal(200);
+  });
+
+  it("leaves the facilitator's own routes open to any Host while ALLOWED_HOSTS is unset (a CI container reaches the stack by a service name)", async () => {
+    const supported = await rawRequest(`${base}/v2/x402/supported`, { host: `facilitator:${port}` });
+    expect(supported.status).to.equal(200);
+  });
+});
+
+describe("local stack with ALLOWED_HOSTS", () => {
+  it("answers the configured names as well on the dashboard, and then on every route: other hosts are 421", async () => {
+    const stack = await startLocalStack({ hre, ...EPHEMERAL, networks: ["cronos-testnet"], buyers: 1, env: { ALLOWED_HOSTS: "dev.kit.test, 10.0.0.5" } });
+    try {
+      const base = stack.facilitatorUrl;
+      for (const host of ["dev.kit.test:8402", "DEV.KIT.TEST", "10.0.0.5", "localhost"]) {
+        expect((await rawRequest(`${base}/dashboard/api/local/buyers`, { host })).status, host).to.equal(200);
+        expect((await rawRequest(`${base}/v2/x402/supported`, { host })).status, host).to.equal(200);
+      }
+      for (const path of ["/dashboard/api/local/buyers", "/v2/x402/supported", "/healthcheck"]) {
+        const answer = await rawRequest(`${base}${path}`, { host: "other.kit.test" });
+        expect([answer.status, answer.body], path).to.deep.equal([421, { error: RequestError.misdirected }]);
       }
     } finally {
       await stack.stop();

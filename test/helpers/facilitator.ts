@@ -8,6 +8,7 @@ import { encodePaymentHeader } from "../../src/protocol/header.js";
 import { transferAuthorizationTypedData } from "../../src/protocol/eip3009.js";
 import type { NetworkInfo, NetworkName } from "../../src/protocol/networks.js";
 import { recordRpc } from "./rpc.js";
+import { tokenAbi } from "../../src/chain/token-abi.js";
 import { openChain } from "./token.js";
 
 // Helpers only: importing this file runs nothing.
@@ -142,6 +143,22 @@ export async function useAuthorizationOnChain(
   const { message, signature } = await makePayment(chain, { nonce, amount: 1_000n });
   const { r, s, v } = parseSignature(signature);
   await chain.contract.write.transferWithAuthorization([message.from, message.to, message.value, message.validAfter, message.validBefore, message.nonce, Number(v), r, s]);
+}
+
+/**
+ * Sends a signed authorization's `transferWithAuthorization` from the payer's own wallet (the chain's first
+ * buyer), as a payer spending its own nonce would; `fees` e.g. a front-runner's tip. Resolves with its hash.
+ */
+export function sendAuthorization(chain: Chain, made: Pick<Awaited<ReturnType<typeof makePayment>>, "message" | "signature">, fees: object = {}): Promise<Hex> {
+  const m = made.message;
+  const { r, s, v } = parseSignature(made.signature);
+  return chain.buyers[0]!.writeContract({
+    address: chain.token,
+    abi: tokenAbi,
+    functionName: "transferWithAuthorization",
+    args: [m.from, m.to, m.value, m.validAfter, m.validBefore, m.nonce, Number(v), r, s],
+    ...fees,
+  });
 }
 
 /**

@@ -1,5 +1,5 @@
 import { once } from "node:events";
-import { createServer, type IncomingMessage, type RequestListener, type Server } from "node:http";
+import { createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type RequestListener, type Server } from "node:http";
 import { createServer as createTcpServer, type AddressInfo } from "node:net";
 import { expect } from "chai";
 
@@ -114,4 +114,32 @@ export function decodeBase64Json(value: string | null | undefined): Record<strin
 /** `value` as JSON in base64, as payment headers carry it. */
 export function encodeBase64Json(value: unknown): string {
   return Buffer.from(JSON.stringify(value), "utf8").toString("base64");
+}
+
+/**
+ * One request to `url` carrying exactly `headers` and, as `Host`, `host` (`null`: no Host header at all),
+ * whatever the address connected to: what a browser sends under DNS rebinding (fetch cannot set `Host`).
+ * Resolves with the status, the headers and the body (parsed when it is JSON).
+ */
+export function rawRequest(
+  url: string,
+  options: { host: string | null; method?: string; headers?: Record<string, string>; body?: string },
+): Promise<{ status: number; headers: IncomingHttpHeaders; body: any }> {
+  const target = new URL(url);
+  const headers: Record<string, string> = { ...(options.host === null ? {} : { Host: options.host }), ...options.headers };
+  if (options.body !== undefined) headers["Content-Length"] = String(Buffer.byteLength(options.body));
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      { host: target.hostname, port: target.port, path: `${target.pathname}${target.search}`, method: options.method ?? "GET", headers, setHost: false },
+      (res) => {
+        void readBody(res).then((text) => {
+          let body: unknown = text;
+          if ((res.headers["content-type"] ?? "").startsWith("application/json")) body = JSON.parse(text);
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body });
+        }, reject);
+      },
+    );
+    req.on("error", reject);
+    req.end(options.body);
+  });
 }

@@ -43,7 +43,7 @@ export const FRONT_RUN = { maxPriorityFeePerGas: parseGwei("500"), maxFeePerGas:
 /**
  * Starts a settle with automine off, waits until its transaction is in the mempool, lets `frontRun`
  * send the attacker's transaction (with {@link FRONT_RUN} fees), and mines both in one block.
- * Asserts the attacker's transaction went first and succeeded; returns the answer and the settlement's receipt.
+ * Asserts the attacker's transaction went first and succeeded; returns the answer, the settlement's receipt and the attacker's.
  */
 export async function settleFrontRun(opened: Opened, body: object, frontRun: () => Promise<Hex>) {
   const { chain } = opened;
@@ -55,14 +55,16 @@ export async function settleFrontRun(opened: Opened, body: object, frontRun: () 
     const attack = await frontRun();
     await chain.networkHelpers.mine();
     const answer = await settling;
-    const [settlement, attacker] = await Promise.all([
-      chain.publicClient.getTransactionReceipt({ hash: answer.txHash! }),
-      chain.publicClient.getTransactionReceipt({ hash: attack }),
-    ]);
+    const attacker = await chain.publicClient.getTransactionReceipt({ hash: attack });
+    // The relayer's transaction, from the block (an answer may name none).
+    const block = await chain.publicClient.getBlock({ blockNumber: attacker.blockNumber, includeTransactions: true });
+    const ours = block.transactions.find((tx) => tx.from.toLowerCase() === RELAYER.toLowerCase());
+    expect(ours, "the relayer's transaction in the attacker's block").to.not.equal(undefined);
+    const settlement = await chain.publicClient.getTransactionReceipt({ hash: ours!.hash });
     expect(attacker.status).to.equal("success");
     expect(attacker.blockNumber).to.equal(settlement.blockNumber);
     expect(attacker.transactionIndex).to.be.below(settlement.transactionIndex);
-    return { answer, settlement };
+    return { answer, settlement, attacker };
   } finally {
     await setAutomine(opened, true);
   }

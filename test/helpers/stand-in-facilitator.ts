@@ -18,6 +18,7 @@ export type StandInAnswer =
 export interface RecordedRequest {
   method: string;
   path: string;
+  query: Record<string, string>;
   headers: IncomingHttpHeaders;
   /** The raw body text. */
   text: string;
@@ -29,8 +30,9 @@ export interface RecordedRequest {
 export interface StandInFacilitator {
   url: string;
   requests: RecordedRequest[];
-  answers: { supported: StandInAnswer; verify: StandInAnswer; settle: StandInAnswer };
-  /** Forgets recorded requests and restores the default answers (valid, settled). */
+  /** `settlements` is the status lookup by authorization (`GET /v2/x402/settlements?…`). */
+  answers: { supported: StandInAnswer; verify: StandInAnswer; settle: StandInAnswer; settlements: StandInAnswer };
+  /** Forgets recorded requests and restores the default answers (valid, settled, lookups 404). */
   reset(): void;
   close(): Promise<void>;
 }
@@ -64,7 +66,7 @@ export function settleFailed(error: string) {
 
 export const json = (body: unknown, status?: number, headers?: Record<string, string>): StandInAnswer => ({ kind: "json", body, status, ...(headers ? { headers } : {}) });
 
-const defaultAnswers = () => ({ supported: json(SUPPORTED), verify: json(VALID), settle: json(SETTLED) });
+const defaultAnswers = () => ({ supported: json(SUPPORTED), verify: json(VALID), settle: json(SETTLED), settlements: json({ error: "Not found" }, 404) });
 
 /** Starts a stand-in facilitator; it answers valid / settled until told otherwise through `answers`. */
 export async function startStandInFacilitator(): Promise<StandInFacilitator> {
@@ -80,10 +82,10 @@ export async function startStandInFacilitator(): Promise<StandInFacilitator> {
     } catch {
       body = undefined;
     }
-    requests.push({ method: req.method, path: req.path, headers: req.headers, text, body });
+    requests.push({ method: req.method, path: req.path, query: req.query as Record<string, string>, headers: req.headers, text, body });
     const operation = req.params.operation;
     const answer =
-      operation === "verify" || operation === "settle" || operation === "supported" ? answers[operation] : undefined;
+      operation === "verify" || operation === "settle" || operation === "supported" || operation === "settlements" ? answers[operation] : undefined;
     if (!answer) {
       res.status(404).json({ error: "Not found" });
       return;

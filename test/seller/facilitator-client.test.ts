@@ -182,4 +182,37 @@ describe("seller: facilitator client", () => {
     expect(error.code).to.equal("malformed");
     expect(error.details).to.match(/^answer does not match the settle response schema: transaction/);
   });
+
+  it("looks a settlement up by authorization with settlement(): GET with the query encoded and the API key, the parsed status, undefined for 404, errors for the rest", async () => {
+    const client = createFacilitatorClient({ url: standIn.url, apiKey: "sk-seller-0123456789" });
+    const query = { network: "eip155:338", from: VECTOR_PAYEE, nonce: `0x${"12".repeat(32)}` };
+    const status = {
+      status: "settled",
+      network: "eip155:338",
+      from: VECTOR_PAYEE,
+      to: VECTOR_PAYEE,
+      value: "1000000",
+      nonce: query.nonce,
+      txHash: SETTLED.txHash,
+      transactions: [SETTLED.txHash],
+      blockNumber: 7,
+      timestamp: "2030-01-01T00:00:00.000Z",
+    };
+    standIn.answers.settlements = json(status);
+    expect(await client.settlement(query)).to.deep.equal(status);
+    const [request] = standIn.requests;
+    expect([request?.method, request?.path, request?.query, request?.headers.authorization]).to.deep.equal([
+      "GET",
+      "/v2/x402/settlements",
+      query,
+      "Bearer sk-seller-0123456789",
+    ]);
+
+    standIn.answers.settlements = json({ error: "Not found" }, 404);
+    expect(await client.settlement(query)).to.equal(undefined);
+    standIn.answers.settlements = json({ error: "Invalid request: network base is not served here" }, 400);
+    expect(await rejection(client.settlement(query))).to.include({ code: "http_status", status: 400, operation: "settlements" });
+    standIn.answers.settlements = json({ status: "settled" });
+    expect(await rejection(client.settlement(query))).to.include({ code: "malformed", operation: "settlements" });
+  });
 });

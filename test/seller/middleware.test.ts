@@ -12,6 +12,7 @@ import {
   type RequirementsSource,
 } from "../../src/seller/index.js";
 import { VerifyReason } from "../../src/protocol/reasons.js";
+import { decodePaymentHeader } from "../../src/protocol/header.js";
 import { closedPortUrl, decodeBase64Json, listen } from "../helpers/http.js";
 import {
   json,
@@ -155,12 +156,12 @@ describe("seller: requirePayment", () => {
   });
 
   it("answers 402 with the settle error when settle says payment.failed", async () => {
-    standIn.answers.settle = json(settleFailed("Authorization already used"));
+    standIn.answers.settle = json(settleFailed("ERC20: transfer amount exceeds balance"));
     const seller = await startSeller();
     const response = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
     expect(response.status).to.equal(402);
     expect(await response.json()).to.deep.equal(
-      paymentRequiredBody(REQUIREMENTS, { error: "Payment settlement failed", reason: "Authorization already used" }),
+      paymentRequiredBody(REQUIREMENTS, { error: "Payment settlement failed", reason: "ERC20: transfer amount exceeds balance" }),
     );
     expect(response.headers.get("x-payment-response")).to.equal(null);
     expectFacilitatorCalls("verify", "settle");
@@ -504,6 +505,190 @@ describe("seller: requirePayment", () => {
         expect(decodeBase64Json(response.headers.get("PAYMENT-REQUIRED"))).to.include({ error: "unsupported_payload_type" });
       }
       expect(standIn.requests).to.deep.equal([]);
+    });
+  });
+
+  describe("the retry window: a settled payment is served again only within maxTimeoutSeconds of its settlement", () => {
+    const SETTLED_AT = Date.parse(SETTLED.timestamp);
+    const WINDOW_MS = 300_000; // REQUIREMENTS' maxTimeoutSeconds
+    const VECTOR_A = decodePaymentHeader(VECTOR_A_HEADER);
+    if (!VECTOR_A.ok) throw new Error("vector A does not decode");
+    const { from, nonce } = VECTOR_A.payload.authorization;
+    /** The facilitator's record of vector A settled to the route's payee at its price (what a lookup answers). */
+    const RECORD = {
+      status: "settled",
+      network: "cronos-testnet",
+      from,
+      to: VECTOR_PAYEE,
+      value: "1000000",
+      nonce,
+      txHash: SETTLED.txHash,
+      transactions: [SETTLED.txHash],
+      blockNumber: SETTLED.blockNumber,
+      timestamp: SETTLED.timestamp,
+    };
+    const USED = { isValid: false, invalidReason: "Authorization already used" };
+    const windowEnded = (until: number) => ({
+      error: "Payment already used",
+      reason: `this payment was settled at ${SETTLED.timestamp}, and a payment is served again only within maxTimeoutSeconds (300 s) of its settlement, until ${new Date(until).toISOString()}; sign a new payment`,
+    });
+
+    it("holds a settle answer to its block time: served up to settlement + maxTimeoutSeconds by the seller's clock, 402 Payment already used a millisecond later (a facilitator that repeats its first answer)", async () => {
+      let now = SETTLED_AT + WINDOW_MS;
+      const seller = await startSeller(REQUIREMENTS, { clock: () => now });
+      const served = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+      expect([served.status, await served.json()]).to.deep.equal([200, { ...CONTENT, payment: RECEIPT }]);
+
+      now += 1;
+      const late = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+      expect([late.status, await late.json()]).to.deep.equal([402, paymentRequiredBody(REQUIREMENTS, windowEnded(SETTLED_AT + WINDOW_MS))]);
+      expect(late.headers.get("X-PAYMENT-RESPONSE")).to.equal(null);
+      expect(decodeBase64Json(late.headers.get("PAYMENT-REQUIRED"))).to.include({ error: "invalid_exact_evm_nonce_already_used" });
+      expect(seller.state.handlerRuns).to.equal(1);
+    });
+
+    it("serves a retry the facilitator calls used from its record of that payer and nonce, in the settle answer's shape, within the window only", async () => {
+      standIn.answers.verify = json(USED);
+      standIn.answers.settlements = json(RECORD);
+      let now = SETTLED_AT + 1_000;
+      const seller = await startSeller(REQUIREMENTS, { clock: () => now });
+      const retried = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+      expect([retried.status, await retried.json()]).to.deep.equal([200, { ...CONTENT, payment: RECEIPT }]);
+      expect(decodePaymentResponse(retried.headers.get("X-PAYMENT-RESPONSE") ?? "")).to.deep.equal(SETTLED);
+      expect(standIn.requests.map((request) => [request.method, request.path, request.query])).to.deep.equal([
+        ["POST", "/v2/x402/verify", {}],
+        ["GET", "/v2/x402/settlements", { network: "cronos-testnet", from, nonce }],
+      ]);
+
+      now = SETTLED_AT + WINDOW_MS + 1;
+      const late = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+      expect([late.status, await late.json()]).to.deep.equal([402, paymentRequiredBody(REQUIREMENTS, windowEnded(SETTLED_AT + WINDOW_MS))]);
+      expect(seller.state.handlerRuns).to.equal(1);
+    });
+
+    it("does not serve a used payment whose record is not this route's: another payee, another value, not settled, unknown (402 as the facilitator said)", async () => {
+      standIn.answers.verify = json(USED);
+      const seller = await startSeller(REQUIREMENTS, { clock: () => SETTLED_AT });
+      const records: unknown[] = [
+        { ...RECORD, to: VECTOR_SIGNER.address },
+        { ...RECORD, value: "1" },
+        { ...RECORD, from: VECTOR_PAYEE },
+        { ...RECORD, status: "pending", blockNumber: undefined, timestamp: undefined },
+        { ...RECORD, status: "failed", error: "Transaction failed on-chain" },
+      ];
+      for (const record of records) {
+        standIn.answers.settlements = json(record);
+        const response = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+        expect([response.status, await response.json()], JSON.stringify(record)).to.deep.equal([
+          402,
+          paymentRequiredBody(REQUIREMENTS, { error: "Payment verification failed", reason: "Authorization already used" }),
+        ]);
+      }
+      standIn.answers.settlements = json({ error: "Not found" }, 404);
+      const unknown = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+      expect(unknown.status).to.equal(402);
+      expect(seller.state.handlerRuns).to.equal(0);
+    });
+
+    it("answers a retry whose lookup fails: 503 with Retry-After when the facilitator is busy, else the facilitator's refusal (logged); a lookup that hangs ends at timeoutMs", async () => {
+      standIn.answers.verify = json(USED);
+      const seller = await startSeller(REQUIREMENTS, { clock: () => SETTLED_AT, timeoutMs: 300 });
+      const refusal = paymentRequiredBody(REQUIREMENTS, { error: "Payment verification failed", reason: "Authorization already used" });
+
+      standIn.answers.settlements = json({ error: "Too many requests", retryAfter: 7 }, 429, { "Retry-After": "7" });
+      const busy = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+      expect([busy.status, busy.headers.get("Retry-After"), await busy.json()]).to.deep.equal([
+        503,
+        "7",
+        { error: "Payment service busy", details: "The payment could not be processed right now; try again later" },
+      ]);
+
+      standIn.answers.settlements = json({ error: "Internal error" }, 500);
+      const broken = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+      expect([broken.status, await broken.json()]).to.deep.equal([402, refusal]);
+
+      standIn.answers.settlements = { kind: "hang" };
+      const started = Date.now();
+      const hung = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
+      expect([hung.status, await hung.json()]).to.deep.equal([402, refusal]);
+      expect(Date.now() - started).to.be.below(5_000);
+
+      expect(logged.map((line) => [line.message, line.fields.operation, line.fields.code, line.fields.status])).to.deep.equal([
+        ["facilitator lookup failed", "lookup", "http_status", 429],
+        ["facilitator lookup failed", "lookup", "http_status", 500],
+        ["facilitator lookup failed", "lookup", "timeout", undefined],
+      ]);
+      expect(seller.state.handlerRuns).to.equal(0);
+    });
+
+    describe("x402 v2 under a payment identifier (the facilitator answers a repeat as the first settle, without a time)", () => {
+      const V2_SETTLED = { success: true, payer: SETTLED.from, transaction: SETTLED.txHash, network: "eip155:338" };
+      const identifiedPayment = async () => {
+        const payment = await createV2PaymentPayload({
+          signer: privateKeyToAccount(VECTOR_SIGNER.privateKey),
+          requirements: VECTOR_V2_OFFER,
+          resource: { url: "http://127.0.0.1/premium" },
+          paymentId: "pay_0123456789abcdef",
+        });
+        return { payment, header: Buffer.from(JSON.stringify(payment)).toString("base64") };
+      };
+      beforeEach(() => {
+        standIn.answers.verify = json({ isValid: true, payer: SETTLED.from });
+        standIn.answers.settle = json(V2_SETTLED);
+      });
+
+      it("reads the settlement's time from the facilitator's record of that payer and nonce: served within the window, 402 Payment already used after it", async () => {
+        const { payment, header } = await identifiedPayment();
+        const authorization = payment.payload.authorization;
+        standIn.answers.settlements = json({ ...RECORD, network: "eip155:338", from: authorization.from, nonce: authorization.nonce });
+        let now = SETTLED_AT + WINDOW_MS;
+        const seller = await startSeller(REQUIREMENTS, { clock: () => now, paymentIdentifier: "optional" });
+        const served = await fetch(seller.url, { headers: { "PAYMENT-SIGNATURE": header } });
+        expect([served.status, await served.json()]).to.deep.equal([200, { ...CONTENT, payment: { txHash: SETTLED.txHash, from: SETTLED.from, to: VECTOR_PAYEE, value: "1000000" } }]);
+        expect(decodeBase64Json(served.headers.get("PAYMENT-RESPONSE"))).to.deep.equal(V2_SETTLED);
+        expect(standIn.requests.map((request) => [request.path, request.query])).to.deep.equal([
+          ["/v2/x402/verify", {}],
+          ["/v2/x402/settle", {}],
+          ["/v2/x402/settlements", { network: "eip155:338", from: authorization.from, nonce: authorization.nonce }],
+        ]);
+
+        now += 1;
+        const late = await fetch(seller.url, { headers: { "PAYMENT-SIGNATURE": header } });
+        expect([late.status, await late.json()]).to.deep.equal([402, paymentRequiredBody(REQUIREMENTS, windowEnded(SETTLED_AT + WINDOW_MS))]);
+        expect(decodeBase64Json(late.headers.get("PAYMENT-REQUIRED"))).to.include({ error: "invalid_exact_evm_nonce_already_used" });
+        expect(late.headers.get("PAYMENT-RESPONSE")).to.equal(null);
+        expect(seller.state.handlerRuns).to.equal(1);
+      });
+
+      it("serves nothing it cannot date: a record that is missing, names another transaction, or a lookup that fails is 500 (busy: 503), never the resource", async () => {
+        const { payment, header } = await identifiedPayment();
+        const authorization = payment.payload.authorization;
+        const record = { ...RECORD, network: "eip155:338", from: authorization.from, nonce: authorization.nonce };
+        const seller = await startSeller(REQUIREMENTS, { clock: () => SETTLED_AT, paymentIdentifier: "optional" });
+        const failed = { error: "Facilitator settlement lookup failed", details: "The payment could not be processed right now; try again later" };
+        const cases: Array<[unknown, number, unknown]> = [
+          [json({ error: "Not found" }, 404), 500, failed],
+          [json({ ...record, txHash: `0x${"cd".repeat(32)}`, transactions: [`0x${"cd".repeat(32)}`] }), 500, failed],
+          [json({ ...record, value: "999999" }), 500, failed],
+          [json({ error: "Internal error" }, 500), 500, failed],
+          [json({ status: "settled" }), 500, failed],
+          [json({ error: "Too many requests" }, 429, { "Retry-After": "3" }), 503, { error: "Payment service busy", details: "The payment could not be processed right now; try again later" }],
+        ];
+        for (const [answer, status, body] of cases) {
+          standIn.answers.settlements = answer as typeof standIn.answers.settlements;
+          const response = await fetch(seller.url, { headers: { "PAYMENT-SIGNATURE": header } });
+          expect([response.status, await response.json()], JSON.stringify(answer)).to.deep.equal([status, body]);
+        }
+        expect(seller.state.handlerRuns).to.equal(0);
+      });
+
+      it("asks no lookup for a v2 payment without an identifier (the facilitator never repeats one)", async () => {
+        const payment = await createV2PaymentPayload({ signer: privateKeyToAccount(VECTOR_SIGNER.privateKey), requirements: VECTOR_V2_OFFER });
+        const seller = await startSeller(REQUIREMENTS, { clock: () => SETTLED_AT + 10 * WINDOW_MS });
+        const response = await fetch(seller.url, { headers: { "PAYMENT-SIGNATURE": Buffer.from(JSON.stringify(payment)).toString("base64") } });
+        expect(response.status).to.equal(200);
+        expect(standIn.requests.map((request) => request.path)).to.deep.equal(["/v2/x402/verify", "/v2/x402/settle"]);
+      });
     });
   });
 

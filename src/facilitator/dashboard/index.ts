@@ -26,6 +26,8 @@ export interface CreateDashboardOptions {
   history?: FeedHistory;
   /** The facilitator's API keys: with any, only a request carrying one sees rows other than settlements. */
   apiKeys?: readonly ApiKeyConfig[];
+  /** `ALLOWED_HOSTS`: names the local stack's page answers besides the loopback names. */
+  allowedHosts?: readonly string[];
 }
 
 /** The page that watches payments happen: its routes, its feed, and `record` to hand it each outcome. */
@@ -45,6 +47,7 @@ export function createDashboard(options: CreateDashboardOptions): Dashboard {
     networks: () => networksView(options.configs, options.health, options.playground?.rpcUrls),
     playground: options.playground,
     ...(options.apiKeys ? { apiKeys: options.apiKeys } : {}),
+    ...(options.allowedHosts ? { allowedHosts: options.allowedHosts } : {}),
   });
   return { ...routes, feed, record: (outcome) => void feed.record(outcome) };
 }

@@ -6,6 +6,7 @@ import { canonicalNetwork } from "../../protocol/networks.js";
 import { addressSchema, describeZodError } from "../../protocol/schemas.js";
 import type { ApiKeyConfig } from "../config.js";
 import { apiKeyReader, refuseApiKey } from "../http/api-keys.js";
+import { LOCAL_HOSTS, requireHost, requireSameOrigin } from "../http/hosts.js";
 import type { FeedRow, OutcomeFeed } from "./feed.js";
 import type { NetworksView } from "./networks.js";
 import { TRY_SCENARIOS, type DashboardPlayground } from "./playground.js";
@@ -24,6 +25,11 @@ export interface DashboardRouterOptions {
    * chain shows anyway), and an unknown key is answered 401. Without keys, everyone sees every row.
    */
   apiKeys?: readonly ApiKeyConfig[];
+  /**
+   * `ALLOWED_HOSTS`. With a playground, the page and every `/dashboard` route answer only a `Host` naming a
+   * loopback name or one of these (else 421), and the playground's `pay` only its own `Origin` (else 403).
+   */
+  allowedHosts?: readonly string[];
 }
 
 /** A row anyone may see when API keys guard the rest: a settlement, made on chain. */
@@ -89,6 +95,14 @@ export function dashboardRouter(options: DashboardRouterOptions): DashboardRoute
   let closed = false;
   const router = express.Router();
 
+  if (playground) {
+    // The local stack's page hands out its buyers' keys and spends from them: reachable by local names only,
+    // so a page elsewhere cannot reach it through its visitors' browsers by DNS rebinding.
+    const localOnly = requireHost([...LOCAL_HOSTS, ...(options.allowedHosts ?? [])]);
+    router.get("/", localOnly);
+    router.use("/dashboard", localOnly);
+  }
+
   for (const [path, asset] of Object.entries(ASSETS)) {
     const body = readFileSync(new URL(asset.file, PUBLIC));
     router.get(path, (_req, res) => {
@@ -149,7 +163,7 @@ export function dashboardRouter(options: DashboardRouterOptions): DashboardRoute
       res.set("Cache-Control", "no-store").json({ buyers: await playground.buyers() });
     });
 
-    router.post("/dashboard/api/local/pay", express.json({ limit: 4096 }), async (req, res) => {
+    router.post("/dashboard/api/local/pay", requireSameOrigin(), express.json({ limit: 4096 }), async (req, res) => {
       const parsed = payBodySchema.safeParse(req.body);
       if (!parsed.success) {
         res.status(400).json({ error: `Invalid request: ${describeZodError(parsed.error)}` });

@@ -1,8 +1,8 @@
 import type { Address } from "viem";
 import type { NetworkName } from "../../protocol/networks.js";
 import type { Payment } from "../../protocol/payment.js";
-import type { SettleOutcome } from "../settle.js";
-import type { VerifyAnswerOutcome } from "../verify.js";
+import type { SettleOutcome } from "../../settlement/settle.js";
+import type { VerifyAnswerOutcome } from "../../settlement/verify.js";
 
 /** The dialects the facilitator speaks on one `/v2/x402` base: Cronos (x402Version 1) and x402 v2. */
 export type DialectName = "cronos" | "x402v2";

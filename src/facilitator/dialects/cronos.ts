@@ -4,7 +4,6 @@ import type { DecodedPayload } from "../../protocol/payment.js";
 import { EXACT_SCHEME, RequestError, SettleEvent, VerifyReason, X402_VERSION } from "../../protocol/reasons.js";
 import { describeZodError, facilitatorRequestSchema } from "../../protocol/schemas.js";
 import { isCaip2, networkOfCaip2 } from "../../protocol/x402v2.js";
-import { answerNetwork } from "../verify.js";
 import { isJsonObject, type DialectCodec, type Echo, type ReadResult } from "./codec.js";
 
 /**
@@ -113,4 +112,10 @@ function mixedDialects(body: Record<string, unknown>): string | undefined {
     return `paymentRequirements.network ${network} is an x402 v2 (CAIP-2) network: the Cronos dialect (x402Version 1) ${name}`;
   }
   return undefined;
+}
+
+/** The network name to answer with: as the caller sent it in any body, parsed or not; else "unknown". */
+export function answerNetwork(body: unknown): string {
+  const network = (body as { paymentRequirements?: { network?: unknown } } | null | undefined)?.paymentRequirements?.network;
+  return typeof network === "string" ? network : "unknown";
 }

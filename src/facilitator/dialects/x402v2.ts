@@ -13,7 +13,7 @@ import {
   V2RequestReason,
   X402_V2_VERSION,
 } from "../../protocol/x402v2.js";
-import type { SettleFailureCode } from "../settle.js";
+import type { SettleFailureCode } from "../../settlement/settle.js";
 import { isJsonObject, type DialectCodec, type Echo, type ReadResult, type RefusalKind } from "./codec.js";
 
 /**

@@ -2,13 +2,15 @@ import { randomUUID } from "node:crypto";
 import express, { type ErrorRequestHandler, type Express, type Request, type Response, type Router } from "express";
 import { RequestError, SettleError } from "../../protocol/reasons.js";
 import type { SupportedResponse } from "../../protocol/schemas.js";
-import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext } from "../runtime.js";
-import { verifyRequest } from "../verify.js";
-import { settlePayment } from "../settle.js";
+import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext } from "../../settlement/runtime.js";
+import type { Logger } from "../logger.js";
+import { verifyRequest } from "../../settlement/verify.js";
+import { settlePayment } from "../../settlement/settle.js";
 import { cronosDialect, dialectOf, type DialectName } from "../dialects/index.js";
 import type { HealthReport } from "../health.js";
 import type { ApiKeyConfig, RateLimitsConfig } from "../config.js";
 import { edgeGuards, type QuotaHolder } from "./edge.js";
+import { LOCAL_HOSTS, requireHost } from "./hosts.js";
 import { PayerQuota } from "./payer-quota.js";
 import type { RateLimitStores } from "./rate-limit.js";
 import { settlementRoutes, type SettlementRoutesOptions } from "./settlements.js";
@@ -17,11 +19,13 @@ import type { Ledger } from "../../ledger/types.js";
 
 /** Options of {@link createApp}. */
 export interface AppOptions {
-  context: FacilitatorContext;
+  context: FacilitatorContext<Logger>;
   supported: () => SupportedResponse;
   health: () => Promise<HealthReport>;
   rateLimits: RateLimitsConfig;
   trustProxy: false | number | string[];
+  /** `ALLOWED_HOSTS`: with any, every route answers only a `Host` naming one of them or a loopback name (else 421). */
+  allowedHosts?: readonly string[];
   bodyLimitBytes: number;
   /** Seller API keys; with any, verify and settle require one (401 otherwise) and quotas are per key. */
   apiKeys?: readonly ApiKeyConfig[];
@@ -109,6 +113,8 @@ export function createApp(options: AppOptions): Express {
     res.on("finish", () => options.onResponse?.(routeOf(req.path), res.statusCode));
     next();
   });
+  // Before anything reads the request: a name this service was not given is a DNS rebinding, or a mistake.
+  if (options.allowedHosts?.length) app.use(requireHost([...LOCAL_HOSTS, ...options.allowedHosts]));
 
 
   /** A verify/settle request answered before its handler ran (401, 413, 415, unreadable body): one outcome record. */

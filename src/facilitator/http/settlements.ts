@@ -13,15 +13,17 @@ export interface SettlementRoutesOptions {
 }
 
 /**
- * The settlement status lookups: `GET /v2/x402/settlements/{txHash}` and
- * `GET /v2/x402/settlements?network=…&from=…&nonce=…`; 404 JSON when unknown, 400 JSON on a malformed query.
+ * The settlement status lookups: `GET /v2/x402/settlements/{txHash}[?network=…]` and
+ * `GET /v2/x402/settlements?network=…&from=…&nonce=…` (`network` in any form verify takes, answered as
+ * asked); 404 JSON when unknown, 400 JSON on a malformed query.
  */
 export function settlementRoutes(options: SettlementRoutesOptions): Router {
   const router = Router();
   const send = (answer: StatusAnswer, res: Parameters<RequestHandler>[1]) => void res.status(answer.status).json(answer.body);
   const limit = options.guards ?? [];
   router.get("/v2/x402/settlements/:txHash", ...limit, async (req, res) => {
-    send(await statusByTxHash(options.ledger, String(req.params.txHash)), res);
+    const network = req.query.network;
+    send(await statusByTxHash(options.ledger, options.served, String(req.params.txHash), network === undefined ? undefined : typeof network === "string" ? network : null), res);
   });
   router.get("/v2/x402/settlements", ...limit, async (req, res) => {
     // One value per parameter: a repeated one is malformed, not the first of several.

@@ -6,6 +6,7 @@ import { recoverSigner, transferAuthorizationDigest } from "../chain/signature.j
 import type { Head } from "../chain/state.js";
 import type { IndexedPayer } from "../state/index.js";
 import type { BoundPayment, SettlementRecord } from "../ledger/types.js";
+import { decidePayment, termsOfAuthorization, type PaidTransfer } from "./decision.js";
 import { FacilitatorFault, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
 
 const MAX_UINT256 = (1n << 256n) - 1n;
@@ -140,28 +141,31 @@ export async function identifierBoundElsewhere(
 }
 
 /**
- * The transaction of this very payment settled before under `paymentId`: when the id is bound to this
+ * The transfer of this very payment settled before under `paymentId`: when the id is bound to this
  * authorization (everything signed alike) and the ledger records its settlement (of the same payee, value
- * and validBefore), its hash, block and time; otherwise undefined.
+ * and validBefore), confirmed by the payment decision on that transaction's receipt; otherwise undefined.
+ * Throws {@link FacilitatorFault} when the ledger, or the chain, cannot tell.
  */
 export async function paidUnderIdentifier(
   runtime: NetworkRuntime,
   authorization: PayerPayload["authorization"],
   paymentId: string,
   context: FacilitatorContext,
-): Promise<{ txHash: Hex; blockNumber: bigint; timestamp: string } | undefined> {
+): Promise<PaidTransfer | undefined> {
   const { config } = runtime;
+  let record: SettlementRecord | undefined;
   try {
     const bound = await context.ledger.paymentIdentifierBinding(config, authorization.from, paymentId);
     if (!bound || !(await boundToThis(bound, runtime, authorization, context))) return undefined;
-    const record = await context.ledger.get({ chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce });
-    // The settlement of the nonce may be another payment's (signed under the same nonce without this id): its transaction is not this payment's.
-    if (record?.status !== "settled" || !recordIsOf(record, authorization)) return undefined;
-    if (!record.txHash || record.blockNumber === undefined || record.blockTimestamp === undefined) return undefined;
-    return { txHash: record.txHash, blockNumber: record.blockNumber, timestamp: new Date(Number(record.blockTimestamp) * 1000).toISOString() };
+    record = await context.ledger.get({ chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce });
   } catch (error) {
     throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
   }
+  // The settlement of the nonce may be another payment's (signed under the same nonce without this id): its transaction is not this payment's.
+  if (record?.status !== "settled" || !recordIsOf(record, authorization) || !record.txHash) return undefined;
+  const decision = await decidePayment(runtime.payments, termsOfAuthorization(config.token, authorization), { ours: [record.txHash] });
+  if (decision.outcome === "undecided") throw new FacilitatorFault(`cannot tell on ${config.network} whether the payment was made: ${decision.reason}`);
+  return decision.outcome === "paid" ? decision.transfer : undefined;
 }
 
 function refuse(code: VerifyFailureCode, reason: string, extra: Partial<RefusedPayment> = {}): RefusedPayment {
@@ -360,10 +364,4 @@ async function usedAt(runtime: NetworkRuntime, indexed: IndexedPayer, from: Addr
   const used = await runtime.state.authorizationUsed(from, nonce, indexed.head);
   if (used) runtime.index?.rememberUsed(from, nonce);
   return used;
-}
-
-/** The network name to answer with: as the caller sent it in any body, parsed or not; else "unknown". */
-export function answerNetwork(body: unknown): string {
-  const network = (body as { paymentRequirements?: { network?: unknown } } | null | undefined)?.paymentRequirements?.network;
-  return typeof network === "string" ? network : "unknown";
 }

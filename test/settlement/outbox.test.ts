@@ -1,7 +1,7 @@
 import { expect } from "chai";
-import { LedgerOutbox } from "../../src/facilitator/outbox.js";
-import { SettlementService } from "../../src/facilitator/settlements.js";
-import { NOT_SENT_ERROR } from "../../src/ledger/reconciler.js";
+import { LedgerOutbox } from "../../src/settlement/outbox.js";
+import { SettlementService } from "../../src/settlement/service.js";
+import { NOT_SENT_ERROR } from "../../src/ledger/types.js";
 import { IllegalTransitionError, type Ledger } from "../../src/ledger/types.js";
 import { recordingLogger } from "../helpers/facilitator.js";
 

@@ -1,4 +1,4 @@
-import { encodeFunctionData, parseSignature, type Address, type Hex } from "viem";
+import { encodeFunctionData, isAddressEqual, parseSignature, type Address, type Hex } from "viem";
 import { tokenAbi } from "../chain/token-abi.js";
 import { estimateGasWithin } from "../chain/estimate.js";
 import { FeeCapError } from "../chain/fees.js";
@@ -6,8 +6,9 @@ import { settleErrorOfRevert } from "../chain/revert.js";
 import type { PayerPayload, Payment } from "../protocol/payment.js";
 import { SettleError, VerifyReason } from "../protocol/reasons.js";
 import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
-import { penaltySubject, type BoundPayment } from "../ledger/types.js";
-import type { Simulation } from "./settlements.js";
+import { penaltySubject, type BoundPayment, type SettlementRecord } from "../ledger/types.js";
+import type { Simulation } from "./service.js";
+import { decidePayment, termsOfAuthorization, type PaidTransfer } from "./decision.js";
 import { authorizationDigest, identifierBoundElsewhere, paidUnderIdentifier, verifyPayment, type RefusedPayment, type VerifiedPayment, type VerifyFailureCode } from "./verify.js";
 
 /** Why a settlement failed: a verify refusal, or a transaction that failed (or may have) on chain. */
@@ -99,9 +100,7 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
       if (paid) return paid;
     }
     let txHash: Hex | undefined;
-    if (outcome.code === "used" && outcome.runtime && outcome.payload) {
-      txHash = await usedBy(outcome.runtime, outcome.payload.authorization.from, outcome.payload.authorization.nonce, context);
-    }
+    if (outcome.code === "used" && outcome.runtime && outcome.payload) txHash = await paidBy(outcome.runtime, outcome.payload.authorization, context);
     return { settled: false, code: outcome.code, error: settleTextOf(outcome), ...(txHash ? { txHash } : {}) };
   }
   const { runtime, payload, head } = outcome;
@@ -166,23 +165,13 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
     throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
   }
   switch (result.kind) {
-    case "settled": {
-      const { record } = result;
+    case "settled":
       runtime.state.markUsed(authorization.from, authorization.nonce);
-      return {
-        settled: true,
-        txHash: record.txHash!,
-        from: authorization.from,
-        to: authorization.to,
-        value: outcome.value,
-        blockNumber: record.blockNumber!,
-        timestamp: new Date(Number(record.blockTimestamp) * 1000).toISOString(),
-      };
-    }
+      return settledAnswer(result.transfer);
     case "alreadyUsed": {
       // Another settle of this authorization (a repeat under the same payment identifier) sent it: its answer.
       const paid = payment.paymentId ? await settledUnderIdentifier(runtime, authorization, payment.paymentId, context) : undefined;
-      return paid ?? failed("used", result.txHash);
+      return paid ?? failed("used", await ownersTransaction(runtime, authorization, result.record, context));
     }
     case "failed":
       return { settled: false, code: CODE_OF_TEXT.get(result.error) ?? "failedOnChain", error: result.error, ...(result.txHash ? { txHash: result.txHash } : {}) };
@@ -193,7 +182,11 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
       throw new FacilitatorFault(`nothing sent on ${config.network}: ${result.reason}`);
     case "undecided":
       // No verdict either way: 503 (retryable); the retry gets the outcome the reconciler records.
-      throw new FacilitatorFault(`settlement transaction ${result.txHash} on ${config.network} reverted and it is not known yet whether the authorization was paid elsewhere (${result.reason}); retry`);
+      throw new FacilitatorFault(
+        result.txHash
+          ? `settlement transaction ${result.txHash} on ${config.network} reverted and it is not known yet whether the authorization was paid elsewhere (${result.reason}); retry`
+          : `it is not known yet whether the settlement on ${config.network} was paid (${result.reason}); retry`,
+      );
   }
 }
 
@@ -205,8 +198,13 @@ async function settledUnderIdentifier(
   context: FacilitatorContext,
 ): Promise<SettledPayment | undefined> {
   const paid = await paidUnderIdentifier(runtime, authorization, paymentId, context);
-  if (!paid) return undefined;
-  return { settled: true, from: authorization.from, to: authorization.to, value: BigInt(authorization.value), ...paid };
+  return paid && settledAnswer(paid);
+}
+
+/** Settle's answer for a payment made: every field from the paying receipt and its block. */
+function settledAnswer(transfer: PaidTransfer): SettledPayment {
+  const { txHash, from, to, value, blockNumber, blockTimestamp } = transfer;
+  return { settled: true, txHash, from, to, value, blockNumber, timestamp: new Date(Number(blockTimestamp) * 1000).toISOString() };
 }
 
 /**
@@ -247,37 +245,26 @@ function bigMin(a: bigint, b: bigint): bigint {
   return a < b ? a : b;
 }
 
-/** The transaction that used an authorization: the ledger's record first, else the token's logs. */
-async function usedBy(runtime: NetworkRuntime, authorizer: Address, nonce: Hex, context: FacilitatorContext): Promise<Hex | undefined> {
-  const { config } = runtime;
-  const record = await context.ledger.get({ chainId: config.chainId, token: config.token, authorizer, nonce }).catch(() => undefined);
-  if (record?.status === "settled" && record.txHash) return record.txHash;
-  return findAuthorizationTransaction(runtime, authorizer, nonce, context);
+/**
+ * The transaction to name when another settle owns this authorization: while it is in flight, its own
+ * transaction of this very payment (same payee and value: the one that pays once mined); once settled,
+ * only the paying transfer the payment decision confirms.
+ */
+async function ownersTransaction(runtime: NetworkRuntime, authorization: PayerPayload["authorization"], owner: SettlementRecord, context: FacilitatorContext): Promise<Hex | undefined> {
+  if (owner.status === "settled") return paidBy(runtime, authorization, context, owner.txHash);
+  const same = isAddressEqual(owner.payee, authorization.to) && owner.value === BigInt(authorization.value);
+  return same ? owner.txHash : undefined;
 }
 
 /**
- * The transaction that used an authorization, from the token's `AuthorizationUsed` logs within
- * the look-back window; best effort (an RPC that refuses the range yields undefined).
+ * The transaction to name in an `Authorization already used` answer: the paying transfer of this very
+ * payment (the ledger's settled transaction, `candidate`, or what the authorization lookup finds), per
+ * the payment decision; none when something else spent the nonce, or the chain cannot tell (best effort).
  */
-export async function findAuthorizationTransaction(
-  runtime: NetworkRuntime,
-  authorizer: Address,
-  nonce: Hex,
-  context: Pick<FacilitatorContext, "logLookbackBlocks">,
-): Promise<Hex | undefined> {
-  try {
-    const head = await runtime.state.head();
-    const fromBlock = head.number > BigInt(context.logLookbackBlocks) ? head.number - BigInt(context.logLookbackBlocks) : 0n;
-    const logs = await runtime.client.getContractEvents({
-      address: runtime.config.token,
-      abi: tokenAbi,
-      eventName: "AuthorizationUsed",
-      args: { authorizer, nonce },
-      fromBlock,
-      toBlock: head.number,
-    });
-    return logs.at(-1)?.transactionHash ?? undefined;
-  } catch {
-    return undefined;
-  }
+async function paidBy(runtime: NetworkRuntime, authorization: PayerPayload["authorization"], context: FacilitatorContext, candidate?: Hex): Promise<Hex | undefined> {
+  const { config } = runtime;
+  const record = await context.ledger.get({ chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce }).catch(() => undefined);
+  const ours = [candidate, record?.status === "settled" ? record.txHash : undefined].filter((hash): hash is Hex => hash !== undefined);
+  const decision = await decidePayment(runtime.payments, termsOfAuthorization(config.token, authorization), { ours: [...new Set(ours)] });
+  return decision.outcome === "paid" ? decision.transfer.txHash : undefined;
 }

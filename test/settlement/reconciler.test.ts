@@ -1,13 +1,15 @@
 import { expect } from "chai";
-import { createPublicClient, custom, encodeFunctionData, keccak256, parseEther, parseSignature, type Hex } from "viem";
+import { createPublicClient, custom, type PublicClient, encodeFunctionData, keccak256, parseEther, parseSignature, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { settlementChain } from "../../src/chain/settlement-chain.js";
+import { settlementChain, type SettlementChainParameters } from "../../src/settlement/chain.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
-import { NOT_SENT_ERROR, Reconciler, type ReconcilerAction } from "../../src/ledger/reconciler.js";
+import { NOT_SENT_ERROR } from "../../src/ledger/types.js";
+import { Reconciler, type ReconcilerAction, type ReconcilerOptions } from "../../src/settlement/reconciler.js";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
-import type { Ledger, SettlementRecord } from "../../src/ledger/types.js";
+import { penaltySubject, type Ledger, type SettlementRecord } from "../../src/ledger/types.js";
+import { CANCEL_AUTHORIZATION_TYPES } from "../../src/protocol/eip3009.js";
 import { SettleError } from "../../src/protocol/reasons.js";
-import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
+import { HARDHAT_KEYS, makePayment, sendAuthorization } from "../helpers/facilitator.js";
 import { claimInput, TestClock } from "../helpers/ledger.js";
 import { recordRpc } from "../helpers/rpc.js";
 import { openChain } from "../helpers/token.js";
@@ -28,17 +30,23 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     clock = new TestClock();
     ledger = openSqliteLedger({ location: MEMORY, clock: clock.read });
     actions = [];
-    reconciler = new Reconciler({
+    reconciler = reconcilerOn();
+  });
+
+  /** A reconciler of this suite's ledger and clock over `client` (default the chain's), recording its actions and throwing its errors. */
+  function reconcilerOn(client: PublicClient = chain.publicClient, options: Partial<ReconcilerOptions> = {}, chainOptions: Partial<SettlementChainParameters> = {}): Reconciler {
+    return new Reconciler({
       ledger,
-      chains: [settlementChain({ client: chain.publicClient, chainId: 338, logLookbackBlocks: 1_000 })],
+      chains: [settlementChain({ client, chainId: 338, logLookbackBlocks: 1_000, ...chainOptions })],
       clock: clock.read,
       recheckMs: 5_000,
       onAction: (action, row) => actions.push([action, row.id]),
       onError: (error) => {
         throw error;
       },
+      ...options,
     });
-  });
+  }
   afterEach(() => ledger.close());
 
   /** A signed authorization's token call. */
@@ -81,16 +89,7 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
   }
 
   /** Someone else sends the payment's authorization (a buyer's own transaction): it is used before ours. */
-  async function useElsewhere(payment: Awaited<ReturnType<typeof abandonedSend>>["payment"]): Promise<Hex> {
-    const m = payment.message;
-    const { r, s, v } = parseSignature(payment.signature);
-    return chain.buyers[0]!.writeContract({
-      address: chain.token,
-      abi: tokenAbi,
-      functionName: "transferWithAuthorization",
-      args: [m.from, m.to, m.value, m.validAfter, m.validBefore, m.nonce, Number(v), r, s],
-    });
-  }
+  const useElsewhere = (payment: Awaited<ReturnType<typeof abandonedSend>>["payment"]): Promise<Hex> => sendAuthorization(chain, payment);
 
   const row = async (id: number) => (await ledger.getById(id)) as SettlementRecord;
   const payeeBalance = () => chain.contract.read.balanceOf([privateKeyToAccount(HARDHAT_KEYS.seller).address]);
@@ -185,14 +184,7 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     const rpc = recordRpc(chain.connection.provider);
     rpc.failing.add("eth_getLogs");
     const errors: string[] = [];
-    const blind = new Reconciler({
-      ledger,
-      chains: [settlementChain({ client: createPublicClient({ transport: custom(rpc.provider) }), chainId: 338, logLookbackBlocks: 1_000 })],
-      clock: clock.read,
-      recheckMs: 5_000,
-      onAction: (action, row) => actions.push([action, row.id]),
-      onError: (error) => void errors.push(String(error)),
-    });
+    const blind = reconcilerOn(createPublicClient({ transport: custom(rpc.provider) }), { onError: (error) => void errors.push(String(error)) });
     await blind.tick();
     expect(actions).to.deep.equal([]);
     expect(errors).to.have.length(1);
@@ -207,6 +199,82 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     expect(actions).to.deep.equal([["settled", sent.id]]);
     expect(await row(sent.id)).to.deep.include({ status: "settled", txHash: copy });
     expect(await payeeBalance()).to.equal(1_000_000n);
+  });
+
+  /** The payer spends the row's nonce first with another authorization: 1 unit to itself. */
+  const substitute = async (payment: Awaited<ReturnType<typeof abandonedSend>>["payment"]): Promise<Hex> =>
+    sendAuthorization(chain, await makePayment(chain, { nonce: payment.message.nonce, payTo: payment.message.from, amount: 1n }));
+
+  /** The payer's revert penalty on chain 338, if any (at the chain's latest time). */
+  async function penaltyOf(payer: Hex) {
+    const now = (await chain.publicClient.getBlock()).timestamp;
+    return ledger.activePenalty({ chainId: 338, token: chain.token }, [penaltySubject(payer)], now);
+  }
+
+  it("a substitute under the row's nonce (another payee and value) mined while ours never got out: failed Authorization already used in one round, nothing sent, the payer penalised", async () => {
+    reconciler = reconcilerOn(chain.publicClient, { revertPenaltySeconds: 600 });
+    const sent = await abandonedSend({ broadcast: false });
+    const other = await substitute(sent.payment);
+    await reconciler.tick();
+    expect(actions).to.deep.equal([["failed", sent.id]]);
+    const failed = await row(sent.id);
+    expect(failed).to.deep.include({ status: "failed", error: SettleError.alreadyUsed, txHash: sent.hash });
+    expect(failed.txHash).to.not.equal(other);
+    expect(await payeeBalance()).to.equal(0n);
+    // Ours was never re-broadcast: the relayer sent nothing.
+    expect(await chain.publicClient.getTransactionCount({ address: relayer.address, blockTag: "pending" })).to.equal(0);
+    const block = await chain.publicClient.getBlock({ blockNumber: (await chain.publicClient.getTransactionReceipt({ hash: other })).blockNumber });
+    expect(await penaltyOf(sent.payment.message.from)).to.deep.include({ until: block.timestamp + 600n, txHash: other });
+  });
+
+  it("the payer cancels while ours is dropped (the node forgot it): failed Authorization already used in one round, not at validBefore", async () => {
+    const sent = await abandonedSend({ broadcast: false });
+    const domain = { name: chain.info.domain.name, version: chain.info.domain.version, chainId: chain.info.chainId, verifyingContract: chain.token };
+    const payer = privateKeyToAccount(HARDHAT_KEYS.buyer);
+    const cancel = await payer.signTypedData({
+      domain,
+      types: CANCEL_AUTHORIZATION_TYPES,
+      primaryType: "CancelAuthorization",
+      message: { authorizer: payer.address, nonce: sent.payment.message.nonce },
+    });
+    const { v, r, s } = parseSignature(cancel);
+    await chain.contract.write.cancelAuthorization([payer.address, sent.payment.message.nonce, Number(v), r, s]);
+    const rpc = recordRpc(chain.connection.provider);
+    reconciler = reconcilerOn(createPublicClient({ transport: custom(rpc.provider) }));
+    await reconciler.tick();
+    expect(actions).to.deep.equal([["failed", sent.id]]);
+    expect(await row(sent.id)).to.deep.include({ status: "failed", error: SettleError.alreadyUsed });
+    expect(await chain.publicClient.getTransactionCount({ address: relayer.address, blockTag: "pending" })).to.equal(0);
+    // Decided: later rounds look at it no more (no scan of the token's logs each round).
+    clock.advance(60_000);
+    expect(await reconciler.tick()).to.equal(0);
+    expect(rpc.count("eth_getLogs")).to.equal(1);
+  });
+
+  it("used with no log within LOG_LOOKBACK_BLOCKS is never guessed a cancel: left undecided (the row stays sent); with the token state index naming the block, decided from that one block's logs", async () => {
+    const sent = await abandonedSend({ broadcast: false });
+    const other = await substitute(sent.payment);
+    const spentIn = (await chain.publicClient.getTransactionReceipt({ hash: other })).blockNumber;
+    await chain.networkHelpers.mine(10);
+    const errors: string[] = [];
+    const collect = { onError: (error: unknown) => void errors.push(String(error)) };
+    const short = reconcilerOn(chain.publicClient, collect, { logLookbackBlocks: 5 });
+    await short.tick();
+    expect(actions).to.deep.equal([]);
+    expect(errors).to.have.length(1);
+    expect(errors[0]).to.include(`settlement ${sent.id} left undecided: the authorization is used, and no log of it was found`);
+    expect((await row(sent.id)).status).to.equal("sent");
+
+    // The index's port: the block that spent it, whatever its age (an index that cannot vouch is asked past).
+    const asked: Hex[] = [];
+    const index = { spentAt: async (_authorizer: Hex, nonce: Hex) => (asked.push(nonce), { spent: true as const, blockNumber: spentIn }) };
+    const indexed = reconcilerOn(chain.publicClient, collect, { logLookbackBlocks: 5, index: () => index });
+    clock.advance(5_000);
+    await indexed.tick();
+    expect(asked).to.deep.equal([sent.payment.message.nonce]);
+    expect(actions).to.deep.equal([["failed", sent.id]]);
+    expect(await row(sent.id)).to.deep.include({ status: "failed", error: SettleError.alreadyUsed });
+    expect(await payeeBalance()).to.equal(0n);
   });
 
   it("fails a row whose authorization expired without being used", async () => {

@@ -1,5 +1,5 @@
 import { IllegalTransitionError } from "../ledger/types.js";
-import type { Logger } from "./logger.js";
+import type { SettlementLogger as Logger } from "./logger.js";
 
 /** One ledger write that could not be made: what it records, and the write itself. */
 interface PendingWrite {

@@ -1,0 +1,104 @@
+import type { Address, Hex, PublicClient } from "viem";
+import type { AdoptedTransaction, RelayHooks, RelayRequest, SentTransaction } from "../chain/relayer.js";
+import { NOT_SENT_ERROR, type ClaimInput, type Ledger, type SettlementCall, type SettlementRecord } from "../ledger/types.js";
+import { SettleError } from "../protocol/reasons.js";
+import type { SettlementChain } from "./chain.js";
+import { paidTransferOf, type PaidTransfer } from "./decision.js";
+import type { SettlementLogger } from "./logger.js";
+import type { LedgerOutbox } from "./outbox.js";
+
+export type { SettlementLogger } from "./logger.js";
+
+/** What the settlement service needs of a relayer (the kit's {@link Relayer} is one). */
+export interface RelayerPort {
+  /** The key to send the next transaction from, among `among` (the keys this instance holds the lease of). */
+  pick(among?: readonly Address[]): Address | undefined;
+  /** Sends and follows the transaction until its nonce is mined (replaced when stuck, re-broadcast when dropped). */
+  send(request: RelayRequest, from: Address, hooks?: RelayHooks): Promise<SentTransaction>;
+  /** Follows recorded transactions of a key this instance just took (a restart, a key taken over), before its next send. */
+  adopt?(address: Address, load: () => Promise<readonly AdoptedTransaction[]>): Promise<void>;
+}
+
+/** One network as the settlement service sends on it. */
+export interface SettlementNetwork {
+  chainId: number;
+  /** Canonical network name (metrics, logs). */
+  name: string;
+  client: PublicClient;
+  relayer: RelayerPort;
+  /** The chain reads of the payment decision (the reconciler's too). */
+  chain: Pick<SettlementChain, "authorizationUsed" | "spender" | "receipt" | "blockTime">;
+}
+
+/** Which relayer keys this instance may send from now (the lease keeper). */
+export interface KeyHolder {
+  held(): Address[];
+}
+
+/** What became of a settle, for its answer. */
+export type SettlementResult =
+  /** Paid (by this settle's transaction, a copy of it, or the key holder it handed the send to): `transfer` as the paying receipt tells it. */
+  | { kind: "settled"; record: SettlementRecord; transfer: PaidTransfer }
+  /**
+   * Another settle owns (or finished) the authorization: `Authorization already used`. `record` is that
+   * settle's row: its transaction is named only once confirmed as this very payment's (the caller's part).
+   */
+  | { kind: "alreadyUsed"; record: SettlementRecord }
+  /** `payment.failed` with `error` (and the hash of ours when it was sent; never another transaction's). */
+  | { kind: "failed"; error: string; txHash?: Hex }
+  /** The payer's settles in flight already commit its balance. */
+  | { kind: "overBalance" }
+  /** Nothing was sent, and nothing will be: a fault (503). */
+  | { kind: "notSent"; reason: string }
+  /**
+   * The chain cannot tell yet whether the payment was made (a read failed, or the authorization is used
+   * and no log of it was found): a fault, 503, no verdict. The row stays sent for the reconciler, and a
+   * retry gets its outcome. `txHash`: ours.
+   */
+  | { kind: "undecided"; reason: string; txHash?: Hex };
+
+/** Parameters of {@link SettlementService.settle}. */
+export type SettleClaim = Omit<ClaimInput, "owner" | "ownerTtlMs" | "deadlineMs" | "call">;
+
+/** The simulated call, or the settle error that refuses it before anything is sent. */
+export type Simulation = { call: SettlementCall } | { refusal: string };
+
+/**
+ * What each step of a settlement takes (claim, send, follow, hand-over): this instance's ledger, outbox
+ * and settings. Built once by the {@link SettlementService}; every step is a function of it.
+ */
+export interface SettlementSteps {
+  ledger: Ledger;
+  instanceId: string;
+  /** Outcomes answered while the ledger was unreachable, written when it is back. */
+  outbox: LedgerOutbox;
+  logger: SettlementLogger;
+  confirmations: number;
+  pollingIntervalMs: number;
+  /** After this, the reconciler also looks at a sent row its owner is following. */
+  reconcileAfterMs: number;
+  /** A payer whose payment failed by its own doing is refused this long, in chain seconds; 0 = never. */
+  revertPenaltySeconds: number;
+  /** Told of a ledger call that failed (the database may be down): the outage watch. */
+  onLedgerFault?: (error: unknown) => void;
+  /** Decides a row at once (the reconciler's check): used when its transaction's nonce went to a gap filler. */
+  reconcile?: (record: SettlementRecord) => Promise<unknown>;
+  observe?: {
+    confirmationWait?(network: string, seconds: number): void;
+    revertedGas?(network: string, gas: bigint): void;
+    rpcError?(network: string): void;
+  };
+}
+
+/** The answer a row's state gives a settle waiting on it. */
+export function resultOf(record: SettlementRecord): SettlementResult {
+  if (record.status === "settled") return { kind: "settled", record, transfer: paidTransferOf(record) };
+  if (record.status === "failed") {
+    if (record.error === NOT_SENT_ERROR) return { kind: "notSent", reason: "the settlement was given up before anything was sent" };
+    // Spent by something else: the row's hash is ours, which did not pay; the answer names none.
+    const named = record.txHash && record.error !== SettleError.alreadyUsed ? { txHash: record.txHash } : {};
+    return { kind: "failed", error: record.error ?? SettleError.failedOnChain, ...named };
+  }
+  // Still pending at the deadline: the hash lets the caller trace it (the status lookup tells the rest).
+  return { kind: "failed", error: SettleError.failedOnChain, ...(record.txHash ? { txHash: record.txHash } : {}) };
+}

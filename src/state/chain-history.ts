@@ -141,13 +141,10 @@ export class ChainHistory {
       const { adopted: _, epoch, ...counts } = adopted;
       this.#p.onSetAside?.(counts);
       const moved = Object.values(counts).some((count) => count > 0);
-      const log = moved ? this.#p.logger.warn.bind(this.#p.logger) : this.#p.logger.info.bind(this.#p.logger);
-      log(
-        { network: this.#p.network, chainId, reason: decision.reason, common: decision.common ? Number(decision.common.number) : null, epoch, ...counts },
-        stored === undefined && !moved
-          ? "chain history: the ledger's rows of this chain are bound to its genesis from now on"
-          : "chain history: the ledger held rows of another history of this chain; they are set aside (kept in set_aside_rows, never served)",
-      );
+      const at = { network: this.#p.network, chainId, reason: decision.reason, common: decision.common ? Number(decision.common.number) : null };
+      if (moved) this.#p.logger.warn({ ...at, epoch, ...counts }, "chain history: the ledger held rows of another history of this chain; they are set aside (kept in set_aside_rows, never served)");
+      else if (stored === undefined) this.#p.logger.info({ network: this.#p.network, chainId, block: Number(head.number) }, "chain history: the ledger's rows of this chain are bound to its genesis from now on");
+      else this.#p.logger.info(at, "chain history: the chain's history changed; nothing the ledger holds belonged to the other one");
       return;
     }
     throw new HistoryCheckError("the chain's rows kept changing under the check (other instances); the next check tries again");

@@ -122,11 +122,12 @@ interface Sync {
   promise: Promise<void>;
 }
 
-/** A block the index applied: where it stands, and the nonces it spent (their keys). */
+/** A block the index applied: where it stands, the nonces it spent (their keys), whether it paused or unpaused the token. */
 interface TrailBlock {
   number: bigint;
   hash: Hex;
   nonces: string[];
+  pauses: boolean;
 }
 
 /**
@@ -262,7 +263,7 @@ export class TokenIndex {
     this.#head = first;
     this.#tip = first.number;
     this.#storedThrough = first.number;
-    this.#trail = [{ number: first.number, hash: first.hash, nonces: [] }];
+    this.#trail = [{ number: first.number, hash: first.hash, nonces: [], pauses: false }];
     this.#backfillStop = new AbortController();
     void this.#backfill(first.number, this.#generation, AbortSignal.any([this.#stop.signal, this.#backfillStop.signal]));
   }
@@ -562,20 +563,39 @@ export class TokenIndex {
       if (!proven && block.number <= this.#storedThrough) this.#wentBackOver.set(block.number, block.hash);
     }
     this.#generation++;
+    // Held balances go back by the transfers of the blocks forgotten (all of them known: else they are read again).
+    const undone = this.#recent.filter((block) => block.number > common.number);
+    if (undone.length === removed.length) {
+      for (const block of undone.reverse()) for (const transfer of [...block.transfers].reverse()) this.#untransfer(transfer);
+    } else this.#payers.clear();
     this.#recent = this.#recent.filter((block) => block.number <= common.number);
-    this.#payers.clear();
     this.#balanceReads.clear();
     this.#unstored = this.#unstored.filter((nonce) => nonce.blockNumber <= common.number);
     this.#head = { ...common, events: [] };
-    this.#paused = await this.#pausedAt(common.number);
+    if (removed.some((block) => block.pauses)) this.#paused = await this.#pausedAt(common.number);
     if (proven) this.#diverged({ number: common.number, hash: common.hash });
     this.#p.observe?.historyChange?.("rewind");
-    this.#p.logger.warn(
+    // A node behind a load balancer does this often: only a replaced history is worth a line at warn.
+    const log = proven ? this.#p.logger.warn.bind(this.#p.logger) : this.#p.logger.debug.bind(this.#p.logger);
+    log(
       { network: this.#p.network, block: Number(common.number), forgotten: removed.length, replaced: proven },
       proven
         ? "state index: the chain replaced blocks the index had read (a snapshot reverted?); it follows the chain from the newest block both have"
         : "state index: the chain's head is below the index's (a node behind, or a snapshot reverted); it follows the chain from there",
     );
+  }
+
+  /** Undoes a transfer applied to the held balances (a block forgotten). */
+  #untransfer({ from, to, value }: { from: Address; to: Address; value: bigint }): void {
+    const sender = from.toLowerCase();
+    const receiver = to.toLowerCase();
+    const toBalance = this.#payers.get(receiver);
+    if (toBalance !== undefined) {
+      if (toBalance < value) this.#payers.delete(receiver);
+      else this.#payers.set(receiver, toBalance - value);
+    }
+    const fromBalance = this.#payers.get(sender);
+    if (fromBalance !== undefined) this.#payers.set(sender, fromBalance + value);
   }
 
   /** Starts over from the chain's head (a history changed deeper than the trail, e.g. a restarted chain). */
@@ -637,6 +657,7 @@ export class TokenIndex {
   #apply(block: IndexedBlock): void {
     const transfers: Array<Extract<TokenEvent, { kind: "transfer" }>> = [];
     const spent: string[] = [];
+    let pauses = false;
     for (const event of block.events) {
       if (event.kind === "transfer") {
         transfers.push(event);
@@ -646,11 +667,14 @@ export class TokenIndex {
         this.#remember(key, Number(block.number));
         spent.push(key);
         this.#unstored.push({ authorizer: event.authorizer, nonce: event.nonce, blockNumber: block.number });
-      } else this.#paused = event.paused;
+      } else {
+        this.#paused = event.paused;
+        pauses = true;
+      }
     }
     this.#recent.push({ number: block.number, transfers });
     if (this.#recent.length > RECENT_BLOCKS) this.#recent.shift();
-    this.#trail.push({ number: block.number, hash: block.hash, nonces: spent });
+    this.#trail.push({ number: block.number, hash: block.hash, nonces: spent, pauses });
     if (this.#trail.length > TRAIL_BLOCKS) this.#trail.shift();
     this.#wentBackOver.delete(block.number);
     this.#head = { ...block, events: [] };

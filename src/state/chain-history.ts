@@ -127,11 +127,14 @@ export class ChainHistory {
       }
       const genesisHash = await this.#hashAt(0n);
       const keep = await this.#proven(decision, head);
+      // Catalog entries carry their payment's block time: those at or after the shared block's go with it.
+      const commonTime = decision.common && decision.since !== undefined ? await this.#timeOf(decision.common.number) : undefined;
       const adopted = await store.adoptChainHistory({
         chainId,
         genesisHash,
         ...(decision.common ? { common: decision.common } : {}),
         ...(decision.since !== undefined ? { since: decision.since } : {}),
+        ...(commonTime !== undefined ? { commonTime } : {}),
         keep,
         epoch: stored?.epoch,
         reason: decision.reason,
@@ -228,6 +231,15 @@ export class ChainHistory {
   async #otherGenesis(stored: ChainHistoryRecord): Promise<boolean> {
     const genesis = stored.genesisHash.toLowerCase();
     return (await this.#hashAt(0n)) !== genesis && (await this.#hashAt(0n)) !== genesis;
+  }
+
+  /** Block `number`'s time, in ms. */
+  async #timeOf(number: bigint): Promise<number> {
+    try {
+      return Number((await this.#p.client.getBlock({ blockNumber: number })).timestamp) * 1000;
+    } catch (error) {
+      throw new HistoryCheckError(`cannot read block ${number}: ${message(error)}`, { cause: error });
+    }
   }
 
   async #hashAt(number: bigint): Promise<Hex> {

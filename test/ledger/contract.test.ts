@@ -491,6 +491,88 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
       });
     });
 
+    describe("the write-ahead fence: the relayer key's lease and its generation", () => {
+      /** Instance-a's lease lapses, instance-b takes the key and gives it back, and instance-a takes it again: generation 3. */
+      async function backAtTheSameInstance(): Promise<void> {
+        clock.advance(60_000);
+        expect(await ledger.acquireLease(RELAYER, "instance-b", 60_000)).to.deep.include({ epoch: 2 });
+        await ledger.releaseLease(RELAYER, "instance-b");
+        expect(await ledger.acquireLease(RELAYER, "instance-a", 60_000)).to.deep.include({ holder: "instance-a", epoch: 3 });
+      }
+
+      it("refuses a first send or a replacement signed under an earlier generation, even once the key is back at the same instance", async () => {
+        const row = await sentRow(ledger, "generation");
+        const claimed = await ledger.claim(claimInput({ label: "generation-2" }));
+        if (claimed.outcome !== "claimed") throw new Error("not claimed");
+        const replacement = { id: row.id, holder: "instance-a", relayer: RELAYER, relayerNonce: 7 };
+        const first = { id: claimed.record.id, owner: "instance-a", relayer: RELAYER, relayerNonce: 8, checkAfterMs: 1 };
+        expect(await ledger.recordReplacement({ ...replacement, ...signedTx("generation-r1"), leaseEpoch: 1 })).to.equal(true);
+        await backAtTheSameInstance();
+        // Signed before the key changed hands: the holder's state (its nonces) may be stale, so the record is refused.
+        expect(await ledger.recordReplacement({ ...replacement, ...signedTx("generation-r2"), leaseEpoch: 1 })).to.equal(false);
+        expect(await ledger.recordBroadcast({ ...first, ...signedTx("generation-f1"), leaseEpoch: 1 })).to.equal(false);
+        expect((await ledger.getById(claimed.record.id))!).to.deep.include({ status: "claimed", transactions: [] });
+        // Signed under the lease it holds now.
+        expect(await ledger.recordReplacement({ ...replacement, ...signedTx("generation-r3"), leaseEpoch: 3 })).to.equal(true);
+        expect(await ledger.recordBroadcast({ ...first, ...signedTx("generation-f2"), leaseEpoch: 3 })).to.equal(true);
+        expect((await ledger.getById(row.id))!.transactions.map((t) => t.hash)).to.deep.equal([row.hash, signedTx("generation-r1").hash, signedTx("generation-r3").hash]);
+        expect((await ledger.getById(claimed.record.id))!.transactions.map((t) => t.hash)).to.deep.equal([signedTx("generation-f2").hash]);
+      });
+
+      it("records a gap filler only for the key's holder under that generation, while the lease lives", async () => {
+        const filler = (label: string, overrides: Partial<Parameters<Ledger["recordFiller"]>[0]> = {}) => ({
+          chainId: 338,
+          holder: "instance-a",
+          leaseEpoch: 1,
+          relayer: RELAYER,
+          relayerNonce: 5,
+          feeCap: 2_000n,
+          priorityFee: 100n,
+          ...signedTx(label),
+          ...overrides,
+        });
+        // Nobody holds the key yet.
+        expect(await ledger.recordFiller(filler("nobody"))).to.equal(false);
+        await ledger.acquireLease(RELAYER, "instance-a", 10_000);
+        expect(await ledger.recordFiller(filler("other-holder", { holder: "instance-b" }))).to.equal(false);
+        expect(await ledger.recordFiller(filler("other-generation", { leaseEpoch: 2 }))).to.equal(false);
+        expect(await ledger.recordFiller(filler("other-key", { relayer: OTHER_RELAYER }))).to.equal(false);
+        expect(await ledger.recordFiller(filler("held"))).to.equal(true);
+        // The same signed filler recorded again is still one record.
+        expect(await ledger.recordFiller(filler("held"))).to.equal(true);
+        const replacing = filler("held-2", { feeCap: 3_000n, replaces: signedTx("held").hash });
+        expect(await ledger.recordFiller(replacing)).to.equal(true);
+        clock.advance(10_000);
+        expect(await ledger.recordFiller(filler("lapsed"))).to.equal(false);
+        const kept = await ledger.pendingFillers({ chainId: 338, relayer: RELAYER, fromNonce: 0, limit: 10 });
+        expect(kept.map((f) => [f.hash, f.relayerNonce, f.holder, f.leaseEpoch, f.state, f.feeCap, f.replaces])).to.deep.equal([
+          [signedTx("held").hash, 5, "instance-a", 1, "signed", 2_000n, undefined],
+          [signedTx("held-2").hash, 5, "instance-a", 1, "signed", 3_000n, signedTx("held").hash],
+        ]);
+        expect(kept[0]).to.deep.include({ chainId: 338, relayer: RELAYER, raw: signedTx("held").raw, priorityFee: 100n });
+      });
+
+      it("lists a key's gap fillers for its next holder: from its mined count on, by nonce, without refused ones, at most the limit", async () => {
+        await ledger.acquireLease(RELAYER, "instance-a", 60_000);
+        await ledger.acquireLease(OTHER_RELAYER, "instance-a", 60_000);
+        const record = (label: string, relayerNonce: number, relayer: Address = RELAYER, chainId = 338) =>
+          ledger.recordFiller({ chainId, holder: "instance-a", leaseEpoch: 1, relayer, relayerNonce, feeCap: 1n, ...signedTx(label) });
+        for (const [label, nonce] of [["n9", 9], ["n3", 3], ["n4", 4], ["n6", 6], ["n5", 5]] as const) expect(await record(label, nonce)).to.equal(true);
+        expect(await record("other-key", 5, OTHER_RELAYER)).to.equal(true);
+        expect(await record("other-chain", 5, RELAYER, 25)).to.equal(true);
+        await ledger.markFillerRefused(signedTx("n6").hash);
+        const listed = async (fromNonce: number, limit = 10) => (await ledger.pendingFillers({ chainId: 338, relayer: RELAYER, fromNonce, limit })).map((f) => f.relayerNonce);
+        expect(await listed(0)).to.deep.equal([3, 4, 5, 9]);
+        expect(await listed(4)).to.deep.equal([4, 5, 9]);
+        expect(await listed(0, 2)).to.deep.equal([3, 4]);
+        expect(await listed(10)).to.deep.equal([]);
+        // A week on, the records are gone (their nonces were mined long since).
+        clock.advance(7 * 86_400_000);
+        await ledger.prune();
+        expect(await listed(0)).to.deep.equal([]);
+      });
+    });
+
     describe("revert penalties", () => {
       const scope = { chainId: 338, token: TOKEN };
       const code = "0x" + "ab".repeat(32);
@@ -732,117 +814,6 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
       });
     });
 
-    describe("discovery catalog", () => {
-      const SETTLED = { settled: true };
-      const VERIFIED = { settled: false };
-      it("keys an entry by URL and method: GET and POST of one URL are two entries; removal takes one method, or all", async () => {
-        const at = "2026-11-24T12:00:00.000Z";
-        const declared = (method: string) => ({ bazaar: { info: { input: { type: "http", method } } } });
-        const accepts = [{ scheme: "exact", network: "eip155:338", payTo: PAYER }];
-        await ledger.upsertDiscoveryResource({ resource: "https://s.example/items", type: "http", x402Version: 2, accepts, lastUpdated: at, extensions: declared("GET") }, SETTLED);
-        await ledger.upsertDiscoveryResource({ resource: "https://s.example/items", type: "http", x402Version: 2, accepts, lastUpdated: at, extensions: declared("post") }, SETTLED);
-        await ledger.upsertDiscoveryResource({ resource: "https://s.example/items", type: "http", x402Version: 2, accepts, lastUpdated: at, extensions: declared("GET") }, SETTLED);
-        const methods = async () =>
-          (await ledger.discoveryResources()).entries.map((e) => (e.extensions!.bazaar as { info: { input: { method: string } } }).info.input.method).sort();
-        expect(await methods()).to.deep.equal(["GET", "post"]);
-        expect(await ledger.removeDiscoveryResource("https://s.example/items", "POST")).to.equal(1);
-        expect(await methods()).to.deep.equal(["GET"]);
-        expect(await ledger.removeDiscoveryResource("https://s.example/items")).to.equal(1);
-        expect(await ledger.discoveryResources()).to.deep.equal({ entries: [], truncated: false });
-      });
-
-      const requirements = (network: string, payTo: string = PAYER) => ({ scheme: "exact", network, payTo, amount: "10000" });
-      const entry = (resource: string, network: string, at: string, type = "http") => ({ resource, type, x402Version: 2, accepts: [requirements(network)], lastUpdated: at });
-
-      it("keeps one entry per resource with every way it was paid (latest first), lists the most recently paid first, filters, and removes", async () => {
-        const [a, b] = await threeHandles();
-        await a!.upsertDiscoveryResource(entry("https://s.example/weather", "eip155:338", "2026-11-24T10:00:00.000Z"), SETTLED);
-        await b!.upsertDiscoveryResource(entry("https://s.example/weather", "eip155:25", "2026-11-24T10:05:00.000Z"), SETTLED);
-        await a!.upsertDiscoveryResource(entry("https://s.example/weather", "eip155:338", "2026-11-24T10:10:00.000Z"), SETTLED);
-        await b!.upsertDiscoveryResource({ ...entry("https://s.example/tool", "eip155:25", "2026-11-24T10:07:00.000Z", "mcp"), description: "a tool" }, SETTLED);
-        const all = (await ledger.discoveryResources()).entries;
-        expect(all.map((e) => [e.resource, e.lastUpdated, e.accepts.map((r) => r.network)])).to.deep.equal([
-          ["https://s.example/weather", "2026-11-24T10:10:00.000Z", ["eip155:338", "eip155:25"]],
-          ["https://s.example/tool", "2026-11-24T10:07:00.000Z", ["eip155:25"]],
-        ]);
-        expect((await ledger.discoveryResources({ network: "eip155:25" })).entries.map((e) => e.resource)).to.deep.equal(["https://s.example/weather", "https://s.example/tool"]);
-        // Either dialect's name of a network finds entries recorded under the other's (Cronos-dialect entries say cronos-mainnet).
-        await b!.upsertDiscoveryResource(entry("https://s.example/v1", "cronos-mainnet", "2026-11-24T09:00:00.000Z"), SETTLED);
-        for (const network of ["cronos-mainnet", "eip155:25"]) {
-          expect((await ledger.discoveryResources({ network })).entries.map((e) => e.resource), network).to.deep.equal(["https://s.example/weather", "https://s.example/tool", "https://s.example/v1"]);
-        }
-        expect(await b!.removeDiscoveryResource("https://s.example/v1")).to.equal(1);
-        expect((await ledger.discoveryResources({ type: "mcp" })).entries.map((e) => e.description)).to.deep.equal(["a tool"]);
-        expect((await ledger.discoveryResources({ payTo: PAYER.toLowerCase(), scheme: "exact", network: "eip155:338" })).entries.map((e) => e.resource)).to.deep.equal(["https://s.example/weather"]);
-        expect(await ledger.discoveryResources({ payTo: PAYEE })).to.deep.equal({ entries: [], truncated: false });
-        expect(await b!.removeDiscoveryResource("https://s.example/weather")).to.equal(1);
-        expect(await b!.removeDiscoveryResource("https://s.example/weather")).to.equal(0);
-        expect((await a!.discoveryResources()).entries.map((e) => e.resource)).to.deep.equal(["https://s.example/tool"]);
-      });
-      it("keeps every way of paying when payments of one resource are recorded at once from two handles (20 rounds)", async () => {
-        const [a, b] = await threeHandles();
-        for (let round = 0; round < 20; round++) {
-          const resource = `https://s.example/race/${round}`;
-          await Promise.all([
-            a!.upsertDiscoveryResource(entry(resource, "eip155:338", "2026-11-24T10:00:00.000Z"), SETTLED),
-            b!.upsertDiscoveryResource(entry(resource, "eip155:25", "2026-11-24T10:00:00.000Z"), SETTLED),
-          ]);
-        }
-        const networks = (await ledger.discoveryResources()).entries.map((e) => [e.resource, e.accepts.map((r) => r.network).sort()]);
-        expect(networks.sort()).to.deep.equal(Array.from({ length: 20 }, (_, round) => [`https://s.example/race/${round}`, ["eip155:25", "eip155:338"]]).sort());
-      });
-
-      it("a payment only verified creates an entry, but never points an existing one's way of paying at another payTo; a settled one does", async () => {
-        const at = (minute: number) => `2026-11-24T10:${String(minute).padStart(2, "0")}:00.000Z`;
-        const paid = (network: string, payTo: string, minute: number, description: string) => ({
-          resource: "https://victim.example/data",
-          type: "http",
-          x402Version: 2,
-          accepts: [requirements(network, payTo)],
-          lastUpdated: at(minute),
-          description,
-        });
-        const listed = async () => (await ledger.discoveryResources()).entries.map((e) => [e.description, e.lastUpdated, e.accepts.map((r) => [r.network, r.payTo])]);
-        // A verify may create an entry that does not exist yet.
-        await ledger.upsertDiscoveryResource(paid("eip155:338", PAYER, 0, "the seller's"), VERIFIED);
-        expect(await listed()).to.deep.equal([["the seller's", at(0), [["eip155:338", PAYER]]]]);
-        // Verified for another payTo, on the same network or a new one: nothing changes.
-        await ledger.upsertDiscoveryResource(paid("eip155:338", PAYEE, 1, "the attacker's"), VERIFIED);
-        await ledger.upsertDiscoveryResource(paid("eip155:25", PAYEE, 2, "the attacker's"), VERIFIED);
-        expect(await listed()).to.deep.equal([["the seller's", at(0), [["eip155:338", PAYER]]]]);
-        // Verified for the payTo the entry lists: refreshed, and a new network of that payTo added.
-        await ledger.upsertDiscoveryResource(paid("eip155:25", PAYER, 3, "the seller's, again"), VERIFIED);
-        expect(await listed()).to.deep.equal([["the seller's, again", at(3), [["eip155:25", PAYER], ["eip155:338", PAYER]]]]);
-        // A settled payment is a payment: its way of paying replaces the one of its network.
-        await ledger.upsertDiscoveryResource(paid("eip155:338", PAYEE, 4, "settled"), SETTLED);
-        expect(await listed()).to.deep.equal([["settled", at(4), [["eip155:338", PAYEE], ["eip155:25", PAYER]]]]);
-        // Now PAYEE is listed too, but not for eip155:25: a verify for it there still changes nothing.
-        await ledger.upsertDiscoveryResource(paid("eip155:25", PAYEE, 5, "the attacker's"), VERIFIED);
-        expect(await listed()).to.deep.equal([["settled", at(4), [["eip155:338", PAYEE], ["eip155:25", PAYER]]]]);
-      });
-
-      it("keys MCP entries by tool name: two tools at one URL are two entries, removed one at a time by mcp:<toolName>", async () => {
-        const tool = (toolName: string) => ({
-          resource: "https://s.example/mcp",
-          type: "mcp",
-          x402Version: 2,
-          accepts: [requirements("eip155:338")],
-          lastUpdated: "2026-11-24T10:00:00.000Z",
-          extensions: { bazaar: { info: { input: { type: "mcp", toolName, inputSchema: { type: "object" } } } } },
-        });
-        await ledger.upsertDiscoveryResource(tool("search"), SETTLED);
-        await ledger.upsertDiscoveryResource(tool("Search"), SETTLED);
-        await ledger.upsertDiscoveryResource(tool("search"), SETTLED);
-        const tools = async () =>
-          (await ledger.discoveryResources()).entries.map((e) => (e.extensions!.bazaar as { info: { input: { toolName: string } } }).info.input.toolName).sort();
-        expect(await tools()).to.deep.equal(["Search", "search"]);
-        expect(await ledger.removeDiscoveryResource("https://s.example/mcp", "mcp:search")).to.equal(1);
-        expect(await tools()).to.deep.equal(["Search"]);
-        expect(await ledger.removeDiscoveryResource("https://s.example/mcp", "MCP:Search")).to.equal(1);
-        expect(await tools()).to.deep.equal([]);
-      });
-    });
-
     describe("chain history: rows bound to the chain they were learned on", () => {
       const GENESIS = `0x${"11".repeat(32)}` as Hex;
       const OTHER_GENESIS = `0x${"22".repeat(32)}` as Hex;
@@ -860,6 +831,10 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         await ledger.markSettled(claimed.record.id, { txHash: tx.hash, blockNumber: BigInt(at), blockTimestamp: BigInt(at) });
         return { ...(await ledger.getById(claimed.record.id))!, hash: tx.hash };
       }
+      /** A settled payment of a catalog entry (the seller PAYEE, paid by PAYER). */
+      const paid = (entry: ReturnType<typeof catalogEntry>) =>
+        ledger.recordDiscoveryPayment({ entry, payTo: PAYEE, payer: PAYER, words: ["weather"] }, { maxEntries: 100, maxEntriesPerSeller: 100 });
+      const listed = async () => (await ledger.listDiscoveryResources({ limit: 100, offset: 0, maxBytes: 1 << 20 })).items.map((item) => (JSON.parse(item) as { resource: string }).resource);
       const catalogEntry = (resource: string, networks: string[], at: string) => ({
         resource,
         type: "http",
@@ -902,8 +877,9 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         await ledger.penalize({ ...mainnet, kind: "payer", subject: PAYER, until: 9_999_999_999n });
         await ledger.bindPaymentIdentifier(scope, PAYER, "pay_old_history_1", { nonce: nonceOf("old") });
         await ledger.bindPaymentIdentifier(mainnet, PAYER, "pay_old_history_1", { nonce: nonceOf("old") });
-        await ledger.upsertDiscoveryResource(catalogEntry("https://s.example/both", ["eip155:338", "cronos-mainnet"], "2026-11-24T10:00:00.000Z"), { settled: true });
-        await ledger.upsertDiscoveryResource(catalogEntry("https://s.example/testnet", ["cronos-testnet"], "2026-11-24T10:00:00.000Z"), { settled: true });
+        await paid(catalogEntry("https://s.example/both", ["eip155:338", "cronos-mainnet"], "2026-11-24T10:00:00.000Z"));
+        await paid(catalogEntry("https://s.example/testnet", ["cronos-testnet"], "2026-11-24T10:00:00.000Z"));
+        await paid(catalogEntry("https://s.example/mainnet", ["cronos-mainnet"], "2026-11-24T10:00:00.000Z"));
         await ledger.openNonceIndex(scope, 1n);
         await ledger.recordIndexedNonces(scope, [{ authorizer: PAYER, nonce: nonceOf("spent"), blockNumber: 6n }], { fromBlock: 1n, throughBlock: 8n, throughHash: block(8).hash });
         await ledger.openNonceIndex(mainnet, 1n);
@@ -923,8 +899,8 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         expect(await ledger.paymentIdentifierBinding(scope, PAYER, "pay_old_history_1")).to.equal(undefined);
         expect(await ledger.nonceIndexProgress(scope)).to.equal(undefined);
         expect(await ledger.indexedNonce(scope, PAYER, nonceOf("spent"))).to.equal(undefined);
-        const catalog = (await ledger.discoveryResources()).entries;
-        expect(catalog.map((e) => [e.resource, e.accepts.map((a) => a.network)])).to.deep.equal([["https://s.example/both", ["cronos-mainnet"]]]);
+        // Catalog entries with a way of paying on the chain go whole (listed again at their seller's next payment).
+        expect(await listed()).to.deep.equal(["https://s.example/mainnet"]);
         // Another chain's rows are untouched.
         expect((await ledger.get(elsewhere.key))?.status).to.equal("settled");
         expect(await ledger.activePenalty(mainnet, [{ kind: "payer", subject: PAYER }], 0n)).to.not.equal(undefined);
@@ -941,7 +917,7 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         expect((await ledger.claim(claimInput({ label: "old" }))).outcome).to.equal("claimed");
       });
 
-      it("with a common block, sets aside settled rows mined after it (but those proven), and rows without a block written since; lowers the index to it", async () => {
+      it("with a common block, sets aside settled rows mined after it (but those proven), penalties and identifiers written since, catalog entries paid from its time; lowers the index to it", async () => {
         await ledger.adoptChainHistory({ chainId: 338, genesisHash: GENESIS, common: block(0), epoch: undefined, reason: "first sight" });
         const before = await settledRow("before", 10);
         const at = await settledRow("at", 20);
@@ -950,7 +926,7 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         const inFlight = await sentRow(ledger, "in-flight");
         await ledger.penalize({ ...scope, kind: "payer", subject: PAYER, until: 9_999_999_999n });
         await ledger.bindPaymentIdentifier(scope, PAYER, "pay_before_1", { nonce: nonceOf("before") });
-        await ledger.upsertDiscoveryResource(catalogEntry("https://s.example/early", ["eip155:338"], new Date(clock.now).toISOString()), { settled: true });
+        await paid(catalogEntry("https://s.example/early", ["eip155:338"], new Date(clock.now).toISOString()));
         await ledger.openNonceIndex(scope, 5n);
         await ledger.recordIndexedNonces(
           scope,
@@ -961,9 +937,9 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         const since = clock.now;
         clock.advance(1_000);
         await ledger.bindPaymentIdentifier(scope, PAYER, "pay_after_1", { nonce: nonceOf("after") });
-        await ledger.upsertDiscoveryResource(catalogEntry("https://s.example/late", ["eip155:338"], new Date(clock.now).toISOString()), { settled: true });
+        await paid(catalogEntry("https://s.example/late", ["eip155:338"], new Date(clock.now).toISOString()));
 
-        const adopted = await ledger.adoptChainHistory({ chainId: 338, genesisHash: GENESIS, common: block(20), since, epoch: 1, keep: [proven.id], reason: "reverted" });
+        const adopted = await ledger.adoptChainHistory({ chainId: 338, genesisHash: GENESIS, common: block(20), since, commonTime: clock.now, epoch: 1, keep: [proven.id], reason: "reverted" });
         expect(adopted).to.deep.equal({ adopted: true, epoch: 1, settlements: 1, penalties: 0, paymentIdentifiers: 1, catalogEntries: 1, indexedNonces: 2 });
         expect(await ledger.get(after.key)).to.equal(undefined);
         for (const kept of [before, at, proven]) expect((await ledger.get(kept.key))?.status).to.equal("settled");
@@ -971,7 +947,7 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         expect(await ledger.activePenalty(scope, [{ kind: "payer", subject: PAYER }], 0n)).to.not.equal(undefined);
         expect(await ledger.paymentIdentifierBinding(scope, PAYER, "pay_before_1")).to.deep.equal({ nonce: nonceOf("before") });
         expect(await ledger.paymentIdentifierBinding(scope, PAYER, "pay_after_1")).to.equal(undefined);
-        expect((await ledger.discoveryResources()).entries.map((e) => e.resource)).to.deep.equal(["https://s.example/early"]);
+        expect(await listed()).to.deep.equal(["https://s.example/early"]);
         expect(await ledger.nonceIndexProgress(scope)).to.deep.equal({ fromBlock: 5n, throughBlock: 20n });
         expect((await ledger.indexedNonces(scope, { limit: 10 })).map((n) => n.blockNumber).sort((x, y) => Number(x - y))).to.deep.equal([5n, 20n]);
         expect((await ledger.chainHistory(338))!.checkpoints.map((c) => c.number)).to.deep.equal([20n, 0n]);

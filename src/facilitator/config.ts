@@ -101,6 +101,8 @@ export interface StateIndexConfig {
   enabled: boolean;
   /** `STATE_INDEX_LOG_RANGE`: blocks per `eth_getLogs` of the nonce backfill, at most (providers cap it). */
   logRangeBlocks: number;
+  /** `STATE_INDEX_MAX_NONCES`: spent nonces held in memory per network at most; older ones are asked of the ledger. */
+  maxNonces: number;
   /** `CRONOS_*_INDEX_START_BLOCK`: the first block of the nonce backfill per network; default the token's deployment block. */
   startBlocks: Partial<Record<NetworkName, bigint>>;
 }
@@ -307,6 +309,7 @@ const envSchema = z.object({
   // The token state index
   STATE_INDEX: z.enum(["true", "false"], { error: 'must be "true" or "false"' }).optional(),
   STATE_INDEX_LOG_RANGE: intVar(2_000, 1, 1_000_000),
+  STATE_INDEX_MAX_NONCES: intVar(500_000, 1_000, 1_000_000_000),
   CRONOS_TESTNET_INDEX_START_BLOCK: intVar(-1, 0),
   CRONOS_MAINNET_INDEX_START_BLOCK: intVar(-1, 0),
   // Names the unknown-variable check leaves alone (comma-separated): another program's variable that looks like one of ours.
@@ -466,6 +469,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
     stateIndex: {
       enabled: e.STATE_INDEX !== "false",
       logRangeBlocks: e.STATE_INDEX_LOG_RANGE,
+      maxNonces: e.STATE_INDEX_MAX_NONCES,
       startBlocks: Object.fromEntries(
         names.flatMap((name) => {
           const start = e[`${ENV_PREFIX[name]}_INDEX_START_BLOCK`];

@@ -45,6 +45,11 @@ export interface StartCoordinationParameters {
   ledger?: Ledger;
   /** The measurement hooks, read at each use (an embedder may replace them after start-up). */
   observe: () => FacilitatorContext["observe"];
+  /**
+   * Runs once the ledger is open, before this instance takes keys or work (the ledger bound to each chain's history
+   * first: nothing is sent or reconciled from rows of another history). A failure stops start-up.
+   */
+  prepare?: (ledger: Ledger) => Promise<void>;
 }
 
 /**
@@ -63,6 +68,14 @@ export async function startCoordination(parameters: StartCoordinationParameters)
       statementTimeoutMs: config.ledger.statementTimeoutMs,
       connectTimeoutMs: config.ledger.connectTimeoutMs,
     }));
+  if (parameters.prepare) {
+    try {
+      await parameters.prepare(ledger);
+    } catch (error) {
+      if (owned) await ledger.close().catch(() => undefined);
+      throw error;
+    }
+  }
   const instanceId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const runtimes = [...networks.values()];
   const keys = runtimes[0]?.relayer.addresses ?? [];

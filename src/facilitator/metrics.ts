@@ -55,6 +55,10 @@ export interface FacilitatorMetrics {
   relayerEvent(network: string, event: RelayerEvent): void;
   /** The token state index could not follow the chain (an RPC fault, or answers that do not fit together). */
   indexFollowError(network: string, kind: "rpc" | "inconsistent"): void;
+  /** The chain's history changed under the token state index: it went back (`rewind`) or started over (`rebuild`). */
+  indexHistoryChange(network: string, kind: "rewind" | "rebuild"): void;
+  /** Rows of another history of the chain the ledger set aside (never served again), by kind. */
+  rowsSetAside(network: string, kind: string, count: number): void;
   /** Where a verify's chain state came from: the token state index, or reads of the chain. */
   verifyStateSource(network: string, source: "index" | "chain"): void;
 }
@@ -309,6 +313,18 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     labelNames: ["network", "kind"],
     registers: [registry],
   });
+  const indexHistoryChanges = new Counter({
+    name: "x402_state_index_history_changes_total",
+    help: "times the chain's history changed under the token state index: rewind (back to a block both histories share), rebuild (started over)",
+    labelNames: ["network", "kind"],
+    registers: [registry],
+  });
+  const setAside = new Counter({
+    name: "x402_ledger_rows_set_aside_total",
+    help: "ledger rows of another history of the chain (a local chain restarted or reverted) set aside, never served again, by kind",
+    labelNames: ["network", "kind"],
+    registers: [registry],
+  });
   const verifySources = new Counter({
     name: "x402_verify_state_source_total",
     help: "verify checks by where their chain state came from: the token state index, or reads of the chain",
@@ -383,6 +399,12 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     },
     indexFollowError(network, kind) {
       indexErrors.inc({ network, kind });
+    },
+    indexHistoryChange(network, kind) {
+      indexHistoryChanges.inc({ network, kind });
+    },
+    rowsSetAside(network, kind, count) {
+      if (count > 0) setAside.inc({ network, kind }, count);
     },
     verifyStateSource(network, source) {
       verifySources.inc({ network, source });

@@ -2,7 +2,7 @@ import type { Server } from "node:http";
 import { createPublicClient, type Address, type PublicClient, type Transport } from "viem";
 import type { Express } from "express";
 import { ChainState } from "../chain/state.js";
-import { TokenIndex } from "../state/index.js";
+import { ChainHistory, TokenIndex } from "../state/index.js";
 import { Relayer, type RelayerEvent } from "../chain/relayer/index.js";
 import { isWebSocketUrl, rpcTransport, type RpcTransport } from "../chain/rpc-transport.js";
 import { domainSeparator } from "../chain/signature.js";
@@ -215,8 +215,8 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
           client,
           chainId: network.chainId,
           logLookbackBlocks: config.logLookbackBlocks,
-          // LEAD (issue 28, item 4): once TokenIndex.spentAt lands (branch chain-identity), wire the index's port here:
-          // index: () => networks.get(network.network)?.index,
+          // The index knows the block of every spend since the token's deployment (when it can vouch for it).
+          index: () => networks.get(network.network)?.index,
         }),
         separator: domainSeparator({ ...domain, chainId: network.chainId, verifyingContract: network.token }),
       });
@@ -237,10 +237,13 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       metrics,
       observe: () => context.observe,
       ...(options.ledger ? { ledger: options.ledger } : {}),
+      prepare: (ledger) => bindHistories(networks, ledger, metrics, logger),
     });
   } catch (error) {
     await Promise.all([...networks.values()].map((runtime) => runtime.relayer.stop()));
+    for (const runtime of networks.values()) runtime.history?.stop();
     closeTransports();
+    if (error instanceof StartupError) throw error;
     throw new StartupError(`${config.ledger.databaseUrl ? "DATABASE_URL" : "LEDGER_FILE"}: the settlement ledger cannot be opened: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
   if (config.stateIndex.enabled) {
@@ -364,12 +367,50 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     coordination,
     close: async (graceMs) => {
       await stopIndexes();
+      for (const runtime of networks.values()) runtime.history?.stop();
       // Settles in flight may still need their transactions replaced: the relayers stop after them.
       await coordination.close(graceMs);
       await Promise.all([...networks.values()].map((runtime) => runtime.relayer.stop()));
       closeTransports();
     },
   };
+}
+
+/** How often each chain's history is compared with the ledger's trail of it (and a checkpoint recorded). */
+const HISTORY_CHECK_MS = 10_000;
+
+/**
+ * Binds the ledger's rows of each network's chain to the chain's history before anything is served or sent: rows of
+ * another history (a local chain restarted or reverted) are set aside (docs/operations.md, "The chain's identity").
+ */
+async function bindHistories(networks: ReadonlyMap<NetworkName, NetworkRuntime>, ledger: Ledger, metrics: FacilitatorMetrics, logger: Logger): Promise<void> {
+  await Promise.all(
+    [...networks.values()].map(async (runtime) => {
+      const { network, chainId, token } = runtime.config;
+      const history = new ChainHistory({
+        network,
+        client: runtime.client,
+        chainId,
+        token,
+        store: ledger,
+        logger,
+        checkIntervalMs: HISTORY_CHECK_MS,
+        onSetAside: (counts) => {
+          // The index's nonces are deleted, not set aside: they are the chain's own logs, read again.
+          metrics.rowsSetAside(network, "settlement", counts.settlements);
+          metrics.rowsSetAside(network, "penalty", counts.penalties);
+          metrics.rowsSetAside(network, "payment_identifier", counts.paymentIdentifiers);
+          metrics.rowsSetAside(network, "catalog_entry", counts.catalogEntries);
+        },
+      });
+      runtime.history = history;
+      try {
+        await history.start();
+      } catch (error) {
+        throw new StartupError(`${network}: the ledger cannot be bound to the chain's history: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      }
+    }),
+  );
 }
 
 /** The network's token state index, following the chain from now on (docs/operations.md, "The token state index"). */
@@ -384,11 +425,13 @@ function startIndex(config: FacilitatorConfig, runtime: NetworkRuntime, ledger: 
     ...(config.stateIndex.startBlocks[network] !== undefined ? { startBlock: config.stateIndex.startBlocks[network] } : {}),
     startBlockVariable: `${ENV_PREFIX[network]}_INDEX_START_BLOCK`,
     logRangeBlocks: config.stateIndex.logRangeBlocks,
+    maxNonces: config.stateIndex.maxNonces,
     pollingIntervalMs: config.pollingIntervalMs,
     // New blocks are announced over a WebSocket RPC (every URL one: failover keeps the subscription).
     subscribe: rpcUrls.length > 0 && rpcUrls.every(isWebSocketUrl),
     logger,
-    observe: { followError: (kind) => metrics.indexFollowError(network, kind) },
+    observe: { followError: (kind) => metrics.indexFollowError(network, kind), historyChange: (kind) => metrics.indexHistoryChange(network, kind) },
+    ...(runtime.history ? { history: runtime.history } : {}),
   });
   index.start();
   return index;

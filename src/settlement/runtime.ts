@@ -1,6 +1,6 @@
 import type { Address, Hex, PublicClient } from "viem";
 import type { ChainState } from "../chain/state.js";
-import type { TokenIndex } from "../state/index.js";
+import type { ChainHistory, TokenIndex } from "../state/index.js";
 import type { Relayer } from "../chain/relayer/index.js";
 import type { NetworkName } from "../protocol/networks.js";
 import type { SettlementLogger } from "./logger.js";
@@ -30,6 +30,8 @@ export interface NetworkRuntime {
   state: ChainState;
   /** The token's state kept from its logs (`STATE_INDEX`); verify asks it first. Absent when off. */
   index?: TokenIndex;
+  /** Binds the ledger's rows of this chain to its history (set once the ledger is open). */
+  history?: ChainHistory;
   relayer: Relayer;
   /** The chain reads of the payment decision and the reconciler (receipts, the authorization lookup). */
   payments: SettlementChain;

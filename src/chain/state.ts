@@ -24,6 +24,8 @@ export class ChainState {
   #lastHead: { at: number; head: Promise<Head> } | undefined;
   #cacheBlock = -1n;
   #code = new Map<Address, Promise<Hex | undefined>>();
+  /** The code hashes of `#code` that have answered (for {@link knownCodeHash}). */
+  #codeKnown = new Map<Address, Hex | undefined>();
   #balance = new Map<Address, Promise<bigint>>();
   #unused = new Map<string, Promise<boolean>>();
   // Bounded: forgetting an old entry only costs one chain read if that authorization comes back.
@@ -63,6 +65,7 @@ export class ChainState {
     if (head.number < this.#cacheBlock) return; // an older head from a slow request: keep the newer cache
     this.#cacheBlock = head.number;
     this.#code = new Map();
+    this.#codeKnown = new Map();
     this.#balance = new Map();
     this.#unused = new Map();
   }
@@ -88,9 +91,21 @@ export class ChainState {
   codeHash(address: Address, head?: Head): Promise<Hex | undefined> {
     const read = async () => {
       const code = await this.#client.getCode(head ? { address, blockNumber: head.number } : { address });
-      return code === undefined || code === "0x" ? undefined : keccak256(code);
+      const hash = code === undefined || code === "0x" ? undefined : keccak256(code);
+      // Known from now on for this block (unless the cache moved on to a later one meanwhile).
+      if (head && head.number === this.#cacheBlock) this.#codeKnown.set(address, hash);
+      return hash;
     };
     return head ? this.#cached(head, () => this.#code, address, read) : read();
+  }
+
+  /**
+   * The code hash of `address` at `head` when a {@link codeHash} read at that block has answered already
+   * (undefined: no code); `null` when not known without a read.
+   */
+  knownCodeHash(address: Address, head: Head): Hex | undefined | null {
+    if (head.number !== this.#cacheBlock || !this.#codeKnown.has(address)) return null;
+    return this.#codeKnown.get(address);
   }
 
   /** The token balance of `address` at `head`. */

@@ -7,6 +7,7 @@ import { memoizeFor } from "./memoize.js";
 import type { Ledger, PendingSummary } from "../ledger/types.js";
 import type { NetworkName } from "../protocol/networks.js";
 import { networkOfAnyForm } from "../protocol/x402v2.js";
+import { mainThreadMicros, VERIFY_STAGES, type StageClock } from "../settlement/stages.js";
 
 /** One relayer as the gauges show it; a value the RPC did not give is absent. */
 interface RelayerReading {
@@ -59,6 +60,8 @@ export interface CreateMetricsOptions {
   cacheMs?: number;
   /** The clock of that cache (ms); default `Date.now`. */
   now?: () => number;
+  /** Verify's stage timings (`METRICS_VERIFY_STAGES`), exported when given. */
+  stages?: StageClock;
 }
 
 /** Creates the metrics on a registry of their own. */
@@ -268,6 +271,7 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     labelNames: ["network", "kind"],
     registers: [registry],
   });
+  if (options.stages) watchStages(registry, options.stages);
   const verifySources = new Counter({
     name: "x402_verify_state_source_total",
     help: "verify checks by where their chain state came from: the token state index, or reads of the chain",
@@ -333,4 +337,40 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
       verifySources.inc({ network, source });
     },
   };
+}
+
+/**
+ * The verify budget's totals as gauges (read from the clock when scraped): CPU microseconds per stage, the
+ * verifies timed, those whose state read waited on I/O, and the main thread's whole CPU time.
+ */
+function watchStages(registry: Registry, clock: StageClock): void {
+  new Gauge({
+    name: "x402_verify_stage_cpu_microseconds",
+    help: "main-thread CPU time spent in each verify stage since start (METRICS_VERIFY_STAGES)",
+    labelNames: ["stage"],
+    registers: [registry],
+    collect() {
+      const { micros } = clock.totals();
+      for (const stage of VERIFY_STAGES) this.set({ stage }, micros[stage]);
+    },
+  });
+  new Gauge({
+    name: "x402_verify_stage_verifies",
+    help: "verify requests answered while stages were timed; `waited`: those whose state read waited on I/O",
+    labelNames: ["kind"],
+    registers: [registry],
+    collect() {
+      const { verifies, waited } = clock.totals();
+      this.set({ kind: "answered" }, verifies);
+      this.set({ kind: "waited" }, waited);
+    },
+  });
+  new Gauge({
+    name: "x402_main_thread_cpu_microseconds",
+    help: "CPU time of the main thread (the event loop) since start",
+    registers: [registry],
+    collect() {
+      this.set(mainThreadMicros());
+    },
+  });
 }

@@ -240,21 +240,46 @@ export class TokenIndex {
    * for a head confirmed within `maxAgeMs` (0: confirmed after this call began); undefined when it cannot.
    */
   async payer(from: Address, nonce: Hex, maxAgeMs: number): Promise<IndexedPayer | undefined> {
-    const idle = performance.now() - this.#lastAskedAt >= IDLE_AFTER_MS;
-    this.#lastAskedAt = performance.now();
-    this.#askedMaxAgeMs = maxAgeMs;
+    this.#asked(maxAgeMs);
     if (this.#reorged) return undefined;
-    // The loop was asking for the head rarely: from now on, often.
-    if (idle && maxAgeMs > 0 && this.#timer && !this.#p.subscribe) {
-      clearTimeout(this.#timer);
-      this.#schedule();
-    }
     if (!(await this.#current(maxAgeMs))) return undefined;
     const head = this.#head!;
     const balance = await this.#balance(from, head.number);
     // Asked after the balance: the index may have moved on meanwhile, and a spent nonce stays spent.
     const used = this.#nonces.has(nonceKey(from, nonce)) ? true : this.#complete ? false : undefined;
     return { head: { number: head.number, timestamp: head.timestamp }, balance, used };
+  }
+
+  /**
+   * {@link payer}'s answer when it needs no I/O: the head confirmed within `maxAgeMs`, the payer's balance
+   * held and the nonce's state known (the backfill done, or the nonce seen spent). Otherwise undefined, and
+   * {@link payer} may still answer (it reads what is missing). Verify asks this first: no promise, no wait.
+   */
+  payerInMemory(from: Address, nonce: Hex, maxAgeMs: number): (IndexedPayer & { used: boolean }) | undefined {
+    this.#asked(maxAgeMs);
+    const head = this.#head;
+    if (this.#reorged || !head || this.#stop.signal.aborted) return undefined;
+    const asked = performance.now();
+    if (!(head.number >= this.#tip && (asked - this.#confirmedAt <= maxAgeMs || this.#announcing(asked, maxAgeMs)))) return undefined;
+    const balance = this.#payers.get(from.toLowerCase());
+    if (balance === undefined) return undefined;
+    const used = this.#nonces.has(nonceKey(from, nonce)) ? true : this.#complete ? false : undefined;
+    if (used === undefined) return undefined;
+    return { head: { number: head.number, timestamp: head.timestamp }, balance, used };
+  }
+
+  /** A verify asked with `maxAgeMs`: the loop asks for the head often while verifies come in. */
+  #asked(maxAgeMs: number): void {
+    const now = performance.now();
+    const idle = now - this.#lastAskedAt >= IDLE_AFTER_MS;
+    this.#lastAskedAt = now;
+    this.#askedMaxAgeMs = maxAgeMs;
+    if (this.#reorged) return;
+    // The loop was asking for the head rarely: from now on, often.
+    if (idle && maxAgeMs > 0 && this.#timer && !this.#p.subscribe) {
+      clearTimeout(this.#timer);
+      this.#schedule();
+    }
   }
 
   /** Records a nonce found spent on chain by a direct read (the backfill had not reached it). */
@@ -523,5 +548,9 @@ export class TokenIndex {
 
 /** A nonce's key in the index: the authorizer's 20 bytes and the nonce's 32, as one binary string (52 characters). */
 function nonceKey(authorizer: Address, nonce: Hex): string {
-  return String.fromCharCode(...hexToBytes(authorizer), ...hexToBytes(nonce));
+  // latin1 maps each byte to the character of its code, as String.fromCharCode of the bytes does (the
+  // general form, kept for anything but a 20-byte address and a 32-byte nonce).
+  const bytes = Buffer.from(`${authorizer.slice(2)}${nonce.slice(2)}`, "hex");
+  if (bytes.length !== 52 || authorizer.length !== 42 || nonce.length !== 66) return String.fromCharCode(...hexToBytes(authorizer), ...hexToBytes(nonce));
+  return bytes.toString("latin1");
 }

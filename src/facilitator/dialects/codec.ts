@@ -3,6 +3,7 @@ import type { NetworkName } from "../../protocol/networks.js";
 import type { Payment } from "../../protocol/payment.js";
 import type { SettleOutcome } from "../../settlement/settle.js";
 import type { VerifyAnswerOutcome } from "../../settlement/verify.js";
+import type { StageClock } from "../../settlement/stages.js";
 
 /** The dialects the facilitator speaks on one `/v2/x402` base: Cronos (x402Version 1) and x402 v2. */
 export type DialectName = "cronos" | "x402v2";
@@ -35,8 +36,8 @@ export interface SupportedKind {
  */
 export interface DialectCodec {
   readonly name: DialectName;
-  /** Reads a verify/settle body (any JSON) and the `X402-Version` header. */
-  read(body: unknown, headerVersion: string | undefined): ReadResult;
+  /** Reads a verify/settle body (any JSON) and the `X402-Version` header; `stages` times its `schema` and `headerDecode`. */
+  read(body: unknown, headerVersion: string | undefined, stages?: StageClock): ReadResult;
   verifyAnswer(outcome: VerifyAnswerOutcome, echo: Echo): object;
   settleAnswer(outcome: SettleOutcome, echo: Echo): object;
   /** The answer of a request without a protocol outcome, in the endpoint's shape. */

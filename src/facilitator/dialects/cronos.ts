@@ -14,7 +14,8 @@ import { isJsonObject, type DialectCodec, type Echo, type ReadResult } from "./c
 export const cronosDialect: DialectCodec = {
   name: "cronos",
 
-  read(body, headerVersion): ReadResult {
+  read(body, headerVersion, stages): ReadResult {
+    let since = stages ? stages.start() : 0;
     const echo: Echo = { network: answerNetwork(body) };
     const fail = (text: string): ReadResult => ({ ok: false, text, echo });
     if (headerVersion !== undefined && headerVersion.trim() !== String(X402_VERSION)) {
@@ -29,6 +30,10 @@ export const cronosDialect: DialectCodec = {
     if (!parsed.success) return fail(RequestError.invalidRequest(describeZodError(parsed.error)));
 
     const { paymentHeader, paymentRequirements: requirements } = parsed.data;
+    if (stages) {
+      stages.stop("schema", since);
+      since = stages.start();
+    }
     const decoded = decodePaymentHeader(paymentHeader);
     let payload: DecodedPayload;
     if (decoded.ok) {
@@ -40,6 +45,7 @@ export const cronosDialect: DialectCodec = {
           ? { ok: false, code: "base64", reason: VerifyReason.invalidBase64 }
           : { ok: false, code: "header", reason: VerifyReason.invalidHeader(decoded.detail) };
     }
+    if (stages) stages.stop("headerDecode", since);
     return {
       ok: true,
       payment: {

@@ -52,7 +52,8 @@ const REQUEST_REASON_OF: Readonly<Record<RefusalKind, string>> = {
 export const x402v2Dialect: DialectCodec = {
   name: "x402v2",
 
-  read(body, headerVersion): ReadResult {
+  read(body, headerVersion, stages): ReadResult {
+    let since = stages ? stages.start() : 0;
     const requirements = isJsonObject(body) ? body.paymentRequirements : undefined;
     const sentNetwork = isJsonObject(requirements) && typeof requirements.network === "string" ? requirements.network : "unknown";
     const echo: Echo = { network: sentNetwork };
@@ -75,6 +76,10 @@ export const x402v2Dialect: DialectCodec = {
     if (!parsed.success) return fail(RequestError.invalidRequest(describeZodError(parsed.error)));
 
     const { paymentPayload, paymentRequirements: terms } = parsed.data;
+    if (stages) {
+      stages.stop("schema", since);
+      since = stages.start();
+    }
     const payment = v2PaymentPayloadSchema.safeParse(paymentPayload);
     const identifier = payment.success ? paymentIdentifierOf(payment.data.extensions) : undefined;
     if (identifier && "error" in identifier) return fail(RequestError.invalidRequest(identifier.error));
@@ -93,6 +98,7 @@ export const x402v2Dialect: DialectCodec = {
     } else {
       payload = { ok: false, code: "header", reason: VerifyReason.invalidPayload(describeZodError(payment.error)) };
     }
+    if (stages) stages.stop("headerDecode", since);
     return {
       ok: true,
       payment: {

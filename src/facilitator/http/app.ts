@@ -105,12 +105,22 @@ export function createApp(options: AppOptions): Express {
   app.set("etag", false);
 
   // A request id per request (the caller's X-Request-Id when sane), echoed back and put in logs.
+  const { stages } = context;
   app.use((req, res, next) => {
+    const since = stages ? stages.start() : 0;
     const given = req.get("X-Request-Id");
     const id = given && REQUEST_ID.test(given) ? given : randomUUID();
     res.locals.requestId = id;
     res.set("X-Request-Id", id);
-    res.on("finish", () => options.onResponse?.(routeOf(req.path), res.statusCode));
+    if (options.onResponse) {
+      const onResponse = options.onResponse;
+      res.on("finish", () => {
+        const counted = stages ? stages.start() : 0;
+        onResponse(routeOf(req.path), res.statusCode);
+        if (stages) stages.stop("metrics", counted);
+      });
+    }
+    if (stages) stages.stop("edge", since);
     next();
   });
   // Before anything reads the request: a name this service was not given is a DNS rebinding, or a mistake.
@@ -136,10 +146,14 @@ export function createApp(options: AppOptions): Express {
   // The dispatch point: the body's dialect reads it into one payment and writes the outcome back.
   const handler = (route: Route) => async (req: Request, res: Response) => {
     const started = performance.now();
+    // The verify budget (METRICS_VERIFY_STAGES): off, nothing here asks the clock.
+    const clock = route === "verify" ? stages : undefined;
+    let since = clock ? clock.start() : 0;
     const requestId = String(res.locals.requestId);
     const codec = dialectOf(req.body);
     const dialect = codec.name;
-    const read = codec.read(req.body, req.get("X402-Version"));
+    if (clock) clock.stop("schema", since);
+    const read = codec.read(req.body, req.get("X402-Version"), clock);
     const { echo } = read;
     // Records name the network as the checks saw it (x402 v2's eip155:338 is cronos-testnet); answers echo the caller's.
     const network = read.ok ? read.payment.requirements.network : echo.network;
@@ -153,7 +167,13 @@ export function createApp(options: AppOptions): Express {
       if (route === "verify") {
         const outcome = await verifyRequest(payment, context);
         if (outcome.isValid) await catalog(req.body, false);
+        if (clock) since = clock.start();
         res.json(codec.verifyAnswer(outcome, echo));
+        if (clock) {
+          clock.stop("answer", since);
+          clock.verified();
+          since = clock.start();
+        }
         options.onOutcome?.({
           requestId, route, dialect, status: 200, network,
           payer: outcome.payload?.authorization.from,
@@ -163,6 +183,7 @@ export function createApp(options: AppOptions): Express {
           code: outcome.isValid ? "valid" : outcome.code,
           durationMs: performance.now() - started,
         });
+        if (clock) clock.stop("metrics", since);
       } else {
         const outcome = await settlePayment(payment, context, { admit });
         if (outcome.settled) await catalog(req.body, true);
@@ -202,6 +223,7 @@ export function createApp(options: AppOptions): Express {
   };
 
   const guards = edgeGuards({
+    ...(stages ? { stages } : {}),
     rateLimits: options.rateLimits,
     apiKeys: options.apiKeys ?? [],
     bodyLimitBytes: options.bodyLimitBytes,

@@ -278,16 +278,20 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     labelNames: ["network", "source"],
     registers: [registry],
   });
+  // Each answer's series, found once per label set (prom-client hashes a labels object on every call).
+  const outcomeSeries = seriesOf((route: string, network: string, outcome: string, dialect: string) => outcomes.labels({ route, network, outcome, dialect }));
+  const latencySeries = seriesOf((route: string) => latency.labels({ route }));
+  const requestSeries = seriesOf((route: string, status: number) => requests.labels({ route, status: String(status) }));
   return {
     registry,
     outcome(record) {
       // The network label is bounded: a caller's unknown network string counts as "other".
       const network = networkOfAnyForm(record.network) ?? "other";
-      outcomes.inc({ route: record.route, network, outcome: record.code, dialect: record.dialect });
-      latency.observe({ route: record.route }, record.durationMs / 1000);
+      outcomeSeries(record.route, network, record.code, record.dialect).inc();
+      latencySeries(record.route).observe(record.durationMs / 1000);
     },
     request(route, status) {
-      requests.inc({ route, status: String(status) });
+      requestSeries(route, status).inc();
     },
     rateLimited(route, by) {
       limited.inc({ route, by });
@@ -339,30 +343,52 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
   };
 }
 
+/** Label sets kept at most per metric: every label is bounded already; this bounds the memo itself. */
+const MAX_SERIES = 1_000;
+
+/** `create`'s answer per label values, memoized (up to {@link MAX_SERIES} sets, then created afresh each time). */
+function seriesOf<A extends Array<string | number>, S>(create: (...labels: A) => S): (...labels: A) => S {
+  const known = new Map<string, S>();
+  return (...labels) => {
+    const key = labels.join("\u0000");
+    let series = known.get(key);
+    if (series === undefined) {
+      series = create(...labels);
+      if (known.size < MAX_SERIES) known.set(key, series);
+    }
+    return series;
+  };
+}
+
 /**
- * The verify budget's totals as gauges (read from the clock when scraped): CPU microseconds per stage, the
- * verifies timed, those whose state read waited on I/O, and the main thread's whole CPU time.
+ * The verify budget as gauges, over the window since the previous scrape (each scrape starts a new one:
+ * for the bench, which scrapes before and after a run): microseconds per verify by stage, the verifies
+ * answered and those whose state read waited; and the main thread's CPU time since start.
  */
 function watchStages(registry: Registry, clock: StageClock): void {
+  let window: ReturnType<StageClock["take"]> | undefined;
+  // The gauges of one scrape read one window.
+  const taken = () => (window ??= clock.take());
   new Gauge({
-    name: "x402_verify_stage_cpu_microseconds",
-    help: "main-thread CPU time spent in each verify stage since start (METRICS_VERIFY_STAGES)",
+    name: "x402_verify_stage_microseconds",
+    help: "microseconds per verify spent in each stage since the previous scrape (METRICS_VERIFY_STAGES; trimmed mean of the stage's samples)",
     labelNames: ["stage"],
     registers: [registry],
     collect() {
-      const { micros } = clock.totals();
+      const { micros } = taken();
       for (const stage of VERIFY_STAGES) this.set({ stage }, micros[stage]);
     },
   });
   new Gauge({
     name: "x402_verify_stage_verifies",
-    help: "verify requests answered while stages were timed; `waited`: those whose state read waited on I/O",
+    help: "verify requests answered since the previous scrape (METRICS_VERIFY_STAGES); `waited`: those whose state read waited on I/O",
     labelNames: ["kind"],
     registers: [registry],
     collect() {
-      const { verifies, waited } = clock.totals();
+      const { verifies, waited } = taken();
       this.set({ kind: "answered" }, verifies);
       this.set({ kind: "waited" }, waited);
+      window = undefined;
     },
   });
   new Gauge({

@@ -25,8 +25,10 @@ export const VERIFY_STAGES = [
   "indexRead",
   /** The payment identifier's binding and settlement (x402 v2 with an identifier only). */
   "ledgerReads",
-  /** Writing the answer: its JSON, headers and the socket write. */
+  /** The answer's JSON and headers. */
   "answer",
+  /** Handing the answer to the socket (`res.end`: on loopback the kernel's delivery to the client is in it). */
+  "write",
   /** The outcome record: metrics, the log line, the dashboard's feed. */
   "metrics",
 ] as const;
@@ -34,31 +36,35 @@ export const VERIFY_STAGES = [
 /** One stage of {@link VERIFY_STAGES}. */
 export type VerifyStage = (typeof VERIFY_STAGES)[number];
 
-/** CPU time of the calling thread, in microseconds (user + system). */
-function threadMicros(): number {
-  const { user, system } = process.threadCpuUsage();
-  return user + system;
-}
+/** Samples kept per stage between two reads of the clock (the oldest give way). */
+const SAMPLES = 1 << 16;
 
 /**
- * Adds up the main thread's CPU time per verify stage (`METRICS_VERIFY_STAGES=true`: off by default, and
- * then absent, so that nothing on the request path asks the clock). A stage is timed from {@link start}
- * to {@link stop}; a stretch that awaits I/O counts the CPU of whatever ran meanwhile, so stages that can
- * wait (the index, the ledger) are timed only when they answered without waiting, and counted apart when not.
+ * Times each verify stage (`METRICS_VERIFY_STAGES=true`: off by default, and then absent, so that nothing
+ * on the request path asks the clock). A stage is a synchronous stretch, timed from {@link start} to
+ * {@link stop} on the monotonic clock: the main thread's CPU while it runs, unless the OS preempts the
+ * process meanwhile (a shared machine), which the summary's trimmed mean leaves out. (The thread's CPU clock
+ * of `process.threadCpuUsage()` advances in scheduler ticks, too coarsely for stretches of microseconds.)
+ * Stretches that may wait on I/O are not timed: the state read counts only when it answered from memory,
+ * and verifies whose read waited are counted apart.
  */
 export class StageClock {
-  readonly #micros = new Float64Array(VERIFY_STAGES.length);
+  readonly #samples = VERIFY_STAGES.map(() => new Float64Array(SAMPLES));
+  readonly #counts = new Float64Array(VERIFY_STAGES.length);
   #verifies = 0;
   #waited = 0;
 
   /** A reading to pass to {@link stop}. */
   start(): number {
-    return threadMicros();
+    return performance.now();
   }
 
-  /** Adds the CPU time since `since` (a {@link start} reading) to `stage`. */
+  /** Records the time since `since` (a {@link start} reading) as one sample of `stage`. */
   stop(stage: VerifyStage, since: number): void {
-    this.#micros[STAGE_INDEX[stage]]! += threadMicros() - since;
+    const index = STAGE_INDEX[stage];
+    const count = this.#counts[index]!;
+    this.#samples[index]![count % SAMPLES] = (performance.now() - since) * 1000;
+    this.#counts[index] = count + 1;
   }
 
   /** One verify answered (the denominator of the budget). */
@@ -71,19 +77,33 @@ export class StageClock {
     this.#waited++;
   }
 
-  /** The totals so far: microseconds per stage, verifies answered, verifies whose state read waited. */
-  totals(): { micros: Record<VerifyStage, number>; verifies: number; waited: number } {
+  /**
+   * What was recorded since the last call, which starts a new window: per stage the microseconds per verify
+   * (its samples' mean, those above the stage's 99th percentile left out, times its samples per verify), the
+   * verifies answered, and those whose state read waited.
+   */
+  take(): { micros: Record<VerifyStage, number>; verifies: number; waited: number } {
     const micros = {} as Record<VerifyStage, number>;
+    const verifies = this.#verifies;
     VERIFY_STAGES.forEach((stage, index) => {
-      micros[stage] = this.#micros[index]!;
+      const count = this.#counts[index]!;
+      const kept = this.#samples[index]!.slice(0, Math.min(count, SAMPLES)).sort();
+      const below = kept.subarray(0, Math.max(1, Math.floor(kept.length * 0.99)));
+      const mean = below.length > 0 && count > 0 ? below.reduce((a, b) => a + b, 0) / below.length : 0;
+      micros[stage] = verifies > 0 ? (mean * count) / verifies : 0;
+      this.#counts[index] = 0;
     });
-    return { micros, verifies: this.#verifies, waited: this.#waited };
+    const taken = { micros, verifies, waited: this.#waited };
+    this.#verifies = 0;
+    this.#waited = 0;
+    return taken;
   }
 }
 
 const STAGE_INDEX = Object.fromEntries(VERIFY_STAGES.map((stage, index) => [stage, index])) as Record<VerifyStage, number>;
 
-/** The main thread's CPU time so far, in microseconds (the whole of which the stages are parts). */
+/** The main thread's CPU time so far, in microseconds (scheduler-tick resolution: for windows of seconds). */
 export function mainThreadMicros(): number {
-  return threadMicros();
+  const { user, system } = process.threadCpuUsage();
+  return user + system;
 }

@@ -14,6 +14,7 @@ import { LOCAL_HOSTS, requireHost } from "./hosts.js";
 import { PayerQuota } from "./payer-quota.js";
 import type { RateLimitStores } from "./rate-limit.js";
 import { settlementRoutes, type SettlementRoutesOptions } from "./settlements.js";
+import { plainJsonPost, readJsonBody } from "./fast-lane.js";
 import { discoveryEntryOf, discoveryRoutes } from "../discovery.js";
 import type { Ledger } from "../../ledger/types.js";
 
@@ -106,8 +107,7 @@ export function createApp(options: AppOptions): Express {
 
   // A request id per request (the caller's X-Request-Id when sane), echoed back and put in logs.
   const { stages } = context;
-  app.use((req, res, next) => {
-    const since = stages ? stages.start() : 0;
+  const begin = (req: Request, res: Response) => {
     const given = req.get("X-Request-Id");
     const id = given && REQUEST_ID.test(given) ? given : randomUUID();
     res.locals.requestId = id;
@@ -120,6 +120,16 @@ export function createApp(options: AppOptions): Express {
         if (stages) stages.stop("metrics", counted);
       });
     }
+  };
+  // The payment routes that no guard stands before (no API keys, no Host check, their limit off), taken
+  // before the router when their body is plain JSON: see fastLane below.
+  const keyed = (options.apiKeys?.length ?? 0) > 0;
+  const unguarded = (route: Route) => !keyed && !options.allowedHosts?.length && options.rateLimits[route === "verify" ? "verifyPerMinute" : "settlePerMinute"] === 0;
+  const lanes = new Map<string, Route>((["verify", "settle"] as const).filter(unguarded).map((route) => [`/v2/x402/${route}`, route]));
+  if (lanes.size > 0) app.use((req, res, next) => fastLane(req, res, next));
+  app.use((req, res, next) => {
+    const since = stages ? stages.start() : 0;
+    begin(req, res);
     if (stages) stages.stop("edge", since);
     next();
   });
@@ -130,6 +140,13 @@ export function createApp(options: AppOptions): Express {
   /** A verify/settle request answered before its handler ran (401, 413, 415, unreadable body): one outcome record. */
   const refused = (route: Route, res: Response, status: number, text: string, code: string) =>
     options.onOutcome?.({ requestId: String(res.locals.requestId), route, dialect: "unknown", status, network: "unknown", outcome: text, code, durationMs: 0 });
+
+  /** A verify/settle body that could not be read as JSON: 400 in the endpoint's shape. */
+  const unreadable = (route: Route, res: Response, why: string) => {
+    const text = RequestError.invalidRequest(why);
+    res.status(400).json(refusal(route, "unknown", text));
+    refused(route, res, 400, text, "invalid_request");
+  };
 
   /**
    * Records the resource a paid v2 payment declares, before the answer (so whoever was paid finds it listed
@@ -168,9 +185,14 @@ export function createApp(options: AppOptions): Express {
         const outcome = await verifyRequest(payment, context);
         if (outcome.isValid) await catalog(req.body, false);
         if (clock) since = clock.start();
-        res.json(codec.verifyAnswer(outcome, echo));
+        const answer = jsonAnswer(res, codec.verifyAnswer(outcome, echo));
         if (clock) {
           clock.stop("answer", since);
+          since = clock.start();
+        }
+        res.end(answer);
+        if (clock) {
+          clock.stop("write", since);
           clock.verified();
           since = clock.start();
         }
@@ -222,6 +244,29 @@ export function createApp(options: AppOptions): Express {
     }
   };
 
+  /**
+   * verify and settle on an unguarded route with a plain JSON body (fast-lane.ts): the request id, the body
+   * read and parsed, then the same handler, without the router's walk, the content-type checks and the JSON
+   * middleware's streams and decoders. The answers are the same: the JSON middleware would take exactly
+   * these bodies, and a body that is not JSON gets the error handler's 400. Every other request passes on.
+   */
+  const fastLane = (req: Request, res: Response, next: () => void) => {
+    const route = req.method === "POST" ? lanes.get(req.url) : undefined;
+    if (route === undefined || !plainJsonPost(req, options.bodyLimitBytes)) return next();
+    const clock = route === "verify" ? stages : undefined;
+    const since = clock ? clock.start() : 0;
+    begin(req, res);
+    if (clock) clock.stop("edge", since);
+    readJsonBody(req, (body) => {
+      if (!body.ok) {
+        unreadable(route, res, "body is not valid JSON");
+        return;
+      }
+      req.body = body.json;
+      handlers[route](req, res).catch((error: unknown) => onError(error, req, res, next));
+    }, clock);
+  };
+
   const guards = edgeGuards({
     ...(stages ? { stages } : {}),
     rateLimits: options.rateLimits,
@@ -241,8 +286,9 @@ export function createApp(options: AppOptions): Express {
     res.json(options.supported());
   });
 
-  app.post("/v2/x402/verify", ...guards.verify, handler("verify"));
-  app.post("/v2/x402/settle", ...guards.settle, handler("settle"));
+  const handlers = { verify: handler("verify"), settle: handler("settle") };
+  app.post("/v2/x402/verify", ...guards.verify, handlers.verify);
+  app.post("/v2/x402/settle", ...guards.settle, handlers.settle);
 
   if (options.statusLookup) app.use(settlementRoutes({ ...options.statusLookup, guards: guards.status }));
   if (options.discovery) app.use(discoveryRoutes({ ledger: options.discovery.ledger, guards: guards.status }));
@@ -275,9 +321,7 @@ export function createApp(options: AppOptions): Express {
     }
     const status = (error as { status?: number }).status;
     if (route && typeof status === "number" && status >= 400 && status < 500) {
-      const text = RequestError.invalidRequest(type === "entity.parse.failed" ? "body is not valid JSON" : "body could not be read");
-      res.status(400).json(refusal(route, "unknown", text));
-      refused(route, res, 400, text, "invalid_request");
+      unreadable(route, res, type === "entity.parse.failed" ? "body is not valid JSON" : "body could not be read");
       return;
     }
     context.logger.error({ path: req.path, err: errorSummary(error) }, "unhandled error");
@@ -286,6 +330,17 @@ export function createApp(options: AppOptions): Express {
   };
   app.use(onError);
   return app;
+}
+
+/**
+ * The text and headers `res.json` would send (status 200, `application/json; charset=utf-8`, Content-Length),
+ * set without Express's generic path; the caller ends the response with the text.
+ */
+function jsonAnswer(res: Response, body: object): string {
+  const text = JSON.stringify(body);
+  res.setHeader("Content-Type", "application/json; charset=utf-8");
+  res.setHeader("Content-Length", Buffer.byteLength(text));
+  return text;
 }
 
 function errorSummary(error: unknown): string {

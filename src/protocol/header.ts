@@ -1,4 +1,5 @@
 import type { Hex } from "viem";
+import { fastPaymentHeader } from "./fast-parse.js";
 import { paymentHeaderSchema, describeZodError, type Authorization, type PaymentPayload } from "./schemas.js";
 
 type AuthorizationFields = Omit<Authorization, "signature">;
@@ -48,6 +49,12 @@ export function decodeBase64Json(value: string): { ok: true; json: unknown } | {
 export function decodePaymentHeader(header: string): DecodeHeaderResult {
   const decoded = decodeBase64Json(header);
   if (!decoded.ok) return { ok: false, kind: "base64" };
+  // The common case checked by hand (the same result); anything else by the schema, which words the error.
+  const fast = fastPaymentHeader(decoded.json);
+  if (fast) {
+    const { scheme, network, asset, authorization, signature } = fast;
+    return { ok: true, payload: { x402Version: 1, scheme, network, asset, authorization: signedAuthorization(authorization, signature) } };
+  }
   const parsed = paymentHeaderSchema.safeParse(decoded.json);
   if (!parsed.success) return { ok: false, kind: "shape", detail: describeZodError(parsed.error) };
   const { x402Version, scheme, network, payload } = parsed.data;

@@ -2,6 +2,7 @@ import { decodePaymentHeader } from "../../protocol/header.js";
 import { NETWORKS } from "../../protocol/networks.js";
 import type { DecodedPayload } from "../../protocol/payment.js";
 import { EXACT_SCHEME, RequestError, SettleEvent, VerifyReason, X402_VERSION } from "../../protocol/reasons.js";
+import { fastCronosRequest } from "../../protocol/fast-parse.js";
 import { describeZodError, facilitatorRequestSchema } from "../../protocol/schemas.js";
 import { isCaip2, networkOfCaip2 } from "../../protocol/x402v2.js";
 import { isJsonObject, type DialectCodec, type Echo, type ReadResult } from "./codec.js";
@@ -26,10 +27,15 @@ export const cronosDialect: DialectCodec = {
     if (typeof version === "number" && version !== X402_VERSION) return fail(RequestError.unsupportedVersion(version));
     const mixed = mixedDialects(body);
     if (mixed) return fail(RequestError.invalidRequest(mixed));
-    const parsed = facilitatorRequestSchema.safeParse(body);
-    if (!parsed.success) return fail(RequestError.invalidRequest(describeZodError(parsed.error)));
-
-    const { paymentHeader, paymentRequirements: requirements } = parsed.data;
+    // The common body checked by hand (the same fields); anything else by the schema, which words the error.
+    let request = fastCronosRequest(body);
+    if (!request) {
+      const parsed = facilitatorRequestSchema.safeParse(body);
+      if (!parsed.success) return fail(RequestError.invalidRequest(describeZodError(parsed.error)));
+      const { paymentHeader, paymentRequirements: r } = parsed.data;
+      request = { paymentHeader, requirements: { scheme: r.scheme, network: r.network, payTo: r.payTo, asset: r.asset, amount: r.maxAmountRequired } };
+    }
+    const { paymentHeader, requirements } = request;
     if (stages) {
       stages.stop("schema", since);
       since = stages.start();
@@ -48,16 +54,7 @@ export const cronosDialect: DialectCodec = {
     if (stages) stages.stop("headerDecode", since);
     return {
       ok: true,
-      payment: {
-        requirements: {
-          scheme: requirements.scheme,
-          network: requirements.network,
-          payTo: requirements.payTo,
-          asset: requirements.asset,
-          amount: requirements.maxAmountRequired,
-        },
-        payload,
-      },
+      payment: { requirements, payload },
       echo: { network: requirements.network, ...(payload.ok ? { payer: payload.payload.authorization.from } : {}) },
     };
   },

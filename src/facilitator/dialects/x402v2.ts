@@ -1,6 +1,7 @@
 import { signedAuthorization } from "../../protocol/header.js";
 import type { DecodedPayload } from "../../protocol/payment.js";
 import { EXACT_SCHEME, RequestError, VerifyReason } from "../../protocol/reasons.js";
+import { fastV2Payment, fastV2Request, type FastV2Payment } from "../../protocol/fast-parse.js";
 import { describeZodError } from "../../protocol/schemas.js";
 import {
   caip2OfNetwork,
@@ -72,31 +73,43 @@ export const x402v2Dialect: DialectCodec = {
     }
     const mixed = mixedDialects(body);
     if (mixed) return fail(RequestError.invalidRequest(mixed));
-    const parsed = v2FacilitatorRequestSchema.safeParse(body);
-    if (!parsed.success) return fail(RequestError.invalidRequest(describeZodError(parsed.error)));
-
-    const { paymentPayload, paymentRequirements: terms } = parsed.data;
+    // The common body checked by hand (the same fields); anything else by the schema, which words the error.
+    let request = fastV2Request(body);
+    if (!request) {
+      const parsed = v2FacilitatorRequestSchema.safeParse(body);
+      if (!parsed.success) return fail(RequestError.invalidRequest(describeZodError(parsed.error)));
+      const { paymentPayload, paymentRequirements: r } = parsed.data;
+      request = { paymentPayload, requirements: { scheme: r.scheme, network: r.network, payTo: r.payTo, asset: r.asset, amount: r.amount } };
+    }
+    const { paymentPayload, requirements: terms } = request;
     if (stages) {
       stages.stop("schema", since);
       since = stages.start();
     }
-    const payment = v2PaymentPayloadSchema.safeParse(paymentPayload);
-    const identifier = payment.success ? paymentIdentifierOf(payment.data.extensions) : undefined;
+    let payment: FastV2Payment | { error: string } | undefined = fastV2Payment(paymentPayload);
+    if (!payment) {
+      const parsed = v2PaymentPayloadSchema.safeParse(paymentPayload);
+      if (parsed.success) {
+        const { accepted, payload: signed, extensions } = parsed.data;
+        payment = { accepted: { scheme: accepted.scheme, network: accepted.network, asset: accepted.asset }, authorization: signed.authorization, signature: signed.signature, extensions };
+      } else payment = { error: describeZodError(parsed.error) };
+    }
+    const identifier = "error" in payment ? undefined : paymentIdentifierOf(payment.extensions);
     if (identifier && "error" in identifier) return fail(RequestError.invalidRequest(identifier.error));
     let payload: DecodedPayload;
-    if (payment.success) {
-      const { accepted, payload: signed } = payment.data;
+    if (!("error" in payment)) {
+      const { accepted } = payment;
       payload = {
         ok: true,
         payload: {
           scheme: accepted.scheme,
           network: networkOfCaip2(accepted.network) ?? accepted.network,
           asset: accepted.asset,
-          authorization: signedAuthorization(signed.authorization, signed.signature),
+          authorization: signedAuthorization(payment.authorization, payment.signature),
         },
       };
     } else {
-      payload = { ok: false, code: "header", reason: VerifyReason.invalidPayload(describeZodError(payment.error)) };
+      payload = { ok: false, code: "header", reason: VerifyReason.invalidPayload(payment.error) };
     }
     if (stages) stages.stop("headerDecode", since);
     return {

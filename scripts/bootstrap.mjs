@@ -52,6 +52,8 @@ export const COMMANDS = {
   "bench:lifecycle": typescript("bench/lifecycle.ts"),
   "bench:remote-rpc": typescript("bench/remote-rpc.ts"),
   "bench:state-index": typescript("bench/state-index.ts"),
+  "bench:catalog": typescript("bench/catalog.ts"),
+  "bench:lookup": typescript("bench/lookup.ts"),
   "bench:seller": typescript("bench/seller.ts"),
   // The wallets it measures are compiled contracts.
   "bench:gas": [compileStep(), ...typescript("bench/settle-gas.ts")],

@@ -1,4 +1,15 @@
-import { TransactionReceiptNotFoundError, type Hex, type PublicClient, type TransactionReceipt } from "viem";
+import { TransactionNotFoundError, TransactionReceiptNotFoundError, type Hex, type PublicClient, type TransactionReceipt } from "viem";
+
+/** Whether the node knows the transaction (in its pool, or mined); a failed read throws. */
+export async function knowsTransaction(client: PublicClient, hash: Hex): Promise<boolean> {
+  try {
+    await client.getTransaction({ hash });
+    return true;
+  } catch (error) {
+    if (error instanceof TransactionNotFoundError) return false;
+    throw error;
+  }
+}
 
 /** Parameters of {@link waitForReceipt}. */
 export interface WaitForReceiptParameters {

@@ -72,6 +72,16 @@ export interface FacilitatorConfig {
   lifecycle: LifecycleConfig;
   /** The token state index verify answers from (docs/operations.md, "The token state index"). */
   stateIndex: StateIndexConfig;
+  /** The discovery catalog's bounds (docs/operations.md, "The discovery catalog"). */
+  catalog: CatalogConfig;
+}
+
+/** The discovery catalog's bounds: past them, the entries with the fewest distinct payers, least recently paid, go. */
+export interface CatalogConfig {
+  /** `CATALOG_MAX_ENTRIES`: entries in all. */
+  maxEntries: number;
+  /** `CATALOG_MAX_ENTRIES_PER_SELLER`: entries of one payTo, at most `maxEntries`. */
+  maxEntriesPerSeller: number;
 }
 
 /** The token state index: verify's state kept from the token's logs. */
@@ -104,6 +114,8 @@ export interface LedgerConfig {
   reconcileIntervalMs: number;
   /** `LEDGER_POOL_SIZE`: PostgreSQL connections of this instance. */
   poolSize: number;
+  /** `LEDGER_RETENTION_DAYS`: finished settlements (settled or failed) last changed longer ago are deleted; 0 = kept forever. */
+  retentionDays: number;
 }
 
 /** Relayer safety: gas caps and the revert penalty. */
@@ -255,6 +267,10 @@ const envSchema = z.object({
   LEDGER_LEASE_TTL_SECONDS: intVar(15, 1),
   RECONCILE_INTERVAL_MS: intVar(2_000, 50),
   LEDGER_POOL_SIZE: intVar(10, 2),
+  LEDGER_RETENTION_DAYS: intVar(0, 0, 36_500),
+  // The discovery catalog
+  CATALOG_MAX_ENTRIES: intVar(100_000, 1, 10_000_000),
+  CATALOG_MAX_ENTRIES_PER_SELLER: intVar(1_000, 1),
   // A transaction's life
   MAX_FEE_PER_GAS_GWEI: optionalString,
   REPLACE_AFTER_SECONDS: intVar(3, 1),
@@ -274,7 +290,7 @@ const envSchema = z.object({
  * while `DATABASE_URL` is unset, any `DATABASE_*`: each would otherwise drop a setting, or leave the
  * instance on its own embedded ledger, apart from its cluster.
  */
-const OWN_NAMESPACE = /^(CRONOS_|RELAYER_|RATE_LIMIT_|METRICS_|API_KEYS|LEDGER_|RECONCILE_|DASHBOARD|MAX_CONNECTIONS|HEALTH_|SETTLE_|STATE_INDEX)/;
+const OWN_NAMESPACE = /^(CRONOS_|RELAYER_|RATE_LIMIT_|METRICS_|API_KEYS|LEDGER_|RECONCILE_|DASHBOARD|MAX_CONNECTIONS|HEALTH_|SETTLE_|STATE_INDEX|CATALOG_)/;
 const KNOWN_VARIABLES = Object.keys(envSchema.shape);
 
 /** Every environment variable the facilitator reads. */
@@ -401,11 +417,13 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
       leaseTtlMs: e.LEDGER_LEASE_TTL_SECONDS * 1000,
       reconcileIntervalMs: e.RECONCILE_INTERVAL_MS,
       poolSize: e.LEDGER_POOL_SIZE,
+      retentionDays: e.LEDGER_RETENTION_DAYS,
     },
     lifecycle: {
       maxFeePerGasWei: parseGweiVar("MAX_FEE_PER_GAS_GWEI", e.MAX_FEE_PER_GAS_GWEI, DEFAULT_MAX_FEE_PER_GAS_GWEI),
       replaceAfterSeconds: e.REPLACE_AFTER_SECONDS,
     },
+    catalog: catalogBounds(e.CATALOG_MAX_ENTRIES, e.CATALOG_MAX_ENTRIES_PER_SELLER),
     stateIndex: {
       enabled: e.STATE_INDEX !== "false",
       logRangeBlocks: e.STATE_INDEX_LOG_RANGE,
@@ -417,6 +435,14 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
       ),
     },
   };
+}
+
+/** One seller's bound cannot exceed the whole catalog's: it would never bind. */
+function catalogBounds(maxEntries: number, maxEntriesPerSeller: number): CatalogConfig {
+  if (maxEntriesPerSeller > maxEntries) {
+    throw new ConfigError(`CATALOG_MAX_ENTRIES_PER_SELLER: must be at most CATALOG_MAX_ENTRIES (${maxEntries}), got "${maxEntriesPerSeller}"`);
+  }
+  return { maxEntries, maxEntriesPerSeller };
 }
 
 // --- A transaction's life ---

@@ -13,6 +13,7 @@ import type { Logger } from "./logger.js";
 import type { FacilitatorMetrics } from "./metrics.js";
 import type { FacilitatorContext, NetworkRuntime } from "../settlement/runtime.js";
 import { LedgerWatch } from "./ledger-watch.js";
+import { deleteExpiredSettlements } from "./retention.js";
 import { SettlementService, type SettlementNetwork } from "../settlement/service.js";
 
 /** This instance's part in the service: the ledger, its key leases, its settlement sender and its reconciler. */
@@ -75,13 +76,16 @@ export async function startCoordination(parameters: StartCoordinationParameters)
     onAcquired(lease) {
       // Another instance (or this one before a restart) may have sent from it: read its nonce from the
       // chain again, and follow its recorded transactions still in flight before its next send.
-      settlements.adopt(lease.address);
+      settlements.adopt(lease.address, lease.epoch);
       metrics.leaseChange("acquired");
       log.info({ relayer: lease.address, epoch: lease.epoch }, "relayer key lease acquired");
     },
     onLost(address) {
+      // Nothing more is sent from it here, at once; what it had in flight is recorded, for the next holder.
+      const handedOver = settlements.release(address);
       metrics.leaseChange("lost");
-      log.info({ relayer: address }, "relayer key lease given up");
+      if (handedOver > 0) log.warn({ relayer: address, handedOver }, "relayer key lease given up: its transactions in flight are left to the key's next holder");
+      else log.info({ relayer: address }, "relayer key lease given up");
     },
   });
 
@@ -133,6 +137,8 @@ export async function startCoordination(parameters: StartCoordinationParameters)
     chains: [...chains.values()],
     revertPenaltySeconds: config.relayerSafety.revertPenaltySeconds,
     recheckMs: interval * 2,
+    // A forgotten transaction is broadcast again only by its key's lease holder.
+    mayBroadcast: (relayer) => keeper.holds(relayer),
     onAction(action, record) {
       metrics.reconcilerAction(action);
       log.info({ id: record.id, action, network: record.network, payer: record.key.authorizer, txHash: record.txHash }, "reconciler");
@@ -152,7 +158,13 @@ export async function startCoordination(parameters: StartCoordinationParameters)
   }
   settlements.start();
   reconciler.start(interval, (error) => watch.report("reconciler", error));
-  const prune = setInterval(() => void ledger.prune().catch(() => undefined), 60_000);
+  const prune = setInterval(() => {
+    void ledger.prune().catch(() => undefined);
+    void deleteExpiredSettlements(ledger, config.ledger.retentionDays, Date.now()).then(
+      (deleted) => deleted > 0 && log.info({ deleted, retentionDays: config.ledger.retentionDays }, "retention: finished settlements deleted"),
+      (error: unknown) => log.warn({ err: String(error) }, "retention: finished settlements not deleted this round"),
+    );
+  }, 60_000);
   prune.unref();
 
   const shared = ledger.backend === "postgres";

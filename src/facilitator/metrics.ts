@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import type { RelayerEvent } from "../chain/relayer.js";
+import type { RelayerEvent } from "../chain/relayer/index.js";
 import type { NetworkRuntime } from "../settlement/runtime.js";
 import type { IndexStatus } from "../state/index.js";
 import type { OutcomeRecord } from "./http/app.js";

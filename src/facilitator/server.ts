@@ -3,7 +3,7 @@ import { createPublicClient, type Address, type PublicClient, type Transport } f
 import type { Express } from "express";
 import { ChainState } from "../chain/state.js";
 import { TokenIndex } from "../state/index.js";
-import { Relayer, type RelayerEvent } from "../chain/relayer.js";
+import { Relayer, type RelayerEvent } from "../chain/relayer/index.js";
 import { isWebSocketUrl, rpcTransport, type RpcTransport } from "../chain/rpc-transport.js";
 import { domainSeparator } from "../chain/signature.js";
 import type { NetworkName } from "../protocol/networks.js";
@@ -183,6 +183,8 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
         replaceAfterSeconds: config.lifecycle.replaceAfterSeconds,
         pollingIntervalMs: config.pollingIntervalMs,
         onEvent: (event) => relayerEvent(network.network, event, metrics, logger),
+        // Its keys send only under the ledger's leases (coordination gives and takes them back).
+        leased: true,
       });
       const several = endpoints.get(network.network)!;
       if (several.length > 1) {
@@ -294,7 +296,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     bodyLimitBytes: config.bodyLimitBytes,
     apiKeys: config.apiKeys,
     rateLimitStores: options.rateLimitStores ?? coordination.rateLimitStores,
-    discovery: { ledger: coordination.ledger },
+    discovery: { ledger: coordination.ledger, bounds: config.catalog },
     statusLookup: {
       ledger: coordination.ledger,
       served: new Map(config.networks.map((n) => [n.network, { token: n.token }])),

@@ -44,13 +44,21 @@ export class LeaseKeeper {
 
   /** The keys this instance may send from now: leased, and not within a third of the lease's end. */
   held(): Address[] {
-    const safe = this.#now() + this.#ttlMs / 3;
-    return [...this.#held.values()].filter((lease) => lease.expiresAt > safe).map((lease) => lease.address);
+    return [...this.#held.values()].filter((lease) => this.#safe(lease)).map((lease) => lease.address);
   }
 
-  /** Whether this instance may send from `address` now. */
-  holds(address: Address): boolean {
-    return this.held().some((held) => held.toLowerCase() === address.toLowerCase());
+  /**
+   * Whether this instance may send from `address` now: its lease held and not in its last third (a
+   * paused process finds it lapsed by the clock at once, before any round of its own has run), and of
+   * generation `epoch` when given.
+   */
+  holds(address: Address, epoch?: number): boolean {
+    const lease = this.#held.get(address.toLowerCase());
+    return lease !== undefined && this.#safe(lease) && (epoch === undefined || lease.epoch === epoch);
+  }
+
+  #safe(lease: Lease): boolean {
+    return lease.expiresAt > this.#now() + this.#ttlMs / 3;
   }
 
   /** The leases this instance holds, for health reports. */

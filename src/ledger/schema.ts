@@ -23,6 +23,19 @@ export interface Migration {
   statements(dialect: SchemaDialect): string[];
 }
 
+/**
+ * A table indexing the discovery catalog's entries by its leading column (a word, a network): one row per key of
+ * an entry, carrying the entry's order in the columns after it, whose primary key is the index (clustered on
+ * SQLite); the rows go with their entry.
+ */
+function entryIndexTable(d: SchemaDialect, name: string, columns: readonly string[]): string {
+  return `CREATE TABLE ${name} (
+        ${columns.map((column) => `${column} NOT NULL,`).join("\n        ")}
+        entry_id BIGINT NOT NULL REFERENCES discovery_entries (id) ON DELETE CASCADE,
+        PRIMARY KEY (${[...columns.map((column) => column.split(" ")[0]), "entry_id"].join(", ")})
+      )${d.backend === "sqlite" ? " WITHOUT ROWID" : ""}`;
+}
+
 // Addresses, hashes and nonces are stored lower-case; token amounts (uint256) as decimal text;
 // times as milliseconds since the epoch (BIGINT), block timestamps and penalty ends as Unix seconds (chain time).
 export const MIGRATIONS: readonly Migration[] = [
@@ -204,6 +217,79 @@ export const MIGRATIONS: readonly Migration[] = [
         updated_at BIGINT NOT NULL,
         PRIMARY KEY (chain_id, token)
       )`,
+    ],
+  },
+  {
+    // The discovery catalog, owned by its sellers: one entry per resource URL, method AND payTo, written only
+    // from settled payments (the old table's entries may have been created by verifies or re-pointed by a
+    // settle to another payTo, so they are not carried over: each seller is listed again by its next
+    // payment). Its distinct payers (counted up to a cap), its words for search (a word table whose B-tree
+    // hands back the best entries of a word first: search reads a bounded number of rows, however large the
+    // catalog), its networks (listed by network in order from an index), and the entry counts listings
+    // answer with and the bounds keep, per type and network (`*`: every network). And finished settlements
+    // by age, for retention.
+    name: "0007_owned_catalog",
+    statements: (d) => [
+      `DROP TABLE discovery_resources`,
+      `CREATE TABLE discovery_entries (
+        id ${d.serial},
+        resource TEXT NOT NULL,
+        method TEXT NOT NULL,
+        pay_to TEXT NOT NULL,
+        type TEXT NOT NULL,
+        schemes TEXT NOT NULL,
+        payers INTEGER NOT NULL,
+        first_paid BIGINT NOT NULL,
+        last_paid BIGINT NOT NULL,
+        entry TEXT NOT NULL,
+        UNIQUE (resource, method, pay_to)
+      )`,
+      `CREATE INDEX discovery_entries_recent ON discovery_entries (last_paid, id)`,
+      `CREATE INDEX discovery_entries_typed ON discovery_entries (type, last_paid, id)`,
+      `CREATE INDEX discovery_entries_seller ON discovery_entries (pay_to, last_paid, id, payers)`,
+      `CREATE INDEX discovery_entries_standing ON discovery_entries (payers, last_paid, id)`,
+      `CREATE TABLE discovery_payers (
+        entry_id BIGINT NOT NULL REFERENCES discovery_entries (id) ON DELETE CASCADE,
+        payer TEXT NOT NULL,
+        PRIMARY KEY (entry_id, payer)
+      )${d.backend === "sqlite" ? " WITHOUT ROWID" : ""}`,
+      entryIndexTable(d, "discovery_words", ["word TEXT", "payers INTEGER", "last_paid BIGINT"]),
+      `CREATE INDEX discovery_words_entry ON discovery_words (entry_id, word)`,
+      entryIndexTable(d, "discovery_networks", ["network TEXT", "type TEXT", "last_paid BIGINT"]),
+      `CREATE INDEX discovery_networks_recent ON discovery_networks (network, last_paid, entry_id)`,
+      `CREATE INDEX discovery_networks_entry ON discovery_networks (entry_id)`,
+      `CREATE TABLE discovery_counts (
+        type TEXT NOT NULL,
+        network TEXT NOT NULL,
+        entries BIGINT NOT NULL,
+        PRIMARY KEY (type, network)
+      )`,
+      `CREATE INDEX settlements_finished ON settlements (updated_at, id) WHERE status IN ('settled', 'failed')`,
+    ],
+  },
+  {
+    // Gap fillers (zero-value self-transfers taking a relayer nonce that no settlement's transaction can
+    // use) are written ahead like settlements' transactions, under the key's lease and its generation:
+    // the key's next holder follows them.
+    name: "0010_relayer_fillers",
+    statements: () => [
+      `CREATE TABLE relayer_fillers (
+        hash TEXT PRIMARY KEY,
+        chain_id INTEGER NOT NULL,
+        relayer TEXT NOT NULL,
+        relayer_nonce BIGINT NOT NULL,
+        raw TEXT NOT NULL,
+        holder TEXT NOT NULL,
+        lease_epoch BIGINT NOT NULL,
+        replaces TEXT,
+        state TEXT NOT NULL CHECK (state IN ('signed', 'refused')),
+        fee_cap TEXT,
+        priority_fee TEXT,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+      )`,
+      `CREATE INDEX relayer_fillers_key_nonce ON relayer_fillers (chain_id, relayer, relayer_nonce)`,
+      `CREATE INDEX relayer_fillers_created ON relayer_fillers (created_at)`,
     ],
   },
 ];

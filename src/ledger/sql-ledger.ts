@@ -1,8 +1,7 @@
 import { EventEmitter } from "node:events";
 import { getAddress, type Address, type Hex } from "viem";
-import { caip2OfNetwork } from "../protocol/x402v2.js";
+import { SqlDiscoveryCatalog } from "./discovery-sql.js";
 import {
-  DISCOVERY_SCAN_LIMIT,
   IllegalTransitionError,
   LedgerError,
   type BroadcastRecord,
@@ -10,11 +9,14 @@ import {
   type ClaimInput,
   type ClaimResult,
   type CounterHit,
-  type DiscoveryEntry,
-  type DiscoveryFilter,
+  type DiscoveryBounds,
+  type DiscoveryPage,
+  type DiscoveryPageRequest,
+  type DiscoveryPayment,
+  type DiscoveryRecorded,
+  type DiscoverySearchPage,
   type IndexedNonce,
-  type DiscoveryResources,
-  type DiscoveryUpsertOptions,
+  type FillerRecord,
   type InstanceRecord,
   type Lease,
   type Ledger,
@@ -24,6 +26,7 @@ import {
   type PenaltySubject,
   type PendingSummary,
   type RecordBroadcastInput,
+  type RecordFillerInput,
   type RecordReplacementInput,
   type SettlementCall,
   type SettlementKey,
@@ -70,6 +73,11 @@ export interface SqlDriver extends SqlExecutor {
   readonly messages: EventEmitter;
   transaction<T>(work: (tx: SqlTransaction) => Promise<T>): Promise<T>;
   transaction<T>(options: SqlTransactionOptions, work: (tx: SqlTransaction) => Promise<T>): Promise<T>;
+  /**
+   * A read that may run off the event loop (the embedded ledger's file: a reader thread of its own) and sees
+   * every commit made before it was asked; absent where `all` already does (PostgreSQL).
+   */
+  read?(sql: string, params: readonly SqlValue[]): Promise<SqlRow[]>;
   health(): Promise<LedgerHealth>;
   close(): Promise<void>;
 }
@@ -199,12 +207,52 @@ function toBoundPayment(row: SqlRow): BoundPayment {
   return { nonce: row.nonce as Hex, ...(row.digest != null ? { digest: row.digest as Hex } : {}) };
 }
 
+/**
+ * The settlement a transaction hash names (any of its transactions, or the one that used its authorization):
+ * two indexed reads (the transactions' unique hash, the rows' tx_hash), never a scan. An OR across the two
+ * tables (`id IN (…) OR tx_hash = ?`) could only be answered by reading every row. Exported for the test
+ * that reads its plan.
+ */
+export const FIND_BY_TX_HASH = `SELECT * FROM settlements WHERE id IN (
+   SELECT settlement_id FROM settlement_transactions WHERE hash = ? UNION SELECT id FROM settlements WHERE tx_hash = ?
+ ) ORDER BY id LIMIT 1`;
+
 /** The write-ahead record of a signed transaction: completed with the row source (`settlements WHERE …`, or a CTE). */
 const INSERT_SIGNED = `INSERT INTO settlement_transactions (hash, settlement_id, chain_id, relayer, relayer_nonce, raw, state, fee_cap, priority_fee, created_at, updated_at)
    SELECT ?, id, chain_id, ?, ?, ?, 'signed', ?, ?, ?, ? FROM`;
 
 function signedParams(input: RecordBroadcastInput | RecordReplacementInput, now: number): SqlValue[] {
   return [lower(input.hash), lower(input.relayer), input.relayerNonce, input.raw, input.feeCap?.toString() ?? null, input.priorityFee?.toString() ?? null, now, now];
+}
+
+/**
+ * The fence of every write-ahead record: the relayer key's lease is the writer's, not lapsed, and of the
+ * generation named (when named). `lock` holds the lease row (PostgreSQL) until the record commits, so a
+ * takeover waits for the record and then reads it, or the record sees the new generation and is refused.
+ */
+function leaseFence(epoch: number | undefined, lock: string): string {
+  return `EXISTS (SELECT 1 FROM relayer_leases WHERE address = ? AND holder = ? AND expires_at > ?${epoch === undefined ? "" : " AND epoch = ?"}${lock})`;
+}
+
+function fenceParams(relayer: Address, holder: string, now: number, epoch: number | undefined): SqlValue[] {
+  return [lower(relayer), holder, now, ...(epoch === undefined ? [] : [epoch])];
+}
+
+function toFiller(row: SqlRow): FillerRecord {
+  return {
+    chainId: Number(row.chain_id),
+    hash: row.hash as Hex,
+    raw: row.raw as Hex,
+    relayer: checksum(row.relayer as string),
+    relayerNonce: Number(row.relayer_nonce),
+    holder: String(row.holder),
+    leaseEpoch: Number(row.lease_epoch),
+    state: row.state as FillerRecord["state"],
+    ...(row.fee_cap != null ? { feeCap: BigInt(row.fee_cap as string) } : {}),
+    ...(row.priority_fee != null ? { priorityFee: BigInt(row.priority_fee as string) } : {}),
+    ...(row.replaces != null ? { replaces: row.replaces as Hex } : {}),
+    createdAt: Number(row.created_at),
+  };
 }
 
 /** Runs tasks one at a time per key, in order; a key with nothing queued is forgotten. */
@@ -221,31 +269,13 @@ class KeyedSerial {
   }
 }
 
+/** How long a gap filler's record is kept (it is followed only until its nonce is mined). */
+const FILLER_RECORD_MS = 7 * 86_400_000;
+
 /**
  * The ledger over SQL: every rule lives here once; the backends ({@link SqlDriver}) differ only in
  * how statements run, how transactions serialize and how instances are notified.
  */
-/**
- * What a catalog entry is keyed by with its URL: its declaration's HTTP method (GET by default), or
- * `mcp:<toolName>` for an MCP tool (several tools may share one URL).
- */
-function discoveryMethodOf(entry: DiscoveryEntry): string {
-  const input = (entry.extensions?.bazaar as { info?: { input?: { method?: unknown; toolName?: unknown } } } | undefined)?.info?.input;
-  if (entry.type === "mcp") return `mcp:${typeof input?.toolName === "string" ? input.toolName : ""}`;
-  return typeof input?.method === "string" ? input.method.toUpperCase() : "GET";
-}
-
-/** The key a removal names: an HTTP method in any case, or `mcp:<toolName>` as declared (tool names are case-sensitive). */
-function discoveryMethodKey(method: string): string {
-  return /^mcp:/i.test(method) ? `mcp:${method.slice(4)}` : method.toUpperCase();
-}
-
-/** A network's one name for comparisons: its CAIP-2 id where the kit knows it (`cronos-testnet` is `eip155:338`). */
-const networkKey = (network: string) => caip2OfNetwork(network) ?? network;
-
-/** Ways of paying one catalog entry keeps (one per scheme and network). */
-const MAX_ACCEPTS = 16;
-
 export class SqlLedger implements Ledger {
   readonly #db: SqlDriver;
   readonly #now: () => number;
@@ -253,9 +283,11 @@ export class SqlLedger implements Ledger {
   // One payer's claims serialize in the database anyway (its reservation); queued here first, they do
   // not each hold a pooled connection while they wait for the lock.
   readonly #payers = new KeyedSerial();
+  readonly #catalog: SqlDiscoveryCatalog;
 
   constructor(driver: SqlDriver, options: SqlLedgerOptions = {}) {
     this.#db = driver;
+    this.#catalog = new SqlDiscoveryCatalog(driver);
     this.#now = options.clock ?? Date.now;
     this.#pollMs = options.pollMs ?? 1_000;
   }
@@ -381,9 +413,17 @@ export class SqlLedger implements Ledger {
     const now = this.#now();
     // Only while `owner` owns the unfinished row and holds the relayer key's lease (the fence).
     const sent = `UPDATE settlements SET status = 'sent', tx_hash = ?, relayer = ?, relayer_nonce = ?, next_check_at = ?, updated_at = ?
-       WHERE id = ? AND owner = ? AND status IN ${IN_FLIGHT}
-         AND EXISTS (SELECT 1 FROM relayer_leases WHERE address = ? AND holder = ? AND expires_at > ?)`;
-    const sentParams = [lower(input.hash), lower(input.relayer), input.relayerNonce, now + input.checkAfterMs, now, input.id, input.owner, lower(input.relayer), input.owner, now];
+       WHERE id = ? AND owner = ? AND status IN ${IN_FLIGHT} AND ${leaseFence(input.leaseEpoch, this.#db.forUpdate)}`;
+    const sentParams = [
+      lower(input.hash),
+      lower(input.relayer),
+      input.relayerNonce,
+      now + input.checkAfterMs,
+      now,
+      input.id,
+      input.owner,
+      ...fenceParams(input.relayer, input.owner, now, input.leaseEpoch),
+    ];
     const insert = INSERT_SIGNED;
     const insertParams = signedParams(input, now);
     // It runs inside each relayer key's send queue: one round trip where the dialect allows it.
@@ -408,14 +448,52 @@ export class SqlLedger implements Ledger {
     return this.#db.transaction(async (tx) => {
       const changed = await tx.run(
         `UPDATE settlements SET tx_hash = ?, updated_at = ?
-         WHERE id = ? AND status = 'sent' AND relayer = ? AND relayer_nonce = ?
-           AND EXISTS (SELECT 1 FROM relayer_leases WHERE address = ? AND holder = ? AND expires_at > ?)`,
-        [lower(input.hash), now, input.id, lower(input.relayer), input.relayerNonce, lower(input.relayer), input.holder, now],
+         WHERE id = ? AND status = 'sent' AND relayer = ? AND relayer_nonce = ? AND ${leaseFence(input.leaseEpoch, this.#db.forUpdate)}`,
+        [lower(input.hash), now, input.id, lower(input.relayer), input.relayerNonce, ...fenceParams(input.relayer, input.holder, now, input.leaseEpoch)],
       );
       if (changed === 0) return false;
       await tx.run(`${INSERT_SIGNED} settlements WHERE id = ? ON CONFLICT (hash) DO NOTHING`, [...signedParams(input, now), input.id]);
       return true;
     });
+  }
+
+  async recordFiller(input: RecordFillerInput): Promise<boolean> {
+    const now = this.#now();
+    // One statement: the record exists only if the fence held when it was written (the same hash again: recorded once).
+    const rows = await this.#db.all(
+      `INSERT INTO relayer_fillers (hash, chain_id, relayer, relayer_nonce, raw, holder, lease_epoch, replaces, state, fee_cap, priority_fee, created_at, updated_at)
+       SELECT ?, ?, ?, ?, ?, ?, ?, ?, 'signed', ?, ?, ?, ? WHERE ${leaseFence(input.leaseEpoch, this.#db.forUpdate)}
+       ON CONFLICT (hash) DO UPDATE SET updated_at = excluded.updated_at RETURNING hash`,
+      [
+        lower(input.hash),
+        input.chainId,
+        lower(input.relayer),
+        input.relayerNonce,
+        input.raw,
+        input.holder,
+        input.leaseEpoch,
+        input.replaces ? lower(input.replaces) : null,
+        input.feeCap?.toString() ?? null,
+        input.priorityFee?.toString() ?? null,
+        now,
+        now,
+        ...fenceParams(input.relayer, input.holder, now, input.leaseEpoch),
+      ],
+    );
+    return rows.length > 0;
+  }
+
+  async markFillerRefused(hash: Hex): Promise<void> {
+    await this.#db.run(`UPDATE relayer_fillers SET state = 'refused', updated_at = ? WHERE hash = ?`, [this.#now(), lower(hash)]);
+  }
+
+  async pendingFillers(input: { chainId: number; relayer: Address; fromNonce: number; limit: number }): Promise<FillerRecord[]> {
+    const rows = await this.#db.all(
+      `SELECT * FROM relayer_fillers WHERE chain_id = ? AND relayer = ? AND relayer_nonce >= ? AND state = 'signed'
+       ORDER BY relayer_nonce, created_at, hash LIMIT ?`,
+      [input.chainId, lower(input.relayer), input.fromNonce, input.limit],
+    );
+    return rows.map(toFiller);
   }
 
   async markTransaction(hash: Hex, state: TransactionState): Promise<void> {
@@ -522,10 +600,7 @@ export class SqlLedger implements Ledger {
 
   async findByTxHash(hash: Hex): Promise<SettlementRecord | undefined> {
     const h = lower(hash);
-    const [row] = await this.#db.all(
-      `SELECT * FROM settlements WHERE id IN (SELECT settlement_id FROM settlement_transactions WHERE hash = ?) OR tx_hash = ? ORDER BY id LIMIT 1`,
-      [h, h],
-    );
+    const [row] = await this.#db.all(FIND_BY_TX_HASH, [h, h]);
     return this.#record(this.#db, row);
   }
 
@@ -790,62 +865,32 @@ export class SqlLedger implements Ledger {
     });
   }
 
-  upsertDiscoveryResource(entry: DiscoveryEntry, options: DiscoveryUpsertOptions): Promise<void> {
-    const method = discoveryMethodOf(entry);
-    // Read, merge and write under the entry's own lock (every instance): two payments of one resource at once
-    // (on 338 and on 25, say) each keep their way of paying; with a plain BEGIN, PostgreSQL lost one.
-    return this.#db.transaction({ lock: `discovery:${method} ${entry.resource}` }, async (tx) => {
-      const [row] = await tx.all(`SELECT entry FROM discovery_resources WHERE resource = ? AND method = ?`, [entry.resource, method]);
-      // The requirements of every way it was paid (one per scheme and network), the latest first.
-      const earlier = row ? (JSON.parse(String(row.entry)) as DiscoveryEntry).accepts : [];
-      const kind = (a: Record<string, unknown>) => `${String(a.scheme)}|${String(a.network)}`;
-      const payee = (a: Record<string, unknown>) => String(a.payTo).toLowerCase();
-      let taken = entry.accepts;
-      if (row && !options.settled) {
-        // A verify moves no money, so anyone can verify a self-signed payment naming someone else's URL: on an
-        // existing entry it may refresh a way of paying, never point one (or a new one) at another payTo.
-        const payeeOfKind = new Map(earlier.map((a) => [kind(a), payee(a)]));
-        const payees = new Set(earlier.map(payee));
-        taken = taken.filter((a) => (payeeOfKind.get(kind(a)) ?? (payees.has(payee(a)) ? payee(a) : undefined)) === payee(a));
-        if (taken.length === 0) return;
-      }
-      const fresh = new Set(taken.map(kind));
-      const accepts = [...taken, ...earlier.filter((a) => !fresh.has(kind(a)))].slice(0, MAX_ACCEPTS);
-      const merged = JSON.stringify({ ...entry, accepts });
-      await tx.run(
-        `INSERT INTO discovery_resources (resource, method, type, entry, last_updated) VALUES (?, ?, ?, ?, ?)
-         ON CONFLICT (resource, method) DO UPDATE SET type = excluded.type, entry = excluded.entry, last_updated = excluded.last_updated`,
-        [entry.resource, method, entry.type, merged, Date.parse(entry.lastUpdated)],
-      );
+  recordDiscoveryPayment(payment: DiscoveryPayment, bounds: DiscoveryBounds): Promise<DiscoveryRecorded> {
+    return this.#catalog.record(payment, bounds);
+  }
+
+  listDiscoveryResources(request: DiscoveryPageRequest): Promise<DiscoveryPage> {
+    return this.#catalog.list(request);
+  }
+
+  searchDiscoveryResources(request: DiscoveryPageRequest & { words: readonly string[] }): Promise<DiscoverySearchPage> {
+    return this.#catalog.search(request);
+  }
+
+  removeDiscoveryResource(resource: string, method?: string, payTo?: string): Promise<number> {
+    return this.#catalog.remove(resource, method, payTo);
+  }
+
+  deleteFinishedSettlements(before: number, limit: number): Promise<number> {
+    if (limit <= 0) return Promise.resolve(0);
+    return this.#db.transaction(async (tx) => {
+      // The partial index of finished rows by age: the oldest first, never a row in flight.
+      const rows = await tx.all(`SELECT id FROM settlements WHERE status IN ('settled', 'failed') AND updated_at < ? ORDER BY updated_at, id LIMIT ?`, [before, limit]);
+      if (rows.length === 0) return 0;
+      const ids = rows.map((row) => Number(row.id));
+      await tx.run(`DELETE FROM settlement_transactions WHERE settlement_id IN (${placeholders(ids.length)})`, ids);
+      return tx.run(`DELETE FROM settlements WHERE id IN (${placeholders(ids.length)}) AND status IN ('settled', 'failed')`, ids);
     });
-  }
-
-  async discoveryResources(filter: DiscoveryFilter = {}): Promise<DiscoveryResources> {
-    const rows = await this.#db.all(
-      `SELECT entry FROM discovery_resources ${filter.type !== undefined ? "WHERE type = ?" : ""} ORDER BY last_updated DESC, resource, method LIMIT ?`,
-      [...(filter.type !== undefined ? [filter.type] : []), DISCOVERY_SCAN_LIMIT + 1],
-    );
-    const truncated = rows.length > DISCOVERY_SCAN_LIMIT;
-    // A network in either dialect's name: an entry paid in the Cronos dialect says cronos-testnet, a v2 one eip155:338.
-    const network = filter.network === undefined ? undefined : networkKey(filter.network);
-    // Payment fields match any of the ways the resource was paid.
-    const matches = (a: Record<string, unknown>) =>
-      (filter.payTo === undefined || String(a.payTo).toLowerCase() === filter.payTo.toLowerCase()) &&
-      (filter.scheme === undefined || a.scheme === filter.scheme) &&
-      (network === undefined || networkKey(String(a.network)) === network);
-    const entries = rows
-      .slice(0, DISCOVERY_SCAN_LIMIT)
-      .map((row) => JSON.parse(String(row.entry)) as DiscoveryEntry)
-      .filter((entry) => entry.accepts.some(matches));
-    return { entries, truncated };
-  }
-
-  async removeDiscoveryResource(resource: string, method?: string): Promise<number> {
-    const rows =
-      method === undefined
-        ? await this.#db.all(`DELETE FROM discovery_resources WHERE resource = ? RETURNING resource`, [resource])
-        : await this.#db.all(`DELETE FROM discovery_resources WHERE resource = ? AND method = ? RETURNING resource`, [resource, discoveryMethodKey(method)]);
-    return rows.length;
   }
 
   async hit(key: string, windowMs: number): Promise<CounterHit> {
@@ -874,6 +919,8 @@ export class SqlLedger implements Ledger {
     await this.#db.run(`DELETE FROM rate_limit_counters WHERE reset_at <= ?`, [now]);
     await this.#db.run(`DELETE FROM ledger_instances WHERE expires_at <= ?`, [now]);
     await this.#db.run(`DELETE FROM revert_penalties WHERE until_at <= ?`, [Math.floor(now / 1000) - 86_400]);
+    // A filler's nonce is mined within minutes; a week-old record is history no holder will follow.
+    await this.#db.run(`DELETE FROM relayer_fillers WHERE created_at <= ?`, [now - FILLER_RECORD_MS]);
   }
 
   health(): Promise<LedgerHealth> {

@@ -3,6 +3,7 @@ import { mkdirSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, resolve } from "node:path";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
+import { Worker } from "node:worker_threads";
 import { MIGRATIONS, SQLITE_SCHEMA } from "./schema.js";
 import {
   deliver,
@@ -41,6 +42,84 @@ function loadSqlite(): typeof import("node:sqlite") {
   }
 }
 
+/**
+ * The reader thread's program (plain JavaScript, run with `eval`: the same in the sources and in dist/): its
+ * own connection on the file, read-only, answering `{id, sql, params}` with `{id, rows}` or `{id, error}`.
+ * WAL lets it read while the main connection writes; a read sees every commit made before it was asked.
+ */
+const READER_PROGRAM = `
+const { parentPort, workerData } = require("node:worker_threads");
+const emitWarning = process.emitWarning;
+process.emitWarning = function (warning, ...rest) {
+  if (/SQLite/i.test(typeof warning === "string" ? warning : String(warning && warning.message))) return;
+  return emitWarning.call(process, warning, ...rest);
+};
+const { DatabaseSync } = require("node:sqlite");
+const db = new DatabaseSync(workerData.location, { readOnly: true });
+db.exec("PRAGMA busy_timeout = 5000");
+const statements = new Map();
+parentPort.on("message", ({ id, sql, params }) => {
+  try {
+    let statement = statements.get(sql);
+    if (!statement) statements.set(sql, (statement = db.prepare(sql)));
+    parentPort.postMessage({ id, rows: statement.all(...params) });
+  } catch (error) {
+    parentPort.postMessage({ id, error: error instanceof Error ? error.message : String(error) });
+  }
+});
+`;
+
+/** Reads on a thread of their own (started at the first read), so a long one never holds the event loop. */
+class SqliteReader {
+  readonly #location: string;
+  #worker: Worker | undefined;
+  readonly #pending = new Map<number, { resolve: (rows: SqlRow[]) => void; reject: (error: Error) => void }>();
+  #next = 0;
+
+  constructor(location: string) {
+    this.#location = location;
+  }
+
+  all(sql: string, params: readonly SqlValue[]): Promise<SqlRow[]> {
+    const worker = (this.#worker ??= this.#start());
+    const id = this.#next++;
+    // Keeps the process alive while a read is pending, and only then.
+    if (this.#pending.size === 0) worker.ref();
+    return new Promise<SqlRow[]>((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject });
+      worker.postMessage({ id, sql, params });
+    });
+  }
+
+  #start(): Worker {
+    const worker = new Worker(READER_PROGRAM, { eval: true, workerData: { location: this.#location } });
+    worker.on("message", (message: { id: number; rows?: SqlRow[]; error?: string }) => {
+      const waiter = this.#pending.get(message.id);
+      this.#pending.delete(message.id);
+      if (this.#pending.size === 0) worker.unref();
+      if (message.error !== undefined) waiter?.reject(new LedgerError("unavailable", `ledger read failed: ${message.error}`));
+      else waiter?.resolve(message.rows ?? []);
+    });
+    // A thread that died: every read waiting on it fails, and the next read starts another.
+    worker.on("error", (error) => this.#fail(worker, error));
+    worker.on("exit", (code) => this.#fail(worker, new Error(`the reader thread exited (${code})`)));
+    return worker;
+  }
+
+  #fail(worker: Worker, error: Error): void {
+    if (this.#worker !== worker) return;
+    this.#worker = undefined;
+    for (const waiter of this.#pending.values()) waiter.reject(new LedgerError("unavailable", `ledger read failed: ${error.message}`, { cause: error }));
+    this.#pending.clear();
+  }
+
+  async close(): Promise<void> {
+    const worker = this.#worker;
+    this.#worker = undefined;
+    await worker?.terminate();
+  }
+}
+
 /** Runs tasks one at a time, in order. */
 class Serial {
   #tail: Promise<unknown> = Promise.resolve();
@@ -74,6 +153,8 @@ class SqliteDriver implements SqlDriver {
   readonly #statements = new Map<string, StatementSync>();
   readonly #location: string;
   readonly #release: () => void;
+  /** Reads off the event loop, for a file (`:memory:` is this connection's own: it reads in place). */
+  readonly #reader: SqliteReader | undefined;
   #closed = false;
 
   constructor(location: string) {
@@ -96,6 +177,7 @@ class SqliteDriver implements SqlDriver {
       };
     }
     this.messages.setMaxListeners(0);
+    this.#reader = location === MEMORY ? undefined : new SqliteReader(location);
     this.#db = new DatabaseSync(location);
     this.#db.exec("PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON");
     if (location !== MEMORY) {
@@ -125,6 +207,11 @@ class SqliteDriver implements SqlDriver {
 
   run(sql: string, params: readonly SqlValue[] = []): Promise<number> {
     return this.#serial.run(() => this.#run(sql, params));
+  }
+
+  read(sql: string, params: readonly SqlValue[] = []): Promise<SqlRow[]> {
+    // Queued behind this process's statements, so it sees every commit made before it was asked.
+    return this.#reader ? this.#serial.run(() => undefined).then(() => this.#reader!.all(sql, params)) : this.all(sql, params);
   }
 
   transaction<T>(...args: [(tx: SqlTransaction) => Promise<T>] | [SqlTransactionOptions, (tx: SqlTransaction) => Promise<T>]): Promise<T> {
@@ -186,9 +273,10 @@ class SqliteDriver implements SqlDriver {
   }
 
   close(): Promise<void> {
-    return this.#serial.run(() => {
+    return this.#serial.run(async () => {
       if (this.#closed) return;
       this.#closed = true;
+      await this.#reader?.close();
       this.#db.close();
       this.#release();
     });

@@ -137,6 +137,11 @@ export interface RecordBroadcastInput {
   priorityFee?: bigint;
   /** When the reconciler may look at the row if its owner has not finished it (the owner follows it until then). */
   checkAfterMs: number;
+  /**
+   * The generation of the relayer key's lease it was signed under ({@link Lease.epoch}): when given, the
+   * record is refused once the key changed hands since, even if it came back to the same instance.
+   */
+  leaseEpoch?: number;
 }
 
 /**
@@ -146,6 +151,33 @@ export interface RecordBroadcastInput {
 export interface RecordReplacementInput extends Omit<RecordBroadcastInput, "owner" | "checkAfterMs"> {
   /** The instance that signs it: it must hold the lease of `relayer` (the key's single writer). */
   holder: string;
+}
+
+/**
+ * Parameters of {@link Ledger.recordFiller}: a gap filler, a zero-value self-transfer that takes a relayer
+ * nonce which no settlement's transaction can use (nobody holds it, or its call can no longer succeed).
+ */
+export interface RecordFillerInput {
+  chainId: number;
+  /** The instance that signs it: it must hold the lease of `relayer`, of generation `leaseEpoch`. */
+  holder: string;
+  leaseEpoch: number;
+  hash: Hex;
+  raw: Hex;
+  relayer: Address;
+  relayerNonce: number;
+  feeCap?: bigint;
+  priorityFee?: bigint;
+  /** The transaction it replaces at the nonce: a settlement's it supersedes, or an earlier version of the filler. */
+  replaces?: Hex;
+}
+
+/** A gap filler as the ledger keeps it (written ahead of its broadcast, under the key's lease). */
+export interface FillerRecord extends Omit<RecordFillerInput, "replaces"> {
+  replaces?: Hex;
+  /** `refused`: the node refused it, so it never existed out there. */
+  state: "signed" | "refused";
+  createdAt: number;
 }
 
 /** A relayer key lease: the key sends from `holder` only, until `expiresAt`. */
@@ -259,28 +291,78 @@ export interface DiscoveryEntry {
   extensions?: Record<string, unknown>;
 }
 
-/** Options of {@link Ledger.upsertDiscoveryResource}. */
-export interface DiscoveryUpsertOptions {
-  /** Whether the payment that declared the entry was settled (money moved), or only verified. */
-  settled: boolean;
+/**
+ * A settled payment's catalog entry ({@link Ledger.recordDiscoveryPayment}): the listing the payment declared,
+ * with the facts of the payment itself (its way of paying, payTo and time) taken from the settlement.
+ */
+export interface DiscoveryPayment {
+  /** `accepts` holds the one way this payment paid; `lastUpdated` is the block's time. */
+  entry: DiscoveryEntry;
+  /** Who was paid (the receipt's `Transfer` to): the entry's owner. */
+  payTo: string;
+  /** Who paid (the receipt's `Transfer` from): counted once among the entry's distinct payers. */
+  payer: string;
+  /** The words search finds the entry by, distinct, lower case, best first (at most {@link DISCOVERY_MAX_WORDS}). */
+  words: readonly string[];
 }
 
-/** How many of the most recently updated catalog entries {@link Ledger.discoveryResources} looks at. */
-export const DISCOVERY_SCAN_LIMIT = 10_000;
-
-/** What {@link Ledger.discoveryResources} found. */
-export interface DiscoveryResources {
-  entries: DiscoveryEntry[];
-  /** Whether the catalog holds more entries than were looked at ({@link DISCOVERY_SCAN_LIMIT}). */
-  truncated: boolean;
+/** Bounds of the catalog ({@link Ledger.recordDiscoveryPayment}): entries beyond them are evicted. */
+export interface DiscoveryBounds {
+  /** Entries in all (`CATALOG_MAX_ENTRIES`). */
+  maxEntries: number;
+  /** Entries of one payTo (`CATALOG_MAX_ENTRIES_PER_SELLER`). */
+  maxEntriesPerSeller: number;
 }
 
-/** Filters of {@link Ledger.discoveryResources}. */
+/** What {@link Ledger.recordDiscoveryPayment} did. */
+export interface DiscoveryRecorded {
+  /** Whether the entry was new (else an existing entry of the same payTo was updated). */
+  created: boolean;
+  /** Entries evicted to keep the bounds (possibly the new one itself). */
+  evicted: number;
+}
+
+/** Distinct payers counted per entry: standing saturates here (and the payer rows kept per entry stop). */
+export const DISCOVERY_MAX_PAYERS = 16;
+/** Words of one entry that search indexes. */
+export const DISCOVERY_MAX_WORDS = 64;
+/** Longest word indexed (and searched), in characters. */
+export const DISCOVERY_MAX_WORD_LENGTH = 64;
+/** Distinct words of one search query. */
+export const DISCOVERY_MAX_QUERY_WORDS = 8;
+/** Entries one search reads per query word, the best first: what bounds a search's work at any catalog size. */
+export const DISCOVERY_CANDIDATES_PER_WORD = 250;
+
+/** Filters of {@link Ledger.listDiscoveryResources} and {@link Ledger.searchDiscoveryResources}. */
 export interface DiscoveryFilter {
   type?: string;
   payTo?: string;
   scheme?: string;
   network?: string;
+}
+
+/** A page: at most `limit` entries and, past the first, no more than `maxBytes` of JSON. */
+export interface DiscoveryPageRequest {
+  filter?: DiscoveryFilter;
+  limit: number;
+  offset: number;
+  maxBytes: number;
+}
+
+/** A page of the catalog: each item is an entry ({@link DiscoveryEntry}) as JSON text, served as stored. */
+export interface DiscoveryPage {
+  items: string[];
+  /** Entries matching the filter in all. */
+  total: number;
+}
+
+/** A page of search results, the best first. */
+export interface DiscoverySearchPage {
+  items: string[];
+  /** Whether more results follow this page. */
+  more: boolean;
+  /** Whether some query word matched more entries than one search reads ({@link DISCOVERY_CANDIDATES_PER_WORD}). */
+  partial: boolean;
 }
 
 /** Counts for metrics. */
@@ -310,17 +392,29 @@ export interface Ledger {
   /**
    * Write-ahead: records a signed transaction BEFORE it is broadcast, moving the row to `sent`.
    * False (record nothing, broadcast nothing) when `owner` no longer owns the row, the row is final,
-   * or `owner` does not hold the lease of `relayer`.
+   * or `owner` does not hold the lease of `relayer` (of generation `leaseEpoch`, when given).
    */
   recordBroadcast(input: RecordBroadcastInput): Promise<boolean>;
   /**
    * Write-ahead for a new version of the row's latest transaction (re-priced, or re-signed) at the same
    * relayer and nonce, BEFORE it is broadcast; the row's `txHash` becomes it. False (record nothing,
    * broadcast nothing) when the row is final, its latest transaction is at another relayer or nonce, or
-   * `holder` does not hold the relayer key's lease. Row ownership does not matter: whoever holds the
+   * `holder` does not hold the relayer key's lease (of generation `leaseEpoch`, when given). Row ownership does not matter: whoever holds the
    * key keeps its transactions moving (after a restart, or a key taken over from another instance).
    */
   recordReplacement(input: RecordReplacementInput): Promise<boolean>;
+  /**
+   * Write-ahead for a gap filler (no settlement's transaction), BEFORE it is broadcast. False (record
+   * nothing, broadcast nothing) unless `holder` holds the lease of `relayer` of generation `leaseEpoch`.
+   */
+  recordFiller(input: RecordFillerInput): Promise<boolean>;
+  /** The node refused a recorded gap filler: it never existed out there. */
+  markFillerRefused(hash: Hex): Promise<void>;
+  /**
+   * A key's recorded gap fillers at `fromNonce` (its mined transaction count) and above, not refused, by
+   * nonce then age (at most `limit`): what its next holder follows.
+   */
+  pendingFillers(input: { chainId: number; relayer: Address; fromNonce: number; limit: number }): Promise<FillerRecord[]>;
   /** Updates what is known about one recorded transaction. */
   markTransaction(hash: Hex, state: TransactionState): Promise<void>;
   /**
@@ -425,25 +519,37 @@ export interface Ledger {
   indexedNonces(scope: TokenScope, options: { after?: { authorizer: Address; nonce: Hex }; limit: number }): Promise<IndexedNonce[]>;
 
   /**
-   * Adds a resource (a URL and a method, or an MCP tool) to the discovery catalog, or updates its entry
-   * with a later payment's: its ways of paying (one per scheme and network, the latest first) and its
-   * description and declaration. Serialized per entry across instances, so concurrent payments all count.
-   * A payment only verified (`settled: false`) may create an entry, but on an existing one it takes no way
-   * of paying to a payTo other than the entry's own for that scheme and network (or, for a new one, a payTo
-   * the entry already lists), and changes nothing when it takes none.
+   * Records a settled payment in the discovery catalog. The entry is keyed by resource URL, method
+   * (`mcp:<toolName>` for a tool) AND payTo: only payments to an entry's own payTo create or change it; the
+   * same URL paid to another payTo is another entry. An update keeps every way of paying (one per scheme and
+   * network, the latest first), takes the payment's description and declaration, counts the payer among the
+   * distinct payers (up to {@link DISCOVERY_MAX_PAYERS}) and keeps the latest payment's time. Then evicts
+   * beyond `bounds`, the entries with the fewest distinct payers first and among them the least recently paid:
+   * within the payTo over its own bound, then in all. Serialized across instances.
    */
-  upsertDiscoveryResource(entry: DiscoveryEntry, options: DiscoveryUpsertOptions): Promise<void>;
+  recordDiscoveryPayment(payment: DiscoveryPayment, bounds: DiscoveryBounds): Promise<DiscoveryRecorded>;
   /**
    * The catalog's entries that match `filter` (each field exact, but `payTo` case-insensitive and `network`
-   * in either form, `eip155:338` or `cronos-testnet`), most recently updated first; at most the
-   * {@link DISCOVERY_SCAN_LIMIT} most recent entries are looked at (`truncated` says there were more).
+   * in either form, `eip155:338` or `cronos-testnet`), most recently paid first, a page of them and the total.
    */
-  discoveryResources(filter?: DiscoveryFilter): Promise<DiscoveryResources>;
+  listDiscoveryResources(request: DiscoveryPageRequest): Promise<DiscoveryPage>;
+  /**
+   * The entries whose words include any of `words` (lower case, distinct, at most {@link DISCOVERY_MAX_QUERY_WORDS}),
+   * filtered as {@link listDiscoveryResources} does: more of the words first, then more distinct payers, then the
+   * most recently paid. Reads the best {@link DISCOVERY_CANDIDATES_PER_WORD} entries of each word (of the payTo's
+   * entries with a `payTo` filter); `partial` says a word had more.
+   */
+  searchDiscoveryResources(request: DiscoveryPageRequest & { words: readonly string[] }): Promise<DiscoverySearchPage>;
   /**
    * Removes a resource from the catalog (an operator's decision): every entry of its URL, or `method`'s (an
-   * HTTP method, or `mcp:<toolName>`); returns how many entries went.
+   * HTTP method, or `mcp:<toolName>`), of every payTo or `payTo`'s; returns how many entries went.
    */
-  removeDiscoveryResource(resource: string, method?: string): Promise<number>;
+  removeDiscoveryResource(resource: string, method?: string, payTo?: string): Promise<number>;
+  /**
+   * Retention: deletes up to `limit` finished settlements (settled or failed, never claimed or sent) last
+   * changed before `before` (ms, this ledger's clock), with their transactions; returns how many went.
+   */
+  deleteFinishedSettlements(before: number, limit: number): Promise<number>;
 
   /** Counts one hit of `key` in a fixed window of `windowMs` starting at its first hit. */
   hit(key: string, windowMs: number): Promise<CounterHit>;

@@ -71,6 +71,24 @@ export function isValidBazaarDeclaration(declaration: unknown): declaration is B
   return parsed.success && conformsToSchema(parsed.data.schema, parsed.data.info);
 }
 
+/**
+ * Whether a JSON value nests objects and arrays at most `maxDepth` levels deep (a scalar is depth 0), found
+ * without recursion: a payer's value nested thousands deep would overflow the stack of any recursive walk
+ * (`JSON.stringify` included) before a size check could refuse it.
+ */
+export function nestsWithin(value: unknown, maxDepth: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const [node, depth] = next;
+    if (typeof node !== "object" || node === null) continue;
+    if (depth + 1 > maxDepth) return false;
+    for (const child of Array.isArray(node) ? node : Object.values(node)) {
+      if (typeof child === "object" && child !== null) stack.push([child, depth + 1]);
+    }
+  }
+  return true;
+}
+
 const ROUTE_TEMPLATE = /^\/[a-zA-Z0-9_/:.\-~%]+$/;
 
 /**

@@ -1,14 +1,14 @@
 import {
   numberToHex,
   pad,
-  TransactionNotFoundError,
   TransactionReceiptNotFoundError,
   type Address,
   type Hex,
   type PublicClient,
   type TransactionReceipt,
 } from "viem";
-import { sendErrorKind } from "../chain/relayer.js";
+import { knowsTransaction } from "../chain/receipt.js";
+import { sendErrorKind } from "../chain/relayer/index.js";
 import { tokenAbi } from "../chain/token-abi.js";
 import { AUTHORIZATION_CANCELED_TOPIC, AUTHORIZATION_USED_TOPIC } from "./receipt-transfer.js";
 
@@ -111,14 +111,8 @@ export function settlementChain({ client, chainId, logLookbackBlocks, index }: S
       return (await client.getBlock({ blockNumber })).timestamp;
     },
 
-    async knows(hash: Hex): Promise<boolean> {
-      try {
-        await client.getTransaction({ hash });
-        return true;
-      } catch (error) {
-        if (error instanceof TransactionNotFoundError) return false;
-        throw error;
-      }
+    knows(hash: Hex): Promise<boolean> {
+      return knowsTransaction(client, hash);
     },
 
     authorizationUsed(token: Address, authorizer: Address, nonce: Hex): Promise<boolean> {

@@ -1,6 +1,6 @@
 import type { Hex } from "viem";
 import { waitForReceipt } from "../chain/receipt.js";
-import type { SentTransaction } from "../chain/relayer.js";
+import type { SentTransaction } from "../chain/relayer/index.js";
 import { IllegalTransitionError, type SettlementRecord } from "../ledger/types.js";
 import { decidePayment, penaltyOf, termsOf, type PaidTransfer, type PaymentDecision } from "./decision.js";
 import { resultOf, type SettlementNetwork, type SettlementResult, type SettlementSteps } from "./steps.js";

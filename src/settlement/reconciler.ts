@@ -1,3 +1,4 @@
+import type { Address } from "viem";
 import { SettleError } from "../protocol/reasons.js";
 import { NOT_SENT_ERROR, type BroadcastRecord, type Ledger, type SettlementRecord } from "../ledger/types.js";
 import type { SettlementChain } from "./chain.js";
@@ -29,6 +30,8 @@ export interface ReconcilerOptions {
   recheckMs?: number;
   /** Milliseconds since the epoch; default `Date.now`. */
   clock?: () => number;
+  /** Whether this instance may broadcast from relayer key `relayer` now (holds its lease); default yes. A row of another's key is left to its holder. */
+  mayBroadcast?: (relayer: Address) => boolean;
   onAction?: (action: ReconcilerAction, record: SettlementRecord) => void;
   onError?: (error: unknown, record: SettlementRecord) => void;
 }
@@ -114,6 +117,7 @@ export class Reconciler {
     }
     for (const tx of live) if (await chain.knows(tx.hash)) return undefined; // still in the node's pool
     const latest = live.at(-1);
+    if (latest && !(this.#options.mayBroadcast?.(latest.relayer) ?? true)) return undefined;
     if (latest && (await chain.rebroadcast(latest.raw)) === "accepted") return "rebroadcast";
     // Refused: its nonce is spent. Unless it was mined (or the authorization spent) meanwhile, none of ours can be mined now.
     const late = await this.#decide(chain, row, live);

@@ -1,7 +1,7 @@
 import type { Address, Hex, PublicClient } from "viem";
 import type { ChainState } from "../chain/state.js";
 import type { TokenIndex } from "../state/index.js";
-import type { Relayer } from "../chain/relayer.js";
+import type { Relayer } from "../chain/relayer/index.js";
 import type { NetworkName } from "../protocol/networks.js";
 import type { SettlementLogger } from "./logger.js";
 import type { Ledger } from "../ledger/types.js";

@@ -1,5 +1,5 @@
 import type { Address } from "viem";
-import { FeeCapError, RelaySendError, type RelayHooks, type SentTransaction } from "../chain/relayer.js";
+import { FeeCapError, KeyNotLeasedError, RelaySendError, type RelayHooks, type SentTransaction, type SignedRelay } from "../chain/relayer/index.js";
 import { NOT_SENT_ERROR, type SettlementCall, type SettlementRecord } from "../ledger/types.js";
 import { followTransaction } from "./follow.js";
 import type { SettlementNetwork, SettlementResult, SettlementSteps } from "./steps.js";
@@ -26,9 +26,14 @@ export async function sendClaimed(
   try {
     sent = await network.relayer.send(call, from, writeAhead(steps, record.id));
   } catch (error) {
-    if (error instanceof Fenced || (error instanceof RelaySendError && error.cause instanceof Fenced)) return "fenced";
+    // Nothing was signed or recorded: the key is not ours (now), so a key holder sends it.
+    if (error instanceof Fenced || error instanceof KeyNotLeasedError || (error instanceof RelaySendError && error.cause instanceof Fenced)) return "fenced";
     if (error instanceof RelaySendError && error.maybeSent) {
-      logger.error({ id: record.id, txHash: error.hash, err: String(error.cause) }, "settle send failed midway");
+      if (error.cause instanceof KeyNotLeasedError) {
+        logger.warn({ id: record.id, txHash: error.hash, relayer: from }, "settle transaction recorded, then the relayer key's lease lapsed: the key's holder sends it; its receipt is awaited here");
+      } else {
+        logger.error({ id: record.id, txHash: error.hash, err: String(error.cause) }, "settle send failed midway");
+      }
       sent = error.transaction ?? { hashes: () => [error.hash], superseded: false };
     } else {
       // Refused outright (or the fee cap stopped it before signing, or the ledger refused its
@@ -50,7 +55,7 @@ export function writeAhead(steps: SettlementSteps, id: number): RelayHooks {
   const { ledger, instanceId, logger } = steps;
   return {
     beforeBroadcast: async (tx) => {
-      const fees = { feeCap: tx.feeCap, ...(tx.priorityFee !== undefined ? { priorityFee: tx.priorityFee } : {}) };
+      const fees = { ...recordedFees(tx), ...(tx.epoch !== undefined ? { leaseEpoch: tx.epoch } : {}) };
       const recorded = tx.replaces
         ? await ledger.recordReplacement({ id, holder: instanceId, hash: tx.hash, raw: tx.raw, relayer: tx.from, relayerNonce: tx.nonce, ...fees })
         : await ledger.recordBroadcast({
@@ -72,4 +77,37 @@ export function writeAhead(steps: SettlementSteps, id: number): RelayHooks {
       ledger.markTransaction(tx.hash, outcome).catch((error: unknown) => logger.error({ txHash: tx.hash, err: String(error) }, "ledger: transaction state not recorded"));
     },
   };
+}
+
+/**
+ * The ledger's part in each broadcast of a gap filler of the key leased to this instance on `chainId`:
+ * its own write-ahead record, refused unless the lease it was signed under is still this instance's.
+ */
+export function fillerWriteAhead(steps: SettlementSteps, chainId: number): RelayHooks {
+  const { ledger, instanceId, logger } = steps;
+  return {
+    beforeBroadcast: async (tx) => {
+      if (tx.epoch === undefined) throw new Fenced(`gap filler ${tx.hash} was signed under no lease`);
+      const recorded = await ledger.recordFiller({
+        chainId,
+        holder: instanceId,
+        leaseEpoch: tx.epoch,
+        hash: tx.hash,
+        raw: tx.raw,
+        relayer: tx.from,
+        relayerNonce: tx.nonce,
+        ...recordedFees(tx),
+        ...(tx.replaces ? { replaces: tx.replaces } : {}),
+      });
+      if (!recorded) throw new Fenced(`relayer key ${tx.from} is no longer leased to this instance (generation ${tx.epoch})`);
+    },
+    afterBroadcast: (tx, outcome) => {
+      if (outcome !== "refused") return;
+      ledger.markFillerRefused(tx.hash).catch((error: unknown) => logger.error({ txHash: tx.hash, err: String(error) }, "ledger: gap filler's state not recorded"));
+    },
+  };
+}
+
+function recordedFees(tx: SignedRelay): { feeCap: bigint; priorityFee?: bigint } {
+  return { feeCap: tx.feeCap, ...(tx.priorityFee !== undefined ? { priorityFee: tx.priorityFee } : {}) };
 }

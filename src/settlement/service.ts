@@ -1,6 +1,6 @@
 import type { Address } from "viem";
 import { NOT_SENT_ERROR, type Ledger, type SettlementRecord } from "../ledger/types.js";
-import { adoptKey, takeHandedOver } from "./handover.js";
+import { adoptKey, releaseKey, takeHandedOver } from "./handover.js";
 import { LedgerOutbox } from "./outbox.js";
 import { sendClaimed } from "./send.js";
 import { resultOf, type KeyHolder, type SettleClaim, type SettlementLogger, type SettlementNetwork, type SettlementResult, type SettlementSteps, type Simulation } from "./steps.js";
@@ -182,7 +182,6 @@ export class SettlementService {
     return true;
   }
 
-
   #track<T>(work: Promise<T>): Promise<T> {
     this.#inFlight.add(work);
     void work.finally(() => this.#inFlight.delete(work)).catch(() => undefined);
@@ -190,11 +189,20 @@ export class SettlementService {
   }
 
   /**
-   * Follows the relayer key `address` of this instance's now: every unfinished row whose latest
-   * transaction is that key's goes to the relayer (after a restart, or a key taken over).
+   * Follows the relayer key `address`, leased to this instance now under generation `epoch`: the key's
+   * recorded transactions in flight (settlements' and gap fillers) go to the relayer, which sends under
+   * that lease only (after a restart, or a key taken over).
    */
-  adopt(address: Address): void {
-    adoptKey(this.#steps, this.#o.networks, address);
+  adopt(address: Address, epoch: number): void {
+    adoptKey(this.#steps, this.#o.networks, this.#o.keys, address, epoch);
+  }
+
+  /**
+   * The lease of `address` is no longer this instance's: nothing more is sent from the key here, and its
+   * transactions in flight are left to their records for the next holder. Returns how many there were.
+   */
+  release(address: Address): number {
+    return releaseKey(this.#o.networks, address);
   }
 
   /** Takes settlements handed to key holders while this instance holds keys, and sends them. */

@@ -1,5 +1,5 @@
 import type { Address, Hex, PublicClient } from "viem";
-import type { AdoptedTransaction, RelayHooks, RelayRequest, SentTransaction } from "../chain/relayer.js";
+import type { AdoptedTransaction, KeyLease, RelayHooks, RelayRequest, SentTransaction } from "../chain/relayer/index.js";
 import { NOT_SENT_ERROR, type ClaimInput, type Ledger, type SettlementCall, type SettlementRecord } from "../ledger/types.js";
 import { SettleError } from "../protocol/reasons.js";
 import type { SettlementChain } from "./chain.js";
@@ -15,8 +15,13 @@ export interface RelayerPort {
   pick(among?: readonly Address[]): Address | undefined;
   /** Sends and follows the transaction until its nonce is mined (replaced when stuck, re-broadcast when dropped). */
   send(request: RelayRequest, from: Address, hooks?: RelayHooks): Promise<SentTransaction>;
-  /** Follows recorded transactions of a key this instance just took (a restart, a key taken over), before its next send. */
-  adopt?(address: Address, load: () => Promise<readonly AdoptedTransaction[]>): Promise<void>;
+  /** Follows recorded transactions of a key this instance just took (a restart, a key taken over), under its lease, before its next send. */
+  adopt(address: Address, load: () => Promise<readonly AdoptedTransaction[]>, lease?: KeyLease): Promise<void>;
+  /**
+   * Stops sending from a key whose lease this instance lost (or gave up), at once; its transactions in
+   * flight stay in the ledger's records for the key's next holder. Returns how many it was following.
+   */
+  revoke(address: Address): number;
 }
 
 /** One network as the settlement service sends on it. */
@@ -33,6 +38,8 @@ export interface SettlementNetwork {
 /** Which relayer keys this instance may send from now (the lease keeper). */
 export interface KeyHolder {
   held(): Address[];
+  /** Whether this instance may send from `address` now, under its lease of generation `epoch`. */
+  holds(address: Address, epoch: number): boolean;
 }
 
 /** What became of a settle, for its answer. */

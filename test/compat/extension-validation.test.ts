@@ -16,7 +16,7 @@ import {
 import type { PaymentPayload } from "@x402/core/types";
 import { bazaarDeclarationOf, isValidBazaarDeclaration } from "../../src/protocol/bazaar.js";
 import { paymentIdentifierOf } from "../../src/protocol/x402v2.js";
-import { discoveryEntryOf } from "../../src/facilitator/discovery.js";
+import { discoveryListingOf } from "../../src/facilitator/discovery.js";
 import { InvalidRequirementsError, paymentRequirements, requirePayment } from "../../src/seller/index.js";
 import { decodeBase64Json, listen } from "../helpers/http.js";
 
@@ -115,18 +115,18 @@ describe("x402 v2 extensions: the kit validates declarations and payment identif
   it("bazaar: the kit accepts exactly the declarations the package accepts, and catalogs exactly those", () => {
     const kit = DECLARATIONS.map(([name, d]) => [name, isValidBazaarDeclaration(d)]);
     expect(kit).to.deep.equal(DECLARATIONS.map(([name, d]) => [name, packageAccepts(d)]));
-    const cataloged = DECLARATIONS.map(([name, d]) => [name, discoveryEntryOf(v2Body(d)) !== undefined]);
+    const cataloged = DECLARATIONS.map(([name, d]) => [name, discoveryListingOf(v2Body(d)) !== undefined]);
     expect(cataloged).to.deep.equal(DECLARATIONS.map(([name, d]) => [name, packageAccepts(d)]));
   });
 
   it("bazaar: a valid routeTemplate names the resource (as the package keys it); an invalid one is ignored for the URL's path", () => {
     const dynamic = enriched(query, "GET", "/weather/:city", "/weather/oslo");
     expect(dynamic.routeTemplate).to.equal("/weather/:city");
-    expect(discoveryEntryOf(v2Body(dynamic))?.resource).to.equal("https://s.example/weather/:city");
+    expect(discoveryListingOf(v2Body(dynamic))?.resource).to.equal("https://s.example/weather/:city");
     for (const template of ["/weather/../admin", "/weather/%2e%2e/admin", "https://evil.example/x", "weather/:city", "/a b"]) {
-      expect(discoveryEntryOf(v2Body({ ...dynamic, routeTemplate: template }))?.resource, template).to.equal("https://s.example/weather/oslo");
+      expect(discoveryListingOf(v2Body({ ...dynamic, routeTemplate: template }))?.resource, template).to.equal("https://s.example/weather/oslo");
     }
-    expect(discoveryEntryOf(v2Body(enriched(query, "GET")))?.resource).to.equal("https://s.example/weather/oslo");
+    expect(discoveryListingOf(v2Body(enriched(query, "GET")))?.resource).to.equal("https://s.example/weather/oslo");
   });
 
   const ID = "pay_0123456789abcdef0123";

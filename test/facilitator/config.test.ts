@@ -255,6 +255,21 @@ describe("configuration: every setting does what it says", () => {
     await on.facilitator.close();
   });
 
+  it("reads the catalog's bounds and the ledger's retention: defaults, values, refusals and typos", () => {
+    expect([load({}).catalog, load({}).ledger.retentionDays]).to.deep.equal([{ maxEntries: 100_000, maxEntriesPerSeller: 1_000 }, 0]);
+    const set = load({ CATALOG_MAX_ENTRIES: "500", CATALOG_MAX_ENTRIES_PER_SELLER: "500", LEDGER_RETENTION_DAYS: "90" });
+    expect([set.catalog, set.ledger.retentionDays]).to.deep.equal([{ maxEntries: 500, maxEntriesPerSeller: 500 }, 90]);
+    expect(() => load({ CATALOG_MAX_ENTRIES: "0" })).to.throw(ConfigError, 'CATALOG_MAX_ENTRIES: must be an integer from 1 to 10000000, got "0"');
+    expect(() => load({ CATALOG_MAX_ENTRIES_PER_SELLER: "many" })).to.throw(ConfigError, 'CATALOG_MAX_ENTRIES_PER_SELLER: must be an integer >= 1, got "many"');
+    // One seller's bound above the whole catalog's would never bind.
+    expect(() => load({ CATALOG_MAX_ENTRIES: "100", CATALOG_MAX_ENTRIES_PER_SELLER: "101" })).to.throw(
+      ConfigError,
+      'CATALOG_MAX_ENTRIES_PER_SELLER: must be at most CATALOG_MAX_ENTRIES (100), got "101"',
+    );
+    expect(() => load({ LEDGER_RETENTION_DAYS: "-1" })).to.throw(ConfigError, 'LEDGER_RETENTION_DAYS: must be an integer from 0 to 36500, got "-1"');
+    expect(() => load({ CATALOG_MAX_ENTRYS: "5" })).to.throw(ConfigError, "CATALOG_MAX_ENTRYS: unknown variable; did you mean CATALOG_MAX_ENTRIES?");
+  });
+
   it("documents every setting in .env.example, and nothing it does not read", () => {
     const text = readFileSync(new URL("../../.env.example", import.meta.url), "utf8");
     const named = new Set([...text.matchAll(/^#? ?([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1]!));

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { keccak256, parseEther, parseTransaction } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { Relayer, RelaySendError, type SignedRelay } from "../../src/chain/relayer.js";
+import { Relayer, RelaySendError, type SignedRelay } from "../../src/chain/relayer/index.js";
 import { HARDHAT_KEYS } from "../helpers/facilitator.js";
 import { openChain } from "../helpers/token.js";
 

@@ -55,6 +55,8 @@ export interface FaultProxy {
   methods: string[];
   /** The same, one entry per HTTP request (a round trip): a batch's methods in its order. */
   batches: string[][];
+  /** The signed transactions given to `eth_sendRawTransaction`, in arrival order (repeats included): what went out through this proxy. */
+  broadcasts: Hex[];
   count(method: string): number;
   /** Every request waits this long before anything else (a slow node). */
   delayMs: number;
@@ -115,6 +117,7 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
   const parked = new Set<ServerResponse>();
   const methods: string[] = [];
   const batches: string[][] = [];
+  const broadcasts: Hex[] = [];
 
   const forward = async (body: string): Promise<{ status: number; text: string }> => {
     const answer = await fetch(upstream, { method: "POST", headers: { "content-type": "application/json" }, body });
@@ -135,6 +138,7 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
     const called = items.map((item) => String(item.method));
     methods.push(...called);
     batches.push(called);
+    for (const item of items) if (item.method === "eth_sendRawTransaction") broadcasts.push((item.params as [Hex])[0]);
     if (proxy.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, proxy.delayMs));
 
     const rule = rules.find((r) => r.left > 0 && (r.method === undefined || called.includes(r.method)));
@@ -188,6 +192,7 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
     port,
     methods,
     batches,
+    broadcasts,
     count: (method) => methods.filter((m) => m === method).length,
     delayMs: 0,
     faulted: 0,

@@ -491,6 +491,88 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
       });
     });
 
+    describe("the write-ahead fence: the relayer key's lease and its generation", () => {
+      /** Instance-a's lease lapses, instance-b takes the key and gives it back, and instance-a takes it again: generation 3. */
+      async function backAtTheSameInstance(): Promise<void> {
+        clock.advance(60_000);
+        expect(await ledger.acquireLease(RELAYER, "instance-b", 60_000)).to.deep.include({ epoch: 2 });
+        await ledger.releaseLease(RELAYER, "instance-b");
+        expect(await ledger.acquireLease(RELAYER, "instance-a", 60_000)).to.deep.include({ holder: "instance-a", epoch: 3 });
+      }
+
+      it("refuses a first send or a replacement signed under an earlier generation, even once the key is back at the same instance", async () => {
+        const row = await sentRow(ledger, "generation");
+        const claimed = await ledger.claim(claimInput({ label: "generation-2" }));
+        if (claimed.outcome !== "claimed") throw new Error("not claimed");
+        const replacement = { id: row.id, holder: "instance-a", relayer: RELAYER, relayerNonce: 7 };
+        const first = { id: claimed.record.id, owner: "instance-a", relayer: RELAYER, relayerNonce: 8, checkAfterMs: 1 };
+        expect(await ledger.recordReplacement({ ...replacement, ...signedTx("generation-r1"), leaseEpoch: 1 })).to.equal(true);
+        await backAtTheSameInstance();
+        // Signed before the key changed hands: the holder's state (its nonces) may be stale, so the record is refused.
+        expect(await ledger.recordReplacement({ ...replacement, ...signedTx("generation-r2"), leaseEpoch: 1 })).to.equal(false);
+        expect(await ledger.recordBroadcast({ ...first, ...signedTx("generation-f1"), leaseEpoch: 1 })).to.equal(false);
+        expect((await ledger.getById(claimed.record.id))!).to.deep.include({ status: "claimed", transactions: [] });
+        // Signed under the lease it holds now.
+        expect(await ledger.recordReplacement({ ...replacement, ...signedTx("generation-r3"), leaseEpoch: 3 })).to.equal(true);
+        expect(await ledger.recordBroadcast({ ...first, ...signedTx("generation-f2"), leaseEpoch: 3 })).to.equal(true);
+        expect((await ledger.getById(row.id))!.transactions.map((t) => t.hash)).to.deep.equal([row.hash, signedTx("generation-r1").hash, signedTx("generation-r3").hash]);
+        expect((await ledger.getById(claimed.record.id))!.transactions.map((t) => t.hash)).to.deep.equal([signedTx("generation-f2").hash]);
+      });
+
+      it("records a gap filler only for the key's holder under that generation, while the lease lives", async () => {
+        const filler = (label: string, overrides: Partial<Parameters<Ledger["recordFiller"]>[0]> = {}) => ({
+          chainId: 338,
+          holder: "instance-a",
+          leaseEpoch: 1,
+          relayer: RELAYER,
+          relayerNonce: 5,
+          feeCap: 2_000n,
+          priorityFee: 100n,
+          ...signedTx(label),
+          ...overrides,
+        });
+        // Nobody holds the key yet.
+        expect(await ledger.recordFiller(filler("nobody"))).to.equal(false);
+        await ledger.acquireLease(RELAYER, "instance-a", 10_000);
+        expect(await ledger.recordFiller(filler("other-holder", { holder: "instance-b" }))).to.equal(false);
+        expect(await ledger.recordFiller(filler("other-generation", { leaseEpoch: 2 }))).to.equal(false);
+        expect(await ledger.recordFiller(filler("other-key", { relayer: OTHER_RELAYER }))).to.equal(false);
+        expect(await ledger.recordFiller(filler("held"))).to.equal(true);
+        // The same signed filler recorded again is still one record.
+        expect(await ledger.recordFiller(filler("held"))).to.equal(true);
+        const replacing = filler("held-2", { feeCap: 3_000n, replaces: signedTx("held").hash });
+        expect(await ledger.recordFiller(replacing)).to.equal(true);
+        clock.advance(10_000);
+        expect(await ledger.recordFiller(filler("lapsed"))).to.equal(false);
+        const kept = await ledger.pendingFillers({ chainId: 338, relayer: RELAYER, fromNonce: 0, limit: 10 });
+        expect(kept.map((f) => [f.hash, f.relayerNonce, f.holder, f.leaseEpoch, f.state, f.feeCap, f.replaces])).to.deep.equal([
+          [signedTx("held").hash, 5, "instance-a", 1, "signed", 2_000n, undefined],
+          [signedTx("held-2").hash, 5, "instance-a", 1, "signed", 3_000n, signedTx("held").hash],
+        ]);
+        expect(kept[0]).to.deep.include({ chainId: 338, relayer: RELAYER, raw: signedTx("held").raw, priorityFee: 100n });
+      });
+
+      it("lists a key's gap fillers for its next holder: from its mined count on, by nonce, without refused ones, at most the limit", async () => {
+        await ledger.acquireLease(RELAYER, "instance-a", 60_000);
+        await ledger.acquireLease(OTHER_RELAYER, "instance-a", 60_000);
+        const record = (label: string, relayerNonce: number, relayer: Address = RELAYER, chainId = 338) =>
+          ledger.recordFiller({ chainId, holder: "instance-a", leaseEpoch: 1, relayer, relayerNonce, feeCap: 1n, ...signedTx(label) });
+        for (const [label, nonce] of [["n9", 9], ["n3", 3], ["n4", 4], ["n6", 6], ["n5", 5]] as const) expect(await record(label, nonce)).to.equal(true);
+        expect(await record("other-key", 5, OTHER_RELAYER)).to.equal(true);
+        expect(await record("other-chain", 5, RELAYER, 25)).to.equal(true);
+        await ledger.markFillerRefused(signedTx("n6").hash);
+        const listed = async (fromNonce: number, limit = 10) => (await ledger.pendingFillers({ chainId: 338, relayer: RELAYER, fromNonce, limit })).map((f) => f.relayerNonce);
+        expect(await listed(0)).to.deep.equal([3, 4, 5, 9]);
+        expect(await listed(4)).to.deep.equal([4, 5, 9]);
+        expect(await listed(0, 2)).to.deep.equal([3, 4]);
+        expect(await listed(10)).to.deep.equal([]);
+        // A week on, the records are gone (their nonces were mined long since).
+        clock.advance(7 * 86_400_000);
+        await ledger.prune();
+        expect(await listed(0)).to.deep.equal([]);
+      });
+    });
+
     describe("revert penalties", () => {
       const scope = { chainId: 338, token: TOKEN };
       const code = "0x" + "ab".repeat(32);
@@ -717,117 +799,6 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         expect(expected).to.have.length(1_600);
         expect(await ledger.nonceIndexProgress(scope)).to.deep.equal({ fromBlock: 100n, throughBlock: 1_023n });
         expect((await pages(handles[1]!, scope, 500)).nonces).to.deep.equal(expected);
-      });
-    });
-
-    describe("discovery catalog", () => {
-      const SETTLED = { settled: true };
-      const VERIFIED = { settled: false };
-      it("keys an entry by URL and method: GET and POST of one URL are two entries; removal takes one method, or all", async () => {
-        const at = "2026-11-24T12:00:00.000Z";
-        const declared = (method: string) => ({ bazaar: { info: { input: { type: "http", method } } } });
-        const accepts = [{ scheme: "exact", network: "eip155:338", payTo: PAYER }];
-        await ledger.upsertDiscoveryResource({ resource: "https://s.example/items", type: "http", x402Version: 2, accepts, lastUpdated: at, extensions: declared("GET") }, SETTLED);
-        await ledger.upsertDiscoveryResource({ resource: "https://s.example/items", type: "http", x402Version: 2, accepts, lastUpdated: at, extensions: declared("post") }, SETTLED);
-        await ledger.upsertDiscoveryResource({ resource: "https://s.example/items", type: "http", x402Version: 2, accepts, lastUpdated: at, extensions: declared("GET") }, SETTLED);
-        const methods = async () =>
-          (await ledger.discoveryResources()).entries.map((e) => (e.extensions!.bazaar as { info: { input: { method: string } } }).info.input.method).sort();
-        expect(await methods()).to.deep.equal(["GET", "post"]);
-        expect(await ledger.removeDiscoveryResource("https://s.example/items", "POST")).to.equal(1);
-        expect(await methods()).to.deep.equal(["GET"]);
-        expect(await ledger.removeDiscoveryResource("https://s.example/items")).to.equal(1);
-        expect(await ledger.discoveryResources()).to.deep.equal({ entries: [], truncated: false });
-      });
-
-      const requirements = (network: string, payTo: string = PAYER) => ({ scheme: "exact", network, payTo, amount: "10000" });
-      const entry = (resource: string, network: string, at: string, type = "http") => ({ resource, type, x402Version: 2, accepts: [requirements(network)], lastUpdated: at });
-
-      it("keeps one entry per resource with every way it was paid (latest first), lists the most recently paid first, filters, and removes", async () => {
-        const [a, b] = await threeHandles();
-        await a!.upsertDiscoveryResource(entry("https://s.example/weather", "eip155:338", "2026-11-24T10:00:00.000Z"), SETTLED);
-        await b!.upsertDiscoveryResource(entry("https://s.example/weather", "eip155:25", "2026-11-24T10:05:00.000Z"), SETTLED);
-        await a!.upsertDiscoveryResource(entry("https://s.example/weather", "eip155:338", "2026-11-24T10:10:00.000Z"), SETTLED);
-        await b!.upsertDiscoveryResource({ ...entry("https://s.example/tool", "eip155:25", "2026-11-24T10:07:00.000Z", "mcp"), description: "a tool" }, SETTLED);
-        const all = (await ledger.discoveryResources()).entries;
-        expect(all.map((e) => [e.resource, e.lastUpdated, e.accepts.map((r) => r.network)])).to.deep.equal([
-          ["https://s.example/weather", "2026-11-24T10:10:00.000Z", ["eip155:338", "eip155:25"]],
-          ["https://s.example/tool", "2026-11-24T10:07:00.000Z", ["eip155:25"]],
-        ]);
-        expect((await ledger.discoveryResources({ network: "eip155:25" })).entries.map((e) => e.resource)).to.deep.equal(["https://s.example/weather", "https://s.example/tool"]);
-        // Either dialect's name of a network finds entries recorded under the other's (Cronos-dialect entries say cronos-mainnet).
-        await b!.upsertDiscoveryResource(entry("https://s.example/v1", "cronos-mainnet", "2026-11-24T09:00:00.000Z"), SETTLED);
-        for (const network of ["cronos-mainnet", "eip155:25"]) {
-          expect((await ledger.discoveryResources({ network })).entries.map((e) => e.resource), network).to.deep.equal(["https://s.example/weather", "https://s.example/tool", "https://s.example/v1"]);
-        }
-        expect(await b!.removeDiscoveryResource("https://s.example/v1")).to.equal(1);
-        expect((await ledger.discoveryResources({ type: "mcp" })).entries.map((e) => e.description)).to.deep.equal(["a tool"]);
-        expect((await ledger.discoveryResources({ payTo: PAYER.toLowerCase(), scheme: "exact", network: "eip155:338" })).entries.map((e) => e.resource)).to.deep.equal(["https://s.example/weather"]);
-        expect(await ledger.discoveryResources({ payTo: PAYEE })).to.deep.equal({ entries: [], truncated: false });
-        expect(await b!.removeDiscoveryResource("https://s.example/weather")).to.equal(1);
-        expect(await b!.removeDiscoveryResource("https://s.example/weather")).to.equal(0);
-        expect((await a!.discoveryResources()).entries.map((e) => e.resource)).to.deep.equal(["https://s.example/tool"]);
-      });
-      it("keeps every way of paying when payments of one resource are recorded at once from two handles (20 rounds)", async () => {
-        const [a, b] = await threeHandles();
-        for (let round = 0; round < 20; round++) {
-          const resource = `https://s.example/race/${round}`;
-          await Promise.all([
-            a!.upsertDiscoveryResource(entry(resource, "eip155:338", "2026-11-24T10:00:00.000Z"), SETTLED),
-            b!.upsertDiscoveryResource(entry(resource, "eip155:25", "2026-11-24T10:00:00.000Z"), SETTLED),
-          ]);
-        }
-        const networks = (await ledger.discoveryResources()).entries.map((e) => [e.resource, e.accepts.map((r) => r.network).sort()]);
-        expect(networks.sort()).to.deep.equal(Array.from({ length: 20 }, (_, round) => [`https://s.example/race/${round}`, ["eip155:25", "eip155:338"]]).sort());
-      });
-
-      it("a payment only verified creates an entry, but never points an existing one's way of paying at another payTo; a settled one does", async () => {
-        const at = (minute: number) => `2026-11-24T10:${String(minute).padStart(2, "0")}:00.000Z`;
-        const paid = (network: string, payTo: string, minute: number, description: string) => ({
-          resource: "https://victim.example/data",
-          type: "http",
-          x402Version: 2,
-          accepts: [requirements(network, payTo)],
-          lastUpdated: at(minute),
-          description,
-        });
-        const listed = async () => (await ledger.discoveryResources()).entries.map((e) => [e.description, e.lastUpdated, e.accepts.map((r) => [r.network, r.payTo])]);
-        // A verify may create an entry that does not exist yet.
-        await ledger.upsertDiscoveryResource(paid("eip155:338", PAYER, 0, "the seller's"), VERIFIED);
-        expect(await listed()).to.deep.equal([["the seller's", at(0), [["eip155:338", PAYER]]]]);
-        // Verified for another payTo, on the same network or a new one: nothing changes.
-        await ledger.upsertDiscoveryResource(paid("eip155:338", PAYEE, 1, "the attacker's"), VERIFIED);
-        await ledger.upsertDiscoveryResource(paid("eip155:25", PAYEE, 2, "the attacker's"), VERIFIED);
-        expect(await listed()).to.deep.equal([["the seller's", at(0), [["eip155:338", PAYER]]]]);
-        // Verified for the payTo the entry lists: refreshed, and a new network of that payTo added.
-        await ledger.upsertDiscoveryResource(paid("eip155:25", PAYER, 3, "the seller's, again"), VERIFIED);
-        expect(await listed()).to.deep.equal([["the seller's, again", at(3), [["eip155:25", PAYER], ["eip155:338", PAYER]]]]);
-        // A settled payment is a payment: its way of paying replaces the one of its network.
-        await ledger.upsertDiscoveryResource(paid("eip155:338", PAYEE, 4, "settled"), SETTLED);
-        expect(await listed()).to.deep.equal([["settled", at(4), [["eip155:338", PAYEE], ["eip155:25", PAYER]]]]);
-        // Now PAYEE is listed too, but not for eip155:25: a verify for it there still changes nothing.
-        await ledger.upsertDiscoveryResource(paid("eip155:25", PAYEE, 5, "the attacker's"), VERIFIED);
-        expect(await listed()).to.deep.equal([["settled", at(4), [["eip155:338", PAYEE], ["eip155:25", PAYER]]]]);
-      });
-
-      it("keys MCP entries by tool name: two tools at one URL are two entries, removed one at a time by mcp:<toolName>", async () => {
-        const tool = (toolName: string) => ({
-          resource: "https://s.example/mcp",
-          type: "mcp",
-          x402Version: 2,
-          accepts: [requirements("eip155:338")],
-          lastUpdated: "2026-11-24T10:00:00.000Z",
-          extensions: { bazaar: { info: { input: { type: "mcp", toolName, inputSchema: { type: "object" } } } } },
-        });
-        await ledger.upsertDiscoveryResource(tool("search"), SETTLED);
-        await ledger.upsertDiscoveryResource(tool("Search"), SETTLED);
-        await ledger.upsertDiscoveryResource(tool("search"), SETTLED);
-        const tools = async () =>
-          (await ledger.discoveryResources()).entries.map((e) => (e.extensions!.bazaar as { info: { input: { toolName: string } } }).info.input.toolName).sort();
-        expect(await tools()).to.deep.equal(["Search", "search"]);
-        expect(await ledger.removeDiscoveryResource("https://s.example/mcp", "mcp:search")).to.equal(1);
-        expect(await tools()).to.deep.equal(["Search"]);
-        expect(await ledger.removeDiscoveryResource("https://s.example/mcp", "MCP:Search")).to.equal(1);
-        expect(await tools()).to.deep.equal([]);
       });
     });
 

@@ -10,7 +10,8 @@ import type { Ledger } from "../../src/ledger/types.js";
 import { PAYEE, PAYER, RELAYER, TOKEN, TestClock, nonceOf } from "../helpers/ledger.js";
 
 // Ledger files written by earlier facilitators open in this one with their rows intact and take the new
-// state: one from before migration 0002 (transactions could not be `replaced`), one from before 0005.
+// state: one from before migration 0002 (transactions could not be `replaced`), one from before 0005, one from
+// before 0007.
 
 const hashOf = (label: string) => keccak256(toHex(`tx:${label}`));
 
@@ -92,5 +93,36 @@ describe("ledger migrations: embedded files written by earlier versions", () => 
       throughBlock: 20n,
     });
     expect(await ledger.indexedNonces(scope, { limit: 10 })).to.deep.equal([{ authorizer: PAYER, nonce: nonceOf("used"), blockNumber: 12n }]);
+  });
+  // A ledger file written before migration 0007 (the catalog owned by its sellers): its old catalog is not carried
+  // over (its entries may have come from verifies), its settlements are, and the new catalog takes entries.
+  it("a file from before 0007 (owned catalog) drops the old catalog's rows, keeps its settlements, and records and finds new entries", async () => {
+    const clock = new TestClock();
+    const location = join(dir, "ledger.db");
+    const old = new DatabaseSync(location);
+    const before = MIGRATIONS.findIndex((migration) => migration.name.endsWith("_owned_catalog"));
+    for (const migration of MIGRATIONS.slice(0, before)) for (const statement of migration.statements(SQLITE_SCHEMA)) old.exec(statement);
+    old.exec(`PRAGMA user_version = ${before}`);
+    old
+      .prepare(`INSERT INTO discovery_resources (resource, method, type, entry, last_updated) VALUES ('https://victim.example/weather', 'GET', 'http', ?, 1)`)
+      .run(JSON.stringify({ resource: "https://victim.example/weather", type: "http", x402Version: 2, accepts: [{ payTo: PAYEE }], lastUpdated: "2026-01-01T00:00:00.000Z" }));
+    old
+      .prepare(
+        `INSERT INTO settlements (chain_id, token, authorizer, nonce, network, payee, value, valid_before, status, tx_hash, created_at, updated_at)
+         VALUES (338, ?, ?, ?, 'cronos-testnet', ?, '1', '2000000000', 'settled', ?, 1, 1)`,
+      )
+      .run(TOKEN.toLowerCase(), PAYER.toLowerCase(), nonceOf("kept"), PAYEE.toLowerCase(), hashOf("kept"));
+    old.close();
+
+    ledger = openSqliteLedger({ location, clock: clock.read });
+    expect((await ledger.health()).migrations).to.deep.equal({ applied: MIGRATIONS.length, expected: MIGRATIONS.length });
+    expect(await ledger.listDiscoveryResources({ limit: 10, offset: 0, maxBytes: 1 << 20 })).to.deep.equal({ items: [], total: 0 });
+    expect((await ledger.findByTxHash(hashOf("kept")))?.status).to.equal("settled");
+    const entry = { resource: "https://seller.example/weather", type: "http", x402Version: 2, accepts: [{ scheme: "exact", network: "eip155:338", payTo: PAYEE }], lastUpdated: "2026-01-01T00:00:00.000Z" };
+    await ledger.recordDiscoveryPayment({ entry, payTo: PAYEE, payer: PAYER, words: ["weather"] }, { maxEntries: 10, maxEntriesPerSeller: 10 });
+    expect((await ledger.searchDiscoveryResources({ words: ["weather"], limit: 10, offset: 0, maxBytes: 1 << 20 })).items.map((item) => JSON.parse(item).resource)).to.deep.equal([
+      "https://seller.example/weather",
+    ]);
+    expect(await ledger.deleteFinishedSettlements(2, 10)).to.equal(1);
   });
 });

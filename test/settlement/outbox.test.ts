@@ -94,7 +94,7 @@ describe("ledger outbox", () => {
       ledger,
       instanceId: "instance-a",
       networks: new Map(),
-      keys: { held: () => [] },
+      keys: { held: () => [], holds: () => false },
       settleTimeoutMs: 10_000,
       confirmations: 1,
       pollingIntervalMs: 100,

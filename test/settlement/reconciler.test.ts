@@ -122,6 +122,20 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     expect(await chain.publicClient.getTransactionCount({ address: relayer.address })).to.equal(1);
   });
 
+  it("leaves a forgotten transaction of a relayer key another instance holds to that holder: nothing broadcast, the row stays sent; the holder's reconciler broadcasts it", async () => {
+    const sent = await abandonedSend({ broadcast: false });
+    const elsewhere = reconcilerOn(chain.publicClient, { mayBroadcast: () => false });
+    await elsewhere.tick();
+    expect(actions).to.deep.equal([]);
+    expect(await row(sent.id)).to.deep.include({ status: "sent", txHash: sent.hash });
+    expect(await chain.publicClient.getTransactionCount({ address: relayer.address, blockTag: "pending" })).to.equal(0);
+    clock.advance(5_000);
+    const holder = reconcilerOn(chain.publicClient, { mayBroadcast: (address) => address === relayer.address });
+    await holder.tick();
+    expect(actions).to.deep.equal([["rebroadcast", sent.id]]);
+    expect(await chain.publicClient.getTransactionCount({ address: relayer.address })).to.equal(1);
+  });
+
   it("leaves a transaction the node holds in its pool alone until it is mined", async () => {
     await chain.connection.provider.request({ method: "evm_setAutomine", params: [false] });
     const sent = await abandonedSend();

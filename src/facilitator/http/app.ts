@@ -5,7 +5,7 @@ import type { SupportedResponse } from "../../protocol/schemas.js";
 import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext } from "../../settlement/runtime.js";
 import type { Logger } from "../logger.js";
 import { verifyRequest } from "../../settlement/verify.js";
-import { settlePayment } from "../../settlement/settle.js";
+import { settlePayment, type SettledPayment } from "../../settlement/settle.js";
 import { cronosDialect, dialectOf, type DialectName } from "../dialects/index.js";
 import type { HealthReport } from "../health.js";
 import type { ApiKeyConfig, RateLimitsConfig } from "../config.js";
@@ -15,8 +15,10 @@ import { PayerQuota } from "./payer-quota.js";
 import type { RateLimitStores } from "./rate-limit.js";
 import { settlementRoutes, type SettlementRoutesOptions } from "./settlements.js";
 import { plainJsonPost, readJsonBody } from "./fast-lane.js";
-import { discoveryEntryOf, discoveryRoutes } from "../discovery.js";
-import type { Ledger } from "../../ledger/types.js";
+import { catalogPaymentOf, discoveryRoutes } from "../discovery.js";
+import type { DiscoveryBounds, Ledger } from "../../ledger/types.js";
+import type { Payment } from "../../protocol/payment.js";
+import { canonicalNetwork } from "../../protocol/networks.js";
 
 /** Options of {@link createApp}. */
 export interface AppOptions {
@@ -42,11 +44,11 @@ export interface AppOptions {
   /** The dashboard's routes (the page at `/`, its API and live feed), when it is on. */
   dashboard?: Router;
   /**
-   * The discovery catalog (x402 `bazaar`): a v2 payment verified valid or settled that declares its
-   * resource is recorded there, and `GET /v2/x402/discovery/{resources,search}` read it (guarded as the
-   * status lookups are).
+   * The discovery catalog (x402 `bazaar`): a settled payment that declares its resource is recorded there
+   * under the payTo it paid (never a verify), and `GET /v2/x402/discovery/{resources,search}` read it
+   * (guarded as the status lookups are).
    */
-  discovery?: { ledger: Pick<Ledger, "discoveryResources" | "upsertDiscoveryResource"> };
+  discovery?: { ledger: Pick<Ledger, "backend" | "listDiscoveryResources" | "searchDiscoveryResources" | "recordDiscoveryPayment">; bounds: DiscoveryBounds };
 }
 
 /** What happened to one verify or settle request. */
@@ -83,6 +85,8 @@ const ROUTES = new Set([
 /** The route label of a path (bounded for metrics: a lookup's hash is not a label). */
 const routeOf = (path: string) => (path.startsWith("/v2/x402/settlements/") ? "/v2/x402/settlements" : ROUTES.has(path) ? path : "other");
 const REQUEST_ID = /^[\w.:-]{1,64}$/;
+/** How long a settle's answer waits for its catalog entry to be written (a slow ledger then writes it after the answer). */
+const CATALOG_WAIT_MS = 1_000;
 /** The `Retry-After` of a settle answered 503 (a fault: nothing sent, or no verdict yet). */
 const SETTLE_RETRY_AFTER_SECONDS = 2;
 
@@ -149,15 +153,31 @@ export function createApp(options: AppOptions): Express {
   };
 
   /**
-   * Records the resource a paid v2 payment declares, before the answer (so whoever was paid finds it listed
-   * at once); a ledger that fails only costs a log line, never the payment's answer.
+   * Records the resource a settled payment declares, under the payTo the settlement paid, with the facts of
+   * the settlement (never a verify's, never the request's). Waited for up to CATALOG_WAIT_MS before the answer
+   * (so whoever was paid finds it listed at once); a declaration the catalog refuses, a ledger that fails or
+   * hangs only costs a log line, never the payment's answer.
    */
-  const catalog = async (body: unknown, settled: boolean) => {
-    const entry = options.discovery && discoveryEntryOf(body);
-    if (!entry) return;
-    await options.discovery!.ledger
-      .upsertDiscoveryResource(entry, { settled })
-      .catch((error: unknown) => context.logger.warn({ resource: entry.resource, err: errorSummary(error) }, "discovery catalog: entry not recorded"));
+  const catalog = async (body: unknown, payment: Payment, outcome: SettledPayment) => {
+    if (!options.discovery) return;
+    const { ledger, bounds } = options.discovery;
+    const network = canonicalNetwork(payment.requirements.network);
+    const runtime = network && context.networks.get(network);
+    if (!network || !runtime) return;
+    let written: Promise<unknown>;
+    try {
+      const entry = catalogPaymentOf(body, { network, asset: runtime.config.token, payer: outcome.from, payTo: outcome.to, value: outcome.value, paidAt: outcome.timestamp });
+      if (!entry) return;
+      written = ledger
+        .recordDiscoveryPayment(entry, bounds)
+        .catch((error: unknown) => context.logger.warn({ resource: entry.entry.resource, err: errorSummary(error) }, "discovery catalog: entry not recorded"));
+    } catch (error) {
+      context.logger.warn({ err: errorSummary(error) }, "discovery catalog: declaration not read");
+      return;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([written, new Promise((resolve) => (timer = setTimeout(resolve, CATALOG_WAIT_MS)))]);
+    clearTimeout(timer);
   };
 
   // The dispatch point: the body's dialect reads it into one payment and writes the outcome back.
@@ -183,7 +203,6 @@ export function createApp(options: AppOptions): Express {
     try {
       if (route === "verify") {
         const outcome = await verifyRequest(payment, context);
-        if (outcome.isValid) await catalog(req.body, false);
         if (clock) since = clock.start();
         const answer = jsonAnswer(res, codec.verifyAnswer(outcome, echo));
         if (clock) {
@@ -208,7 +227,7 @@ export function createApp(options: AppOptions): Express {
         if (clock) clock.stop("metrics", since);
       } else {
         const outcome = await settlePayment(payment, context, { admit });
-        if (outcome.settled) await catalog(req.body, true);
+        if (outcome.settled) await catalog(req.body, payment, outcome);
         res.json(codec.settleAnswer(outcome, echo));
         const authorization = payment.payload.ok ? payment.payload.payload.authorization : undefined;
         options.onOutcome?.({

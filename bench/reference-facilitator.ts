@@ -6,11 +6,11 @@ import express from "express";
 import { x402Facilitator } from "@x402/core/facilitator";
 import { toFacilitatorEvmSigner } from "@x402/evm";
 import { registerExactEvmScheme } from "@x402/evm/exact/facilitator";
-import type { AddressInfo } from "node:net";
 import { createWalletClient, http, publicActions } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { cronosTestnet } from "viem/chains";
 import { localAccount } from "../src/harness/accounts.js";
+import { serveForBench } from "./serve.js";
 
 const rpcUrl = process.env.BENCH_REFERENCE_RPC_URL;
 if (!rpcUrl) throw new Error("BENCH_REFERENCE_RPC_URL: the local chain's RPC URL is required");
@@ -39,12 +39,4 @@ app.post("/verify", async (req, res) => {
     res.status(500).json({ error: String(error) });
   }
 });
-// The main thread's CPU time so far (µs), for the bench's CPU per request.
-app.get("/cpu", (_req, res) => {
-  const { user, system } = process.threadCpuUsage();
-  res.json({ mainThreadMicros: user + system });
-});
-const server = app.listen(0, "127.0.0.1", () => {
-  console.log(JSON.stringify({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }));
-});
-process.on("SIGTERM", () => server.close(() => process.exit(0)));
+serveForBench(app);

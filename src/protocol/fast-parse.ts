@@ -1,4 +1,5 @@
 import { getAddress, isAddress, type Address, type Hex } from "viem";
+import type { Authorization } from "./schemas.js";
 
 // Hand-written checks of the shapes verify reads on every request, for the inputs they can vouch for: each
 // returns exactly what its zod schema's parse gives for the fields verify uses, or undefined for anything it
@@ -49,14 +50,7 @@ function unixSeconds(value: unknown): bigint | undefined {
 }
 
 /** The signed fields of an EIP-3009 authorization (`authorizationFields` of schemas.ts). */
-export interface FastAuthorization {
-  from: Address;
-  to: Address;
-  value: string;
-  validAfter: bigint;
-  validBefore: bigint;
-  nonce: Hex;
-}
+export type FastAuthorization = Omit<Authorization, "signature">;
 
 function authorizationFields(o: JsonObject): FastAuthorization | undefined {
   const from = address(o.from);

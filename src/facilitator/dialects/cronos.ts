@@ -3,9 +3,9 @@ import { NETWORKS } from "../../protocol/networks.js";
 import type { DecodedPayload } from "../../protocol/payment.js";
 import { EXACT_SCHEME, RequestError, SettleEvent, VerifyReason, X402_VERSION } from "../../protocol/reasons.js";
 import { fastCronosRequest } from "../../protocol/fast-parse.js";
-import { describeZodError, facilitatorRequestSchema } from "../../protocol/schemas.js";
+import { facilitatorRequestSchema } from "../../protocol/schemas.js";
 import { isCaip2, networkOfCaip2 } from "../../protocol/x402v2.js";
-import { isJsonObject, type DialectCodec, type Echo, type ReadResult } from "./codec.js";
+import { checkedBody, isJsonObject, type DialectCodec, type Echo, type ReadResult } from "./codec.js";
 
 /**
  * The Cronos dialect (the official `@crypto.com/facilitator-client`): `x402Version: 1`, a base64
@@ -27,15 +27,12 @@ export const cronosDialect: DialectCodec = {
     if (typeof version === "number" && version !== X402_VERSION) return fail(RequestError.unsupportedVersion(version));
     const mixed = mixedDialects(body);
     if (mixed) return fail(RequestError.invalidRequest(mixed));
-    // The common body checked by hand (the same fields); anything else by the schema, which words the error.
-    let request = fastCronosRequest(body);
-    if (!request) {
-      const parsed = facilitatorRequestSchema.safeParse(body);
-      if (!parsed.success) return fail(RequestError.invalidRequest(describeZodError(parsed.error)));
-      const { paymentHeader, paymentRequirements: r } = parsed.data;
-      request = { paymentHeader, requirements: { scheme: r.scheme, network: r.network, payTo: r.payTo, asset: r.asset, amount: r.maxAmountRequired } };
-    }
-    const { paymentHeader, requirements } = request;
+    const request = checkedBody(body, fastCronosRequest, facilitatorRequestSchema, ({ paymentHeader, paymentRequirements: r }) => ({
+      paymentHeader,
+      requirements: { scheme: r.scheme, network: r.network, payTo: r.payTo, asset: r.asset, amount: r.maxAmountRequired },
+    }));
+    if (!request.ok) return fail(RequestError.invalidRequest(request.error));
+    const { paymentHeader, requirements } = request.value;
     if (stages) {
       stages.stop("schema", since);
       since = stages.start();

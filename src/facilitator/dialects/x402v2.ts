@@ -1,8 +1,7 @@
 import { signedAuthorization } from "../../protocol/header.js";
 import type { DecodedPayload } from "../../protocol/payment.js";
 import { EXACT_SCHEME, RequestError, VerifyReason } from "../../protocol/reasons.js";
-import { fastV2Payment, fastV2Request, type FastV2Payment } from "../../protocol/fast-parse.js";
-import { describeZodError } from "../../protocol/schemas.js";
+import { fastV2Payment, fastV2Request } from "../../protocol/fast-parse.js";
 import {
   caip2OfNetwork,
   EvmReason,
@@ -15,7 +14,7 @@ import {
   X402_V2_VERSION,
 } from "../../protocol/x402v2.js";
 import type { SettleFailureCode } from "../../settlement/settle.js";
-import { isJsonObject, type DialectCodec, type Echo, type ReadResult, type RefusalKind } from "./codec.js";
+import { checkedBody, isJsonObject, type DialectCodec, type Echo, type ReadResult, type RefusalKind } from "./codec.js";
 
 /**
  * The code `@x402/evm` answers for the same condition, per refusal. `docs/conformance.md` lists
@@ -73,31 +72,27 @@ export const x402v2Dialect: DialectCodec = {
     }
     const mixed = mixedDialects(body);
     if (mixed) return fail(RequestError.invalidRequest(mixed));
-    // The common body checked by hand (the same fields); anything else by the schema, which words the error.
-    let request = fastV2Request(body);
-    if (!request) {
-      const parsed = v2FacilitatorRequestSchema.safeParse(body);
-      if (!parsed.success) return fail(RequestError.invalidRequest(describeZodError(parsed.error)));
-      const { paymentPayload, paymentRequirements: r } = parsed.data;
-      request = { paymentPayload, requirements: { scheme: r.scheme, network: r.network, payTo: r.payTo, asset: r.asset, amount: r.amount } };
-    }
-    const { paymentPayload, requirements: terms } = request;
+    const request = checkedBody(body, fastV2Request, v2FacilitatorRequestSchema, ({ paymentPayload, paymentRequirements: r }) => ({
+      paymentPayload,
+      requirements: { scheme: r.scheme, network: r.network, payTo: r.payTo, asset: r.asset, amount: r.amount },
+    }));
+    if (!request.ok) return fail(RequestError.invalidRequest(request.error));
+    const { paymentPayload, requirements: terms } = request.value;
     if (stages) {
       stages.stop("schema", since);
       since = stages.start();
     }
-    let payment: FastV2Payment | { error: string } | undefined = fastV2Payment(paymentPayload);
-    if (!payment) {
-      const parsed = v2PaymentPayloadSchema.safeParse(paymentPayload);
-      if (parsed.success) {
-        const { accepted, payload: signed, extensions } = parsed.data;
-        payment = { accepted: { scheme: accepted.scheme, network: accepted.network, asset: accepted.asset }, authorization: signed.authorization, signature: signed.signature, extensions };
-      } else payment = { error: describeZodError(parsed.error) };
-    }
-    const identifier = "error" in payment ? undefined : paymentIdentifierOf(payment.extensions);
+    const checked = checkedBody(paymentPayload, (p) => fastV2Payment(p as Record<string, unknown>), v2PaymentPayloadSchema, ({ accepted, payload: signed, extensions }) => ({
+      accepted: { scheme: accepted.scheme, network: accepted.network, asset: accepted.asset },
+      authorization: signed.authorization,
+      signature: signed.signature,
+      extensions,
+    }));
+    const identifier = checked.ok ? paymentIdentifierOf(checked.value.extensions) : undefined;
     if (identifier && "error" in identifier) return fail(RequestError.invalidRequest(identifier.error));
     let payload: DecodedPayload;
-    if (!("error" in payment)) {
+    if (checked.ok) {
+      const payment = checked.value;
       const { accepted } = payment;
       payload = {
         ok: true,
@@ -109,7 +104,7 @@ export const x402v2Dialect: DialectCodec = {
         },
       };
     } else {
-      payload = { ok: false, code: "header", reason: VerifyReason.invalidPayload(payment.error) };
+      payload = { ok: false, code: "header", reason: VerifyReason.invalidPayload(checked.error) };
     }
     if (stages) stages.stop("headerDecode", since);
     return {

@@ -244,6 +244,24 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+interface GcKind {
+  count: number;
+  ms: number;
+  longestMs: number;
+}
+interface ServerUsage {
+  mainThreadMicros: number;
+  gc: { minor: GcKind; major: GcKind };
+}
+
+/** A bench server's GC pauses between two readings (the longest: since start). */
+function serverGc(before: ServerUsage, after: ServerUsage): string {
+  return (["minor", "major"] as const)
+    .filter((kind) => after.gc[kind].count > before.gc[kind].count)
+    .map((kind) => `${kind} ${after.gc[kind].count - before.gc[kind].count} (${fmt(after.gc[kind].ms - before.gc[kind].ms, 1)} ms, longest so far ${fmt(after.gc[kind].longestMs, 1)} ms)`)
+    .join("; ") || "none";
+}
+
 /** A bench server (bench/bare-express.ts, bench/reference-facilitator.ts) in its own process; resolves with its URL. */
 async function startServer(script: string, env: Record<string, string> = {}) {
   const child = spawn(`${ROOT}node_modules/.bin/tsx`, [script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
@@ -258,8 +276,9 @@ async function startServer(script: string, env: Record<string, string> = {}) {
   const url = new URL((JSON.parse(line) as { url: string }).url);
   return {
     url,
-    async cpuMicros(): Promise<number> {
-      return ((await (await fetch(new URL("/cpu", url))).json()) as { mainThreadMicros: number }).mainThreadMicros;
+    /** The server's main-thread CPU time (µs) and GC pauses so far. */
+    async usage(): Promise<ServerUsage> {
+      return (await (await fetch(new URL("/cpu", url))).json()) as ServerUsage;
     },
     async stop() {
       if (child.exitCode !== null) return;
@@ -400,6 +419,25 @@ const stackEnv = (metricsPort: number, stages: boolean): Record<string, string> 
           `event loop delay p99 ${fmt(sample(after, "nodejs_eventloop_lag_p99_seconds") * 1000, 1)} ms, max ${fmt(sample(after, "nodejs_eventloop_lag_max_seconds") * 1000, 1)} ms; ` +
           `GC ${gcBetween(before, after)}; heap used ${fmt(sample(after, "nodejs_heap_size_used_bytes") / 2 ** 20)} MiB; generator's send lag p99 ${fmt(result.lagP99, 1)} ms`,
       );
+    }
+    // The same open loop on bare Express, for its GC pauses beside the facilitator's on this machine now.
+    if (OPEN_RATES.length) {
+      const bare = await startServer("bench/bare-express.ts");
+      try {
+        const target: Target = { name: "bare", url: bare.url, path: "/v2/x402/verify", dialect: "cronos" };
+        const pool = sign(net, "cronos", 5_000);
+        for (const rate of OPEN_RATES) {
+          const before = await bare.usage();
+          const result = await openLoop(target, cycle((i) => pool[i], pool.length), rate, 64);
+          const after = await bare.usage();
+          console.log(
+            `open loop ${rate}/s on bare Express: p50 ${fmt(result.p50, 2)} ms, p99 ${fmt(result.p99, 2)} ms, max ${fmt(result.max, 1)} ms; ` +
+              `CPU ${fmt((after.mainThreadMicros - before.mainThreadMicros) / result.n, 1)} µs per request; GC ${serverGc(before, after)}; generator's send lag p99 ${fmt(result.lagP99, 1)} ms`,
+          );
+        }
+      } finally {
+        await bare.stop();
+      }
     }
   } finally {
     await stack.stop();

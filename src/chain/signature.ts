@@ -63,11 +63,27 @@ function envelopeOf(separator: Hex): Buffer {
   return envelope;
 }
 
-/** Writes `hex` (0x and exactly `bytes` bytes) at `offset`; throws on anything else, as viem's encoder would. */
+/** Each hex digit's value (-1: not one), for the 128 ASCII codes. */
+const NIBBLE = new Int8Array(128).fill(-1);
+for (let i = 0; i < 16; i++) {
+  NIBBLE["0123456789abcdef".charCodeAt(i)] = i;
+  NIBBLE["0123456789ABCDEF".charCodeAt(i)] = i;
+}
+
+/** Writes `hex` (0x and exactly `bytes` bytes) at `offset`, digit by digit; throws on anything else, as viem's encoder would. */
 function putHex(buffer: Buffer, offset: number, hex: string, bytes: number, field: string): void {
-  if (hex.length !== 2 + 2 * bytes || buffer.write(hex.slice(2), offset, bytes, "hex") !== bytes) {
-    throw new TypeError(`${field} must be 0x and ${bytes} bytes of hex, got "${hex}"`);
+  if (hex.length === 2 + 2 * bytes && hex.charCodeAt(0) === 48 && hex.charCodeAt(1) === 120) {
+    let i = 0;
+    for (; i < bytes; i++) {
+      const high = hex.charCodeAt(2 + 2 * i);
+      const low = hex.charCodeAt(3 + 2 * i);
+      const value = high < 128 && low < 128 ? (NIBBLE[high]! << 4) | NIBBLE[low]! : -1;
+      if (value < 0) break;
+      buffer[offset + i] = value;
+    }
+    if (i === bytes) return;
   }
+  throw new TypeError(`${field} must be 0x and ${bytes} bytes of hex, got "${hex}"`);
 }
 
 /** Writes a uint256 as one big-endian word at `offset`; throws when it does not fit. */

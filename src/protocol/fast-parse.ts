@@ -17,9 +17,20 @@ function isObject(value: unknown): value is JsonObject {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
+/** Addresses as sent → checksummed, for the payers and payees that come back; cleared when full (a flood of new ones). */
+const CHECKSUMMED = new Map<string, Address>();
+const MAX_CHECKSUMMED = 10_000;
+
 /** `addressSchema`: any letter case, checksummed. */
 function address(value: unknown): Address | undefined {
-  return typeof value === "string" && isAddress(value, { strict: false }) ? getAddress(value) : undefined;
+  if (typeof value !== "string") return undefined;
+  const known = CHECKSUMMED.get(value);
+  if (known !== undefined) return known;
+  if (!isAddress(value, { strict: false })) return undefined;
+  const checksummed = getAddress(value);
+  if (CHECKSUMMED.size >= MAX_CHECKSUMMED) CHECKSUMMED.clear();
+  CHECKSUMMED.set(value, checksummed);
+  return checksummed;
 }
 
 /** `uintStringSchema`: digits, below 2^256. */

@@ -87,6 +87,9 @@ describe("EIP-712 digest and signer recovery on verify's path (fixed layout, nat
     expect(() => transferAuthorizationDigest(separator, { ...VECTOR_MESSAGE, nonce: "0x11" })).to.throw(TypeError, /nonce/);
     expect(() => transferAuthorizationDigest(separator, { ...VECTOR_MESSAGE, to: `0x${"zz".repeat(20)}` as Address })).to.throw(TypeError, /to/);
     expect(() => transferAuthorizationDigest("0x1234", VECTOR_MESSAGE)).to.throw(TypeError, /separator/);
+    expect(() => transferAuthorizationDigest(separator, { ...VECTOR_MESSAGE, nonce: `0X${"11".repeat(32)}` as Hex })).to.throw(TypeError, /nonce/);
+    expect(() => transferAuthorizationDigest(separator, { ...VECTOR_MESSAGE, from: `0x${"é".repeat(40)}` as Address })).to.throw(TypeError, /from/);
+    expect(() => transferAuthorizationDigest(separator, { ...VECTOR_MESSAGE, from: `0x${"1".repeat(39)}g` as Address })).to.throw(TypeError, /from/);
     // A refused call leaves nothing behind: the next digest is still right.
     expect(bytesToHex(transferAuthorizationDigest(separator, VECTOR_MESSAGE))).to.equal(
       hashTypedData(transferAuthorizationTypedData(domainOf(VECTORS.A), VECTOR_MESSAGE)),

@@ -9,7 +9,8 @@ export function serveForBench(app: Express): void {
   const gc = { minor: { count: 0, ms: 0, longestMs: 0 }, major: { count: 0, ms: 0, longestMs: 0 } };
   new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) {
-      const kind = (entry.detail as { kind?: number } | undefined)?.kind === constants.NODE_PERFORMANCE_GC_MINOR ? gc.minor : gc.major;
+      const { detail } = entry as PerformanceEntry & { detail?: { kind?: number } };
+      const kind = detail?.kind === constants.NODE_PERFORMANCE_GC_MINOR ? gc.minor : gc.major;
       kind.count++;
       kind.ms += entry.duration;
       kind.longestMs = Math.max(kind.longestMs, entry.duration);

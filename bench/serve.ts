@@ -3,7 +3,7 @@
 // bench:verify; prints one JSON line `{"url": …}` when listening, and closes on SIGTERM.
 import type { Express } from "express";
 import type { AddressInfo } from "node:net";
-import { constants, PerformanceObserver } from "node:perf_hooks";
+import { constants, PerformanceObserver, type PerformanceEntry } from "node:perf_hooks";
 
 export function serveForBench(app: Express): void {
   const gc = { minor: { count: 0, ms: 0, longestMs: 0 }, major: { count: 0, ms: 0, longestMs: 0 } };

@@ -88,6 +88,8 @@ const PAYER_LIMIT = 100_000;
 const IDLE_AFTER_MS = 30_000;
 const IDLE_POLL_MS = 5_000;
 const MIN_POLL_MS = 20;
+/** Time kept in hand for the head's next confirmation beyond the round trips and the timer's lateness. */
+const LATENESS_MARGIN_MS = 20;
 /** A subscription silent for this many block times is not trusted to announce the next block. */
 const SUBSCRIPTION_SILENCE_BLOCKS = 3;
 /** The live record of nonces is stored at most this often (the backfill's progress after a restart). */
@@ -129,6 +131,8 @@ export class TokenIndex {
   #failedUntil = 0;
   #failures = 0;
   #rttMs = 50;
+  /** How late the polling timer fires, on average (a busy event loop). */
+  #lateMs = 0;
   #lastAskedAt = -Infinity;
   /** The freshness the last verify asked for. */
   #askedMaxAgeMs = 0;
@@ -507,10 +511,13 @@ export class TokenIndex {
     // Verifies that ask for a head confirmed after they came (maxAge 0) confirm it themselves: no need to ask ahead.
     const busy = performance.now() - this.#lastAskedAt < IDLE_AFTER_MS && this.#askedMaxAgeMs > 0;
     // The next confirmation must arrive before this one is older than asked: one round trip to send after this
-    // one came back, one to come back, and half of one to spare.
-    const ahead = this.#askedMaxAgeMs - 2.5 * this.#rttMs;
+    // one came back, one to come back, and half of one to spare; and the timer's own lateness (a busy event
+    // loop, a GC pause) with a margin, or verifies in the gap wait for a round trip of their own (the tail).
+    const ahead = this.#askedMaxAgeMs - 2.5 * this.#rttMs - LATENESS_MARGIN_MS - 2 * this.#lateMs;
     const every = busy && !this.#p.subscribe ? Math.max(MIN_POLL_MS, Math.min(this.#p.pollingIntervalMs, ahead)) : IDLE_POLL_MS;
+    const due = performance.now() + every;
     this.#timer = setTimeout(() => {
+      this.#lateMs = this.#lateMs * 0.8 + Math.max(0, performance.now() - due) * 0.2;
       void this.#refresh(performance.now())
         .catch(() => {})
         .then(() => this.#persist())

@@ -407,6 +407,24 @@ const stackEnv = (metricsPort: number, stages: boolean): Record<string, string> 
     console.log(`${"process CPU per verify (all threads)".padEnd(36)}${columns.map((c) => fmt(c.budget.process, 1).padStart(10)).join("")}`);
     console.log(`${"requests/s while timed".padEnd(36)}${columns.map((c) => fmt(c.rps).padStart(10)).join("")}`);
     console.log(`${"state read not from memory (verifies)".padEnd(36)}${columns.map((c) => String(c.budget.waited).padStart(10)).join("")}`);
+    // Bare Express at the same 16 clients: its main thread's CPU per request, the budget's floor.
+    const bareServer = await startServer("bench/bare-express.ts");
+    try {
+      const bare: Target = { name: "bare", url: bareServer.url, path: "/v2/x402/verify", dialect: "cronos" };
+      const pool = sign(net, "cronos", 5_000);
+      await closedLoop(bare, cycle((i) => pool[i], pool.length), 16, 1_000);
+      const before = await bareServer.usage();
+      const result = await closedLoop(bare, cycle((i) => pool[i], pool.length), 16, BUDGET_MS);
+      const after = await bareServer.usage();
+      // The CPU reading spans the run's warm-up too: its requests at the measured rate.
+      const perRequest = (after.mainThreadMicros - before.mainThreadMicros) / ((result.rps * (WARMUP_MS + BUDGET_MS)) / 1000);
+      console.log(
+        `bare Express, same body, 16 clients: main thread CPU per request ${fmt(perRequest, 1)} µs, ${fmt(result.rps)} requests/s ` +
+          `(the kit's per verify: ${columns.map((c) => `${c.dialect} ${fmt(c.budget.thread / perRequest, 2)}x that`).join(", ")})`,
+      );
+    } finally {
+      await bareServer.stop();
+    }
 
     // The tail: the event loop's delay and GC pauses in the facilitator's process under the open loop.
     for (const rate of OPEN_RATES) {

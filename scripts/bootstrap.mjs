@@ -32,6 +32,7 @@ const typescript = (file) => [{ run: ["node", "--import", "tsx", file] }];
 export const COMMANDS = {
   setup: [],
   start: typescript("scripts/start.ts"),
+  stop: typescript("scripts/stop.ts"),
   facilitator: typescript("scripts/facilitator.ts"),
   conformance: typescript("scripts/conformance.ts"),
   instances: typescript("scripts/instances.ts"),
@@ -52,8 +53,10 @@ export const COMMANDS = {
   "bench:lifecycle": typescript("bench/lifecycle.ts"),
   "bench:remote-rpc": typescript("bench/remote-rpc.ts"),
   "bench:state-index": typescript("bench/state-index.ts"),
+  "bench:background": typescript("bench/background.ts"),
   "bench:catalog": typescript("bench/catalog.ts"),
   "bench:lookup": typescript("bench/lookup.ts"),
+  "bench:floods": typescript("bench/floods.ts"),
   "bench:seller": typescript("bench/seller.ts"),
   // The wallets it measures are compiled contracts.
   "bench:gas": [compileStep(), ...typescript("bench/settle-gas.ts")],
@@ -246,7 +249,7 @@ async function ensureInstalled() {
   log(`installing dependencies with Node ${node}: ${command} ${args.join(" ")}`);
   const started = Date.now();
   // npm prints nothing while it works when stderr is not a terminal: a line every 10 s says it still does.
-  const heartbeat = setInterval(() => log(`still installing (${seconds(started)}; about 20 s from npm's cache, longer from the registry)`), 10_000);
+  const heartbeat = setInterval(() => log(`still installing (${seconds(started)}; 30–60 s from npm's cache, longer from the registry)`), 10_000);
   // stdout of the install goes to stderr: stdout stays clean for `npm start -- --json`.
   const { code, signal, error } = await run(command, args, { stdio: ["ignore", 2, 2], env: process.env }).finally(() => clearInterval(heartbeat));
   if (stopping) {

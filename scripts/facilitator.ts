@@ -6,6 +6,6 @@
 // so an edit is live without a build, and `npm run instances` and the tests' clusters run the code under
 // test. Production runs the package's compiled CLI (docs/operations.md); a clone deployed as is runs
 // `npm run build`, then `node dist/cli/bin.js facilitator`.
-import { runCli } from "../src/cli/main.js";
+import { runCliProcess } from "../src/cli/main.js";
 
-await runCli(["facilitator", ...process.argv.slice(2)]);
+await runCliProcess(["facilitator", ...process.argv.slice(2)]);

@@ -63,6 +63,7 @@ const stop = async (signal: string) => {
   process.stderr.write(`[instances] ${signal}: stopping\n`);
   // Bounded: PostgreSQL, the chain and the instances each stop within their time-outs.
   await cluster?.stop();
+  process.stderr.write("[instances] stopped\n");
   process.exit(0);
 };
 const onSignal = (signal: NodeJS.Signals) => void stop(signal);

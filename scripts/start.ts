@@ -1,4 +1,4 @@
 // `npm start`: the local stack, through the same CLI the package installs (`cronos-x402 start`).
-import { runCli } from "../src/cli/main.js";
+import { runCliProcess } from "../src/cli/main.js";
 
-await runCli(["start", ...process.argv.slice(2)]);
+await runCliProcess(["start", ...process.argv.slice(2)]);

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
 // The `cronos-x402` executable (package.json "bin"): see ./main.ts.
-import { runCli } from "./main.js";
+import { runCliProcess } from "./main.js";
 
-await runCli(process.argv.slice(2));
+await runCliProcess(process.argv.slice(2));

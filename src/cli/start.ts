@@ -1,25 +1,33 @@
 // `cronos-x402 start` (and `npm start` in the clone): the local stack (two Cronos chains + facilitator)
 // in this one process. stdout carries only the summary (or, with --json, exactly one JSON line);
-// everything else goes to stderr.
+// everything else goes to stderr. With --background it runs detached instead (./background.ts).
 import { formatUnits } from "viem";
-import { redactUrl, redactUrls } from "../chain/rpc-url.js";
+import { redactUrl } from "../chain/rpc-url.js";
 import { ConfigError } from "../facilitator/config.js";
 import { ACCOUNT_INDEX } from "../harness/accounts.js";
 import { parseStartArgs, PORT_SETTING, startUsage, UsageError } from "../harness/cli.js";
 import { PORT_ROLE_LABEL, PortInUseError } from "../harness/errors.js";
-import { lineLogger, stderrSink } from "../harness/log.js";
+import { givenUrls, lineLogger, redactGivenUrls, stderrSink } from "../harness/log.js";
 import { MULTICALL3_ADDRESS } from "../harness/multicall3.js";
-import { assertHarnessCanRun, HarnessUnavailableError } from "../harness/require-hardhat.js";
+import { assertHarnessCanRun, HarnessUnavailableError, nativeBindingFailure } from "../harness/require-hardhat.js";
 import type { LocalStack } from "../harness/stack.js";
-import { whenParentExits } from "../harness/parent.js";
+import { whenParentExits, whenWrapperShellSignalled } from "../harness/parent.js";
+import { DETACHED_VARIABLE, ENV_FILE_NAMES, runInBackground, writeEnvFile, type DetachedReadyLine } from "./background.js";
+
+/** The detached stack's log is a file nobody rotates: it stops growing here. */
+const DETACHED_LOG_MAX_BYTES = 64 * 1024 * 1024;
 
 /**
  * Runs the local stack until SIGINT / SIGTERM / SIGHUP (exit 0 once stopped), printing its summary, or
- * with `--json` one JSON line, when ready. Usage errors exit 2, start-up failures 1.
+ * with `--json` one JSON line, when ready. Usage errors exit 2, start-up failures 1. With
+ * `--background` it returns once the stack, started detached, is ready.
  */
 export async function runStart(argv: readonly string[]): Promise<void> {
+  // Started by `start --background`: no parent to follow, a log file for stderr, the ready line for that parent.
+  const detached = process.env[DETACHED_VARIABLE] === "1";
+  delete process.env[DETACHED_VARIABLE];
   const writeStdout = process.stdout.write.bind(process.stdout);
-  const sink = stderrSink();
+  const sink = stderrSink(undefined, undefined, detached ? DETACHED_LOG_MAX_BYTES : undefined);
   // Whatever a library prints to stdout lands on stderr, so a --json reader sees one line only.
   process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
     sink.write(typeof chunk === "string" ? chunk : Buffer.from(chunk).toString("utf8"));
@@ -28,11 +36,12 @@ export async function runStart(argv: readonly string[]): Promise<void> {
     return true;
   }) as typeof process.stdout.write;
 
-  // A fork URL may carry an RPC provider's API key: progress shows scheme and host only.
-  const log = (line: string) => sink.write(`[start] ${redactUrls(line)}\n`);
+  // A fork URL may carry an RPC provider's API key: the URLs handed in show scheme and host only.
+  const secrets = givenUrls(argv, process.env);
+  const log = (line: string) => sink.write(`[start] ${redactGivenUrls(line, secrets)}\n`);
 
   async function fail(message: string, status: number): Promise<never> {
-    process.stderr.write(`error: ${redactUrls(message)}\n`);
+    process.stderr.write(`error: ${redactGivenUrls(message, secrets)}\n`);
     await sink.flush(1_000);
     process.exit(status);
   }
@@ -54,6 +63,14 @@ export async function runStart(argv: readonly string[]): Promise<void> {
   } catch (error) {
     if (error instanceof HarnessUnavailableError) await fail(error.message, 1);
     throw error;
+  }
+  if (command.background) {
+    const status = await runInBackground(argv, { json: command.json, envFile: command.envFile, background: command.background }, {
+      stdout: (text) => void writeStdout(text),
+      stderr: (text) => void process.stderr.write(redactGivenUrls(text, secrets)),
+    });
+    await sink.flush(1_000);
+    process.exit(status);
   }
 
   let stack: LocalStack | undefined;
@@ -86,8 +103,12 @@ export async function runStart(argv: readonly string[]): Promise<void> {
   }
 
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, () => onSignal(signal));
-  // A wrapper killed without passing the signal on (npx on SIGTERM) orphans this process: stop as on SIGTERM.
-  whenParentExits((parent) => onSignal("SIGTERM", `the parent process (pid ${parent}) exited`));
+  if (!detached) {
+    // A wrapper killed without passing the signal on (npx on SIGTERM) orphans this process: stop as on SIGTERM.
+    whenParentExits((parent) => onSignal("SIGTERM", `the parent process (pid ${parent}) exited`));
+    // npx's `sh -c` keeps the SIGINT npx passes it: stop as on SIGINT when that shell was signalled.
+    whenWrapperShellSignalled((shell) => onSignal("SIGINT", `SIGINT to the shell npx runs this in (pid ${shell}), which does not pass it on`));
+  }
 
   const startedAt = performance.now();
   try {
@@ -95,7 +116,7 @@ export async function runStart(argv: readonly string[]): Promise<void> {
     const { startLocalStack } = await import("../harness/stack.js");
     stack = await startLocalStack({
       ...command.stack,
-      env: process.env,
+      env: Object.fromEntries(Object.entries(process.env).filter(([name]) => !ENV_FILE_NAMES.includes(name))),
       logger: lineLogger(command.logLevel, { name: "facilitator", write: sink.write }),
       onProgress: log,
     });
@@ -105,6 +126,8 @@ export async function runStart(argv: readonly string[]): Promise<void> {
       await fail(`port ${error.port} (${PORT_ROLE_LABEL[error.role]}) is already in use on ${error.host}; choose another with ${setting.flag} N or ${setting.env}=N (0 = any free port), or stop what uses it`, 1);
     }
     if (error instanceof ConfigError) await fail(error.message, 2);
+    const binding = nativeBindingFailure(error);
+    if (binding) await fail(binding.message, 1);
     await fail(`start-up failed: ${firstLine(error)}`, 1);
     throw error;
   }
@@ -112,13 +135,18 @@ export async function runStart(argv: readonly string[]): Promise<void> {
     await stopAndExit(stack);
   } else {
     log(`ready in ${((performance.now() - startedAt) / 1000).toFixed(1)} s`);
-    const { facilitatorUrl, relayer, networks } = stack;
-    if (command.json) {
+    const { facilitatorUrl, relayer, networks, seller } = stack;
+    if (command.envFile !== undefined) writeEnvFile(command.envFile, { facilitatorUrl, seller, networks });
+    const text = summary(stack, command.stack.buyerBalance ?? 0n, detached);
+    if (detached) {
+      const ready: DetachedReadyLine = { line: { facilitatorUrl, relayer, networks }, summary: text, seller };
+      writeStdout(`${JSON.stringify(ready)}\n`);
+    } else if (command.json) {
       writeStdout(`${JSON.stringify({ facilitatorUrl, relayer, networks })}\n`);
     } else {
-      writeStdout(summary(stack, command.stack.buyerBalance ?? 0n));
+      writeStdout(text);
     }
-    log("running; Ctrl+C (SIGINT) or SIGTERM stops everything");
+    log(detached ? "running in the background; `cronos-x402 stop` (or SIGTERM) stops everything" : "running; Ctrl+C (SIGINT) or SIGTERM stops everything");
   }
 }
 
@@ -127,7 +155,7 @@ function describeLimits(limits: { verifyPerMinute: number; settlePerMinute: numb
   return `verify ${one(limits.verifyPerMinute)}, settle ${one(limits.settlePerMinute)} per client IP (--rate-limit-verify / --rate-limit-settle; the production facilitator defaults to 10 and 5)`;
 }
 
-function summary(running: LocalStack, buyerBalance: bigint): string {
+function summary(running: LocalStack, buyerBalance: bigint, detached: boolean): string {
   const lines = [
     "",
     "x402 local stack for Cronos (all on 127.0.0.1)",
@@ -151,7 +179,8 @@ function summary(running: LocalStack, buyerBalance: bigint): string {
       ...info.buyers.map((buyer) => `    ${buyer.address}  ${buyer.privateKey}`),
     );
   }
-  lines.push("", "Ctrl+C stops everything. `cronos-x402 start --json` prints this as one JSON line (`npm start -- --json` in the kit's clone); `--help` lists the options.", "");
+  const stopping = detached ? "`cronos-x402 stop` stops everything." : "Ctrl+C stops everything.";
+  lines.push("", `${stopping} \`cronos-x402 start --json\` prints this as one JSON line (\`npm start -- --json\` in the kit's clone); \`--help\` lists the options.`, "");
   return `${lines.join("\n")}\n`;
 }
 

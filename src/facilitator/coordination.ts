@@ -60,6 +60,8 @@ export async function startCoordination(parameters: StartCoordinationParameters)
     (await openLedger({
       ...(config.ledger.databaseUrl ? { databaseUrl: config.ledger.databaseUrl } : { file: config.ledger.file }),
       poolSize: config.ledger.poolSize,
+      statementTimeoutMs: config.ledger.statementTimeoutMs,
+      connectTimeoutMs: config.ledger.connectTimeoutMs,
     }));
   const instanceId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const runtimes = [...networks.values()];
@@ -192,6 +194,7 @@ export async function startCoordination(parameters: StartCoordinationParameters)
       const health = await ledger.health();
       return {
         ...health,
+        state: health.reachable ? "up" : "down",
         shared,
         ...(shared ? {} : { note: EMBEDDED_LEDGER_NOTE }),
         ...(settlements.outbox.size > 0 ? { outbox: settlements.outbox.size } : {}),

@@ -26,10 +26,18 @@ export interface FacilitatorMetrics {
   request(route: string, status: number): void;
   /** A request refused by a limit: `by` whose quota ran out (client IP, API key, payer). */
   rateLimited(route: string, by: string): void;
-  /** A connection closed on arrival: MAX_CONNECTIONS were open (`server`) or its client held MAX_CONNECTIONS_PER_CLIENT (`client`). */
+  /** A connection refused on arrival (503, closed): MAX_CONNECTIONS were open (`server`) or its client held MAX_CONNECTIONS_PER_CLIENT and four times as many waiting (`client`). */
   connectionDropped(listener: string, reason: "server" | "client"): void;
+  /** A connection over its client's cap waits for a place (`queued`), or a served one was asked to close after its answer to make one (`retired`). */
+  connectionWaiting(listener: string, event: "queued" | "retired"): void;
   /** An idle keep-alive connection closed to make room for a new one. */
   idleConnectionClosed(listener: string): void;
+  /** A listener's connections, served and waiting, read when scraped. */
+  watchConnections(listener: string, counts: () => { served: number; waiting: number }): void;
+  /** A shared rate-limit store's count was not used for a request: it was slow (`slow`) or failed (`error`); this instance's own count judged it. */
+  rateLimitStoreFallback(limiter: string, reason: "slow" | "error"): void;
+  /** A dashboard event stream opened, was refused (too many open), or ended (`client`, `stalled`, `lifetime`, `shutdown`). */
+  dashboardStream(event: "opened" | "refused" | "client" | "stalled" | "lifetime" | "shutdown"): void;
   rpcError(network: string): void;
   confirmationWait(network: string, seconds: number): void;
   /** Gas the relayer paid for a settlement that reverted on chain. */
@@ -109,14 +117,47 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
   });
   const dropped = new Counter({
     name: "x402_http_connections_dropped_total",
-    help: "connections closed on arrival, by reason: MAX_CONNECTIONS were open (server) or their client held MAX_CONNECTIONS_PER_CLIENT (client)",
+    help: "connections refused on arrival (answered 503 and closed, never reset), by reason: MAX_CONNECTIONS were open (server) or their client held MAX_CONNECTIONS_PER_CLIENT and four times as many waiting (client)",
     labelNames: ["listener", "reason"],
     registers: [registry],
+  });
+  const waitingConnections = new Counter({
+    name: "x402_http_connections_waiting_total",
+    help: "connections over their client's MAX_CONNECTIONS_PER_CLIENT that waited for a place (queued), and served connections asked to close after their answer to make one (retired)",
+    labelNames: ["listener", "event"],
+    registers: [registry],
+  });
+  const listeners = new Map<string, () => { served: number; waiting: number }>();
+  new Gauge({
+    name: "x402_http_connections",
+    help: "connections held now, by listener and state: served (handed to HTTP) or waiting (over their client's MAX_CONNECTIONS_PER_CLIENT, for a place)",
+    labelNames: ["listener", "state"],
+    registers: [registry],
+    collect() {
+      for (const [listener, counts] of listeners) {
+        const { served, waiting } = counts();
+        this.set({ listener, state: "served" }, served);
+        this.set({ listener, state: "waiting" }, waiting);
+      }
+    },
   });
   const idleClosed = new Counter({
     name: "x402_http_idle_connections_closed_total",
     help: "idle keep-alive connections closed to make room for new ones (near MAX_CONNECTIONS, or their client at its cap)",
     labelNames: ["listener"],
+    registers: [registry],
+  });
+  const storeFallbacks = new Counter({
+    name: "x402_rate_limit_store_fallbacks_total",
+    help: "requests judged by this instance's own rate-limit count because the shared store (the database) did not answer within RATE_LIMIT_STORE_WAIT_MS (slow) or failed (error)",
+    labelNames: ["limiter", "reason"],
+    registers: [registry],
+  });
+  const streamsOpen = new Gauge({ name: "x402_dashboard_streams_open", help: "dashboard event streams open now", registers: [registry] });
+  const streamsEnded = new Counter({
+    name: "x402_dashboard_streams_total",
+    help: "dashboard event streams by what happened: refused (too many open), or ended because the client left (client), read nothing for DASHBOARD_STREAM_STALL_SECONDS (stalled), lived DASHBOARD_STREAM_MAX_SECONDS (lifetime) or the facilitator stopped (shutdown)",
+    labelNames: ["event"],
     registers: [registry],
   });
   const reconcilerActions = new Counter({
@@ -299,8 +340,22 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     connectionDropped(listener, reason) {
       dropped.inc({ listener, reason });
     },
+    watchConnections(listener, counts) {
+      listeners.set(listener, counts);
+    },
+    connectionWaiting(listener, event) {
+      waitingConnections.inc({ listener, event });
+    },
     idleConnectionClosed(listener) {
       idleClosed.inc({ listener });
+    },
+    rateLimitStoreFallback(limiter, reason) {
+      storeFallbacks.inc({ limiter, reason });
+    },
+    dashboardStream(event) {
+      if (event === "opened") streamsOpen.inc();
+      else if (event !== "refused") streamsOpen.dec();
+      if (event !== "opened") streamsEnded.inc({ event });
     },
     rpcError(network) {
       rpcErrors.inc({ network });

@@ -9,11 +9,11 @@ import { domainSeparator } from "../chain/signature.js";
 import type { NetworkName } from "../protocol/networks.js";
 import { ENV_PREFIX, type FacilitatorConfig, type NetworkConfig } from "./config.js";
 import { supportedAnswer } from "./dialects/index.js";
-import { healthReport, inspectNetwork, readDomain, type RpcEndpointClient } from "./health.js";
+import { boundedCheck, healthReport, inspectNetwork, lateInspection, readDomain, type LedgerInspection, type NetworkInspection, type RpcEndpointClient } from "./health.js";
 import { createApp, type OutcomeRecord } from "./http/app.js";
 import { createDashboard, type Dashboard, type DashboardPlayground } from "./dashboard/index.js";
 import type { QuotaHolder } from "./http/edge.js";
-import { createListener, listenOn } from "./http/listen.js";
+import { connectionCounts, createListener, listenOn } from "./http/listen.js";
 import { metricsEndpoint } from "./http/metrics-endpoint.js";
 import type { RateLimitStores } from "./http/rate-limit.js";
 import { redactingLogger, silentLogger, type Logger } from "./logger.js";
@@ -71,12 +71,13 @@ export class StartupError extends Error {
 /** A network's transport: the injected one, or its RPC URLs (several: failover). */
 function transportFor(config: FacilitatorConfig, network: NetworkConfig, metrics: FacilitatorMetrics, injected?: Transport): RpcTransport {
   // An in-process chain does not drop requests: a revert (JSON-RPC -32603 there) must not be retried.
-  if (injected) return { transport: (parameters) => injected({ ...parameters, retryCount: 0 }), endpoints: [], close() {} };
+  if (injected) return { transport: (parameters) => injected({ ...parameters, retryCount: 0 }), endpoints: [], states: async () => [], snapshot: () => [], close() {} };
   if (network.rpcUrls.length === 0) throw new StartupError(`${network.network}: no RPC URL and no embedded chain`);
   return rpcTransport({
     urls: network.rpcUrls,
     timeoutMs: config.rpcTimeoutMs,
     rankIntervalMs: config.rpcRankIntervalMs,
+    chainId: network.chainId,
     onPing: (endpoint, up) => metrics.rpcEndpointUp(network.network, endpoint.label, up),
   });
 }
@@ -117,7 +118,7 @@ async function checkEndpoints(
   endpoints: readonly RpcEndpointClient[],
   relayers: readonly Address[],
   logger: Logger,
-): Promise<void> {
+): Promise<NetworkInspection> {
   const inspections = await Promise.all(
     endpoints.map((endpoint) =>
       inspectNetwork({
@@ -141,6 +142,7 @@ async function checkEndpoints(
     throw new StartupError(`${network.network}: ${silent[0]!.variable}: no RPC answers: ${silent.map((p) => p.message).join("; ")}`);
   }
   for (const problem of silent) logger.warn({ network: network.network, problem: problem.message }, "an RPC URL does not answer at start-up; the others serve");
+  return answered[0]!;
 }
 
 /**
@@ -160,10 +162,14 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
   // Each RPC URL on its own (several per network: failover), for the checks of each.
   const endpoints = new Map<NetworkName, RpcEndpointClient[]>();
   const transports: RpcTransport[] = [];
+  const rpcOf = new Map<NetworkName, RpcTransport>();
+  // Each network's start-up checks: what the healthcheck shows until its own first checks finish.
+  const startupInspections = new Map<NetworkName, NetworkInspection>();
   const closeTransports = () => transports.forEach((transport) => transport.close());
   for (const network of config.networks) {
     const rpc = transportFor(config, network, metrics, options.transports?.[network.network]);
     transports.push(rpc);
+    rpcOf.set(network.network, rpc);
     const client = createPublicClient({ transport: rpc.transport, pollingInterval: config.pollingIntervalMs, cacheTime: 0 }) as PublicClient;
     clients.set(network.network, client);
     endpoints.set(
@@ -188,7 +194,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       });
       const several = endpoints.get(network.network)!;
       if (several.length > 1) {
-        await checkEndpoints(config, network, several, relayer.addresses, logger);
+        startupInspections.set(network.network, await checkEndpoints(config, network, several, relayer.addresses, logger));
       } else {
         const inspection = await inspectNetwork({
           client,
@@ -200,6 +206,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
         });
         const first = inspection.problems[0];
         if (first) throw new StartupError(`${network.network}: ${first.variable}: ${first.message}`);
+        startupInspections.set(network.network, inspection);
       }
       const domain = await readDomain(client, network.token);
       networks.set(network.network, {
@@ -262,30 +269,54 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     config.networks.map((n) => n.network),
     relayers,
   );
-  const health = memoizeFor(
-    config.healthCacheMs,
-    () =>
-      healthReport(
-        [...networks.values()].map((runtime) => () =>
-          inspectNetwork({
-            client: runtime.client,
-            config: runtime.config,
-            relayers: runtime.relayer.addresses,
-            relayerMinBalanceWei: config.relayerMinBalanceWei,
-            maxBlockAgeSeconds: config.healthMaxBlockAgeSeconds,
-            rpcTimeoutMs: config.rpcTimeoutMs,
-            nowMs: now(),
-            endpoints: endpoints.get(runtime.config.network),
-            ...(runtime.index ? { index: runtime.index } : {}),
-          }),
-        ),
-        coordination.inspect,
-      ),
-    now,
+  // Each part of the healthcheck answers within HEALTH_TIMEOUT_MS: a network whose RPC hangs, or a
+  // database that does not answer, is reported from its last answer (slow) rather than waited for.
+  const networkChecks = [...networks.values()].map((runtime) => {
+    const rpc = rpcOf.get(runtime.config.network)!;
+    return boundedCheck(
+      () =>
+        inspectNetwork({
+          client: runtime.client,
+          config: runtime.config,
+          relayers: runtime.relayer.addresses,
+          relayerMinBalanceWei: config.relayerMinBalanceWei,
+          maxBlockAgeSeconds: config.healthMaxBlockAgeSeconds,
+          rpcTimeoutMs: config.rpcTimeoutMs,
+          nowMs: now(),
+          rpcStates: rpc.states,
+          ...(runtime.index ? { index: runtime.index } : {}),
+        }),
+      config.healthTimeoutMs,
+      (last, waitedMs) => lateInspection(runtime.config, runtime.relayer.addresses, last, waitedMs, rpc.snapshot()),
+      startupInspections.get(runtime.config.network),
+    );
+  });
+  const ledgerCheck = boundedCheck(
+    coordination.inspect,
+    config.healthTimeoutMs,
+    (last, waitedMs): LedgerInspection => ({
+      ...(last?.value ?? { backend: coordination.ledger.backend, location: "", reachable: false, migrations: { applied: 0, expected: 0 }, shared: coordination.ledger.backend === "postgres", leases: [] }),
+      state: "slow",
+      error: `no answer within ${waitedMs} ms`,
+    }),
+    await coordination.inspect().catch(() => undefined),
   );
+  const health = memoizeFor(config.healthCacheMs, () => healthReport(networkChecks, ledgerCheck), now);
   const dashboard = config.dashboard
-    ? createDashboard({ configs: config.networks, runtimes: networks, health, playground: options.playground, apiKeys: config.apiKeys, allowedHosts: config.allowedHosts })
+    ? createDashboard({
+        configs: config.networks,
+        runtimes: networks,
+        health,
+        playground: options.playground,
+        apiKeys: config.apiKeys,
+        historyBytes: config.dashboardFeed.historyBytes,
+        maxStreams: config.dashboardFeed.maxStreams,
+        streamLimits: { stallMs: config.dashboardFeed.stallMs, maxLifetimeMs: config.dashboardFeed.maxLifetimeMs },
+        onStream: metrics.dashboardStream,
+        allowedHosts: config.allowedHosts,
+      })
     : undefined;
+  let storeFallbackLoggedAt = -Infinity;
   const app = createApp({
     context,
     supported: () => supported,
@@ -296,6 +327,15 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     bodyLimitBytes: config.bodyLimitBytes,
     apiKeys: config.apiKeys,
     rateLimitStores: options.rateLimitStores ?? coordination.rateLimitStores,
+    rateLimitStoreWaitMs: config.rateLimits.storeWaitMs,
+    onRateLimitStoreFallback(limiter, reason) {
+      metrics.rateLimitStoreFallback(limiter, reason);
+      // Once a minute at most: a frozen database must not turn every request into a log line.
+      const now = Date.now();
+      if (now - storeFallbackLoggedAt < 60_000) return;
+      storeFallbackLoggedAt = now;
+      logger.warn({ limiter, reason, waitMs: config.rateLimits.storeWaitMs }, "rate limits: the shared store is slow or failing; counting in this instance's memory meanwhile");
+    },
     discovery: { ledger: coordination.ledger, bounds: config.catalog },
     statusLookup: {
       ledger: coordination.ledger,
@@ -388,6 +428,7 @@ export async function startFacilitator(config: FacilitatorConfig, options: Start
         : () => false,
       onDropped: (reason) => facilitator.metrics.connectionDropped(name, reason),
       onIdleClosed: () => facilitator.metrics.idleConnectionClosed(name),
+      onWaiting: (event) => facilitator.metrics.connectionWaiting(name, event),
     });
   const servers: Server[] = [];
   const bind = async (server: Server, host: string, port: number, variable: string, hint: string) => {
@@ -405,6 +446,7 @@ export async function startFacilitator(config: FacilitatorConfig, options: Start
     }
   };
   const server = listener("service", facilitator.app);
+  facilitator.metrics.watchConnections("service", () => connectionCounts(server));
   const url = await bind(server, config.host, config.port, "PORT", "PORT=… or --port …");
   const metricsUrl = config.metrics
     ? await bind(listener("metrics", metricsEndpoint(facilitator.metrics.registry, logger)), config.metricsHost, config.metricsPort, "METRICS_PORT", "METRICS_PORT=…, or METRICS=false")

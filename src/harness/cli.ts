@@ -18,7 +18,30 @@ export interface StartCommand {
   json: boolean;
   logLevel: LogLevel;
   stack: LocalStackOptions;
+  /**
+   * `--write-env FILE`: where to write the stack's URLs and buyer keys as `NAME=value` lines once it is
+   * ready. Not `--env-file`: Node 22 takes that flag anywhere on its command line, even after the script,
+   * and exits 9 when the file does not exist yet.
+   */
+  envFile?: string;
+  /** `--background`: return once the stack is ready, leaving it running detached (stopped by `cronos-x402 stop`). */
+  background?: BackgroundOptions;
 }
+
+/** How `cronos-x402 start --background` runs, and where `cronos-x402 stop` finds what it started. */
+export interface BackgroundOptions {
+  /** The folder of the state file and the log (`--state-dir`). */
+  stateDir: string;
+  /** How long to wait for the ready line before giving up (`--ready-timeout`, in seconds on the command line). */
+  readyTimeoutMs: number;
+}
+
+/** Default of `--state-dir`: a folder in the current directory, so `stop` run from the same place finds the stack. */
+export const DEFAULT_STATE_DIR = ".cronos-x402";
+/** Default of `--ready-timeout`, in seconds. */
+export const DEFAULT_READY_TIMEOUT_SECONDS = 180;
+/** Default of `cronos-x402 stop --timeout`, in seconds: the stack stops within its own 15 s bound. */
+export const DEFAULT_STOP_TIMEOUT_SECONDS = 30;
 
 interface OptionSpec {
   flag: string;
@@ -89,7 +112,14 @@ export function startUsage(): string {
     "Options (flag, environment variable, meaning; a flag wins over its variable):",
     ...rows.map(([flag, env, text]) => `${flag!.padEnd(width)}  ${env!.padEnd(envWidth)}  ${text}`),
     `${"  --json".padEnd(width)}  ${"".padEnd(envWidth)}  when ready print ONE JSON line on stdout (logs stay on stderr)`,
+    `${"  --write-env FILE".padEnd(width)}  ${"".padEnd(envWidth)}  when ready write FACILITATOR_URL, RPC_URL, CHAIN_ID, TOKEN_ADDRESS, BUYER_PRIVATE_KEY, ... as NAME=value lines to FILE`,
+    `${"  --background".padEnd(width)}  ${"".padEnd(envWidth)}  return once ready, leaving the stack running detached; \`cronos-x402 stop\` stops it`,
+    `${"  --state-dir DIR".padEnd(width)}  ${"".padEnd(envWidth)}  with --background: where its state file (pid) and its log (stack.log) go [default: ${DEFAULT_STATE_DIR}]`,
+    `${"  --ready-timeout S".padEnd(width)}  ${"".padEnd(envWidth)}  with --background: give up (and stop it) when not ready within S seconds [default: ${DEFAULT_READY_TIMEOUT_SECONDS}]`,
     `${"  -h, --help".padEnd(width)}  ${"".padEnd(envWidth)}  this text`,
+    "",
+    "In CI, any language:  cronos-x402 start --background --write-env .x402.env   (returns when ready)",
+    "                      set -a; . ./.x402.env; set +a; <your suite>; cronos-x402 stop",
     "",
     "Other facilitator variables (CONFIRMATIONS, SETTLE_TIMEOUT_SECONDS, POLLING_INTERVAL_MS, ...) are",
     "passed through. Buyer, relayer (#9) and deployer (#0) keys are Hardhat's PUBLIC test keys: LOCAL-ONLY.",
@@ -153,6 +183,13 @@ export function parseStartArgs(argv: readonly string[], env: NodeJS.ProcessEnv =
   }
   const { values } = parsed;
   if (values.help) return { help: true, json: values.json === true, logLevel: "info", stack: {} };
+  for (const flag of ["state-dir", "ready-timeout"] as const) {
+    if (values[flag] !== undefined && !values.background) throw new UsageError(`--${flag} goes with --background (see --help)`);
+  }
+  const envFile = nonEmpty("--write-env", values["write-env"]);
+  const background: BackgroundOptions | undefined = values.background
+    ? { stateDir: nonEmpty("--state-dir", values["state-dir"]) ?? DEFAULT_STATE_DIR, readyTimeoutMs: seconds("--ready-timeout", values["ready-timeout"], DEFAULT_READY_TIMEOUT_SECONDS) }
+    : undefined;
   const read = <K extends OptionKey>(key: K): z.output<(typeof VALUE_SCHEMAS)[K]> => {
     const spec: OptionSpec = START_OPTIONS[key];
     const flagValue = values[spec.flag.slice(2) as keyof typeof values] as string | undefined;
@@ -196,6 +233,8 @@ export function parseStartArgs(argv: readonly string[], env: NodeJS.ProcessEnv =
   return {
     help: false,
     json: values.json === true,
+    ...(envFile !== undefined ? { envFile } : {}),
+    ...(background ? { background } : {}),
     logLevel: read("logLevel"),
     stack: {
       networks,
@@ -229,7 +268,29 @@ function parseFlags(argv: readonly string[]) {
       "rate-limit-settle": { type: "string" },
       "log-level": { type: "string" },
       json: { type: "boolean" },
+      "write-env": { type: "string" },
+      background: { type: "boolean" },
+      "state-dir": { type: "string" },
+      "ready-timeout": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
+}
+
+/** A path option's value, refused when empty. */
+function nonEmpty(flag: string, value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (value.trim() === "") throw new UsageError(`${flag}: needs a path, got ""`);
+  return value;
+}
+
+/**
+ * A duration option in whole seconds (1 to 3600), as milliseconds; `fallback` seconds when absent.
+ * Shared by `start --ready-timeout` and `stop --timeout`.
+ */
+export function seconds(flag: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback * 1000;
+  const parsed = count(3_600).safeParse(value.trim());
+  if (!parsed.success || parsed.data < 1) throw new UsageError(`${flag}: must be a whole number of seconds from 1 to 3600, got "${value}"`);
+  return parsed.data * 1000;
 }

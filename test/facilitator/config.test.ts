@@ -478,7 +478,7 @@ describe("configuration: every setting does what it says", () => {
   });
 
   it("REQUEST_TIMEOUT_MS / HEADERS_TIMEOUT_MS / MAX_CONNECTIONS / MAX_CONNECTIONS_PER_CLIENT: defaults 30 s, 10 s, 1000 and 100; the headers time-out may not exceed the request time-out", () => {
-    expect(load({}).http).to.deep.equal({ requestTimeoutMs: 30_000, headersTimeoutMs: 10_000, maxConnections: 1_000, maxConnectionsPerClient: 100 });
+    expect(load({}).http).to.deep.equal({ requestTimeoutMs: 30_000, headersTimeoutMs: 10_000, maxConnections: 1_000, maxConnectionsPerClient: 100, connectionQueueMs: 5_000 });
     expect(load({ MAX_CONNECTIONS_PER_CLIENT: "0" }).http.maxConnectionsPerClient).to.equal(0);
     // Unset, the per-client cap is a tenth of MAX_CONNECTIONS, at least 1 and at most 100.
     expect(["1", "5", "20", "99", "100", "999", "5000"].map((max) => load({ MAX_CONNECTIONS: max }).http.maxConnectionsPerClient)).to.deep.equal([1, 1, 2, 9, 10, 99, 100]);

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { existsSync } from "node:fs";
 import { expect } from "chai";
 import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import { HARDHAT_KEYS } from "../helpers/facilitator.js";
@@ -53,6 +54,28 @@ describe("npm scripts stop on SIGINT and SIGTERM to the npm process (scripts/boo
       await signalAndExpectAllGone(proc, mark, signal, 0);
       for (const port of ports) expect(await portIsFree(port), `port ${port}`).to.equal(true);
       expect(proc.stdout().trim().split("\n")).to.deep.equal([line]);
+      expect(proc.stderr().trimEnd().split("\n").at(-1)).to.equal("[start] stopped");
+    });
+  }
+
+  for (const signal of SIGNALS) {
+    it(`npm run instances: ${signal} stops the facilitators, PostgreSQL (its data deleted) and the chain; "[instances] stopped" is the last line, status 0`, async () => {
+      const { proc, mark } = npm(["run", "--silent", "instances", "--", "--instances", "1", "--json"]);
+      running = proc;
+      const [line] = await proc.waitFor(/^\{.*\}$/m, 150_000);
+      const ready = JSON.parse(line) as { facilitatorUrl: string; networks: Record<string, { rpcUrl: string }> };
+      expect((await fetch(`${ready.facilitatorUrl}/healthcheck`)).status).to.equal(200);
+      const postgres = marked(mark).find((p) => /\/bin\/postgres -D /.test(p.command));
+      expect(postgres, marked(mark).map((p) => p.command).join("\n")).to.not.equal(undefined);
+      const dataDir = / -D (\S+)/.exec(postgres!.command)![1]!;
+      const ports = [portOf(ready.facilitatorUrl), portOf(Object.values(ready.networks)[0]!.rpcUrl)];
+
+      await signalAndExpectAllGone(proc, mark, signal, 0);
+      for (const port of ports) expect(await portIsFree(port), `port ${port}`).to.equal(true);
+      expect(existsSync(dataDir), dataDir).to.equal(false);
+      const lines = proc.stderr().trimEnd().split("\n");
+      expect(lines).to.include(`[instances] ${signal}: stopping`);
+      expect(lines.at(-1)).to.equal("[instances] stopped");
     });
   }
 

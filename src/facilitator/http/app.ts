@@ -7,12 +7,13 @@ import type { Logger } from "../logger.js";
 import { verifyRequest } from "../../settlement/verify.js";
 import { settlePayment, type SettledPayment } from "../../settlement/settle.js";
 import { cronosDialect, dialectOf, type DialectName } from "../dialects/index.js";
-import type { HealthReport } from "../health.js";
+import { publicHealth, type HealthReport } from "../health.js";
 import type { ApiKeyConfig, RateLimitsConfig } from "../config.js";
+import { apiKeyReader, refuseApiKey } from "./api-keys.js";
 import { edgeGuards, type QuotaHolder } from "./edge.js";
 import { LOCAL_HOSTS, requireHost } from "./hosts.js";
 import { PayerQuota } from "./payer-quota.js";
-import type { RateLimitStores } from "./rate-limit.js";
+import { boundedStores, type LimiterName, type RateLimitStores, type StoreFallback } from "./rate-limit.js";
 import { settlementRoutes, type SettlementRoutesOptions } from "./settlements.js";
 import { plainJsonPost, readJsonBody } from "./fast-lane.js";
 import { catalogPaymentOf, discoveryRoutes } from "../discovery.js";
@@ -34,6 +35,13 @@ export interface AppOptions {
   apiKeys?: readonly ApiKeyConfig[];
   /** Shared rate-limit stores when several instances run, one per limiter; default in-memory. */
   rateLimitStores?: RateLimitStores;
+  /**
+   * How long a request waits for a shared store's count (default 50 ms); past it, or when the store
+   * fails, it is judged by this instance's own count ({@link BoundedStore}).
+   */
+  rateLimitStoreWaitMs?: number;
+  /** A shared store's count was not used for a request (metrics, logs). */
+  onRateLimitStoreFallback?: (limiter: LimiterName, reason: StoreFallback) => void;
   /** The settlement status lookups (`GET /v2/x402/settlements…`), rate-limited like verify. */
   statusLookup?: Omit<SettlementRoutesOptions, "guards">;
   /** Called once per verify/settle answer, refusals at the edge included (logging, metrics). */
@@ -68,6 +76,12 @@ export interface OutcomeRecord {
   code: string;
   txHash?: string;
   durationMs: number;
+  /**
+   * Refused before any payment check: a missing or unknown API key (401), a body too large (413) or
+   * of another type (415), a body that is not JSON or not a payment (400). Counted in metrics and
+   * logged; not a payment's outcome, so the dashboard's feed does not show it.
+   */
+  edge?: true;
 }
 
 type Route = "verify" | "settle";
@@ -102,7 +116,9 @@ function refusal(route: Route, network: string, text: string): object {
  */
 export function createApp(options: AppOptions): Express {
   const { context } = options;
-  const payerQuota = new PayerQuota({ perMinute: options.rateLimits.payerSettlePerMinute, store: options.rateLimitStores?.settlePayer });
+  // A shared store (the database) that is slow or frozen never holds an answer back for longer than the wait.
+  const stores = boundedStores(options.rateLimitStores, options.rateLimitStoreWaitMs ?? 50, options.onRateLimitStoreFallback);
+  const payerQuota = new PayerQuota({ perMinute: options.rateLimits.payerSettlePerMinute, store: stores?.settlePayer });
   const admit = (payer: string, authorization: string) => payerQuota.admit(payer, authorization);
   const app = express();
   app.disable("x-powered-by");
@@ -143,7 +159,7 @@ export function createApp(options: AppOptions): Express {
 
   /** A verify/settle request answered before its handler ran (401, 413, 415, unreadable body): one outcome record. */
   const refused = (route: Route, res: Response, status: number, text: string, code: string) =>
-    options.onOutcome?.({ requestId: String(res.locals.requestId), route, dialect: "unknown", status, network: "unknown", outcome: text, code, durationMs: 0 });
+    options.onOutcome?.({ requestId: String(res.locals.requestId), route, dialect: "unknown", status, network: "unknown", outcome: text, code, durationMs: 0, edge: true });
 
   /** A verify/settle body that could not be read as JSON: 400 in the endpoint's shape. */
   const unreadable = (route: Route, res: Response, why: string) => {
@@ -196,7 +212,7 @@ export function createApp(options: AppOptions): Express {
     const network = read.ok ? read.payment.requirements.network : echo.network;
     if (!read.ok) {
       res.status(400).json(codec.refusal(route, "invalid", read.text, echo));
-      options.onOutcome?.({ requestId, route, dialect, status: 400, network, outcome: read.text, code: "invalid_request", durationMs: performance.now() - started });
+      options.onOutcome?.({ requestId, route, dialect, status: 400, network, outcome: read.text, code: "invalid_request", durationMs: performance.now() - started, edge: true });
       return;
     }
     const { payment } = read;
@@ -291,14 +307,25 @@ export function createApp(options: AppOptions): Express {
     rateLimits: options.rateLimits,
     apiKeys: options.apiKeys ?? [],
     bodyLimitBytes: options.bodyLimitBytes,
-    stores: options.rateLimitStores,
+    stores,
     logger: context.logger,
     onRefused: (route, res, text) => refused(route, res, res.statusCode, text, res.statusCode === 401 ? "unauthorized" : "unsupported_media_type"),
     onRateLimited: options.onRateLimited,
   });
-  app.get("/healthcheck", ...guards.public, async (_req, res) => {
+  // The detailed view (where the ledger is, the driver's own error) is for the operator: it needs an API key.
+  const keyOf = apiKeyReader(options.apiKeys ?? []);
+  app.get("/healthcheck", ...guards.public, async (req, res) => {
+    const detailed = req.query.detail === "1" || req.query.detail === "true";
+    if (detailed && (options.apiKeys?.length ?? 0) === 0) {
+      res.status(403).json({ error: RequestError.detailNeedsApiKeys });
+      return;
+    }
+    if (detailed && !keyOf(req)) {
+      refuseApiKey(req, res);
+      return;
+    }
     const report = await options.health();
-    res.status(report.status === "success" ? 200 : 503).json(report);
+    res.status(report.status === "success" ? 200 : 503).json(detailed ? report : publicHealth(report));
   });
 
   app.get("/v2/x402/supported", ...guards.public, (_req, res) => {

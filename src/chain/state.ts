@@ -115,7 +115,8 @@ export class ChainState {
    * (undefined: no code); `null` when not known without a read.
    */
   knownCodeHash(address: Address, head: Head): Hex | undefined | null {
-    if (head.number !== this.#cacheBlock || !this.#codeKnown.has(address)) return null;
+    if (head.number !== this.#cacheBlock || (head.hash !== undefined && this.#cacheHash !== undefined && head.hash !== this.#cacheHash)) return null;
+    if (!this.#codeKnown.has(address)) return null;
     return this.#codeKnown.get(address);
   }
 

@@ -1,22 +1,31 @@
-// The token state index in memory: `npm run bench:state-index`. A local chain runs in another process; one
-// TokenIndex in this one is loaded with BENCH_NONCES (1,000,000) spent authorizations from a stand-in store (as
-// from the ledger after a long backfill). Prints the load time, the heap each spent nonce costs, and what an
-// answer from memory costs (a known payer, a fresh nonce).
+// The token state index in memory: `npm run bench:state-index`. A local chain runs in another process; a TokenIndex
+// in this one is loaded with BENCH_NONCES (1,000,000) spent authorizations (as from the ledger after a long backfill),
+// twice: without a bound (from a stand-in store), and bounded to BENCH_MAX_NONCES (100,000, `STATE_INDEX_MAX_NONCES`)
+// on a real embedded ledger file holding the same nonces. Prints the load time and the heap each spent nonce costs in
+// both, and what an answer costs: from memory (a fresh nonce; with the bound, the filter says "not spent"), and for a
+// spent nonce forgotten from memory (a point read of the ledger's indexed_nonces).
+import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
+import { join } from "node:path";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { createPublicClient, http, toHex, type Address, type Hex, type PublicClient } from "viem";
+import { openSqliteLedger } from "../src/ledger/sqlite.js";
 import { TokenIndex, type NonceProgress, type NonceStore, type StoredNonce } from "../src/state/index.js";
 import { percentile, startStackProcess } from "./stack.js";
 
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
 const NONCES = Number(process.env.BENCH_NONCES ?? 1_000_000);
+const MAX_NONCES = Number(process.env.BENCH_MAX_NONCES ?? 100_000);
 const ASKS = Number(process.env.BENCH_ASKS ?? 100_000);
+const AUTHORIZERS = Array.from({ length: 1_000 }, (_, i) => toHex(i + 1, { size: 20 }) as Address);
 
-/** A store holding `count` spent nonces of 1,000 authorizers, progress through `through`. */
+/** Spent nonce `i`: one of 1,000 authorizers, nonce i. */
+const spent = (i: number): StoredNonce => ({ authorizer: AUTHORIZERS[i % 1_000]!, nonce: toHex(i, { size: 32 }) as Hex, blockNumber: 1n });
+
+/** A store holding `count` spent nonces, progress through `through` (no database: the index's own cost alone). */
 function standInStore(count: number, through: bigint): NonceStore {
-  const authorizers = Array.from({ length: 1_000 }, (_, i) => toHex(i + 1, { size: 20 }) as Address);
   let progress: NonceProgress = { fromBlock: 0n, throughBlock: through };
   return {
     nonceIndexProgress: async () => progress,
@@ -25,19 +34,17 @@ function standInStore(count: number, through: bigint): NonceStore {
     async indexedNonces(_scope, { after, limit }) {
       const start = after ? Number(BigInt(after.nonce)) + 1 : 0;
       const page: StoredNonce[] = [];
-      for (let i = start; i < Math.min(count, start + limit); i++) page.push({ authorizer: authorizers[i % 1_000]!, nonce: toHex(i, { size: 32 }) as Hex, blockNumber: 1n });
+      for (let i = start; i < Math.min(count, start + limit); i++) page.push(spent(i));
       return page;
     },
+    indexedNonce: async () => undefined,
   };
 }
 
-const stack = await startStackProcess(["--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--networks", "cronos-testnet", "--buyers", "1"]);
-try {
-  const net = stack.info.networks["cronos-testnet"]!;
-  const client = createPublicClient({ transport: http(net.rpcUrl, { batch: { wait: 0 } }), cacheTime: 0 }) as PublicClient;
-  const head = await client.getBlockNumber();
-  console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model}, node ${process.version}; ${NONCES.toLocaleString("en")} spent nonces`);
+const fmt = (ms: number) => `${(ms * 1000).toFixed(1)} µs`;
 
+/** Loads an index from `store`; prints the load time and the heap it took. */
+async function load(label: string, client: PublicClient, token: Address, store: NonceStore, maxNonces?: number): Promise<TokenIndex> {
   gc();
   const heapBefore = process.memoryUsage().heapUsed;
   const started = performance.now();
@@ -45,33 +52,91 @@ try {
     network: "cronos-testnet",
     client,
     chainId: 338,
-    token: net.token,
-    store: standInStore(NONCES, head),
+    token,
+    store,
     startBlockVariable: "CRONOS_TESTNET_INDEX_START_BLOCK",
     logRangeBlocks: 2_000,
     pollingIntervalMs: 250,
     logger: { info() {}, warn() {}, debug() {} },
+    ...(maxNonces ? { maxNonces } : {}),
   });
   index.start();
   while (index.status().backfill.state !== "done") await new Promise((resolve) => setTimeout(resolve, 5));
   const loadMs = performance.now() - started;
   gc();
-  const heapAfter = process.memoryUsage().heapUsed;
-  console.log(`load: ${(loadMs / 1000).toFixed(2)} s for ${index.status().nonces.toLocaleString("en")} nonces; heap +${((heapAfter - heapBefore) / 1e6).toFixed(1)} MB, ${((heapAfter - heapBefore) / NONCES).toFixed(0)} bytes per spent nonce`);
+  const heap = process.memoryUsage().heapUsed - heapBefore;
+  const { nonces, evictedNonces } = index.status();
+  console.log(
+    `${label}: load ${(loadMs / 1000).toFixed(2)} s; ${nonces.toLocaleString("en")} held, ${evictedNonces.toLocaleString("en")} in the ledger only; ` +
+      `heap +${(heap / 1e6).toFixed(1)} MB, ${(heap / NONCES).toFixed(0)} bytes per spent nonce (${(heap / NONCES).toFixed(0)} MB per million)`,
+  );
+  return index;
+}
 
-  const payer = net.buyers[0]!.address;
-  await index.payer(payer, toHex(1, { size: 32 }), 60_000); // the payer's balance read once
+/** Asks `asks` times for `nonceOf(i)` (each answer must be `expected`); prints p50 and p99. */
+async function ask(label: string, index: TokenIndex, payer: Address, asks: number, nonceOf: (i: number) => Hex, expected: boolean): Promise<void> {
   const latencies: number[] = [];
-  for (let i = 0; i < ASKS; i++) {
-    const nonce = toHex(crypto.getRandomValues(new Uint8Array(32)));
+  for (let i = 0; i < asks; i++) {
+    const nonce = nonceOf(i);
     const t = performance.now();
     const answer = await index.payer(payer, nonce, 60_000);
     latencies.push(performance.now() - t);
-    if (!answer || answer.used !== false) throw new Error("the index did not answer from memory");
+    if (!answer || answer.used !== expected) throw new Error(`${label}: the index answered ${JSON.stringify(answer?.used)} for ${nonce}`);
   }
   latencies.sort((a, b) => a - b);
-  console.log(`answer from memory (known payer, fresh nonce), ${ASKS.toLocaleString("en")} asks: p50 ${(percentile(latencies, 50) * 1000).toFixed(1)} µs, p99 ${(percentile(latencies, 99) * 1000).toFixed(1)} µs`);
-  await index.stop();
+  console.log(`  ${label}, ${asks.toLocaleString("en")} asks: p50 ${fmt(percentile(latencies, 50))}, p99 ${fmt(percentile(latencies, 99))}`);
+}
+
+const stack = await startStackProcess(["--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--networks", "cronos-testnet", "--buyers", "1"]);
+const dir = mkdtempSync(join(os.tmpdir(), "x402-bench-index-"));
+try {
+  const net = stack.info.networks["cronos-testnet"]!;
+  const client = createPublicClient({ transport: http(net.rpcUrl, { batch: { wait: 0 } }), cacheTime: 0 }) as PublicClient;
+  const head = await client.getBlockNumber();
+  const payer = net.buyers[0]!.address;
+  const fresh = () => toHex(crypto.getRandomValues(new Uint8Array(32)));
+  console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model}, node ${process.version}; ${NONCES.toLocaleString("en")} spent nonces`);
+
+  const unbounded = await load("without a bound", client, net.token, standInStore(NONCES, head));
+  await unbounded.payer(payer, fresh(), 60_000); // the payer's balance read once
+  await ask("answer from memory (known payer, fresh nonce)", unbounded, payer, ASKS, fresh, false);
+  await unbounded.stop();
+
+  // The same nonces in an embedded ledger file, as a long backfill leaves them.
+  const ledger = openSqliteLedger({ location: join(dir, "ledger.db") });
+  const scope = { chainId: 338, token: net.token };
+  const filling = performance.now();
+  await ledger.openNonceIndex(scope, 0n);
+  for (let at = 0; at < NONCES; at += 10_000) {
+    const batch = Array.from({ length: Math.min(10_000, NONCES - at) }, (_, i) => spent(at + i));
+    await ledger.recordIndexedNonces(scope, batch, { fromBlock: 0n, throughBlock: head });
+  }
+  console.log(`(the ledger file filled with ${NONCES.toLocaleString("en")} nonces in ${((performance.now() - filling) / 1000).toFixed(1)} s)`);
+  let lookups = 0;
+  const counted: NonceStore = {
+    nonceIndexProgress: (of) => ledger.nonceIndexProgress(of),
+    openNonceIndex: (of, from) => ledger.openNonceIndex(of, from),
+    recordIndexedNonces: (of, nonces, range) => ledger.recordIndexedNonces(of, nonces, range),
+    indexedNonces: (of, options) => ledger.indexedNonces(of, options),
+    indexedNonce: (of, authorizer, nonce) => {
+      lookups++;
+      return ledger.indexedNonce(of, authorizer, nonce);
+    },
+  };
+  const bounded = await load(`bounded to ${MAX_NONCES.toLocaleString("en")} (STATE_INDEX_MAX_NONCES)`, client, net.token, counted, MAX_NONCES);
+  await bounded.payer(payer, fresh(), 60_000);
+  lookups = 0;
+  await ask("answer for a fresh nonce (the filter: not spent)", bounded, payer, ASKS, fresh, false);
+  console.log(`  ledger reads for those: ${lookups} (the filter's false "maybe")`);
+  // The first nonces loaded are the ones forgotten: (authorizer, nonce) order, the lowest authorizers first.
+  const forgotten: Hex[] = [];
+  for (let i = 0; i < NONCES; i += 1_000) forgotten.push(spent(i).nonce);
+  lookups = 0;
+  await ask("answer for a spent nonce forgotten from memory (a read of indexed_nonces)", bounded, AUTHORIZERS[0]!, forgotten.length, (i) => forgotten[i]!, true);
+  console.log(`  ledger reads for those: ${lookups}`);
+  await bounded.stop();
+  await ledger.close();
 } finally {
+  rmSync(dir, { recursive: true, force: true });
   await stack.stop();
 }

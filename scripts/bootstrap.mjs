@@ -56,6 +56,7 @@ export const COMMANDS = {
   "bench:background": typescript("bench/background.ts"),
   "bench:catalog": typescript("bench/catalog.ts"),
   "bench:lookup": typescript("bench/lookup.ts"),
+  "bench:floods": typescript("bench/floods.ts"),
   "bench:seller": typescript("bench/seller.ts"),
   "bench:faults": typescript("bench/faults.ts"),
   // The wallets it measures are compiled contracts.

@@ -29,11 +29,13 @@ const CAUSES: Array<[RegExp, (code: string) => string]> = [
 
 /**
  * Why an RPC request failed, in a few words: `connection refused`, `DNS lookup failed, ENOTFOUND`,
- * `no answer within 500 ms`, `HTTP 401`, … Walks the error's causes (viem wraps Node's fetch errors twice).
+ * `no answer within 500 ms`, `HTTP 401`, `JSON-RPC error -32000: header not found`, … Walks the error's
+ * causes (viem wraps Node's fetch errors twice; a JSON-RPC error may be a plain `{code, message}` object).
  * Never contains a URL's path or query.
  */
 export function describeRpcFailure(error: unknown, options: { timeoutMs?: number } = {}): string {
   let status: number | undefined;
+  let rpcError: string | undefined;
   let innermost = "";
   for (const cause of causes(error)) {
     const { code, name } = cause as { code?: unknown; name?: unknown };
@@ -43,9 +45,16 @@ export function describeRpcFailure(error: unknown, options: { timeoutMs?: number
     if (name === "TimeoutError") return options.timeoutMs ? `no answer within ${options.timeoutMs} ms` : "timed out";
     const causeStatus = (cause as { status?: unknown }).status;
     if (typeof causeStatus === "number" && status === undefined) status = causeStatus;
+    if (typeof code === "number" && rpcError === undefined) {
+      // viem keeps the node's own words in `details`; a plain JSON-RPC error object has them in `message`.
+      const { details, message } = cause as { details?: unknown; message?: unknown };
+      const text = typeof details === "string" && details !== "" ? details : typeof message === "string" ? message : "";
+      rpcError = `JSON-RPC error ${code}${text ? `: ${text.split("\n")[0]}` : ""}`;
+    }
     innermost = firstLine(cause);
   }
   if (status !== undefined) return `HTTP ${status}`;
+  if (rpcError !== undefined) return redactUrls(rpcError);
   return redactUrls(innermost || "unknown error");
 }
 
@@ -66,6 +75,20 @@ function causes(error: unknown): unknown[] {
 }
 
 function firstLine(error: unknown): string {
-  const text = error instanceof Error ? ((error as { shortMessage?: string }).shortMessage ?? error.message) : String(error);
+  const text =
+    error instanceof Error
+      ? ((error as { shortMessage?: string }).shortMessage ?? error.message)
+      : typeof error === "object" && error !== null
+        ? json(error)
+        : String(error);
   return text.split("\n")[0] ?? text;
+}
+
+/** An object as JSON for a message, bounded (a JSON-RPC error object is small; anything else is cut). */
+function json(value: object): string {
+  try {
+    return (JSON.stringify(value) ?? "").slice(0, 200);
+  } catch {
+    return "an unreadable error object";
+  }
 }

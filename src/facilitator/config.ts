@@ -41,6 +41,8 @@ export interface FacilitatorConfig {
   healthMaxBlockAgeSeconds: number;
   /** A healthcheck answer is reused for this long (it costs several RPC reads per network); 0 = never. */
   healthCacheMs: number;
+  /** The healthcheck answers within this long: a check still running then is reported from its last answer (slow), not waited for. */
+  healthTimeoutMs: number;
   /** Healthcheck and start-up fail when a relayer holds less native gas than this (wei). */
   relayerMinBalanceWei: bigint;
   /** How far back (blocks) settle looks for the transaction that used an authorization. */
@@ -50,6 +52,8 @@ export interface FacilitatorConfig {
   metrics: boolean;
   /** Serve the page that watches payments happen at `/` (`DASHBOARD=true`; off by default, on in the local stack). */
   dashboard: boolean;
+  /** The dashboard's live feed: its streams and its history (docs/operations.md, "Dashboard"). */
+  dashboardFeed: DashboardFeedConfig;
   /** What a settlement may cost the relayer (see docs/operations.md, "Threat model: what the relayer pays"). */
   relayerSafety: RelayerSafetyConfig;
   // --- The HTTP edge ---
@@ -57,6 +61,11 @@ export interface FacilitatorConfig {
   metricsPort: number;
   /** Relayer gauges (RPC reads) are read at most once per this many ms, however often `/metrics` is scraped. */
   metricsCacheMs: number;
+  /**
+   * `METRICS_VERIFY_STAGES`: time each verify's stages on the main thread's CPU clock and export the totals
+   * (with Node's process metrics) on `/metrics`, for `npm run bench:verify`; off by default (nothing is timed then).
+   */
+  metricsVerifyStages: boolean;
   /** Bounds on slow clients, for the service and the metrics listener. */
   http: HttpLimitsConfig;
   /** Seller API keys (hashes only); empty = no authentication, per-IP limits. */
@@ -79,12 +88,26 @@ export interface CatalogConfig {
   maxEntriesPerSeller: number;
 }
 
+/** Bounds of the dashboard's live feed. */
+export interface DashboardFeedConfig {
+  /** `DASHBOARD_MAX_STREAMS`: event streams open at once; more are answered 503. */
+  maxStreams: number;
+  /** `DASHBOARD_STREAM_STALL_SECONDS` in ms: a stream whose client takes nothing for this long is closed (it reconnects with Last-Event-ID). */
+  stallMs: number;
+  /** `DASHBOARD_STREAM_MAX_SECONDS` in ms: a stream is ended after this long (the browser reconnects where it left off). */
+  maxLifetimeMs: number;
+  /** `DASHBOARD_HISTORY_BYTES`: the kept rows' JSON, summed, at most. */
+  historyBytes: number;
+}
+
 /** The token state index: verify's state kept from the token's logs. */
 export interface StateIndexConfig {
   /** `STATE_INDEX`: on unless "false" (verify then reads the chain for every payment). */
   enabled: boolean;
   /** `STATE_INDEX_LOG_RANGE`: blocks per `eth_getLogs` of the nonce backfill, at most (providers cap it). */
   logRangeBlocks: number;
+  /** `STATE_INDEX_MAX_NONCES`: spent nonces held in memory per network at most; older ones are asked of the ledger. */
+  maxNonces: number;
   /** `CRONOS_*_INDEX_START_BLOCK`: the first block of the nonce backfill per network; default the token's deployment block. */
   startBlocks: Partial<Record<NetworkName, bigint>>;
 }
@@ -111,6 +134,10 @@ export interface LedgerConfig {
   poolSize: number;
   /** `LEDGER_RETENTION_DAYS`: finished settlements (settled or failed) last changed longer ago are deleted; 0 = kept forever. */
   retentionDays: number;
+  /** `LEDGER_STATEMENT_TIMEOUT_MS`: PostgreSQL cancels a statement or lock wait taking longer; a call not answered within this plus 500 ms fails (503 on settle). */
+  statementTimeoutMs: number;
+  /** `LEDGER_CONNECT_TIMEOUT_MS`: connecting to PostgreSQL, or waiting for a pooled connection, may take this long. */
+  connectTimeoutMs: number;
 }
 
 /** Relayer safety: gas caps and the revert penalty. */
@@ -135,6 +162,8 @@ export interface RateLimitsConfig {
   payerSettlePerMinute: number;
   /** Per client IP, in memory per instance: `/healthcheck`, `/v2/x402/supported` and the dashboard's API (no key needed for them). */
   publicPerMinute: number;
+  /** `RATE_LIMIT_STORE_WAIT_MS`: how long a request waits for the shared (database) count before this instance's own count judges it. */
+  storeWaitMs: number;
 }
 
 /** Time-outs and the connection cap of a listener. */
@@ -151,6 +180,11 @@ export interface HttpLimitsConfig {
    * in `TRUST_PROXY` by address or subnet are exempt; a hop count exempts nobody.
    */
   maxConnectionsPerClient: number;
+  /**
+   * How long a connection over its client's cap may wait for a place (its client's connections are
+   * asked to close after their answers meanwhile); then it is answered 503. 0 = answered 503 at once.
+   */
+  connectionQueueMs: number;
 }
 
 /** One seller API key, as configuration keeps it: never the key itself. */
@@ -232,11 +266,16 @@ const envSchema = z.object({
   BODY_LIMIT_BYTES: intVar(64 * 1024, 1024),
   HEALTH_MAX_BLOCK_AGE_SECONDS: intVar(0),
   HEALTH_CACHE_MS: intVar(1_000),
+  HEALTH_TIMEOUT_MS: intVar(750, 50, 60_000),
   RELAYER_MIN_BALANCE_WEI: optionalString,
   LOG_LOOKBACK_BLOCKS: intVar(10_000, 1),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).optional(),
   METRICS: z.enum(["true", "false"]).optional(),
   DASHBOARD: z.enum(["true", "false"], { error: 'must be "true" or "false"' }).optional(),
+  DASHBOARD_MAX_STREAMS: intVar(100, 1, 10_000),
+  DASHBOARD_STREAM_STALL_SECONDS: intVar(10, 1, 3_600),
+  DASHBOARD_STREAM_MAX_SECONDS: intVar(600, 1, 86_400),
+  DASHBOARD_HISTORY_BYTES: intVar(1024 * 1024, 16 * 1024, 256 * 1024 * 1024),
   // Relayer safety (defaults sized from measured honest settlements: docs/operations.md)
   MAX_SETTLE_GAS: intVar(250_000, 21_000),
   ERC1271_GAS_LIMIT: intVar(150_000, 21_000),
@@ -246,15 +285,18 @@ const envSchema = z.object({
   HEADERS_TIMEOUT_MS: intVar(10_000, 100),
   MAX_CONNECTIONS: intVar(1_000, 1),
   MAX_CONNECTIONS_PER_CLIENT: optionalIntVar(),
+  CONNECTION_QUEUE_MS: intVar(5_000, 0, 60_000),
   RATE_LIMIT_PUBLIC_PER_MINUTE: intVar(600),
   API_KEYS: optionalString,
   API_KEYS_FILE: optionalString,
   RATE_LIMIT_KEY_VERIFY_PER_MINUTE: intVar(600),
   RATE_LIMIT_KEY_SETTLE_PER_MINUTE: intVar(120),
   RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: intVar(120),
+  RATE_LIMIT_STORE_WAIT_MS: intVar(50, 1, 10_000),
   METRICS_HOST: optionalString.transform((v) => v ?? "127.0.0.1"),
   METRICS_PORT: intVar(9464, 0, 65_535),
   METRICS_CACHE_MS: intVar(5_000),
+  METRICS_VERIFY_STAGES: z.enum(["true", "false"], { error: 'must be "true" or "false"' }).optional(),
   // Settlement ledger
   DATABASE_URL: optionalString,
   LEDGER_FILE: optionalString,
@@ -265,12 +307,15 @@ const envSchema = z.object({
   // The discovery catalog
   CATALOG_MAX_ENTRIES: intVar(100_000, 1, 10_000_000),
   CATALOG_MAX_ENTRIES_PER_SELLER: intVar(1_000, 1),
+  LEDGER_STATEMENT_TIMEOUT_MS: intVar(1_000, 100, 600_000),
+  LEDGER_CONNECT_TIMEOUT_MS: intVar(1_500, 100, 600_000),
   // A transaction's life
   MAX_FEE_PER_GAS_GWEI: optionalString,
   REPLACE_AFTER_SECONDS: intVar(3, 1),
   // The token state index
   STATE_INDEX: z.enum(["true", "false"], { error: 'must be "true" or "false"' }).optional(),
   STATE_INDEX_LOG_RANGE: intVar(2_000, 1, 1_000_000),
+  STATE_INDEX_MAX_NONCES: intVar(500_000, 1_000, 1_000_000_000),
   CRONOS_TESTNET_INDEX_START_BLOCK: intVar(-1, 0),
   CRONOS_MAINNET_INDEX_START_BLOCK: intVar(-1, 0),
   // Names the unknown-variable check leaves alone (comma-separated): another program's variable that looks like one of ours.
@@ -284,7 +329,7 @@ const envSchema = z.object({
  * while `DATABASE_URL` is unset, any `DATABASE_*`: each would otherwise drop a setting, or leave the
  * instance on its own embedded ledger, apart from its cluster.
  */
-const OWN_NAMESPACE = /^(CRONOS_|RELAYER_|RATE_LIMIT_|METRICS_|API_KEYS|LEDGER_|RECONCILE_|DASHBOARD|MAX_CONNECTIONS|HEALTH_|SETTLE_|STATE_INDEX|CATALOG_)/;
+const OWN_NAMESPACE = /^(CRONOS_|RELAYER_|RATE_LIMIT_|METRICS_|API_KEYS|LEDGER_|RECONCILE_|DASHBOARD|MAX_CONNECTIONS|CONNECTION_|HEALTH_|SETTLE_|STATE_INDEX|CATALOG_)/;
 const KNOWN_VARIABLES = Object.keys(envSchema.shape);
 
 /** Every environment variable the facilitator reads. */
@@ -383,17 +428,25 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
       keySettlePerMinute: e.RATE_LIMIT_KEY_SETTLE_PER_MINUTE,
       payerSettlePerMinute: e.RATE_LIMIT_PAYER_SETTLE_PER_MINUTE,
       publicPerMinute: e.RATE_LIMIT_PUBLIC_PER_MINUTE,
+      storeWaitMs: e.RATE_LIMIT_STORE_WAIT_MS,
     },
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     allowedHosts: parseAllowedHosts(e.ALLOWED_HOSTS),
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     healthMaxBlockAgeSeconds: e.HEALTH_MAX_BLOCK_AGE_SECONDS,
     healthCacheMs: e.HEALTH_CACHE_MS,
+    healthTimeoutMs: e.HEALTH_TIMEOUT_MS,
     relayerMinBalanceWei: parseWei(e.RELAYER_MIN_BALANCE_WEI),
     logLookbackBlocks: e.LOG_LOOKBACK_BLOCKS,
     logLevel: e.LOG_LEVEL ?? "info",
     metrics: e.METRICS !== "false",
     dashboard: e.DASHBOARD === "true",
+    dashboardFeed: {
+      maxStreams: e.DASHBOARD_MAX_STREAMS,
+      stallMs: e.DASHBOARD_STREAM_STALL_SECONDS * 1000,
+      maxLifetimeMs: e.DASHBOARD_STREAM_MAX_SECONDS * 1000,
+      historyBytes: e.DASHBOARD_HISTORY_BYTES,
+    },
     relayerSafety: {
       maxSettleGas: BigInt(gasCap("MAX_SETTLE_GAS", e.MAX_SETTLE_GAS)),
       erc1271GasLimit: BigInt(gasCap("ERC1271_GAS_LIMIT", e.ERC1271_GAS_LIMIT)),
@@ -402,7 +455,8 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
     metricsHost: e.METRICS_HOST,
     metricsPort: e.METRICS_PORT,
     metricsCacheMs: e.METRICS_CACHE_MS,
-    http: httpLimits(e.REQUEST_TIMEOUT_MS, e.HEADERS_TIMEOUT_MS, e.MAX_CONNECTIONS, e.MAX_CONNECTIONS_PER_CLIENT),
+    metricsVerifyStages: e.METRICS_VERIFY_STAGES === "true",
+    http: { ...httpLimits(e.REQUEST_TIMEOUT_MS, e.HEADERS_TIMEOUT_MS, e.MAX_CONNECTIONS, e.MAX_CONNECTIONS_PER_CLIENT), connectionQueueMs: e.CONNECTION_QUEUE_MS },
     apiKeys: readApiKeys(e.API_KEYS, e.API_KEYS_FILE),
     ledger: {
       ...(e.DATABASE_URL ? { databaseUrl: parseDatabaseUrl(e.DATABASE_URL) } : {}),
@@ -411,6 +465,8 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
       reconcileIntervalMs: e.RECONCILE_INTERVAL_MS,
       poolSize: e.LEDGER_POOL_SIZE,
       retentionDays: e.LEDGER_RETENTION_DAYS,
+      statementTimeoutMs: e.LEDGER_STATEMENT_TIMEOUT_MS,
+      connectTimeoutMs: e.LEDGER_CONNECT_TIMEOUT_MS,
     },
     lifecycle: {
       maxFeePerGasWei: parseGweiVar("MAX_FEE_PER_GAS_GWEI", e.MAX_FEE_PER_GAS_GWEI, DEFAULT_MAX_FEE_PER_GAS_GWEI),
@@ -420,6 +476,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
     stateIndex: {
       enabled: e.STATE_INDEX !== "false",
       logRangeBlocks: e.STATE_INDEX_LOG_RANGE,
+      maxNonces: e.STATE_INDEX_MAX_NONCES,
       startBlocks: Object.fromEntries(
         names.flatMap((name) => {
           const start = e[`${ENV_PREFIX[name]}_INDEX_START_BLOCK`];
@@ -726,7 +783,7 @@ export function defaultConnectionsPerClient(maxConnections: number): number {
   return Math.max(1, Math.min(100, Math.floor(maxConnections / 10)));
 }
 
-function httpLimits(requestTimeoutMs: number, headersTimeoutMs: number, maxConnections: number, perClient: number | undefined): HttpLimitsConfig {
+function httpLimits(requestTimeoutMs: number, headersTimeoutMs: number, maxConnections: number, perClient: number | undefined): Omit<HttpLimitsConfig, "connectionQueueMs"> {
   // Node refuses a headers time-out longer than the request time-out.
   if (headersTimeoutMs > requestTimeoutMs) {
     throw new ConfigError(`HEADERS_TIMEOUT_MS: ${headersTimeoutMs} is longer than REQUEST_TIMEOUT_MS ${requestTimeoutMs}`);

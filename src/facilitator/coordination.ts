@@ -45,6 +45,11 @@ export interface StartCoordinationParameters {
   ledger?: Ledger;
   /** The measurement hooks, read at each use (an embedder may replace them after start-up). */
   observe: () => FacilitatorContext["observe"];
+  /**
+   * Runs once the ledger is open, before this instance takes keys or work (the ledger bound to each chain's history
+   * first: nothing is sent or reconciled from rows of another history). A failure stops start-up.
+   */
+  prepare?: (ledger: Ledger) => Promise<void>;
 }
 
 /**
@@ -60,7 +65,17 @@ export async function startCoordination(parameters: StartCoordinationParameters)
     (await openLedger({
       ...(config.ledger.databaseUrl ? { databaseUrl: config.ledger.databaseUrl } : { file: config.ledger.file }),
       poolSize: config.ledger.poolSize,
+      statementTimeoutMs: config.ledger.statementTimeoutMs,
+      connectTimeoutMs: config.ledger.connectTimeoutMs,
     }));
+  if (parameters.prepare) {
+    try {
+      await parameters.prepare(ledger);
+    } catch (error) {
+      if (owned) await ledger.close().catch(() => undefined);
+      throw error;
+    }
+  }
   const instanceId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const runtimes = [...networks.values()];
   const keys = runtimes[0]?.relayer.addresses ?? [];
@@ -192,6 +207,7 @@ export async function startCoordination(parameters: StartCoordinationParameters)
       const health = await ledger.health();
       return {
         ...health,
+        state: health.reachable ? "up" : "down",
         shared,
         ...(shared ? {} : { note: EMBEDDED_LEDGER_NOTE }),
         ...(settlements.outbox.size > 0 ? { outbox: settlements.outbox.size } : {}),

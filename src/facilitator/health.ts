@@ -1,4 +1,5 @@
 import type { Address, PublicClient } from "viem";
+import type { RpcEndpointState } from "../chain/rpc-transport.js";
 import { describeRpcFailure, redactUrl } from "../chain/rpc-url.js";
 import { tokenAbi } from "../chain/token-abi.js";
 import type { LedgerHealth } from "../ledger/types.js";
@@ -24,17 +25,8 @@ export interface NetworkInspection {
   stateIndex?: IndexStatus;
 }
 
-/** One of a network's RPC URLs as the last check saw it. */
-export interface RpcEndpointState {
-  /** Scheme and host, and its place in the list (the path and query may carry an API key). */
-  url: string;
-  /** It answered with the network's chain id. */
-  ok: boolean;
-  chainId?: number;
-  blockNumber?: number;
-  /** Why it failed: `connection refused`, `no answer within 1000 ms`, `HTTP 503`, … */
-  error?: string;
-}
+/** One of a network's RPC URLs as its last ranking ping saw it. */
+export type { RpcEndpointState };
 
 /** One RPC URL of a network on its own, for the checks of that URL. */
 export interface RpcEndpointClient {
@@ -56,8 +48,8 @@ export interface InspectNetworkParameters {
   nowMs?: number;
   /** What messages call the RPC behind `client`; default from the configured URLs. */
   rpc?: string;
-  /** Several RPC URLs behind `client`: each is also asked for its chain id and head. */
-  endpoints?: readonly RpcEndpointClient[];
+  /** Several RPC URLs behind `client`: each one's state from the ranking's last pings (no request is made for them). */
+  rpcStates?: () => Promise<RpcEndpointState[]>;
   /** The network's token state index, reported as it stands. */
   index?: { status(): IndexStatus };
 }
@@ -87,14 +79,14 @@ export async function inspectNetwork(parameters: InspectNetworkParameters): Prom
   const rpc = parameters.rpc ?? (urls.length === 1 ? `the RPC at ${urls[0]}` : "the RPC");
   const down = (error: unknown) =>
     urls.length > 1 && !parameters.rpc ? `none of the RPCs (${urls.join(", ")}) answers (${why(error)})` : `${rpc} does not answer (${why(error)})`;
-  const endpoints = parameters.endpoints && parameters.endpoints.length > 1 ? parameters.endpoints : undefined;
-  const probing = endpoints && Promise.all(endpoints.map((endpoint) => probeEndpoint(endpoint, config.chainId, why)));
+  const probing = parameters.rpcStates?.();
   const withEndpoints = async () => {
-    if (!probing) return result;
-    result.rpc = await probing;
+    const states = await probing;
+    if (!states || states.length < 2) return result;
+    result.rpc = states.map(({ at: _at, ...state }) => state);
     result.warnings = [];
-    result.rpc.forEach((state, index) => {
-      const label = `the RPC at ${endpoints![index]!.label}`;
+    result.rpc.forEach((state) => {
+      const label = `the RPC at ${state.url}`;
       if (state.chainId !== undefined && !state.ok) problem(rpcVariable, `${label} reports chain id ${state.chainId}, expected ${config.chainId}`);
       else if (!state.ok) result.warnings!.push({ variable: rpcVariable, message: `${label} does not answer (${state.error}); the others serve` });
     });
@@ -148,20 +140,6 @@ export async function inspectNetwork(parameters: InspectNetworkParameters): Prom
   return result;
 }
 
-/** Asks one RPC URL for its chain id and head. */
-async function probeEndpoint(endpoint: RpcEndpointClient, chainId: number, why: (error: unknown) => string): Promise<RpcEndpointState> {
-  const state: RpcEndpointState = { url: endpoint.label, ok: false };
-  try {
-    const [answered, head] = await Promise.all([endpoint.client.getChainId(), endpoint.client.getBlockNumber({ cacheTime: 0 })]);
-    state.chainId = answered;
-    state.blockNumber = Number(head);
-    state.ok = answered === chainId;
-  } catch (error) {
-    state.error = why(error);
-  }
-  return state;
-}
-
 /** The token's EIP-712 name and version: ERC-5267 `eip712Domain()` where present, else `name()` / `version()`. */
 export async function readDomain(client: PublicClient, token: Address): Promise<{ name: string; version: string }> {
   try {
@@ -190,8 +168,44 @@ export interface HealthReport {
   };
 }
 
-/** The settlement ledger as `/healthcheck` reports it: the database, and this instance's relayer key leases. */
+/**
+ * A network's report when its checks did not finish within the healthcheck's time: the last completed
+ * one with a warning saying so (its verdict stands), or, with none yet, a failed one.
+ */
+export function lateInspection(
+  config: NetworkConfig,
+  relayers: readonly Address[],
+  last: CheckedValue<NetworkInspection> | undefined,
+  waitedMs: number,
+  rpc?: RpcEndpointState[],
+): NetworkInspection {
+  const variable = `${ENV_PREFIX[config.network]}_RPC_URL`;
+  const endpoints = rpc && rpc.length > 1 ? { rpc: rpc.map(({ at: _at, ...state }) => state) } : {};
+  if (!last) {
+    return {
+      network: config.network,
+      ok: false,
+      token: { address: config.token },
+      relayers: relayers.map((address) => ({ address })),
+      problems: [{ variable, message: `the checks did not finish within ${waitedMs} ms (the RPC is slow or does not answer)` }],
+      ...endpoints,
+    };
+  }
+  const ageSeconds = Math.round((Date.now() - last.at) / 1000);
+  const warning = { variable, message: `the checks did not finish within ${waitedMs} ms (the RPC is slow); those of ${ageSeconds} s ago are shown` };
+  return { ...last.value, ...endpoints, warnings: [...(last.value.warnings ?? []), warning] };
+}
+
+/** The ledger's database in a word: it answered (`up`), has not answered yet within the healthcheck's time (`slow`), or failed (`down`). */
+export type LedgerState = "up" | "slow" | "down";
+
+/**
+ * The settlement ledger as `/healthcheck` reports it: the database's state, and this instance's relayer
+ * key leases. Where the database is (`location`) and the driver's own error text are kept for the
+ * detailed view ({@link publicHealth} removes them).
+ */
 export interface LedgerInspection extends LedgerHealth {
+  state: LedgerState;
   /** Whether other instances can share this ledger (PostgreSQL) or it is this instance's own (the embedded one). */
   shared: boolean;
   /** On the embedded ledger: that it is this instance's alone, and how instances share one. */
@@ -211,12 +225,14 @@ export async function healthReport(
   const list = (inspected: NetworkInspection[], items: (r: NetworkInspection) => Array<{ variable: string; message: string }>) =>
     inspected.map((r) => `${r.network}: ${items(r).map((p) => `${p.variable}: ${p.message}`).join("; ")}`);
   const problems = list(results.filter((r) => !r.ok), (r) => r.problems);
-  if (database && !database.reachable) problems.push(`ledger: ${database.backend === "postgres" ? "DATABASE_URL" : "LEDGER_FILE"}: unreachable (${database.error ?? "no answer"})`);
-  else if (database && database.migrations.applied < database.migrations.expected) {
+  const variable = database?.backend === "postgres" ? "DATABASE_URL" : "LEDGER_FILE";
+  if (database?.state === "down") problems.push(`ledger: ${variable}: down (${describeLedgerFailure(database.error)})`);
+  else if (database?.state === "up" && database.migrations.applied < database.migrations.expected) {
     problems.push(`ledger: ${database.migrations.applied} of ${database.migrations.expected} migrations applied`);
   }
-  // A dead RPC URL while another serves is a warning: the network stays healthy.
+  // A dead RPC URL while another serves is a warning: the network stays healthy. So is a slow database.
   const warned = list(results.filter((r) => r.warnings && r.warnings.length > 0), (r) => r.warnings!);
+  if (database?.state === "slow") warned.push(`ledger: ${variable}: slow (${describeLedgerFailure(database.error)})`);
   const warnings = warned.length > 0 ? ` (${warned.join(" | ")})` : "";
   return {
     status: problems.length === 0 ? "success" : "error",
@@ -228,5 +244,80 @@ export async function healthReport(
       networks: Object.fromEntries(results.map((r) => [r.network, r])),
       ...(database ? { ledger: database } : {}),
     },
+  };
+}
+
+/**
+ * The healthcheck as anyone may read it: the ledger's state without where it is (its file or host) or
+ * the driver's words (which may name the host), in their place a short description.
+ */
+export function publicHealth(report: HealthReport): HealthReport {
+  const ledger = report.results.ledger;
+  if (!ledger) return report;
+  const { location: _location, error, ...rest } = ledger;
+  const shown = { ...rest, ...(error !== undefined ? { error: describeLedgerFailure(error) } : {}) } as LedgerInspection;
+  return { ...report, results: { ...report.results, ledger: shown } };
+}
+
+/** What went wrong with the ledger's database, in a few words that never name where it is. */
+export function describeLedgerFailure(error: string | undefined): string {
+  if (error === undefined) return "no answer";
+  const known: Array<[RegExp, string]> = [
+    [/no answer within \d+ ms/i, error.match(/no answer within \d+ ms/i)?.[0] ?? ""],
+    [/ECONNREFUSED/, "connection refused"],
+    [/ENOTFOUND|EAI_AGAIN/, "DNS lookup failed"],
+    [/ECONNRESET|terminat|Connection terminated/i, "connection lost"],
+    [/timeout|timed out/i, "timed out"],
+    [/password|authentication/i, "authentication failed"],
+    [/not open|closed/i, "closed"],
+  ];
+  return known.find(([pattern]) => pattern.test(error))?.[1] ?? "unreachable";
+}
+
+/** A check's last completed answer, and when it came. */
+export interface CheckedValue<T> {
+  value: T;
+  at: number;
+}
+
+/**
+ * A check that answers within `deadlineMs`: the running check when it finishes in time, else
+ * `late(last)` built from the last completed one (or none yet). One run at a time: callers meanwhile
+ * share it, so a dependency that hangs is asked once, not once per healthcheck; the deadline counts from
+ * the run's start (a caller joining a run already late is answered at once); the run goes on after the
+ * deadline and its answer serves the next call. A run that throws counts as not answered.
+ */
+export function boundedCheck<T>(
+  run: () => Promise<T>,
+  deadlineMs: number,
+  late: (last: CheckedValue<T> | undefined, waitedMs: number) => T,
+  initial?: T,
+): () => Promise<T> {
+  let last: CheckedValue<T> | undefined = initial === undefined ? undefined : { value: initial, at: Date.now() };
+  let running: Promise<T | undefined> | undefined;
+  let runStarted = 0;
+  return async () => {
+    if (!running) runStarted = performance.now();
+    const current = (running ??= run().then(
+      (value) => {
+        last = { value, at: Date.now() };
+        running = undefined;
+        return value;
+      },
+      () => {
+        running = undefined;
+        return undefined;
+      },
+    ));
+    // Counted from the run's start: a caller joining a run already late is answered at once.
+    const started = runStarted;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), Math.max(0, deadlineMs - (performance.now() - started)))));
+    try {
+      const value = await Promise.race([current, deadline]);
+      return value === undefined ? late(last, Math.round(performance.now() - started)) : value;
+    } finally {
+      clearTimeout(timer);
+    }
   };
 }

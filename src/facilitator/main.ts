@@ -44,6 +44,7 @@ export async function runFacilitatorProcess(options: RunProcessOptions = {}): Pr
     if (error instanceof StartupError) fail(`start-up check failed: ${error.message}`);
     throw error;
   }
+  const ledgerHealth = await running.facilitator.coordination.ledger.health();
   logger.info(
     {
       url: running.url,
@@ -51,6 +52,8 @@ export async function runFacilitatorProcess(options: RunProcessOptions = {}): Pr
       networks: config.networks.map((n) => ({ network: n.network, chainId: n.chainId, rpc: n.rpcUrls.map(redactUrl).join(", ") || undefined, token: n.token })),
       relayers: running.relayers,
       apiKeys: config.apiKeys.length,
+      // Where the ledger is: here once (its URL without credentials), never in /healthcheck's public view.
+      ledger: { backend: ledgerHealth.backend, location: ledgerHealth.location },
     },
     "facilitator listening",
   );

@@ -7,6 +7,7 @@ import { memoizeFor } from "./memoize.js";
 import type { Ledger, PendingSummary } from "../ledger/types.js";
 import type { NetworkName } from "../protocol/networks.js";
 import { networkOfAnyForm } from "../protocol/x402v2.js";
+import { mainThreadMicros, VERIFY_STAGES, type StageClock } from "../settlement/stages.js";
 
 /** One relayer as the gauges show it; a value the RPC did not give is absent. */
 interface RelayerReading {
@@ -25,10 +26,18 @@ export interface FacilitatorMetrics {
   request(route: string, status: number): void;
   /** A request refused by a limit: `by` whose quota ran out (client IP, API key, payer). */
   rateLimited(route: string, by: string): void;
-  /** A connection closed on arrival: MAX_CONNECTIONS were open (`server`) or its client held MAX_CONNECTIONS_PER_CLIENT (`client`). */
+  /** A connection refused on arrival (503, closed): MAX_CONNECTIONS were open (`server`) or its client held MAX_CONNECTIONS_PER_CLIENT and four times as many waiting (`client`). */
   connectionDropped(listener: string, reason: "server" | "client"): void;
+  /** A connection over its client's cap waits for a place (`queued`), or a served one was asked to close after its answer to make one (`retired`). */
+  connectionWaiting(listener: string, event: "queued" | "retired"): void;
   /** An idle keep-alive connection closed to make room for a new one. */
   idleConnectionClosed(listener: string): void;
+  /** A listener's connections, served and waiting, read when scraped. */
+  watchConnections(listener: string, counts: () => { served: number; waiting: number }): void;
+  /** A shared rate-limit store's count was not used for a request: it was slow (`slow`) or failed (`error`); this instance's own count judged it. */
+  rateLimitStoreFallback(limiter: string, reason: "slow" | "error"): void;
+  /** A dashboard event stream opened, was refused (too many open), or ended (`client`, `stalled`, `lifetime`, `shutdown`). */
+  dashboardStream(event: "opened" | "refused" | "client" | "stalled" | "lifetime" | "shutdown"): void;
   rpcError(network: string): void;
   confirmationWait(network: string, seconds: number): void;
   /** Gas the relayer paid for a settlement that reverted on chain. */
@@ -47,6 +56,10 @@ export interface FacilitatorMetrics {
   relayerEvent(network: string, event: RelayerEvent): void;
   /** The token state index could not follow the chain (an RPC fault, or answers that do not fit together). */
   indexFollowError(network: string, kind: "rpc" | "inconsistent"): void;
+  /** The chain's history changed under the token state index: it went back (`rewind`) or started over (`rebuild`). */
+  indexHistoryChange(network: string, kind: "rewind" | "rebuild"): void;
+  /** Rows of another history of the chain the ledger set aside (never served again), by kind. */
+  rowsSetAside(network: string, kind: string, count: number): void;
   /** Where a verify's chain state came from: the token state index, or reads of the chain. */
   verifyStateSource(network: string, source: "index" | "chain"): void;
 }
@@ -59,6 +72,8 @@ export interface CreateMetricsOptions {
   cacheMs?: number;
   /** The clock of that cache (ms); default `Date.now`. */
   now?: () => number;
+  /** Verify's stage timings (`METRICS_VERIFY_STAGES`), exported when given. */
+  stages?: StageClock;
 }
 
 /** Creates the metrics on a registry of their own. */
@@ -106,14 +121,47 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
   });
   const dropped = new Counter({
     name: "x402_http_connections_dropped_total",
-    help: "connections closed on arrival, by reason: MAX_CONNECTIONS were open (server) or their client held MAX_CONNECTIONS_PER_CLIENT (client)",
+    help: "connections refused on arrival (answered 503 and closed, never reset), by reason: MAX_CONNECTIONS were open (server) or their client held MAX_CONNECTIONS_PER_CLIENT and four times as many waiting (client)",
     labelNames: ["listener", "reason"],
     registers: [registry],
+  });
+  const waitingConnections = new Counter({
+    name: "x402_http_connections_waiting_total",
+    help: "connections over their client's MAX_CONNECTIONS_PER_CLIENT that waited for a place (queued), and served connections asked to close after their answer to make one (retired)",
+    labelNames: ["listener", "event"],
+    registers: [registry],
+  });
+  const listeners = new Map<string, () => { served: number; waiting: number }>();
+  new Gauge({
+    name: "x402_http_connections",
+    help: "connections held now, by listener and state: served (handed to HTTP) or waiting (over their client's MAX_CONNECTIONS_PER_CLIENT, for a place)",
+    labelNames: ["listener", "state"],
+    registers: [registry],
+    collect() {
+      for (const [listener, counts] of listeners) {
+        const { served, waiting } = counts();
+        this.set({ listener, state: "served" }, served);
+        this.set({ listener, state: "waiting" }, waiting);
+      }
+    },
   });
   const idleClosed = new Counter({
     name: "x402_http_idle_connections_closed_total",
     help: "idle keep-alive connections closed to make room for new ones (near MAX_CONNECTIONS, or their client at its cap)",
     labelNames: ["listener"],
+    registers: [registry],
+  });
+  const storeFallbacks = new Counter({
+    name: "x402_rate_limit_store_fallbacks_total",
+    help: "requests judged by this instance's own rate-limit count because the shared store (the database) did not answer within RATE_LIMIT_STORE_WAIT_MS (slow) or failed (error)",
+    labelNames: ["limiter", "reason"],
+    registers: [registry],
+  });
+  const streamsOpen = new Gauge({ name: "x402_dashboard_streams_open", help: "dashboard event streams open now", registers: [registry] });
+  const streamsEnded = new Counter({
+    name: "x402_dashboard_streams_total",
+    help: "dashboard event streams by what happened: refused (too many open), or ended because the client left (client), read nothing for DASHBOARD_STREAM_STALL_SECONDS (stalled), lived DASHBOARD_STREAM_MAX_SECONDS (lifetime) or the facilitator stopped (shutdown)",
+    labelNames: ["event"],
     registers: [registry],
   });
   const reconcilerActions = new Counter({
@@ -268,22 +316,39 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     labelNames: ["network", "kind"],
     registers: [registry],
   });
+  const indexHistoryChanges = new Counter({
+    name: "x402_state_index_history_changes_total",
+    help: "times the chain's history changed under the token state index: rewind (back to a block both histories share), rebuild (started over)",
+    labelNames: ["network", "kind"],
+    registers: [registry],
+  });
+  const setAside = new Counter({
+    name: "x402_ledger_rows_set_aside_total",
+    help: "ledger rows of another history of the chain (a local chain restarted or reverted) set aside, never served again, by kind",
+    labelNames: ["network", "kind"],
+    registers: [registry],
+  });
+  if (options.stages) watchStages(registry, options.stages);
   const verifySources = new Counter({
     name: "x402_verify_state_source_total",
     help: "verify checks by where their chain state came from: the token state index, or reads of the chain",
     labelNames: ["network", "source"],
     registers: [registry],
   });
+  // Each answer's series, found once per label set (prom-client hashes a labels object on every call).
+  const outcomeSeries = seriesOf((route: string, network: string, outcome: string, dialect: string) => outcomes.labels({ route, network, outcome, dialect }));
+  const latencySeries = seriesOf((route: string) => latency.labels({ route }));
+  const requestSeries = seriesOf((route: string, status: number) => requests.labels({ route, status: String(status) }));
   return {
     registry,
     outcome(record) {
       // The network label is bounded: a caller's unknown network string counts as "other".
       const network = networkOfAnyForm(record.network) ?? "other";
-      outcomes.inc({ route: record.route, network, outcome: record.code, dialect: record.dialect });
-      latency.observe({ route: record.route }, record.durationMs / 1000);
+      outcomeSeries(record.route, network, record.code, record.dialect).inc();
+      latencySeries(record.route).observe(record.durationMs / 1000);
     },
     request(route, status) {
-      requests.inc({ route, status: String(status) });
+      requestSeries(route, status).inc();
     },
     rateLimited(route, by) {
       limited.inc({ route, by });
@@ -291,8 +356,22 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     connectionDropped(listener, reason) {
       dropped.inc({ listener, reason });
     },
+    watchConnections(listener, counts) {
+      listeners.set(listener, counts);
+    },
+    connectionWaiting(listener, event) {
+      waitingConnections.inc({ listener, event });
+    },
     idleConnectionClosed(listener) {
       idleClosed.inc({ listener });
+    },
+    rateLimitStoreFallback(limiter, reason) {
+      storeFallbacks.inc({ limiter, reason });
+    },
+    dashboardStream(event) {
+      if (event === "opened") streamsOpen.inc();
+      else if (event !== "refused") streamsOpen.dec();
+      if (event !== "opened") streamsEnded.inc({ event });
     },
     rpcError(network) {
       rpcErrors.inc({ network });
@@ -329,8 +408,72 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     indexFollowError(network, kind) {
       indexErrors.inc({ network, kind });
     },
+    indexHistoryChange(network, kind) {
+      indexHistoryChanges.inc({ network, kind });
+    },
+    rowsSetAside(network, kind, count) {
+      if (count > 0) setAside.inc({ network, kind }, count);
+    },
     verifyStateSource(network, source) {
       verifySources.inc({ network, source });
     },
   };
+}
+
+/** Label sets kept at most per metric: every label is bounded already; this bounds the memo itself. */
+const MAX_SERIES = 1_000;
+
+/** `create`'s answer per label values, memoized (up to {@link MAX_SERIES} sets, then created afresh each time). */
+function seriesOf<A extends Array<string | number>, S>(create: (...labels: A) => S): (...labels: A) => S {
+  const known = new Map<string, S>();
+  return (...labels) => {
+    const key = labels.join("\u0000");
+    let series = known.get(key);
+    if (series === undefined) {
+      series = create(...labels);
+      if (known.size < MAX_SERIES) known.set(key, series);
+    }
+    return series;
+  };
+}
+
+/**
+ * The verify budget as gauges, over the window since the previous scrape (each scrape starts a new one:
+ * for the bench, which scrapes before and after a run): microseconds per verify by stage, the verifies
+ * answered and those whose state read waited; and the main thread's CPU time since start.
+ */
+function watchStages(registry: Registry, clock: StageClock): void {
+  let window: ReturnType<StageClock["take"]> | undefined;
+  // The gauges of one scrape read one window.
+  const taken = () => (window ??= clock.take());
+  new Gauge({
+    name: "x402_verify_stage_microseconds",
+    help: "microseconds per verify spent in each stage since the previous scrape (METRICS_VERIFY_STAGES; trimmed mean of the stage's samples)",
+    labelNames: ["stage"],
+    registers: [registry],
+    collect() {
+      const { micros } = taken();
+      for (const stage of VERIFY_STAGES) this.set({ stage }, micros[stage]);
+    },
+  });
+  new Gauge({
+    name: "x402_verify_stage_verifies",
+    help: "verify requests answered since the previous scrape (METRICS_VERIFY_STAGES); `waited`: those whose state read waited on I/O",
+    labelNames: ["kind"],
+    registers: [registry],
+    collect() {
+      const { verifies, waited } = taken();
+      this.set({ kind: "answered" }, verifies);
+      this.set({ kind: "waited" }, waited);
+      window = undefined;
+    },
+  });
+  new Gauge({
+    name: "x402_main_thread_cpu_microseconds",
+    help: "CPU time of the main thread (the event loop) since start",
+    registers: [registry],
+    collect() {
+      this.set(mainThreadMicros());
+    },
+  });
 }

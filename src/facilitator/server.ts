@@ -2,18 +2,18 @@ import type { Server } from "node:http";
 import { createPublicClient, type Address, type PublicClient, type Transport } from "viem";
 import type { Express } from "express";
 import { ChainState } from "../chain/state.js";
-import { TokenIndex } from "../state/index.js";
+import { ChainHistory, TokenIndex } from "../state/index.js";
 import { Relayer, type RelayerEvent } from "../chain/relayer/index.js";
 import { isWebSocketUrl, rpcTransport, type RpcTransport } from "../chain/rpc-transport.js";
 import { domainSeparator } from "../chain/signature.js";
 import type { NetworkName } from "../protocol/networks.js";
 import { ENV_PREFIX, type FacilitatorConfig, type NetworkConfig } from "./config.js";
 import { supportedAnswer } from "./dialects/index.js";
-import { healthReport, inspectNetwork, readDomain, type RpcEndpointClient } from "./health.js";
+import { boundedCheck, healthReport, inspectNetwork, lateInspection, readDomain, type LedgerInspection, type NetworkInspection, type RpcEndpointClient } from "./health.js";
 import { createApp, type AppOptions, type OutcomeRecord } from "./http/app.js";
 import { createDashboard, type Dashboard, type DashboardPlayground } from "./dashboard/index.js";
 import type { QuotaHolder } from "./http/edge.js";
-import { createListener, listenOn } from "./http/listen.js";
+import { connectionCounts, createListener, listenOn } from "./http/listen.js";
 import { metricsEndpoint } from "./http/metrics-endpoint.js";
 import type { RateLimitStores } from "./http/rate-limit.js";
 import { redactingLogger, silentLogger, type Logger } from "./logger.js";
@@ -23,6 +23,7 @@ import type { Ledger } from "../ledger/types.js";
 import { createMetrics, type FacilitatorMetrics } from "./metrics.js";
 import type { FacilitatorContext, NetworkRuntime } from "../settlement/runtime.js";
 import { settlementChain } from "../settlement/chain.js";
+import { StageClock } from "../settlement/stages.js";
 
 /** Options of {@link createFacilitator} and {@link startFacilitator}. */
 export interface StartFacilitatorOptions {
@@ -74,12 +75,13 @@ export class StartupError extends Error {
 /** A network's transport: the injected one, or its RPC URLs (several: failover). */
 function transportFor(config: FacilitatorConfig, network: NetworkConfig, metrics: FacilitatorMetrics, injected?: Transport): RpcTransport {
   // An in-process chain does not drop requests: a revert (JSON-RPC -32603 there) must not be retried.
-  if (injected) return { transport: (parameters) => injected({ ...parameters, retryCount: 0 }), endpoints: [], close() {} };
+  if (injected) return { transport: (parameters) => injected({ ...parameters, retryCount: 0 }), endpoints: [], states: async () => [], snapshot: () => [], close() {} };
   if (network.rpcUrls.length === 0) throw new StartupError(`${network.network}: no RPC URL and no embedded chain`);
   return rpcTransport({
     urls: network.rpcUrls,
     timeoutMs: config.rpcTimeoutMs,
     rankIntervalMs: config.rpcRankIntervalMs,
+    chainId: network.chainId,
     onPing: (endpoint, up) => metrics.rpcEndpointUp(network.network, endpoint.label, up),
   });
 }
@@ -120,7 +122,7 @@ async function checkEndpoints(
   endpoints: readonly RpcEndpointClient[],
   relayers: readonly Address[],
   logger: Logger,
-): Promise<void> {
+): Promise<NetworkInspection> {
   const inspections = await Promise.all(
     endpoints.map((endpoint) =>
       inspectNetwork({
@@ -144,6 +146,7 @@ async function checkEndpoints(
     throw new StartupError(`${network.network}: ${silent[0]!.variable}: no RPC answers: ${silent.map((p) => p.message).join("; ")}`);
   }
   for (const problem of silent) logger.warn({ network: network.network, problem: problem.message }, "an RPC URL does not answer at start-up; the others serve");
+  return answered[0]!;
 }
 
 /**
@@ -157,14 +160,20 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
   const now = options.now ?? Date.now;
   const networks = new Map<NetworkName, NetworkRuntime>();
   const clients = new Map<NetworkName, PublicClient>();
-  const metrics = createMetrics({ defaults: options.defaultMetrics ?? false, cacheMs: config.metricsCacheMs, now });
+  const stages = config.metricsVerifyStages ? new StageClock() : undefined;
+  // The verify budget reads the event loop's delay and the GC pauses beside the stages.
+  const metrics = createMetrics({ defaults: (options.defaultMetrics ?? false) || stages !== undefined, cacheMs: config.metricsCacheMs, now, stages });
   // Each RPC URL on its own (several per network: failover), for the checks of each.
   const endpoints = new Map<NetworkName, RpcEndpointClient[]>();
   const transports: RpcTransport[] = [];
+  const rpcOf = new Map<NetworkName, RpcTransport>();
+  // Each network's start-up checks: what the healthcheck shows until its own first checks finish.
+  const startupInspections = new Map<NetworkName, NetworkInspection>();
   const closeTransports = () => transports.forEach((transport) => transport.close());
   for (const network of config.networks) {
     const rpc = transportFor(config, network, metrics, options.transports?.[network.network]);
     transports.push(rpc);
+    rpcOf.set(network.network, rpc);
     const client = createPublicClient({ transport: rpc.transport, pollingInterval: config.pollingIntervalMs, cacheTime: 0 }) as PublicClient;
     clients.set(network.network, client);
     endpoints.set(
@@ -189,7 +198,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       });
       const several = endpoints.get(network.network)!;
       if (several.length > 1) {
-        await checkEndpoints(config, network, several, relayer.addresses, logger);
+        startupInspections.set(network.network, await checkEndpoints(config, network, several, relayer.addresses, logger));
       } else {
         const inspection = await inspectNetwork({
           client,
@@ -201,6 +210,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
         });
         const first = inspection.problems[0];
         if (first) throw new StartupError(`${network.network}: ${first.variable}: ${first.message}`);
+        startupInspections.set(network.network, inspection);
       }
       const domain = await readDomain(client, network.token);
       networks.set(network.network, {
@@ -212,8 +222,8 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
           client,
           chainId: network.chainId,
           logLookbackBlocks: config.logLookbackBlocks,
-          // LEAD (issue 28, item 4): once TokenIndex.spentAt lands (branch chain-identity), wire the index's port here:
-          // index: () => networks.get(network.network)?.index,
+          // The index knows the block of every spend since the token's deployment (when it can vouch for it).
+          index: () => networks.get(network.network)?.index,
         }),
         separator: domainSeparator({ ...domain, chainId: network.chainId, verifyingContract: network.token }),
       });
@@ -234,10 +244,13 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       metrics,
       observe: () => context.observe,
       ...(options.ledger ? { ledger: options.ledger } : {}),
+      prepare: (ledger) => bindHistories(networks, ledger, metrics, logger),
     });
   } catch (error) {
     await Promise.all([...networks.values()].map((runtime) => runtime.relayer.stop()));
+    for (const runtime of networks.values()) runtime.history?.stop();
     closeTransports();
+    if (error instanceof StartupError) throw error;
     throw new StartupError(`${config.ledger.databaseUrl ? "DATABASE_URL" : "LEDGER_FILE"}: the settlement ledger cannot be opened: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
   if (config.stateIndex.enabled) {
@@ -255,6 +268,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     ledger: coordination.ledger,
     settlements: coordination.settlements,
     logger,
+    ...(stages ? { stages } : {}),
     observe: { confirmationWait: metrics.confirmationWait, rpcError: metrics.rpcError, revertedGas: metrics.revertedGas, verifyStateSource: metrics.verifyStateSource },
   };
   const relayers = [...networks.values()][0]?.relayer.addresses ?? [];
@@ -262,30 +276,54 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     config.networks.map((n) => n.network),
     relayers,
   );
-  const health = memoizeFor(
-    config.healthCacheMs,
-    () =>
-      healthReport(
-        [...networks.values()].map((runtime) => () =>
-          inspectNetwork({
-            client: runtime.client,
-            config: runtime.config,
-            relayers: runtime.relayer.addresses,
-            relayerMinBalanceWei: config.relayerMinBalanceWei,
-            maxBlockAgeSeconds: config.healthMaxBlockAgeSeconds,
-            rpcTimeoutMs: config.rpcTimeoutMs,
-            nowMs: now(),
-            endpoints: endpoints.get(runtime.config.network),
-            ...(runtime.index ? { index: runtime.index } : {}),
-          }),
-        ),
-        coordination.inspect,
-      ),
-    now,
+  // Each part of the healthcheck answers within HEALTH_TIMEOUT_MS: a network whose RPC hangs, or a
+  // database that does not answer, is reported from its last answer (slow) rather than waited for.
+  const networkChecks = [...networks.values()].map((runtime) => {
+    const rpc = rpcOf.get(runtime.config.network)!;
+    return boundedCheck(
+      () =>
+        inspectNetwork({
+          client: runtime.client,
+          config: runtime.config,
+          relayers: runtime.relayer.addresses,
+          relayerMinBalanceWei: config.relayerMinBalanceWei,
+          maxBlockAgeSeconds: config.healthMaxBlockAgeSeconds,
+          rpcTimeoutMs: config.rpcTimeoutMs,
+          nowMs: now(),
+          rpcStates: rpc.states,
+          ...(runtime.index ? { index: runtime.index } : {}),
+        }),
+      config.healthTimeoutMs,
+      (last, waitedMs) => lateInspection(runtime.config, runtime.relayer.addresses, last, waitedMs, rpc.snapshot()),
+      startupInspections.get(runtime.config.network),
+    );
+  });
+  const ledgerCheck = boundedCheck(
+    coordination.inspect,
+    config.healthTimeoutMs,
+    (last, waitedMs): LedgerInspection => ({
+      ...(last?.value ?? { backend: coordination.ledger.backend, location: "", reachable: false, migrations: { applied: 0, expected: 0 }, shared: coordination.ledger.backend === "postgres", leases: [] }),
+      state: "slow",
+      error: `no answer within ${waitedMs} ms`,
+    }),
+    await coordination.inspect().catch(() => undefined),
   );
+  const health = memoizeFor(config.healthCacheMs, () => healthReport(networkChecks, ledgerCheck), now);
   const dashboard = config.dashboard
-    ? createDashboard({ configs: config.networks, runtimes: networks, health, playground: options.playground, apiKeys: config.apiKeys, allowedHosts: config.allowedHosts })
+    ? createDashboard({
+        configs: config.networks,
+        runtimes: networks,
+        health,
+        playground: options.playground,
+        apiKeys: config.apiKeys,
+        historyBytes: config.dashboardFeed.historyBytes,
+        maxStreams: config.dashboardFeed.maxStreams,
+        streamLimits: { stallMs: config.dashboardFeed.stallMs, maxLifetimeMs: config.dashboardFeed.maxLifetimeMs },
+        onStream: metrics.dashboardStream,
+        allowedHosts: config.allowedHosts,
+      })
     : undefined;
+  let storeFallbackLoggedAt = -Infinity;
   const app = createApp({
     context,
     supported: () => supported,
@@ -296,6 +334,15 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     bodyLimitBytes: config.bodyLimitBytes,
     apiKeys: config.apiKeys,
     rateLimitStores: options.rateLimitStores ?? coordination.rateLimitStores,
+    rateLimitStoreWaitMs: config.rateLimits.storeWaitMs,
+    onRateLimitStoreFallback(limiter, reason) {
+      metrics.rateLimitStoreFallback(limiter, reason);
+      // Once a minute at most: a frozen database must not turn every request into a log line.
+      const now = Date.now();
+      if (now - storeFallbackLoggedAt < 60_000) return;
+      storeFallbackLoggedAt = now;
+      logger.warn({ limiter, reason, waitMs: config.rateLimits.storeWaitMs }, "rate limits: the shared store is slow or failing; counting in this instance's memory meanwhile");
+    },
     discovery: { ledger: coordination.ledger, bounds: config.catalog },
     statusLookup: {
       ledger: coordination.ledger,
@@ -330,12 +377,50 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     coordination,
     close: async (graceMs) => {
       await stopIndexes();
+      for (const runtime of networks.values()) runtime.history?.stop();
       // Settles in flight may still need their transactions replaced: the relayers stop after them.
       await coordination.close(graceMs);
       await Promise.all([...networks.values()].map((runtime) => runtime.relayer.stop()));
       closeTransports();
     },
   };
+}
+
+/** How often each chain's history is compared with the ledger's trail of it (and a checkpoint recorded). */
+const HISTORY_CHECK_MS = 10_000;
+
+/**
+ * Binds the ledger's rows of each network's chain to the chain's history before anything is served or sent: rows of
+ * another history (a local chain restarted or reverted) are set aside (docs/operations.md, "The chain's identity").
+ */
+async function bindHistories(networks: ReadonlyMap<NetworkName, NetworkRuntime>, ledger: Ledger, metrics: FacilitatorMetrics, logger: Logger): Promise<void> {
+  await Promise.all(
+    [...networks.values()].map(async (runtime) => {
+      const { network, chainId, token } = runtime.config;
+      const history = new ChainHistory({
+        network,
+        client: runtime.client,
+        chainId,
+        token,
+        store: ledger,
+        logger,
+        checkIntervalMs: HISTORY_CHECK_MS,
+        onSetAside: (counts) => {
+          // The index's nonces are deleted, not set aside: they are the chain's own logs, read again.
+          metrics.rowsSetAside(network, "settlement", counts.settlements);
+          metrics.rowsSetAside(network, "penalty", counts.penalties);
+          metrics.rowsSetAside(network, "payment_identifier", counts.paymentIdentifiers);
+          metrics.rowsSetAside(network, "catalog_entry", counts.catalogEntries);
+        },
+      });
+      runtime.history = history;
+      try {
+        await history.start();
+      } catch (error) {
+        throw new StartupError(`${network}: the ledger cannot be bound to the chain's history: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      }
+    }),
+  );
 }
 
 /** The network's token state index, following the chain from now on (docs/operations.md, "The token state index"). */
@@ -350,11 +435,13 @@ function startIndex(config: FacilitatorConfig, runtime: NetworkRuntime, ledger: 
     ...(config.stateIndex.startBlocks[network] !== undefined ? { startBlock: config.stateIndex.startBlocks[network] } : {}),
     startBlockVariable: `${ENV_PREFIX[network]}_INDEX_START_BLOCK`,
     logRangeBlocks: config.stateIndex.logRangeBlocks,
+    maxNonces: config.stateIndex.maxNonces,
     pollingIntervalMs: config.pollingIntervalMs,
     // New blocks are announced over a WebSocket RPC (every URL one: failover keeps the subscription).
     subscribe: rpcUrls.length > 0 && rpcUrls.every(isWebSocketUrl),
     logger,
-    observe: { followError: (kind) => metrics.indexFollowError(network, kind) },
+    observe: { followError: (kind) => metrics.indexFollowError(network, kind), historyChange: (kind) => metrics.indexHistoryChange(network, kind) },
+    ...(runtime.history ? { history: runtime.history } : {}),
   });
   index.start();
   return index;
@@ -390,6 +477,7 @@ export async function startFacilitator(config: FacilitatorConfig, options: Start
         : () => false,
       onDropped: (reason) => facilitator.metrics.connectionDropped(name, reason),
       onIdleClosed: () => facilitator.metrics.idleConnectionClosed(name),
+      onWaiting: (event) => facilitator.metrics.connectionWaiting(name, event),
     });
   const servers: Server[] = [];
   const bind = async (server: Server, host: string, port: number, variable: string, hint: string) => {
@@ -407,6 +495,7 @@ export async function startFacilitator(config: FacilitatorConfig, options: Start
     }
   };
   const server = listener("service", facilitator.app);
+  facilitator.metrics.watchConnections("service", () => connectionCounts(server));
   const url = await bind(server, config.host, config.port, "PORT", "PORT=… or --port …");
   const metricsUrl = config.metrics
     ? await bind(listener("metrics", metricsEndpoint(facilitator.metrics.registry, logger)), config.metricsHost, config.metricsPort, "METRICS_PORT", "METRICS_PORT=…, or METRICS=false")

@@ -47,6 +47,8 @@ function withinBytes(texts: readonly string[], maxBytes: number): string[] {
 
 /** Every catalog write takes this lock (every instance): counts and evictions stay exact, and no two writes wait on each other's rows. */
 const LOCK = "discovery-catalog";
+/** The catalog's lock, for a change of the ledger that takes catalog entries out in its own transaction (a chain's history). */
+export const CATALOG_LOCK = LOCK;
 /** Ways of paying one catalog entry keeps (one per scheme and network). */
 const MAX_ACCEPTS = 16;
 /** Entries read per query while filling a page up to its byte bound. */
@@ -329,6 +331,21 @@ export class SqlDiscoveryCatalog {
       }
     }
     return { items, more: ranked.length > request.limit };
+  }
+
+  /**
+   * Takes out the entries with a way of paying on `network` (a CAIP-2 id), last paid at or after `paidFrom` (a block
+   * time, ms) or all: a changed history of that chain. Gives their rows as they were (to keep aside); the counts stay
+   * exact. Runs in the caller's transaction, which holds {@link CATALOG_LOCK}. An entry's seller lists it again with
+   * its next settled payment.
+   */
+  async takeNetwork(tx: Executor, network: string, paidFrom?: number): Promise<Row[]> {
+    const rows = await tx.all(
+      `SELECT * FROM discovery_entries WHERE id IN (SELECT entry_id FROM discovery_networks WHERE network = ?)${paidFrom === undefined ? "" : " AND last_paid >= ?"} ORDER BY id`,
+      [network, ...(paidFrom === undefined ? [] : [paidFrom])],
+    );
+    await this.#delete(tx, rows.map((row) => Number(row.id)));
+    return rows;
   }
 
   remove(resource: string, method?: string, payTo?: string): Promise<number> {

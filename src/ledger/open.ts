@@ -1,3 +1,4 @@
+import type { PostgresLedgerOptions } from "./postgres.js";
 import type { SqlLedgerOptions } from "./sql-ledger.js";
 import type { Ledger } from "./types.js";
 
@@ -9,6 +10,10 @@ export interface OpenLedgerOptions extends SqlLedgerOptions {
   file?: string;
   /** PostgreSQL connections of this instance; default 10. */
   poolSize?: number;
+  /** PostgreSQL: what a statement may take (see {@link PostgresLedgerOptions}). */
+  statementTimeoutMs?: number;
+  /** PostgreSQL: what connecting, or waiting for a pooled connection, may take. */
+  connectTimeoutMs?: number;
 }
 
 /**
@@ -17,10 +22,10 @@ export interface OpenLedgerOptions extends SqlLedgerOptions {
  * (a seller's or a buyer's code, on Node 20 too) loads none of them.
  */
 export async function openLedger(options: OpenLedgerOptions = {}): Promise<Ledger> {
-  const { databaseUrl, file, poolSize, ...rest } = options;
+  const { databaseUrl, file, poolSize, statementTimeoutMs, connectTimeoutMs, ...rest } = options;
   if (databaseUrl) {
     const { openPostgresLedger } = await import("./postgres.js");
-    return openPostgresLedger({ ...rest, url: databaseUrl, ...(poolSize ? { poolSize } : {}) });
+    return openPostgresLedger({ ...rest, url: databaseUrl, ...(poolSize ? { poolSize } : {}), ...(statementTimeoutMs ? { statementTimeoutMs } : {}), ...(connectTimeoutMs ? { connectTimeoutMs } : {}) });
   }
   const { MEMORY, openSqliteLedger } = await import("./sqlite.js");
   return openSqliteLedger({ ...rest, location: file ?? MEMORY });

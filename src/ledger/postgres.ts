@@ -21,6 +21,18 @@ const CHANNEL = "x402_ledger";
 const LOCK_SPACE = 0x78343032;
 const MIGRATION_TABLE = "x402_ledger_migrations";
 const RECONNECT_MS = 1_000;
+/** What PostgreSQL may take per statement (`statement_timeout`, `lock_timeout`) unless configured. */
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 1_000;
+/** What connecting (and waiting for a pooled connection) may take unless configured. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 1_500;
+/** A call is given up this long after the statement time-out: the server did not even say it cancelled it (frozen, cut off). */
+const ANSWER_MARGIN_MS = 500;
+/** While calls fail at once, the database is asked (a fresh connection, `SELECT 1`) this often. */
+const PROBE_MS = 250;
+/** TCP keep-alive on every connection: a peer gone without a word (a host down, a network cut) is found within about a minute. */
+const KEEPALIVE_DELAY_MS = 10_000;
+/** A transaction left open by a client that stopped (paused, cut off) is ended by the server after this, releasing its locks. */
+const IDLE_IN_TRANSACTION_MS = 10_000;
 
 /** A PostgreSQL URL without its credentials, for logs and health. */
 export function redactDatabaseUrl(url: string): string {
@@ -81,6 +93,13 @@ function guardedPool(config: pg.PoolConfig): pg.Pool {
   return pool;
 }
 
+/** A ledger call the database did not answer within its time: the connection was cut, nothing waits on it. */
+class NoAnswer extends LedgerError {
+  constructor(ms: number) {
+    super("unavailable", `the database did not answer within ${ms} ms`);
+  }
+}
+
 class PostgresDriver implements SqlDriver {
   readonly backend = "postgres" as const;
   readonly skipLocked = " FOR UPDATE SKIP LOCKED";
@@ -89,60 +108,141 @@ class PostgresDriver implements SqlDriver {
   readonly messages = new EventEmitter();
   readonly #url: string;
   readonly #pool: pg.Pool;
+  /** A call (waiting for a connection, then its statements) is given up after this long. */
+  readonly #answerMs: number;
+  readonly #clientConfig: pg.ClientConfig;
   #listener: pg.Client | undefined;
   #reconnect: NodeJS.Timeout | undefined;
   #closed = false;
+  /** Since when calls fail at once: the database did not answer one in time; a probe closes it when it answers. */
+  #outageSince: number | undefined;
+  #probe: NodeJS.Timeout | undefined;
+  /** Calls waiting for a pooled connection: failed at once when the database stops answering. */
+  readonly #waiting = new Set<(error: Error) => void>();
 
   constructor(url: string, options: PostgresLedgerOptions) {
     this.#url = url;
     this.messages.setMaxListeners(0);
-    this.#pool = guardedPool({
+    const statementMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
+    this.#answerMs = statementMs + ANSWER_MARGIN_MS;
+    this.#clientConfig = {
       connectionString: url,
-      max: options.poolSize ?? 10,
-      connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
-      statement_timeout: options.statementTimeoutMs ?? 10_000,
-      idleTimeoutMillis: 30_000,
-    });
+      connectionTimeoutMillis: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      // The server cancels a statement (or a lock wait) that takes longer: an answer, not a cut connection.
+      statement_timeout: statementMs,
+      lock_timeout: statementMs,
+      idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_MS,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: KEEPALIVE_DELAY_MS,
+    };
+    this.#pool = guardedPool({ ...this.#clientConfig, max: options.poolSize ?? 10, idleTimeoutMillis: 30_000 });
   }
 
   async all(text: string, params: readonly SqlValue[] = []): Promise<SqlRow[]> {
-    return (await this.#pool.query({ ...toPostgres(text), values: params as SqlValue[] })).rows as SqlRow[];
+    return this.#call(async (client) => (await client.query({ ...toPostgres(text), values: params as SqlValue[] })).rows as SqlRow[]);
   }
 
   async run(text: string, params: readonly SqlValue[] = []): Promise<number> {
-    return (await this.#pool.query({ ...toPostgres(text), values: params as SqlValue[] })).rowCount ?? 0;
+    return this.#call(async (client) => (await client.query({ ...toPostgres(text), values: params as SqlValue[] })).rowCount ?? 0);
   }
 
   async transaction<T>(...args: [(tx: SqlTransaction) => Promise<T>] | [SqlTransactionOptions, (tx: SqlTransaction) => Promise<T>]): Promise<T> {
     const [options, work] = args.length === 1 ? [{}, args[0]] : args;
-    let failed = false;
-    const client = await this.#pool.connect();
-    // An error while checked out (the server shut down, 57P01): the query in flight rejects as well, and
-    // the client is destroyed rather than returned to the pool.
-    const onError = () => void (failed = true);
-    client.on("error", onError);
-    const query = (text: string, params: readonly SqlValue[] = []) => client.query({ ...toPostgres(text), values: params as SqlValue[] });
-    const tx: SqlTransaction = {
-      all: async (text, params) => (await query(text, params)).rows as SqlRow[],
-      run: async (text, params) => (await query(text, params)).rowCount ?? 0,
-      // Delivered by PostgreSQL to every listener (this instance's too) when the transaction commits.
-      notify: async (text) => void (await query(`SELECT pg_notify('${CHANNEL}', ?)`, [text])),
-    };
-    try {
+    return this.#call(async (client) => {
+      const query = (text: string, params: readonly SqlValue[] = []) => client.query({ ...toPostgres(text), values: params as SqlValue[] });
+      const tx: SqlTransaction = {
+        all: async (text, params) => (await query(text, params)).rows as SqlRow[],
+        run: async (text, params) => (await query(text, params)).rowCount ?? 0,
+        // Delivered by PostgreSQL to every listener (this instance's too) when the transaction commits.
+        notify: async (text) => void (await query(`SELECT pg_notify('${CHANNEL}', ?)`, [text])),
+      };
       // One round trip: the lock's keys are numbers computed here, so the two statements go as one simple query.
       await client.query(options.lock === undefined ? "BEGIN" : `BEGIN; SELECT pg_advisory_xact_lock(${LOCK_SPACE}, ${lockKey(options.lock)})`);
-      const result = await work(tx);
-      await client.query("COMMIT");
-      return result;
+      try {
+        const result = await work(tx);
+        await client.query("COMMIT");
+        return result;
+      } catch (error) {
+        // Not after a cut connection (#call destroys it; the server rolls back what it did not commit).
+        if (!(error instanceof NoAnswer)) await client.query("ROLLBACK").catch(() => undefined);
+        throw error;
+      }
+    });
+  }
+
+  /**
+   * Runs `work` on a pooled connection, all of it (the wait for a connection included) within the answer
+   * time. A call the database does not answer in time fails with {@link NoAnswer}: its connection is
+   * reset (so a frozen server, once it runs again, finds nothing of it to execute), and until the
+   * database answers a probe every call fails at once, instead of each waiting out its own time.
+   */
+  async #call<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    if (this.#outageSince !== undefined) throw new NoAnswer(this.#answerMs);
+    let client: pg.PoolClient | undefined;
+    let given = false;
+    let failed = false;
+    let timer: NodeJS.Timeout | undefined;
+    let reject!: (error: Error) => void;
+    const stop = new Promise<never>((_, fail) => (reject = fail));
+    stop.catch(() => undefined);
+    timer = setTimeout(() => {
+      given = true;
+      reject(new NoAnswer(this.#answerMs));
+    }, this.#answerMs);
+    const giveUp = (error: Error) => {
+      given = true;
+      reject(error);
+    };
+    const onError = () => void (failed = true);
+    try {
+      this.#waiting.add(giveUp);
+      const connecting = this.#pool.connect();
+      // A connection that arrives after the call gave up goes back to the pool unused.
+      connecting.then((late) => void (given && late !== client && late.release()), () => undefined);
+      client = await Promise.race([connecting, stop]);
+      this.#waiting.delete(giveUp);
+      // An error while checked out (the server shut down, 57P01): the query in flight rejects as well.
+      client.on("error", onError);
+      return await Promise.race([work(client), stop]);
     } catch (error) {
       failed = true;
-      await client.query("ROLLBACK").catch(() => undefined);
-      throw error;
+      if (error instanceof NoAnswer && this.#outageSince === undefined) this.#noAnswer();
+      throw error instanceof NoAnswer || error instanceof LedgerError || !given ? error : new NoAnswer(this.#answerMs);
     } finally {
-      // A client whose ROLLBACK failed may be broken: destroy it rather than return it to the pool.
-      client.removeListener("error", onError);
-      client.release(failed ? true : undefined);
+      clearTimeout(timer);
+      this.#waiting.delete(giveUp);
+      if (client) {
+        client.removeListener("error", onError);
+        // Reset, not ended: a server that stopped reading discards what it has not read of ours.
+        if (given) (client as unknown as { connection?: { stream?: { resetAndDestroy?(): void; destroy(): void } } }).connection?.stream?.resetAndDestroy?.();
+        // A connection whose call failed may be broken (mid-transaction, cut): destroyed rather than pooled.
+        client.release(failed || given ? true : undefined);
+      }
     }
+  }
+
+  /** A call was not answered in time: calls fail at once (waiting ones too) until a probe is answered. */
+  #noAnswer(): void {
+    this.#outageSince = Date.now();
+    for (const giveUp of [...this.#waiting]) giveUp(new NoAnswer(this.#answerMs));
+    this.#waiting.clear();
+    const probe = async () => {
+      if (this.#closed) return;
+      const client = new GuardedClient({ ...this.#clientConfig, connectionTimeoutMillis: this.#answerMs, query_timeout: this.#answerMs });
+      try {
+        await client.connect();
+        await client.query("SELECT 1");
+        this.#outageSince = undefined;
+        await client.end().catch(() => undefined);
+        return;
+      } catch {
+        (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+      }
+      this.#probe = setTimeout(() => void probe(), PROBE_MS);
+      this.#probe.unref();
+    };
+    this.#probe = setTimeout(() => void probe(), PROBE_MS);
+    this.#probe.unref();
   }
 
   /** Applies missing migrations; safe when several instances start at once (see {@link migratePostgres}). */
@@ -152,7 +252,7 @@ class PostgresDriver implements SqlDriver {
 
   /** LISTENs for other instances' notifications; reconnects after a lost connection (waits poll meanwhile). */
   async listen(): Promise<void> {
-    const client = new GuardedClient({ connectionString: this.#url });
+    const client = new GuardedClient({ connectionString: this.#url, keepAlive: true, keepAliveInitialDelayMillis: KEEPALIVE_DELAY_MS });
     const lost = () => {
       if (this.#closed || this.#listener !== client) return;
       this.#listener = undefined;
@@ -181,6 +281,7 @@ class PostgresDriver implements SqlDriver {
 
   async health(): Promise<LedgerHealth> {
     const base = { backend: this.backend, location: redactDatabaseUrl(this.#url), migrations: { applied: 0, expected: MIGRATIONS.length } };
+    if (this.#outageSince !== undefined) return { ...base, reachable: false, error: `no answer within ${this.#answerMs} ms (since ${new Date(this.#outageSince).toISOString()})` };
     try {
       const [row] = await this.all(`SELECT COUNT(*) AS applied FROM ${MIGRATION_TABLE}`);
       return { ...base, reachable: true, migrations: { ...base.migrations, applied: Number(row?.applied ?? 0) } };
@@ -193,6 +294,7 @@ class PostgresDriver implements SqlDriver {
     if (this.#closed) return;
     this.#closed = true;
     clearTimeout(this.#reconnect);
+    clearTimeout(this.#probe);
     const listener = this.#listener;
     this.#listener = undefined;
     await listener?.end().catch(() => undefined);
@@ -243,7 +345,13 @@ export interface PostgresLedgerOptions extends SqlLedgerOptions {
   url: string;
   /** Connections in this instance's pool; default 10. */
   poolSize?: number;
+  /** Connecting, or waiting for a pooled connection, may take this long; default {@link DEFAULT_CONNECT_TIMEOUT_MS}. */
   connectTimeoutMs?: number;
+  /**
+   * PostgreSQL cancels a statement (or a lock wait) taking longer; a call it does not answer within this
+   * plus 500 ms fails, and calls then fail at once until the database answers again. Default
+   * {@link DEFAULT_STATEMENT_TIMEOUT_MS}.
+   */
   statementTimeoutMs?: number;
 }
 

@@ -292,4 +292,38 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX relayer_fillers_created ON relayer_fillers (created_at)`,
     ],
   },
+  {
+    // What the ledger knows is bound to the chain it learned it on: each chain's genesis hash and a trail of its
+    // blocks (the index's stored progress, start-ups), so that another history under the same chain id (a local
+    // chain restarted, a snapshot reverted) is told apart; and where the rows of the other history are set aside
+    // (kept, never served). Indexes for what a changed history looks up: nonces and settlements by block.
+    name: "0011_chain_identity",
+    statements: (d) => [
+      `CREATE TABLE chain_histories (
+        chain_id INTEGER PRIMARY KEY,
+        genesis_hash TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        updated_at BIGINT NOT NULL
+      )`,
+      `CREATE TABLE chain_checkpoints (
+        chain_id INTEGER NOT NULL,
+        block_number BIGINT NOT NULL,
+        block_hash TEXT NOT NULL,
+        recorded_at BIGINT NOT NULL,
+        PRIMARY KEY (chain_id, block_number)
+      )`,
+      `CREATE TABLE set_aside_rows (
+        id ${d.serial},
+        chain_id INTEGER NOT NULL,
+        genesis_hash TEXT,
+        kind TEXT NOT NULL,
+        row_data TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        set_aside_at BIGINT NOT NULL
+      )`,
+      `CREATE INDEX set_aside_rows_chain ON set_aside_rows (chain_id, id)`,
+      `CREATE INDEX indexed_nonces_block ON indexed_nonces (chain_id, token, block_number)`,
+      `CREATE INDEX settlements_settled_block ON settlements (chain_id, block_number) WHERE status = 'settled'`,
+    ],
+  },
 ];

@@ -239,12 +239,90 @@ export interface IndexedNonce {
   blockNumber: bigint;
 }
 
+/** A range of blocks whose used and canceled nonces are all given (see {@link Ledger.recordIndexedNonces}). */
+export interface NonceRange {
+  fromBlock: bigint;
+  throughBlock: bigint;
+  /** The hash of `throughBlock`: recorded as a checkpoint of the chain's history with the progress. */
+  throughHash?: Hex;
+}
+
 /** How far the shared record of used and canceled authorization nonces reaches, for one token. */
 export interface NonceIndexProgress {
   /** The first block covered: the token's deployment block, or the configured start. */
   fromBlock: bigint;
   /** Every AuthorizationUsed / AuthorizationCanceled log of blocks fromBlock..throughBlock is stored; fromBlock - 1 while none is. */
   throughBlock: bigint;
+}
+
+/** A block of a chain's history: its number and hash. */
+export interface BlockRef {
+  number: bigint;
+  hash: Hex;
+}
+
+/** A block the ledger saw in a chain's history, and when (the ledger's clock, ms): the trail a changed history is walked back on. */
+export interface Checkpoint extends BlockRef {
+  recordedAt: number;
+}
+
+/** What the ledger knows of the history its rows of one chain were learned on. */
+export interface ChainHistoryRecord {
+  chainId: number;
+  /** Block 0's hash. */
+  genesisHash: Hex;
+  /** Grows by one each time the chain's rows are all set aside (a history with nothing in common). */
+  epoch: number;
+  /** Blocks of that history (the index's stored progress, start-ups, a periodic look), newest first, at most {@link CHECKPOINT_LIMIT}. */
+  checkpoints: Checkpoint[];
+}
+
+/** Checkpoints kept per chain (the newest). */
+export const CHECKPOINT_LIMIT = 128;
+
+/**
+ * A change of a chain's history, for {@link Ledger.adoptChainHistory}: which of the chain's rows belong to the
+ * history the ledger knew and not to the chain's now.
+ */
+export interface HistoryChange {
+  chainId: number;
+  /** The chain's block 0 now. */
+  genesisHash: Hex;
+  /**
+   * The newest block both histories share (a revert, a replaced branch). Absent: nothing in common (another chain
+   * under the same id: a local chain restarted), and every row of the chain is set aside.
+   */
+  common?: BlockRef;
+  /**
+   * With `common`: penalties and payment identifiers written after this time (the ledger's clock, ms) are set aside
+   * too; default: none of them.
+   */
+  since?: number;
+  /** With `common`: its block's time (ms): catalog entries paid at or after it are set aside too; default: none. */
+  commonTime?: number;
+  /** Settled rows proven on the chain now by their receipt: never set aside. */
+  keep?: readonly number[];
+  /** The epoch the caller decided on: the change is refused (`adopted: false`) when another instance changed it meanwhile. */
+  epoch: number | undefined;
+  /** Why (kept with the rows set aside). */
+  reason: string;
+}
+
+/** What {@link Ledger.adoptChainHistory} did: how many rows it set aside (or deleted: the index's nonces) of each kind. */
+export type HistoryAdoption =
+  | { adopted: false }
+  | { adopted: true; epoch: number; settlements: number; penalties: number; paymentIdentifiers: number; catalogEntries: number; indexedNonces: number };
+
+/** A row set aside because it belongs to another history of its chain: kept, never served. */
+export interface SetAsideRow {
+  chainId: number;
+  /** The genesis of the history it belonged to (as the ledger knew it). */
+  genesisHash?: Hex;
+  kind: "settlement" | "settlement_transaction" | "penalty" | "payment_identifier" | "catalog_entry";
+  /** The row as it was stored (column → value). */
+  row: Record<string, unknown>;
+  reason: string;
+  setAsideAt: number;
 }
 
 /**
@@ -512,11 +590,32 @@ export interface Ledger {
    * `range.throughBlock` when the stored progress already reaches `range.fromBlock - 1` (never lowers it; a range
    * that would leave blocks between unread raises nothing, its nonces are stored all the same). The caller vouches
    * that every such log of `range` is among `nonces` or stored. Throws LedgerError "not_found" when the index was
-   * never opened. Returns the progress after.
+   * never opened. With `range.throughHash`, a progress raised to `range.throughBlock` records that block as a
+   * checkpoint of the chain's history in the same transaction. Returns the progress after.
    */
-  recordIndexedNonces(scope: TokenScope, nonces: readonly IndexedNonce[], range: { fromBlock: bigint; throughBlock: bigint }): Promise<NonceIndexProgress>;
+  recordIndexedNonces(scope: TokenScope, nonces: readonly IndexedNonce[], range: NonceRange): Promise<NonceIndexProgress>;
   /** Stored nonces of `scope` in (authorizer, nonce) order, after `after` (exclusive), at most `limit`: the pages that load the index. */
   indexedNonces(scope: TokenScope, options: { after?: { authorizer: Address; nonce: Hex }; limit: number }): Promise<IndexedNonce[]>;
+  /** One stored nonce of `scope` (any case), if stored: what the index asks when it does not hold the nonce in memory. */
+  indexedNonce(scope: TokenScope, authorizer: Address, nonce: Hex): Promise<IndexedNonce | undefined>;
+
+  /** What the ledger knows of the history of chain `chainId` (undefined: nothing yet). */
+  chainHistory(chainId: number): Promise<ChainHistoryRecord | undefined>;
+  /** Records a block of the chain's history as a checkpoint (the oldest beyond {@link CHECKPOINT_LIMIT} go). */
+  recordCheckpoint(chainId: number, block: BlockRef): Promise<void>;
+  /** Settled rows of `chainId` mined after `afterBlock` (every one without it), the latest mined first, at most `limit`. */
+  settledAfter(chainId: number, options: { afterBlock?: bigint; limit: number }): Promise<SettlementRecord[]>;
+  /**
+   * Binds the chain's rows to its history now, atomically (serialized across instances): records the genesis, and
+   * sets aside what belongs to the history the ledger knew instead. With `common`: settled rows mined after it
+   * (but `keep`), and rows without a block written after `since`; the index's nonces of blocks after it are deleted
+   * and its progress lowered to it. Without: every row of the chain (but `keep`), and the index's nonces and progress.
+   * Rows set aside go to `set_aside_rows`, never served. Refused (`adopted: false`, nothing done) when the chain's
+   * epoch is no longer `change.epoch`.
+   */
+  adoptChainHistory(change: HistoryChange): Promise<HistoryAdoption>;
+  /** Rows set aside (of `chainId`, or every chain), the latest first, at most `limit` (default 100). */
+  setAsideRows(options?: { chainId?: number; limit?: number }): Promise<SetAsideRow[]>;
 
   /**
    * Records a settled payment in the discovery catalog. The entry is keyed by resource URL, method

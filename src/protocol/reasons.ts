@@ -38,6 +38,8 @@ export const RequestError = {
   invalidRequest: (what: string) => `Invalid request: ${what}`,
   unsupportedVersion: (version: unknown) => `Unsupported x402Version: ${String(version)}`,
   tooManyRequests: "Too many requests",
+  tooManyConnections: "Service unavailable: too many connections; retry shortly",
+  tooManyClientConnections: "Service unavailable: too many connections from this client; retry shortly",
   notFound: "Not found",
   payloadTooLarge: "Payload too large",
   internal: "Internal error",
@@ -47,6 +49,7 @@ export const RequestError = {
   unsupportedCharset: "Unsupported Media Type: the body must be UTF-8 JSON",
   missingApiKey: "Unauthorized: an API key is required (Authorization: Bearer <key>)",
   unknownApiKey: "Unauthorized: unknown API key",
+  detailNeedsApiKeys: "Forbidden: the detailed healthcheck needs API keys configured (API_KEYS) and one of them sent as Authorization: Bearer <key>",
   requestTimeout: "Request timeout",
   badRequest: "Bad request",
   /** 421: the Host header names a host this service does not serve (the local stack's loopback names, `ALLOWED_HOSTS`). */

@@ -1,12 +1,13 @@
 import type { Address, Hex, PublicClient } from "viem";
 import type { ChainState } from "../chain/state.js";
-import type { TokenIndex } from "../state/index.js";
+import type { ChainHistory, TokenIndex } from "../state/index.js";
 import type { Relayer } from "../chain/relayer/index.js";
 import type { NetworkName } from "../protocol/networks.js";
 import type { SettlementLogger } from "./logger.js";
 import type { Ledger } from "../ledger/types.js";
 import type { SettlementService } from "./service.js";
 import type { SettlementChain } from "./chain.js";
+import type { StageClock } from "./stages.js";
 
 /** One network the facilitator serves. */
 export interface NetworkConfig {
@@ -30,6 +31,8 @@ export interface NetworkRuntime {
   state: ChainState;
   /** The token's state kept from its logs (`STATE_INDEX`); verify asks it first. Absent when off. */
   index?: TokenIndex;
+  /** Binds the ledger's rows of this chain to its history (set once the ledger is open). */
+  history?: ChainHistory;
   relayer: Relayer;
   /** The chain reads of the payment decision and the reconciler (receipts, the authorization lookup). */
   payments: SettlementChain;
@@ -53,6 +56,8 @@ export interface FacilitatorContext<L extends SettlementLogger = SettlementLogge
   /** Sends claimed settlements (or hands them to a relayer key holder) and waits for their outcome. */
   settlements: SettlementService;
   logger: L;
+  /** Times verify's stages on the CPU clock (`METRICS_VERIFY_STAGES`); absent, as by default, nothing is timed. */
+  stages?: StageClock;
   /** Measurement hooks (metrics); optional. */
   observe?: {
     confirmationWait(network: string, seconds: number): void;

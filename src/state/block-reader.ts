@@ -38,7 +38,8 @@ export class InconsistentChainError extends Error {
  * to the one before by its parent hash; then, for each block whose `logsBloom` may hold a log of the
  * token, `eth_getLogs` by that block's hash (EIP-234: a node that does not have the block answers an
  * error, never an empty list for it). A block whose bloom names the token but whose logs come back empty
- * is asked once more before the answer is believed (a bloom can say "maybe" falsely).
+ * is asked once more before the answer is believed (a bloom can say "maybe" falsely). A bloom of all zeros in
+ * a block that holds transactions is not believed: that block's logs are asked for all the same.
  */
 export class BlockReader {
   readonly #client: PublicClient;
@@ -47,11 +48,6 @@ export class BlockReader {
   constructor(client: PublicClient, token: Address) {
     this.#client = client;
     this.#token = token;
-  }
-
-  /** The chain's latest block number. */
-  tip(): Promise<bigint> {
-    return this.#client.getBlockNumber({ cacheTime: 0 });
   }
 
   /** The header of block `number` (or the latest), without its token events. */
@@ -74,19 +70,15 @@ export class BlockReader {
         throw new InconsistentChainError(`block ${number}'s parent is ${block.parentHash}, not block ${previous.number} (${previous.hash})`, i === 0);
       }
       previous = { number, hash: block.hash };
-      return { number, hash: block.hash, timestamp: block.timestamp, bloom: block.logsBloom };
+      return { number, hash: block.hash, timestamp: block.timestamp, mayHold: mayHoldTokenLogs(block, this.#token) };
     });
-    return Promise.all(
-      blocks.map(async ({ bloom, ...block }) => ({
-        ...block,
-        events: bloom === null || bloomMayContain(bloom, this.#token) ? await this.#events(block) : [],
-      })),
-    );
+    return Promise.all(blocks.map(async ({ mayHold, ...block }) => ({ ...block, events: mayHold ? await this.#events(block, mayHold === "named") : [] })));
   }
 
-  async #events(block: { number: bigint; hash: Hex }): Promise<TokenEvent[]> {
+  /** The token's events of `block`; an empty answer is asked once more when the bloom `named` the token. */
+  async #events(block: { number: bigint; hash: Hex }, named: boolean): Promise<TokenEvent[]> {
     let logs = await this.#logs(block);
-    if (logs.length === 0) logs = await this.#logs(block);
+    if (logs.length === 0 && named) logs = await this.#logs(block);
     const events: TokenEvent[] = [];
     for (const log of logs) {
       const event = tokenEvent(log);
@@ -104,4 +96,16 @@ export class BlockReader {
     }
     return [...logs].sort((a, b) => (a.logIndex ?? 0) - (b.logIndex ?? 0));
   }
+}
+
+/**
+ * Whether a block may hold a log of `token`: `named` when its `logsBloom` names the token, `unknown` when the bloom
+ * cannot tell, false when the block certainly holds none. A bloom of all zeros in a block that holds transactions
+ * is not believed (some nodes report an empty bloom they never computed; believed, it would blind the index): such
+ * a block's logs are asked for. A block without transactions holds no logs at all.
+ */
+function mayHoldTokenLogs(block: { logsBloom: Hex | null; transactions: readonly unknown[] }, token: Address): "named" | "unknown" | false {
+  if (block.logsBloom === null) return "unknown";
+  if (/^0x0*$/.test(block.logsBloom)) return block.transactions.length > 0 ? "unknown" : false;
+  return bloomMayContain(block.logsBloom, token) ? "named" : false;
 }

@@ -1,8 +1,9 @@
 import type { Address, Hex } from "viem";
+import type { Ledger } from "../ledger/types.js";
 
 // The index keeps what must outlive a process, and what instances share, through this port: the
-// settlement ledger implements it (src/ledger), and the facilitator hands the ledger in. The shapes
-// match the ledger's own so neither room imports the other.
+// settlement ledger implements it (src/ledger), and the facilitator hands the ledger in. The nonce shapes
+// match the ledger's own (a stand-in store needs nothing of the ledger's); the history port is the ledger's.
 
 /** One token on one chain. */
 export interface NonceScope {
@@ -27,6 +28,15 @@ export interface NonceProgress {
 export interface NonceStore {
   nonceIndexProgress(scope: NonceScope): Promise<NonceProgress | undefined>;
   openNonceIndex(scope: NonceScope, fromBlock: bigint): Promise<NonceProgress>;
-  recordIndexedNonces(scope: NonceScope, nonces: readonly StoredNonce[], range: { fromBlock: bigint; throughBlock: bigint }): Promise<NonceProgress>;
+  /** `throughHash`: the hash of `throughBlock`, kept with the progress (a checkpoint of the chain's history). */
+  recordIndexedNonces(scope: NonceScope, nonces: readonly StoredNonce[], range: { fromBlock: bigint; throughBlock: bigint; throughHash?: Hex }): Promise<NonceProgress>;
   indexedNonces(scope: NonceScope, options: { after?: { authorizer: Address; nonce: Hex }; limit: number }): Promise<StoredNonce[]>;
+  indexedNonce(scope: NonceScope, authorizer: Address, nonce: Hex): Promise<StoredNonce | undefined>;
 }
+
+/**
+ * Where the chain's history is checked against what was learned on it: the ledger itself (the state room sits above
+ * it), see its `adoptChainHistory`.
+ */
+export type HistoryStore = Pick<Ledger, "chainHistory" | "recordCheckpoint" | "settledAfter" | "nonceIndexProgress" | "adoptChainHistory">;
+export type { BlockRef } from "../ledger/types.js";

@@ -9,7 +9,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { readFileSync } from "node:fs";
 import { CONFIG_VARIABLES, ConfigError, loadConfig } from "../../src/facilitator/config.js";
 import { HARDHAT_KEYS, makePayment, openFacilitator, startFacilitatorOnChain } from "../helpers/facilitator.js";
-import { withoutTimestamp } from "../helpers/time.js";
+import { waitUntil, withoutTimestamp } from "../helpers/time.js";
 
 // One test per setting: each proves what the setting does, not only that it parses.
 
@@ -202,19 +202,60 @@ describe("configuration: every setting does what it says", () => {
     expect(() => load({ METRICS_PORT: "tcp://10.96.0.14" })).to.throw(ConfigError, 'METRICS_PORT: must be an integer from 0 to 65535, got "tcp://10.96.0.14"');
   });
 
-  it("reads the state index's settings: on by default, STATE_INDEX=false, the log range, per-network start blocks; refuses bad values and typos", () => {
-    expect(load({}).stateIndex).to.deep.equal({ enabled: true, logRangeBlocks: 2_000, startBlocks: {} });
-    expect(load({ STATE_INDEX: "false", STATE_INDEX_LOG_RANGE: "500", CRONOS_TESTNET_INDEX_START_BLOCK: "10191251" }).stateIndex).to.deep.equal({
+  it("reads the state index's settings: on by default, STATE_INDEX=false, the log range, the memory bound, per-network start blocks; refuses bad values and typos", () => {
+    expect(load({}).stateIndex).to.deep.equal({ enabled: true, logRangeBlocks: 2_000, maxNonces: 500_000, startBlocks: {} });
+    expect(load({ STATE_INDEX: "false", STATE_INDEX_LOG_RANGE: "500", STATE_INDEX_MAX_NONCES: "20000", CRONOS_TESTNET_INDEX_START_BLOCK: "10191251" }).stateIndex).to.deep.equal({
       enabled: false,
       logRangeBlocks: 500,
+      maxNonces: 20_000,
       startBlocks: { "cronos-testnet": 10_191_251n },
     });
     // A start block for a network not served is not kept.
     expect(load({ CRONOS_MAINNET_INDEX_START_BLOCK: "5" }).stateIndex.startBlocks).to.deep.equal({});
     expect(() => load({ STATE_INDEX: "off" })).to.throw(ConfigError, 'STATE_INDEX: must be "true" or "false"');
     expect(() => load({ STATE_INDEX_LOG_RANGE: "0" })).to.throw(ConfigError, 'STATE_INDEX_LOG_RANGE: must be an integer from 1 to 1000000, got "0"');
+    expect(() => load({ STATE_INDEX_MAX_NONCES: "999" })).to.throw(ConfigError, 'STATE_INDEX_MAX_NONCES: must be an integer from 1000 to 1000000000, got "999"');
+    expect(() => load({ STATE_INDEX_MAX_NONCES: "lots" })).to.throw(ConfigError, 'STATE_INDEX_MAX_NONCES: must be an integer from 1000 to 1000000000, got "lots"');
     expect(() => load({ CRONOS_TESTNET_INDEX_START_BLOCK: "-1" })).to.throw(ConfigError, 'CRONOS_TESTNET_INDEX_START_BLOCK: must be an integer >= 0, got "-1"');
     expect(() => load({ STATE_INDX: "false" })).to.throw(ConfigError, "STATE_INDX: unknown variable; did you mean STATE_INDEX?");
+  });
+
+  it("METRICS_VERIFY_STAGES: off by default (no clock on verify's path, no stage gauges); true times verify's stages onto /metrics; refuses other values", async () => {
+    expect(load({}).metricsVerifyStages).to.equal(false);
+    expect(load({ METRICS_VERIFY_STAGES: "true" }).metricsVerifyStages).to.equal(true);
+    expect(() => load({ METRICS_VERIFY_STAGES: "yes" })).to.throw(ConfigError, 'METRICS_VERIFY_STAGES: must be "true" or "false"');
+    expect(() => load({ METRICS_VERIFY_STAGE: "true" })).to.throw(ConfigError, "METRICS_VERIFY_STAGE: unknown variable; did you mean METRICS_VERIFY_STAGES?");
+
+    const off = await openFacilitator("cronos-testnet");
+    expect(off.facilitator.context.stages).to.equal(undefined);
+    const offPayment = await makePayment(off.chain);
+    expect((await request(off.app).post("/v2/x402/verify").send(offPayment.body)).body).to.deep.equal({ isValid: true, invalidReason: null });
+    const offPage = await off.facilitator.metrics.registry.metrics();
+    expect(offPage).to.not.include("x402_verify_stage");
+    expect(offPage).to.not.include("nodejs_eventloop_lag");
+    await off.facilitator.close();
+
+    const on = await openFacilitator("cronos-testnet", { METRICS_VERIFY_STAGES: "true" });
+    await on.facilitator.metrics.registry.metrics(); // starts the window
+    for (let i = 0; i < 3; i++) {
+      const payment = await makePayment(on.chain);
+      expect((await request(on.app).post("/v2/x402/verify").send(payment.body)).body).to.deep.equal({ isValid: true, invalidReason: null });
+    }
+    // A refused verify is answered, and counted, too.
+    const refused = await makePayment(on.chain, { signature: `0x${"11".repeat(65)}` });
+    expect((await request(on.app).post("/v2/x402/verify").send(refused.body)).body.isValid).to.equal(false);
+    const page = await on.facilitator.metrics.registry.metrics();
+    const value = (series: string) => Number(page.match(new RegExp(`^${series.replace(/[{}"]/g, "\\$&")} (\\S+)$`, "m"))?.[1]);
+    expect(value('x402_verify_stage_verifies{kind="answered"}')).to.equal(4);
+    for (const stage of ["edge", "bodyParse", "schema", "headerDecode", "typedDataHash", "recovery", "answer", "write", "metrics"]) {
+      expect(value(`x402_verify_stage_microseconds{stage="${stage}"}`), stage).to.be.greaterThan(0);
+    }
+    expect(value('x402_verify_stage_microseconds{stage="rateLimit"}')).to.equal(0);
+    expect(value("x402_main_thread_cpu_microseconds")).to.be.greaterThan(0);
+    expect(page).to.include("nodejs_eventloop_lag_p99_seconds");
+    // Each scrape starts a new window.
+    expect(await on.facilitator.metrics.registry.metrics()).to.match(/^x402_verify_stage_verifies\{kind="answered"\} 0$/m);
+    await on.facilitator.close();
   });
 
   it("reads the catalog's bounds and the ledger's retention: defaults, values, refusals and typos", () => {
@@ -283,8 +324,8 @@ describe("configuration: every setting does what it says", () => {
     expect(() => load({ BODY_LIMIT_BYTES: "1023" })).to.throw(ConfigError, 'BODY_LIMIT_BYTES: must be an integer >= 1024, got "1023"');
   });
 
-  it("LOG_LOOKBACK_BLOCKS: an authorization spent elsewhere is found at the window's far edge, and not one block beyond", async () => {
-    const opened = await openFacilitator("cronos-testnet", { LOG_LOOKBACK_BLOCKS: "5" });
+  it("LOG_LOOKBACK_BLOCKS (the state index off): an authorization spent elsewhere is found at the window's far edge, and not one block beyond", async () => {
+    const opened = await openFacilitator("cronos-testnet", { LOG_LOOKBACK_BLOCKS: "5", STATE_INDEX: "false" });
     const payment = await makePayment(opened.chain);
     // Submitted by someone else: the settlement ledger does not know it, the token's logs do.
     const { r, s: sig, v } = parseSignature(payment.signature);
@@ -296,6 +337,20 @@ describe("configuration: every setting does what it says", () => {
     await opened.chain.networkHelpers.mine(1);
     const beyond = await request(opened.app).post("/v2/x402/settle").send(payment.body);
     expect(withoutTimestamp(beyond.body)).to.deep.equal({ x402Version: 1, event: "payment.failed", network: "cronos-testnet", error: "Authorization already used" });
+  });
+
+  it("LOG_LOOKBACK_BLOCKS does not bound an authorization spent elsewhere while the state index vouches: the index knows its block", async () => {
+    const opened = await openFacilitator("cronos-testnet", { LOG_LOOKBACK_BLOCKS: "5" });
+    const index = opened.facilitator.context.networks.get("cronos-testnet")!.index!;
+    expect(await waitUntil(async () => index.status().backfill.state === "done", 10_000, 10)).to.equal(true);
+    const payment = await makePayment(opened.chain);
+    const { r, s: sig, v } = parseSignature(payment.signature);
+    const m = payment.message;
+    const spent = await opened.chain.contract.write.transferWithAuthorization([m.from, m.to, m.value, m.validAfter, m.validBefore, m.nonce, Number(v), r, sig]);
+    // One block at a time (hardhat_mine's blocks beyond a few do not link by parent hash: no index follows them).
+    for (let i = 0; i < 20; i++) await opened.chain.networkHelpers.mine();
+    const far = await request(opened.app).post("/v2/x402/settle").send(payment.body);
+    expect(withoutTimestamp(far.body)).to.deep.equal({ x402Version: 1, event: "payment.failed", network: "cronos-testnet", error: "Authorization already used", txHash: spent });
   });
 
   it("LOG_LOOKBACK_BLOCKS does not bound an authorization this facilitator settled: the ledger holds its hash", async () => {
@@ -440,7 +495,7 @@ describe("configuration: every setting does what it says", () => {
   });
 
   it("REQUEST_TIMEOUT_MS / HEADERS_TIMEOUT_MS / MAX_CONNECTIONS / MAX_CONNECTIONS_PER_CLIENT: defaults 30 s, 10 s, 1000 and 100; the headers time-out may not exceed the request time-out", () => {
-    expect(load({}).http).to.deep.equal({ requestTimeoutMs: 30_000, headersTimeoutMs: 10_000, maxConnections: 1_000, maxConnectionsPerClient: 100 });
+    expect(load({}).http).to.deep.equal({ requestTimeoutMs: 30_000, headersTimeoutMs: 10_000, maxConnections: 1_000, maxConnectionsPerClient: 100, connectionQueueMs: 5_000 });
     expect(load({ MAX_CONNECTIONS_PER_CLIENT: "0" }).http.maxConnectionsPerClient).to.equal(0);
     // Unset, the per-client cap is a tenth of MAX_CONNECTIONS, at least 1 and at most 100.
     expect(["1", "5", "20", "99", "100", "999", "5000"].map((max) => load({ MAX_CONNECTIONS: max }).http.maxConnectionsPerClient)).to.deep.equal([1, 1, 2, 9, 10, 99, 100]);

@@ -30,7 +30,7 @@ describe("facilitator HTTP edge: content type", () => {
         expect(response.headers["content-type"]).to.equal("application/json; charset=utf-8");
         expect(response.body).to.deep.equal({ error: "Unsupported Media Type: the body must be application/json" });
         expect(records.map(({ durationMs: _d, requestId: _r, ...rest }) => rest)).to.deep.equal([
-          { route, dialect: "unknown", status: 415, network: "unknown", outcome: "Unsupported Media Type: the body must be application/json", code: "unsupported_media_type" },
+          { route, dialect: "unknown", status: 415, network: "unknown", outcome: "Unsupported Media Type: the body must be application/json", code: "unsupported_media_type", edge: true },
         ]);
       });
     }
@@ -81,8 +81,8 @@ describe("facilitator HTTP edge: content type", () => {
     await request(opened.app).post("/v2/x402/verify").send({ ...body, padding: "x".repeat(70 * 1024) });
     await request(opened.app).post("/v2/x402/settle").set("Content-Type", "application/json").send("{not json");
     expect(records.map(({ durationMs: _d, requestId: _r, ...rest }) => rest)).to.deep.equal([
-      { route: "verify", dialect: "unknown", status: 413, network: "unknown", outcome: "Payload too large: the limit is 65536 bytes", code: "payload_too_large" },
-      { route: "settle", dialect: "unknown", status: 400, network: "unknown", outcome: "Invalid request: body is not valid JSON", code: "invalid_request" },
+      { route: "verify", dialect: "unknown", status: 413, network: "unknown", outcome: "Payload too large: the limit is 65536 bytes", code: "payload_too_large", edge: true },
+      { route: "settle", dialect: "unknown", status: 400, network: "unknown", outcome: "Invalid request: body is not valid JSON", code: "invalid_request", edge: true },
     ]);
   });
 });

@@ -6,6 +6,8 @@ import { custom } from "viem";
 import { clientOf } from "../../src/facilitator/http/listen.js";
 import { StartupError } from "../../src/facilitator/server.js";
 import { makePayment, recordingLogger, startFacilitatorOnChain } from "../helpers/facilitator.js";
+import { metric } from "../helpers/metrics.js";
+import { waitUntil } from "../helpers/time.js";
 
 type Started = Awaited<ReturnType<typeof startFacilitatorOnChain>>;
 
@@ -74,6 +76,8 @@ function requestFrom(localAddress: string, url: string, body?: unknown): Promise
 /** A keep-alive connection from `localAddress` that asks `path` once and stays open; `answered` once a full answer arrived, `closed` when the server closed it. */
 interface HeldSocket {
   socket: Socket;
+  /** Everything it read. */
+  text: string;
   answered: boolean;
   closed: boolean;
   settled: Promise<void>;
@@ -82,14 +86,13 @@ interface HeldSocket {
 function holdConnection(url: string, localAddress: string, path: string): HeldSocket {
   const { hostname, port } = new URL(url);
   const socket = connect({ host: hostname, port: Number(port), localAddress });
-  const held: HeldSocket = { socket, answered: false, closed: false, settled: Promise.resolve() };
+  const held: HeldSocket = { socket, text: "", answered: false, closed: false, settled: Promise.resolve() };
   socket.on("error", () => {});
-  let text = "";
   held.settled = new Promise((resolve) => {
     socket.on("data", (chunk: Buffer) => {
-      text += chunk.toString();
-      // The body of /v2/x402/supported ends its JSON object: the whole answer is in.
-      if (/\r\n\r\n\{.*\}$/s.test(text)) {
+      held.text += chunk.toString();
+      // The body of /v2/x402/supported (or a refusal) ends its JSON object: the whole answer is in.
+      if (/\r\n\r\n\{.*\}$/s.test(held.text)) {
         held.answered = true;
         resolve();
       }
@@ -103,11 +106,13 @@ function holdConnection(url: string, localAddress: string, path: string): HeldSo
   return held;
 }
 
-/** The value of one Prometheus series in a scrape (0 when absent). */
-function seriesValue(scrape: string, series: string): number {
-  const line = scrape.split("\n").find((l) => l.startsWith(`${series} `));
-  return line ? Number(line.slice(series.length + 1)) : 0;
-}
+/** What a connection refused on arrival reads (503 JSON, `Connection: close`), before it is closed. */
+const refusedWith = (error: string) => {
+  const body = JSON.stringify({ error });
+  return `HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${body.length}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n${body}`;
+};
+const SERVER_FULL = refusedWith("Service unavailable: too many connections; retry shortly");
+const CLIENT_FULL = refusedWith("Service unavailable: too many connections from this client; retry shortly");
 
 const TIMED_OUT = 'HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: 27\r\nConnection: close\r\n\r\n{"error":"Request timeout"}';
 
@@ -175,7 +180,7 @@ describe("facilitator listeners: slow clients", () => {
   });
 
   describe("MAX_CONNECTIONS (2)", () => {
-    it("closes a third connection on arrival, counts and logs it, and serves again once one closes", async () => {
+    it("answers a third connection 503 JSON with Connection: close on arrival (never a reset), counts and logs it, and serves again once one closes", async () => {
       const log = recordingLogger();
       const { running } = await startFacilitatorOnChain({ MAX_CONNECTIONS: "2" }, { logger: log.logger });
       const { hostname, port } = new URL(running.url);
@@ -183,11 +188,11 @@ describe("facilitator listeners: slow clients", () => {
       try {
         await Promise.all(held.map((socket) => once(socket, "connect")));
         const third = await rawExchange(running.url, (socket) => socket.write("GET /v2/x402/supported HTTP/1.1\r\nHost: x\r\n\r\n"), 10_000);
-        expect(third.text).to.equal("");
+        expect(third.text).to.equal(SERVER_FULL);
         const metrics = await getOnce(running.metricsUrl!);
         expect(metrics.body).to.include('x402_http_connections_dropped_total{listener="service",reason="server"} 1');
-        expect(log.lines.filter((l) => l.message === "connections closed on arrival: MAX_CONNECTIONS are open").map((l) => l.fields)).to.deep.equal([
-          { listener: "service", maxConnections: 2, dropped: 1 },
+        expect(log.lines.filter((l) => l.message === "connections refused on arrival (503): MAX_CONNECTIONS are open").map((l) => l.fields)).to.deep.equal([
+          { listener: "service", maxConnections: 2, refused: 1 },
         ]);
         held[0]!.destroy();
         // The server learns of the close asynchronously: ask until it has room again.
@@ -214,10 +219,13 @@ describe("facilitator listeners: connection fairness", () => {
     try {
       for (let i = 0; i < 1_000; i++) flood.push(holdConnection(running.url, "127.0.0.2", "/v2/x402/supported"));
       await Promise.all(flood.map((held) => held.settled));
-      // Whatever the order of arrival, the flooding client ends up holding exactly its cap.
+      // Whatever the order of arrival, the flooding client ends up holding exactly its cap (those beyond
+      // were answered 503, or waited and were served once an idle connection of theirs gave way).
+      expect(await waitUntil(async () => flood.filter((held) => !held.closed).length === 100, 10_000)).to.equal(true);
       const open = flood.filter((held) => !held.closed);
-      expect(open.length).to.equal(100);
-      expect(open.every((held) => held.answered)).to.equal(true);
+      expect(open.every((held) => held.answered && held.text.startsWith("HTTP/1.1 200 OK"))).to.equal(true);
+      const refusedAnswers = flood.filter((held) => held.text.startsWith("HTTP/1.1 503"));
+      expect(refusedAnswers.every((held) => held.text === CLIENT_FULL)).to.equal(true);
 
       // Meanwhile, from another address: the healthcheck and a verify.
       const health = await requestFrom("127.0.0.3", `${running.url}/healthcheck`);
@@ -227,15 +235,19 @@ describe("facilitator listeners: connection fairness", () => {
       expect([verify.status, JSON.parse(verify.body).isValid]).to.deep.equal([200, true]);
       expect(flood.filter((held) => !held.closed).length).to.equal(100);
 
-      // Each of the other 900 was refused on arrival or, once answered, gave its place to a newer one of the same client.
+      // Each of the other 900 was answered 503 or, once served, gave its place to a newer one of the same client.
       const scrape = (await getOnce(running.metricsUrl!)).body;
-      const refused = seriesValue(scrape, 'x402_http_connections_dropped_total{listener="service",reason="client"}');
-      const idleClosed = seriesValue(scrape, 'x402_http_idle_connections_closed_total{listener="service"}');
-      expect(refused + idleClosed).to.equal(900);
-      expect(seriesValue(scrape, 'x402_http_connections_dropped_total{listener="service",reason="server"}')).to.equal(0);
+      const refused = metric(scrape, 'x402_http_connections_dropped_total{listener="service",reason="client"}');
+      const idleClosed = metric(scrape, 'x402_http_idle_connections_closed_total{listener="service"}');
+      // Gave its place: closed once idle for a second, or asked to close with its answer (Connection: close) while others waited.
+      const retired = metric(scrape, 'x402_http_connections_waiting_total{listener="service",event="retired"}');
+      expect(refused + idleClosed + retired).to.equal(900);
+      expect(refused).to.equal(refusedAnswers.length);
+      expect(metric(scrape, 'x402_http_connections_dropped_total{listener="service",reason="server"}')).to.equal(0);
+      // Those that arrived while four times the cap were waiting (how many depends on how fast the others were served).
       if (refused > 0) {
-        expect(log.lines.filter((l) => l.message === "connections closed on arrival: their client holds MAX_CONNECTIONS_PER_CLIENT").map((l) => l.fields)).to.deep.equal([
-          { listener: "service", maxConnectionsPerClient: 100, dropped: 1 },
+        expect(log.lines.filter((l) => l.message === "connections refused on arrival (503): their client holds MAX_CONNECTIONS_PER_CLIENT and four times as many waiting").map((l) => l.fields)).to.deep.equal([
+          { listener: "service", maxConnectionsPerClient: 100, refused: 1 },
         ]);
       }
     } finally {
@@ -258,14 +270,14 @@ describe("facilitator listeners: connection fairness", () => {
       await new Promise((resolve) => setTimeout(resolve, 100));
       expect(idle.filter((held) => held.closed).length).to.equal(1);
       const scrape = (await getOnce(running.metricsUrl!)).body;
-      expect(seriesValue(scrape, 'x402_http_idle_connections_closed_total{listener="service"}')).to.equal(1);
+      expect(metric(scrape, 'x402_http_idle_connections_closed_total{listener="service"}')).to.equal(1);
       // Connections that have not yet sent a request are never closed to make room: with ten of them, an eleventh is refused.
       idle.forEach((held) => held.socket.destroy());
       const fresh = Array.from({ length: 10 }, () => connect(Number(port), hostname));
       await Promise.all(fresh.map((socket) => once(socket, "connect")));
       await new Promise((resolve) => setTimeout(resolve, 100));
       const eleventh = await rawExchange(running.url, (socket) => socket.write("GET /v2/x402/supported HTTP/1.1\r\nHost: x\r\n\r\n"), 10_000);
-      expect(eleventh.text).to.equal("");
+      expect(eleventh.text).to.equal(SERVER_FULL);
       fresh.forEach((socket) => socket.destroy());
     } finally {
       idle.forEach((held) => held.socket.destroy());
@@ -280,7 +292,8 @@ describe("facilitator listeners: connection fairness", () => {
     try {
       await Promise.all([...viaProxy, ...direct].map((held) => held.settled));
       expect(viaProxy.filter((held) => held.answered && !held.closed).length).to.equal(20);
-      expect(direct.filter((held) => !held.closed).length).to.equal(5);
+      expect(await waitUntil(async () => direct.filter((held) => !held.closed).length === 5, 10_000)).to.equal(true);
+      expect(viaProxy.filter((held) => held.answered && !held.closed).length).to.equal(20);
     } finally {
       [...viaProxy, ...direct].forEach((held) => held.socket.destroy());
       await running.close(0);
@@ -294,14 +307,18 @@ describe("facilitator listeners: connection fairness", () => {
     // Connections that never send a request: only the headers time-out (10 s) would close them.
     const silent = Array.from({ length: 40 }, () => connect({ host: hostname, port: Number(port), localAddress: "127.0.0.2" }));
     const closed = new Set<Socket>();
+    const read = new Map<Socket, string>();
     for (const socket of silent) {
       socket.on("error", () => {});
+      socket.on("data", (chunk: Buffer) => read.set(socket, (read.get(socket) ?? "") + chunk.toString()));
       socket.once("close", () => closed.add(socket));
     }
     try {
       await Promise.all(silent.map((socket) => Promise.race([once(socket, "connect"), once(socket, "close")])));
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      expect(silent.length - closed.size).to.equal(2);
+      // Two are served (waiting for their headers), eight wait for a place (CONNECTION_QUEUE_MS, 5 s), the rest
+      // are answered 503; so are the eight once their wait is over.
+      expect(await waitUntil(async () => silent.length - closed.size === 2, 10_000)).to.equal(true);
+      expect([...closed].map((socket) => read.get(socket))).to.deep.equal(Array(38).fill(CLIENT_FULL));
       const health = await requestFrom("127.0.0.3", `${running.url}/healthcheck`).then(
         (answer) => answer.status,
         (error: unknown) => String(error),
@@ -313,12 +330,44 @@ describe("facilitator listeners: connection fairness", () => {
     }
   });
 
+  it("at MAX_CONNECTIONS, a connection waiting over its client's cap gives way to another client's new one (answered 503 itself)", async () => {
+    const { running } = await startFacilitatorOnChain({ MAX_CONNECTIONS: "20", MAX_CONNECTIONS_PER_CLIENT: "2" });
+    const { hostname, port } = new URL(running.url);
+    const open = (localAddress: string) => {
+      const socket = connect({ host: hostname, port: Number(port), localAddress });
+      socket.on("error", () => {});
+      let text = "";
+      socket.on("data", (chunk: Buffer) => (text += chunk.toString()));
+      return { socket, read: () => text };
+    };
+    // Connections that send nothing: five clients hold their two places each, one more holds two and has eight waiting.
+    const others = ["127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.14", "127.0.0.15"].flatMap((address) => [open(address), open(address)]);
+    const greedy = Array.from({ length: 10 }, () => open("127.0.0.2"));
+    try {
+      await Promise.all([...others, ...greedy].map(({ socket }) => once(socket, "connect")));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(await waitUntil(async () => (await getOnce(running.metricsUrl!)).body.includes('x402_http_connections{listener="service",state="waiting"} 8'), 5_000)).to.equal(true);
+      // All 20 places are taken (10 served, 10 of them waiting or served): a new client is still answered.
+      const newcomer = await requestFrom("127.0.0.3", `${running.url}/v2/x402/supported`);
+      expect(newcomer.status).to.equal(200);
+      // The greedy client's newest waiting connection was answered 503 to make that room.
+      expect(await waitUntil(async () => greedy.at(-1)!.read() === CLIENT_FULL, 5_000)).to.equal(true);
+      expect(greedy.slice(0, -1).every(({ read }) => read() === "")).to.equal(true);
+      const scrape = (await getOnce(running.metricsUrl!)).body;
+      expect(metric(scrape, 'x402_http_connections_dropped_total{listener="service",reason="client"}')).to.equal(1);
+      expect(metric(scrape, 'x402_http_connections_dropped_total{listener="service",reason="server"}')).to.equal(0);
+    } finally {
+      [...others, ...greedy].forEach(({ socket }) => socket.destroy());
+      await running.close(0);
+    }
+  });
+
   it("a TRUST_PROXY hop count names no proxy: it exempts nobody from the per-client cap", async () => {
     const { running } = await startFacilitatorOnChain({ MAX_CONNECTIONS: "40", MAX_CONNECTIONS_PER_CLIENT: "5", TRUST_PROXY: "1" });
     const direct = Array.from({ length: 20 }, () => holdConnection(running.url, "127.0.0.4", "/v2/x402/supported"));
     try {
       await Promise.all(direct.map((held) => held.settled));
-      expect(direct.filter((held) => !held.closed).length).to.equal(5);
+      expect(await waitUntil(async () => direct.filter((held) => !held.closed).length === 5, 10_000)).to.equal(true);
     } finally {
       direct.forEach((held) => held.socket.destroy());
       await running.close(0);

@@ -438,7 +438,13 @@ describe("settlement faults: a settlement is never stranded", function () {
     // re-priced once more before a block takes it, so the test asserts every version, not their number.)
     await until("the stuck transaction was replaced and mined", async () => {
       if ((await minedNonce()) > nonce) return true;
-      await (sends() >= 2 ? proxy.chain.mine() : mineAfter(2));
+      if (sends() >= 2) await proxy.chain.mine();
+      else {
+        // Each empty block lowers the base fee by 1/8: held up, so the first version stays stuck however long
+        // the restarted process takes (on a loaded machine the first version was mined before its replacement).
+        await proxy.chain.setNextBlockBaseFee(priced.maxFeePerGas! * 4n);
+        await mineAfter(2);
+      }
       return false;
     });
     await until("the row is settled", async () => (await lookup(restarted.url, first)).body.status === "settled");

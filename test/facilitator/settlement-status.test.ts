@@ -172,7 +172,7 @@ describe("settlement status lookups and the ledger's health and metrics", () => 
     const { leases, ...ledger } = health.body.results.ledger;
     expect(ledger).to.deep.equal({
       backend: "sqlite",
-      location: ":memory:",
+      state: "up",
       reachable: true,
       migrations: { applied: MIGRATIONS.length, expected: MIGRATIONS.length },
       shared: false,
@@ -185,12 +185,28 @@ describe("settlement status lookups and the ledger's health and metrics", () => 
     expect(leases[0]).to.deep.include({ address: RELAYER, epoch: 1 });
   });
 
+  it("/healthcheck?detail=1 (where the ledger is) needs API keys: 403 without any configured, the location with a key", async () => {
+    const plain = await openFacilitator();
+    const forbidden = await request(plain.app).get("/healthcheck?detail=1");
+    expect([forbidden.status, forbidden.body]).to.deep.equal([
+      403,
+      { error: "Forbidden: the detailed healthcheck needs API keys configured (API_KEYS) and one of them sent as Authorization: Bearer <key>" },
+    ]);
+    const keyed = await openFacilitator("cronos-testnet", { API_KEYS: "operator-key-0123456789abcdef" });
+    const detailed = await request(keyed.app).get("/healthcheck?detail=1").set("Authorization", "Bearer operator-key-0123456789abcdef");
+    expect(detailed.status).to.equal(200);
+    expect(detailed.body.results.ledger).to.deep.include({ backend: "sqlite", location: ":memory:", state: "up" });
+    const open = await request(keyed.app).get("/healthcheck");
+    expect(open.body.results.ledger).not.to.have.property("location");
+  });
+
   it("answers 503 naming the ledger when its database is gone, and settle refuses without sending", async () => {
     const opened = await openFacilitator();
     await opened.facilitator.coordination.ledger.close();
     const health = await request(opened.app).get("/healthcheck");
     expect(health.status).to.equal(503);
-    expect(health.body.results.message).to.match(/^ledger: LEDGER_FILE: unreachable/);
+    expect(health.body.results.message).to.match(/^ledger: LEDGER_FILE: down \(/);
+    expect(health.body.results.ledger).to.deep.include({ state: "down", reachable: false });
     const payment = await makePayment(opened.chain);
     const nonce = await opened.chain.publicClient.getTransactionCount({ address: RELAYER });
     const settle = await request(opened.app).post("/v2/x402/settle").send(payment.body);

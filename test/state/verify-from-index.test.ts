@@ -7,15 +7,10 @@ import { HARDHAT_KEYS, makePayment, useAuthorizationOnChain } from "../helpers/f
 import { postJson } from "../helpers/http.js";
 import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";
 import { signCancelAuthorization } from "../helpers/sign.js";
+import { metric } from "../helpers/metrics.js";
 import { waitUntil } from "../helpers/time.js";
 
 const freshNonce = () => toHex(crypto.getRandomValues(new Uint8Array(32)));
-
-/** One counter's value in a Prometheus text page (0 when absent). */
-function metric(page: string, line: string): number {
-  const found = page.split("\n").find((l) => l.startsWith(`${line} `));
-  return found ? Number(found.slice(line.length + 1)) : 0;
-}
 
 describe("verify from the token state index: the truth it must keep", function () {
   this.timeout(60_000);

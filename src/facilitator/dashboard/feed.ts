@@ -52,22 +52,47 @@ export interface FeedHistory {
   keep(row: FeedRow): void;
 }
 
-/** The last `capacity` rows, in memory: survives a page reload, not a restart. */
-export class MemoryFeedHistory implements FeedHistory {
-  private readonly rows = new Map<number, FeedRow>();
+/** Default byte budget of {@link MemoryFeedHistory}: the JSON of the kept rows, summed. */
+export const FEED_HISTORY_BYTES = 1024 * 1024;
 
-  constructor(readonly capacity = 500) {
+/**
+ * The last `capacity` rows, in memory, and at most `maxBytes` of them (their JSON, summed): survives a
+ * page reload, not a restart. Each row is bounded (its texts are clipped), so is the whole.
+ */
+export class MemoryFeedHistory implements FeedHistory {
+  private readonly rows = new Map<number, { row: FeedRow; bytes: number }>();
+  private total = 0;
+
+  constructor(
+    readonly capacity = 500,
+    readonly maxBytes = FEED_HISTORY_BYTES,
+  ) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`capacity must be a positive integer, got ${capacity}`);
+    if (!Number.isInteger(maxBytes) || maxBytes < 1) throw new RangeError(`maxBytes must be a positive integer, got ${maxBytes}`);
+  }
+
+  /** Bytes the kept rows take as JSON. */
+  get bytes(): number {
+    return this.total;
   }
 
   async since(after?: number): Promise<FeedRow[]> {
-    return [...this.rows.values()].filter((row) => after === undefined || row.rev > after).sort((a, b) => a.rev - b.rev);
+    const rows: FeedRow[] = [];
+    for (const { row } of this.rows.values()) if (after === undefined || row.rev > after) rows.push(row);
+    return rows.sort((a, b) => a.rev - b.rev);
   }
 
   keep(row: FeedRow): void {
     // A Map keeps insertion order: the oldest outcome is evicted first, an update keeps its place.
-    this.rows.set(row.id, row);
-    if (this.rows.size > this.capacity) this.rows.delete(this.rows.keys().next().value!);
+    const bytes = Buffer.byteLength(JSON.stringify(row));
+    const previous = this.rows.get(row.id);
+    this.total += bytes - (previous?.bytes ?? 0);
+    this.rows.set(row.id, { row, bytes });
+    while (this.rows.size > 1 && (this.rows.size > this.capacity || this.total > this.maxBytes)) {
+      const [oldest, kept] = this.rows.entries().next().value!;
+      this.rows.delete(oldest);
+      this.total -= kept.bytes;
+    }
   }
 }
 
@@ -130,6 +155,8 @@ export class OutcomeFeed {
   /**
    * Streams the rows written after feed event `after` (all kept rows when undefined), then every
    * later one, to `listener`, each exactly once and in order. Returns the function that stops it.
+   * It holds every row it is given for the listener: an HTTP stream uses {@link FeedStream} instead,
+   * which holds none for a client that does not read.
    */
   stream(after: number | undefined, listener: FeedListener): () => void {
     let last = after ?? 0;
@@ -140,8 +167,7 @@ export class OutcomeFeed {
       listener(row);
     };
     // Subscribed before the history is read: a row written meanwhile waits in the queue.
-    const live: FeedListener = (row) => (queue ? queue.push(row) : deliver(row));
-    this.listeners.add(live);
+    const unsubscribe = this.subscribe((row) => (queue ? queue.push(row) : deliver(row)));
     let stopped = false;
     void this.history
       .since(after)
@@ -155,13 +181,29 @@ export class OutcomeFeed {
       });
     return () => {
       stopped = true;
-      this.listeners.delete(live);
+      unsubscribe();
     };
+  }
+
+  /** Calls `listener` with every row written from now on (no history). Returns the function that stops it. */
+  subscribe(listener: FeedListener): () => void {
+    this.listeners.add(listener);
+    return () => void this.listeners.delete(listener);
   }
 
   /** The kept rows, oldest first. */
   rows(): Promise<FeedRow[]> {
     return this.history.since(undefined);
+  }
+
+  /** The kept rows written after feed event `after`, oldest write first: what a stream that fell behind reads to catch up. */
+  since(after: number): Promise<FeedRow[]> {
+    return this.history.since(after);
+  }
+
+  /** The last feed event written (0 before the first). */
+  get lastRev(): number {
+    return this.nextRev;
   }
 
   private publish(row: FeedRow): FeedRow {

@@ -5,13 +5,15 @@ import type { ApiKeyConfig, NetworkConfig } from "../config.js";
 import type { HealthReport } from "../health.js";
 import type { OutcomeRecord } from "../http/app.js";
 import type { NetworkRuntime } from "../runtime.js";
-import { OutcomeFeed, type FeedHistory, type ReceiptFacts } from "./feed.js";
+import { MemoryFeedHistory, OutcomeFeed, type FeedHistory, type ReceiptFacts } from "./feed.js";
 import { networksView } from "./networks.js";
 import type { DashboardPlayground } from "./playground.js";
 import { dashboardRouter, type DashboardRoutes } from "./router.js";
+import type { FeedStreamEnd, FeedStreamLimits } from "./stream.js";
 
 export { OutcomeFeed, MemoryFeedHistory, type FeedHistory, type FeedRow, type FeedListener, type ReceiptFacts } from "./feed.js";
-export { sseEvent, isPublicRow } from "./router.js";
+export { sseEvent, isPublicRow, DASHBOARD_STREAM_DEFAULTS } from "./router.js";
+export { FeedStream, type FeedStreamEnd, type FeedStreamLimits } from "./stream.js";
 export type { NetworkView, NetworksView } from "./networks.js";
 export * from "./playground.js";
 
@@ -22,8 +24,16 @@ export interface CreateDashboardOptions {
   /** The facilitator's shared, cached healthcheck: the page's network view reads the chain through it. */
   health: () => Promise<HealthReport>;
   playground?: DashboardPlayground;
-  /** Where past rows are kept; default the last 500 in memory. */
+  /** Where past rows are kept; default the last 500 in memory, at most `historyBytes` of them. */
   history?: FeedHistory;
+  /** The default history's byte budget (`DASHBOARD_HISTORY_BYTES`). */
+  historyBytes?: number;
+  /** Most streams open at once (`DASHBOARD_MAX_STREAMS`). */
+  maxStreams?: number;
+  /** Each stream's bounds (`DASHBOARD_STREAM_STALL_SECONDS`, `DASHBOARD_STREAM_MAX_SECONDS`). */
+  streamLimits?: Partial<FeedStreamLimits>;
+  /** Streams opened, refused and ended (metrics). */
+  onStream?: (event: "opened" | "refused" | FeedStreamEnd) => void;
   /** The facilitator's API keys: with any, only a request carrying one sees rows other than settlements. */
   apiKeys?: readonly ApiKeyConfig[];
   /** `ALLOWED_HOSTS`: names the local stack's page answers besides the loopback names. */
@@ -39,7 +49,7 @@ export interface Dashboard extends DashboardRoutes {
 /** Assembles the dashboard over the facilitator's networks (`DASHBOARD=true`; on in the local stack). */
 export function createDashboard(options: CreateDashboardOptions): Dashboard {
   const feed = new OutcomeFeed({
-    history: options.history,
+    history: options.history ?? new MemoryFeedHistory(undefined, options.historyBytes),
     receipt: (network, txHash) => readReceipt(options.runtimes, network, txHash),
   });
   const routes = dashboardRouter({
@@ -47,9 +57,19 @@ export function createDashboard(options: CreateDashboardOptions): Dashboard {
     networks: () => networksView(options.configs, options.health, options.playground?.rpcUrls),
     playground: options.playground,
     ...(options.apiKeys ? { apiKeys: options.apiKeys } : {}),
+    ...(options.maxStreams !== undefined ? { maxStreams: options.maxStreams } : {}),
+    ...(options.streamLimits ? { streamLimits: options.streamLimits } : {}),
+    ...(options.onStream ? { onStream: options.onStream } : {}),
     ...(options.allowedHosts ? { allowedHosts: options.allowedHosts } : {}),
   });
-  return { ...routes, feed, record: (outcome) => void feed.record(outcome) };
+  return {
+    ...routes,
+    feed,
+    // A request refused before any payment check is no payment's outcome: counted in metrics, not shown.
+    record(outcome) {
+      if (!outcome.edge) feed.record(outcome);
+    },
+  };
 }
 
 /** Block, gas used and the token transfer's recipient of a transaction, from its receipt. */

@@ -8,6 +8,7 @@ import type { ApiKeyConfig } from "../config.js";
 import { apiKeyReader, refuseApiKey } from "../http/api-keys.js";
 import { LOCAL_HOSTS, requireHost, requireSameOrigin } from "../http/hosts.js";
 import type { FeedRow, OutcomeFeed } from "./feed.js";
+import { FeedStream, type FeedStreamEnd, type FeedStreamLimits } from "./stream.js";
 import type { NetworksView } from "./networks.js";
 import { TRY_SCENARIOS, type DashboardPlayground } from "./playground.js";
 
@@ -17,8 +18,12 @@ export interface DashboardRouterOptions {
   networks: () => Promise<NetworksView>;
   /** The local stack's extras; absent in production, and then their routes do not exist. */
   playground?: DashboardPlayground;
-  /** Most SSE streams open at once; more are answered 503. */
+  /** Most SSE streams open at once; more are answered 503. Default {@link DASHBOARD_STREAM_DEFAULTS}. */
   maxStreams?: number;
+  /** Each stream's bounds: how long its client may not read, how long it lives. Default {@link DASHBOARD_STREAM_DEFAULTS}. */
+  streamLimits?: Partial<FeedStreamLimits>;
+  /** A stream opened (`opened`), was refused (`refused`: too many open, or stopping) or ended, and why (metrics). */
+  onStream?: (event: "opened" | "refused" | FeedStreamEnd) => void;
   /**
    * The facilitator's API keys. With any, the feed and its stream show all rows only to a request
    * carrying one (`Authorization: Bearer`); without a key they show the settled rows alone (what the
@@ -31,6 +36,12 @@ export interface DashboardRouterOptions {
    */
   allowedHosts?: readonly string[];
 }
+
+/** The streams' defaults: 100 at once, a client that reads nothing for 10 s dropped, a stream ended after 10 minutes, a comment after 15 quiet seconds. */
+export const DASHBOARD_STREAM_DEFAULTS = { maxStreams: 100, stallMs: 10_000, maxLifetimeMs: 600_000, keepAliveMs: 15_000 } as const;
+
+/** How often open streams are looked at (stalled, too old, quiet). */
+const STREAM_TICK_MS = 250;
 
 /** A row anyone may see when API keys guard the rest: a settlement, made on chain. */
 export const isPublicRow = (row: FeedRow): boolean => row.ok && row.route === "settle" && row.txHash !== undefined;
@@ -90,9 +101,26 @@ function resumeAfter(lastEventId: string | undefined, epoch: string): number | u
  */
 export function dashboardRouter(options: DashboardRouterOptions): DashboardRoutes {
   const { feed, playground } = options;
-  const maxStreams = options.maxStreams ?? 100;
-  const streams = new Set<Response>();
+  const maxStreams = options.maxStreams ?? DASHBOARD_STREAM_DEFAULTS.maxStreams;
+  const limits: FeedStreamLimits = { ...DASHBOARD_STREAM_DEFAULTS, ...options.streamLimits };
+  const streams = new Set<FeedStream>();
   let closed = false;
+  // One event text per row, however many streams send it.
+  let cached: { rev: number; text: string } | undefined;
+  const event = (row: FeedRow) => (cached?.rev === row.rev ? cached.text : (cached = { rev: row.rev, text: sseEvent(feed.epoch, row) }).text);
+  // One timer for every stream, running only while one is open.
+  let ticker: NodeJS.Timeout | undefined;
+  const tick = () => {
+    const now = performance.now();
+    for (const stream of streams) {
+      const ended = stream.tick(limits, now);
+      if (ended) {
+        streams.delete(stream);
+        options.onStream?.(ended);
+      }
+    }
+    if (streams.size === 0) ticker = void clearInterval(ticker);
+  };
   const router = express.Router();
 
   if (playground) {
@@ -137,6 +165,7 @@ export function dashboardRouter(options: DashboardRouterOptions): DashboardRoute
     const view = viewOf(req, res);
     if (!view) return;
     if (closed || streams.size >= maxStreams) {
+      options.onStream?.("refused");
       res.status(503).json({ error: closed ? "Service unavailable: stopping" : `Service unavailable: ${maxStreams} dashboard streams are open` });
       return;
     }
@@ -144,17 +173,14 @@ export function dashboardRouter(options: DashboardRouterOptions): DashboardRoute
     res.status(200).set({ "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no" });
     res.flushHeaders();
     res.write("retry: 2000\n\n");
-    streams.add(res);
-    const stop = feed.stream(after, (row) => {
-      if (view(row)) res.write(sseEvent(feed.epoch, row));
-    });
-    // A comment now and then keeps proxies from closing a quiet stream.
-    const keepAlive = setInterval(() => res.write(": keep-alive\n\n"), 15_000);
-    keepAlive.unref();
+    const stream = new FeedStream(res, feed, after, view, event);
+    streams.add(stream);
+    options.onStream?.("opened");
+    ticker ??= setInterval(tick, STREAM_TICK_MS).unref();
     res.on("close", () => {
-      stop();
-      clearInterval(keepAlive);
-      streams.delete(res);
+      if (!streams.delete(stream)) return;
+      stream.end("client");
+      options.onStream?.("client");
     });
   });
 
@@ -200,8 +226,12 @@ export function dashboardRouter(options: DashboardRouterOptions): DashboardRoute
     router,
     close() {
       closed = true;
-      for (const res of streams) res.end();
+      for (const stream of streams) {
+        stream.end("shutdown");
+        options.onStream?.("shutdown");
+      }
       streams.clear();
+      ticker = void clearInterval(ticker);
     },
   };
 }

@@ -7,13 +7,15 @@ import type { Logger } from "../logger.js";
 import { verifyRequest } from "../../settlement/verify.js";
 import { settlePayment, type SettledPayment } from "../../settlement/settle.js";
 import { cronosDialect, dialectOf, type DialectName } from "../dialects/index.js";
-import type { HealthReport } from "../health.js";
+import { publicHealth, type HealthReport } from "../health.js";
 import type { ApiKeyConfig, RateLimitsConfig } from "../config.js";
-import { edgeGuards, type QuotaHolder } from "./edge.js";
+import { apiKeyReader, refuseApiKey } from "./api-keys.js";
+import { closedQuota, edgeGuards, type QuotaHolder } from "./edge.js";
 import { LOCAL_HOSTS, requireHost } from "./hosts.js";
 import { PayerQuota } from "./payer-quota.js";
-import type { RateLimitStores } from "./rate-limit.js";
+import { boundedStores, type LimiterName, type RateLimitStores, type StoreFallback } from "./rate-limit.js";
 import { settlementRoutes, type SettlementRoutesOptions } from "./settlements.js";
+import { plainJsonPost, readJsonBody } from "./fast-lane.js";
 import { catalogPaymentOf, discoveryRoutes } from "../discovery.js";
 import type { DiscoveryBounds, Ledger } from "../../ledger/types.js";
 import type { Payment } from "../../protocol/payment.js";
@@ -34,6 +36,13 @@ export interface AppOptions {
   apiKeys?: readonly ApiKeyConfig[];
   /** Shared rate-limit stores when several instances run, one per limiter; default in-memory. */
   rateLimitStores?: RateLimitStores;
+  /**
+   * How long a request waits for a shared store's count (default 50 ms); past it, or when the store
+   * fails, it is judged by this instance's own count ({@link BoundedStore}).
+   */
+  rateLimitStoreWaitMs?: number;
+  /** A shared store's count was not used for a request (metrics, logs). */
+  onRateLimitStoreFallback?: (limiter: LimiterName, reason: StoreFallback) => void;
   /** The settlement status lookups (`GET /v2/x402/settlements…`), rate-limited like verify. */
   statusLookup?: Omit<SettlementRoutesOptions, "guards">;
   /** Called once per verify/settle answer, refusals at the edge included (logging, metrics). */
@@ -85,6 +94,12 @@ export interface OutcomeRecord {
   code: string;
   txHash?: string;
   durationMs: number;
+  /**
+   * Refused before any payment check: a missing or unknown API key (401), a body too large (413) or
+   * of another type (415), a body that is not JSON or not a payment (400). Counted in metrics and
+   * logged; not a payment's outcome, so the dashboard's feed does not show it.
+   */
+  edge?: true;
 }
 
 type Route = "verify" | "settle";
@@ -119,7 +134,9 @@ function refusal(route: Route, network: string, text: string): object {
  */
 export function createApp(options: AppOptions): Express {
   const { context } = options;
-  const payerQuota = new PayerQuota({ perMinute: options.rateLimits.payerSettlePerMinute, store: options.rateLimitStores?.settlePayer });
+  // A shared store (the database) that is slow or frozen never holds an answer back for longer than the wait.
+  const stores = boundedStores(options.rateLimitStores, options.rateLimitStoreWaitMs ?? 50, options.onRateLimitStoreFallback);
+  const payerQuota = new PayerQuota({ perMinute: options.rateLimits.payerSettlePerMinute, store: stores?.settlePayer });
   const admit = (payer: string, authorization: string) => payerQuota.admit(payer, authorization);
   const app = express();
   app.disable("x-powered-by");
@@ -127,12 +144,31 @@ export function createApp(options: AppOptions): Express {
   app.set("etag", false);
 
   // A request id per request (the caller's X-Request-Id when sane), echoed back and put in logs.
-  app.use((req, res, next) => {
+  const { stages } = context;
+  const begin = (req: Request, res: Response) => {
     const given = req.get("X-Request-Id");
     const id = given && REQUEST_ID.test(given) ? given : randomUUID();
     res.locals.requestId = id;
     res.set("X-Request-Id", id);
-    res.on("finish", () => options.onResponse?.(routeOf(req.path), res.statusCode));
+    if (options.onResponse) {
+      const onResponse = options.onResponse;
+      res.on("finish", () => {
+        const counted = stages ? stages.start() : 0;
+        onResponse(routeOf(req.path), res.statusCode);
+        if (stages) stages.stop("metrics", counted);
+      });
+    }
+  };
+  // The payment routes that no guard stands before (no API keys, no Host check, their limit off), taken
+  // before the router when their body is plain JSON: see fastLane below.
+  const keyed = (options.apiKeys?.length ?? 0) > 0;
+  const unguarded = (route: Route) => !keyed && !options.allowedHosts?.length && options.rateLimits[route === "verify" ? "verifyPerMinute" : "settlePerMinute"] === 0;
+  const lanes = new Map<string, Route>((["verify", "settle"] as const).filter(unguarded).map((route) => [`/v2/x402/${route}`, route]));
+  if (lanes.size > 0) app.use((req, res, next) => fastLane(req, res, next));
+  app.use((req, res, next) => {
+    const since = stages ? stages.start() : 0;
+    begin(req, res);
+    if (stages) stages.stop("edge", since);
     next();
   });
   // Before anything reads the request: a name this service was not given is a DNS rebinding, or a mistake.
@@ -141,7 +177,14 @@ export function createApp(options: AppOptions): Express {
 
   /** A verify/settle request answered before its handler ran (401, 413, 415, unreadable body): one outcome record. */
   const refused = (route: Route, res: Response, status: number, text: string, code: string) =>
-    options.onOutcome?.({ requestId: String(res.locals.requestId), route, dialect: "unknown", status, network: "unknown", outcome: text, code, durationMs: 0 });
+    options.onOutcome?.({ requestId: String(res.locals.requestId), route, dialect: "unknown", status, network: "unknown", outcome: text, code, durationMs: 0, edge: true });
+
+  /** A verify/settle body that could not be read as JSON: 400 in the endpoint's shape. */
+  const unreadable = (route: Route, res: Response, why: string) => {
+    const text = RequestError.invalidRequest(why);
+    res.status(400).json(refusal(route, "unknown", text));
+    refused(route, res, 400, text, "invalid_request");
+  };
 
   /**
    * Records the resource a settled payment declares, under the payTo the settlement paid, with the facts of
@@ -174,16 +217,20 @@ export function createApp(options: AppOptions): Express {
   // The dispatch point: the body's dialect reads it into one payment and writes the outcome back.
   const handler = (route: Route) => async (req: Request, res: Response) => {
     const started = performance.now();
+    // The verify budget (METRICS_VERIFY_STAGES): off, nothing here asks the clock.
+    const clock = route === "verify" ? stages : undefined;
+    let since = clock ? clock.start() : 0;
     const requestId = String(res.locals.requestId);
     const codec = dialectOf(req.body);
     const dialect = codec.name;
-    const read = codec.read(req.body, req.get("X402-Version"));
+    if (clock) clock.stop("schema", since);
+    const read = codec.read(req.body, req.get("X402-Version"), clock);
     const { echo } = read;
     // Records name the network as the checks saw it (x402 v2's eip155:338 is cronos-testnet); answers echo the caller's.
     const network = read.ok ? read.payment.requirements.network : echo.network;
     if (!read.ok) {
       res.status(400).json(codec.refusal(route, "invalid", read.text, echo));
-      options.onOutcome?.({ requestId, route, dialect, status: 400, network, outcome: read.text, code: "invalid_request", durationMs: performance.now() - started });
+      options.onOutcome?.({ requestId, route, dialect, status: 400, network, outcome: read.text, code: "invalid_request", durationMs: performance.now() - started, edge: true });
       return;
     }
     const { payment } = read;
@@ -195,7 +242,18 @@ export function createApp(options: AppOptions): Express {
             context.logger.warn({ requestId, err: errorSummary(error) }, "after-verify hook failed; the answer stands"),
           );
         }
-        res.json(codec.verifyAnswer(outcome, echo));
+        if (clock) since = clock.start();
+        const answer = jsonAnswer(res, codec.verifyAnswer(outcome, echo));
+        if (clock) {
+          clock.stop("answer", since);
+          since = clock.start();
+        }
+        res.end(answer);
+        if (clock) {
+          clock.stop("write", since);
+          clock.verified();
+          since = clock.start();
+        }
         options.onOutcome?.({
           requestId, route, dialect, status: 200, network,
           payer: outcome.payload?.authorization.from,
@@ -205,6 +263,7 @@ export function createApp(options: AppOptions): Express {
           code: outcome.isValid ? "valid" : outcome.code,
           durationMs: performance.now() - started,
         });
+        if (clock) clock.stop("metrics", since);
       } else {
         const outcome = await settlePayment(payment, context, { admit });
         if (outcome.settled) await catalog(req.body, payment, outcome);
@@ -243,27 +302,68 @@ export function createApp(options: AppOptions): Express {
     }
   };
 
+  /**
+   * verify and settle on an unguarded route with a plain JSON body (fast-lane.ts): the request id, the body
+   * read and parsed, then the same handler, without the router's walk, the content-type checks and the JSON
+   * middleware's streams and decoders. The answers are the same: the JSON middleware would take exactly
+   * these bodies, and a body that is not JSON gets the error handler's 400. Every other request passes on.
+   */
+  const fastLane = (req: Request, res: Response, next: () => void) => {
+    const route = req.method === "POST" ? lanes.get(req.url) : undefined;
+    if (route === undefined || !plainJsonPost(req, options.bodyLimitBytes)) return next();
+    const clock = route === "verify" ? stages : undefined;
+    const since = clock ? clock.start() : 0;
+    begin(req, res);
+    if (clock) clock.stop("edge", since);
+    const read = () =>
+      readJsonBody(req, (body) => {
+        if (!body.ok) {
+          unreadable(route, res, "body is not valid JSON");
+          return;
+        }
+        req.body = body.json;
+        handlers[route](req, res).catch((error: unknown) => onError(error, req, res, next));
+      }, clock);
+    // The local stack's "busy" quota stands on the fast lane too, where the guards' would.
+    if (closed) return void closed(req, res, read);
+    read();
+  };
+  const closed = options.closedFor ? closedQuota(options.closedFor) : undefined;
+
   const guards = edgeGuards({
+    ...(stages ? { stages } : {}),
     rateLimits: options.rateLimits,
     apiKeys: options.apiKeys ?? [],
     bodyLimitBytes: options.bodyLimitBytes,
-    stores: options.rateLimitStores,
+    stores,
     logger: context.logger,
     onRefused: (route, res, text) => refused(route, res, res.statusCode, text, res.statusCode === 401 ? "unauthorized" : "unsupported_media_type"),
     onRateLimited: options.onRateLimited,
     ...(options.closedFor ? { closedFor: options.closedFor } : {}),
   });
-  app.get("/healthcheck", ...guards.public, async (_req, res) => {
+  // The detailed view (where the ledger is, the driver's own error) is for the operator: it needs an API key.
+  const keyOf = apiKeyReader(options.apiKeys ?? []);
+  app.get("/healthcheck", ...guards.public, async (req, res) => {
+    const detailed = req.query.detail === "1" || req.query.detail === "true";
+    if (detailed && (options.apiKeys?.length ?? 0) === 0) {
+      res.status(403).json({ error: RequestError.detailNeedsApiKeys });
+      return;
+    }
+    if (detailed && !keyOf(req)) {
+      refuseApiKey(req, res);
+      return;
+    }
     const report = await options.health();
-    res.status(report.status === "success" ? 200 : 503).json(report);
+    res.status(report.status === "success" ? 200 : 503).json(detailed ? report : publicHealth(report));
   });
 
   app.get("/v2/x402/supported", ...guards.public, (_req, res) => {
     res.json(options.supported());
   });
 
-  app.post("/v2/x402/verify", ...guards.verify, handler("verify"));
-  app.post("/v2/x402/settle", ...guards.settle, handler("settle"));
+  const handlers = { verify: handler("verify"), settle: handler("settle") };
+  app.post("/v2/x402/verify", ...guards.verify, handlers.verify);
+  app.post("/v2/x402/settle", ...guards.settle, handlers.settle);
 
   if (options.statusLookup) app.use(settlementRoutes({ ...options.statusLookup, guards: guards.status }));
   if (options.discovery) app.use(discoveryRoutes({ ledger: options.discovery.ledger, guards: guards.status }));
@@ -296,9 +396,7 @@ export function createApp(options: AppOptions): Express {
     }
     const status = (error as { status?: number }).status;
     if (route && typeof status === "number" && status >= 400 && status < 500) {
-      const text = RequestError.invalidRequest(type === "entity.parse.failed" ? "body is not valid JSON" : "body could not be read");
-      res.status(400).json(refusal(route, "unknown", text));
-      refused(route, res, 400, text, "invalid_request");
+      unreadable(route, res, type === "entity.parse.failed" ? "body is not valid JSON" : "body could not be read");
       return;
     }
     context.logger.error({ path: req.path, err: errorSummary(error) }, "unhandled error");
@@ -307,6 +405,17 @@ export function createApp(options: AppOptions): Express {
   };
   app.use(onError);
   return app;
+}
+
+/**
+ * The text and headers `res.json` would send (status 200, `application/json; charset=utf-8`, Content-Length),
+ * set without Express's generic path; the caller ends the response with the text.
+ */
+function jsonAnswer(res: Response, body: object): string {
+  const text = JSON.stringify(body);
+  res.setHeader("Content-Type", "application/json; charset=utf-8");
+  res.setHeader("Content-Length", Buffer.byteLength(text));
+  return text;
 }
 
 function errorSummary(error: unknown): string {

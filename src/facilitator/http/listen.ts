@@ -16,24 +16,47 @@ export interface ListenerOptions {
    * many clients, so the per-client cap does not apply to it. Default: none is.
    */
   isTrustedProxy?: (address: string) => boolean;
-  /** A connection was closed on arrival: `maxConnections` were open (`server`), or its client held its cap (`client`). */
+  /** A connection was refused on arrival (answered 503, closed): `maxConnections` were open (`server`), or its client held its cap and its queue (`client`). */
   onDropped?: (reason: DropReason) => void;
   /** An idle keep-alive connection was closed to make room for a new one. */
   onIdleClosed?: () => void;
+  /** A connection over its client's cap waits for a place (`queued`), or one of the client's connections is asked to close after its answer (`retired`). */
+  onWaiting?: (event: "queued" | "retired") => void;
 }
 
-/** Why a connection was closed on arrival. */
+const books = new WeakMap<Server, ConnectionBook>();
+
+/** A listener's connections now: being served, and waiting for their client's place. */
+export function connectionCounts(server: Server): { served: number; waiting: number } {
+  const book = books.get(server);
+  return book ? { served: book.count() - book.waiting(), waiting: book.waiting() } : { served: 0, waiting: 0 };
+}
+
+/** Why a connection was refused on arrival. */
 export type DropReason = "server" | "client";
 
 const DROP_LOG_INTERVAL_MS = 60_000;
+/** A refused connection is closed after its 503, or this long after it when the client does not close its side. */
+const REFUSED_LINGER_MS = 1_000;
+/** A client may have this many times its cap of connections waiting for a place (a pool churning through `Connection: close` opens more than it has requests in flight). */
+const WAITING_PER_PLACE = 4;
+/** How often waiting connections are looked at (a place freed, an idle connection to close, a wait over). */
+const QUEUE_TICK_MS = 50;
+
+/** The 503 a refused connection gets, before its request is read, and then `Connection: close`. */
+function refusal(text: string): string {
+  const body = JSON.stringify({ error: text });
+  return `HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n${body}`;
+}
 
 /**
  * An HTTP server bounded against slow and greedy clients: receiving the headers may take
  * `headersTimeoutMs` (a connection that sends nothing is closed then too), the whole request
  * `requestTimeoutMs` (the answer may take longer: a settle waits for its receipt), at most
  * `maxConnections` are open at once and at most `maxConnectionsPerClient` from one client
- * ({@link ConnectionBook}). What Node refuses before Express sees a request (time-outs, malformed HTTP)
- * is answered in JSON.
+ * ({@link ConnectionBook}): a connection beyond is answered `503` JSON with `Connection: close`, or waits
+ * a short while for its client's place; none is reset. What Node refuses before Express sees a request
+ * (time-outs, malformed HTTP) is answered in JSON.
  */
 export function createListener(handler: RequestListener, options: ListenerOptions): Server {
   const { limits, logger } = options;
@@ -48,19 +71,54 @@ export function createListener(handler: RequestListener, options: ListenerOption
   );
   server.keepAliveTimeout = 65_000;
   // Not server.maxConnections: Node closes those before any listener sees them, so an idle
-  // keep-alive connection could never give way and one client could hold every place.
-  const book = new ConnectionBook(limits.maxConnections, limits.maxConnectionsPerClient, options.isTrustedProxy ?? (() => false));
-  server.on("connection", (socket: Socket) => {
-    const admitted = book.admit(socket);
-    if (admitted.closedIdle) options.onIdleClosed?.();
-    if (admitted.ok) return;
-    socket.destroy();
-    dropped(admitted.reason);
+  // keep-alive connection could never give way and one client could hold every place. A connection is
+  // handed to Node's HTTP handling only once admitted; until then it reads nothing (a waiting one's
+  // request stays in the kernel).
+  (server as unknown as { pauseOnConnect: boolean }).pauseOnConnect = true;
+  const [http] = server.listeners("connection") as Array<(this: Server, socket: Socket) => void>;
+  server.removeAllListeners("connection");
+  const book = new ConnectionBook({
+    max: limits.maxConnections,
+    perClient: limits.maxConnectionsPerClient,
+    queueMs: limits.connectionQueueMs,
+    isTrustedProxy: options.isTrustedProxy ?? (() => false),
+    accept(socket) {
+      http!.call(server, socket);
+      socket.resume();
+    },
+    refuse(socket, reason) {
+      dropped(reason);
+      socket.on("error", () => {});
+      // What the client sends meanwhile is read and dropped: a closed socket with unread data would be reset.
+      socket.on("data", () => {});
+      socket.resume();
+      socket.end(refusal(reason === "server" ? RequestError.tooManyConnections : RequestError.tooManyClientConnections));
+      const linger = setTimeout(() => socket.destroy(), REFUSED_LINGER_MS);
+      linger.unref();
+      socket.once("close", () => clearTimeout(linger));
+    },
+    onIdleClosed: () => options.onIdleClosed?.(),
+    onWaiting: (event) => options.onWaiting?.(event),
   });
-  server.on("request", (req, res) => {
+  books.set(server, book);
+  server.on("connection", (socket: Socket) => book.arrive(socket));
+  server.prependListener("request", (req, res) => {
     book.busy(req.socket);
+    // Decided as the answer's head is written (the latest moment): a connection of a client with
+    // connections waiting says in this very answer that it closes after it.
+    const writeHead = res.writeHead;
+    res.writeHead = function (this: typeof res, ...args: Parameters<typeof res.writeHead>) {
+      if (!this.headersSent && book.retire(req.socket)) this.setHeader("Connection", "close");
+      return writeHead.apply(this, args);
+    } as typeof res.writeHead;
     res.once("close", () => book.idle(req.socket));
   });
+  // Waiting connections are not Node's yet: closing the server ends them as well.
+  const close = server.close.bind(server);
+  server.close = (callback?: (error?: Error) => void) => {
+    book.shutdown();
+    return close(callback);
+  };
 
   server.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) => {
     const response = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage;
@@ -91,11 +149,11 @@ export function createListener(handler: RequestListener, options: ListenerOption
     if (performance.now() - tally.loggedAt < DROP_LOG_INTERVAL_MS) return;
     tally.loggedAt = performance.now();
     if (reason === "server") {
-      logger.warn({ listener: options.name, maxConnections: limits.maxConnections, dropped: tally.count }, "connections closed on arrival: MAX_CONNECTIONS are open");
+      logger.warn({ listener: options.name, maxConnections: limits.maxConnections, refused: tally.count }, "connections refused on arrival (503): MAX_CONNECTIONS are open");
     } else {
       logger.warn(
-        { listener: options.name, maxConnectionsPerClient: limits.maxConnectionsPerClient, dropped: tally.count },
-        "connections closed on arrival: their client holds MAX_CONNECTIONS_PER_CLIENT",
+        { listener: options.name, maxConnectionsPerClient: limits.maxConnectionsPerClient, refused: tally.count },
+        "connections refused on arrival (503): their client holds MAX_CONNECTIONS_PER_CLIENT and four times as many waiting",
       );
     }
     tally.count = 0;
@@ -103,8 +161,22 @@ export function createListener(handler: RequestListener, options: ListenerOption
   return server;
 }
 
-/** What {@link ConnectionBook.admit} decided. */
-export type Admission = { ok: true; closedIdle: boolean } | { ok: false; reason: DropReason; closedIdle: boolean };
+/** Options of {@link ConnectionBook}. */
+export interface ConnectionBookOptions {
+  /** Connections held at once, waiting ones included (`MAX_CONNECTIONS`). */
+  max: number;
+  /** Connections one client may have served at once (`MAX_CONNECTIONS_PER_CLIENT`); 0 = no per-client cap. */
+  perClient: number;
+  /** How long a connection over its client's cap may wait for a place (`CONNECTION_QUEUE_MS`); 0 = refused at once. */
+  queueMs: number;
+  isTrustedProxy: (address: string) => boolean;
+  /** Hands an admitted connection to the HTTP server. */
+  accept(socket: Socket): void;
+  /** Answers a connection that gets no place 503 and closes it. */
+  refuse(socket: Socket, reason: DropReason): void;
+  onIdleClosed?: () => void;
+  onWaiting?: (event: "queued" | "retired") => void;
+}
 
 interface Held {
   /** The client it counts against; undefined for a trusted proxy's connection. */
@@ -113,64 +185,101 @@ interface Held {
   active: number;
   /** Requests answered on it: a connection that answered one and has none in progress is an idle keep-alive one. */
   answered: number;
+  /** Asked to close after its current answer (`Connection: close`): its client has connections waiting. */
+  retiring: boolean;
+}
+
+interface Client {
+  /** Its connections being served (admitted to the HTTP server). */
+  served: Set<Socket>;
+  /** Its connections waiting for a place, oldest first, with when they arrived. */
+  waiting: Array<{ socket: Socket; since: number }>;
+  /** Of `served`, those asked to close after their current answer. */
+  retiring: number;
 }
 
 /**
  * The open connections of one listener, by client. A new connection is admitted unless the server
- * holds `maxConnections` or its client `perClient` (0 = no per-client cap); in either case an idle
- * keep-alive connection (one that has answered a request and has none in progress) is closed first to
- * make room: the client's own when it is at its cap, else one of the client holding the most. From
- * nine tenths of `maxConnections` on, each new connection also closes one idle connection, so room is
- * made before the cap is reached. A connection that has not yet sent a request is never closed here
- * (the headers time-out bounds it). A client is an IPv4 address or an IPv6 /56 (what one subscriber is
- * usually given), so rotating addresses within one's own prefix gains nothing.
+ * holds `max` (waiting ones included) or its client `perClient` (0 = no per-client cap). Near and at
+ * `max`, an idle keep-alive connection (one that has answered a request and has none in progress, of the
+ * client holding the most) is closed first to make room; from nine tenths of `max` on, each new
+ * connection closes one, so room is made before the cap is reached; a new connection still without room
+ * is answered 503 (`Connection: close`) and closed. A connection of a client at its cap waits (up to
+ * `queueMs`, at most 4 × `perClient` of them, and never when another client needs the place at `max`) while the client's served connections are asked, one per
+ * waiting connection, to close after their current answer (`Connection: close`: a keep-alive pool then
+ * opens a new connection, which queues in turn); its idle connections are not closed for it (its pool may
+ * be sending on one at that very moment: that request would fail). A connection is admitted as soon as its client has a place; one
+ * that waited `queueMs` is answered 503. No connection is ever reset, and one that has not sent a request is
+ * never closed to make room (the headers time-out bounds it). A client is an IPv4 address or an IPv6
+ * /56 (what one subscriber is usually given), so rotating addresses within one's own prefix gains nothing.
  */
 export class ConnectionBook {
   readonly #held = new Map<Socket, Held>();
-  readonly #byClient = new Map<string, Set<Socket>>();
-  readonly #max: number;
-  readonly #perClient: number;
+  readonly #clients = new Map<string, Client>();
+  readonly #o: ConnectionBookOptions;
   readonly #nearCap: number;
-  readonly #isTrustedProxy: (address: string) => boolean;
+  /** Connections waiting, all clients together. */
+  #waiting = 0;
+  #ticker: NodeJS.Timeout | undefined;
+  #closed = false;
 
-  constructor(max: number, perClient: number, isTrustedProxy: (address: string) => boolean) {
-    this.#max = max;
-    this.#perClient = perClient;
-    this.#nearCap = Math.max(1, Math.floor(max * 0.9));
-    this.#isTrustedProxy = isTrustedProxy;
+  constructor(options: ConnectionBookOptions) {
+    this.#o = options;
+    this.#nearCap = Math.max(1, Math.floor(options.max * 0.9));
   }
 
-  /** Open connections, and of them those counted against `client` (its group key, {@link clientOf}). */
+  /** Connections held (served and waiting), and of them those being served for `client` (its group key, {@link clientOf}). */
   count(client?: string): number {
-    return client === undefined ? this.#held.size : (this.#byClient.get(client)?.size ?? 0);
+    return client === undefined ? this.#held.size + this.#waiting : (this.#clients.get(client)?.served.size ?? 0);
   }
 
-  admit(socket: Socket): Admission {
+  /** Connections waiting for a place, of `client` or of all. */
+  waiting(client?: string): number {
+    return client === undefined ? this.#waiting : (this.#clients.get(client)?.waiting.length ?? 0);
+  }
+
+  /** A new connection: admitted, made to wait, or refused. */
+  arrive(socket: Socket): void {
+    if (this.#closed) return this.#o.refuse(socket, "server");
     const address = socket.remoteAddress ?? "";
-    const client = this.#perClient > 0 && !this.#isTrustedProxy(address) ? clientOf(address) : undefined;
-    let closedIdle = false;
-    if (client !== undefined && this.count(client) >= this.#perClient) {
-      closedIdle = this.#closeIdle(this.#byClient.get(client)!);
-      if (!closedIdle) return { ok: false, reason: "client", closedIdle };
+    const key = this.#o.perClient > 0 && !this.#o.isTrustedProxy(address) ? clientOf(address) : undefined;
+    if (this.count() >= this.#nearCap) {
+      const freed = this.#closeIdle(this.#greediest()) || (this.count() >= this.#o.max && this.#closeIdle(this.#held.keys()));
+      if (freed) this.#o.onIdleClosed?.();
+      // Connections waiting over their client's cap never keep another client out: the newest of the client
+      // with the most waiting gives way.
+      if (this.count() >= this.#o.max && !this.#yieldWaiting(key)) return this.#o.refuse(socket, "server");
     }
-    if (this.#held.size >= this.#nearCap) {
-      const freed = this.#closeIdle(this.#greediest()) || (this.#held.size >= this.#max && this.#closeIdle(this.#held.keys()));
-      closedIdle ||= freed;
-      if (this.#held.size >= this.#max) return { ok: false, reason: "server", closedIdle };
-    }
-    this.#held.set(socket, { client, active: 0, answered: 0 });
-    if (client !== undefined) {
-      let sockets = this.#byClient.get(client);
-      if (!sockets) this.#byClient.set(client, (sockets = new Set()));
-      sockets.add(socket);
-    }
-    socket.once("close", () => this.#forget(socket));
-    return { ok: true, closedIdle };
+    if (key === undefined) return this.#admit(socket, undefined);
+    const client = this.#client(key);
+    if (client.served.size < this.#o.perClient) return this.#admit(socket, key);
+    // Not an idle connection of its own closed for it: its pool may be sending on that one at this very
+    // moment (measured: a pool idle a while, then bursting, does), and that request would fail.
+    if (this.#o.queueMs === 0 || client.waiting.length >= WAITING_PER_PLACE * this.#o.perClient) return this.#o.refuse(socket, "client");
+    client.waiting.push({ socket, since: performance.now() });
+    this.#waiting++;
+    this.#o.onWaiting?.("queued");
+    socket.once("close", () => this.#unqueue(key, socket));
+    this.#ticker ??= setInterval(() => this.#tick(), QUEUE_TICK_MS).unref();
   }
 
+  /** A request began on `socket`. */
   busy(socket: Socket): void {
     const entry = this.#held.get(socket);
     if (entry) entry.active++;
+  }
+
+  /** Whether the answer being written on `socket` must close it: its client has connections waiting for a place. */
+  retire(socket: Socket): boolean {
+    const entry = this.#held.get(socket);
+    if (!entry) return false;
+    if (entry.retiring) return true;
+    const client = entry.client === undefined ? undefined : this.#clients.get(entry.client);
+    if (!client || client.retiring >= client.waiting.length) return false;
+    entry.retiring = true;
+    client.retiring++;
+    this.#o.onWaiting?.("retired");
+    return true;
   }
 
   idle(socket: Socket): void {
@@ -180,29 +289,111 @@ export class ConnectionBook {
     entry.answered++;
   }
 
-  #forget(socket: Socket): void {
+  /** The listener closes: waiting connections are refused, nothing more is admitted. */
+  shutdown(): void {
+    this.#closed = true;
+    clearInterval(this.#ticker);
+    this.#ticker = undefined;
+    for (const [key, client] of this.#clients) {
+      for (const { socket } of client.waiting.splice(0)) {
+        this.#waiting--;
+        this.#o.refuse(socket, "server");
+      }
+      if (client.served.size === 0) this.#clients.delete(key);
+    }
+  }
+
+  #client(key: string): Client {
+    let client = this.#clients.get(key);
+    if (!client) this.#clients.set(key, (client = { served: new Set(), waiting: [], retiring: 0 }));
+    return client;
+  }
+
+  #admit(socket: Socket, key: string | undefined): void {
+    this.#held.set(socket, { client: key, active: 0, answered: 0, retiring: false });
+    if (key !== undefined) this.#client(key).served.add(socket);
+    socket.once("close", () => this.#forget(socket));
+    this.#o.accept(socket);
+  }
+
+  /** A connection is gone; its place goes to its client's oldest waiting connection unless the caller takes it. */
+  #forget(socket: Socket, handOn = true): void {
     const entry = this.#held.get(socket);
     if (!entry) return;
     this.#held.delete(socket);
     if (entry.client === undefined) return;
-    const sockets = this.#byClient.get(entry.client)!;
-    sockets.delete(socket);
-    if (sockets.size === 0) this.#byClient.delete(entry.client);
+    const client = this.#clients.get(entry.client)!;
+    client.served.delete(socket);
+    if (entry.retiring) client.retiring--;
+    if (handOn) this.#admitWaiting(entry.client, client);
+    else this.#drop(entry.client, client);
+  }
+
+  #unqueue(key: string, socket: Socket): void {
+    const client = this.#clients.get(key);
+    const index = client?.waiting.findIndex((waiting) => waiting.socket === socket) ?? -1;
+    if (index < 0) return;
+    client!.waiting.splice(index, 1);
+    this.#waiting--;
+    this.#drop(key, client!);
+  }
+
+  #admitWaiting(key: string, client: Client): void {
+    while (client.served.size < this.#o.perClient && client.waiting.length > 0) {
+      const { socket } = client.waiting.shift()!;
+      this.#waiting--;
+      this.#admit(socket, key);
+    }
+    this.#drop(key, client);
+  }
+
+  /** Forgets a client that has nothing left here. */
+  #drop(key: string, client: Client): void {
+    if (client.served.size === 0 && client.waiting.length === 0) this.#clients.delete(key);
+  }
+
+  /** Waiting connections: admitted where a place is free, refused once their wait is over. */
+  #tick(): void {
+    const now = performance.now();
+    for (const [key, client] of [...this.#clients]) {
+      this.#admitWaiting(key, client);
+      while (client.waiting.length > 0 && now - client.waiting[0]!.since >= this.#o.queueMs) {
+        const { socket } = client.waiting.shift()!;
+        this.#waiting--;
+        this.#o.refuse(socket, "client");
+      }
+      this.#drop(key, client);
+    }
+    if (this.#waiting === 0) {
+      clearInterval(this.#ticker);
+      this.#ticker = undefined;
+    }
+  }
+
+  /** Refuses the newest waiting connection of the client (other than `except`) with the most waiting; false when none waits. */
+  #yieldWaiting(except: string | undefined): boolean {
+    let most: [string, Client] | undefined;
+    for (const entry of this.#clients) if (entry[0] !== except && entry[1].waiting.length > (most?.[1].waiting.length ?? 0)) most = entry;
+    if (!most) return false;
+    const { socket } = most[1].waiting.pop()!;
+    this.#waiting--;
+    this.#o.refuse(socket, "client");
+    return true;
   }
 
   /** The connections of the client holding the most (every connection when no client is counted). */
   #greediest(): Iterable<Socket> {
     let most: Set<Socket> | undefined;
-    for (const sockets of this.#byClient.values()) if (!most || sockets.size > most.size) most = sockets;
+    for (const client of this.#clients.values()) if (!most || client.served.size > most.size) most = client.served;
     return most && most.size > 0 ? most : this.#held.keys();
   }
 
-  /** Closes the longest-held idle keep-alive connection among `sockets`; false when none is idle. */
+  /** Closes the longest-held idle keep-alive connection among `sockets`; false when there is none. */
   #closeIdle(sockets: Iterable<Socket>): boolean {
     for (const socket of sockets) {
       const entry = this.#held.get(socket);
       if (!entry || entry.active > 0 || entry.answered === 0) continue;
-      this.#forget(socket);
+      this.#forget(socket, false);
       socket.destroy();
       return true;
     }

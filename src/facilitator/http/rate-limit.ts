@@ -1,4 +1,4 @@
-import { rateLimit, type RateLimitInfo, type Store } from "express-rate-limit";
+import { MemoryStore, rateLimit, type IncrementResponse, type Options, type RateLimitInfo, type Store } from "express-rate-limit";
 import type { Request, RequestHandler } from "express";
 import { RequestError } from "../../protocol/reasons.js";
 import type { Logger } from "../logger.js";
@@ -72,4 +72,84 @@ function libraryReport(limiter: LimiterName, report: unknown): [object, string] 
   const code = (report as { code?: unknown } | null)?.code;
   const message = report instanceof Error ? report.message : String(report);
   return [{ limiter, ...(typeof code === "string" ? { code } : {}) }, `express-rate-limit: ${message}`];
+}
+
+/** Why a shared store's count was not used: it did not answer within the wait (`slow`) or failed (`error`). */
+export type StoreFallback = "slow" | "error";
+
+/** Options of {@link BoundedStore}. */
+export interface BoundedStoreOptions {
+  /** How long a request may wait for the shared count (`RATE_LIMIT_STORE_WAIT_MS`). */
+  waitMs: number;
+  /** Told each time this instance's own count was used instead (metrics, logs). */
+  onFallback?: (reason: StoreFallback) => void;
+}
+
+/**
+ * A shared rate-limit store (the database's counters) that cannot hold an answer back: each hit is
+ * also counted in this instance's memory, and when the shared store has not answered within `waitMs`
+ * (a slow or frozen database) or fails, the request is judged by this instance's own count. The
+ * shared hit still lands when the store answers later, so the service's count stays whole.
+ */
+export class BoundedStore implements Store {
+  readonly localKeys = false;
+  readonly prefix?: string;
+  readonly #shared: Store;
+  readonly #local = new MemoryStore();
+  readonly #o: BoundedStoreOptions;
+
+  constructor(shared: Store, options: BoundedStoreOptions) {
+    this.#shared = shared;
+    this.#o = options;
+    if (shared.prefix !== undefined) this.prefix = shared.prefix;
+  }
+
+  async init(options: Options): Promise<void> {
+    this.#local.init(options);
+    await this.#shared.init?.(options);
+  }
+
+  async increment(key: string): Promise<IncrementResponse> {
+    const local = this.#local.increment(key);
+    const shared = await this.#within(Promise.resolve().then(() => this.#shared.increment(key)));
+    return shared ?? local;
+  }
+
+  async decrement(key: string): Promise<void> {
+    this.#local.decrement(key);
+    await this.#within(Promise.resolve().then(() => this.#shared.decrement(key)));
+  }
+
+  async resetKey(key: string): Promise<void> {
+    this.#local.resetKey(key);
+    await this.#within(Promise.resolve().then(() => this.#shared.resetKey(key)));
+  }
+
+  shutdown(): void {
+    this.#local.shutdown();
+    void this.#shared.shutdown?.();
+  }
+
+  /** The shared store's answer within the wait, else undefined (it goes on, its rejection caught). */
+  async #within<T>(call: Promise<T>): Promise<T | undefined> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), this.#o.waitMs)));
+    try {
+      const answer = await Promise.race([call.then((value) => ({ value }), () => "error" as const), late]);
+      if (typeof answer === "object") return answer.value;
+      this.#o.onFallback?.(answer === "late" ? "slow" : "error");
+      if (answer === "late") call.catch(() => undefined);
+      return undefined;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/** Each given store wrapped in a {@link BoundedStore} (its own local counts per limiter). */
+export function boundedStores(stores: RateLimitStores | undefined, waitMs: number, onFallback?: (limiter: LimiterName, reason: StoreFallback) => void): RateLimitStores | undefined {
+  if (!stores) return undefined;
+  return Object.fromEntries(
+    Object.entries(stores).map(([name, store]) => [name, new BoundedStore(store, { waitMs, onFallback: (reason) => onFallback?.(name as LimiterName, reason) })]),
+  ) as RateLimitStores;
 }

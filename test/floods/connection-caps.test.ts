@@ -1,0 +1,106 @@
+import { Agent, request } from "node:http";
+import { expect } from "chai";
+import { makePayment, startFacilitatorOnChain } from "../helpers/facilitator.js";
+import { scrapeMetric } from "../helpers/metrics.js";
+
+// Issue 29 item 6: a seller's backend verifying at 64 to 256 concurrent keep-alive requests from one
+// address, under the production connection caps (MAX_CONNECTIONS 1000, 100 per client): not one request
+// fails. Beyond its cap the client's connections wait for a place while its served ones close after their
+// answers (Connection: close); none is reset. (The 1,000-socket flood of one client and the other caps:
+// test/facilitator/listeners.test.ts.)
+
+type Started = Awaited<ReturnType<typeof startFacilitatorOnChain>>;
+
+/** `concurrency` workers posting `body` back to back for `ms`; each answer's status, or the error that replaced it. */
+async function load(send: () => Promise<number>, concurrency: number, ms: number): Promise<{ ok: number; failed: string[] }> {
+  const until = performance.now() + ms;
+  let ok = 0;
+  const failed: string[] = [];
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < until) {
+        try {
+          const status = await send();
+          if (status === 200) ok++;
+          else failed.push(`HTTP ${status}`);
+        } catch (error) {
+          failed.push(String((error as { cause?: unknown }).cause ?? error));
+        }
+      }
+    }),
+  );
+  return { ok, failed };
+}
+
+describe("floods: one seller's keep-alive pool under the production connection caps", function () {
+  this.timeout(120_000);
+  let started: Started;
+  let body: string;
+
+  before(async () => {
+    // The production caps: MAX_CONNECTIONS 1000, MAX_CONNECTIONS_PER_CLIENT unset (100), CONNECTION_QUEUE_MS 5000.
+    started = await startFacilitatorOnChain({ MAX_CONNECTIONS_PER_CLIENT: "" });
+    expect(started.config.http).to.deep.include({ maxConnections: 1_000, maxConnectionsPerClient: 100, connectionQueueMs: 5_000 });
+    body = JSON.stringify((await makePayment(started.chain)).body);
+  });
+  after(() => started?.running.close(0));
+
+  const verify = `/v2/x402/verify`;
+
+  it("node:http's keep-alive agent at 256 concurrent verifies (another client address): every one answered 200, the served connections of the client never more than 100", async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: Infinity });
+    const { hostname, port } = new URL(started.running.url);
+    const send = () =>
+      new Promise<number>((resolve, reject) => {
+        const req = request({ host: hostname, port, path: verify, method: "POST", agent, localAddress: "127.0.0.5", headers: { "Content-Type": "application/json" } }, (res) => {
+          res.resume();
+          res.on("end", () => resolve(res.statusCode ?? 0));
+        });
+        req.on("error", reject);
+        req.end(body);
+      });
+    // The service's connections, sampled while the load runs (the scrapes go to the metrics listener).
+    let mostServed = 0;
+    const queuedBefore = await scrapeMetric(started.running.metricsUrl!, 'x402_http_connections_waiting_total{listener="service",event="queued"}');
+    const sampling = (async () => {
+      for (const until = performance.now() + 2_000; performance.now() < until; ) {
+        mostServed = Math.max(mostServed, await scrapeMetric(started.running.metricsUrl!, 'x402_http_connections{listener="service",state="served"}'));
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    })();
+    try {
+      const result = await load(send, 256, 2_000);
+      await sampling;
+      expect(result.failed).to.deep.equal([]);
+      expect(result.ok).to.be.greaterThan(256);
+      // The client held up to 256 sockets (one per request in flight); at most 100 were served at once, the rest waited.
+      expect(mostServed).to.be.at.most(100);
+      expect(await scrapeMetric(started.running.metricsUrl!, 'x402_http_connections_waiting_total{listener="service",event="queued"}')).to.be.greaterThan(queuedBefore);
+    } finally {
+      agent.destroy();
+    }
+  });
+  it("fetch (undici's pool) at 64 and at 256 concurrent verifies: every one answered 200; at 256 connections waited for a place and none was refused", async () => {
+    const send = async () => {
+      const response = await fetch(`${started.running.url}${verify}`, { method: "POST", headers: { "Content-Type": "application/json" }, body });
+      await response.arrayBuffer();
+      return response.status;
+    };
+    const queued = () => scrapeMetric(started.running.metricsUrl!, 'x402_http_connections_waiting_total{listener="service",event="queued"}');
+    const retired = () => scrapeMetric(started.running.metricsUrl!, 'x402_http_connections_waiting_total{listener="service",event="retired"}');
+    const before = { queued: await queued(), retired: await retired() };
+    const at64 = await load(send, 64, 1_500);
+    expect(at64.failed).to.deep.equal([]);
+    expect(at64.ok).to.be.greaterThan(64);
+    // Within its cap: nothing waited.
+    expect(await queued()).to.equal(before.queued);
+
+    const at256 = await load(send, 256, 2_000);
+    expect(at256.failed).to.deep.equal([]);
+    expect(at256.ok).to.be.greaterThan(256);
+    expect(await queued()).to.be.greaterThan(before.queued);
+    expect(await retired()).to.be.greaterThan(before.retired);
+    expect(await scrapeMetric(started.running.metricsUrl!, 'x402_http_connections_dropped_total{listener="service",reason="client"}')).to.equal(0);
+  });
+
+});

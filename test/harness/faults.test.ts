@@ -177,6 +177,21 @@ describe("harness faults: each makes the real cause happen on the local chains o
       expect(JSON.stringify(await stack.harness.faults())).not.to.contain(key.slice(2));
     });
 
+    it("a forged authorization (the buyer's address, another key's signature) is refused 409 with the token's reason: nothing moves, the nonce stays unspent", async () => {
+      const forger = privateKeyToAccount(generatePrivateKey());
+      const signed = JSON.parse(Buffer.from(await createPaymentHeader({ signer: forger, requirements: requirements() }), "base64").toString());
+      signed.payload.from = buyer(0).address;
+      const parties = [buyer(0).address, stack.seller];
+      const before = await Promise.all(parties.map((party) => balance(party)));
+      expect(await refusal(stack.harness.fault({ kind: "authorization", action: "use", payment: encodeBase64Json(signed) }))).to.deep.equal({
+        status: 409,
+        message: `cronos-testnet: transferWithAuthorization of ${buyer(0).address}'s nonce ${signed.payload.nonce} failed: FiatTokenV2: invalid signature`,
+      });
+      expect(await Promise.all(parties.map((party) => balance(party)))).to.deep.equal(before);
+      expect(await read<boolean>("cronos-testnet", "authorizationState", [buyer(0).address, signed.payload.nonce])).to.equal(false);
+      expect((await stack.harness.faults()).filter((fault) => fault.state === "armed" || fault.state === "active")).to.deep.equal([]);
+    });
+
     it("refuses a payment that is not one (400) and a network that contradicts it, spending nothing", async () => {
       expect(await refusal(stack.harness.fault({ kind: "authorization", action: "use", payment: "bm90IGEgcGF5bWVudA==" }))).to.deep.equal({
         status: 400,
@@ -467,6 +482,23 @@ describe("harness faults: each makes the real cause happen on the local chains o
 
 describe("harness faults: a stack of one network, and what its stop undoes", function () {
   this.timeout(120_000);
+
+  it("busy holds behind the facilitator's rate-limit guards as on its fast lane (the stacks above have no limit): verify and settle 429 with Retry-After, then 400 for the same empty body once undone", async () => {
+    const stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 0, rateLimits: { verifyPerMinute: 1_000, settlePerMinute: 1_000 } });
+    try {
+      const post = (route: string) => fetch(`${stack.facilitatorUrl}/v2/x402/${route}`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+      const busy = await stack.harness.fault({ kind: "busy", forSeconds: 30 });
+      for (const route of ["verify", "settle"]) {
+        const answer = await post(route);
+        expect(answer.status, route).to.equal(429);
+        expect(Number(answer.headers.get("retry-after")), route).to.be.within(29, 30);
+      }
+      await busy.undo();
+      for (const route of ["verify", "settle"]) expect((await post(route)).status, route).to.equal(400);
+    } finally {
+      await stack.stop();
+    }
+  });
 
   it("refuses a network it does not run (400); stop() returns with blocks stopped, the RPC dropping, busy and the facilitator down", async () => {
     const stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-mainnet"] });

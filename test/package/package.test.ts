@@ -14,7 +14,7 @@ import { processesWithEnv } from "../helpers/processes.js";
 const run = promisify(execFile);
 const ROOT = new URL("../../", import.meta.url).pathname;
 const KIT_BIN = join(ROOT, "node_modules", ".bin");
-const PACKAGE = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { name: string; version: string; devDependencies: Record<string, string> };
+const PACKAGE = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { name: string; version: string; dependencies: Record<string, string>; devDependencies: Record<string, string> };
 /** The kit's own Node 22 first on PATH: `npm` and `node` in the projects below run on it. */
 const ENV = { ...process.env, PATH: `${KIT_BIN}${delimiter}${process.env.PATH ?? ""}`, npm_config_audit: "false", npm_config_fund: "false", npm_config_update_notifier: "false" };
 // Warnings shown: an install of a supported Node must print no EBADENGINE.
@@ -304,7 +304,8 @@ export type Shapes = [FacilitatorConfig, Ledger, RunReport, typeof createPayment
         // What type-checks the README's recipes as a TypeScript consumer would.
         `typescript@${PACKAGE.devDependencies.typescript}`,
         "@types/node@22",
-        `@types/express@${PACKAGE.devDependencies["@types/express"]}`,
+        // The kit depends on it (its seller's types); named so the recipes' own `import express` is typed by that version.
+        `@types/express@${PACKAGE.dependencies["@types/express"]}`,
         `@types/mocha@${PACKAGE.devDependencies["@types/mocha"]}`,
       ]));
     });

@@ -3,7 +3,7 @@
 // everything else goes to stderr. With --background it runs detached instead (./background.ts).
 import { formatUnits } from "viem";
 import { redactUrl } from "../chain/rpc-url.js";
-import { ConfigError } from "../facilitator/config.js";
+import { ConfigError } from "../facilitator/config/index.js";
 import { ACCOUNT_INDEX } from "../harness/accounts.js";
 import { parseStartArgs, PORT_SETTING, startUsage, UsageError } from "../harness/cli.js";
 import { PORT_ROLE_LABEL, PortInUseError } from "../harness/errors.js";

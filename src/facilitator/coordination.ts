@@ -6,7 +6,7 @@ import { LedgerRateLimitStore } from "../ledger/rate-limit-store.js";
 import { Reconciler } from "../settlement/reconciler.js";
 import type { Ledger } from "../ledger/types.js";
 import type { NetworkName } from "../protocol/networks.js";
-import type { FacilitatorConfig } from "./config.js";
+import type { FacilitatorConfig } from "./config/index.js";
 import type { LedgerInspection } from "./health.js";
 import type { RateLimitStores } from "./http/rate-limit.js";
 import type { Logger } from "./logger.js";

@@ -3,7 +3,7 @@
 // (`pg` and kysely, or `node:sqlite`, load when a ledger is opened).
 
 // Facilitator.
-export { loadConfig, ConfigError, type FacilitatorConfig, type NetworkConfig } from "./config.js";
+export { loadConfig, ConfigError, type FacilitatorConfig, type NetworkConfig } from "./config/index.js";
 export { createFacilitator, startFacilitator, StartupError, type Facilitator, type RunningFacilitator, type StartFacilitatorOptions } from "./server.js";
 
 // Settlement ledger: one interface, embedded SQLite and PostgreSQL (several instances).

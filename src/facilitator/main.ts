@@ -1,6 +1,6 @@
 import pino from "pino";
 import { redactUrl } from "../chain/rpc-url.js";
-import { ConfigError, DEFAULT_LEDGER_FILE, loadConfig } from "./config.js";
+import { ConfigError, DEFAULT_LEDGER_FILE, loadConfig } from "./config/index.js";
 import { startFacilitator, StartupError, type RunningFacilitator } from "./server.js";
 import { redactingLogger } from "./logger.js";
 

@@ -7,7 +7,7 @@ import { Relayer, type RelayerEvent } from "../chain/relayer/index.js";
 import { isWebSocketUrl, rpcTransport, type RpcTransport } from "../chain/rpc-transport.js";
 import { domainSeparator } from "../chain/signature.js";
 import type { NetworkName } from "../protocol/networks.js";
-import { ENV_PREFIX, type FacilitatorConfig, type NetworkConfig } from "./config.js";
+import { ENV_PREFIX, type FacilitatorConfig, type NetworkConfig } from "./config/index.js";
 import { supportedAnswer } from "./dialects/index.js";
 import { boundedCheck, healthReport, inspectNetwork, lateInspection, readDomain, type LedgerInspection, type NetworkInspection, type RpcEndpointClient } from "./health.js";
 import { createApp, type OutcomeRecord } from "./http/app.js";

@@ -1,7 +1,7 @@
 import { createServer } from "node:net";
 import type { Address, Hex, Transport } from "viem";
 import type { HardhatRuntimeEnvironment } from "hardhat/types/hre";
-import { loadConfig } from "../facilitator/config.js";
+import { loadConfig } from "../facilitator/config/index.js";
 import type { Logger } from "../facilitator/logger.js";
 import { startFacilitator, StartupError, type RunningFacilitator } from "../facilitator/server.js";
 import { NETWORK_NAMES, type NetworkName } from "../protocol/networks.js";

@@ -2,7 +2,7 @@ import { expect } from "chai";
 import express from "express";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { createPaymentHeader, wrapFetchWithPayment } from "../../src/buyer/index.js";
-import { loadConfig } from "../../src/facilitator/config.js";
+import { loadConfig } from "../../src/facilitator/config/index.js";
 import { startFacilitator, type RunningFacilitator } from "../../src/facilitator/server.js";
 import { localAccount } from "../../src/harness/accounts.js";
 import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";

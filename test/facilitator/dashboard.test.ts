@@ -2,7 +2,7 @@ import { expect } from "chai";
 import request from "supertest";
 import { custom, numberToHex, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { ConfigError, loadConfig } from "../../src/facilitator/config.js";
+import { ConfigError, loadConfig } from "../../src/facilitator/config/index.js";
 import { MemoryFeedHistory, OutcomeFeed, type FeedRow } from "../../src/facilitator/dashboard/index.js";
 import { createFacilitator, startFacilitator, type Facilitator } from "../../src/facilitator/server.js";
 import { serveJsonRpc, type JsonRpcBridge } from "../../src/harness/rpc-bridge.js";

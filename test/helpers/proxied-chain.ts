@@ -1,4 +1,4 @@
-import { loadConfig } from "../../src/facilitator/config.js";
+import { loadConfig } from "../../src/facilitator/config/index.js";
 import { startFacilitator, type RunningFacilitator, type StartFacilitatorOptions } from "../../src/facilitator/server.js";
 import { serveJsonRpc, type JsonRpcBridge } from "../../src/harness/rpc-bridge.js";
 import { TEST_ENV, type Chain } from "./facilitator.js";

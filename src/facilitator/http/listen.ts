@@ -2,7 +2,7 @@ import { createServer, type RequestListener, type Server } from "node:http";
 import { isIPv4, isIPv6, type AddressInfo, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { RequestError } from "../../protocol/reasons.js";
-import type { HttpLimitsConfig } from "../config.js";
+import type { HttpLimitsConfig } from "../config/index.js";
 import type { Logger } from "../logger.js";
 
 /** Options of {@link createListener}. */

@@ -4,7 +4,9 @@
 
 // Facilitator.
 export { loadConfig, ConfigError, type FacilitatorConfig, type NetworkConfig } from "./config/index.js";
-export { createFacilitator, startFacilitator, StartupError, type Facilitator, type RunningFacilitator, type StartFacilitatorOptions } from "./server.js";
+export { createFacilitator, type Facilitator, type StartFacilitatorOptions } from "./server.js";
+export { startFacilitator, type RunningFacilitator } from "./start.js";
+export { StartupError } from "./startup-error.js";
 
 // Settlement ledger: one interface, embedded SQLite and PostgreSQL (several instances).
 export { openLedger, type OpenLedgerOptions } from "../ledger/open.js";

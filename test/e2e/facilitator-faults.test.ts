@@ -3,7 +3,7 @@ import express from "express";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { createPaymentHeader, wrapFetchWithPayment } from "../../src/buyer/index.js";
 import { loadConfig } from "../../src/facilitator/config/index.js";
-import { startFacilitator, type RunningFacilitator } from "../../src/facilitator/server.js";
+import { startFacilitator, type RunningFacilitator } from "../../src/facilitator/start.js";
 import { localAccount } from "../../src/harness/accounts.js";
 import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
 import { paymentRequirements, requirePayment } from "../../src/seller/index.js";

@@ -4,7 +4,7 @@ import { connect, createServer, type Socket } from "node:net";
 import { expect } from "chai";
 import { custom } from "viem";
 import { clientOf } from "../../src/facilitator/http/listen.js";
-import { StartupError } from "../../src/facilitator/server.js";
+import { StartupError } from "../../src/facilitator/startup-error.js";
 import { makePayment, recordingLogger, startFacilitatorOnChain } from "../helpers/facilitator.js";
 import { metric } from "../helpers/metrics.js";
 import { waitUntil } from "../helpers/time.js";

@@ -6,7 +6,7 @@ import type { NetworkRuntime } from "../settlement/runtime.js";
 import { ChainHistory, TokenIndex } from "../state/index.js";
 import { ENV_PREFIX, type FacilitatorConfig } from "./config/index.js";
 import type { Logger } from "./logger.js";
-import type { FacilitatorMetrics } from "./metrics.js";
+import type { FacilitatorMetrics } from "./metrics/index.js";
 import { StartupError } from "./startup-error.js";
 
 /** How often each chain's history is compared with the ledger's trail of it (and a checkpoint recorded). */

@@ -10,7 +10,7 @@ import type { FacilitatorConfig } from "./config/index.js";
 import type { LedgerInspection } from "./health.js";
 import type { RateLimitStores } from "./http/rate-limit.js";
 import type { Logger } from "./logger.js";
-import type { FacilitatorMetrics } from "./metrics.js";
+import type { FacilitatorMetrics } from "./metrics/index.js";
 import type { FacilitatorContext, NetworkRuntime } from "../settlement/runtime.js";
 import { LedgerWatch } from "./ledger-watch.js";
 import { deleteExpiredSettlements } from "./retention.js";

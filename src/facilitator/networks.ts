@@ -10,7 +10,7 @@ import { settlementChain } from "../settlement/chain.js";
 import type { FacilitatorConfig, NetworkConfig } from "./config/index.js";
 import { inspectNetwork, readDomain, type NetworkInspection, type RpcEndpointClient } from "./health.js";
 import type { Logger } from "./logger.js";
-import type { FacilitatorMetrics } from "./metrics.js";
+import type { FacilitatorMetrics } from "./metrics/index.js";
 import { StartupError } from "./startup-error.js";
 
 /** The networks of a facilitator, assembled and checked. */

@@ -13,7 +13,7 @@ import { createApp, type OutcomeRecord } from "./http/app.js";
 import type { QuotaHolder } from "./http/edge.js";
 import type { RateLimitStores } from "./http/rate-limit.js";
 import { redactingLogger, silentLogger, type Logger } from "./logger.js";
-import { createMetrics, type FacilitatorMetrics } from "./metrics.js";
+import { createMetrics, type FacilitatorMetrics } from "./metrics/index.js";
 import { openNetworks } from "./networks.js";
 import { serviceHealth } from "./service-health.js";
 import { StartupError } from "./startup-error.js";

@@ -1,6 +1,6 @@
 // `cronos-x402 catalog`: the operator's hand on the discovery catalog (x402 `bazaar`), on the ledger the
 // facilitator uses (DATABASE_URL, else LEDGER_FILE, else the standalone default data/ledger.db).
-import { DEFAULT_LEDGER_FILE } from "../facilitator/config.js";
+import { DEFAULT_LEDGER_FILE } from "../facilitator/config/index.js";
 import { openLedger } from "../ledger/open.js";
 import type { DiscoveryEntry } from "../ledger/types.js";
 

@@ -6,7 +6,8 @@ import { parseUnits } from "viem";
 import { DEFAULT_STATE_DIR, flagProblem, UsageError } from "../harness/cli.js";
 import { connectHarness } from "../harness/control/client.js";
 import { HarnessControlError, type FaultInfo, type FaultSpec, type HarnessControl } from "../harness/control/spec.js";
-import { harnessUrlOf, type BackgroundIo } from "./background.js";
+import type { BackgroundIo } from "./background.js";
+import { harnessUrlOf } from "./stack-state.js";
 
 /** The CLI's name of each fault, and the spec it starts from. */
 const KINDS: Readonly<Record<string, { spec: Partial<FaultSpec> & { kind: FaultSpec["kind"] }; line: string }>> = {

@@ -35,7 +35,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   stop: {
     summary: ["stops the stack `start --background` started from this folder, and waits until it has gone"],
     async run(argv) {
-      const { runStop } = await import("./background.js");
+      const { runStop } = await import("./stop.js");
       const status = await runStop(argv, { stdout: (text) => void process.stdout.write(text), stderr: (text) => void process.stderr.write(text) });
       process.exitCode = status;
     },

@@ -3,7 +3,7 @@
 // everything else goes to stderr. With --background it runs detached instead (./background.ts).
 import { formatUnits } from "viem";
 import { redactUrl } from "../chain/rpc-url.js";
-import { ConfigError } from "../facilitator/config.js";
+import { ConfigError } from "../facilitator/config/index.js";
 import { ACCOUNT_INDEX } from "../harness/accounts.js";
 import { parseStartArgs, PORT_SETTING, startUsage, UsageError } from "../harness/cli.js";
 import { PORT_ROLE_LABEL, PortInUseError } from "../harness/errors.js";
@@ -12,7 +12,8 @@ import { MULTICALL3_ADDRESS } from "../harness/multicall3.js";
 import { assertHarnessCanRun, HarnessUnavailableError, nativeBindingFailure } from "../harness/require-hardhat.js";
 import type { LocalStack } from "../harness/stack.js";
 import { whenParentExits, whenWrapperShellSignalled } from "../harness/parent.js";
-import { DETACHED_VARIABLE, ENV_FILE_NAMES, runInBackground, writeEnvFile, type DetachedReadyLine } from "./background.js";
+import { DETACHED_VARIABLE, runInBackground, type DetachedReadyLine } from "./background.js";
+import { ENV_FILE_NAMES, writeEnvFile } from "./env-file.js";
 
 /** The detached stack's log is a file nobody rotates: it stops growing here. */
 const DETACHED_LOG_MAX_BYTES = 64 * 1024 * 1024;

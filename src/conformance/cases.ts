@@ -1,45 +1,17 @@
 import type { Address, Hex, LocalAccount } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { createPaymentHeader, type CreatePaymentHeaderParameters } from "../buyer/sign.js";
+import { createPaymentHeader } from "../buyer/sign.js";
 import { transferAuthorizationTypedData } from "../protocol/eip3009.js";
 import { CRONOS_MAINNET, CRONOS_MAINNET_ALIAS, CRONOS_TESTNET, NETWORKS, canonicalNetwork, type NetworkName } from "../protocol/networks.js";
-import { EXACT_SCHEME, SettleError, VerifyReason } from "../protocol/reasons.js";
-import type { PaymentRequirements, PaymentRequirementsInput } from "../protocol/schemas.js";
+import { EXACT_SCHEME, VerifyReason } from "../protocol/reasons.js";
+import type { PaymentRequirementsInput } from "../protocol/schemas.js";
+import { decodeHeaderJson, encodeHeaderJson, signFor, tamper, type CaseContext } from "./case-payment.js";
 import type { Dialect } from "./check.js";
+import type { ExpectedReason, VerifyReasonKey } from "./expected-reason.js";
 
 // The payments a facilitator must refuse, each with the reason it must give. One list, used by the
 // conformance checks (sent to verify and settle directly) and by the end-to-end suite (sent through a
 // seller, whose 402 must carry the same reason).
-
-/** A key of {@link VerifyReason}: which refusal, whatever its words in a dialect. */
-export type VerifyReasonKey = keyof typeof VerifyReason;
-
-/** The reason a facilitator must give: exact, or (where the decisions fix only its start) a prefix naming a field. */
-export interface ExpectedReason {
-  /** Which verify reason; absent for request-level texts (`Invalid request: …`). */
-  key?: VerifyReasonKey;
-  /** The exact text. */
-  text?: string;
-  /** The text's fixed start, when the rest is the facilitator's own words. */
-  startsWith?: string;
-  /** A word the rest must contain (the field at fault). */
-  mentions?: string;
-}
-
-/** What a case builds its payment from. */
-export interface CaseContext {
-  /** The requirements the payment is judged against: what the seller asks (price, payTo, asset, network). */
-  requirements: PaymentRequirements;
-  /** Signs the payment: a funded buyer, or a fresh key where funds do not matter. */
-  signer: LocalAccount;
-  /** The EIP-712 domain of the network's token, and its chain id. */
-  chainId: number;
-  domain: { name: string; version: string };
-  /** The chain's clock (unix seconds), or the wall clock when no RPC was given. */
-  now: bigint;
-  /** A nonce `signer` has already used, when one is known. */
-  usedNonce?: Hex;
-}
 
 /** A payment to send: the header and the requirements to send with it. */
 export interface BuiltPayment {
@@ -76,38 +48,6 @@ export interface RefusalCase {
   /** Dialects that can express it (default both): a header that is not base64 exists only in the Cronos one. */
   dialects?: readonly Dialect[];
   build(context: CaseContext): Promise<BuiltPayment>;
-}
-
-/** The decoded JSON of a Cronos header. */
-export type HeaderJson = { x402Version: number; scheme: string; network: string; payload: Record<string, unknown> } & Record<string, unknown>;
-
-/** The JSON inside a base64 header. */
-export function decodeHeaderJson(header: string): HeaderJson {
-  return JSON.parse(Buffer.from(header, "base64").toString("utf8")) as HeaderJson;
-}
-
-/** Base64 of a JSON value (a header re-encoded after a change). */
-export function encodeHeaderJson(json: unknown): string {
-  return Buffer.from(JSON.stringify(json), "utf8").toString("base64");
-}
-
-/** A header with its decoded JSON changed (the signature left as it was). */
-export function tamper(header: string, change: (json: HeaderJson) => void): string {
-  const json = decodeHeaderJson(header);
-  change(json);
-  return encodeHeaderJson(json);
-}
-
-/** Signs a header for the context's requirements, with `overrides`. */
-export function signFor(context: CaseContext, overrides: Partial<CreatePaymentHeaderParameters> = {}): Promise<string> {
-  return createPaymentHeader({
-    signer: context.signer,
-    requirements: context.requirements,
-    chainId: context.chainId,
-    domain: context.domain,
-    now: Number(context.now),
-    ...overrides,
-  });
 }
 
 /** The other Cronos network than the context's (for a header signed for the wrong one). */
@@ -405,57 +345,3 @@ export const REFUSAL_CASES: readonly RefusalCase[] = [
     },
   },
 ];
-
-/** Settle's words for a verify refusal: its own where it has one (spec 7.2), else verify's reason itself (decisions › Settle). */
-const SETTLE_WORDS: Partial<Record<VerifyReasonKey, string>> = {
-  invalidSignature: SettleError.invalidSignature,
-  notYetValid: SettleError.notYetValid,
-  expired: SettleError.expired,
-  alreadyUsed: SettleError.alreadyUsed,
-  insufficientBalance: SettleError.insufficientBalance,
-};
-
-/** What settle must answer (`error`) for a payment verify refuses with `expected`. */
-export function settleExpectation(expected: ExpectedReason): ExpectedReason {
-  const word = expected.key === undefined ? undefined : SETTLE_WORDS[expected.key];
-  return word === undefined ? expected : { key: expected.key, text: word };
-}
-
-/** Whether `text` is the expected reason. */
-export function matchesReason(text: unknown, expected: ExpectedReason): boolean {
-  if (typeof text !== "string") return false;
-  if (expected.text !== undefined) return text === expected.text;
-  return text.startsWith(expected.startsWith ?? "") && (expected.mentions === undefined || text.slice((expected.startsWith ?? "").length).includes(expected.mentions));
-}
-
-/** The expected reason in words, for messages. */
-export function describeReason(expected: ExpectedReason): string {
-  if (expected.text !== undefined) return JSON.stringify(expected.text);
-  const mentions = expected.mentions === undefined ? "" : ` naming ${expected.mentions}`;
-  return `a text starting ${JSON.stringify(expected.startsWith ?? "")}${mentions}`;
-}
-
-/** Options of {@link requirementsFor}. */
-export interface RequirementsForParameters {
-  /** The network string as sent (`cronos-testnet`, `cronos-mainnet`, `cronos`). */
-  network: string;
-  payTo: Address;
-  asset: Address;
-  amount: bigint;
-  resource?: string;
-}
-
-/** Payment requirements as a seller writes them (spec 2.2), for the checks' own payments. */
-export function requirementsFor(parameters: RequirementsForParameters): PaymentRequirements {
-  return {
-    scheme: EXACT_SCHEME,
-    network: parameters.network,
-    payTo: parameters.payTo,
-    asset: parameters.asset,
-    maxAmountRequired: parameters.amount.toString(),
-    description: "x402 facilitator conformance check",
-    mimeType: "application/json",
-    maxTimeoutSeconds: 300,
-    ...(parameters.resource === undefined ? {} : { resource: parameters.resource }),
-  };
-}

@@ -1,6 +1,7 @@
 import type { Address, Hex } from "viem";
 import type { PaymentRequirementsInput } from "../protocol/schemas.js";
-import type { ExpectedReason, RefusalCase } from "./cases.js";
+import type { ExpectedReason } from "./expected-reason.js";
+import type { RefusalCase } from "./cases.js";
 import type { Dialect } from "./check.js";
 import type { Answer, FacilitatorHttp } from "./http.js";
 import type { Target } from "./target.js";

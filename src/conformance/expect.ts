@@ -1,6 +1,6 @@
 import { describeZodError, settleFailureSchema, settleSuccessSchema, type SettleFailure, type SettleSuccess } from "../protocol/schemas.js";
 import { SettleEvent } from "../protocol/reasons.js";
-import { describeReason, matchesReason, type ExpectedReason } from "./cases.js";
+import { describeReason, matchesReason, type ExpectedReason } from "./expected-reason.js";
 import { fail } from "./check.js";
 import { describeAnswer, isJsonAnswer, type Answer } from "./http.js";
 import { brief } from "./brief.js";

@@ -4,7 +4,7 @@ import { describeRpcFailure, redactUrl } from "../chain/rpc-url.js";
 import { tokenAbi } from "../chain/token-abi.js";
 import type { LedgerHealth } from "../ledger/types.js";
 import type { IndexStatus } from "../state/index.js";
-import { ENV_PREFIX, type NetworkConfig } from "./config.js";
+import { ENV_PREFIX, type NetworkConfig } from "./config/index.js";
 
 /** What one network looks like from here. */
 export interface NetworkInspection {

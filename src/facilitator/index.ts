@@ -3,8 +3,10 @@
 // (`pg` and kysely, or `node:sqlite`, load when a ledger is opened).
 
 // Facilitator.
-export { loadConfig, ConfigError, type FacilitatorConfig, type NetworkConfig } from "./config.js";
-export { createFacilitator, startFacilitator, StartupError, type Facilitator, type RunningFacilitator, type StartFacilitatorOptions } from "./server.js";
+export { loadConfig, ConfigError, type FacilitatorConfig, type NetworkConfig } from "./config/index.js";
+export { createFacilitator, type Facilitator, type StartFacilitatorOptions } from "./server.js";
+export { startFacilitator, type RunningFacilitator } from "./start.js";
+export { StartupError } from "./startup-error.js";
 
 // Settlement ledger: one interface, embedded SQLite and PostgreSQL (several instances).
 export { openLedger, type OpenLedgerOptions } from "../ledger/open.js";

@@ -1,7 +1,8 @@
 import pino from "pino";
 import { redactUrl } from "../chain/rpc-url.js";
-import { ConfigError, DEFAULT_LEDGER_FILE, loadConfig } from "./config.js";
-import { startFacilitator, StartupError, type RunningFacilitator } from "./server.js";
+import { ConfigError, DEFAULT_LEDGER_FILE, loadConfig } from "./config/index.js";
+import { startFacilitator, type RunningFacilitator } from "./start.js";
+import { StartupError } from "./startup-error.js";
 import { redactingLogger } from "./logger.js";
 
 /** Options of {@link runFacilitatorProcess}. */

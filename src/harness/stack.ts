@@ -1,9 +1,10 @@
 import { createServer } from "node:net";
 import { custom, type Address, type Hex, type Transport } from "viem";
 import type { HardhatRuntimeEnvironment } from "hardhat/types/hre";
-import { loadConfig } from "../facilitator/config.js";
+import { loadConfig } from "../facilitator/config/index.js";
 import type { Logger } from "../facilitator/logger.js";
-import { startFacilitator, StartupError, type RunningFacilitator } from "../facilitator/server.js";
+import { startFacilitator, type RunningFacilitator } from "../facilitator/start.js";
+import { StartupError } from "../facilitator/startup-error.js";
 import { openLedger } from "../ledger/open.js";
 import type { Ledger } from "../ledger/types.js";
 import { NETWORK_NAMES, type NetworkName } from "../protocol/networks.js";

@@ -12,12 +12,17 @@ export {
   type V2FacilitatorRequestBody,
   type FetchFunction,
 } from "./facilitator-client.js";
+export { requirePayment } from "./middleware.js";
+export { getPayment } from "./exchange.js";
 export {
-  requirePayment,
   paymentRequirements,
-  getPayment,
   InvalidRequirementsError,
   REQUIREMENTS_DEFAULTS,
+  type PaymentRequirementsOptions,
+  type DiscoveryDeclaration,
+  type RequirementsSource,
+} from "./requirements.js";
+export {
   SellerError,
   DEFAULT_RETRY_AFTER_SECONDS,
   consoleSellerLogger,
@@ -25,8 +30,5 @@ export {
   type FacilitatorOption,
   type PaymentContext,
   type PaymentReceipt,
-  type PaymentRequirementsOptions,
-  type DiscoveryDeclaration,
   type RequirePaymentOptions,
-  type RequirementsSource,
-} from "./middleware.js";
+} from "./options.js";

@@ -9,7 +9,9 @@ import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext, type Net
 import { penaltySubject, type BoundPayment, type SettlementRecord } from "../ledger/types.js";
 import type { Simulation } from "./service.js";
 import { decidePayment, termsOfAuthorization, type PaidTransfer } from "./decision.js";
-import { authorizationDigest, identifierBoundElsewhere, paidUnderIdentifier, verifyPayment, type RefusedPayment, type VerifiedPayment, type VerifyFailureCode } from "./verify.js";
+import { authorizationDigest, identifierBoundElsewhere, paidUnderIdentifier } from "./payment-identifier.js";
+import { verifyPayment } from "./verify.js";
+import type { RefusedPayment, VerifiedPayment, VerifyFailureCode } from "./verify-outcome.js";
 
 /** Why a settlement failed: a verify refusal, or a transaction that failed (or may have) on chain. */
 export type SettleFailureCode = VerifyFailureCode | "failedOnChain";

@@ -2,7 +2,7 @@ import { TransactionReceiptNotFoundError, type Address, type Hex, type PublicCli
 import type { ChainHistoryRecord, SettlementRecord } from "../ledger/types.js";
 import type { BlockRef, HistoryStore } from "./nonce-store.js";
 import { tokenEvent, type RawLog } from "./token-events.js";
-import type { IndexLogger } from "./token-index.js";
+import type { IndexLogger } from "./token-index-types.js";
 
 /** Parameters of {@link ChainHistory}. */
 export interface ChainHistoryParameters {

@@ -1,4 +1,5 @@
-export { TokenIndex, type IndexedPayer, type IndexLogger, type IndexObserver, type IndexStatus, type SpentAt, type TokenIndexParameters } from "./token-index.js";
+export { TokenIndex } from "./token-index.js";
+export type { IndexedPayer, IndexLogger, IndexObserver, IndexStatus, SpentAt, TokenIndexParameters } from "./token-index-types.js";
 export type { NonceProgress, NonceScope, NonceStore, StoredNonce } from "./nonce-store.js";
 export { ChainHistory, HistoryCheckError, type ChainHistoryParameters } from "./chain-history.js";
 export type { BlockRef, HistoryStore } from "./nonce-store.js";

@@ -2,13 +2,15 @@ import { expect } from "chai";
 import { parseSignature, toHex, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { createPaymentHeader } from "../../src/buyer/index.js";
-import { REFUSAL_CASES, describeReason, matchesReason, type CaseContext, type CaseNeed, type ExpectedReason } from "../../src/conformance/cases.js";
+import { REFUSAL_CASES, type CaseNeed } from "../../src/conformance/cases.js";
+import { describeReason, matchesReason, type ExpectedReason } from "../../src/conformance/expected-reason.js";
+import type { CaseContext } from "../../src/conformance/case-payment.js";
 import type { LocalStack } from "../../src/harness/stack.js";
 import { CANCEL_AUTHORIZATION_TYPES } from "../../src/protocol/eip3009.js";
 import type { NetworkName } from "../../src/protocol/networks.js";
 import type { PaymentRequirements } from "../../src/protocol/schemas.js";
 import { chainTime, increaseTime, tokenBalances, writeToken } from "../helpers/chain.js";
-import { type FacilitatorProxy } from "../helpers/facilitator-proxy.js";
+import type { FacilitatorProxy } from "../helpers/facilitator-proxy.js";
 import { paymentRequiredBody, PRICE, startSeller, type TestSeller, useSellerEnvironment } from "../helpers/seller.js";
 
 const VERIFICATION_FAILED = "Payment verification failed";

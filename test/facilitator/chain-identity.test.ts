@@ -5,7 +5,7 @@ import { expect } from "chai";
 import request from "supertest";
 import { custom, parseEventLogs, type Address, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { loadConfig } from "../../src/facilitator/config.js";
+import { loadConfig } from "../../src/facilitator/config/index.js";
 import { createFacilitator, type Facilitator } from "../../src/facilitator/server.js";
 import { startTestPostgres, type TestPostgres } from "../../src/harness/postgres.js";
 import { openLedger } from "../../src/ledger/open.js";

@@ -7,7 +7,7 @@ import request from "supertest";
 import { custom, parseSignature } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { readFileSync } from "node:fs";
-import { CONFIG_VARIABLES, ConfigError, loadConfig } from "../../src/facilitator/config.js";
+import { CONFIG_VARIABLES, ConfigError, loadConfig } from "../../src/facilitator/config/index.js";
 import { HARDHAT_KEYS, makePayment, openFacilitator, startFacilitatorOnChain } from "../helpers/facilitator.js";
 import { waitUntil, withoutTimestamp } from "../helpers/time.js";
 

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import request from "supertest";
 import { custom } from "viem";
-import { loadConfig } from "../../src/facilitator/config.js";
+import { loadConfig } from "../../src/facilitator/config/index.js";
 import { createFacilitator } from "../../src/facilitator/server.js";
 import { serveJsonRpc } from "../../src/harness/rpc-bridge.js";
 import { openChain } from "../helpers/token.js";

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { parseGwei } from "viem";
-import { loadConfig } from "../../src/facilitator/config.js";
+import { loadConfig } from "../../src/facilitator/config/index.js";
 import { configRefusal } from "../helpers/config.js";
 import { HARDHAT_KEYS } from "../helpers/facilitator.js";
 

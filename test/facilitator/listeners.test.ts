@@ -3,8 +3,8 @@ import { get, request as httpRequest, type IncomingHttpHeaders } from "node:http
 import { connect, createServer, type Socket } from "node:net";
 import { expect } from "chai";
 import { custom } from "viem";
-import { clientOf } from "../../src/facilitator/http/listen.js";
-import { StartupError } from "../../src/facilitator/server.js";
+import { clientOf } from "../../src/facilitator/http/connection-book.js";
+import { StartupError } from "../../src/facilitator/startup-error.js";
 import { makePayment, recordingLogger, startFacilitatorOnChain } from "../helpers/facilitator.js";
 import { metric } from "../helpers/metrics.js";
 import { waitUntil } from "../helpers/time.js";

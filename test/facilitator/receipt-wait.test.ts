@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import request from "supertest";
-import { loadConfig } from "../../src/facilitator/config.js";
+import { loadConfig } from "../../src/facilitator/config/index.js";
 import { createFacilitator } from "../../src/facilitator/server.js";
 import { serveJsonRpc } from "../../src/harness/rpc-bridge.js";
 import { listen, readBody } from "../helpers/http.js";

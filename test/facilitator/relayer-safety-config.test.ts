@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { loadConfig } from "../../src/facilitator/config.js";
+import { loadConfig } from "../../src/facilitator/config/index.js";
 import { SettleError } from "../../src/protocol/reasons.js";
 import { configRefusal } from "../helpers/config.js";
 import { HARDHAT_KEYS, makePayment, openFacilitator } from "../helpers/facilitator.js";

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import type { RunningFacilitator } from "../../src/facilitator/server.js";
+import type { RunningFacilitator } from "../../src/facilitator/start.js";
 import { makePayment } from "../helpers/facilitator.js";
 import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";
 

@@ -1,8 +1,9 @@
 import { expect } from "chai";
 import { privateKeyToAccount } from "viem/accounts";
-import { ConfigError, loadConfig } from "../../src/facilitator/config.js";
+import { ConfigError, loadConfig } from "../../src/facilitator/config/index.js";
 import { EMBEDDED_LEDGER_NOTE } from "../../src/facilitator/coordination.js";
-import { StartupError, type RunningFacilitator } from "../../src/facilitator/server.js";
+import { StartupError } from "../../src/facilitator/startup-error.js";
+import type { RunningFacilitator } from "../../src/facilitator/start.js";
 import { serveJsonRpc } from "../../src/harness/rpc-bridge.js";
 import { waitUntil } from "../helpers/time.js";
 import { configRefusal } from "../helpers/config.js";

@@ -5,7 +5,7 @@ import { DatabaseSync } from "node:sqlite";
 import { expect } from "chai";
 import { keccak256, parseGwei, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import type { RunningFacilitator } from "../../src/facilitator/server.js";
+import type { RunningFacilitator } from "../../src/facilitator/start.js";
 import { NOT_SENT_ERROR } from "../../src/ledger/types.js";
 import type { SettlementRecord } from "../../src/ledger/types.js";
 import { SettleError } from "../../src/protocol/reasons.js";

@@ -1,7 +1,7 @@
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from "node:http";
 import { once } from "node:events";
 import { expect } from "chai";
-import { ConfigError, loadConfig } from "../../src/facilitator/config.js";
+import { ConfigError, loadConfig } from "../../src/facilitator/config/index.js";
 import { HARDHAT_KEYS, makePayment, recordingLogger, startFacilitatorOnChain } from "../helpers/facilitator.js";
 
 /**

@@ -3,7 +3,7 @@ import { createPublicClient, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { rpcTransport } from "../../src/chain/rpc-transport.js";
 import { describeRpcFailure } from "../../src/chain/rpc-url.js";
-import type { RunningFacilitator } from "../../src/facilitator/server.js";
+import type { RunningFacilitator } from "../../src/facilitator/start.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
 import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
 import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";

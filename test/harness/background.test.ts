@@ -8,7 +8,8 @@ import express from "express";
 import { createPublicClient, erc20Abi, http, type Address, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { wrapFetchWithPayment } from "../../src/buyer/index.js";
-import { ENV_FILE_NAMES, envFileLines, processStartTime } from "../../src/cli/background.js";
+import { ENV_FILE_NAMES, envFileLines } from "../../src/cli/env-file.js";
+import { processStartTime } from "../../src/cli/stack-state.js";
 import { parseStartArgs, UsageError } from "../../src/harness/cli.js";
 import { paymentRequirements, requirePayment } from "../../src/seller/index.js";
 import { listen } from "../helpers/http.js";
@@ -40,7 +41,7 @@ const runs = (pid: number) => processStartTime(pid) !== undefined;
 
 const FREE_PORTS = ["--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0"];
 
-describe("cronos-x402 start --background and stop (src/cli/background.ts)", function () {
+describe("cronos-x402 start --background and stop (src/cli/background.ts, stop.ts)", function () {
   this.timeout(180_000);
   let dir: string;
   let started: number[] = [];

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
 import { privateKeyToAccount } from "viem/accounts";
-import { processStartTime } from "../../src/cli/background.js";
+import { processStartTime } from "../../src/cli/stack-state.js";
 import { faultUsage, runFault, runTime, timeUsage } from "../../src/cli/fault.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
 import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";

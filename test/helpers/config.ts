@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { ConfigError, loadConfig } from "../../src/facilitator/config.js";
+import { ConfigError, loadConfig } from "../../src/facilitator/config/index.js";
 
 /**
  * The message of the {@link ConfigError} that `loadConfig(env)` throws; fails the test when the

@@ -1,8 +1,9 @@
 import { custom, parseSignature, toHex, type Address, type Hex, type LocalAccount, type Transport } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { ACCOUNT_INDEX, buyerIndexes, localAccount } from "../../src/harness/accounts.js";
-import { loadConfig, type FacilitatorConfig } from "../../src/facilitator/config.js";
-import { createFacilitator, startFacilitator, type StartFacilitatorOptions } from "../../src/facilitator/server.js";
+import { loadConfig, type FacilitatorConfig } from "../../src/facilitator/config/index.js";
+import { createFacilitator, type StartFacilitatorOptions } from "../../src/facilitator/server.js";
+import { startFacilitator } from "../../src/facilitator/start.js";
 import type { Logger } from "../../src/facilitator/logger.js";
 import { encodePaymentHeader } from "../../src/protocol/header.js";
 import { transferAuthorizationTypedData } from "../../src/protocol/eip3009.js";

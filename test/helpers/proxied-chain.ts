@@ -1,5 +1,6 @@
-import { loadConfig } from "../../src/facilitator/config.js";
-import { startFacilitator, type RunningFacilitator, type StartFacilitatorOptions } from "../../src/facilitator/server.js";
+import { loadConfig } from "../../src/facilitator/config/index.js";
+import { startFacilitator, type RunningFacilitator } from "../../src/facilitator/start.js";
+import type { StartFacilitatorOptions } from "../../src/facilitator/server.js";
 import { serveJsonRpc, type JsonRpcBridge } from "../../src/harness/rpc-bridge.js";
 import { TEST_ENV, type Chain } from "./facilitator.js";
 import { startFaultProxy, type FaultProxy } from "./rpc-proxy.js";

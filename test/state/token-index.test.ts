@@ -4,7 +4,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { Ledger } from "../../src/ledger/types.js";
 import { TokenIndex, type TokenIndexParameters } from "../../src/state/index.js";
-import { TRAIL_BLOCKS } from "../../src/state/token-index.js";
+import { TRAIL_BLOCKS } from "../../src/state/token-index-follower.js";
 import { HARDHAT_KEYS, makePayment, useAuthorizationOnChain } from "../helpers/facilitator.js";
 import { openProxiedChain, type ProxiedChain } from "../helpers/proxied-chain.js";
 import type { JsonRpcRequest } from "../helpers/rpc-proxy.js";

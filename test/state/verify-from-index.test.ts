@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { toHex, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import type { RunningFacilitator } from "../../src/facilitator/server.js";
+import type { RunningFacilitator } from "../../src/facilitator/start.js";
 import { VerifyReason, SettleError } from "../../src/protocol/reasons.js";
 import { HARDHAT_KEYS, makePayment, useAuthorizationOnChain } from "../helpers/facilitator.js";
 import { postJson } from "../helpers/http.js";

@@ -1,6 +1,7 @@
 import type { Hex, LocalAccount } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { requirementsFor, type CaseContext, type CaseNeed } from "../cases.js";
+import { requirementsFor, type CaseContext } from "../case-payment.js";
+import type { CaseNeed } from "../cases.js";
 import { NEED_REASON, skip, type CheckContext } from "../check.js";
 import type { CasePayment, Codec } from "../codec.js";
 import type { Target } from "../target.js";

@@ -1,5 +1,6 @@
 import { RequestError } from "../../protocol/reasons.js";
-import { signFor, type ExpectedReason } from "../cases.js";
+import { signFor } from "../case-payment.js";
+import type { ExpectedReason } from "../expected-reason.js";
 import { fail, type Check, type CheckContext } from "../check.js";
 import { expectJson, expectObject, expectSettleFailure, expectVerifyRefusal } from "../expect.js";
 import { describeAnswer, PATHS, type Answer } from "../http.js";

@@ -1,7 +1,8 @@
 import { formatUnits, type Address } from "viem";
 import { randomNonce } from "../../buyer/sign.js";
 import { VerifyReason } from "../../protocol/reasons.js";
-import { REFUSAL_CASES, requirementsFor, signFor } from "../cases.js";
+import { REFUSAL_CASES } from "../cases.js";
+import { requirementsFor, signFor } from "../case-payment.js";
 import { fail, skip, type Check, type CheckContext } from "../check.js";
 import type { CasePayment, Codec } from "../codec.js";
 import { signersOf } from "../dialects/x402v2.js";

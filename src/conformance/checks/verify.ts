@@ -1,6 +1,8 @@
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { VerifyReason } from "../../protocol/reasons.js";
-import { REFUSAL_CASES, requirementsFor, signFor, tamper, type CaseContext, type ExpectedReason } from "../cases.js";
+import { REFUSAL_CASES } from "../cases.js";
+import { requirementsFor, signFor, tamper, type CaseContext } from "../case-payment.js";
+import type { ExpectedReason } from "../expected-reason.js";
 import { CheckFailure, type Check } from "../check.js";
 import type { Codec } from "../codec.js";
 import { SMALLEST_AMOUNT, type Target } from "../target.js";

@@ -1,7 +1,7 @@
 import { EXACT_SCHEME } from "../../protocol/reasons.js";
 import { X402_V2_VERSION } from "../../protocol/x402v2.js";
 import { brief } from "../brief.js";
-import { signFor } from "../cases.js";
+import { signFor } from "../case-payment.js";
 import { fail, type Check, type CheckContext } from "../check.js";
 import { isV2Network, signersOf, v2BodyOf } from "../dialects/x402v2.js";
 import { expectJson, expectObject } from "../expect.js";

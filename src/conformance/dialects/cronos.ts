@@ -1,6 +1,6 @@
 import type { Hex } from "viem";
 import { SettleEvent, X402_VERSION } from "../../protocol/reasons.js";
-import { settleExpectation } from "../cases.js";
+import { settleExpectation } from "../expected-reason.js";
 import { fail } from "../check.js";
 import type { Codec } from "../codec.js";
 import { expectSettled, expectSettleFailure, expectVerifyRefusal, expectVerifyValid } from "../expect.js";

@@ -1,10 +1,10 @@
 import { isAddressEqual, parseEventLogs, type Hex } from "viem";
 import { tokenAbi } from "../../chain/token-abi.js";
 import { canonicalNetwork, type NetworkName } from "../../protocol/networks.js";
-import type { ApiKeyConfig, NetworkConfig } from "../config.js";
+import type { ApiKeyConfig, NetworkConfig } from "../config/index.js";
 import type { HealthReport } from "../health.js";
 import type { OutcomeRecord } from "../http/app.js";
-import type { NetworkRuntime } from "../runtime.js";
+import type { NetworkRuntime } from "../../settlement/runtime.js";
 import { MemoryFeedHistory, OutcomeFeed, type FeedHistory, type ReceiptFacts } from "./feed.js";
 import { networksView } from "./networks.js";
 import type { DashboardPlayground } from "./playground.js";

@@ -1,5 +1,5 @@
 import type { Address } from "viem";
-import type { NetworkConfig } from "../config.js";
+import type { NetworkConfig } from "../config/index.js";
 import type { HealthReport } from "../health.js";
 import { redactUrl } from "../../chain/rpc-url.js";
 

@@ -4,7 +4,7 @@ import { parseUnits } from "viem";
 import { z } from "zod";
 import { canonicalNetwork } from "../../protocol/networks.js";
 import { addressSchema, describeZodError } from "../../protocol/schemas.js";
-import type { ApiKeyConfig } from "../config.js";
+import type { ApiKeyConfig } from "../config/index.js";
 import { apiKeyReader, refuseApiKey } from "../http/api-keys.js";
 import { LOCAL_HOSTS, requireHost, requireSameOrigin } from "../http/hosts.js";
 import type { FeedRow, OutcomeFeed } from "./feed.js";

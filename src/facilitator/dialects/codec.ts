@@ -2,7 +2,7 @@ import type { Address } from "viem";
 import type { NetworkName } from "../../protocol/networks.js";
 import type { Payment } from "../../protocol/payment.js";
 import type { SettleOutcome } from "../../settlement/settle.js";
-import type { VerifyAnswerOutcome } from "../../settlement/verify.js";
+import type { VerifyAnswerOutcome } from "../../settlement/verify-outcome.js";
 import type { StageClock } from "../../settlement/stages.js";
 import type { z } from "zod";
 import { describeZodError } from "../../protocol/schemas.js";

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Request, RequestHandler, Response } from "express";
 import { RequestError } from "../../protocol/reasons.js";
-import type { ApiKeyConfig } from "../config.js";
+import type { ApiKeyConfig } from "../config/index.js";
 
 const BEARER = /^Bearer[ \t]+([^\s]+)[ \t]*$/i;
 const REALM = 'Bearer realm="x402-facilitator"';

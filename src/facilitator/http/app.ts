@@ -8,7 +8,7 @@ import { verifyRequest } from "../../settlement/verify.js";
 import { settlePayment, type SettledPayment } from "../../settlement/settle.js";
 import { cronosDialect, dialectOf, type DialectName } from "../dialects/index.js";
 import { publicHealth, type HealthReport } from "../health.js";
-import type { ApiKeyConfig, RateLimitsConfig } from "../config.js";
+import type { ApiKeyConfig, RateLimitsConfig } from "../config/index.js";
 import { apiKeyReader, refuseApiKey } from "./api-keys.js";
 import { closedQuota, edgeGuards, type QuotaHolder } from "./edge.js";
 import { LOCAL_HOSTS, requireHost } from "./hosts.js";

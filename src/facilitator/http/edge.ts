@@ -1,5 +1,5 @@
 import express, { type Request, type RequestHandler, type Response } from "express";
-import type { ApiKeyConfig, RateLimitsConfig } from "../config.js";
+import type { ApiKeyConfig, RateLimitsConfig } from "../config/index.js";
 import type { Logger } from "../logger.js";
 import type { StageClock, VerifyStage } from "../../settlement/stages.js";
 import { apiKeyOf, requireApiKey } from "./api-keys.js";

@@ -1,0 +1,7 @@
+// The facilitator's configuration: one zod schema over the environment, parsed once at start-up.
+export type * from "./types.js";
+export { ConfigError } from "./error.js";
+export { CONFIG_VARIABLES, ENV_PREFIX } from "./schema.js";
+export { DEFAULT_LEDGER_FILE, loadConfig, type LoadConfigOptions } from "./load.js";
+export { DEFAULT_MAX_FEE_PER_GAS_GWEI } from "./parse.js";
+export { defaultConnectionsPerClient } from "./http.js";

@@ -6,12 +6,22 @@
 export { loadConfig, ConfigError, type FacilitatorConfig, type NetworkConfig } from "./config.js";
 export { createFacilitator, startFacilitator, StartupError, type Facilitator, type RunningFacilitator, type StartFacilitatorOptions } from "./server.js";
 
-// Settlement ledger: one interface, embedded SQLite and PostgreSQL (several instances).
+// Settlement ledger: one interface (the intersection of its stores), embedded SQLite and PostgreSQL (several instances).
 export { openLedger, type OpenLedgerOptions } from "../ledger/open.js";
 export {
   LedgerError,
   IllegalTransitionError,
   type Ledger,
+  type SettlementStore,
+  type BroadcastStore,
+  type LeaseStore,
+  type PenaltyStore,
+  type IdentifierStore,
+  type NonceIndexStore,
+  type ChainHistoryStore,
+  type CatalogStore,
+  type CounterStore,
+  type LedgerLifecycle,
   type SettlementRecord,
   type SettlementStatus as LedgerSettlementStatus,
   type BroadcastRecord,

@@ -4,7 +4,7 @@ import type { NetworkRuntime } from "../settlement/runtime.js";
 import type { IndexStatus } from "../state/index.js";
 import type { OutcomeRecord } from "./http/app.js";
 import { memoizeFor } from "./memoize.js";
-import type { Ledger, PendingSummary } from "../ledger/types.js";
+import type { PendingSummary, SettlementStore } from "../ledger/types.js";
 import type { NetworkName } from "../protocol/networks.js";
 import { networkOfAnyForm } from "../protocol/x402v2.js";
 
@@ -44,7 +44,7 @@ export interface FacilitatorMetrics {
   /** Relayer gauges are read from the chain when scraped, at most once per `cacheMs`. */
   watchRelayers(networks: ReadonlyMap<NetworkName, NetworkRuntime>): void;
   /** Ledger gauges (settlements pending, the oldest's age) are read from the ledger when scraped. */
-  watchLedger(ledger: Pick<Ledger, "pendingSummary">): void;
+  watchLedger(ledger: Pick<SettlementStore, "pendingSummary">): void;
   /** The reconciler moved a row (settled, reverted, failed, rebroadcast, requeued, abandoned). */
   reconcilerAction(action: string): void;
   /** This instance took (`acquired`) or gave up (`lost`) a relayer key's lease. */
@@ -173,7 +173,7 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     labelNames: ["change"],
     registers: [registry],
   });
-  let ledger: Pick<Ledger, "pendingSummary"> | undefined;
+  let ledger: Pick<SettlementStore, "pendingSummary"> | undefined;
   // Both gauges share one ledger read per `cacheMs`, however often `/metrics` is scraped.
   const summary = memoizeFor(options.cacheMs ?? 5_000, (): Promise<PendingSummary | undefined> =>
     (ledger?.pendingSummary() ?? Promise.resolve(undefined)).catch(() => undefined),

@@ -1,5 +1,5 @@
 import type { Address, Hex } from "viem";
-import type { Ledger } from "../ledger/types.js";
+import type { ChainHistoryStore, NonceIndexStore } from "../ledger/types.js";
 
 // The index keeps what must outlive a process, and what instances share, through this port: the
 // settlement ledger implements it (src/ledger), and the facilitator hands the ledger in. The nonce shapes
@@ -38,5 +38,5 @@ export interface NonceStore {
  * Where the chain's history is checked against what was learned on it: the ledger itself (the state room sits above
  * it), see its `adoptChainHistory`.
  */
-export type HistoryStore = Pick<Ledger, "chainHistory" | "recordCheckpoint" | "settledAfter" | "nonceIndexProgress" | "adoptChainHistory">;
+export type HistoryStore = Omit<ChainHistoryStore, "setAsideRows"> & Pick<NonceIndexStore, "nonceIndexProgress">;
 export type { BlockRef } from "../ledger/types.js";

@@ -16,7 +16,7 @@ import { PayerQuota } from "./payer-quota.js";
 import { boundedStores, type LimiterName, type RateLimitStores, type StoreFallback } from "./rate-limit.js";
 import { settlementRoutes, type SettlementRoutesOptions } from "./settlements.js";
 import { catalogPaymentOf, discoveryRoutes } from "../discovery.js";
-import type { DiscoveryBounds, Ledger } from "../../ledger/types.js";
+import type { CatalogStore, DiscoveryBounds, LedgerLifecycle } from "../../ledger/types.js";
 import type { Payment } from "../../protocol/payment.js";
 import { canonicalNetwork } from "../../protocol/networks.js";
 
@@ -55,7 +55,7 @@ export interface AppOptions {
    * under the payTo it paid (never a verify), and `GET /v2/x402/discovery/{resources,search}` read it
    * (guarded as the status lookups are).
    */
-  discovery?: { ledger: Pick<Ledger, "backend" | "listDiscoveryResources" | "searchDiscoveryResources" | "recordDiscoveryPayment">; bounds: DiscoveryBounds };
+  discovery?: { ledger: Omit<CatalogStore, "removeDiscoveryResource"> & Pick<LedgerLifecycle, "backend">; bounds: DiscoveryBounds };
 }
 
 /** What happened to one verify or settle request. */

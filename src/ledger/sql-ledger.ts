@@ -1,6 +1,6 @@
 import { EventEmitter } from "node:events";
 import { getAddress, type Address, type Hex } from "viem";
-import { CATALOG_LOCK, SqlDiscoveryCatalog } from "./discovery-sql.js";
+import { CATALOG_LOCK, SqlDiscoveryCatalog } from "./sql/catalog.js";
 import {
   CHECKPOINT_LIMIT,
   IllegalTransitionError,

@@ -1,4 +1,4 @@
-import { caip2OfNetwork } from "../protocol/x402v2.js";
+import { caip2OfNetwork } from "../../protocol/x402v2.js";
 import {
   DISCOVERY_CANDIDATES_PER_WORD,
   DISCOVERY_MAX_PAYERS,
@@ -13,7 +13,7 @@ import {
   type DiscoveryPayment,
   type DiscoveryRecorded,
   type DiscoverySearchPage,
-} from "./types.js";
+} from "../types.js";
 
 // The discovery catalog's SQL (migration 0007), the same statements on SQLite and PostgreSQL. Apart from
 // the rest of the ledger: the catalog is discovery, never money, and shares no row with settlements.

@@ -3,16 +3,8 @@ import pg from "pg";
 import { Kysely, PostgresDialect, sql } from "kysely";
 import { Migrator, type Migration as KyselyMigration } from "kysely/migration";
 import { MIGRATIONS, POSTGRES_SCHEMA } from "./schema.js";
-import {
-  deliver,
-  SqlLedger,
-  type SqlDriver,
-  type SqlLedgerOptions,
-  type SqlRow,
-  type SqlTransaction,
-  type SqlTransactionOptions,
-  type SqlValue,
-} from "./sql-ledger.js";
+import { deliver, type SqlDriver, type SqlRow, type SqlTransaction, type SqlTransactionOptions, type SqlValue } from "./sql/driver.js";
+import { SqlLedger, type SqlLedgerOptions } from "./sql/ledger.js";
 import { LedgerError, type LedgerHealth } from "./types.js";
 
 /** The channel every instance LISTENs on: `o:<id>` (a row reached its outcome), `q:<id>` (queued for a key holder). */

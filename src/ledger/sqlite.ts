@@ -5,16 +5,8 @@ import { dirname, resolve } from "node:path";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { Worker } from "node:worker_threads";
 import { MIGRATIONS, SQLITE_SCHEMA } from "./schema.js";
-import {
-  deliver,
-  SqlLedger,
-  type SqlDriver,
-  type SqlLedgerOptions,
-  type SqlRow,
-  type SqlTransaction,
-  type SqlTransactionOptions,
-  type SqlValue,
-} from "./sql-ledger.js";
+import { deliver, type SqlDriver, type SqlRow, type SqlTransaction, type SqlTransactionOptions, type SqlValue } from "./sql/driver.js";
+import { SqlLedger, type SqlLedgerOptions } from "./sql/ledger.js";
 import { LedgerError, type LedgerHealth } from "./types.js";
 
 /** The embedded ledger's in-memory database (the local stack: its chains are ephemeral too). */

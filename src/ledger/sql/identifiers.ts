@@ -1,0 +1,39 @@
+import type { Address, Hex } from "viem";
+import type { BoundPayment, IdentifierStore, TokenScope } from "../types.js";
+import { lower } from "./columns.js";
+import type { SqlDriver, SqlRow } from "./driver.js";
+
+function toBoundPayment(row: SqlRow): BoundPayment {
+  return { nonce: row.nonce as Hex, ...(row.digest != null ? { digest: row.digest as Hex } : {}) };
+}
+
+/** Payment identifiers over SQL. */
+export class SqlIdentifierStore implements IdentifierStore {
+  readonly #db: SqlDriver;
+  readonly #now: () => number;
+
+  constructor(driver: SqlDriver, now: () => number) {
+    this.#db = driver;
+    this.#now = now;
+  }
+
+  async bindPaymentIdentifier(scope: TokenScope, payer: Address, id: string, payment: BoundPayment): Promise<BoundPayment> {
+    const [row] = await this.#db.all(
+      `INSERT INTO payment_identifiers (chain_id, token, payer, id, nonce, digest, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (chain_id, token, payer, id) DO UPDATE SET nonce = payment_identifiers.nonce
+       RETURNING nonce, digest`,
+      [scope.chainId, lower(scope.token), lower(payer), id, lower(payment.nonce), payment.digest ? lower(payment.digest) : null, this.#now()],
+    );
+    return toBoundPayment(row!);
+  }
+
+  async paymentIdentifierBinding(scope: TokenScope, payer: Address, id: string): Promise<BoundPayment | undefined> {
+    const [row] = await this.#db.all(`SELECT nonce, digest FROM payment_identifiers WHERE chain_id = ? AND token = ? AND payer = ? AND id = ?`, [
+      scope.chainId,
+      lower(scope.token),
+      lower(payer),
+      id,
+    ]);
+    return row ? toBoundPayment(row) : undefined;
+  }
+}

@@ -130,8 +130,8 @@ class PostgresDriver implements SqlDriver {
     this.#pool = guardedPool({ ...this.#clientConfig, max: options.poolSize ?? 10, idleTimeoutMillis: 30_000 });
   }
 
-  async all(text: string, params: readonly SqlValue[] = []): Promise<SqlRow[]> {
-    return this.#call(async (client) => (await client.query({ ...toPostgres(text), values: params as SqlValue[] })).rows as SqlRow[]);
+  async all<R extends object = SqlRow>(text: string, params: readonly SqlValue[] = []): Promise<R[]> {
+    return this.#call(async (client) => (await client.query({ ...toPostgres(text), values: params as SqlValue[] })).rows as R[]);
   }
 
   async run(text: string, params: readonly SqlValue[] = []): Promise<number> {
@@ -143,7 +143,7 @@ class PostgresDriver implements SqlDriver {
     return this.#call(async (client) => {
       const query = (text: string, params: readonly SqlValue[] = []) => client.query({ ...toPostgres(text), values: params as SqlValue[] });
       const tx: SqlTransaction = {
-        all: async (text, params) => (await query(text, params)).rows as SqlRow[],
+        all: async <R extends object>(text: string, params?: readonly SqlValue[]) => (await query(text, params)).rows as R[],
         run: async (text, params) => (await query(text, params)).rowCount ?? 0,
         // Delivered by PostgreSQL to every listener (this instance's too) when the transaction commits.
         notify: async (text) => void (await query(`SELECT pg_notify('${CHANNEL}', ?)`, [text])),

@@ -1,7 +1,7 @@
 import type { Address, Hex } from "viem";
 import type { BroadcastStore, FillerRecord, RecordBroadcastInput, RecordFillerInput, RecordReplacementInput, TransactionState } from "../types.js";
-import { checksum, lower } from "./columns.js";
-import type { SqlDriver, SqlRow, SqlValue } from "./driver.js";
+import { checksum, lower, type Int8 } from "./columns.js";
+import type { SqlDriver, SqlValue } from "./driver.js";
 import { fenceParams, leaseFence } from "./leases.js";
 import { IN_FLIGHT } from "./settlement-rows.js";
 
@@ -13,19 +13,36 @@ function signedParams(input: RecordBroadcastInput | RecordReplacementInput, now:
   return [lower(input.hash), lower(input.relayer), input.relayerNonce, input.raw, input.feeCap?.toString() ?? null, input.priorityFee?.toString() ?? null, now, now];
 }
 
-function toFiller(row: SqlRow): FillerRecord {
+/** A row of `relayer_fillers` (migration 0010), as `SELECT *` gives it. */
+interface FillerRow {
+  hash: Hex;
+  chain_id: number;
+  relayer: string;
+  relayer_nonce: Int8;
+  raw: Hex;
+  holder: string;
+  lease_epoch: Int8;
+  replaces: Hex | null;
+  state: FillerRecord["state"];
+  fee_cap: string | null;
+  priority_fee: string | null;
+  created_at: Int8;
+  updated_at: Int8;
+}
+
+function toFiller(row: FillerRow): FillerRecord {
   return {
-    chainId: Number(row.chain_id),
-    hash: row.hash as Hex,
-    raw: row.raw as Hex,
-    relayer: checksum(row.relayer as string),
+    chainId: row.chain_id,
+    hash: row.hash,
+    raw: row.raw,
+    relayer: checksum(row.relayer),
     relayerNonce: Number(row.relayer_nonce),
-    holder: String(row.holder),
+    holder: row.holder,
     leaseEpoch: Number(row.lease_epoch),
-    state: row.state as FillerRecord["state"],
-    ...(row.fee_cap != null ? { feeCap: BigInt(row.fee_cap as string) } : {}),
-    ...(row.priority_fee != null ? { priorityFee: BigInt(row.priority_fee as string) } : {}),
-    ...(row.replaces != null ? { replaces: row.replaces as Hex } : {}),
+    state: row.state,
+    ...(row.fee_cap != null ? { feeCap: BigInt(row.fee_cap) } : {}),
+    ...(row.priority_fee != null ? { priorityFee: BigInt(row.priority_fee) } : {}),
+    ...(row.replaces != null ? { replaces: row.replaces } : {}),
     createdAt: Number(row.created_at),
   };
 }
@@ -62,7 +79,7 @@ export class SqlBroadcastStore implements BroadcastStore {
     const insertParams = signedParams(input, now);
     // It runs inside each relayer key's send queue: one round trip where the dialect allows it.
     if (this.#db.writableCte) {
-      const [row] = await this.#db.all(
+      const [row] = await this.#db.all<{ n: Int8 }>(
         `WITH sent AS (${sent} RETURNING id, chain_id),
               recorded AS (${insert} sent ON CONFLICT (hash) DO NOTHING)
          SELECT COUNT(*) AS n FROM sent`,
@@ -94,7 +111,7 @@ export class SqlBroadcastStore implements BroadcastStore {
   async recordFiller(input: RecordFillerInput): Promise<boolean> {
     const now = this.#now();
     // One statement: the record exists only if the fence held when it was written (the same hash again: recorded once).
-    const rows = await this.#db.all(
+    const rows = await this.#db.all<Pick<FillerRow, "hash">>(
       `INSERT INTO relayer_fillers (hash, chain_id, relayer, relayer_nonce, raw, holder, lease_epoch, replaces, state, fee_cap, priority_fee, created_at, updated_at)
        SELECT ?, ?, ?, ?, ?, ?, ?, ?, 'signed', ?, ?, ?, ? WHERE ${leaseFence(input.leaseEpoch, this.#db.forUpdate)}
        ON CONFLICT (hash) DO UPDATE SET updated_at = excluded.updated_at RETURNING hash`,
@@ -122,7 +139,7 @@ export class SqlBroadcastStore implements BroadcastStore {
   }
 
   async pendingFillers(input: { chainId: number; relayer: Address; fromNonce: number; limit: number }): Promise<FillerRecord[]> {
-    const rows = await this.#db.all(
+    const rows = await this.#db.all<FillerRow>(
       `SELECT * FROM relayer_fillers WHERE chain_id = ? AND relayer = ? AND relayer_nonce >= ? AND state = 'signed'
        ORDER BY relayer_nonce, created_at, hash LIMIT ?`,
       [input.chainId, lower(input.relayer), input.fromNonce, input.limit],

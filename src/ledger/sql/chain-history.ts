@@ -10,9 +10,36 @@ import {
   type SettlementRecord,
 } from "../types.js";
 import { CATALOG_LOCK, type SqlDiscoveryCatalog } from "./catalog.js";
-import { lower, placeholders } from "./columns.js";
-import type { SqlDriver, SqlExecutor, SqlRow } from "./driver.js";
-import { loadRecords } from "./settlement-rows.js";
+import { lower, placeholders, type Int8 } from "./columns.js";
+import type { SqlDriver, SqlExecutor } from "./driver.js";
+import { loadRecords, type SettlementRow, type TransactionRow } from "./settlement-rows.js";
+
+/** A row of `chain_histories` (migration 0011). */
+interface ChainHistoryRow {
+  chain_id: number;
+  genesis_hash: Hex;
+  epoch: number;
+  updated_at: Int8;
+}
+
+/** A row of `chain_checkpoints` (migration 0011). */
+interface CheckpointRow {
+  chain_id: number;
+  block_number: Int8;
+  block_hash: Hex;
+  recorded_at: Int8;
+}
+
+/** A row of `set_aside_rows` (migration 0011): `row_data` is the row set aside, as JSON. */
+interface SetAsideRowRow {
+  id: Int8;
+  chain_id: number;
+  genesis_hash: Hex | null;
+  kind: SetAsideRow["kind"];
+  row_data: string;
+  reason: string;
+  set_aside_at: Int8;
+}
 
 /** Records `block` as a checkpoint (a later hash at the same height replaces the earlier) and keeps the newest {@link CHECKPOINT_LIMIT}. */
 export async function writeCheckpoint(executor: SqlExecutor, chainId: number, block: BlockRef, now: number): Promise<void> {
@@ -41,17 +68,17 @@ export class SqlChainHistoryStore implements ChainHistoryStore {
   }
 
   async chainHistory(chainId: number): Promise<ChainHistoryRecord | undefined> {
-    const [row] = await this.#db.all(`SELECT genesis_hash, epoch FROM chain_histories WHERE chain_id = ?`, [chainId]);
+    const [row] = await this.#db.all<Pick<ChainHistoryRow, "genesis_hash" | "epoch">>(`SELECT genesis_hash, epoch FROM chain_histories WHERE chain_id = ?`, [chainId]);
     if (!row) return undefined;
-    const checkpoints = await this.#db.all(
+    const checkpoints = await this.#db.all<Omit<CheckpointRow, "chain_id">>(
       `SELECT block_number, block_hash, recorded_at FROM chain_checkpoints WHERE chain_id = ? ORDER BY block_number DESC LIMIT ?`,
       [chainId, CHECKPOINT_LIMIT],
     );
     return {
       chainId,
-      genesisHash: row.genesis_hash as Hex,
-      epoch: Number(row.epoch),
-      checkpoints: checkpoints.map((c) => ({ number: BigInt(c.block_number as string), hash: c.block_hash as Hex, recordedAt: Number(c.recorded_at) })),
+      genesisHash: row.genesis_hash,
+      epoch: row.epoch,
+      checkpoints: checkpoints.map((c) => ({ number: BigInt(c.block_number), hash: c.block_hash, recordedAt: Number(c.recorded_at) })),
     };
   }
 
@@ -61,7 +88,7 @@ export class SqlChainHistoryStore implements ChainHistoryStore {
 
   async settledAfter(chainId: number, options: { afterBlock?: bigint; limit: number }): Promise<SettlementRecord[]> {
     const after = options.afterBlock;
-    const rows = await this.#db.all(
+    const rows = await this.#db.all<SettlementRow>(
       `SELECT * FROM settlements WHERE chain_id = ? AND status = 'settled'${after !== undefined ? " AND block_number > ?" : ""}
        ORDER BY block_number DESC, id DESC LIMIT ?`,
       [chainId, ...(after !== undefined ? [Number(after)] : []), options.limit],
@@ -75,32 +102,32 @@ export class SqlChainHistoryStore implements ChainHistoryStore {
     // One change at a time, across instances (the second sees the epoch moved and decides again), under the catalog's
     // lock too: the catalog's counts stay exact while its entries of the chain are set aside.
     return this.#db.transaction({ lock: CATALOG_LOCK }, async (tx) => {
-      const [current] = await tx.all(`SELECT genesis_hash, epoch FROM chain_histories WHERE chain_id = ?${this.#db.forUpdate}`, [chainId]);
-      if ((current ? Number(current.epoch) : undefined) !== change.epoch) return { adopted: false };
+      const [current] = await tx.all<Pick<ChainHistoryRow, "genesis_hash" | "epoch">>(`SELECT genesis_hash, epoch FROM chain_histories WHERE chain_id = ?${this.#db.forUpdate}`, [chainId]);
+      if (current?.epoch !== change.epoch) return { adopted: false };
       const everything = common === undefined;
-      const epoch = current ? Number(current.epoch) + (everything ? 1 : 0) : 1;
+      const epoch = current ? current.epoch + (everything ? 1 : 0) : 1;
       await tx.run(
         `INSERT INTO chain_histories (chain_id, genesis_hash, epoch, updated_at) VALUES (?, ?, ?, ?)
          ON CONFLICT (chain_id) DO UPDATE SET genesis_hash = excluded.genesis_hash, epoch = excluded.epoch, updated_at = excluded.updated_at`,
         [chainId, lower(change.genesisHash), epoch, now],
       );
-      const aside = async (kind: SetAsideRow["kind"], rows: readonly SqlRow[]) => {
+      const aside = async (kind: SetAsideRow["kind"], rows: readonly object[]) => {
         for (let at = 0; at < rows.length; at += 100) {
           const chunk = rows.slice(at, at + 100);
           await tx.run(
             `INSERT INTO set_aside_rows (chain_id, genesis_hash, kind, row_data, reason, set_aside_at) VALUES ${chunk.map(() => "(?, ?, ?, ?, ?, ?)").join(", ")}`,
-            chunk.flatMap((row) => [chainId, (current?.genesis_hash as string | undefined) ?? null, kind, JSON.stringify(row), change.reason, now]),
+            chunk.flatMap((row) => [chainId, current?.genesis_hash ?? null, kind, JSON.stringify(row), change.reason, now]),
           );
         }
       };
       const keep = new Set(change.keep ?? []);
       const settled = everything
-        ? await tx.all(`SELECT * FROM settlements WHERE chain_id = ?`, [chainId])
-        : await tx.all(`SELECT * FROM settlements WHERE chain_id = ? AND status = 'settled' AND block_number > ?`, [chainId, Number(common.number)]);
+        ? await tx.all<SettlementRow>(`SELECT * FROM settlements WHERE chain_id = ?`, [chainId])
+        : await tx.all<SettlementRow>(`SELECT * FROM settlements WHERE chain_id = ? AND status = 'settled' AND block_number > ?`, [chainId, Number(common.number)]);
       const gone = settled.filter((row) => !keep.has(Number(row.id)));
       for (let at = 0; at < gone.length; at += 500) {
         const ids = gone.slice(at, at + 500).map((row) => Number(row.id));
-        const transactions = await tx.all(`SELECT * FROM settlement_transactions WHERE settlement_id IN (${placeholders(ids.length)}) ORDER BY id`, ids);
+        const transactions = await tx.all<TransactionRow>(`SELECT * FROM settlement_transactions WHERE settlement_id IN (${placeholders(ids.length)}) ORDER BY id`, ids);
         await aside("settlement_transaction", transactions);
         await aside("settlement", gone.slice(at, at + 500));
         await tx.run(`DELETE FROM settlement_transactions WHERE settlement_id IN (${placeholders(ids.length)})`, ids);
@@ -154,16 +181,16 @@ export class SqlChainHistoryStore implements ChainHistoryStore {
 
   async setAsideRows(options: { chainId?: number; limit?: number } = {}): Promise<SetAsideRow[]> {
     const { chainId } = options;
-    const rows = await this.#db.all(
+    const rows = await this.#db.all<SetAsideRowRow>(
       `SELECT * FROM set_aside_rows${chainId === undefined ? "" : " WHERE chain_id = ?"} ORDER BY id DESC LIMIT ?`,
       [...(chainId === undefined ? [] : [chainId]), options.limit ?? 100],
     );
     return rows.map((row) => ({
-      chainId: Number(row.chain_id),
-      ...(row.genesis_hash != null ? { genesisHash: row.genesis_hash as Hex } : {}),
-      kind: row.kind as SetAsideRow["kind"],
-      row: JSON.parse(String(row.row_data)) as Record<string, unknown>,
-      reason: String(row.reason),
+      chainId: row.chain_id,
+      ...(row.genesis_hash != null ? { genesisHash: row.genesis_hash } : {}),
+      kind: row.kind,
+      row: JSON.parse(row.row_data) as Record<string, unknown>,
+      reason: row.reason,
       setAsideAt: Number(row.set_aside_at),
     }));
   }

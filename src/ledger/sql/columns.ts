@@ -13,7 +13,15 @@ export function checksum(value: string): Address {
   }
   return address;
 }
-export const num = (value: unknown) => (value === null || value === undefined ? undefined : Number(value));
-export const str = (value: unknown) => (value === null || value === undefined ? undefined : String(value));
-export const big = (value: unknown) => (value === null || value === undefined ? undefined : BigInt(value as string));
+
+/**
+ * A BIGINT column (and a COUNT, SUM or MIN) as the drivers give it: a number from SQLite, a decimal string from
+ * PostgreSQL. INTEGER columns are numbers from both; TEXT columns (token amounts among them) strings.
+ */
+export type Int8 = number | string;
+
+/** A nullable BIGINT column as a number, or undefined. */
+export const num = (value: Int8 | null | undefined) => (value === null || value === undefined ? undefined : Number(value));
+/** A nullable BIGINT (or decimal TEXT) column as a bigint, or undefined. */
+export const big = (value: Int8 | null | undefined) => (value === null || value === undefined ? undefined : BigInt(value));
 export const placeholders = (count: number) => Array.from({ length: count }, () => "?").join(", ");

@@ -1,4 +1,5 @@
 import type { CounterHit, CounterStore } from "../types.js";
+import type { Int8 } from "./columns.js";
 import type { SqlDriver } from "./driver.js";
 
 /** Rate-limit counters over SQL. */
@@ -13,7 +14,7 @@ export class SqlCounterStore implements CounterStore {
 
   async hit(key: string, windowMs: number): Promise<CounterHit> {
     const now = this.#now();
-    const [row] = await this.#db.all(
+    const [row] = await this.#db.all<{ hits: number; reset_at: Int8 }>(
       `INSERT INTO rate_limit_counters (key, hits, reset_at) VALUES (?, 1, ?)
        ON CONFLICT (key) DO UPDATE SET
          hits = CASE WHEN rate_limit_counters.reset_at <= ? THEN 1 ELSE rate_limit_counters.hits + 1 END,
@@ -21,7 +22,7 @@ export class SqlCounterStore implements CounterStore {
        RETURNING hits, reset_at`,
       [key, now + windowMs, now, now],
     );
-    return { hits: Number(row!.hits), resetAt: Number(row!.reset_at) };
+    return { hits: row!.hits, resetAt: Number(row!.reset_at) };
   }
 
   async unhit(key: string): Promise<void> {

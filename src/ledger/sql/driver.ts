@@ -8,7 +8,12 @@ export type SqlRow = Record<string, unknown>;
 
 /** Runs statements with `?` placeholders. */
 export interface SqlExecutor {
-  all(sql: string, params?: readonly SqlValue[]): Promise<SqlRow[]>;
+  /**
+   * The statement's rows, as `R` when the caller names the columns it selects (a store's row interface, the
+   * columns' types as both drivers give them: see sql/columns.ts). The caller's word, as with a query builder:
+   * nothing checks it at run time.
+   */
+  all<R extends object = SqlRow>(sql: string, params?: readonly SqlValue[]): Promise<R[]>;
   /** Returns the number of rows changed. */
   run(sql: string, params?: readonly SqlValue[]): Promise<number>;
 }
@@ -42,7 +47,7 @@ export interface SqlDriver extends SqlExecutor {
    * A read that may run off the event loop (the embedded ledger's file: a reader thread of its own) and sees
    * every commit made before it was asked; absent where `all` already does (PostgreSQL).
    */
-  read?(sql: string, params: readonly SqlValue[]): Promise<SqlRow[]>;
+  read?<R extends object = SqlRow>(sql: string, params: readonly SqlValue[]): Promise<R[]>;
   health(): Promise<LedgerHealth>;
   close(): Promise<void>;
 }

@@ -1,12 +1,30 @@
 import type { Address } from "viem";
 import type { InstanceRecord, Lease, LeaseStore } from "../types.js";
-import { checksum, lower } from "./columns.js";
-import type { SqlDriver, SqlRow, SqlValue } from "./driver.js";
+import { checksum, lower, type Int8 } from "./columns.js";
+import type { SqlDriver, SqlValue } from "./driver.js";
 
-function toLease(row: SqlRow): Lease {
+/** A row of `relayer_leases` (migration 0001). */
+interface LeaseRow {
+  address: string;
+  holder: string;
+  epoch: Int8;
+  acquired_at: Int8;
+  expires_at: Int8;
+}
+
+/** A row of `ledger_instances` (migration 0001): `info` is JSON. */
+interface InstanceRow {
+  id: string;
+  info: string;
+  started_at: Int8;
+  heartbeat_at: Int8;
+  expires_at: Int8;
+}
+
+function toLease(row: LeaseRow): Lease {
   return {
-    address: checksum(row.address as string),
-    holder: String(row.holder),
+    address: checksum(row.address),
+    holder: row.holder,
     epoch: Number(row.epoch),
     acquiredAt: Number(row.acquired_at),
     expiresAt: Number(row.expires_at),
@@ -38,7 +56,7 @@ export class SqlLeaseStore implements LeaseStore {
 
   async acquireLease(address: Address, holder: string, ttlMs: number): Promise<Lease | undefined> {
     const now = this.#now();
-    const [row] = await this.#db.all(
+    const [row] = await this.#db.all<LeaseRow>(
       `INSERT INTO relayer_leases (address, holder, epoch, acquired_at, expires_at) VALUES (?, ?, 1, ?, ?)
        ON CONFLICT (address) DO UPDATE SET
          holder = excluded.holder,
@@ -53,7 +71,7 @@ export class SqlLeaseStore implements LeaseStore {
   }
 
   async renewLeases(holder: string, ttlMs: number): Promise<Lease[]> {
-    const rows = await this.#db.all(`UPDATE relayer_leases SET expires_at = ? WHERE holder = ? AND expires_at > 0 RETURNING *`, [
+    const rows = await this.#db.all<LeaseRow>(`UPDATE relayer_leases SET expires_at = ? WHERE holder = ? AND expires_at > 0 RETURNING *`, [
       this.#now() + ttlMs,
       holder,
     ]);
@@ -65,7 +83,7 @@ export class SqlLeaseStore implements LeaseStore {
   }
 
   async leases(): Promise<Lease[]> {
-    return (await this.#db.all(`SELECT * FROM relayer_leases ORDER BY address`)).map(toLease);
+    return (await this.#db.all<LeaseRow>(`SELECT * FROM relayer_leases ORDER BY address`)).map(toLease);
   }
 
   async heartbeat(id: string, ttlMs: number, info: Record<string, unknown> = {}): Promise<void> {
@@ -78,10 +96,10 @@ export class SqlLeaseStore implements LeaseStore {
   }
 
   async instances(): Promise<InstanceRecord[]> {
-    const rows = await this.#db.all(`SELECT * FROM ledger_instances WHERE expires_at > ? ORDER BY started_at, id`, [this.#now()]);
+    const rows = await this.#db.all<InstanceRow>(`SELECT * FROM ledger_instances WHERE expires_at > ? ORDER BY started_at, id`, [this.#now()]);
     return rows.map((row) => ({
-      id: String(row.id),
-      info: JSON.parse(String(row.info)) as Record<string, unknown>,
+      id: row.id,
+      info: JSON.parse(row.info) as Record<string, unknown>,
       startedAt: Number(row.started_at),
       heartbeatAt: Number(row.heartbeat_at),
       expiresAt: Number(row.expires_at),

@@ -1,11 +1,26 @@
 import { getAddress, type Address, type Hex } from "viem";
 import { LedgerError, type IndexedNonce, type NonceIndexProgress, type NonceIndexStore, type NonceRange, type TokenScope } from "../types.js";
 import { writeCheckpoint } from "./chain-history.js";
-import { checksum, lower } from "./columns.js";
-import type { SqlDriver, SqlRow, SqlValue } from "./driver.js";
+import { checksum, lower, type Int8 } from "./columns.js";
+import type { SqlDriver, SqlValue } from "./driver.js";
 
-function toProgress(row: SqlRow): NonceIndexProgress {
-  return { fromBlock: BigInt(row.from_block as string), throughBlock: BigInt(row.through_block as string) };
+/** A row of `indexed_nonces` (migration 0005). */
+interface IndexedNonceRow {
+  chain_id: number;
+  token: string;
+  authorizer: string;
+  nonce: Hex;
+  block_number: Int8;
+}
+
+/** The range of a `nonce_index_progress` row (migration 0005). */
+interface ProgressRow {
+  from_block: Int8;
+  through_block: Int8;
+}
+
+function toProgress(row: ProgressRow): NonceIndexProgress {
+  return { fromBlock: BigInt(row.from_block), throughBlock: BigInt(row.through_block) };
 }
 
 /**
@@ -33,7 +48,7 @@ export class SqlNonceIndexStore implements NonceIndexStore {
   }
 
   async nonceIndexProgress(scope: TokenScope): Promise<NonceIndexProgress | undefined> {
-    const [row] = await this.#db.all(`SELECT from_block, through_block FROM nonce_index_progress WHERE chain_id = ? AND token = ?`, [
+    const [row] = await this.#db.all<ProgressRow>(`SELECT from_block, through_block FROM nonce_index_progress WHERE chain_id = ? AND token = ?`, [
       scope.chainId,
       lower(scope.token),
     ]);
@@ -43,7 +58,7 @@ export class SqlNonceIndexStore implements NonceIndexStore {
   async openNonceIndex(scope: TokenScope, fromBlock: bigint): Promise<NonceIndexProgress> {
     // One statement, so that instances opening it at once agree; an earlier start starts the covered range over.
     const earlier = `excluded.from_block < nonce_index_progress.from_block`;
-    const [row] = await this.#db.all(
+    const [row] = await this.#db.all<ProgressRow>(
       `INSERT INTO nonce_index_progress (chain_id, token, from_block, through_block, updated_at) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (chain_id, token) DO UPDATE SET
          through_block = CASE WHEN ${earlier} THEN excluded.through_block ELSE nonce_index_progress.through_block END,
@@ -69,7 +84,7 @@ export class SqlNonceIndexStore implements NonceIndexStore {
     return this.#db.transaction(async (tx) => {
       // The progress row first: its lock (PostgreSQL) makes one token's recorders take turns, so that their inserts
       // of the same nonces in other orders cannot deadlock.
-      const [row] = await tx.all(
+      const [row] = await tx.all<ProgressRow>(
         // Raised only over a range that joins the stored one: no block between is left unread.
         `UPDATE nonce_index_progress SET through_block = CASE WHEN through_block < ? AND through_block >= ? THEN ? ELSE through_block END, updated_at = ?
          WHERE chain_id = ? AND token = ? RETURNING from_block, through_block`,
@@ -92,7 +107,7 @@ export class SqlNonceIndexStore implements NonceIndexStore {
   async indexedNonces(scope: TokenScope, options: { after?: { authorizer: Address; nonce: Hex }; limit: number }): Promise<IndexedNonce[]> {
     if (options.limit <= 0) return [];
     const { after } = options;
-    const rows = await this.#db.all(
+    const rows = await this.#db.all<Pick<IndexedNonceRow, "authorizer" | "nonce" | "block_number">>(
       `SELECT authorizer, nonce, block_number FROM indexed_nonces
        WHERE chain_id = ? AND token = ?${after ? ` AND (authorizer, nonce) > (?, ?)` : ""}
        ORDER BY authorizer, nonce LIMIT ?`,
@@ -101,19 +116,19 @@ export class SqlNonceIndexStore implements NonceIndexStore {
     // Rows come by authorizer: each is checksummed once, and a page of thousands of payers does not crowd the shared cache out.
     let last: { stored: string; address: Address } | undefined;
     return rows.map((row) => {
-      const stored = row.authorizer as string;
+      const stored = row.authorizer;
       if (last?.stored !== stored) last = { stored, address: getAddress(stored) };
-      return { authorizer: last.address, nonce: row.nonce as Hex, blockNumber: BigInt(row.block_number as string) };
+      return { authorizer: last.address, nonce: row.nonce, blockNumber: BigInt(row.block_number) };
     });
   }
 
   async indexedNonce(scope: TokenScope, authorizer: Address, nonce: Hex): Promise<IndexedNonce | undefined> {
-    const [row] = await this.#db.all(`SELECT block_number FROM indexed_nonces WHERE chain_id = ? AND token = ? AND authorizer = ? AND nonce = ?`, [
+    const [row] = await this.#db.all<Pick<IndexedNonceRow, "block_number">>(`SELECT block_number FROM indexed_nonces WHERE chain_id = ? AND token = ? AND authorizer = ? AND nonce = ?`, [
       scope.chainId,
       lower(scope.token),
       lower(authorizer),
       lower(nonce),
     ]);
-    return row ? { authorizer: checksum(lower(authorizer)), nonce: lower(nonce) as Hex, blockNumber: BigInt(row.block_number as string) } : undefined;
+    return row ? { authorizer: checksum(lower(authorizer)), nonce: lower(nonce) as Hex, blockNumber: BigInt(row.block_number) } : undefined;
   }
 }

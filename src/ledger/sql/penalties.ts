@@ -1,16 +1,27 @@
 import type { Hex } from "viem";
 import type { Penalty, PenaltyStore, PenaltySubject, TokenScope } from "../types.js";
-import { checksum, lower } from "./columns.js";
-import type { SqlDriver, SqlRow } from "./driver.js";
+import { checksum, lower, type Int8 } from "./columns.js";
+import type { SqlDriver } from "./driver.js";
 
-function toPenalty(row: SqlRow): Penalty {
+/** A row of `revert_penalties` (migration 0001): `until_at` in chain time (Unix seconds). */
+interface PenaltyRow {
+  chain_id: number;
+  token: string;
+  kind: Penalty["kind"];
+  subject: string;
+  until_at: Int8;
+  tx_hash: Hex | null;
+  created_at: Int8;
+}
+
+function toPenalty(row: PenaltyRow): Penalty {
   return {
-    chainId: Number(row.chain_id),
-    token: checksum(row.token as string),
-    kind: row.kind as Penalty["kind"],
-    subject: String(row.subject),
-    until: BigInt(row.until_at as string),
-    ...(row.tx_hash != null ? { txHash: row.tx_hash as Hex } : {}),
+    chainId: row.chain_id,
+    token: checksum(row.token),
+    kind: row.kind,
+    subject: row.subject,
+    until: BigInt(row.until_at),
+    ...(row.tx_hash != null ? { txHash: row.tx_hash } : {}),
   };
 }
 
@@ -44,7 +55,7 @@ export class SqlPenaltyStore implements PenaltyStore {
 
   async activePenalty(scope: TokenScope, subjects: readonly PenaltySubject[], now: bigint): Promise<Penalty | undefined> {
     if (subjects.length === 0) return undefined;
-    const [row] = await this.#db.all(
+    const [row] = await this.#db.all<PenaltyRow>(
       `SELECT * FROM revert_penalties WHERE chain_id = ? AND token = ? AND until_at > ?
          AND (${subjects.map(() => "(kind = ? AND subject = ?)").join(" OR ")})
        ORDER BY until_at DESC LIMIT 1`,

@@ -11,9 +11,9 @@ import {
   type SettlementStatus,
   type SettlementStore,
 } from "../types.js";
-import { lower, num, placeholders } from "./columns.js";
-import type { SqlDriver, SqlRow, SqlTransaction, SqlValue } from "./driver.js";
-import { IN_FLIGHT, keyParams, loadRecord, loadRecords, toSettlement } from "./settlement-rows.js";
+import { lower, num, placeholders, type Int8 } from "./columns.js";
+import type { SqlDriver, SqlTransaction, SqlValue } from "./driver.js";
+import { IN_FLIGHT, keyParams, loadRecord, loadRecords, toSettlement, type SettlementRow } from "./settlement-rows.js";
 
 const FINAL: ReadonlySet<SettlementStatus> = new Set(["settled", "failed"]);
 
@@ -56,8 +56,8 @@ export class SqlSettlementStore implements SettlementStore {
     this.#pollMs = pollMs;
   }
 
-  async #lockedRow(tx: SqlTransaction, id: number): Promise<SqlRow> {
-    const [row] = await tx.all(`SELECT * FROM settlements WHERE id = ?${this.#db.forUpdate}`, [id]);
+  async #lockedRow(tx: SqlTransaction, id: number): Promise<SettlementRow> {
+    const [row] = await tx.all<SettlementRow>(`SELECT * FROM settlements WHERE id = ?${this.#db.forUpdate}`, [id]);
     if (!row) throw new LedgerError("not_found", `settlement ${id} does not exist`);
     return row;
   }
@@ -75,7 +75,7 @@ export class SqlSettlementStore implements SettlementStore {
     return this.#db.transaction({ lock: payer }, async (tx) => {
       // The authorization's row, and the payer's rows in flight or mined after the block the balance was read
       // at (that balance does not show them yet), in one read.
-      const payerRows = await tx.all(
+      const payerRows = await tx.all<SettlementRow>(
         `SELECT * FROM settlements WHERE chain_id = ? AND token = ? AND authorizer = ?
            AND (nonce = ? OR status IN ${IN_FLIGHT} OR (status = 'settled' AND block_number > ?))`,
         [...key, input.balanceBlock === undefined ? null : Number(input.balanceBlock)],
@@ -84,7 +84,7 @@ export class SqlSettlementStore implements SettlementStore {
       if (existing && existing.status !== "failed") return { outcome: "exists", record: (await loadRecord(tx, existing))! };
       if (input.balance !== undefined) {
         const counted = payerRows.filter((row) => row !== existing && (row.status === "claimed" || row.status === "sent" || row.status === "settled"));
-        const inFlight = counted.reduce((sum, row) => sum + BigInt(row.value as string), 0n);
+        const inFlight = counted.reduce((sum, row) => sum + BigInt(row.value), 0n);
         if (inFlight + input.value > input.balance) return { outcome: "overBalance", inFlight };
       }
       const ownerExpiresAt = input.owner === null ? null : now + input.ownerTtlMs;
@@ -104,10 +104,10 @@ export class SqlSettlementStore implements SettlementStore {
         nextCheckAt,
         now,
       ];
-      let rows: SqlRow[];
+      let rows: SettlementRow[];
       if (existing) {
         // A failed row claimed again (its authorization is still unused): its transactions stay as history.
-        rows = await tx.all(
+        rows = await tx.all<SettlementRow>(
           `UPDATE settlements SET status = 'claimed', network = ?, payee = ?, value = ?, valid_before = ?, owner = ?,
              owner_expires_at = ?, deadline_at = ?, call_to = ?, call_data = ?, call_gas = ?, next_check_at = ?, updated_at = ?,
              tx_hash = NULL, relayer = NULL, relayer_nonce = NULL, block_number = NULL, block_timestamp = NULL, error = NULL,
@@ -116,7 +116,7 @@ export class SqlSettlementStore implements SettlementStore {
           [...fields, Number(existing.id)],
         );
       } else {
-        rows = await tx.all(
+        rows = await tx.all<SettlementRow>(
           `INSERT INTO settlements (network, payee, value, valid_before, owner, owner_expires_at, deadline_at, call_to, call_data,
              call_gas, next_check_at, updated_at, created_at, status, chain_id, token, authorizer, nonce)
            VALUES (${placeholders(fields.length + 1)}, 'claimed', ?, ?, ?, ?)
@@ -126,7 +126,7 @@ export class SqlSettlementStore implements SettlementStore {
       }
       const row = rows[0];
       if (!row) {
-        const [current] = await tx.all(`SELECT * FROM settlements WHERE chain_id = ? AND token = ? AND authorizer = ? AND nonce = ?`, key);
+        const [current] = await tx.all<SettlementRow>(`SELECT * FROM settlements WHERE chain_id = ? AND token = ? AND authorizer = ? AND nonce = ?`, key);
         return { outcome: "exists", record: (await loadRecord(tx, current))! };
       }
       if (input.owner === null && input.call) await tx.notify(`q:${row.id}`);
@@ -139,7 +139,7 @@ export class SqlSettlementStore implements SettlementStore {
     if (input.chainIds.length === 0 || input.limit <= 0) return Promise.resolve([]);
     const now = this.#now();
     return this.#db.transaction(async (tx) => {
-      const rows = await tx.all(
+      const rows = await tx.all<SettlementRow>(
         `UPDATE settlements SET owner = ?, owner_expires_at = ?, next_check_at = ?, updated_at = ?
          WHERE id IN (
            SELECT id FROM settlements
@@ -157,14 +157,14 @@ export class SqlSettlementStore implements SettlementStore {
     const now = this.#now();
     const hash = lower(input.txHash);
     return this.#db.transaction(async (tx) => {
-      const [updated] = await tx.all(
+      const [updated] = await tx.all<SettlementRow>(
         `UPDATE settlements SET status = 'settled', tx_hash = ?, block_number = ?, block_timestamp = ?, error = NULL,
            next_check_at = NULL, updated_at = ? WHERE id = ? AND status IN ${IN_FLIGHT} RETURNING *`,
         [hash, input.blockNumber.toString(), input.blockTimestamp.toString(), now, id],
       );
       if (!updated) {
         const row = await this.#lockedRow(tx, id);
-        const status = row.status as SettlementStatus;
+        const status = row.status;
         if (status === "settled" && row.tx_hash === hash) return (await loadRecord(tx, row))!;
         throw new IllegalTransitionError(status, "settled", id);
       }
@@ -185,11 +185,11 @@ export class SqlSettlementStore implements SettlementStore {
     const now = this.#now();
     return this.#db.transaction(async (tx) => {
       const row = await this.#lockedRow(tx, id);
-      const status = row.status as SettlementStatus;
+      const status = row.status;
       if (status === "failed") return loadRecord(tx, row);
       if (status === "settled") throw new IllegalTransitionError(status, "failed", id);
       if (input.owner !== undefined && (row.owner ?? null) !== input.owner) return undefined;
-      const [updated] = await tx.all(
+      const [updated] = await tx.all<SettlementRow>(
         `UPDATE settlements SET status = 'failed', error = ?, tx_hash = COALESCE(?, tx_hash), next_check_at = NULL, updated_at = ? WHERE id = ? RETURNING *`,
         [input.error, input.txHash ? lower(input.txHash) : null, now, id],
       );
@@ -201,7 +201,7 @@ export class SqlSettlementStore implements SettlementStore {
   withdraw(id: number, input: { error: string; owner: string | null }): Promise<SettlementRecord | undefined> {
     const now = this.#now();
     return this.#db.transaction(async (tx) => {
-      const [row] = await tx.all(
+      const [row] = await tx.all<SettlementRow>(
         `UPDATE settlements SET status = 'failed', error = ?, next_check_at = NULL, updated_at = ?
          WHERE id = ? AND status = 'claimed' AND owner IS NOT DISTINCT FROM ? RETURNING *`,
         [input.error, now, id, input.owner],
@@ -216,7 +216,7 @@ export class SqlSettlementStore implements SettlementStore {
     const now = this.#now();
     const keep = input.keep.length > 0 ? ` AND id NOT IN (${input.keep.map(() => "?").join(", ")})` : "";
     return this.#db.transaction(async (tx) => {
-      const rows = await tx.all(
+      const rows = await tx.all<Pick<SettlementRow, "id">>(
         `UPDATE settlements SET status = 'failed', error = ?, next_check_at = NULL, updated_at = ?
          WHERE status = 'claimed' AND owner = ?${keep} RETURNING id`,
         [input.error, now, input.owner, ...input.keep],
@@ -242,23 +242,23 @@ export class SqlSettlementStore implements SettlementStore {
   }
 
   async get(key: SettlementKey): Promise<SettlementRecord | undefined> {
-    const [row] = await this.#db.all(`SELECT * FROM settlements WHERE chain_id = ? AND token = ? AND authorizer = ? AND nonce = ?`, keyParams(key));
+    const [row] = await this.#db.all<SettlementRow>(`SELECT * FROM settlements WHERE chain_id = ? AND token = ? AND authorizer = ? AND nonce = ?`, keyParams(key));
     return loadRecord(this.#db, row);
   }
 
   async getById(id: number): Promise<SettlementRecord | undefined> {
-    const [row] = await this.#db.all(`SELECT * FROM settlements WHERE id = ?`, [id]);
+    const [row] = await this.#db.all<SettlementRow>(`SELECT * FROM settlements WHERE id = ?`, [id]);
     return loadRecord(this.#db, row);
   }
 
   async findByTxHash(hash: Hex): Promise<SettlementRecord | undefined> {
     const h = lower(hash);
-    const [row] = await this.#db.all(FIND_BY_TX_HASH, [h, h]);
+    const [row] = await this.#db.all<SettlementRow>(FIND_BY_TX_HASH, [h, h]);
     return loadRecord(this.#db, row);
   }
 
   async findByAuthorization(chainId: number, authorizer: Address, nonce: Hex): Promise<SettlementRecord[]> {
-    const rows = await this.#db.all(`SELECT * FROM settlements WHERE chain_id = ? AND authorizer = ? AND nonce = ? ORDER BY id`, [
+    const rows = await this.#db.all<SettlementRow>(`SELECT * FROM settlements WHERE chain_id = ? AND authorizer = ? AND nonce = ? ORDER BY id`, [
       chainId,
       lower(authorizer),
       lower(nonce),
@@ -268,7 +268,7 @@ export class SqlSettlementStore implements SettlementStore {
 
   async listPending(options: { chainIds?: readonly number[]; limit?: number } = {}): Promise<SettlementRecord[]> {
     const chains = options.chainIds;
-    const rows = await this.#db.all(
+    const rows = await this.#db.all<SettlementRow>(
       `SELECT * FROM settlements WHERE status IN ${IN_FLIGHT}${chains ? ` AND chain_id IN (${placeholders(chains.length)})` : ""}
        ORDER BY created_at, id LIMIT ?`,
       [...(chains ?? []), options.limit ?? 1_000],
@@ -277,7 +277,7 @@ export class SqlSettlementStore implements SettlementStore {
   }
 
   async pendingSummary(): Promise<PendingSummary> {
-    const [row] = await this.#db.all(`SELECT COUNT(*) AS count, MIN(created_at) AS oldest FROM settlements WHERE status IN ${IN_FLIGHT}`);
+    const [row] = await this.#db.all<{ count: Int8; oldest: Int8 | null }>(`SELECT COUNT(*) AS count, MIN(created_at) AS oldest FROM settlements WHERE status IN ${IN_FLIGHT}`);
     const oldest = num(row?.oldest);
     return { count: Number(row?.count ?? 0), ...(oldest !== undefined ? { oldestCreatedAt: oldest } : {}) };
   }
@@ -286,7 +286,7 @@ export class SqlSettlementStore implements SettlementStore {
     if (input.chainIds.length === 0 || input.limit <= 0) return Promise.resolve([]);
     const now = this.#now();
     return this.#db.transaction(async (tx) => {
-      const rows = await tx.all(
+      const rows = await tx.all<SettlementRow>(
         `UPDATE settlements SET next_check_at = ?
          WHERE id IN (
            SELECT id FROM settlements
@@ -344,7 +344,7 @@ export class SqlSettlementStore implements SettlementStore {
     if (limit <= 0) return Promise.resolve(0);
     return this.#db.transaction(async (tx) => {
       // The partial index of finished rows by age: the oldest first, never a row in flight.
-      const rows = await tx.all(`SELECT id FROM settlements WHERE status IN ('settled', 'failed') AND updated_at < ? ORDER BY updated_at, id LIMIT ?`, [before, limit]);
+      const rows = await tx.all<Pick<SettlementRow, "id">>(`SELECT id FROM settlements WHERE status IN ('settled', 'failed') AND updated_at < ? ORDER BY updated_at, id LIMIT ?`, [before, limit]);
       if (rows.length === 0) return 0;
       const ids = rows.map((row) => Number(row.id));
       await tx.run(`DELETE FROM settlement_transactions WHERE settlement_id IN (${placeholders(ids.length)})`, ids);

@@ -5,6 +5,7 @@ import {
   DISCOVERY_MAX_QUERY_WORDS,
   DISCOVERY_MAX_WORD_LENGTH,
   DISCOVERY_MAX_WORDS,
+  type CatalogStore,
   type DiscoveryBounds,
   type DiscoveryEntry,
   type DiscoveryFilter,
@@ -104,15 +105,15 @@ function conditionsOf(filter: DiscoveryFilter, options: { network: boolean }): {
   return { sql, params };
 }
 
-/** The discovery catalog over SQL: see {@link Ledger.recordDiscoveryPayment} and the lookups beside it. */
-export class SqlDiscoveryCatalog {
+/** The discovery catalog over SQL. */
+export class SqlCatalogStore implements CatalogStore {
   readonly #db: SqlDriver;
 
   constructor(driver: SqlDriver) {
     this.#db = driver;
   }
 
-  record(payment: DiscoveryPayment, bounds: DiscoveryBounds): Promise<DiscoveryRecorded> {
+  recordDiscoveryPayment(payment: DiscoveryPayment, bounds: DiscoveryBounds): Promise<DiscoveryRecorded> {
     const { entry } = payment;
     const method = discoveryMethodOf(entry);
     const payTo = lower(payment.payTo);
@@ -231,7 +232,7 @@ export class SqlDiscoveryCatalog {
     return tx.run(`DELETE FROM discovery_entries WHERE id IN (${list})`, ids);
   }
 
-  async list(request: DiscoveryPageRequest): Promise<DiscoveryPage> {
+  async listDiscoveryResources(request: DiscoveryPageRequest): Promise<DiscoveryPage> {
     const filter = request.filter ?? {};
     let from: string;
     let order: string;
@@ -268,7 +269,7 @@ export class SqlDiscoveryCatalog {
     return { items: page.items, total };
   }
 
-  async search(request: DiscoveryPageRequest & { words: readonly string[] }): Promise<DiscoverySearchPage> {
+  async searchDiscoveryResources(request: DiscoveryPageRequest & { words: readonly string[] }): Promise<DiscoverySearchPage> {
     const words = [...new Set(request.words)].filter((word) => word.length <= DISCOVERY_MAX_WORD_LENGTH).slice(0, DISCOVERY_MAX_QUERY_WORDS);
     if (words.length === 0) return { items: [], more: false, partial: false };
     const { payTo, ...rest } = request.filter ?? {};
@@ -362,7 +363,7 @@ export class SqlDiscoveryCatalog {
     return rows;
   }
 
-  remove(resource: string, method?: string, payTo?: string): Promise<number> {
+  removeDiscoveryResource(resource: string, method?: string, payTo?: string): Promise<number> {
     return this.#db.transaction({ lock: LOCK }, async (tx) => {
       const clauses = ["resource = ?", ...(method !== undefined ? ["method = ?"] : []), ...(payTo !== undefined ? ["pay_to = ?"] : [])];
       const params = [resource, ...(method !== undefined ? [methodKey(method)] : []), ...(payTo !== undefined ? [lower(payTo)] : [])];

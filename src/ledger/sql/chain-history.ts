@@ -9,7 +9,7 @@ import {
   type SetAsideRow,
   type SettlementRecord,
 } from "../types.js";
-import { CATALOG_LOCK, type SqlDiscoveryCatalog } from "./catalog.js";
+import { CATALOG_LOCK, type SqlCatalogStore } from "./catalog.js";
 import { lower, placeholders, type Int8 } from "./columns.js";
 import type { SqlDriver, SqlExecutor } from "./driver.js";
 import { loadRecords, type SettlementRow, type TransactionRow } from "./settlement-rows.js";
@@ -59,9 +59,9 @@ export async function writeCheckpoint(executor: SqlExecutor, chainId: number, bl
 export class SqlChainHistoryStore implements ChainHistoryStore {
   readonly #db: SqlDriver;
   readonly #now: () => number;
-  readonly #catalog: SqlDiscoveryCatalog;
+  readonly #catalog: SqlCatalogStore;
 
-  constructor(driver: SqlDriver, now: () => number, catalog: SqlDiscoveryCatalog) {
+  constructor(driver: SqlDriver, now: () => number, catalog: SqlCatalogStore) {
     this.#db = driver;
     this.#now = now;
     this.#catalog = catalog;

@@ -36,7 +36,7 @@ import type {
   TransactionState,
 } from "../types.js";
 import { SqlBroadcastStore } from "./broadcasts.js";
-import { SqlDiscoveryCatalog } from "./catalog.js";
+import { SqlCatalogStore } from "./catalog.js";
 import { SqlChainHistoryStore } from "./chain-history.js";
 import { SqlCounterStore } from "./counters.js";
 import type { SqlDriver } from "./driver.js";
@@ -69,7 +69,7 @@ export class SqlLedger implements Ledger {
   readonly #identifiers: SqlIdentifierStore;
   readonly #nonces: SqlNonceIndexStore;
   readonly #histories: SqlChainHistoryStore;
-  readonly #catalog: SqlDiscoveryCatalog;
+  readonly #catalog: SqlCatalogStore;
   readonly #counters: SqlCounterStore;
 
   constructor(driver: SqlDriver, options: SqlLedgerOptions = {}) {
@@ -82,7 +82,7 @@ export class SqlLedger implements Ledger {
     this.#penalties = new SqlPenaltyStore(driver, now);
     this.#identifiers = new SqlIdentifierStore(driver, now);
     this.#nonces = new SqlNonceIndexStore(driver, now);
-    this.#catalog = new SqlDiscoveryCatalog(driver);
+    this.#catalog = new SqlCatalogStore(driver);
     this.#histories = new SqlChainHistoryStore(driver, now, this.#catalog);
     this.#counters = new SqlCounterStore(driver, now);
   }
@@ -242,16 +242,16 @@ export class SqlLedger implements Ledger {
 
   // CatalogStore
   recordDiscoveryPayment(payment: DiscoveryPayment, bounds: DiscoveryBounds): Promise<DiscoveryRecorded> {
-    return this.#catalog.record(payment, bounds);
+    return this.#catalog.recordDiscoveryPayment(payment, bounds);
   }
   listDiscoveryResources(request: DiscoveryPageRequest): Promise<DiscoveryPage> {
-    return this.#catalog.list(request);
+    return this.#catalog.listDiscoveryResources(request);
   }
   searchDiscoveryResources(request: DiscoveryPageRequest & { words: readonly string[] }): Promise<DiscoverySearchPage> {
-    return this.#catalog.search(request);
+    return this.#catalog.searchDiscoveryResources(request);
   }
   removeDiscoveryResource(resource: string, method?: string, payTo?: string): Promise<number> {
-    return this.#catalog.remove(resource, method, payTo);
+    return this.#catalog.removeDiscoveryResource(resource, method, payTo);
   }
 
   // CounterStore

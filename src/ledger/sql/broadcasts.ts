@@ -1,7 +1,7 @@
 import type { Address, Hex } from "viem";
 import type { BroadcastStore, FillerRecord, RecordBroadcastInput, RecordFillerInput, RecordReplacementInput, TransactionState } from "../types.js";
 import { checksum, lower, type Int8 } from "./columns.js";
-import type { SqlDriver, SqlValue } from "./driver.js";
+import { SqlStore, type SqlValue } from "./driver.js";
 import { fenceParams, leaseFence } from "./leases.js";
 import { IN_FLIGHT } from "./settlement-rows.js";
 
@@ -51,20 +51,12 @@ function toFiller(row: FillerRow): FillerRecord {
 const FILLER_RECORD_MS = 7 * 86_400_000;
 
 /** The write-ahead of transactions over SQL: each recorded under the relayer key's lease before its broadcast. */
-export class SqlBroadcastStore implements BroadcastStore {
-  readonly #db: SqlDriver;
-  readonly #now: () => number;
-
-  constructor(driver: SqlDriver, now: () => number) {
-    this.#db = driver;
-    this.#now = now;
-  }
-
+export class SqlBroadcastStore extends SqlStore implements BroadcastStore {
   async recordBroadcast(input: RecordBroadcastInput): Promise<boolean> {
-    const now = this.#now();
+    const now = this.now();
     // Only while `owner` owns the unfinished row and holds the relayer key's lease (the fence).
     const sent = `UPDATE settlements SET status = 'sent', tx_hash = ?, relayer = ?, relayer_nonce = ?, next_check_at = ?, updated_at = ?
-       WHERE id = ? AND owner = ? AND status IN ${IN_FLIGHT} AND ${leaseFence(input.leaseEpoch, this.#db.forUpdate)}`;
+       WHERE id = ? AND owner = ? AND status IN ${IN_FLIGHT} AND ${leaseFence(input.leaseEpoch, this.db.forUpdate)}`;
     const sentParams = [
       lower(input.hash),
       lower(input.relayer),
@@ -78,8 +70,8 @@ export class SqlBroadcastStore implements BroadcastStore {
     const insert = INSERT_SIGNED;
     const insertParams = signedParams(input, now);
     // It runs inside each relayer key's send queue: one round trip where the dialect allows it.
-    if (this.#db.writableCte) {
-      const [row] = await this.#db.all<{ n: Int8 }>(
+    if (this.db.writableCte) {
+      const [row] = await this.db.all<{ n: Int8 }>(
         `WITH sent AS (${sent} RETURNING id, chain_id),
               recorded AS (${insert} sent ON CONFLICT (hash) DO NOTHING)
          SELECT COUNT(*) AS n FROM sent`,
@@ -87,7 +79,7 @@ export class SqlBroadcastStore implements BroadcastStore {
       );
       return Number(row?.n ?? 0) > 0;
     }
-    return this.#db.transaction(async (tx) => {
+    return this.db.transaction(async (tx) => {
       if ((await tx.run(sent, sentParams)) === 0) return false;
       await tx.run(`${insert} settlements WHERE id = ? ON CONFLICT (hash) DO NOTHING`, [...insertParams, input.id]);
       return true;
@@ -95,11 +87,11 @@ export class SqlBroadcastStore implements BroadcastStore {
   }
 
   recordReplacement(input: RecordReplacementInput): Promise<boolean> {
-    const now = this.#now();
-    return this.#db.transaction(async (tx) => {
+    const now = this.now();
+    return this.db.transaction(async (tx) => {
       const changed = await tx.run(
         `UPDATE settlements SET tx_hash = ?, updated_at = ?
-         WHERE id = ? AND status = 'sent' AND relayer = ? AND relayer_nonce = ? AND ${leaseFence(input.leaseEpoch, this.#db.forUpdate)}`,
+         WHERE id = ? AND status = 'sent' AND relayer = ? AND relayer_nonce = ? AND ${leaseFence(input.leaseEpoch, this.db.forUpdate)}`,
         [lower(input.hash), now, input.id, lower(input.relayer), input.relayerNonce, ...fenceParams(input.relayer, input.holder, now, input.leaseEpoch)],
       );
       if (changed === 0) return false;
@@ -109,11 +101,11 @@ export class SqlBroadcastStore implements BroadcastStore {
   }
 
   async recordFiller(input: RecordFillerInput): Promise<boolean> {
-    const now = this.#now();
+    const now = this.now();
     // One statement: the record exists only if the fence held when it was written (the same hash again: recorded once).
-    const rows = await this.#db.all<Pick<FillerRow, "hash">>(
+    const rows = await this.db.all<Pick<FillerRow, "hash">>(
       `INSERT INTO relayer_fillers (hash, chain_id, relayer, relayer_nonce, raw, holder, lease_epoch, replaces, state, fee_cap, priority_fee, created_at, updated_at)
-       SELECT ?, ?, ?, ?, ?, ?, ?, ?, 'signed', ?, ?, ?, ? WHERE ${leaseFence(input.leaseEpoch, this.#db.forUpdate)}
+       SELECT ?, ?, ?, ?, ?, ?, ?, ?, 'signed', ?, ?, ?, ? WHERE ${leaseFence(input.leaseEpoch, this.db.forUpdate)}
        ON CONFLICT (hash) DO UPDATE SET updated_at = excluded.updated_at RETURNING hash`,
       [
         lower(input.hash),
@@ -135,11 +127,11 @@ export class SqlBroadcastStore implements BroadcastStore {
   }
 
   async markFillerRefused(hash: Hex): Promise<void> {
-    await this.#db.run(`UPDATE relayer_fillers SET state = 'refused', updated_at = ? WHERE hash = ?`, [this.#now(), lower(hash)]);
+    await this.db.run(`UPDATE relayer_fillers SET state = 'refused', updated_at = ? WHERE hash = ?`, [this.now(), lower(hash)]);
   }
 
   async pendingFillers(input: { chainId: number; relayer: Address; fromNonce: number; limit: number }): Promise<FillerRecord[]> {
-    const rows = await this.#db.all<FillerRow>(
+    const rows = await this.db.all<FillerRow>(
       `SELECT * FROM relayer_fillers WHERE chain_id = ? AND relayer = ? AND relayer_nonce >= ? AND state = 'signed'
        ORDER BY relayer_nonce, created_at, hash LIMIT ?`,
       [input.chainId, lower(input.relayer), input.fromNonce, input.limit],
@@ -148,12 +140,12 @@ export class SqlBroadcastStore implements BroadcastStore {
   }
 
   async markTransaction(hash: Hex, state: TransactionState): Promise<void> {
-    await this.#db.run(`UPDATE settlement_transactions SET state = ?, updated_at = ? WHERE hash = ?`, [state, this.#now(), lower(hash)]);
+    await this.db.run(`UPDATE settlement_transactions SET state = ?, updated_at = ? WHERE hash = ?`, [state, this.now(), lower(hash)]);
   }
 
   /** Deletes gap fillers' records older than a week. */
   async prune(now: number): Promise<void> {
     // A filler's nonce is mined within minutes; a week-old record is history no holder will follow.
-    await this.#db.run(`DELETE FROM relayer_fillers WHERE created_at <= ?`, [now - FILLER_RECORD_MS]);
+    await this.db.run(`DELETE FROM relayer_fillers WHERE created_at <= ?`, [now - FILLER_RECORD_MS]);
   }
 }

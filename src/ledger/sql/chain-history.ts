@@ -11,7 +11,7 @@ import {
 } from "../types.js";
 import { CATALOG_LOCK, type SqlCatalogStore } from "./catalog.js";
 import { lower, placeholders, type Int8 } from "./columns.js";
-import type { SqlDriver, SqlExecutor } from "./driver.js";
+import { SqlStore, type SqlDriver, type SqlExecutor } from "./driver.js";
 import { loadRecords, type SettlementRow, type TransactionRow } from "./settlement-rows.js";
 
 /** A row of `chain_histories` (migration 0011). */
@@ -56,21 +56,18 @@ export async function writeCheckpoint(executor: SqlExecutor, chainId: number, bl
 }
 
 /** Chain histories, their checkpoints and the rows set aside over SQL. */
-export class SqlChainHistoryStore implements ChainHistoryStore {
-  readonly #db: SqlDriver;
-  readonly #now: () => number;
+export class SqlChainHistoryStore extends SqlStore implements ChainHistoryStore {
   readonly #catalog: SqlCatalogStore;
 
   constructor(driver: SqlDriver, now: () => number, catalog: SqlCatalogStore) {
-    this.#db = driver;
-    this.#now = now;
+    super(driver, now);
     this.#catalog = catalog;
   }
 
   async chainHistory(chainId: number): Promise<ChainHistoryRecord | undefined> {
-    const [row] = await this.#db.all<Pick<ChainHistoryRow, "genesis_hash" | "epoch">>(`SELECT genesis_hash, epoch FROM chain_histories WHERE chain_id = ?`, [chainId]);
+    const [row] = await this.db.all<Pick<ChainHistoryRow, "genesis_hash" | "epoch">>(`SELECT genesis_hash, epoch FROM chain_histories WHERE chain_id = ?`, [chainId]);
     if (!row) return undefined;
-    const checkpoints = await this.#db.all<Omit<CheckpointRow, "chain_id">>(
+    const checkpoints = await this.db.all<Omit<CheckpointRow, "chain_id">>(
       `SELECT block_number, block_hash, recorded_at FROM chain_checkpoints WHERE chain_id = ? ORDER BY block_number DESC LIMIT ?`,
       [chainId, CHECKPOINT_LIMIT],
     );
@@ -83,26 +80,26 @@ export class SqlChainHistoryStore implements ChainHistoryStore {
   }
 
   async recordCheckpoint(chainId: number, block: BlockRef): Promise<void> {
-    await writeCheckpoint(this.#db, chainId, block, this.#now());
+    await writeCheckpoint(this.db, chainId, block, this.now());
   }
 
   async settledAfter(chainId: number, options: { afterBlock?: bigint; limit: number }): Promise<SettlementRecord[]> {
     const after = options.afterBlock;
-    const rows = await this.#db.all<SettlementRow>(
+    const rows = await this.db.all<SettlementRow>(
       `SELECT * FROM settlements WHERE chain_id = ? AND status = 'settled'${after !== undefined ? " AND block_number > ?" : ""}
        ORDER BY block_number DESC, id DESC LIMIT ?`,
       [chainId, ...(after !== undefined ? [Number(after)] : []), options.limit],
     );
-    return loadRecords(this.#db, rows);
+    return loadRecords(this.db, rows);
   }
 
   adoptChainHistory(change: HistoryChange): Promise<HistoryAdoption> {
     const { chainId, common } = change;
-    const now = this.#now();
+    const now = this.now();
     // One change at a time, across instances (the second sees the epoch moved and decides again), under the catalog's
     // lock too: the catalog's counts stay exact while its entries of the chain are set aside.
-    return this.#db.transaction({ lock: CATALOG_LOCK }, async (tx) => {
-      const [current] = await tx.all<Pick<ChainHistoryRow, "genesis_hash" | "epoch">>(`SELECT genesis_hash, epoch FROM chain_histories WHERE chain_id = ?${this.#db.forUpdate}`, [chainId]);
+    return this.db.transaction({ lock: CATALOG_LOCK }, async (tx) => {
+      const [current] = await tx.all<Pick<ChainHistoryRow, "genesis_hash" | "epoch">>(`SELECT genesis_hash, epoch FROM chain_histories WHERE chain_id = ?${this.db.forUpdate}`, [chainId]);
       if (current?.epoch !== change.epoch) return { adopted: false };
       const everything = common === undefined;
       const epoch = current ? current.epoch + (everything ? 1 : 0) : 1;
@@ -173,7 +170,7 @@ export class SqlChainHistoryStore implements ChainHistoryStore {
           [through, through, now, chainId, through],
         );
         await tx.run(`DELETE FROM chain_checkpoints WHERE chain_id = ? AND block_number > ?`, [chainId, through]);
-        await writeCheckpoint(tx, chainId, common, this.#now());
+        await writeCheckpoint(tx, chainId, common, this.now());
       }
       return { adopted: true, epoch, settlements: gone.length, penalties, paymentIdentifiers, catalogEntries, indexedNonces };
     });
@@ -181,7 +178,7 @@ export class SqlChainHistoryStore implements ChainHistoryStore {
 
   async setAsideRows(options: { chainId?: number; limit?: number } = {}): Promise<SetAsideRow[]> {
     const { chainId } = options;
-    const rows = await this.#db.all<SetAsideRowRow>(
+    const rows = await this.db.all<SetAsideRowRow>(
       `SELECT * FROM set_aside_rows${chainId === undefined ? "" : " WHERE chain_id = ?"} ORDER BY id DESC LIMIT ?`,
       [...(chainId === undefined ? [] : [chainId]), options.limit ?? 100],
     );

@@ -57,3 +57,14 @@ export function deliver(messages: EventEmitter, message: string): void {
   messages.emit(message, message);
   messages.emit("message", message);
 }
+
+/** What every store over SQL holds: the driver its statements run on, and the ledger's clock (ms since the epoch). */
+export abstract class SqlStore {
+  protected readonly db: SqlDriver;
+  protected readonly now: () => number;
+
+  constructor(driver: SqlDriver, now: () => number) {
+    this.db = driver;
+    this.now = now;
+  }
+}

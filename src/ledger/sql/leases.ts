@@ -1,7 +1,7 @@
 import type { Address } from "viem";
 import type { InstanceRecord, Lease, LeaseStore } from "../types.js";
 import { checksum, lower, type Int8 } from "./columns.js";
-import type { SqlDriver, SqlValue } from "./driver.js";
+import { SqlStore, type SqlValue } from "./driver.js";
 
 /** A row of `relayer_leases` (migration 0001). */
 interface LeaseRow {
@@ -45,18 +45,10 @@ export function fenceParams(relayer: Address, holder: string, now: number, epoch
 }
 
 /** Relayer key leases and live instances over SQL. */
-export class SqlLeaseStore implements LeaseStore {
-  readonly #db: SqlDriver;
-  readonly #now: () => number;
-
-  constructor(driver: SqlDriver, now: () => number) {
-    this.#db = driver;
-    this.#now = now;
-  }
-
+export class SqlLeaseStore extends SqlStore implements LeaseStore {
   async acquireLease(address: Address, holder: string, ttlMs: number): Promise<Lease | undefined> {
-    const now = this.#now();
-    const [row] = await this.#db.all<LeaseRow>(
+    const now = this.now();
+    const [row] = await this.db.all<LeaseRow>(
       `INSERT INTO relayer_leases (address, holder, epoch, acquired_at, expires_at) VALUES (?, ?, 1, ?, ?)
        ON CONFLICT (address) DO UPDATE SET
          holder = excluded.holder,
@@ -71,24 +63,24 @@ export class SqlLeaseStore implements LeaseStore {
   }
 
   async renewLeases(holder: string, ttlMs: number): Promise<Lease[]> {
-    const rows = await this.#db.all<LeaseRow>(`UPDATE relayer_leases SET expires_at = ? WHERE holder = ? AND expires_at > 0 RETURNING *`, [
-      this.#now() + ttlMs,
+    const rows = await this.db.all<LeaseRow>(`UPDATE relayer_leases SET expires_at = ? WHERE holder = ? AND expires_at > 0 RETURNING *`, [
+      this.now() + ttlMs,
       holder,
     ]);
     return rows.map(toLease).sort((a, b) => a.address.localeCompare(b.address));
   }
 
   async releaseLease(address: Address, holder: string): Promise<void> {
-    await this.#db.run(`UPDATE relayer_leases SET expires_at = 0 WHERE address = ? AND holder = ?`, [lower(address), holder]);
+    await this.db.run(`UPDATE relayer_leases SET expires_at = 0 WHERE address = ? AND holder = ?`, [lower(address), holder]);
   }
 
   async leases(): Promise<Lease[]> {
-    return (await this.#db.all<LeaseRow>(`SELECT * FROM relayer_leases ORDER BY address`)).map(toLease);
+    return (await this.db.all<LeaseRow>(`SELECT * FROM relayer_leases ORDER BY address`)).map(toLease);
   }
 
   async heartbeat(id: string, ttlMs: number, info: Record<string, unknown> = {}): Promise<void> {
-    const now = this.#now();
-    await this.#db.run(
+    const now = this.now();
+    await this.db.run(
       `INSERT INTO ledger_instances (id, info, started_at, heartbeat_at, expires_at) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (id) DO UPDATE SET info = excluded.info, heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at`,
       [id, JSON.stringify(info), now, now, now + ttlMs],
@@ -96,7 +88,7 @@ export class SqlLeaseStore implements LeaseStore {
   }
 
   async instances(): Promise<InstanceRecord[]> {
-    const rows = await this.#db.all<InstanceRow>(`SELECT * FROM ledger_instances WHERE expires_at > ? ORDER BY started_at, id`, [this.#now()]);
+    const rows = await this.db.all<InstanceRow>(`SELECT * FROM ledger_instances WHERE expires_at > ? ORDER BY started_at, id`, [this.now()]);
     return rows.map((row) => ({
       id: row.id,
       info: JSON.parse(row.info) as Record<string, unknown>,
@@ -107,11 +99,11 @@ export class SqlLeaseStore implements LeaseStore {
   }
 
   async removeInstance(id: string): Promise<void> {
-    await this.#db.run(`DELETE FROM ledger_instances WHERE id = ?`, [id]);
+    await this.db.run(`DELETE FROM ledger_instances WHERE id = ?`, [id]);
   }
 
   /** Deletes lapsed instances. */
   async prune(now: number): Promise<void> {
-    await this.#db.run(`DELETE FROM ledger_instances WHERE expires_at <= ?`, [now]);
+    await this.db.run(`DELETE FROM ledger_instances WHERE expires_at <= ?`, [now]);
   }
 }

@@ -2,7 +2,7 @@ import { getAddress, type Address, type Hex } from "viem";
 import { LedgerError, type IndexedNonce, type NonceIndexProgress, type NonceIndexStore, type NonceRange, type TokenScope } from "../types.js";
 import { writeCheckpoint } from "./chain-history.js";
 import { checksum, lower, type Int8 } from "./columns.js";
-import type { SqlDriver, SqlValue } from "./driver.js";
+import { SqlStore, type SqlValue } from "./driver.js";
 
 /** A row of `indexed_nonces` (migration 0005). */
 interface IndexedNonceRow {
@@ -38,17 +38,9 @@ function* nonceChunks<T>(rows: readonly T[]): Generator<readonly T[]> {
 }
 
 /** The token state index's nonces and progress over SQL. */
-export class SqlNonceIndexStore implements NonceIndexStore {
-  readonly #db: SqlDriver;
-  readonly #now: () => number;
-
-  constructor(driver: SqlDriver, now: () => number) {
-    this.#db = driver;
-    this.#now = now;
-  }
-
+export class SqlNonceIndexStore extends SqlStore implements NonceIndexStore {
   async nonceIndexProgress(scope: TokenScope): Promise<NonceIndexProgress | undefined> {
-    const [row] = await this.#db.all<ProgressRow>(`SELECT from_block, through_block FROM nonce_index_progress WHERE chain_id = ? AND token = ?`, [
+    const [row] = await this.db.all<ProgressRow>(`SELECT from_block, through_block FROM nonce_index_progress WHERE chain_id = ? AND token = ?`, [
       scope.chainId,
       lower(scope.token),
     ]);
@@ -58,14 +50,14 @@ export class SqlNonceIndexStore implements NonceIndexStore {
   async openNonceIndex(scope: TokenScope, fromBlock: bigint): Promise<NonceIndexProgress> {
     // One statement, so that instances opening it at once agree; an earlier start starts the covered range over.
     const earlier = `excluded.from_block < nonce_index_progress.from_block`;
-    const [row] = await this.#db.all<ProgressRow>(
+    const [row] = await this.db.all<ProgressRow>(
       `INSERT INTO nonce_index_progress (chain_id, token, from_block, through_block, updated_at) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (chain_id, token) DO UPDATE SET
          through_block = CASE WHEN ${earlier} THEN excluded.through_block ELSE nonce_index_progress.through_block END,
          updated_at = CASE WHEN ${earlier} THEN excluded.updated_at ELSE nonce_index_progress.updated_at END,
          from_block = CASE WHEN ${earlier} THEN excluded.from_block ELSE nonce_index_progress.from_block END
        RETURNING from_block, through_block`,
-      [scope.chainId, lower(scope.token), Number(fromBlock), Number(fromBlock - 1n), this.#now()],
+      [scope.chainId, lower(scope.token), Number(fromBlock), Number(fromBlock - 1n), this.now()],
     );
     return toProgress(row!);
   }
@@ -80,8 +72,8 @@ export class SqlNonceIndexStore implements NonceIndexStore {
       const key = `${authorizer}:${nonce}`;
       if (!rows.has(key)) rows.set(key, [scope.chainId, token, authorizer, nonce, Number(indexed.blockNumber)]);
     }
-    const now = this.#now();
-    return this.#db.transaction(async (tx) => {
+    const now = this.now();
+    return this.db.transaction(async (tx) => {
       // The progress row first: its lock (PostgreSQL) makes one token's recorders take turns, so that their inserts
       // of the same nonces in other orders cannot deadlock.
       const [row] = await tx.all<ProgressRow>(
@@ -99,7 +91,7 @@ export class SqlNonceIndexStore implements NonceIndexStore {
         );
       }
       const progress = toProgress(row);
-      if (range.throughHash && progress.throughBlock === range.throughBlock) await writeCheckpoint(tx, scope.chainId, { number: range.throughBlock, hash: range.throughHash }, this.#now());
+      if (range.throughHash && progress.throughBlock === range.throughBlock) await writeCheckpoint(tx, scope.chainId, { number: range.throughBlock, hash: range.throughHash }, this.now());
       return progress;
     });
   }
@@ -107,7 +99,7 @@ export class SqlNonceIndexStore implements NonceIndexStore {
   async indexedNonces(scope: TokenScope, options: { after?: { authorizer: Address; nonce: Hex }; limit: number }): Promise<IndexedNonce[]> {
     if (options.limit <= 0) return [];
     const { after } = options;
-    const rows = await this.#db.all<Pick<IndexedNonceRow, "authorizer" | "nonce" | "block_number">>(
+    const rows = await this.db.all<Pick<IndexedNonceRow, "authorizer" | "nonce" | "block_number">>(
       `SELECT authorizer, nonce, block_number FROM indexed_nonces
        WHERE chain_id = ? AND token = ?${after ? ` AND (authorizer, nonce) > (?, ?)` : ""}
        ORDER BY authorizer, nonce LIMIT ?`,
@@ -123,7 +115,7 @@ export class SqlNonceIndexStore implements NonceIndexStore {
   }
 
   async indexedNonce(scope: TokenScope, authorizer: Address, nonce: Hex): Promise<IndexedNonce | undefined> {
-    const [row] = await this.#db.all<Pick<IndexedNonceRow, "block_number">>(`SELECT block_number FROM indexed_nonces WHERE chain_id = ? AND token = ? AND authorizer = ? AND nonce = ?`, [
+    const [row] = await this.db.all<Pick<IndexedNonceRow, "block_number">>(`SELECT block_number FROM indexed_nonces WHERE chain_id = ? AND token = ? AND authorizer = ? AND nonce = ?`, [
       scope.chainId,
       lower(scope.token),
       lower(authorizer),

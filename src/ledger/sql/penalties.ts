@@ -1,7 +1,7 @@
 import type { Hex } from "viem";
 import type { Penalty, PenaltyStore, PenaltySubject, TokenScope } from "../types.js";
 import { checksum, lower, type Int8 } from "./columns.js";
-import type { SqlDriver } from "./driver.js";
+import { SqlStore } from "./driver.js";
 
 /** A row of `revert_penalties` (migration 0001): `until_at` in chain time (Unix seconds). */
 interface PenaltyRow {
@@ -26,17 +26,9 @@ function toPenalty(row: PenaltyRow): Penalty {
 }
 
 /** Revert penalties over SQL. */
-export class SqlPenaltyStore implements PenaltyStore {
-  readonly #db: SqlDriver;
-  readonly #now: () => number;
-
-  constructor(driver: SqlDriver, now: () => number) {
-    this.#db = driver;
-    this.#now = now;
-  }
-
+export class SqlPenaltyStore extends SqlStore implements PenaltyStore {
   async penalize(penalty: Penalty): Promise<void> {
-    await this.#db.run(
+    await this.db.run(
       `INSERT INTO revert_penalties (chain_id, token, kind, subject, until_at, tx_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (chain_id, token, kind, subject) DO UPDATE SET
          tx_hash = CASE WHEN excluded.until_at > revert_penalties.until_at THEN excluded.tx_hash ELSE revert_penalties.tx_hash END,
@@ -48,14 +40,14 @@ export class SqlPenaltyStore implements PenaltyStore {
         lower(penalty.subject),
         Number(penalty.until),
         penalty.txHash ? lower(penalty.txHash) : null,
-        this.#now(),
+        this.now(),
       ],
     );
   }
 
   async activePenalty(scope: TokenScope, subjects: readonly PenaltySubject[], now: bigint): Promise<Penalty | undefined> {
     if (subjects.length === 0) return undefined;
-    const [row] = await this.#db.all<PenaltyRow>(
+    const [row] = await this.db.all<PenaltyRow>(
       `SELECT * FROM revert_penalties WHERE chain_id = ? AND token = ? AND until_at > ?
          AND (${subjects.map(() => "(kind = ? AND subject = ?)").join(" OR ")})
        ORDER BY until_at DESC LIMIT 1`,
@@ -66,6 +58,6 @@ export class SqlPenaltyStore implements PenaltyStore {
 
   /** Deletes penalties that ended a day ago or more. */
   async prune(now: number): Promise<void> {
-    await this.#db.run(`DELETE FROM revert_penalties WHERE until_at <= ?`, [Math.floor(now / 1000) - 86_400]);
+    await this.db.run(`DELETE FROM revert_penalties WHERE until_at <= ?`, [Math.floor(now / 1000) - 86_400]);
   }
 }

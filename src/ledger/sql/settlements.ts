@@ -12,7 +12,7 @@ import {
   type SettlementStore,
 } from "../types.js";
 import { lower, num, placeholders, type Int8 } from "./columns.js";
-import type { SqlDriver, SqlTransaction, SqlValue } from "./driver.js";
+import { SqlStore, type SqlDriver, type SqlTransaction, type SqlValue } from "./driver.js";
 import { IN_FLIGHT, keyParams, loadRecord, loadRecords, toSettlement, type SettlementRow } from "./settlement-rows.js";
 
 const FINAL: ReadonlySet<SettlementStatus> = new Set(["settled", "failed"]);
@@ -42,22 +42,19 @@ class KeyedSerial {
 }
 
 /** The settlements over SQL: claims, outcomes, hand-overs to key holders, lookups and waits. */
-export class SqlSettlementStore implements SettlementStore {
-  readonly #db: SqlDriver;
-  readonly #now: () => number;
+export class SqlSettlementStore extends SqlStore implements SettlementStore {
   readonly #pollMs: number;
   // One payer's claims serialize in the database anyway (its reservation); queued here first, they do
   // not each hold a pooled connection while they wait for the lock.
   readonly #payers = new KeyedSerial();
 
   constructor(driver: SqlDriver, now: () => number, pollMs: number) {
-    this.#db = driver;
-    this.#now = now;
+    super(driver, now);
     this.#pollMs = pollMs;
   }
 
   async #lockedRow(tx: SqlTransaction, id: number): Promise<SettlementRow> {
-    const [row] = await tx.all<SettlementRow>(`SELECT * FROM settlements WHERE id = ?${this.#db.forUpdate}`, [id]);
+    const [row] = await tx.all<SettlementRow>(`SELECT * FROM settlements WHERE id = ?${this.db.forUpdate}`, [id]);
     if (!row) throw new LedgerError("not_found", `settlement ${id} does not exist`);
     return row;
   }
@@ -69,10 +66,10 @@ export class SqlSettlementStore implements SettlementStore {
   }
 
   #claim(input: ClaimInput, key: SqlValue[], payer: string): Promise<ClaimResult> {
-    const now = this.#now();
+    const now = this.now();
     // Under the payer's lock (taken with BEGIN): only claims change a payer's rows to claimed, so the rows
     // read here stay as read, and a failed one is claimed again only if it is still failed.
-    return this.#db.transaction({ lock: payer }, async (tx) => {
+    return this.db.transaction({ lock: payer }, async (tx) => {
       // The authorization's row, and the payer's rows in flight or mined after the block the balance was read
       // at (that balance does not show them yet), in one read.
       const payerRows = await tx.all<SettlementRow>(
@@ -137,15 +134,15 @@ export class SqlSettlementStore implements SettlementStore {
 
   takeQueued(input: { owner: string; chainIds: readonly number[]; limit: number; ownerTtlMs: number }): Promise<SettlementRecord[]> {
     if (input.chainIds.length === 0 || input.limit <= 0) return Promise.resolve([]);
-    const now = this.#now();
-    return this.#db.transaction(async (tx) => {
+    const now = this.now();
+    return this.db.transaction(async (tx) => {
       const rows = await tx.all<SettlementRow>(
         `UPDATE settlements SET owner = ?, owner_expires_at = ?, next_check_at = ?, updated_at = ?
          WHERE id IN (
            SELECT id FROM settlements
            WHERE status = 'claimed' AND owner IS NULL AND call_to IS NOT NULL AND deadline_at > ?
              AND chain_id IN (${placeholders(input.chainIds.length)})
-           ORDER BY created_at LIMIT ?${this.#db.skipLocked}
+           ORDER BY created_at LIMIT ?${this.db.skipLocked}
          ) RETURNING *`,
         [input.owner, now + input.ownerTtlMs, now + input.ownerTtlMs, now, now, ...input.chainIds, input.limit],
       );
@@ -154,9 +151,9 @@ export class SqlSettlementStore implements SettlementStore {
   }
 
   markSettled(id: number, input: { txHash: Hex; blockNumber: bigint; blockTimestamp: bigint }): Promise<SettlementRecord> {
-    const now = this.#now();
+    const now = this.now();
     const hash = lower(input.txHash);
-    return this.#db.transaction(async (tx) => {
+    return this.db.transaction(async (tx) => {
       const [updated] = await tx.all<SettlementRow>(
         `UPDATE settlements SET status = 'settled', tx_hash = ?, block_number = ?, block_timestamp = ?, error = NULL,
            next_check_at = NULL, updated_at = ? WHERE id = ? AND status IN ${IN_FLIGHT} RETURNING *`,
@@ -182,8 +179,8 @@ export class SqlSettlementStore implements SettlementStore {
   }
 
   markFailed(id: number, input: { error: string; owner?: string | null; txHash?: Hex }): Promise<SettlementRecord | undefined> {
-    const now = this.#now();
-    return this.#db.transaction(async (tx) => {
+    const now = this.now();
+    return this.db.transaction(async (tx) => {
       const row = await this.#lockedRow(tx, id);
       const status = row.status;
       if (status === "failed") return loadRecord(tx, row);
@@ -199,8 +196,8 @@ export class SqlSettlementStore implements SettlementStore {
   }
 
   withdraw(id: number, input: { error: string; owner: string | null }): Promise<SettlementRecord | undefined> {
-    const now = this.#now();
-    return this.#db.transaction(async (tx) => {
+    const now = this.now();
+    return this.db.transaction(async (tx) => {
       const [row] = await tx.all<SettlementRow>(
         `UPDATE settlements SET status = 'failed', error = ?, next_check_at = NULL, updated_at = ?
          WHERE id = ? AND status = 'claimed' AND owner IS NOT DISTINCT FROM ? RETURNING *`,
@@ -213,9 +210,9 @@ export class SqlSettlementStore implements SettlementStore {
   }
 
   withdrawOwned(input: { owner: string; error: string; keep: readonly number[] }): Promise<number[]> {
-    const now = this.#now();
+    const now = this.now();
     const keep = input.keep.length > 0 ? ` AND id NOT IN (${input.keep.map(() => "?").join(", ")})` : "";
-    return this.#db.transaction(async (tx) => {
+    return this.db.transaction(async (tx) => {
       const rows = await tx.all<Pick<SettlementRow, "id">>(
         `UPDATE settlements SET status = 'failed', error = ?, next_check_at = NULL, updated_at = ?
          WHERE status = 'claimed' AND owner = ?${keep} RETURNING id`,
@@ -228,8 +225,8 @@ export class SqlSettlementStore implements SettlementStore {
   }
 
   requeue(id: number, owner: string, call?: SettlementCall): Promise<boolean> {
-    const now = this.#now();
-    return this.#db.transaction(async (tx) => {
+    const now = this.now();
+    return this.db.transaction(async (tx) => {
       const changed = await tx.run(
         `UPDATE settlements SET owner = NULL, owner_expires_at = NULL, next_check_at = deadline_at, updated_at = ?,
            call_to = COALESCE(?, call_to), call_data = COALESCE(?, call_data), call_gas = COALESCE(?, call_gas)
@@ -242,56 +239,56 @@ export class SqlSettlementStore implements SettlementStore {
   }
 
   async get(key: SettlementKey): Promise<SettlementRecord | undefined> {
-    const [row] = await this.#db.all<SettlementRow>(`SELECT * FROM settlements WHERE chain_id = ? AND token = ? AND authorizer = ? AND nonce = ?`, keyParams(key));
-    return loadRecord(this.#db, row);
+    const [row] = await this.db.all<SettlementRow>(`SELECT * FROM settlements WHERE chain_id = ? AND token = ? AND authorizer = ? AND nonce = ?`, keyParams(key));
+    return loadRecord(this.db, row);
   }
 
   async getById(id: number): Promise<SettlementRecord | undefined> {
-    const [row] = await this.#db.all<SettlementRow>(`SELECT * FROM settlements WHERE id = ?`, [id]);
-    return loadRecord(this.#db, row);
+    const [row] = await this.db.all<SettlementRow>(`SELECT * FROM settlements WHERE id = ?`, [id]);
+    return loadRecord(this.db, row);
   }
 
   async findByTxHash(hash: Hex): Promise<SettlementRecord | undefined> {
     const h = lower(hash);
-    const [row] = await this.#db.all<SettlementRow>(FIND_BY_TX_HASH, [h, h]);
-    return loadRecord(this.#db, row);
+    const [row] = await this.db.all<SettlementRow>(FIND_BY_TX_HASH, [h, h]);
+    return loadRecord(this.db, row);
   }
 
   async findByAuthorization(chainId: number, authorizer: Address, nonce: Hex): Promise<SettlementRecord[]> {
-    const rows = await this.#db.all<SettlementRow>(`SELECT * FROM settlements WHERE chain_id = ? AND authorizer = ? AND nonce = ? ORDER BY id`, [
+    const rows = await this.db.all<SettlementRow>(`SELECT * FROM settlements WHERE chain_id = ? AND authorizer = ? AND nonce = ? ORDER BY id`, [
       chainId,
       lower(authorizer),
       lower(nonce),
     ]);
-    return loadRecords(this.#db, rows);
+    return loadRecords(this.db, rows);
   }
 
   async listPending(options: { chainIds?: readonly number[]; limit?: number } = {}): Promise<SettlementRecord[]> {
     const chains = options.chainIds;
-    const rows = await this.#db.all<SettlementRow>(
+    const rows = await this.db.all<SettlementRow>(
       `SELECT * FROM settlements WHERE status IN ${IN_FLIGHT}${chains ? ` AND chain_id IN (${placeholders(chains.length)})` : ""}
        ORDER BY created_at, id LIMIT ?`,
       [...(chains ?? []), options.limit ?? 1_000],
     );
-    return loadRecords(this.#db, rows);
+    return loadRecords(this.db, rows);
   }
 
   async pendingSummary(): Promise<PendingSummary> {
-    const [row] = await this.#db.all<{ count: Int8; oldest: Int8 | null }>(`SELECT COUNT(*) AS count, MIN(created_at) AS oldest FROM settlements WHERE status IN ${IN_FLIGHT}`);
+    const [row] = await this.db.all<{ count: Int8; oldest: Int8 | null }>(`SELECT COUNT(*) AS count, MIN(created_at) AS oldest FROM settlements WHERE status IN ${IN_FLIGHT}`);
     const oldest = num(row?.oldest);
     return { count: Number(row?.count ?? 0), ...(oldest !== undefined ? { oldestCreatedAt: oldest } : {}) };
   }
 
   takeDue(input: { chainIds: readonly number[]; limit: number; recheckMs: number }): Promise<SettlementRecord[]> {
     if (input.chainIds.length === 0 || input.limit <= 0) return Promise.resolve([]);
-    const now = this.#now();
-    return this.#db.transaction(async (tx) => {
+    const now = this.now();
+    return this.db.transaction(async (tx) => {
       const rows = await tx.all<SettlementRow>(
         `UPDATE settlements SET next_check_at = ?
          WHERE id IN (
            SELECT id FROM settlements
            WHERE status IN ${IN_FLIGHT} AND next_check_at <= ? AND chain_id IN (${placeholders(input.chainIds.length)})
-           ORDER BY next_check_at LIMIT ?${this.#db.skipLocked}
+           ORDER BY next_check_at LIMIT ?${this.db.skipLocked}
          ) RETURNING *`,
         [now + input.recheckMs, now, ...input.chainIds, input.limit],
       );
@@ -300,11 +297,11 @@ export class SqlSettlementStore implements SettlementStore {
   }
 
   async deferCheck(id: number, untilMs: number): Promise<void> {
-    await this.#db.run(`UPDATE settlements SET next_check_at = ? WHERE id = ? AND status IN ${IN_FLIGHT}`, [untilMs, id]);
+    await this.db.run(`UPDATE settlements SET next_check_at = ? WHERE id = ? AND status IN ${IN_FLIGHT}`, [untilMs, id]);
   }
 
   async waitForOutcome(id: number, timeoutMs: number, signal?: AbortSignal): Promise<SettlementRecord | undefined> {
-    const messages = this.#db.messages;
+    const messages = this.db.messages;
     const event = `o:${id}`;
     let wake: () => void = () => {};
     const listener = () => wake();
@@ -336,13 +333,13 @@ export class SqlSettlementStore implements SettlementStore {
     const handler = (message: string) => {
       if (message.startsWith("q:")) listener();
     };
-    this.#db.messages.on("message", handler);
-    return () => this.#db.messages.off("message", handler);
+    this.db.messages.on("message", handler);
+    return () => this.db.messages.off("message", handler);
   }
 
   deleteFinishedSettlements(before: number, limit: number): Promise<number> {
     if (limit <= 0) return Promise.resolve(0);
-    return this.#db.transaction(async (tx) => {
+    return this.db.transaction(async (tx) => {
       // The partial index of finished rows by age: the oldest first, never a row in flight.
       const rows = await tx.all<Pick<SettlementRow, "id">>(`SELECT id FROM settlements WHERE status IN ('settled', 'failed') AND updated_at < ? ORDER BY updated_at, id LIMIT ?`, [before, limit]);
       if (rows.length === 0) return 0;

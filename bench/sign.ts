@@ -20,14 +20,28 @@ export interface SignBodiesParameters {
   validBefore: bigint;
 }
 
-/** JSON bodies of verify/settle requests, each with a fresh random nonce, buyers used in turn. */
-export function signBodies(p: SignBodiesParameters): string[] {
+/**
+ * JSON bodies of verify/settle requests, each with a fresh random nonce, buyers used in turn: the Cronos
+ * dialect's (`x402Version: 1`, a base64 `paymentHeader`) unless `dialect` is `x402v2` (a `paymentPayload`
+ * as `@x402/evm`'s client writes it, with the token's domain in the requirements' `extra`).
+ */
+export function signBodies(p: SignBodiesParameters & { dialect?: "cronos" | "x402v2" }): string[] {
   const separator = domainSeparator({ ...p.domain, chainId: p.chainId, verifyingContract: p.token });
   const bodies: string[] = [];
   for (let i = 0; i < p.count; i++) {
     const buyer = p.buyers[i % p.buyers.length]!;
     const message = { from: getAddress(buyer.address), to: p.payTo, value: p.value, validAfter: 0n, validBefore: p.validBefore, nonce: toHex(crypto.getRandomValues(new Uint8Array(32))) };
     const { signature, recid } = secp.ecdsaSign(transferAuthorizationDigest(separator, message), hexToBytes(buyer.privateKey));
+    if (p.dialect === "x402v2") {
+      const requirements = {
+        scheme: "exact", network: `eip155:${p.chainId}`, asset: p.token, amount: p.value.toString(), payTo: p.payTo, maxTimeoutSeconds: 300,
+        extra: { name: p.domain.name, version: p.domain.version },
+      };
+      const authorization = { ...message, value: p.value.toString(), validAfter: "0", validBefore: p.validBefore.toString() };
+      const payload = { signature: `${bytesToHex(signature)}${(27 + recid).toString(16)}`, authorization };
+      bodies.push(JSON.stringify({ x402Version: 2, paymentPayload: { x402Version: 2, accepted: requirements, payload }, paymentRequirements: requirements }));
+      continue;
+    }
     const paymentHeader = encodePaymentHeader({
       network: p.network,
       ...message,

@@ -1,101 +1,172 @@
-// Verify throughput over HTTP on loopback: `npm run bench:verify`.
-// The stack (chain + facilitator, rate limits off) runs in a child process; this process signs
-// distinct authorizations up front (native secp256k1) and fires them at 1, 16 and 64 concurrent
-// clients over keep-alive connections. Every request carries a fresh nonce, so the facilitator
-// pays its real per-payment chain read; the chain does not move during a run.
+// Verify over HTTP on loopback: `npm run bench:verify` (docs/benchmarks.md, "Verify over HTTP").
+// Every request carries an authorization never verified before (BENCH_CYCLE=400: the old benchmark's 400
+// bodies cycled). In one run, each in its own process on the same local chain:
+//  1. the verify budget: the local stack with METRICS_VERIFY_STAGES=true, CPU µs per verify by stage at
+//     16 clients, per dialect, and the event loop's delay and GC pauses under the open loop;
+//  2. closed loops at 1, 16 and 64 clients of bare Express (the same body, a constant answer), the kit
+//     (stage timing off) in both dialects and Coinbase's `@x402/evm` facilitator (bench/reference-facilitator.ts),
+//     with the kit's own p50/p99 from its latency histogram beside the generator's, and the ratios;
+//  3. the open loop (BENCH_OPEN_RATES, default 1,000/s) on the kit.
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { Agent, request } from "node:http";
-import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import os from "node:os";
-import { bytesToHex, hexToBytes, recoverTypedDataAddress, toHex, type Address, type Hex } from "viem";
-import { domainSeparator, recoverSigner, secp256k1Backend, transferAuthorizationDigest } from "../src/chain/signature.js";
-import { ACCOUNT_INDEX, localAccount } from "../src/harness/accounts.js";
-import { transferAuthorizationTypedData } from "../src/protocol/eip3009.js";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
+import type { Address } from "viem";
+import { keccakBackend } from "../src/chain/keccak.js";
+import { secp256k1Backend } from "../src/chain/signature.js";
+import { VERIFY_STAGES, type VerifyStage } from "../src/settlement/stages.js";
 import { signBodies } from "./sign.js";
-import { percentile, startBenchTarget } from "./stack.js";
+import { percentile, startBenchTarget, type StackInfo } from "./stack.js";
 
-const require = createRequire(import.meta.url);
-const secp = require("secp256k1") as { ecdsaSign(msg: Uint8Array, key: Uint8Array): { signature: Uint8Array; recid: number } };
-
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 5_000);
 const WARMUP_MS = 1_000;
+const BUDGET_MS = Number(process.env.BENCH_BUDGET_MS ?? 4_000);
 const LEVELS = (process.env.BENCH_CONCURRENCY ?? "1,16,64").split(",").map(Number);
+const OPEN_RATES = (process.env.BENCH_OPEN_RATES ?? "1000").split(",").filter(Boolean).map(Number);
+const TARGETS = (process.env.BENCH_TARGETS ?? "bare,kit,kit-v2,reference").split(",").filter(Boolean);
+/** 0: every request a fresh authorization; n: n bodies cycled (the old benchmark: 400). */
+const CYCLE = Number(process.env.BENCH_CYCLE ?? 0);
+/** Bodies signed per closed-loop run: enough for this many requests/s over the warm-up and the run. */
+const MAX_RPS = Number(process.env.BENCH_MAX_RPS ?? 6_000);
 const PAY_TO: Address = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
 
-function post(url: URL, agent: Agent, body: string) {
+// The generator collects its garbage (the last run's bodies and answers) before each run, so that its own
+// pauses do not land inside a measurement: the open loop reports its send lag beside the latencies.
+setFlagsFromString("--expose-gc");
+const collectGarbage = runInNewContext("gc") as () => void;
+
+type Dialect = "cronos" | "x402v2";
+interface Target {
+  name: string;
+  url: URL;
+  path: string;
+  dialect: Dialect;
+  /** The kit's /metrics, for its own latency histogram. */
+  metricsUrl?: string;
+}
+
+function post(url: URL, path: string, agent: Agent, body: string, version?: string) {
   return new Promise<{ status: number; text: string }>((resolve, reject) => {
-    const req = request(
-      { host: url.hostname, port: url.port, path: "/v2/x402/verify", method: "POST", agent, headers: { "Content-Type": "application/json", "X402-Version": "1", "Content-Length": Buffer.byteLength(body) } },
-      (res) => {
-        let text = "";
-        res.setEncoding("utf8");
-        res.on("data", (c) => (text += c));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
-      },
-    );
+    const headers: Record<string, string | number> = { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) };
+    if (version) headers["X402-Version"] = version;
+    const req = request({ host: url.hostname, port: url.port, path, method: "POST", agent, headers }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (c) => (text += c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+    });
     req.on("error", reject);
     req.end(body);
   });
 }
 
+const valid = (status: number, text: string) => status === 200 && text.startsWith('{"isValid":true');
+
+/** The bodies a run sends: `count` fresh ones, or (BENCH_CYCLE) the cycled pool. */
+function bodiesFor(pools: Record<Dialect, () => string[]>, dialect: Dialect, count: number, net: StackInfo["networks"][string]): (i: number) => string | undefined {
+  if (CYCLE > 0) {
+    const pool = pools[dialect]();
+    return (i) => pool[i % pool.length];
+  }
+  const bodies = sign(net, dialect, count);
+  return (i) => bodies[i];
+}
+
+function sign(net: StackInfo["networks"][string], dialect: Dialect, count: number): string[] {
+  return signBodies({
+    count, buyers: net.buyers, network: "cronos-testnet", chainId: 338, token: net.token, domain: net.domain,
+    payTo: PAY_TO, value: 1_000n, validBefore: BigInt(Math.floor(Date.now() / 1000) + 86_400), dialect,
+  });
+}
+
+/** `bodies`' first `n`, over and over. */
+function cycle(bodies: (i: number) => string | undefined, n: number): (i: number) => string | undefined {
+  return (i) => bodies(i % n);
+}
+
 /** Closed loop: `concurrency` clients, each sending its next request when its answer arrives. */
-async function run(url: URL, bodies: string[], concurrency: number) {
+async function closedLoop(target: Target, bodies: (i: number) => string | undefined, concurrency: number, durationMs = DURATION_MS) {
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
+  const version = target.dialect === "cronos" ? "1" : undefined;
   let next = 0;
   const latencies: number[] = [];
   let bad = 0;
+  let firstBad = "";
   let measuring = false;
   let stopAt = Infinity;
   const worker = async () => {
     while (performance.now() < stopAt) {
-      const body = bodies[next++];
-      if (body === undefined) throw new Error("ran out of signed bodies: raise the pool size");
+      const body = bodies(next++);
+      if (body === undefined) throw new Error("ran out of signed bodies: raise BENCH_MAX_RPS");
       const t = performance.now();
-      const { status, text } = await post(url, agent, body);
+      const { status, text } = await post(target.url, target.path, agent, body, version);
       if (measuring) {
         latencies.push(performance.now() - t);
-        if (status !== 200 || !text.startsWith('{"isValid":true')) bad++;
+        if (!valid(status, text)) {
+          bad++;
+          firstBad ||= `${status} ${text.slice(0, 200)}`;
+        }
       }
     }
   };
-  const started = performance.now();
-  stopAt = started + WARMUP_MS + DURATION_MS;
+  collectGarbage();
+  stopAt = performance.now() + WARMUP_MS + durationMs;
   const workers = Array.from({ length: concurrency }, worker);
   await new Promise((r) => setTimeout(r, WARMUP_MS));
   measuring = true;
+  const before = target.metricsUrl ? await serverBuckets(target.metricsUrl) : undefined;
   const measureStart = performance.now();
   await Promise.all(workers);
   const elapsed = (performance.now() - measureStart) / 1000;
+  const after = target.metricsUrl ? await serverBuckets(target.metricsUrl) : undefined;
   agent.destroy();
   latencies.sort((a, b) => a - b);
-  return { rps: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99), n: latencies.length, bad };
+  return {
+    rps: latencies.length / elapsed,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    n: latencies.length,
+    bad,
+    firstBad,
+    server: before && after ? { p50: bucketQuantile(before, after, 0.5), p99: bucketQuantile(before, after, 0.99) } : undefined,
+  };
 }
 
 /**
- * Open loop: requests are started on a fixed schedule (`rate` per second, checked every millisecond)
- * over at most `connections` keep-alive connections, whatever the answers' pace; a request due while
- * all connections are busy waits for one, and that wait counts in its latency (no coordinated omission).
+ * Open loop: requests start on a fixed schedule (`rate` per second, checked every millisecond) over at most
+ * `connections` keep-alive connections, whatever the answers' pace; a request due while every connection is
+ * busy waits for one, and that wait counts in its latency (no coordinated omission).
  */
-async function runOpen(url: URL, bodies: string[], rate: number, connections: number) {
+async function openLoop(target: Target, bodies: (i: number) => string | undefined, rate: number, connections: number) {
   const agent = new Agent({ keepAlive: true, maxSockets: connections });
+  const version = target.dialect === "cronos" ? "1" : undefined;
   const latencies: number[] = [];
   const lags: number[] = [];
   let bad = 0;
   let next = 0;
   const total = Math.floor((rate * DURATION_MS) / 1000);
   const pending: Promise<void>[] = [];
+  const before = target.metricsUrl ? await serverBuckets(target.metricsUrl) : undefined;
+  collectGarbage();
   const started = performance.now();
   await new Promise<void>((resolve) => {
     const timer = setInterval(() => {
       const due = Math.min(total, Math.floor(((performance.now() - started) * rate) / 1000));
       while (next < due) {
         const scheduled = started + (next * 1000) / rate;
-        const body = bodies[next++]!;
+        const body = bodies(next++);
+        if (body === undefined) throw new Error("ran out of signed bodies");
         lags.push(performance.now() - scheduled);
         pending.push(
-          post(url, agent, body).then(({ status, text }) => {
+          post(target.url, target.path, agent, body, version).then(({ status, text }) => {
             latencies.push(performance.now() - scheduled);
-            if (status !== 200 || !text.startsWith('{"isValid":true')) bad++;
+            if (!valid(status, text)) bad++;
           }),
         );
       }
@@ -107,108 +178,360 @@ async function runOpen(url: URL, bodies: string[], rate: number, connections: nu
   });
   await Promise.all(pending);
   const elapsed = (performance.now() - started) / 1000;
+  const after = target.metricsUrl ? await serverBuckets(target.metricsUrl) : undefined;
   agent.destroy();
   latencies.sort((a, b) => a - b);
   lags.sort((a, b) => a - b);
-  return { rps: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99), n: latencies.length, bad, lagP99: percentile(lags, 99) };
+  return {
+    rps: latencies.length / elapsed,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    max: latencies.at(-1) ?? NaN,
+    n: latencies.length,
+    bad,
+    lagP99: percentile(lags, 99),
+    server: before && after ? { p50: bucketQuantile(before, after, 0.5), p99: bucketQuantile(before, after, 0.99) } : undefined,
+  };
 }
 
-/** The facilitator's own verify latency histogram (cumulative buckets, seconds → count) from /metrics. */
+async function scrape(metricsUrl: string): Promise<string> {
+  return (await fetch(metricsUrl)).text();
+}
+
+/** One sample's value from a Prometheus text page (`name{labels}` exactly as written), or NaN. */
+function sample(page: string, series: string): number {
+  const line = page.split("\n").find((l) => l.startsWith(`${series} `));
+  return line ? Number(line.slice(series.length + 1)) : NaN;
+}
+
+/** The facilitator's own verify latency histogram (cumulative buckets, seconds → count). */
 async function serverBuckets(metricsUrl: string): Promise<Map<number, number>> {
-  const text = await (await fetch(metricsUrl)).text();
+  const page = await scrape(metricsUrl);
   const buckets = new Map<number, number>();
-  for (const match of text.matchAll(/^x402_request_duration_seconds_bucket\{le="([^"]+)",route="verify"\} (\d+)$/gm)) {
+  for (const match of page.matchAll(/^x402_request_duration_seconds_bucket\{le="([^"]+)",route="verify"\} (\d+)$/gm)) {
     buckets.set(match[1] === "+Inf" ? Infinity : Number(match[1]), Number(match[2]));
   }
   return buckets;
 }
 
-/** The smallest bucket bound under which `p` % of the requests between two scrapes finished. */
-function bucketQuantile(before: Map<number, number>, after: Map<number, number>, p: number): string {
+/** The `q` quantile (ms) of the requests between two scrapes, interpolated within its bucket as Prometheus' histogram_quantile does. */
+function bucketQuantile(before: Map<number, number>, after: Map<number, number>, q: number): number {
   const bounds = [...after.keys()].sort((a, b) => a - b);
-  const total = (after.get(Infinity) ?? 0) - (before.get(Infinity) ?? 0);
+  const count = (bound: number) => after.get(bound)! - (before.get(bound) ?? 0);
+  const total = count(Infinity);
+  if (total === 0) return NaN;
+  const rank = q * total;
+  let lower = 0;
+  let below = 0;
   for (const bound of bounds) {
-    if ((after.get(bound)! - (before.get(bound) ?? 0)) >= (p / 100) * total) return bound === Infinity ? "> max" : `<= ${bound * 1000} ms`;
+    const here = count(bound);
+    if (here >= rank) {
+      if (bound === Infinity) return lower * 1000;
+      return (lower + ((bound - lower) * (rank - below)) / Math.max(1, here - below)) * 1000;
+    }
+    lower = bound;
+    below = here;
   }
-  return "?";
+  return NaN;
 }
 
-function recoveryCost(token: Address) {
-  const domain = { name: "Bridged USDC (Stargate)", version: "1", chainId: 338, verifyingContract: token };
-  const separator = domainSeparator(domain);
-  const buyer = localAccount(ACCOUNT_INDEX.firstBuyer);
-  const key = hexToBytes(buyer.privateKey);
-  const message = { from: buyer.address, to: PAY_TO, value: 1n, validAfter: 0n, validBefore: 2n ** 40n, nonce: toHex(new Uint8Array(32).fill(7)) };
-  const digest = transferAuthorizationDigest(separator, message);
-  const { signature, recid } = secp.ecdsaSign(digest, key);
-  const sig = `${bytesToHex(signature)}${(27 + recid).toString(16)}` as Hex;
-  const n = 20_000;
-  let t = performance.now();
-  for (let i = 0; i < n; i++) recoverSigner(transferAuthorizationDigest(separator, message), sig);
-  const native = (performance.now() - t) / n;
-  return { native, sig, domain, message };
-}
-
-/** A port free right now, for the facilitator's metrics listener (its own, not the service port). */
+/** A port free right now, for the facilitator's metrics listener. */
 async function freePort(): Promise<number> {
   const probe = createServer().listen(0, "127.0.0.1");
-  await new Promise((resolve) => probe.once("listening", resolve));
+  await once(probe, "listening");
   const { port } = probe.address() as { port: number };
   await new Promise((resolve) => probe.close(resolve));
   return port;
 }
 
-const pool = Number(process.env.BENCH_POOL ?? 90_000);
-const metricsPort = await freePort();
-const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
-const stack = await startBenchTarget(0, 8, {
+interface GcKind {
+  count: number;
+  ms: number;
+  longestMs: number;
+}
+interface ServerUsage {
+  mainThreadMicros: number;
+  gc: { minor: GcKind; major: GcKind };
+}
+
+/** A bench server's GC pauses between two readings (the longest: since start). */
+function serverGc(before: ServerUsage, after: ServerUsage): string {
+  return (["minor", "major"] as const)
+    .filter((kind) => after.gc[kind].count > before.gc[kind].count)
+    .map((kind) => `${kind} ${after.gc[kind].count - before.gc[kind].count} (${fmt(after.gc[kind].ms - before.gc[kind].ms, 1)} ms, longest so far ${fmt(after.gc[kind].longestMs, 1)} ms)`)
+    .join("; ") || "none";
+}
+
+/** A bench server (bench/bare-express.ts, bench/reference-facilitator.ts) in its own process; resolves with its URL. */
+async function startServer(script: string, env: Record<string, string> = {}) {
+  const child = spawn(`${ROOT}node_modules/.bin/tsx`, [script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  const line = await Promise.race([
+    once(createInterface({ input: child.stdout! }), "line").then(([l]) => l as string),
+    once(child, "exit").then(([code]) => {
+      throw new Error(`${script} exited with ${code}: ${stderr}`);
+    }),
+  ]);
+  const url = new URL((JSON.parse(line) as { url: string }).url);
+  return {
+    url,
+    /** The server's main-thread CPU time (µs) and GC pauses so far. */
+    async usage(): Promise<ServerUsage> {
+      return (await (await fetch(new URL("/cpu", url))).json()) as ServerUsage;
+    },
+    async stop() {
+      if (child.exitCode !== null) return;
+      child.kill("SIGTERM");
+      await once(child, "exit");
+    },
+  };
+}
+
+/** Waits until the stack's token state index follows the chain with its backfill done (verify answers from it). */
+async function indexReady(facilitatorUrl: string): Promise<void> {
+  for (;;) {
+    const health = (await (await fetch(new URL("/healthcheck", facilitatorUrl))).json()) as {
+      results: { networks: Record<string, { stateIndex?: { state: string; backfill: { state: string } } }> };
+    };
+    const index = health.results.networks["cronos-testnet"]?.stateIndex;
+    if (index?.state === "following" && index.backfill.state === "done") return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const fmt = (n: number, digits = 0) => (Number.isFinite(n) ? n.toFixed(digits) : "-");
+const LABELS: Record<VerifyStage, string> = {
+  edge: "request id, Content-Type",
+  rateLimit: "rate limiting",
+  bodyParse: "body read + JSON.parse",
+  schema: "dialect + body schema",
+  headerDecode: "payer's header/payload decode",
+  checks: "scheme/network/asset/amount/payee",
+  typedDataHash: "EIP-712 digest",
+  recovery: "signer recovery",
+  indexRead: "state index read",
+  ledgerReads: "ledger/identifier reads",
+  answer: "answer's JSON and headers",
+  write: "res.end (socket write)",
+  metrics: "metrics, log line, dashboard feed",
+};
+
+/** The stages' µs per verify and the verifies since the previous scrape, and the CPU times so far, from one /metrics page. */
+function budgetOf(page: string) {
+  const stages = Object.fromEntries(VERIFY_STAGES.map((stage) => [stage, sample(page, `x402_verify_stage_microseconds{stage="${stage}"}`)])) as Record<VerifyStage, number>;
+  return {
+    stages,
+    verifies: sample(page, 'x402_verify_stage_verifies{kind="answered"}'),
+    waited: sample(page, 'x402_verify_stage_verifies{kind="waited"}'),
+    thread: sample(page, "x402_main_thread_cpu_microseconds"),
+    process: sample(page, "process_cpu_seconds_total") * 1e6,
+  };
+}
+
+/** The GC pauses between two pages, by kind: count, total ms, and the smallest bucket holding the longest. */
+function gcBetween(before: string, after: string): string {
+  const parts: string[] = [];
+  for (const kind of ["minor", "major", "incremental", "weakcb"]) {
+    const count = sample(after, `nodejs_gc_duration_seconds_count{kind="${kind}"}`) - sample(before, `nodejs_gc_duration_seconds_count{kind="${kind}"}`);
+    if (!(count > 0)) continue;
+    const sum = sample(after, `nodejs_gc_duration_seconds_sum{kind="${kind}"}`) - sample(before, `nodejs_gc_duration_seconds_sum{kind="${kind}"}`);
+    let longest = "> 5 s";
+    for (const bound of ["0.001", "0.01", "0.1", "1", "2", "5"]) {
+      const below = sample(after, `nodejs_gc_duration_seconds_bucket{le="${bound}",kind="${kind}"}`) - sample(before, `nodejs_gc_duration_seconds_bucket{le="${bound}",kind="${kind}"}`);
+      if (below === count) {
+        longest = `<= ${Number(bound) * 1000} ms`;
+        break;
+      }
+    }
+    parts.push(`${kind} ${count} (${fmt(sum * 1000, 1)} ms, longest ${longest})`);
+  }
+  return parts.join("; ") || "none";
+}
+
+console.log(
+  `machine: ${os.cpus().length} x ${os.cpus()[0]?.model}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}; ` +
+    `load average ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}; secp256k1 ${secp256k1Backend}, keccak ${keccakBackend}`,
+);
+console.log(`bodies: ${CYCLE > 0 ? `${CYCLE} cycled (BENCH_CYCLE)` : "every request a fresh authorization"}; ${DURATION_MS / 1000} s per run after ${WARMUP_MS / 1000} s warm-up`);
+
+const stackEnv = (metricsPort: number, stages: boolean): Record<string, string> => ({
   METRICS_PORT: String(metricsPort),
-  // BENCH_RATE_LIMIT: a verify limit that never bites but is counted (on PostgreSQL: one UPSERT per verify).
+  METRICS_VERIFY_STAGES: String(stages),
+  // BENCH_RATE_LIMIT: a verify limit that never bites but is counted.
   RATE_LIMIT_VERIFY_PER_MINUTE: process.env.BENCH_RATE_LIMIT ?? "0",
   RATE_LIMIT_SETTLE_PER_MINUTE: "0",
-  // One client (this process) with up to 64 connections and more: no per-client cap.
   MAX_CONNECTIONS_PER_CLIENT: "0",
+  // As a facilitator runs by default (`npm run facilitator`): the local stack's page for people watching is off.
+  DASHBOARD: process.env.BENCH_DASHBOARD ?? "false",
   // The facilitator's default for real networks (the local stack reads the head on every verify).
   HEAD_CACHE_MS: process.env.HEAD_CACHE_MS ?? "250",
 });
+
+// --- 1. The budget: stage timing on ---
+{
+  const metricsPort = await freePort();
+  const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
+  const stack = await startBenchTarget(0, 8, stackEnv(metricsPort, true));
+  try {
+    const net = stack.info.networks["cronos-testnet"]!;
+    await indexReady(stack.info.facilitatorUrl);
+    const url = new URL(stack.info.facilitatorUrl);
+    const pools = { cronos: () => sign(net, "cronos", CYCLE), x402v2: () => sign(net, "x402v2", CYCLE) };
+    console.log(`\nverify budget (METRICS_VERIFY_STAGES=true, 16 clients, ${BUDGET_MS / 1000} s per dialect; µs per verify on the main thread: stages timed, the trimmed mean; CPU times from the OS)`);
+    const columns: Array<{ dialect: Dialect; budget: ReturnType<typeof budgetOf>; rps: number }> = [];
+    for (const dialect of ["cronos", "x402v2"] as const) {
+      const target: Target = { name: `kit (${dialect})`, url, path: "/v2/x402/verify", dialect };
+      const count = Math.ceil((MAX_RPS * (WARMUP_MS + BUDGET_MS)) / 1000);
+      await closedLoop(target, bodiesFor(pools, dialect, Math.ceil(count / 2), net), 16, 1_000);
+      const before = budgetOf(await scrape(metricsUrl));
+      const result = await closedLoop(target, bodiesFor(pools, dialect, count, net), 16, BUDGET_MS);
+      const after = budgetOf(await scrape(metricsUrl));
+      const { verifies } = after;
+      const budget = {
+        stages: after.stages,
+        verifies,
+        waited: after.waited,
+        thread: (after.thread - before.thread) / verifies,
+        process: (after.process - before.process) / verifies,
+      };
+      columns.push({ dialect, budget, rps: result.rps });
+      if (result.bad) console.log(`  ${dialect}: ${result.bad} answers not valid, e.g. ${result.firstBad}`);
+    }
+    console.log(`${"stage".padEnd(36)}${columns.map((c) => c.dialect.padStart(10)).join("")}`);
+    for (const stage of VERIFY_STAGES) console.log(`${LABELS[stage].padEnd(36)}${columns.map((c) => fmt(c.budget.stages[stage], 1).padStart(10)).join("")}`);
+    const sum = (c: (typeof columns)[number]) => VERIFY_STAGES.reduce((total, s) => total + c.budget.stages[s], 0);
+    console.log(`${"sum of the stages".padEnd(36)}${columns.map((c) => fmt(sum(c), 1).padStart(10)).join("")}`);
+    console.log(`${"rest: Node HTTP, Express routing, GC".padEnd(36)}${columns.map((c) => fmt(c.budget.thread - sum(c), 1).padStart(10)).join("")}`);
+    console.log(`${"main thread CPU per verify".padEnd(36)}${columns.map((c) => fmt(c.budget.thread, 1).padStart(10)).join("")}`);
+    console.log(`${"process CPU per verify (all threads)".padEnd(36)}${columns.map((c) => fmt(c.budget.process, 1).padStart(10)).join("")}`);
+    console.log(`${"requests/s while timed".padEnd(36)}${columns.map((c) => fmt(c.rps).padStart(10)).join("")}`);
+    console.log(`${"state read not from memory (verifies)".padEnd(36)}${columns.map((c) => String(c.budget.waited).padStart(10)).join("")}`);
+    // Bare Express at the same 16 clients: its main thread's CPU per request, the budget's floor.
+    const bareServer = await startServer("bench/bare-express.ts");
+    try {
+      const bare: Target = { name: "bare", url: bareServer.url, path: "/v2/x402/verify", dialect: "cronos" };
+      const pool = sign(net, "cronos", 5_000);
+      await closedLoop(bare, cycle((i) => pool[i], pool.length), 16, 1_000);
+      const before = await bareServer.usage();
+      const result = await closedLoop(bare, cycle((i) => pool[i], pool.length), 16, BUDGET_MS);
+      const after = await bareServer.usage();
+      // The CPU reading spans the run's warm-up too: its requests at the measured rate.
+      const perRequest = (after.mainThreadMicros - before.mainThreadMicros) / ((result.rps * (WARMUP_MS + BUDGET_MS)) / 1000);
+      console.log(
+        `bare Express, same body, 16 clients: main thread CPU per request ${fmt(perRequest, 1)} µs, ${fmt(result.rps)} requests/s ` +
+          `(the kit's per verify: ${columns.map((c) => `${c.dialect} ${fmt(c.budget.thread / perRequest, 2)}x that`).join(", ")})`,
+      );
+    } finally {
+      await bareServer.stop();
+    }
+
+    // The tail: the event loop's delay and GC pauses in the facilitator's process under the open loop.
+    for (const rate of OPEN_RATES) {
+      const target: Target = { name: "kit", url, path: "/v2/x402/verify", dialect: "cronos", metricsUrl };
+      const before = await scrape(metricsUrl);
+      const result = await openLoop(target, bodiesFor(pools, "cronos", Math.ceil((rate * DURATION_MS) / 1000) + 10, net), rate, 64);
+      const after = await scrape(metricsUrl);
+      console.log(
+        `open loop ${rate}/s with stage timing on: p50 ${fmt(result.p50, 2)} ms, p99 ${fmt(result.p99, 2)} ms, max ${fmt(result.max, 1)} ms; ` +
+          `event loop delay p99 ${fmt(sample(after, "nodejs_eventloop_lag_p99_seconds") * 1000, 1)} ms, max ${fmt(sample(after, "nodejs_eventloop_lag_max_seconds") * 1000, 1)} ms; ` +
+          `GC ${gcBetween(before, after)}; heap used ${fmt(sample(after, "nodejs_heap_size_used_bytes") / 2 ** 20)} MiB; generator's send lag p99 ${fmt(result.lagP99, 1)} ms`,
+      );
+    }
+    // The same open loop on bare Express, for its GC pauses beside the facilitator's on this machine now.
+    if (OPEN_RATES.length) {
+      const bare = await startServer("bench/bare-express.ts");
+      try {
+        const target: Target = { name: "bare", url: bare.url, path: "/v2/x402/verify", dialect: "cronos" };
+        const pool = sign(net, "cronos", 5_000);
+        for (const rate of OPEN_RATES) {
+          const before = await bare.usage();
+          const result = await openLoop(target, cycle((i) => pool[i], pool.length), rate, 64);
+          const after = await bare.usage();
+          console.log(
+            `open loop ${rate}/s on bare Express: p50 ${fmt(result.p50, 2)} ms, p99 ${fmt(result.p99, 2)} ms, max ${fmt(result.max, 1)} ms; ` +
+              `CPU ${fmt((after.mainThreadMicros - before.mainThreadMicros) / result.n, 1)} µs per request; GC ${serverGc(before, after)}; generator's send lag p99 ${fmt(result.lagP99, 1)} ms`,
+          );
+        }
+      } finally {
+        await bare.stop();
+      }
+    }
+  } finally {
+    await stack.stop();
+  }
+}
+
+// --- 2. and 3. Throughput and the tail: stage timing off (BENCH_TARGETS= empty: the budget alone) ---
+if (TARGETS.length === 0) process.exit(0);
+const metricsPort = await freePort();
+const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
+const stack = await startBenchTarget(0, 8, stackEnv(metricsPort, false));
+const servers: Array<{ stop(): Promise<void> }> = [];
 try {
   const net = stack.info.networks["cronos-testnet"]!;
-  console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}; secp256k1: ${secp256k1Backend}`);
-  console.log(`ledger: ${process.env.BENCH_LEDGER ?? "memory"}; rate limit ${process.env.BENCH_RATE_LIMIT ?? "off"}; stack ready in ${stack.readyMs.toFixed(0)} ms; signing ${pool} distinct authorizations…`);
-  const bodies = signBodies({
-    count: pool, buyers: net.buyers, network: "cronos-testnet", chainId: 338, token: net.token, domain: net.domain,
-    payTo: PAY_TO, value: 1_000n, validBefore: BigInt(Math.floor(Date.now() / 1000) + 86_400),
-  });
-  const url = new URL(stack.info.facilitatorUrl);
-  let offset = 0;
-  console.log(`verify over HTTP, ${DURATION_MS / 1000} s per level after ${WARMUP_MS / 1000} s warm-up`);
-  console.log("closed loop: each client sends its next request when its answer arrives");
-  console.log("concurrency  requests/s   p50 ms   p99 ms   requests  not-valid");
+  await indexReady(stack.info.facilitatorUrl);
+  const kitUrl = new URL(stack.info.facilitatorUrl);
+  const targets: Target[] = [];
+  for (const name of TARGETS) {
+    if (name === "bare") {
+      const server = await startServer("bench/bare-express.ts");
+      servers.push(server);
+      targets.push({ name: "bare Express, constant answer (cronos body)", url: server.url, path: "/v2/x402/verify", dialect: "cronos" });
+    } else if (name === "kit") targets.push({ name: "kit verify (cronos)", url: kitUrl, path: "/v2/x402/verify", dialect: "cronos", metricsUrl });
+    else if (name === "kit-v2") targets.push({ name: "kit verify (x402 v2)", url: kitUrl, path: "/v2/x402/verify", dialect: "x402v2", metricsUrl });
+    else if (name === "reference") {
+      const server = await startServer("bench/reference-facilitator.ts", { BENCH_REFERENCE_RPC_URL: net.rpcUrl });
+      servers.push(server);
+      targets.push({ name: "@x402/evm 2.27 facilitator (x402 v2)", url: server.url, path: "/verify", dialect: "x402v2" });
+    } else throw new Error(`BENCH_TARGETS: unknown target "${name}" (bare, kit, kit-v2, reference)`);
+  }
+  const signed = CYCLE > 0 ? { cronos: sign(net, "cronos", CYCLE), x402v2: sign(net, "x402v2", CYCLE) } : undefined;
+  const pools = { cronos: () => signed!.cronos, x402v2: () => signed!.x402v2 };
+  const bodies = (dialect: Dialect, count: number) => bodiesFor(pools, dialect, count, net);
+
+  console.log("\nclosed loop: each client sends its next request when its answer arrives (in the facilitator: its histogram, interpolated)");
+  console.log("clients  target                                         requests/s   p50 ms   p99 ms  (facilitator p50 / p99 ms)  not valid");
   for (const level of LEVELS) {
-    const slice = bodies.slice(offset);
-    const result = await run(url, slice, level);
-    offset += result.n + 5_000;
-    console.log(`${String(level).padStart(11)}  ${result.rps.toFixed(0).padStart(10)}  ${result.p50.toFixed(2).padStart(7)}  ${result.p99.toFixed(2).padStart(7)}  ${String(result.n).padStart(9)}  ${String(result.bad).padStart(9)}`);
+    const rates = new Map<string, number>();
+    for (const target of targets) {
+      const count = Math.ceil((MAX_RPS * (WARMUP_MS + DURATION_MS)) / 1000);
+      // Bare Express checks nothing: 5,000 bodies cycled serve it. The facilitators get fresh ones (the reference's at its pace).
+      const source = target.name.startsWith("bare") ? cycle(bodies(target.dialect, 5_000), 5_000) : bodies(target.dialect, target.url === kitUrl ? count : Math.ceil(count / 5));
+      const result = await closedLoop(target, source, level);
+      rates.set(target.name, result.rps);
+      const server = result.server ? `(${fmt(result.server.p50, 2)} / ${fmt(result.server.p99, 2)})` : "";
+      console.log(
+        `${String(level).padStart(7)}  ${target.name.padEnd(45)}  ${fmt(result.rps).padStart(10)}  ${fmt(result.p50, 2).padStart(7)}  ${fmt(result.p99, 2).padStart(7)}  ${server.padStart(26)}  ${String(result.bad).padStart(9)}` +
+          (result.bad ? `  e.g. ${result.firstBad}` : ""),
+      );
+    }
+    const kit = rates.get("kit verify (cronos)");
+    const kitV2 = rates.get("kit verify (x402 v2)");
+    const reference = rates.get("@x402/evm 2.27 facilitator (x402 v2)");
+    const bare = rates.get("bare Express, constant answer (cronos body)");
+    const ratios = [
+      kit && reference ? `kit (cronos) / reference ${fmt(kit / reference, 1)}x` : "",
+      kitV2 && reference ? `kit (x402 v2) / reference ${fmt(kitV2 / reference, 1)}x` : "",
+      kit && bare ? `kit (cronos) / bare Express ${fmt((100 * kit) / bare)} %` : "",
+    ].filter(Boolean);
+    if (ratios.length) console.log(`${" ".repeat(9)}${ratios.join("; ")}`);
   }
-  const rates = (process.env.BENCH_OPEN_RATES ?? "1500,2000").split(",").map(Number);
-  console.log("open loop over 64 connections (requests started on schedule; a wait for a free connection counts)");
-  console.log("offered/s   served/s   p50 ms   p99 ms   requests  not-valid");
-  for (const rate of rates) {
-    const before = await serverBuckets(metricsUrl);
-    const result = await runOpen(url, bodies.slice(offset), rate, 64);
-    const after = await serverBuckets(metricsUrl);
-    offset += result.n + 5_000;
-    console.log(
-      `${String(rate).padStart(9)}  ${result.rps.toFixed(0).padStart(9)}  ${result.p50.toFixed(2).padStart(7)}  ${result.p99.toFixed(2).padStart(7)}  ${String(result.n).padStart(9)}  ${String(result.bad).padStart(9)}` +
-        `   (in the facilitator, handler only: p50 ${bucketQuantile(before, after, 50)}, p99 ${bucketQuantile(before, after, 99)}; generator's own send lag p99 ${result.lagP99.toFixed(1)} ms)`,
-    );
+
+  const kit = targets.find((t) => t.url === kitUrl && t.dialect === "cronos");
+  if (kit && OPEN_RATES.length) {
+    console.log("\nopen loop over 64 connections on the kit (requests start on schedule; a wait for a free connection counts)");
+    console.log("offered/s   served/s   p50 ms   p99 ms   max ms   requests  not-valid   facilitator p50 / p99 ms   generator's send lag p99");
+    for (const rate of OPEN_RATES) {
+      const result = await openLoop(kit, bodies("cronos", Math.ceil((rate * DURATION_MS) / 1000) + 10), rate, 64);
+      console.log(
+        `${String(rate).padStart(9)}  ${fmt(result.rps).padStart(9)}  ${fmt(result.p50, 2).padStart(7)}  ${fmt(result.p99, 2).padStart(7)}  ${fmt(result.max, 1).padStart(7)}  ${String(result.n).padStart(9)}  ${String(result.bad).padStart(9)}` +
+          `   ${`${fmt(result.server?.p50 ?? NaN, 2)} / ${fmt(result.server?.p99 ?? NaN, 2)}`.padStart(24)}   ${fmt(result.lagP99, 1)} ms`,
+      );
+    }
   }
-  const cost = recoveryCost(net.token);
-  const m = 200;
-  const t = performance.now();
-  for (let i = 0; i < m; i++) await recoverTypedDataAddress({ ...transferAuthorizationTypedData(cost.domain, cost.message), signature: cost.sig });
-  const viemMs = (performance.now() - t) / m;
-  console.log(`per-signature cost (EIP-712 digest + recovery): native ${(cost.native * 1000).toFixed(0)} µs; viem recoverTypedDataAddress ${(viemMs * 1000).toFixed(0)} µs`);
+  console.log(`\nload average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
 } finally {
+  await Promise.all(servers.map((server) => server.stop()));
   await stack.stop();
 }

@@ -1,6 +1,7 @@
 import { createRequire } from "node:module";
-import { hashDomain, hexToBytes, keccak256, bytesToHex, type Address, type Hex } from "viem";
+import { hashDomain, type Address, type Hex } from "viem";
 import { TRANSFER_WITH_AUTHORIZATION_TYPEHASH, type TokenDomain, type TransferAuthorizationMessage } from "../protocol/eip3009.js";
+import { keccak256Bytes } from "./keccak.js";
 
 interface Secp256k1 {
   ecdsaRecover(signature: Uint8Array, recid: number, message: Uint8Array, compressed?: boolean): Uint8Array;
@@ -22,9 +23,9 @@ try {
 /** Which secp256k1 implementation recovers signatures: the native libsecp256k1 binding or the JS fallback. */
 export const secp256k1Backend: "native" | "javascript" = backend;
 
-/** secp256k1 group order / 2: FiatToken's ECRecover refuses a larger `s` (EIP-2 malleability). */
-const HALF_N = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0n;
-const TYPEHASH_BYTES = hexToBytes(TRANSFER_WITH_AUTHORIZATION_TYPEHASH);
+/** secp256k1 group order / 2, big-endian: FiatToken's ECRecover refuses a larger `s` (EIP-2 malleability). */
+const HALF_N = Buffer.from("7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0", "hex");
+const MAX_WORD_DIGITS = 64;
 
 /** The EIP-712 domain separator of a token on one chain. */
 export function domainSeparator(domain: TokenDomain): Hex {
@@ -41,51 +42,92 @@ export function domainSeparator(domain: TokenDomain): Hex {
   });
 }
 
-function putWord(buffer: Uint8Array, offset: number, value: bigint): void {
-  for (let i = 31; i >= 0; i--) {
-    buffer[offset + i] = Number(value & 0xffn);
-    value >>= 8n;
+// The struct's fixed layout (7 words; the type hash never changes) and the envelope's prefix per domain
+// separator, written once; both are filled and hashed synchronously, so one buffer each serves every call.
+const struct = Buffer.alloc(7 * 32);
+Buffer.from(TRANSFER_WITH_AUTHORIZATION_TYPEHASH.slice(2), "hex").copy(struct, 0);
+const envelopes = new Map<string, Buffer>();
+const MAX_ENVELOPES = 64;
+
+function envelopeOf(separator: Hex): Buffer {
+  let envelope = envelopes.get(separator);
+  if (!envelope) {
+    envelope = Buffer.alloc(66);
+    envelope[0] = 0x19;
+    envelope[1] = 0x01;
+    putHex(envelope, 2, separator, 32, "separator");
+    // A few tokens per process in practice; a caller that makes up separators cannot grow this without bound.
+    if (envelopes.size >= MAX_ENVELOPES) envelopes.clear();
+    envelopes.set(separator, envelope);
   }
+  return envelope;
+}
+
+/** Each hex digit's value (-1: not one), for the 128 ASCII codes. */
+const NIBBLE = new Int8Array(128).fill(-1);
+for (let i = 0; i < 16; i++) {
+  NIBBLE["0123456789abcdef".charCodeAt(i)] = i;
+  NIBBLE["0123456789ABCDEF".charCodeAt(i)] = i;
+}
+
+/** Writes `hex` (0x and exactly `bytes` bytes) at `offset`, digit by digit; throws on anything else, as viem's encoder would. */
+function putHex(buffer: Buffer, offset: number, hex: string, bytes: number, field: string): void {
+  if (hex.length === 2 + 2 * bytes && hex.charCodeAt(0) === 48 && hex.charCodeAt(1) === 120) {
+    let i = 0;
+    for (; i < bytes; i++) {
+      const high = hex.charCodeAt(2 + 2 * i);
+      const low = hex.charCodeAt(3 + 2 * i);
+      const value = high < 128 && low < 128 ? (NIBBLE[high]! << 4) | NIBBLE[low]! : -1;
+      if (value < 0) break;
+      buffer[offset + i] = value;
+    }
+    if (i === bytes) return;
+  }
+  throw new TypeError(`${field} must be 0x and ${bytes} bytes of hex, got "${hex}"`);
+}
+
+/** Writes a uint256 as one big-endian word at `offset`; throws when it does not fit. */
+function putUint(buffer: Buffer, offset: number, value: bigint, field: string): void {
+  const hex = value.toString(16);
+  if (value < 0n || hex.length > MAX_WORD_DIGITS) throw new RangeError(`${field} ${value} is not a uint256`);
+  buffer.fill(0, offset, offset + 32 - ((hex.length + 1) >> 1));
+  buffer.write(hex.length % 2 ? `0${hex}` : hex, offset + 32 - ((hex.length + 1) >> 1), "hex");
 }
 
 /**
- * The EIP-712 digest of a `TransferWithAuthorization`, encoded by hand: the same bytes as viem's
- * `hashTypedData`, without its generic encoder on the verify hot path.
+ * The EIP-712 digest of a `TransferWithAuthorization`, encoded in its fixed layout: the same bytes as
+ * viem's `hashTypedData`, without its generic encoder on the verify path (test/chain/signature.test.ts
+ * holds it to viem and to the token's own `DOMAIN_SEPARATOR`).
  */
 export function transferAuthorizationDigest(separator: Hex, message: TransferAuthorizationMessage): Uint8Array {
-  const struct = new Uint8Array(7 * 32);
-  struct.set(TYPEHASH_BYTES, 0);
-  struct.set(hexToBytes(message.from), 32 + 12);
-  struct.set(hexToBytes(message.to), 64 + 12);
-  putWord(struct, 96, message.value);
-  putWord(struct, 128, message.validAfter);
-  putWord(struct, 160, message.validBefore);
-  struct.set(hexToBytes(message.nonce), 192);
-  const envelope = new Uint8Array(66);
-  envelope[0] = 0x19;
-  envelope[1] = 0x01;
-  envelope.set(hexToBytes(separator), 2);
-  envelope.set(keccak256(struct, "bytes"), 34);
-  return keccak256(envelope, "bytes");
+  const envelope = envelopeOf(separator);
+  putHex(struct, 32 + 12, message.from, 20, "from");
+  putHex(struct, 64 + 12, message.to, 20, "to");
+  putUint(struct, 96, message.value, "value");
+  putUint(struct, 128, message.validAfter, "validAfter");
+  putUint(struct, 160, message.validBefore, "validBefore");
+  putHex(struct, 192, message.nonce, 32, "nonce");
+  envelope.set(keccak256Bytes(struct), 34);
+  return keccak256Bytes(envelope);
 }
 
 /**
  * Recovers the signer of a 65-byte `r‖s‖v` signature exactly as FiatToken's ECRecover accepts it:
- * low `s` only, `v` 27 or 28. Returns `undefined` where the token would revert.
+ * low `s` only, `v` 27 or 28. Returns `undefined` where the token would revert (or the text is not hex).
  */
 export function recoverSigner(digest: Uint8Array, signature: Hex): Address | undefined {
   if (signature.length !== 2 + 65 * 2) return undefined;
-  const bytes = hexToBytes(signature);
+  const bytes = Buffer.from(signature.slice(2), "hex");
+  if (bytes.length !== 65) return undefined;
   const v = bytes[64]!;
   if (v !== 27 && v !== 28) return undefined;
-  const s = BigInt(bytesToHex(bytes.subarray(32, 64)));
-  if (s > HALF_N) return undefined;
+  if (bytes.compare(HALF_N, 0, 32, 32, 64) > 0) return undefined;
   let publicKey: Uint8Array;
   try {
     publicKey = secp.ecdsaRecover(bytes.subarray(0, 64), v - 27, digest, false);
   } catch {
     return undefined; // r or s out of range, or no point: ecrecover yields address(0)
   }
-  const hash = keccak256(publicKey.subarray(1), "bytes");
-  return bytesToHex(hash.subarray(12)) as Address;
+  const hash = keccak256Bytes(publicKey.subarray(1));
+  return `0x${Buffer.from(hash.buffer, hash.byteOffset + 12, 20).toString("hex")}` as Address;
 }

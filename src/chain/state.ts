@@ -29,6 +29,8 @@ export class ChainState {
   #cacheBlock = -1n;
   #cacheHash: Hex | undefined;
   #code = new Map<Address, Promise<Hex | undefined>>();
+  /** The code hashes of `#code` that have answered (for {@link knownCodeHash}). */
+  #codeKnown = new Map<Address, Hex | undefined>();
   #balance = new Map<Address, Promise<bigint>>();
   #unused = new Map<string, Promise<boolean>>();
   // Bounded: forgetting an old entry only costs one chain read if that authorization comes back.
@@ -74,6 +76,7 @@ export class ChainState {
     this.#cacheBlock = head.number;
     this.#cacheHash = head.hash;
     this.#code = new Map();
+    this.#codeKnown = new Map();
     this.#balance = new Map();
     this.#unused = new Map();
   }
@@ -99,9 +102,22 @@ export class ChainState {
   codeHash(address: Address, head?: Head): Promise<Hex | undefined> {
     const read = async () => {
       const code = await this.#client.getCode(head ? { address, blockNumber: head.number } : { address });
-      return code === undefined || code === "0x" ? undefined : keccak256(code);
+      const hash = code === undefined || code === "0x" ? undefined : keccak256(code);
+      // Known from now on for this block (unless the cache moved on to a later one meanwhile).
+      if (head && head.number === this.#cacheBlock) this.#codeKnown.set(address, hash);
+      return hash;
     };
     return head ? this.#cached(head, () => this.#code, address, read) : read();
+  }
+
+  /**
+   * The code hash of `address` at `head` when a {@link codeHash} read at that block has answered already
+   * (undefined: no code); `null` when not known without a read.
+   */
+  knownCodeHash(address: Address, head: Head): Hex | undefined | null {
+    if (head.number !== this.#cacheBlock || (head.hash !== undefined && this.#cacheHash !== undefined && head.hash !== this.#cacheHash)) return null;
+    if (!this.#codeKnown.has(address)) return null;
+    return this.#codeKnown.get(address);
   }
 
   /** The token balance of `address` at `head`. */

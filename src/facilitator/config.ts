@@ -61,6 +61,11 @@ export interface FacilitatorConfig {
   metricsPort: number;
   /** Relayer gauges (RPC reads) are read at most once per this many ms, however often `/metrics` is scraped. */
   metricsCacheMs: number;
+  /**
+   * `METRICS_VERIFY_STAGES`: time each verify's stages on the main thread's CPU clock and export the totals
+   * (with Node's process metrics) on `/metrics`, for `npm run bench:verify`; off by default (nothing is timed then).
+   */
+  metricsVerifyStages: boolean;
   /** Bounds on slow clients, for the service and the metrics listener. */
   http: HttpLimitsConfig;
   /** Seller API keys (hashes only); empty = no authentication, per-IP limits. */
@@ -291,6 +296,7 @@ const envSchema = z.object({
   METRICS_HOST: optionalString.transform((v) => v ?? "127.0.0.1"),
   METRICS_PORT: intVar(9464, 0, 65_535),
   METRICS_CACHE_MS: intVar(5_000),
+  METRICS_VERIFY_STAGES: z.enum(["true", "false"], { error: 'must be "true" or "false"' }).optional(),
   // Settlement ledger
   DATABASE_URL: optionalString,
   LEDGER_FILE: optionalString,
@@ -449,6 +455,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
     metricsHost: e.METRICS_HOST,
     metricsPort: e.METRICS_PORT,
     metricsCacheMs: e.METRICS_CACHE_MS,
+    metricsVerifyStages: e.METRICS_VERIFY_STAGES === "true",
     http: { ...httpLimits(e.REQUEST_TIMEOUT_MS, e.HEADERS_TIMEOUT_MS, e.MAX_CONNECTIONS, e.MAX_CONNECTIONS_PER_CLIENT), connectionQueueMs: e.CONNECTION_QUEUE_MS },
     apiKeys: readApiKeys(e.API_KEYS, e.API_KEYS_FILE),
     ledger: {

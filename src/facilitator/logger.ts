@@ -7,6 +7,8 @@ export interface Logger {
   error(fields: object, message?: string): void;
   debug(fields: object, message?: string): void;
   child(bindings: object): Logger;
+  /** Whether a line at `level` would be written (pino has it); without it, every level counts as written. */
+  isLevelEnabled?(level: string): boolean;
 }
 
 /** A logger that drops everything (tests, embedded use). */
@@ -18,6 +20,7 @@ export const silentLogger: Logger = {
   child() {
     return silentLogger;
   },
+  isLevelEnabled: () => false,
 };
 
 const REDACTING = Symbol("redacting");
@@ -28,8 +31,11 @@ const REDACTING = Symbol("redacting");
  */
 export function redactingLogger(logger: Logger): Logger {
   if ((logger as { [REDACTING]?: true })[REDACTING]) return logger;
-  const wrap = (level: "info" | "warn" | "error" | "debug") => (fields: object, message?: string) =>
+  // A level the logger drops (pino's isLevelEnabled) is not redacted first: one verify line each, otherwise.
+  const wrap = (level: "info" | "warn" | "error" | "debug") => (fields: object, message?: string) => {
+    if (logger.isLevelEnabled && !logger.isLevelEnabled(level)) return;
     logger[level](redactValue(fields, 0) as object, message === undefined ? undefined : redactUrls(message));
+  };
   return {
     [REDACTING]: true,
     info: wrap("info"),
@@ -37,6 +43,7 @@ export function redactingLogger(logger: Logger): Logger {
     error: wrap("error"),
     debug: wrap("debug"),
     child: (bindings) => redactingLogger(logger.child(redactValue(bindings, 0) as object)),
+    ...(logger.isLevelEnabled ? { isLevelEnabled: (level: string) => logger.isLevelEnabled!(level) } : {}),
   } as Logger;
 }
 

@@ -7,6 +7,7 @@ import { memoizeFor } from "./memoize.js";
 import type { PendingSummary, SettlementStore } from "../ledger/types.js";
 import type { NetworkName } from "../protocol/networks.js";
 import { networkOfAnyForm } from "../protocol/x402v2.js";
+import { mainThreadMicros, VERIFY_STAGES, type StageClock } from "../settlement/stages.js";
 
 /** One relayer as the gauges show it; a value the RPC did not give is absent. */
 interface RelayerReading {
@@ -71,6 +72,8 @@ export interface CreateMetricsOptions {
   cacheMs?: number;
   /** The clock of that cache (ms); default `Date.now`. */
   now?: () => number;
+  /** Verify's stage timings (`METRICS_VERIFY_STAGES`), exported when given. */
+  stages?: StageClock;
 }
 
 /** Creates the metrics on a registry of their own. */
@@ -325,22 +328,27 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     labelNames: ["network", "kind"],
     registers: [registry],
   });
+  if (options.stages) watchStages(registry, options.stages);
   const verifySources = new Counter({
     name: "x402_verify_state_source_total",
     help: "verify checks by where their chain state came from: the token state index, or reads of the chain",
     labelNames: ["network", "source"],
     registers: [registry],
   });
+  // Each answer's series, found once per label set (prom-client hashes a labels object on every call).
+  const outcomeSeries = seriesOf((route: string, network: string, outcome: string, dialect: string) => outcomes.labels({ route, network, outcome, dialect }));
+  const latencySeries = seriesOf((route: string) => latency.labels({ route }));
+  const requestSeries = seriesOf((route: string, status: number) => requests.labels({ route, status: String(status) }));
   return {
     registry,
     outcome(record) {
       // The network label is bounded: a caller's unknown network string counts as "other".
       const network = networkOfAnyForm(record.network) ?? "other";
-      outcomes.inc({ route: record.route, network, outcome: record.code, dialect: record.dialect });
-      latency.observe({ route: record.route }, record.durationMs / 1000);
+      outcomeSeries(record.route, network, record.code, record.dialect).inc();
+      latencySeries(record.route).observe(record.durationMs / 1000);
     },
     request(route, status) {
-      requests.inc({ route, status: String(status) });
+      requestSeries(route, status).inc();
     },
     rateLimited(route, by) {
       limited.inc({ route, by });
@@ -410,4 +418,62 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
       verifySources.inc({ network, source });
     },
   };
+}
+
+/** Label sets kept at most per metric: every label is bounded already; this bounds the memo itself. */
+const MAX_SERIES = 1_000;
+
+/** `create`'s answer per label values, memoized (up to {@link MAX_SERIES} sets, then created afresh each time). */
+function seriesOf<A extends Array<string | number>, S>(create: (...labels: A) => S): (...labels: A) => S {
+  const known = new Map<string, S>();
+  return (...labels) => {
+    const key = labels.join("\u0000");
+    let series = known.get(key);
+    if (series === undefined) {
+      series = create(...labels);
+      if (known.size < MAX_SERIES) known.set(key, series);
+    }
+    return series;
+  };
+}
+
+/**
+ * The verify budget as gauges, over the window since the previous scrape (each scrape starts a new one:
+ * for the bench, which scrapes before and after a run): microseconds per verify by stage, the verifies
+ * answered and those whose state read waited; and the main thread's CPU time since start.
+ */
+function watchStages(registry: Registry, clock: StageClock): void {
+  let window: ReturnType<StageClock["take"]> | undefined;
+  // The gauges of one scrape read one window.
+  const taken = () => (window ??= clock.take());
+  new Gauge({
+    name: "x402_verify_stage_microseconds",
+    help: "microseconds per verify spent in each stage since the previous scrape (METRICS_VERIFY_STAGES; trimmed mean of the stage's samples)",
+    labelNames: ["stage"],
+    registers: [registry],
+    collect() {
+      const { micros } = taken();
+      for (const stage of VERIFY_STAGES) this.set({ stage }, micros[stage]);
+    },
+  });
+  new Gauge({
+    name: "x402_verify_stage_verifies",
+    help: "verify requests answered since the previous scrape (METRICS_VERIFY_STAGES); `waited`: those whose state read waited on I/O",
+    labelNames: ["kind"],
+    registers: [registry],
+    collect() {
+      const { verifies, waited } = taken();
+      this.set({ kind: "answered" }, verifies);
+      this.set({ kind: "waited" }, waited);
+      window = undefined;
+    },
+  });
+  new Gauge({
+    name: "x402_main_thread_cpu_microseconds",
+    help: "CPU time of the main thread (the event loop) since start",
+    registers: [registry],
+    collect() {
+      this.set(mainThreadMicros());
+    },
+  });
 }

@@ -23,6 +23,7 @@ import type { Ledger } from "../ledger/types.js";
 import { createMetrics, type FacilitatorMetrics } from "./metrics.js";
 import type { FacilitatorContext, NetworkRuntime } from "../settlement/runtime.js";
 import { settlementChain } from "../settlement/chain.js";
+import { StageClock } from "../settlement/stages.js";
 
 /** Options of {@link createFacilitator} and {@link startFacilitator}. */
 export interface StartFacilitatorOptions {
@@ -155,7 +156,9 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
   const now = options.now ?? Date.now;
   const networks = new Map<NetworkName, NetworkRuntime>();
   const clients = new Map<NetworkName, PublicClient>();
-  const metrics = createMetrics({ defaults: options.defaultMetrics ?? false, cacheMs: config.metricsCacheMs, now });
+  const stages = config.metricsVerifyStages ? new StageClock() : undefined;
+  // The verify budget reads the event loop's delay and the GC pauses beside the stages.
+  const metrics = createMetrics({ defaults: (options.defaultMetrics ?? false) || stages !== undefined, cacheMs: config.metricsCacheMs, now, stages });
   // Each RPC URL on its own (several per network: failover), for the checks of each.
   const endpoints = new Map<NetworkName, RpcEndpointClient[]>();
   const transports: RpcTransport[] = [];
@@ -261,6 +264,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     ledger: coordination.ledger,
     settlements: coordination.settlements,
     logger,
+    ...(stages ? { stages } : {}),
     observe: { confirmationWait: metrics.confirmationWait, rpcError: metrics.rpcError, revertedGas: metrics.revertedGas, verifyStateSource: metrics.verifyStateSource },
   };
   const relayers = [...networks.values()][0]?.relayer.addresses ?? [];

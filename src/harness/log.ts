@@ -31,6 +31,7 @@ export function lineLogger(
     error: entry("error"),
     debug: entry("debug"),
     child: (more) => lineLogger(level, { ...options, bindings: { ...bindings, ...more } }),
+    isLevelEnabled: (asked) => asked in RANK && RANK[asked as LogLevel] >= RANK[level],
   };
 }
 

@@ -7,6 +7,7 @@ import type { SettlementLogger } from "./logger.js";
 import type { Ledger } from "../ledger/types.js";
 import type { SettlementService } from "./service.js";
 import type { SettlementChain } from "./chain.js";
+import type { StageClock } from "./stages.js";
 
 /** One network the facilitator serves. */
 export interface NetworkConfig {
@@ -55,6 +56,8 @@ export interface FacilitatorContext<L extends SettlementLogger = SettlementLogge
   /** Sends claimed settlements (or hands them to a relayer key holder) and waits for their outcome. */
   settlements: SettlementService;
   logger: L;
+  /** Times verify's stages on the CPU clock (`METRICS_VERIFY_STAGES`); absent, as by default, nothing is timed. */
+  stages?: StageClock;
   /** Measurement hooks (metrics); optional. */
   observe?: {
     confirmationWait(network: string, seconds: number): void;

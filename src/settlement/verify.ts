@@ -8,6 +8,7 @@ import type { IndexedPayer } from "../state/index.js";
 import type { BoundPayment, SettlementRecord } from "../ledger/types.js";
 import { decidePayment, termsOfAuthorization, type PaidTransfer } from "./decision.js";
 import { FacilitatorFault, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
+import type { StageClock } from "./stages.js";
 
 const MAX_UINT256 = (1n << 256n) - 1n;
 
@@ -189,20 +190,24 @@ export async function verifyPayment(
   context: FacilitatorContext,
   options: { freshHead?: boolean } = {},
 ): Promise<VerifyOutcome> {
-  const outcome = await checkPayment(payment, context, options);
+  // The verify budget times verify's own calls (settle's fresh check is not part of it).
+  const clock = options.freshHead ? undefined : context.stages;
+  const outcome = await checkPayment(payment, context, options, clock);
   // The payer's payment identifier (x402 v2), asked once its signature is proven (a valid payment, or a
   // used one): an id that came with another payment first refuses this one, even one re-signed under the
   // same nonce for another payee or value.
   if (!payment.paymentId || !outcome.runtime || !outcome.payload || !(outcome.isValid || outcome.code === "used")) return outcome;
   const { runtime, payload } = outcome;
-  if (await identifierBoundElsewhere(runtime, payload.authorization, payment.paymentId, context)) {
-    return refuse("paymentId", VerifyReason.paymentIdentifierInUse(payment.paymentId), { payload, runtime, head: outcome.head });
-  }
+  const since = clock ? clock.start() : 0;
+  const elsewhere = await identifierBoundElsewhere(runtime, payload.authorization, payment.paymentId, context);
+  if (clock) clock.stop("ledgerReads", since);
+  if (elsewhere) return refuse("paymentId", VerifyReason.paymentIdentifierInUse(payment.paymentId), { payload, runtime, head: outcome.head });
   return outcome;
 }
 
 /** The spec's checks, in its order (see {@link verifyPayment}). */
-async function checkPayment(payment: Payment, context: FacilitatorContext, options: { freshHead?: boolean }): Promise<VerifyOutcome> {
+async function checkPayment(payment: Payment, context: FacilitatorContext, options: { freshHead?: boolean }, clock: StageClock | undefined): Promise<VerifyOutcome> {
+  let since = clock ? clock.start() : 0;
   const requirements = payment.requirements;
 
   // 1. header (the payer's part, decoded by the codec; refused here when it could not be read)
@@ -243,6 +248,10 @@ async function checkPayment(payment: Payment, context: FacilitatorContext, optio
 
   // 6. signature, as the token checks it: ECDSA for an address without code, ERC-1271 otherwise.
   // What needs no chain comes first: the ECDSA recovery. Then the reads, pinned to one block.
+  if (clock) {
+    clock.stop("checks", since);
+    since = clock.start();
+  }
   const digest = transferAuthorizationDigest(runtime.separator, {
     from: authorization.from,
     to: authorization.to,
@@ -251,18 +260,35 @@ async function checkPayment(payment: Payment, context: FacilitatorContext, optio
     validBefore: authorization.validBefore,
     nonce: authorization.nonce,
   });
+  if (clock) {
+    clock.stop("typedDataHash", since);
+    since = clock.start();
+  }
   const signer = recoverSigner(digest, authorization.signature);
-  const signedByPayer = signer !== undefined && isAddressEqual(signer, authorization.from);
-  let chain: PayerState | RefusedPayment;
-  try {
-    chain = await readPayerState(runtime, authorization, bytesToHex(digest), signedByPayer, {
-      headAgeMs: options.freshHead ? 0 : context.headCacheMs,
-      fresh: options.freshHead === true,
-      erc1271GasLimit: context.relayerSafety.erc1271GasLimit,
-      ...(context.observe?.verifyStateSource ? { source: context.observe.verifyStateSource } : {}),
-    });
-  } catch (error) {
-    throw new FacilitatorFault(`cannot read ${runtime.config.network} state`, { cause: error });
+  // recoverSigner answers in lower case: the payer's address, checked by the codec, compares as such.
+  const signedByPayer = signer !== undefined && signer === authorization.from.toLowerCase();
+  if (clock) {
+    clock.stop("recovery", since);
+    since = clock.start();
+  }
+  const readOptions: ReadOptions = {
+    headAgeMs: options.freshHead ? 0 : context.headCacheMs,
+    fresh: options.freshHead === true,
+    erc1271GasLimit: context.relayerSafety.erc1271GasLimit,
+    ...(context.observe?.verifyStateSource ? { source: context.observe.verifyStateSource } : {}),
+  };
+  // A payer whose whole state is in memory (the index's, and its code read at that block) is answered
+  // without a promise; otherwise the reads, which may wait on the chain.
+  let chain: PayerState | RefusedPayment | undefined = signedByPayer && !readOptions.fresh ? payerInMemory(runtime, authorization, readOptions) : undefined;
+  if (chain) {
+    if (clock) clock.stop("indexRead", since);
+  } else {
+    if (clock) clock.waited();
+    try {
+      chain = await readPayerState(runtime, authorization, digest, signedByPayer, readOptions);
+    } catch (error) {
+      throw new FacilitatorFault(`cannot read ${runtime.config.network} state`, { cause: error });
+    }
   }
   if ("isValid" in chain) return { ...chain, payload, runtime };
   const { head, codeHash, used, balance } = chain;
@@ -298,12 +324,13 @@ interface PayerState {
 async function readPayerState(
   runtime: NetworkRuntime,
   authorization: PayerPayload["authorization"],
-  digest: Hex,
+  digestBytes: Uint8Array,
   signedByPayer: boolean,
   options: ReadOptions,
 ): Promise<PayerState | RefusedPayment> {
   const { state } = runtime;
   const { from, nonce, signature } = authorization;
+  const digest = bytesToHex(digestBytes);
   const invalid = (head?: Head) => refuse("signature", VerifyReason.invalidSignature, head ? { head } : {});
   if (signedByPayer) {
     // Settle's fresh reads go in one round trip with the head; verify's come from the index, or share a recent head and its cache.
@@ -320,6 +347,20 @@ async function readPayerState(
   if (indexed) return { head, codeHash, used: await usedAt(runtime, indexed, from, nonce), balance: indexed.balance };
   const [used, balance] = await Promise.all([state.authorizationUsed(from, nonce, head), state.balanceOf(from, head)]);
   return { head, codeHash, used, balance };
+}
+
+/**
+ * The payer's state from memory alone, for a payer whose ECDSA signature recovered and that has no code:
+ * the index's answer (head, balance, nonce) and the payer's code read at that head already. Undefined when
+ * any of it would need a read ({@link readPayerState} then reads it); the same state that would give.
+ */
+function payerInMemory(runtime: NetworkRuntime, authorization: PayerPayload["authorization"], options: ReadOptions): PayerState | undefined {
+  const { from, nonce } = authorization;
+  const indexed = runtime.index?.payerInMemory(from, nonce, options.headAgeMs);
+  // null: the code is not known at that head; a hash: a wallet (or EIP-7702 account) that ERC-1271 asks.
+  if (!indexed || runtime.state.knownCodeHash(from, indexed.head) !== undefined) return undefined;
+  options.source?.(runtime.config.network, "index");
+  return { head: indexed.head, codeHash: undefined, used: indexed.used, balance: indexed.balance };
 }
 
 /** How verify reads the chain. */

@@ -112,6 +112,8 @@ const PAYER_LIMIT = 100_000;
 const IDLE_AFTER_MS = 30_000;
 const IDLE_POLL_MS = 5_000;
 const MIN_POLL_MS = 20;
+/** Time kept in hand for the head's next confirmation beyond the round trips and the timer's lateness. */
+const LATENESS_MARGIN_MS = 20;
 /** A subscription silent for this many block times is not trusted to announce the next block. */
 const SUBSCRIPTION_SILENCE_BLOCKS = 3;
 /** The live record of nonces is stored at most this often (the backfill's progress after a restart). */
@@ -167,6 +169,8 @@ export class TokenIndex {
   #failedUntil = 0;
   #failures = 0;
   #rttMs = 50;
+  /** How late the polling timer fires, on average (a busy event loop). */
+  #lateMs = 0;
   #lastAskedAt = -Infinity;
   /** The freshness the last verify asked for. */
   #askedMaxAgeMs = 0;
@@ -312,14 +316,7 @@ export class TokenIndex {
    * for a head confirmed within `maxAgeMs` (0: confirmed after this call began); undefined when it cannot.
    */
   async payer(from: Address, nonce: Hex, maxAgeMs: number): Promise<IndexedPayer | undefined> {
-    const idle = performance.now() - this.#lastAskedAt >= IDLE_AFTER_MS;
-    this.#lastAskedAt = performance.now();
-    this.#askedMaxAgeMs = maxAgeMs;
-    // The loop was asking for the head rarely: from now on, often.
-    if (idle && maxAgeMs > 0 && this.#timer && !this.#p.subscribe) {
-      clearTimeout(this.#timer);
-      this.#schedule();
-    }
+    this.#asked(maxAgeMs);
     if (!(await this.#current(maxAgeMs))) return undefined;
     const head = this.#head!;
     const generation = this.#generation;
@@ -336,6 +333,38 @@ export class TokenIndex {
       used = found !== "unspent";
     }
     return { head: { number: head.number, timestamp: head.timestamp, hash: head.hash }, balance, used };
+  }
+
+  /**
+   * {@link payer}'s answer when it needs no I/O: the head confirmed within `maxAgeMs`, the payer's balance
+   * held and the nonce's state known (the backfill done, or the nonce seen spent). Otherwise undefined, and
+   * {@link payer} may still answer (it reads what is missing). Verify asks this first: no promise, no wait.
+   */
+  payerInMemory(from: Address, nonce: Hex, maxAgeMs: number): (IndexedPayer & { used: boolean }) | undefined {
+    this.#asked(maxAgeMs);
+    const head = this.#head;
+    if (this.#rebuilding || !head || this.#stop.signal.aborted) return undefined;
+    const asked = performance.now();
+    if (!(head.number >= this.#tip && (asked - this.#confirmedAt <= maxAgeMs || this.#announcing(asked, maxAgeMs)))) return undefined;
+    const balance = this.#payers.get(from.toLowerCase());
+    if (balance === undefined) return undefined;
+    const used = this.#nonces.has(nonceKey(from, nonce)) ? true : this.#complete ? false : undefined;
+    // Unknown, or perhaps forgotten over the memory bound: {@link payer} asks the store.
+    if (used === undefined || (!used && this.#evicted?.mayHold(nonceKey(from, nonce)))) return undefined;
+    return { head: { number: head.number, timestamp: head.timestamp, hash: head.hash }, balance, used };
+  }
+
+  /** A verify asked with `maxAgeMs`: the loop asks for the head often while verifies come in. */
+  #asked(maxAgeMs: number): void {
+    const now = performance.now();
+    const idle = now - this.#lastAskedAt >= IDLE_AFTER_MS;
+    this.#lastAskedAt = now;
+    this.#askedMaxAgeMs = maxAgeMs;
+    // The loop was asking for the head rarely: from now on, often.
+    if (idle && maxAgeMs > 0 && this.#timer && !this.#p.subscribe) {
+      clearTimeout(this.#timer);
+      this.#schedule();
+    }
   }
 
   /** Records a nonce found spent on chain by a direct read (the backfill had not reached it). */
@@ -767,10 +796,13 @@ export class TokenIndex {
     // Verifies that ask for a head confirmed after they came (maxAge 0) confirm it themselves: no need to ask ahead.
     const busy = performance.now() - this.#lastAskedAt < IDLE_AFTER_MS && this.#askedMaxAgeMs > 0;
     // The next confirmation must arrive before this one is older than asked: one round trip to send after this
-    // one came back, one to come back, and half of one to spare.
-    const ahead = this.#askedMaxAgeMs - 2.5 * this.#rttMs;
+    // one came back, one to come back, and half of one to spare; and the timer's own lateness (a busy event
+    // loop, a GC pause) with a margin, or verifies in the gap wait for a round trip of their own (the tail).
+    const ahead = this.#askedMaxAgeMs - 2.5 * this.#rttMs - LATENESS_MARGIN_MS - 2 * this.#lateMs;
     const every = busy && !this.#p.subscribe ? Math.max(MIN_POLL_MS, Math.min(this.#p.pollingIntervalMs, ahead)) : IDLE_POLL_MS;
+    const due = performance.now() + every;
     this.#timer = setTimeout(() => {
+      this.#lateMs = this.#lateMs * 0.8 + Math.max(0, performance.now() - due) * 0.2;
       void this.#refresh(performance.now())
         .catch(() => {})
         .then(() => this.#persist())
@@ -823,5 +855,9 @@ export class TokenIndex {
 
 /** A nonce's key in the index: the authorizer's 20 bytes and the nonce's 32, as one binary string (52 characters). */
 function nonceKey(authorizer: Address, nonce: Hex): string {
-  return String.fromCharCode(...hexToBytes(authorizer), ...hexToBytes(nonce));
+  // latin1 maps each byte to the character of its code, as String.fromCharCode of the bytes does (the
+  // general form, kept for anything but a 20-byte address and a 32-byte nonce).
+  const bytes = Buffer.from(`${authorizer.slice(2)}${nonce.slice(2)}`, "hex");
+  if (bytes.length !== 52 || authorizer.length !== 42 || nonce.length !== 66) return String.fromCharCode(...hexToBytes(authorizer), ...hexToBytes(nonce));
+  return bytes.toString("latin1");
 }

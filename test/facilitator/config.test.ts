@@ -220,6 +220,44 @@ describe("configuration: every setting does what it says", () => {
     expect(() => load({ STATE_INDX: "false" })).to.throw(ConfigError, "STATE_INDX: unknown variable; did you mean STATE_INDEX?");
   });
 
+  it("METRICS_VERIFY_STAGES: off by default (no clock on verify's path, no stage gauges); true times verify's stages onto /metrics; refuses other values", async () => {
+    expect(load({}).metricsVerifyStages).to.equal(false);
+    expect(load({ METRICS_VERIFY_STAGES: "true" }).metricsVerifyStages).to.equal(true);
+    expect(() => load({ METRICS_VERIFY_STAGES: "yes" })).to.throw(ConfigError, 'METRICS_VERIFY_STAGES: must be "true" or "false"');
+    expect(() => load({ METRICS_VERIFY_STAGE: "true" })).to.throw(ConfigError, "METRICS_VERIFY_STAGE: unknown variable; did you mean METRICS_VERIFY_STAGES?");
+
+    const off = await openFacilitator("cronos-testnet");
+    expect(off.facilitator.context.stages).to.equal(undefined);
+    const offPayment = await makePayment(off.chain);
+    expect((await request(off.app).post("/v2/x402/verify").send(offPayment.body)).body).to.deep.equal({ isValid: true, invalidReason: null });
+    const offPage = await off.facilitator.metrics.registry.metrics();
+    expect(offPage).to.not.include("x402_verify_stage");
+    expect(offPage).to.not.include("nodejs_eventloop_lag");
+    await off.facilitator.close();
+
+    const on = await openFacilitator("cronos-testnet", { METRICS_VERIFY_STAGES: "true" });
+    await on.facilitator.metrics.registry.metrics(); // starts the window
+    for (let i = 0; i < 3; i++) {
+      const payment = await makePayment(on.chain);
+      expect((await request(on.app).post("/v2/x402/verify").send(payment.body)).body).to.deep.equal({ isValid: true, invalidReason: null });
+    }
+    // A refused verify is answered, and counted, too.
+    const refused = await makePayment(on.chain, { signature: `0x${"11".repeat(65)}` });
+    expect((await request(on.app).post("/v2/x402/verify").send(refused.body)).body.isValid).to.equal(false);
+    const page = await on.facilitator.metrics.registry.metrics();
+    const value = (series: string) => Number(page.match(new RegExp(`^${series.replace(/[{}"]/g, "\\$&")} (\\S+)$`, "m"))?.[1]);
+    expect(value('x402_verify_stage_verifies{kind="answered"}')).to.equal(4);
+    for (const stage of ["edge", "bodyParse", "schema", "headerDecode", "typedDataHash", "recovery", "answer", "write", "metrics"]) {
+      expect(value(`x402_verify_stage_microseconds{stage="${stage}"}`), stage).to.be.greaterThan(0);
+    }
+    expect(value('x402_verify_stage_microseconds{stage="rateLimit"}')).to.equal(0);
+    expect(value("x402_main_thread_cpu_microseconds")).to.be.greaterThan(0);
+    expect(page).to.include("nodejs_eventloop_lag_p99_seconds");
+    // Each scrape starts a new window.
+    expect(await on.facilitator.metrics.registry.metrics()).to.match(/^x402_verify_stage_verifies\{kind="answered"\} 0$/m);
+    await on.facilitator.close();
+  });
+
   it("reads the catalog's bounds and the ledger's retention: defaults, values, refusals and typos", () => {
     expect([load({}).catalog, load({}).ledger.retentionDays]).to.deep.equal([{ maxEntries: 100_000, maxEntriesPerSeller: 1_000 }, 0]);
     const set = load({ CATALOG_MAX_ENTRIES: "500", CATALOG_MAX_ENTRIES_PER_SELLER: "500", LEDGER_RETENTION_DAYS: "90" });

@@ -3,6 +3,9 @@ import type { NetworkName } from "../../protocol/networks.js";
 import type { Payment } from "../../protocol/payment.js";
 import type { SettleOutcome } from "../../settlement/settle.js";
 import type { VerifyAnswerOutcome } from "../../settlement/verify.js";
+import type { StageClock } from "../../settlement/stages.js";
+import type { z } from "zod";
+import { describeZodError } from "../../protocol/schemas.js";
 
 /** The dialects the facilitator speaks on one `/v2/x402` base: Cronos (x402Version 1) and x402 v2. */
 export type DialectName = "cronos" | "x402v2";
@@ -35,8 +38,8 @@ export interface SupportedKind {
  */
 export interface DialectCodec {
   readonly name: DialectName;
-  /** Reads a verify/settle body (any JSON) and the `X402-Version` header. */
-  read(body: unknown, headerVersion: string | undefined): ReadResult;
+  /** Reads a verify/settle body (any JSON) and the `X402-Version` header; `stages` times its `schema` and `headerDecode`. */
+  read(body: unknown, headerVersion: string | undefined, stages?: StageClock): ReadResult;
   verifyAnswer(outcome: VerifyAnswerOutcome, echo: Echo): object;
   settleAnswer(outcome: SettleOutcome, echo: Echo): object;
   /** The answer of a request without a protocol outcome, in the endpoint's shape. */
@@ -48,4 +51,20 @@ export interface DialectCodec {
 /** A plain JSON object (not null, not an array). */
 export function isJsonObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * A body read by its hand check when that takes it (protocol/fast-parse.ts), else by `schema`, whose
+ * output `fields` maps to the same shape and whose error words the 400 (`error`).
+ */
+export function checkedBody<T, S extends z.ZodType>(
+  body: unknown,
+  fast: (body: unknown) => T | undefined,
+  schema: S,
+  fields: (parsed: z.output<S>) => T,
+): { ok: true; value: T } | { ok: false; error: string } {
+  const value = fast(body);
+  if (value !== undefined) return { ok: true, value };
+  const parsed = schema.safeParse(body);
+  return parsed.success ? { ok: true, value: fields(parsed.data) } : { ok: false, error: describeZodError(parsed.error) };
 }

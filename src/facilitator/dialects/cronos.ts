@@ -2,9 +2,10 @@ import { decodePaymentHeader } from "../../protocol/header.js";
 import { NETWORKS } from "../../protocol/networks.js";
 import type { DecodedPayload } from "../../protocol/payment.js";
 import { EXACT_SCHEME, RequestError, SettleEvent, VerifyReason, X402_VERSION } from "../../protocol/reasons.js";
-import { describeZodError, facilitatorRequestSchema } from "../../protocol/schemas.js";
+import { fastCronosRequest } from "../../protocol/fast-parse.js";
+import { facilitatorRequestSchema } from "../../protocol/schemas.js";
 import { isCaip2, networkOfCaip2 } from "../../protocol/x402v2.js";
-import { isJsonObject, type DialectCodec, type Echo, type ReadResult } from "./codec.js";
+import { checkedBody, isJsonObject, type DialectCodec, type Echo, type ReadResult } from "./codec.js";
 
 /**
  * The Cronos dialect (the official `@crypto.com/facilitator-client`): `x402Version: 1`, a base64
@@ -14,7 +15,8 @@ import { isJsonObject, type DialectCodec, type Echo, type ReadResult } from "./c
 export const cronosDialect: DialectCodec = {
   name: "cronos",
 
-  read(body, headerVersion): ReadResult {
+  read(body, headerVersion, stages): ReadResult {
+    let since = stages ? stages.start() : 0;
     const echo: Echo = { network: answerNetwork(body) };
     const fail = (text: string): ReadResult => ({ ok: false, text, echo });
     if (headerVersion !== undefined && headerVersion.trim() !== String(X402_VERSION)) {
@@ -25,10 +27,16 @@ export const cronosDialect: DialectCodec = {
     if (typeof version === "number" && version !== X402_VERSION) return fail(RequestError.unsupportedVersion(version));
     const mixed = mixedDialects(body);
     if (mixed) return fail(RequestError.invalidRequest(mixed));
-    const parsed = facilitatorRequestSchema.safeParse(body);
-    if (!parsed.success) return fail(RequestError.invalidRequest(describeZodError(parsed.error)));
-
-    const { paymentHeader, paymentRequirements: requirements } = parsed.data;
+    const request = checkedBody(body, fastCronosRequest, facilitatorRequestSchema, ({ paymentHeader, paymentRequirements: r }) => ({
+      paymentHeader,
+      requirements: { scheme: r.scheme, network: r.network, payTo: r.payTo, asset: r.asset, amount: r.maxAmountRequired },
+    }));
+    if (!request.ok) return fail(RequestError.invalidRequest(request.error));
+    const { paymentHeader, requirements } = request.value;
+    if (stages) {
+      stages.stop("schema", since);
+      since = stages.start();
+    }
     const decoded = decodePaymentHeader(paymentHeader);
     let payload: DecodedPayload;
     if (decoded.ok) {
@@ -40,18 +48,10 @@ export const cronosDialect: DialectCodec = {
           ? { ok: false, code: "base64", reason: VerifyReason.invalidBase64 }
           : { ok: false, code: "header", reason: VerifyReason.invalidHeader(decoded.detail) };
     }
+    if (stages) stages.stop("headerDecode", since);
     return {
       ok: true,
-      payment: {
-        requirements: {
-          scheme: requirements.scheme,
-          network: requirements.network,
-          payTo: requirements.payTo,
-          asset: requirements.asset,
-          amount: requirements.maxAmountRequired,
-        },
-        payload,
-      },
+      payment: { requirements, payload },
       echo: { network: requirements.network, ...(payload.ok ? { payer: payload.payload.authorization.from } : {}) },
     };
   },

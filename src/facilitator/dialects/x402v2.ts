@@ -1,7 +1,7 @@
 import { signedAuthorization } from "../../protocol/header.js";
 import type { DecodedPayload } from "../../protocol/payment.js";
 import { EXACT_SCHEME, RequestError, VerifyReason } from "../../protocol/reasons.js";
-import { describeZodError } from "../../protocol/schemas.js";
+import { fastV2Payment, fastV2Request } from "../../protocol/fast-parse.js";
 import {
   caip2OfNetwork,
   EvmReason,
@@ -14,7 +14,7 @@ import {
   X402_V2_VERSION,
 } from "../../protocol/x402v2.js";
 import type { SettleFailureCode } from "../../settlement/settle.js";
-import { isJsonObject, type DialectCodec, type Echo, type ReadResult, type RefusalKind } from "./codec.js";
+import { checkedBody, isJsonObject, type DialectCodec, type Echo, type ReadResult, type RefusalKind } from "./codec.js";
 
 /**
  * The code `@x402/evm` answers for the same condition, per refusal. `docs/conformance.md` lists
@@ -52,7 +52,8 @@ const REQUEST_REASON_OF: Readonly<Record<RefusalKind, string>> = {
 export const x402v2Dialect: DialectCodec = {
   name: "x402v2",
 
-  read(body, headerVersion): ReadResult {
+  read(body, headerVersion, stages): ReadResult {
+    let since = stages ? stages.start() : 0;
     const requirements = isJsonObject(body) ? body.paymentRequirements : undefined;
     const sentNetwork = isJsonObject(requirements) && typeof requirements.network === "string" ? requirements.network : "unknown";
     const echo: Echo = { network: sentNetwork };
@@ -71,28 +72,41 @@ export const x402v2Dialect: DialectCodec = {
     }
     const mixed = mixedDialects(body);
     if (mixed) return fail(RequestError.invalidRequest(mixed));
-    const parsed = v2FacilitatorRequestSchema.safeParse(body);
-    if (!parsed.success) return fail(RequestError.invalidRequest(describeZodError(parsed.error)));
-
-    const { paymentPayload, paymentRequirements: terms } = parsed.data;
-    const payment = v2PaymentPayloadSchema.safeParse(paymentPayload);
-    const identifier = payment.success ? paymentIdentifierOf(payment.data.extensions) : undefined;
+    const request = checkedBody(body, fastV2Request, v2FacilitatorRequestSchema, ({ paymentPayload, paymentRequirements: r }) => ({
+      paymentPayload,
+      requirements: { scheme: r.scheme, network: r.network, payTo: r.payTo, asset: r.asset, amount: r.amount },
+    }));
+    if (!request.ok) return fail(RequestError.invalidRequest(request.error));
+    const { paymentPayload, requirements: terms } = request.value;
+    if (stages) {
+      stages.stop("schema", since);
+      since = stages.start();
+    }
+    const checked = checkedBody(paymentPayload, (p) => fastV2Payment(p as Record<string, unknown>), v2PaymentPayloadSchema, ({ accepted, payload: signed, extensions }) => ({
+      accepted: { scheme: accepted.scheme, network: accepted.network, asset: accepted.asset },
+      authorization: signed.authorization,
+      signature: signed.signature,
+      extensions,
+    }));
+    const identifier = checked.ok ? paymentIdentifierOf(checked.value.extensions) : undefined;
     if (identifier && "error" in identifier) return fail(RequestError.invalidRequest(identifier.error));
     let payload: DecodedPayload;
-    if (payment.success) {
-      const { accepted, payload: signed } = payment.data;
+    if (checked.ok) {
+      const payment = checked.value;
+      const { accepted } = payment;
       payload = {
         ok: true,
         payload: {
           scheme: accepted.scheme,
           network: networkOfCaip2(accepted.network) ?? accepted.network,
           asset: accepted.asset,
-          authorization: signedAuthorization(signed.authorization, signed.signature),
+          authorization: signedAuthorization(payment.authorization, payment.signature),
         },
       };
     } else {
-      payload = { ok: false, code: "header", reason: VerifyReason.invalidPayload(describeZodError(payment.error)) };
+      payload = { ok: false, code: "header", reason: VerifyReason.invalidPayload(checked.error) };
     }
+    if (stages) stages.stop("headerDecode", since);
     return {
       ok: true,
       payment: {

@@ -15,6 +15,7 @@ import { LOCAL_HOSTS, requireHost } from "./hosts.js";
 import { PayerQuota } from "./payer-quota.js";
 import { boundedStores, type LimiterName, type RateLimitStores, type StoreFallback } from "./rate-limit.js";
 import { settlementRoutes, type SettlementRoutesOptions } from "./settlements.js";
+import { plainJsonPost, readJsonBody } from "./fast-lane.js";
 import { catalogPaymentOf, discoveryRoutes } from "../discovery.js";
 import type { CatalogStore, DiscoveryBounds, LedgerLifecycle } from "../../ledger/types.js";
 import type { Payment } from "../../protocol/payment.js";
@@ -125,12 +126,31 @@ export function createApp(options: AppOptions): Express {
   app.set("etag", false);
 
   // A request id per request (the caller's X-Request-Id when sane), echoed back and put in logs.
-  app.use((req, res, next) => {
+  const { stages } = context;
+  const begin = (req: Request, res: Response) => {
     const given = req.get("X-Request-Id");
     const id = given && REQUEST_ID.test(given) ? given : randomUUID();
     res.locals.requestId = id;
     res.set("X-Request-Id", id);
-    res.on("finish", () => options.onResponse?.(routeOf(req.path), res.statusCode));
+    if (options.onResponse) {
+      const onResponse = options.onResponse;
+      res.on("finish", () => {
+        const counted = stages ? stages.start() : 0;
+        onResponse(routeOf(req.path), res.statusCode);
+        if (stages) stages.stop("metrics", counted);
+      });
+    }
+  };
+  // The payment routes that no guard stands before (no API keys, no Host check, their limit off), taken
+  // before the router when their body is plain JSON: see fastLane below.
+  const keyed = (options.apiKeys?.length ?? 0) > 0;
+  const unguarded = (route: Route) => !keyed && !options.allowedHosts?.length && options.rateLimits[route === "verify" ? "verifyPerMinute" : "settlePerMinute"] === 0;
+  const lanes = new Map<string, Route>((["verify", "settle"] as const).filter(unguarded).map((route) => [`/v2/x402/${route}`, route]));
+  if (lanes.size > 0) app.use((req, res, next) => fastLane(req, res, next));
+  app.use((req, res, next) => {
+    const since = stages ? stages.start() : 0;
+    begin(req, res);
+    if (stages) stages.stop("edge", since);
     next();
   });
   // Before anything reads the request: a name this service was not given is a DNS rebinding, or a mistake.
@@ -140,6 +160,13 @@ export function createApp(options: AppOptions): Express {
   /** A verify/settle request answered before its handler ran (401, 413, 415, unreadable body): one outcome record. */
   const refused = (route: Route, res: Response, status: number, text: string, code: string) =>
     options.onOutcome?.({ requestId: String(res.locals.requestId), route, dialect: "unknown", status, network: "unknown", outcome: text, code, durationMs: 0, edge: true });
+
+  /** A verify/settle body that could not be read as JSON: 400 in the endpoint's shape. */
+  const unreadable = (route: Route, res: Response, why: string) => {
+    const text = RequestError.invalidRequest(why);
+    res.status(400).json(refusal(route, "unknown", text));
+    refused(route, res, 400, text, "invalid_request");
+  };
 
   /**
    * Records the resource a settled payment declares, under the payTo the settlement paid, with the facts of
@@ -172,10 +199,14 @@ export function createApp(options: AppOptions): Express {
   // The dispatch point: the body's dialect reads it into one payment and writes the outcome back.
   const handler = (route: Route) => async (req: Request, res: Response) => {
     const started = performance.now();
+    // The verify budget (METRICS_VERIFY_STAGES): off, nothing here asks the clock.
+    const clock = route === "verify" ? stages : undefined;
+    let since = clock ? clock.start() : 0;
     const requestId = String(res.locals.requestId);
     const codec = dialectOf(req.body);
     const dialect = codec.name;
-    const read = codec.read(req.body, req.get("X402-Version"));
+    if (clock) clock.stop("schema", since);
+    const read = codec.read(req.body, req.get("X402-Version"), clock);
     const { echo } = read;
     // Records name the network as the checks saw it (x402 v2's eip155:338 is cronos-testnet); answers echo the caller's.
     const network = read.ok ? read.payment.requirements.network : echo.network;
@@ -188,7 +219,18 @@ export function createApp(options: AppOptions): Express {
     try {
       if (route === "verify") {
         const outcome = await verifyRequest(payment, context);
-        res.json(codec.verifyAnswer(outcome, echo));
+        if (clock) since = clock.start();
+        const answer = jsonAnswer(res, codec.verifyAnswer(outcome, echo));
+        if (clock) {
+          clock.stop("answer", since);
+          since = clock.start();
+        }
+        res.end(answer);
+        if (clock) {
+          clock.stop("write", since);
+          clock.verified();
+          since = clock.start();
+        }
         options.onOutcome?.({
           requestId, route, dialect, status: 200, network,
           payer: outcome.payload?.authorization.from,
@@ -198,6 +240,7 @@ export function createApp(options: AppOptions): Express {
           code: outcome.isValid ? "valid" : outcome.code,
           durationMs: performance.now() - started,
         });
+        if (clock) clock.stop("metrics", since);
       } else {
         const outcome = await settlePayment(payment, context, { admit });
         if (outcome.settled) await catalog(req.body, payment, outcome);
@@ -236,7 +279,31 @@ export function createApp(options: AppOptions): Express {
     }
   };
 
+  /**
+   * verify and settle on an unguarded route with a plain JSON body (fast-lane.ts): the request id, the body
+   * read and parsed, then the same handler, without the router's walk, the content-type checks and the JSON
+   * middleware's streams and decoders. The answers are the same: the JSON middleware would take exactly
+   * these bodies, and a body that is not JSON gets the error handler's 400. Every other request passes on.
+   */
+  const fastLane = (req: Request, res: Response, next: () => void) => {
+    const route = req.method === "POST" ? lanes.get(req.url) : undefined;
+    if (route === undefined || !plainJsonPost(req, options.bodyLimitBytes)) return next();
+    const clock = route === "verify" ? stages : undefined;
+    const since = clock ? clock.start() : 0;
+    begin(req, res);
+    if (clock) clock.stop("edge", since);
+    readJsonBody(req, (body) => {
+      if (!body.ok) {
+        unreadable(route, res, "body is not valid JSON");
+        return;
+      }
+      req.body = body.json;
+      handlers[route](req, res).catch((error: unknown) => onError(error, req, res, next));
+    }, clock);
+  };
+
   const guards = edgeGuards({
+    ...(stages ? { stages } : {}),
     rateLimits: options.rateLimits,
     apiKeys: options.apiKeys ?? [],
     bodyLimitBytes: options.bodyLimitBytes,
@@ -265,8 +332,9 @@ export function createApp(options: AppOptions): Express {
     res.json(options.supported());
   });
 
-  app.post("/v2/x402/verify", ...guards.verify, handler("verify"));
-  app.post("/v2/x402/settle", ...guards.settle, handler("settle"));
+  const handlers = { verify: handler("verify"), settle: handler("settle") };
+  app.post("/v2/x402/verify", ...guards.verify, handlers.verify);
+  app.post("/v2/x402/settle", ...guards.settle, handlers.settle);
 
   if (options.statusLookup) app.use(settlementRoutes({ ...options.statusLookup, guards: guards.status }));
   if (options.discovery) app.use(discoveryRoutes({ ledger: options.discovery.ledger, guards: guards.status }));
@@ -299,9 +367,7 @@ export function createApp(options: AppOptions): Express {
     }
     const status = (error as { status?: number }).status;
     if (route && typeof status === "number" && status >= 400 && status < 500) {
-      const text = RequestError.invalidRequest(type === "entity.parse.failed" ? "body is not valid JSON" : "body could not be read");
-      res.status(400).json(refusal(route, "unknown", text));
-      refused(route, res, 400, text, "invalid_request");
+      unreadable(route, res, type === "entity.parse.failed" ? "body is not valid JSON" : "body could not be read");
       return;
     }
     context.logger.error({ path: req.path, err: errorSummary(error) }, "unhandled error");
@@ -310,6 +376,17 @@ export function createApp(options: AppOptions): Express {
   };
   app.use(onError);
   return app;
+}
+
+/**
+ * The text and headers `res.json` would send (status 200, `application/json; charset=utf-8`, Content-Length),
+ * set without Express's generic path; the caller ends the response with the text.
+ */
+function jsonAnswer(res: Response, body: object): string {
+  const text = JSON.stringify(body);
+  res.setHeader("Content-Type", "application/json; charset=utf-8");
+  res.setHeader("Content-Length", Buffer.byteLength(text));
+  return text;
 }
 
 function errorSummary(error: unknown): string {

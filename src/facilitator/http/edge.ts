@@ -1,6 +1,7 @@
 import express, { type Request, type RequestHandler, type Response } from "express";
 import type { ApiKeyConfig, RateLimitsConfig } from "../config.js";
 import type { Logger } from "../logger.js";
+import type { StageClock, VerifyStage } from "../../settlement/stages.js";
 import { apiKeyOf, requireApiKey } from "./api-keys.js";
 import { requireJsonBody } from "./content-type.js";
 import { perMinuteLimit, type RateLimitStores } from "./rate-limit.js";
@@ -23,6 +24,8 @@ export interface EdgeGuardsOptions {
   /** A request refused before its body was read (401, 415): the answer is sent already. */
   onRefused(route: EdgeRoute, res: Response, text: string): void;
   onRateLimited?(route: EdgeRoute | "status" | "public", by: QuotaHolder): void;
+  /** Times verify's guards as stages of its budget (`METRICS_VERIFY_STAGES`). */
+  stages?: StageClock;
 }
 
 /**
@@ -37,7 +40,9 @@ export interface EdgeGuardsOptions {
 export function edgeGuards(options: EdgeGuardsOptions): Record<EdgeRoute | "status" | "public", RequestHandler[]> {
   const { rateLimits, apiKeys, stores } = options;
   const keyed = apiKeys.length > 0;
-  const json = express.json({ limit: options.bodyLimitBytes, type: "application/json", strict: false });
+  const { stages } = options;
+  const jsonOptions = { limit: options.bodyLimitBytes, type: "application/json", strict: false };
+  const json = express.json(jsonOptions);
   const guards = (route: EdgeRoute): RequestHandler[] => {
     const field = route === "verify" ? "verifyPerMinute" : "settlePerMinute";
     const keyDefault = route === "verify" ? rateLimits.keyVerifyPerMinute : rateLimits.keySettlePerMinute;
@@ -50,12 +55,16 @@ export function edgeGuards(options: EdgeGuardsOptions): Record<EdgeRoute | "stat
       logger: options.logger,
       onLimited: () => options.onRateLimited?.(route, keyed ? "key" : "ip"),
     });
-    return [
-      ...(keyed ? [requireApiKey(apiKeys, (res, text) => options.onRefused(route, res, text))] : []),
-      requireJsonBody((res, text) => options.onRefused(route, res, text)),
-      ...(client ? [client] : []),
-      json,
-    ];
+    const contentType = requireJsonBody((res, text) => options.onRefused(route, res, text));
+    if (route === "verify" && stages) {
+      return [
+        ...(keyed ? [timed(stages, "edge", requireApiKey(apiKeys, (res, text) => options.onRefused(route, res, text)))] : []),
+        timed(stages, "edge", contentType),
+        ...(client ? [timed(stages, "rateLimit", client)] : []),
+        timedJson(stages, jsonOptions),
+      ];
+    }
+    return [...(keyed ? [requireApiKey(apiKeys, (res, text) => options.onRefused(route, res, text))] : []), contentType, ...(client ? [client] : []), json];
   };
   // The settlement status lookups: the API key when keys are configured, and verify's quota, counted apart.
   const lookup = (): RequestHandler[] => {
@@ -79,3 +88,51 @@ export function edgeGuards(options: EdgeGuardsOptions): Record<EdgeRoute | "stat
   return { verify: guards("verify"), settle: guards("settle"), status: lookup(), public: publicReads ? [publicReads] : [] };
 }
 
+
+/**
+ * `handler` timed as `stage` from its call until it hands on (or returns, if it answers itself). A
+ * limiter on a shared store awaits the database meanwhile: its stage then holds what else ran.
+ */
+function timed(stages: StageClock, stage: VerifyStage, handler: RequestHandler): RequestHandler {
+  return (req, res, next) => {
+    const since = stages.start();
+    let open = true;
+    const stop = () => {
+      if (open) stages.stop(stage, since);
+      open = false;
+    };
+    void handler(req, res, (error?: unknown) => {
+      stop();
+      next(error);
+    });
+    if (res.headersSent) stop();
+  };
+}
+
+const PARSE_STARTED = Symbol("body parse started");
+
+/**
+ * The JSON middleware timed as `bodyParse`: its set-up when called, then (the body read) from its `verify`
+ * hook, which runs just before `JSON.parse`, until it hands on; the chunks' arrival between is not counted.
+ */
+function timedJson(stages: StageClock, options: { limit: number; type: string; strict: boolean }): RequestHandler {
+  const json = express.json({
+    ...options,
+    verify: (req) => {
+      (req as Request & { [PARSE_STARTED]?: number })[PARSE_STARTED] = stages.start();
+    },
+  });
+  return (req, res, next) => {
+    const since = stages.start();
+    let calling = true;
+    void json(req, res, (error?: unknown) => {
+      const started = (req as Request & { [PARSE_STARTED]?: number })[PARSE_STARTED];
+      if (calling) stages.stop("bodyParse", since);
+      else if (started !== undefined) stages.stop("bodyParse", started);
+      calling = false;
+      next(error);
+    });
+    if (calling) stages.stop("bodyParse", since);
+    calling = false;
+  };
+}

@@ -5,6 +5,7 @@ import { getAddress, type Address } from "viem";
 export const lower = (value: string) => value.toLowerCase();
 // Checksumming costs a keccak; the same few addresses (tokens, relayers, busy payers) come back all the time.
 const checksums = new Map<string, Address>();
+/** A stored (lower-case) address, checksummed. */
 export function checksum(value: string): Address {
   let address = checksums.get(value);
   if (!address) {
@@ -24,4 +25,5 @@ export type Int8 = number | string;
 export const num = (value: Int8 | null | undefined) => (value === null || value === undefined ? undefined : Number(value));
 /** A nullable BIGINT (or decimal TEXT) column as a bigint, or undefined. */
 export const big = (value: Int8 | null | undefined) => (value === null || value === undefined ? undefined : BigInt(value));
+/** `count` placeholders: `?, ?, ?`. */
 export const placeholders = (count: number) => Array.from({ length: count }, () => "?").join(", ");

@@ -40,6 +40,7 @@ export function leaseFence(epoch: number | undefined, lock: string): string {
   return `EXISTS (SELECT 1 FROM relayer_leases WHERE address = ? AND holder = ? AND expires_at > ?${epoch === undefined ? "" : " AND epoch = ?"}${lock})`;
 }
 
+/** The parameters of {@link leaseFence}, in its order. */
 export function fenceParams(relayer: Address, holder: string, now: number, epoch: number | undefined): SqlValue[] {
   return [lower(relayer), holder, now, ...(epoch === undefined ? [] : [epoch])];
 }

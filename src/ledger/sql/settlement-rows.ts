@@ -6,6 +6,7 @@ import type { SqlExecutor, SqlValue } from "./driver.js";
 /** The statuses of a settlement in flight, as an SQL list. */
 export const IN_FLIGHT = "('claimed', 'sent')";
 
+/** A settlement key as the columns hold it: chain_id, token, authorizer, nonce. */
 export function keyParams(key: SettlementKey): SqlValue[] {
   return [key.chainId, lower(key.token), lower(key.authorizer), lower(key.nonce)];
 }
@@ -58,6 +59,7 @@ export interface TransactionRow {
   updated_at: Int8;
 }
 
+/** A transaction row as the ledger gives it. */
 export function toTransaction(row: TransactionRow): BroadcastRecord {
   return {
     hash: row.hash,
@@ -72,6 +74,7 @@ export function toTransaction(row: TransactionRow): BroadcastRecord {
   };
 }
 
+/** A settlement row, with its transactions, as the ledger gives it. */
 export function toSettlement(row: SettlementRow, transactions: BroadcastRecord[]): SettlementRecord {
   const defined = <T extends object>(value: T) => Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
   return {

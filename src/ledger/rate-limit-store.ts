@@ -1,5 +1,5 @@
 import type { IncrementResponse, Options, Store } from "express-rate-limit";
-import type { Ledger } from "./types.js";
+import type { CounterStore } from "./types.js";
 
 /**
  * An express-rate-limit store over the ledger's counters, so every instance sharing the database
@@ -9,10 +9,10 @@ import type { Ledger } from "./types.js";
 export class LedgerRateLimitStore implements Store {
   readonly localKeys = false;
   readonly prefix: string;
-  readonly #counters: Pick<Ledger, "hit" | "unhit" | "resetHits">;
+  readonly #counters: CounterStore;
   #windowMs = 60_000;
 
-  constructor(counters: Pick<Ledger, "hit" | "unhit" | "resetHits">, prefix: string) {
+  constructor(counters: CounterStore, prefix: string) {
     this.#counters = counters;
     this.prefix = prefix;
   }

@@ -5,16 +5,8 @@ import { dirname, resolve } from "node:path";
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { Worker } from "node:worker_threads";
 import { MIGRATIONS, SQLITE_SCHEMA } from "./schema.js";
-import {
-  deliver,
-  SqlLedger,
-  type SqlDriver,
-  type SqlLedgerOptions,
-  type SqlRow,
-  type SqlTransaction,
-  type SqlTransactionOptions,
-  type SqlValue,
-} from "./sql-ledger.js";
+import { deliver, type SqlDriver, type SqlRow, type SqlTransaction, type SqlTransactionOptions, type SqlValue } from "./sql/driver.js";
+import { SqlLedger, type SqlLedgerOptions } from "./sql/ledger.js";
 import { LedgerError, type LedgerHealth } from "./types.js";
 
 /** The embedded ledger's in-memory database (the local stack: its chains are ephemeral too). */
@@ -193,25 +185,25 @@ class SqliteDriver implements SqlDriver {
     return statement;
   }
 
-  #all(sql: string, params: readonly SqlValue[]): SqlRow[] {
-    return this.#prepare(sql).all(...params) as SqlRow[];
+  #all<R extends object>(sql: string, params: readonly SqlValue[]): R[] {
+    return this.#prepare(sql).all(...params) as R[];
   }
 
   #run(sql: string, params: readonly SqlValue[]): number {
     return Number(this.#prepare(sql).run(...params).changes);
   }
 
-  all(sql: string, params: readonly SqlValue[] = []): Promise<SqlRow[]> {
-    return this.#serial.run(() => this.#all(sql, params));
+  all<R extends object = SqlRow>(sql: string, params: readonly SqlValue[] = []): Promise<R[]> {
+    return this.#serial.run(() => this.#all<R>(sql, params));
   }
 
   run(sql: string, params: readonly SqlValue[] = []): Promise<number> {
     return this.#serial.run(() => this.#run(sql, params));
   }
 
-  read(sql: string, params: readonly SqlValue[] = []): Promise<SqlRow[]> {
+  read<R extends object = SqlRow>(sql: string, params: readonly SqlValue[] = []): Promise<R[]> {
     // Queued behind this process's statements, so it sees every commit made before it was asked.
-    return this.#reader ? this.#serial.run(() => undefined).then(() => this.#reader!.all(sql, params)) : this.all(sql, params);
+    return this.#reader ? this.#serial.run(() => undefined).then(() => this.#reader!.all(sql, params) as Promise<R[]>) : this.all<R>(sql, params);
   }
 
   transaction<T>(...args: [(tx: SqlTransaction) => Promise<T>] | [SqlTransactionOptions, (tx: SqlTransaction) => Promise<T>]): Promise<T> {

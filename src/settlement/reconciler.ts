@@ -1,6 +1,6 @@
 import type { Address } from "viem";
 import { SettleError } from "../protocol/reasons.js";
-import { NOT_SENT_ERROR, type BroadcastRecord, type Ledger, type SettlementRecord } from "../ledger/types.js";
+import { NOT_SENT_ERROR, type BroadcastRecord, type BroadcastStore, type PenaltyStore, type SettlementRecord, type SettlementStore } from "../ledger/types.js";
 import type { SettlementChain } from "./chain.js";
 import { decidePayment, penaltyOf, termsOf, type PaymentDecision } from "./decision.js";
 
@@ -19,7 +19,7 @@ export class UndecidedPaymentError extends Error {
 
 /** Options of {@link Reconciler}. */
 export interface ReconcilerOptions {
-  ledger: Pick<Ledger, "takeDue" | "markSettled" | "markFailed" | "markTransaction" | "requeue" | "withdraw" | "penalize">;
+  ledger: Pick<SettlementStore, "takeDue" | "markSettled" | "markFailed" | "requeue" | "withdraw"> & Pick<BroadcastStore, "markTransaction"> & Pick<PenaltyStore, "penalize">;
   /** The chains this instance serves; rows of other chains are left to instances that serve them. */
   chains: readonly SettlementChain[];
   /** A payer whose payment failed by its own doing (a revert, a cancel, a substitute) is refused this long, in chain seconds; default 0 (never). */

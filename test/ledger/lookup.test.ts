@@ -8,7 +8,7 @@ import type { Hex } from "viem";
 import { deleteExpiredSettlements } from "../../src/facilitator/retention.js";
 import { startTestPostgres, type TestPostgres } from "../../src/harness/postgres.js";
 import { openPostgresLedger } from "../../src/ledger/postgres.js";
-import { FIND_BY_TX_HASH } from "../../src/ledger/sql-ledger.js";
+import { FIND_BY_TX_HASH } from "../../src/ledger/sql/settlements.js";
 import { openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { Ledger, SettlementRecord } from "../../src/ledger/types.js";
 import { claimInput, RELAYER, signedTx, TestClock } from "../helpers/ledger.js";

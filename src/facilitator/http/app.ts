@@ -17,7 +17,7 @@ import { boundedStores, type LimiterName, type RateLimitStores, type StoreFallba
 import { settlementRoutes, type SettlementRoutesOptions } from "./settlements.js";
 import { plainJsonPost, readJsonBody } from "./fast-lane.js";
 import { catalogPaymentOf, discoveryRoutes } from "../discovery.js";
-import type { DiscoveryBounds, Ledger } from "../../ledger/types.js";
+import type { CatalogStore, DiscoveryBounds, LedgerLifecycle } from "../../ledger/types.js";
 import type { Payment } from "../../protocol/payment.js";
 import type { Authorization } from "../../protocol/schemas.js";
 import { canonicalNetwork, type NetworkName } from "../../protocol/networks.js";
@@ -57,7 +57,7 @@ export interface AppOptions {
    * under the payTo it paid (never a verify), and `GET /v2/x402/discovery/{resources,search}` read it
    * (guarded as the status lookups are).
    */
-  discovery?: { ledger: Pick<Ledger, "backend" | "listDiscoveryResources" | "searchDiscoveryResources" | "recordDiscoveryPayment">; bounds: DiscoveryBounds };
+  discovery?: { ledger: Omit<CatalogStore, "removeDiscoveryResource"> & Pick<LedgerLifecycle, "backend">; bounds: DiscoveryBounds };
   /**
    * Awaited once verify has found a payment valid, before the answer is written: the local stack's
    * "after verify" faults act on the chain here (a balance moved, the nonce spent), so the settle that

@@ -1,11 +1,11 @@
 import { Router, type RequestHandler } from "express";
 import type { NetworkName } from "../../protocol/networks.js";
-import type { Ledger } from "../../ledger/types.js";
+import type { SettlementStore } from "../../ledger/types.js";
 import { statusByAuthorization, statusByTxHash, type StatusAnswer } from "../status.js";
 
 /** Options of {@link settlementRoutes}. */
 export interface SettlementRoutesOptions {
-  ledger: Pick<Ledger, "get" | "findByTxHash">;
+  ledger: Pick<SettlementStore, "get" | "findByTxHash">;
   /** The networks served, with their token. */
   served: ReadonlyMap<NetworkName, { token: `0x${string}` }>;
   /** What a lookup passes first: the API key when keys are configured, and a quota of verify's size. */

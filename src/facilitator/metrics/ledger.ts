@@ -1,6 +1,6 @@
 // The ledger's metrics: settlements pending and the oldest's age, the reconciler's moves, key leases, rows set aside.
 import { Counter, Gauge, type Registry } from "prom-client";
-import type { Ledger, PendingSummary } from "../../ledger/types.js";
+import type { PendingSummary, SettlementStore } from "../../ledger/types.js";
 import { memoizeFor } from "../memoize.js";
 import type { CreateMetricsOptions, FacilitatorMetrics } from "./types.js";
 
@@ -18,7 +18,7 @@ export function ledgerMetrics(registry: Registry, options: CreateMetricsOptions)
     labelNames: ["change"],
     registers: [registry],
   });
-  let ledger: Pick<Ledger, "pendingSummary"> | undefined;
+  let ledger: Pick<SettlementStore, "pendingSummary"> | undefined;
   // Both gauges share one ledger read per `cacheMs`, however often `/metrics` is scraped.
   const summary = memoizeFor(options.cacheMs ?? 5_000, (): Promise<PendingSummary | undefined> =>
     (ledger?.pendingSummary() ?? Promise.resolve(undefined)).catch(() => undefined),

@@ -1,7 +1,7 @@
 // The facilitator's metrics as the rest of the facilitator calls them, and createMetrics' options.
 import type { Registry } from "prom-client";
 import type { RelayerEvent } from "../../chain/relayer/index.js";
-import type { Ledger } from "../../ledger/types.js";
+import type { SettlementStore } from "../../ledger/types.js";
 import type { NetworkName } from "../../protocol/networks.js";
 import type { NetworkRuntime } from "../../settlement/runtime.js";
 import type { StageClock } from "../../settlement/stages.js";
@@ -35,7 +35,7 @@ export interface FacilitatorMetrics {
   /** Relayer gauges are read from the chain when scraped, at most once per `cacheMs`. */
   watchRelayers(networks: ReadonlyMap<NetworkName, NetworkRuntime>): void;
   /** Ledger gauges (settlements pending, the oldest's age) are read from the ledger when scraped. */
-  watchLedger(ledger: Pick<Ledger, "pendingSummary">): void;
+  watchLedger(ledger: Pick<SettlementStore, "pendingSummary">): void;
   /** The reconciler moved a row (settled, reverted, failed, rebroadcast, requeued, abandoned). */
   reconcilerAction(action: string): void;
   /** This instance took (`acquired`) or gave up (`lost`) a relayer key's lease. */

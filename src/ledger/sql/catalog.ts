@@ -1,10 +1,11 @@
-import { caip2OfNetwork } from "../protocol/x402v2.js";
+import { caip2OfNetwork } from "../../protocol/x402v2.js";
 import {
   DISCOVERY_CANDIDATES_PER_WORD,
   DISCOVERY_MAX_PAYERS,
   DISCOVERY_MAX_QUERY_WORDS,
   DISCOVERY_MAX_WORD_LENGTH,
   DISCOVERY_MAX_WORDS,
+  type CatalogStore,
   type DiscoveryBounds,
   type DiscoveryEntry,
   type DiscoveryFilter,
@@ -13,24 +14,38 @@ import {
   type DiscoveryPayment,
   type DiscoveryRecorded,
   type DiscoverySearchPage,
-} from "./types.js";
+} from "../types.js";
+import type { Int8 } from "./columns.js";
+import type { SqlDriver, SqlExecutor, SqlRow, SqlValue } from "./driver.js";
 
 // The discovery catalog's SQL (migration 0007), the same statements on SQLite and PostgreSQL. Apart from
 // the rest of the ledger: the catalog is discovery, never money, and shares no row with settlements.
 // Every read is an index range of bounded length, or a count kept by the writes: none grows with the catalog
 // (but a `scheme` filter's count, and a seller's own entries, bounded by CATALOG_MAX_ENTRIES_PER_SELLER).
 
-type Value = string | number | null;
-type Row = Record<string, unknown>;
-interface Executor {
-  all(sql: string, params?: readonly Value[]): Promise<Row[]>;
-  run(sql: string, params?: readonly Value[]): Promise<number>;
+/** A row of `discovery_entries` (migration 0007): `entry` is the listing as JSON, `schemes` its schemes as `|a|b|`. */
+export interface EntryRow {
+  id: Int8;
+  resource: string;
+  method: string;
+  pay_to: string;
+  type: string;
+  schemes: string;
+  payers: number;
+  first_paid: Int8;
+  last_paid: Int8;
+  entry: string;
 }
-/** What the catalog needs of a ledger driver (a structural part of `SqlDriver`). */
-export interface CatalogDriver extends Executor {
-  transaction<T>(options: { lock?: string }, work: (tx: Executor) => Promise<T>): Promise<T>;
-  /** A read that may run off the event loop, seeing every commit made before it was asked. */
-  read?(sql: string, params: readonly Value[]): Promise<Row[]>;
+
+/** A count (`COUNT(*) AS n`, `SUM(…) AS n`). */
+interface CountRow {
+  n: Int8;
+}
+
+/** A search's row: the query words' entry counts (`n0`, `n1`, …), and a match's listing (null when nothing matched). */
+interface SearchRow {
+  entry: string | null;
+  [count: `n${number}`]: Int8;
 }
 
 /** The first of `texts` within `maxBytes` in all (the first one always). */
@@ -79,9 +94,9 @@ function methodKey(method: string): string {
 }
 
 /** Conditions over an entry `e` for the filters given (a network by its table `n` when `network` is not the listing's own). */
-function conditionsOf(filter: DiscoveryFilter, options: { network: boolean }): { sql: string[]; params: Value[] } {
+function conditionsOf(filter: DiscoveryFilter, options: { network: boolean }): { sql: string[]; params: SqlValue[] } {
   const sql: string[] = [];
-  const params: Value[] = [];
+  const params: SqlValue[] = [];
   if (filter.type !== undefined) sql.push("e.type = ?"), params.push(filter.type);
   if (filter.scheme !== undefined) sql.push(`e.schemes LIKE ? ESCAPE '\\'`), params.push(memberPattern(filter.scheme));
   if (options.network && filter.network !== undefined) {
@@ -90,15 +105,15 @@ function conditionsOf(filter: DiscoveryFilter, options: { network: boolean }): {
   return { sql, params };
 }
 
-/** The discovery catalog over SQL: see {@link Ledger.recordDiscoveryPayment} and the lookups beside it. */
-export class SqlDiscoveryCatalog {
-  readonly #db: CatalogDriver;
+/** The discovery catalog over SQL. */
+export class SqlCatalogStore implements CatalogStore {
+  readonly #db: SqlDriver;
 
-  constructor(driver: CatalogDriver) {
+  constructor(driver: SqlDriver) {
     this.#db = driver;
   }
 
-  record(payment: DiscoveryPayment, bounds: DiscoveryBounds): Promise<DiscoveryRecorded> {
+  recordDiscoveryPayment(payment: DiscoveryPayment, bounds: DiscoveryBounds): Promise<DiscoveryRecorded> {
     const { entry } = payment;
     const method = discoveryMethodOf(entry);
     const payTo = lower(payment.payTo);
@@ -107,11 +122,11 @@ export class SqlDiscoveryCatalog {
     if (!Number.isFinite(paidAt)) return Promise.reject(new RangeError(`lastUpdated is not a time: ${entry.lastUpdated}`));
     const words = [...new Set(payment.words)].filter((word) => word.length <= DISCOVERY_MAX_WORD_LENGTH).slice(0, DISCOVERY_MAX_WORDS);
     return this.#db.transaction({ lock: LOCK }, async (tx) => {
-      const [row] = await tx.all(`SELECT id, type, entry, last_paid FROM discovery_entries WHERE resource = ? AND method = ? AND pay_to = ?`, [entry.resource, method, payTo]);
+      const [row] = await tx.all<Pick<EntryRow, "id" | "type" | "entry" | "last_paid">>(`SELECT id, type, entry, last_paid FROM discovery_entries WHERE resource = ? AND method = ? AND pay_to = ?`, [entry.resource, method, payTo]);
       // The ways of paying of every payment of this payTo (one per scheme and network), the latest first.
       const kind = (a: Record<string, unknown>) => `${String(a.scheme)}|${networkKey(String(a.network))}`;
       const fresh = new Set(entry.accepts.map(kind));
-      const earlier = row ? (JSON.parse(String(row.entry)) as DiscoveryEntry).accepts : [];
+      const earlier = row ? (JSON.parse(row.entry) as DiscoveryEntry).accepts : [];
       const accepts = [...entry.accepts, ...earlier.filter((a) => !fresh.has(kind(a)))].slice(0, MAX_ACCEPTS);
       const lastPaid = Math.max(paidAt, row ? Number(row.last_paid) : 0);
       const listing = JSON.stringify({ ...entry, accepts, lastUpdated: new Date(lastPaid).toISOString() });
@@ -127,18 +142,18 @@ export class SqlDiscoveryCatalog {
            ON CONFLICT (entry_id, payer) DO NOTHING`,
           [id, payer, id, DISCOVERY_MAX_PAYERS],
         );
-        const [updated] = await tx.all(
+        const [updated] = await tx.all<Pick<EntryRow, "payers">>(
           `UPDATE discovery_entries SET type = ?, schemes = ?, payers = (SELECT COUNT(*) FROM discovery_payers WHERE entry_id = ?), last_paid = ?, entry = ?
            WHERE id = ? RETURNING payers`,
           [entry.type, schemes, id, lastPaid, listing, id],
         );
-        payers = Number(updated!.payers);
-        const before = await tx.all(`SELECT network FROM discovery_networks WHERE entry_id = ?`, [id]);
-        await this.#count(tx, String(row.type), before.map((n) => String(n.network)), -1);
+        payers = updated!.payers;
+        const before = await tx.all<{ network: string }>(`SELECT network FROM discovery_networks WHERE entry_id = ?`, [id]);
+        await this.#count(tx, row.type, before.map((n) => n.network), -1);
         await tx.run(`DELETE FROM discovery_words WHERE entry_id = ?`, [id]);
         await tx.run(`DELETE FROM discovery_networks WHERE entry_id = ?`, [id]);
       } else {
-        const [inserted] = await tx.all(
+        const [inserted] = await tx.all<Pick<EntryRow, "id">>(
           `INSERT INTO discovery_entries (resource, method, pay_to, type, schemes, payers, first_paid, last_paid, entry)
            VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id`,
           [entry.resource, method, payTo, entry.type, schemes, paidAt, lastPaid, listing],
@@ -164,16 +179,16 @@ export class SqlDiscoveryCatalog {
       // The bounds, when an entry was added: the payTo's own first (its entries are its own to crowd out), then the whole catalog.
       let evicted = 0;
       if (!row) {
-        const [seller] = await tx.all(`SELECT COUNT(*) AS n FROM (SELECT 1 FROM discovery_entries WHERE pay_to = ? LIMIT ?) AS s`, [payTo, bounds.maxEntriesPerSeller + 1]);
+        const [seller] = await tx.all<CountRow>(`SELECT COUNT(*) AS n FROM (SELECT 1 FROM discovery_entries WHERE pay_to = ? LIMIT ?) AS s`, [payTo, bounds.maxEntriesPerSeller + 1]);
         evicted += await this.#evict(tx, Number(seller!.n) - bounds.maxEntriesPerSeller, `WHERE pay_to = ?`, [payTo]);
-        evicted += await this.#evict(tx, (await this.#total((sql, params) => tx.all(sql, params), {})) - bounds.maxEntries, "", []);
+        evicted += await this.#evict(tx, (await this.#total((sql, params) => tx.all<CountRow>(sql, params), {})) - bounds.maxEntries, "", []);
       }
       return { created: !row, evicted };
     });
   }
 
   /** Adds `delta` to the counts of one entry of `type` on `networks` (and on every network). */
-  async #count(tx: Executor, type: string, networks: readonly string[], delta: number): Promise<void> {
+  async #count(tx: SqlExecutor, type: string, networks: readonly string[], delta: number): Promise<void> {
     const keys = [ALL_NETWORKS, ...networks];
     await tx.run(
       `INSERT INTO discovery_counts (type, network, entries) VALUES ${keys.map(() => "(?, ?, ?)").join(", ")}
@@ -183,7 +198,7 @@ export class SqlDiscoveryCatalog {
   }
 
   /** The entries of a type and network (either, both, or none given), from the counts the writes keep. */
-  async #total(all: (sql: string, params: readonly Value[]) => Promise<Row[]>, filter: { type?: string; network?: string }): Promise<number> {
+  async #total(all: (sql: string, params: readonly SqlValue[]) => Promise<CountRow[]>, filter: { type?: string; network?: string }): Promise<number> {
     const [row] = await all(
       `SELECT COALESCE(SUM(entries), 0) AS n FROM discovery_counts WHERE network = ?${filter.type !== undefined ? " AND type = ?" : ""}`,
       [filter.network === undefined ? ALL_NETWORKS : networkKey(filter.network), ...(filter.type !== undefined ? [filter.type] : [])],
@@ -192,13 +207,13 @@ export class SqlDiscoveryCatalog {
   }
 
   /** Deletes the `count` entries (of `where`) with the fewest distinct payers, the least recently paid among them. */
-  async #evict(tx: Executor, count: number, where: string, params: Value[]): Promise<number> {
+  async #evict(tx: SqlExecutor, count: number, where: string, params: SqlValue[]): Promise<number> {
     if (count <= 0) return 0;
-    const victims = await tx.all(`SELECT id FROM discovery_entries ${where} ORDER BY payers, last_paid, id LIMIT ?`, [...params, count]);
+    const victims = await tx.all<Pick<EntryRow, "id">>(`SELECT id FROM discovery_entries ${where} ORDER BY payers, last_paid, id LIMIT ?`, [...params, count]);
     return this.#delete(tx, victims.map((v) => Number(v.id)));
   }
 
-  async #delete(tx: Executor, ids: number[]): Promise<number> {
+  async #delete(tx: SqlExecutor, ids: number[]): Promise<number> {
     if (ids.length === 0) return 0;
     const list = marks(ids.length);
     // Out of the counts first: each entry once per type, and once per type and network.
@@ -217,11 +232,11 @@ export class SqlDiscoveryCatalog {
     return tx.run(`DELETE FROM discovery_entries WHERE id IN (${list})`, ids);
   }
 
-  async list(request: DiscoveryPageRequest): Promise<DiscoveryPage> {
+  async listDiscoveryResources(request: DiscoveryPageRequest): Promise<DiscoveryPage> {
     const filter = request.filter ?? {};
     let from: string;
     let order: string;
-    let conditions: { sql: string[]; params: Value[] };
+    let conditions: { sql: string[]; params: SqlValue[] };
     let counted: boolean;
     if (filter.payTo !== undefined) {
       // One seller's entries, from its index; counted among them.
@@ -248,23 +263,23 @@ export class SqlDiscoveryCatalog {
     }
     const where = conditions.sql.length ? `WHERE ${conditions.sql.join(" AND ")}` : "";
     const total = counted
-      ? await this.#total((sql, params) => this.#read(sql, params), filter)
-      : Number((await this.#read(`SELECT COUNT(*) AS n FROM ${from} ${where}`, conditions.params))[0]?.n ?? 0);
-    const page = await this.#page(request, (limit, offset) => this.#read(`SELECT e.id FROM ${from} ${where} ORDER BY ${order} LIMIT ? OFFSET ?`, [...conditions.params, limit, offset]));
+      ? await this.#total((sql, params) => this.#read<CountRow>(sql, params), filter)
+      : Number((await this.#read<CountRow>(`SELECT COUNT(*) AS n FROM ${from} ${where}`, conditions.params))[0]?.n ?? 0);
+    const page = await this.#page(request, (limit, offset) => this.#read<Pick<EntryRow, "id">>(`SELECT e.id FROM ${from} ${where} ORDER BY ${order} LIMIT ? OFFSET ?`, [...conditions.params, limit, offset]));
     return { items: page.items, total };
   }
 
-  async search(request: DiscoveryPageRequest & { words: readonly string[] }): Promise<DiscoverySearchPage> {
+  async searchDiscoveryResources(request: DiscoveryPageRequest & { words: readonly string[] }): Promise<DiscoverySearchPage> {
     const words = [...new Set(request.words)].filter((word) => word.length <= DISCOVERY_MAX_WORD_LENGTH).slice(0, DISCOVERY_MAX_QUERY_WORDS);
     if (words.length === 0) return { items: [], more: false, partial: false };
     const { payTo, ...rest } = request.filter ?? {};
     const conditions = conditionsOf(rest, { network: true });
     // The matches `m`, each with its score (query words matched) and its standing (payers, latest payment).
     let matches: string;
-    let matchParams: Value[];
+    let matchParams: SqlValue[];
     // How many entries each word has, up to one more than a search reads (whether it read them all).
     let counts = "SELECT 0 AS n0";
-    let countParams: Value[] = [];
+    let countParams: SqlValue[] = [];
     if (payTo !== undefined) {
       // One seller's entries (bounded by CATALOG_MAX_ENTRIES_PER_SELLER), from its index, each scored by probes of
       // its own words: every match among them.
@@ -286,7 +301,7 @@ export class SqlDiscoveryCatalog {
     const filtered = conditions.sql.length > 0 ? `JOIN discovery_entries e ON e.id = m.entry_id WHERE ${conditions.sql.join(" AND ")}` : "";
     // One statement: the words' counts, then the page's matches (one more than asked: whether more follow) with
     // their entries, best first (a row of counts alone when nothing matched).
-    const rows = await this.#read(
+    const rows = await this.#read<SearchRow>(
       `SELECT k.*, p.entry FROM (${counts}) AS k LEFT JOIN (
          SELECT r.entry_id, r.score, r.payers, r.last_paid, x.entry FROM (
            SELECT m.entry_id, m.score, m.payers, m.last_paid FROM (${matches}) AS m ${filtered}
@@ -297,21 +312,21 @@ export class SqlDiscoveryCatalog {
       [...countParams, ...matchParams, ...conditions.params, request.limit + 1, request.offset],
     );
     const partial = payTo === undefined && words.some((_, i) => Number(rows[0]?.[`n${i}`] ?? 0) > DISCOVERY_CANDIDATES_PER_WORD);
-    const texts = rows.flatMap((row) => (row.entry === null || row.entry === undefined ? [] : [String(row.entry)]));
+    const texts = rows.flatMap((row) => (row.entry === null || row.entry === undefined ? [] : [row.entry]));
     const items = withinBytes(texts.slice(0, request.limit), request.maxBytes);
     return { items, more: texts.length > items.length, partial };
   }
 
   /** Catalog reads: off the event loop where the driver can (the embedded ledger's reader thread). */
-  #read(sql: string, params: readonly Value[]): Promise<Row[]> {
-    return this.#db.read ? this.#db.read(sql, params) : this.#db.all(sql, params);
+  #read<R extends object = SqlRow>(sql: string, params: readonly SqlValue[]): Promise<R[]> {
+    return this.#db.read ? this.#db.read<R>(sql, params) : this.#db.all<R>(sql, params);
   }
 
   /**
    * A page: the ids `select` ranks, then their entries (read a chunk at a time), until `limit` entries or
    * `maxBytes` of them (the first entry always); `more` when a ranked entry was left for the next page.
    */
-  async #page(request: DiscoveryPageRequest, select: (limit: number, offset: number) => Promise<Row[]>): Promise<{ items: string[]; more: boolean }> {
+  async #page(request: DiscoveryPageRequest, select: (limit: number, offset: number) => Promise<Array<Pick<EntryRow, "id">>>): Promise<{ items: string[]; more: boolean }> {
     // One more than wanted: whether anything follows the page.
     const ranked = (await select(request.limit + 1, request.offset)).map((row) => Number(row.id));
     const ids = ranked.slice(0, request.limit);
@@ -319,8 +334,8 @@ export class SqlDiscoveryCatalog {
     let bytes = 0;
     for (let start = 0; start < ids.length; start += PAGE_CHUNK) {
       const chunk = ids.slice(start, start + PAGE_CHUNK);
-      const rows = await this.#read(`SELECT id, entry FROM discovery_entries WHERE id IN (${marks(chunk.length)})`, chunk);
-      const found = new Map(rows.map((row) => [Number(row.id), String(row.entry)]));
+      const rows = await this.#read<Pick<EntryRow, "id" | "entry">>(`SELECT id, entry FROM discovery_entries WHERE id IN (${marks(chunk.length)})`, chunk);
+      const found = new Map(rows.map((row) => [Number(row.id), row.entry]));
       for (const id of chunk) {
         const text = found.get(id);
         // Evicted between the two reads: left out.
@@ -339,8 +354,8 @@ export class SqlDiscoveryCatalog {
    * exact. Runs in the caller's transaction, which holds {@link CATALOG_LOCK}. An entry's seller lists it again with
    * its next settled payment.
    */
-  async takeNetwork(tx: Executor, network: string, paidFrom?: number): Promise<Row[]> {
-    const rows = await tx.all(
+  async takeNetwork(tx: SqlExecutor, network: string, paidFrom?: number): Promise<EntryRow[]> {
+    const rows = await tx.all<EntryRow>(
       `SELECT * FROM discovery_entries WHERE id IN (SELECT entry_id FROM discovery_networks WHERE network = ?)${paidFrom === undefined ? "" : " AND last_paid >= ?"} ORDER BY id`,
       [network, ...(paidFrom === undefined ? [] : [paidFrom])],
     );
@@ -348,11 +363,11 @@ export class SqlDiscoveryCatalog {
     return rows;
   }
 
-  remove(resource: string, method?: string, payTo?: string): Promise<number> {
+  removeDiscoveryResource(resource: string, method?: string, payTo?: string): Promise<number> {
     return this.#db.transaction({ lock: LOCK }, async (tx) => {
       const clauses = ["resource = ?", ...(method !== undefined ? ["method = ?"] : []), ...(payTo !== undefined ? ["pay_to = ?"] : [])];
       const params = [resource, ...(method !== undefined ? [methodKey(method)] : []), ...(payTo !== undefined ? [lower(payTo)] : [])];
-      const ids = await tx.all(`SELECT id FROM discovery_entries WHERE ${clauses.join(" AND ")}`, params);
+      const ids = await tx.all<Pick<EntryRow, "id">>(`SELECT id FROM discovery_entries WHERE ${clauses.join(" AND ")}`, params);
       return this.#delete(tx, ids.map((row) => Number(row.id)));
     });
   }

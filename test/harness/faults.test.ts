@@ -298,8 +298,18 @@ describe("harness faults: each makes the real cause happen on the local chains o
       const { body } = await payment(0);
       const fault = await stack.harness.fault({ kind: "rpc", mode: "refuse", forCalls: 2 });
       expect((await stack.harness.faults()).find((each) => each.id === fault.id)?.callsLeft).to.equal(2);
-      expect((await verify(body)).status).to.equal(500);
-      expect((await stack.harness.faults()).find((each) => each.id === fault.id)?.state).to.equal("ended");
+      // Whichever of the facilitator's calls come first take the two: verify's reads, or the token state index's
+      // own head polls running beside it (verify then answers from the index's memory). Verify until it is used up.
+      const answers: Array<{ status: number; json: Record<string, unknown> }> = [];
+      const ended = await waitUntil(async () => {
+        answers.push(await verify(body));
+        return (await stack.harness.faults()).find((each) => each.id === fault.id)?.state === "ended";
+      }, 20_000, 50);
+      expect(ended).to.equal(true);
+      for (const answer of answers) {
+        if (answer.status === 500) expect(answer.json.invalidReason).to.match(/^Service unavailable: /);
+        else expect(answer).to.deep.equal({ status: 200, json: { isValid: true, invalidReason: null } });
+      }
       expect((await verify(body)).json).to.deep.equal({ isValid: true, invalidReason: null });
     });
 

@@ -1,18 +1,16 @@
 import { BaseError, ContractFunctionRevertedError, decodeErrorResult, isHex, type Hex } from "viem";
-import { SettleError } from "../protocol/reasons.js";
+import type { SettleErrorCode } from "../protocol/reasons.js";
 
-type SettleErrorText = (typeof SettleError)[keyof typeof SettleError];
-
-/** FiatToken v2 revert strings and the settle error each maps to (wire-format table). */
-const REVERTS: ReadonlyArray<readonly [string, SettleErrorText]> = [
-  ["FiatTokenV2: authorization is used or canceled", SettleError.alreadyUsed],
-  ["FiatTokenV2: authorization is expired", SettleError.expired],
-  ["FiatTokenV2: authorization is not yet valid", SettleError.notYetValid],
-  ["ERC20: transfer amount exceeds balance", SettleError.insufficientBalance],
-  ["FiatTokenV2: invalid signature", SettleError.invalidSignature],
-  ["EIP3009: invalid signature", SettleError.invalidSignature],
+/** FiatToken v2 revert strings and the settle error code each maps to (wire-format table). */
+const REVERTS: ReadonlyArray<readonly [string, SettleErrorCode]> = [
+  ["FiatTokenV2: authorization is used or canceled", "alreadyUsed"],
+  ["FiatTokenV2: authorization is expired", "expired"],
+  ["FiatTokenV2: authorization is not yet valid", "notYetValid"],
+  ["ERC20: transfer amount exceeds balance", "insufficientBalance"],
+  ["FiatTokenV2: invalid signature", "invalidSignature"],
+  ["EIP3009: invalid signature", "invalidSignature"],
   // Circle's ECRecover: "ECRecover: invalid signature", "… 's' value", "… 'v' value", "… length".
-  ["ECRecover: invalid signature", SettleError.invalidSignature],
+  ["ECRecover: invalid signature", "invalidSignature"],
 ];
 
 /** The revert reason string inside a viem error, if the node returned one. */
@@ -68,13 +66,13 @@ export function isRevert(error: unknown): boolean {
   return found !== null || revertReason(error) !== undefined;
 }
 
-/** Maps a token revert reason to the settle `error` text; anything unknown is a generic on-chain failure. */
-export function settleErrorOfRevert(reason: string | undefined): SettleErrorText {
-  if (reason === undefined) return SettleError.failedOnChain;
-  for (const [prefix, text] of REVERTS) {
-    if (reason === prefix || reason.startsWith(prefix)) return text;
+/** Maps a token revert reason to its settle error code; anything unknown is a generic on-chain failure. */
+export function settleErrorOfRevert(reason: string | undefined): SettleErrorCode {
+  if (reason === undefined) return "failedOnChain";
+  for (const [prefix, code] of REVERTS) {
+    if (reason === prefix || reason.startsWith(prefix)) return code;
   }
-  return SettleError.failedOnChain;
+  return "failedOnChain";
 }
 
 /**

@@ -1,7 +1,7 @@
 import { isAddressEqual, type Hex } from "viem";
 import { NETWORKS, type NetworkName } from "../protocol/networks.js";
 import { networkOfAnyForm } from "../protocol/x402v2.js";
-import { RequestError } from "../protocol/reasons.js";
+import { RequestError, SettlementFailureText } from "../protocol/reasons.js";
 import { describeZodError, settlementQuerySchema, settlementTxHashSchema, type SettlementStatus } from "../protocol/schemas.js";
 import type { SettlementRecord, SettlementStore } from "../ledger/types.js";
 
@@ -25,7 +25,8 @@ export function settlementStatusOf(record: SettlementRecord, network: string): S
     ...(status === "settled" && record.blockTimestamp !== undefined
       ? { timestamp: new Date(Number(record.blockTimestamp) * 1000).toISOString() }
       : {}),
-    ...(status === "failed" && record.error ? { error: record.error } : {}),
+    // The code made into its text here, at the edge: the ledger holds codes.
+    ...(status === "failed" && record.errorCode ? { error: SettlementFailureText[record.errorCode] } : {}),
   };
 }
 

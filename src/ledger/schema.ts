@@ -326,4 +326,31 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX settlements_settled_block ON settlements (chain_id, block_number) WHERE status = 'settled'`,
     ],
   },
+  {
+    // A failed row records its failure as a code (`error_code`: alreadyUsed, expired, notYetValid,
+    // insufficientBalance, invalidSignature, failedOnChain, notSent); the answers' texts are made from it at
+    // the HTTP edge. Rows failed by earlier versions get the code of their text; a text of no code (none was
+    // ever written by the kit) reads failedOnChain and stays in `error` for operators, where the known texts
+    // are cleared. The texts are written out: this migration must map what earlier versions wrote, whatever
+    // the texts become.
+    name: "0012_error_codes",
+    statements: () => {
+      const codeOfText: ReadonlyArray<readonly [string, string]> = [
+        ["Authorization already used", "alreadyUsed"],
+        ["Authorization expired", "expired"],
+        ["Authorization not yet valid", "notYetValid"],
+        ["ERC20: transfer amount exceeds balance", "insufficientBalance"],
+        ["Invalid signature", "invalidSignature"],
+        ["Transaction failed on-chain", "failedOnChain"],
+        ["Service unavailable: given up before any transaction was sent", "notSent"],
+      ];
+      const texts = codeOfText.map(([text]) => `'${text}'`).join(", ");
+      return [
+        `ALTER TABLE settlements ADD COLUMN error_code TEXT`,
+        `UPDATE settlements SET error_code = CASE error ${codeOfText.map(([text, code]) => `WHEN '${text}' THEN '${code}'`).join(" ")} ELSE 'failedOnChain' END
+         WHERE error IS NOT NULL`,
+        `UPDATE settlements SET error = NULL WHERE error IN (${texts})`,
+      ];
+    },
+  },
 ];

@@ -23,7 +23,7 @@ export const VerifyReason = {
   paymentIdentifierInUse: (id: string) => `Payment identifier ${id} is already used by another payment`,
 } as const;
 
-/** `error` texts of settle (`event: payment.failed`). */
+/** `error` texts of settle (`event: payment.failed`), by code: the one table from a settle code to its text. */
 export const SettleError = {
   alreadyUsed: "Authorization already used",
   expired: "Authorization expired",
@@ -57,6 +57,32 @@ export const RequestError = {
   /** 403: a state-changing dashboard call without this service's own Origin. */
   foreignOrigin: "Forbidden: this call is accepted only from the dashboard's own page (same Origin)",
 } as const;
+
+/**
+ * Settle's failure codes: what the settle pipeline passes and the ledger records. Only the HTTP edge turns
+ * one into its text ({@link SettleError}).
+ */
+export type SettleErrorCode = keyof typeof SettleError;
+
+/**
+ * A failed settlement's code as the ledger records it: a settle error, or `notSent` (given up before any
+ * transaction was sent: no verdict, and the authorization may be claimed again).
+ */
+export type SettlementFailureCode = SettleErrorCode | "notSent";
+
+/** The text of each failure code, as the status lookups answer it: settle's, and this kit's for `notSent`. */
+export const SettlementFailureText = {
+  ...SettleError,
+  notSent: `${RequestError.unavailable}: given up before any transaction was sent`,
+} as const satisfies Readonly<Record<SettlementFailureCode, string>>;
+
+/** Every failure code the ledger may hold. */
+export const SETTLEMENT_FAILURE_CODES = Object.keys(SettlementFailureText) as readonly SettlementFailureCode[];
+
+/** Whether `value` is one of {@link SETTLEMENT_FAILURE_CODES}. */
+export function isSettlementFailureCode(value: unknown): value is SettlementFailureCode {
+  return typeof value === "string" && Object.hasOwn(SettlementFailureText, value);
+}
 
 /** Settle event names (spec section 6). */
 export const SettleEvent = {

@@ -1,7 +1,7 @@
 import type { Address, Hex, TransactionReceipt } from "viem";
 import { penaltySubject, type Penalty, type SettlementRecord } from "../ledger/types.js";
 import type { PayerPayload } from "../protocol/payment.js";
-import { SettleError } from "../protocol/reasons.js";
+import type { SettleErrorCode } from "../protocol/reasons.js";
 import type { SettlementChain } from "./chain.js";
 import { spendOf, type PaymentTerms } from "./receipt-transfer.js";
 
@@ -32,11 +32,11 @@ export type PaymentDecision =
   /** Paid by this receipt's transfer. */
   | { outcome: "paid"; transfer: PaidTransfer }
   /**
-   * Failed, for good: `error` is the settle text (`Authorization already used` when something else spent
-   * the nonce, `Transaction failed on-chain` for our revert); `by` is the transaction that decided it
-   * (ours that reverted, or the one that spent the nonce), never the payment.
+   * Failed, for good: `code` is settle's (`alreadyUsed` when something else spent the nonce,
+   * `failedOnChain` for our revert); `by` is the transaction that decided it (ours that reverted, or the
+   * one that spent the nonce), never the payment.
    */
-  | { outcome: "failed"; cause: FailureCause; error: string; by: { txHash: Hex; blockNumber: bigint } }
+  | { outcome: "failed"; cause: FailureCause; code: SettleErrorCode; by: { txHash: Hex; blockNumber: bigint } }
   /** Nothing spent the authorization and none of ours reverted: a transaction of ours may still be mined. */
   | { outcome: "unused" }
   /** The chain or its logs cannot tell now: never guessed either way. */
@@ -89,7 +89,7 @@ export async function decidePayment(chain: DecisionChain, terms: PaymentTerms, o
   }
   if (!used) {
     if (!reverted) return { outcome: "unused" };
-    return { outcome: "failed", cause: "reverted", error: SettleError.failedOnChain, by: { txHash: reverted.transactionHash, blockNumber: reverted.blockNumber } };
+    return { outcome: "failed", cause: "reverted", code: "failedOnChain", by: { txHash: reverted.transactionHash, blockNumber: reverted.blockNumber } };
   }
 
   let spender;
@@ -102,7 +102,7 @@ export async function decidePayment(chain: DecisionChain, terms: PaymentTerms, o
     return { outcome: "undecided", reason: "the authorization is used, and no log of it was found (the token state index cannot say, and it is older than LOG_LOOKBACK_BLOCKS)" };
   }
   const by = { txHash: spender.txHash, blockNumber: spender.blockNumber };
-  if (spender.how === "canceled") return { outcome: "failed", cause: "canceled", error: SettleError.alreadyUsed, by };
+  if (spender.how === "canceled") return { outcome: "failed", cause: "canceled", code: "alreadyUsed", by };
   let receipt = receipts.find((r) => r.transactionHash.toLowerCase() === spender.txHash.toLowerCase());
   if (!receipt) {
     try {
@@ -114,8 +114,8 @@ export async function decidePayment(chain: DecisionChain, terms: PaymentTerms, o
   if (!receipt) return { outcome: "undecided", reason: `the authorization was used by ${spender.txHash}, whose receipt is not available` };
   const spend = spendOf(receipt, terms);
   if (spend.kind === "paid") return paid(chain, receipt, terms, options);
-  if (spend.kind === "otherTransfer") return { outcome: "failed", cause: "spentElsewhere", error: SettleError.alreadyUsed, by };
-  if (spend.kind === "canceled") return { outcome: "failed", cause: "canceled", error: SettleError.alreadyUsed, by };
+  if (spend.kind === "otherTransfer") return { outcome: "failed", cause: "spentElsewhere", code: "alreadyUsed", by };
+  if (spend.kind === "canceled") return { outcome: "failed", cause: "canceled", code: "alreadyUsed", by };
   return { outcome: "undecided", reason: `the token's log names ${spender.txHash}, whose receipt holds no use of the authorization (a reorganisation?)` };
 }
 

@@ -82,7 +82,7 @@ export async function recordDecision(steps: SettlementSteps, record: SettlementR
     }
     case "failed": {
       const mine = decision.cause === "reverted" ? decision.by.txHash : ours;
-      const failure = { error: decision.error, ...(mine ? { txHash: mine } : {}) };
+      const failure = { code: decision.code, ...(mine ? { txHash: mine } : {}) };
       await ledger.markFailed(record.id, failure).catch((error: unknown) => {
         steps.outbox.add(`settlement ${record.id} failed`, () => ledger.markFailed(record.id, failure));
         steps.onLedgerFault?.(error);
@@ -90,7 +90,7 @@ export async function recordDecision(steps: SettlementSteps, record: SettlementR
       });
       await penalize(steps, record, network, decision);
       // Spent by something else: no transaction is named (ours did not pay, and the other is not this payment).
-      return { kind: "failed", error: decision.error, ...(decision.cause === "reverted" ? { txHash: decision.by.txHash } : {}) };
+      return { kind: "failed", code: decision.code, ...(decision.cause === "reverted" ? { txHash: decision.by.txHash } : {}) };
     }
   }
 }

@@ -1,6 +1,5 @@
 import type { Address } from "viem";
-import { SettleError } from "../protocol/reasons.js";
-import { NOT_SENT_ERROR, type BroadcastRecord, type BroadcastStore, type PenaltyStore, type SettlementRecord, type SettlementStore } from "../ledger/types.js";
+import type { BroadcastRecord, BroadcastStore, PenaltyStore, SettlementRecord, SettlementStore } from "../ledger/types.js";
 import type { SettlementChain } from "./chain.js";
 import { decidePayment, penaltyOf, termsOf, type PaymentDecision } from "./decision.js";
 
@@ -100,7 +99,7 @@ export class Reconciler {
       }
       if ((row.deadlineAt ?? 0) <= now) {
         // Write-ahead: no recorded transaction means nothing was broadcast; a late owner's record is now refused.
-        return (await ledger.withdraw(row.id, { error: NOT_SENT_ERROR, owner: row.owner ?? null })) ? "abandoned" : undefined;
+        return (await ledger.withdraw(row.id, { code: "notSent", owner: row.owner ?? null })) ? "abandoned" : undefined;
       }
       return undefined;
     }
@@ -112,7 +111,7 @@ export class Reconciler {
     const head = await chain.head();
     if (head.timestamp >= row.validBefore) {
       // No later block can use it (the token requires block.timestamp < validBefore), and nothing did.
-      await ledger.markFailed(row.id, { error: SettleError.expired });
+      await ledger.markFailed(row.id, { code: "expired" });
       return "failed";
     }
     for (const tx of live) if (await chain.knows(tx.hash)) return undefined; // still in the node's pool
@@ -123,7 +122,7 @@ export class Reconciler {
     const late = await this.#decide(chain, row, live);
     if (late) return late;
     for (const tx of live) await ledger.markTransaction(tx.hash, "dropped");
-    await ledger.markFailed(row.id, { error: SettleError.failedOnChain });
+    await ledger.markFailed(row.id, { code: "failedOnChain" });
     return "failed";
   }
 
@@ -149,7 +148,7 @@ export class Reconciler {
       await ledger.markSettled(row.id, { txHash, blockNumber, blockTimestamp });
       return "settled";
     }
-    await ledger.markFailed(row.id, { error: decision.error, ...(reverted ? { txHash: reverted.hash } : {}) });
+    await ledger.markFailed(row.id, { code: decision.code, ...(reverted ? { txHash: reverted.hash } : {}) });
     await this.#penalize(chain, row, decision);
     return reverted ? "reverted" : "failed";
   }

@@ -1,6 +1,6 @@
 import type { Address } from "viem";
 import { FeeCapError, KeyNotLeasedError, RelaySendError, type RelayHooks, type SentTransaction, type SignedRelay } from "../chain/relayer/index.js";
-import { NOT_SENT_ERROR, type SettlementCall, type SettlementRecord } from "../ledger/types.js";
+import type { SettlementCall, SettlementRecord } from "../ledger/types.js";
 import { followTransaction } from "./follow.js";
 import type { SettlementNetwork, SettlementResult, SettlementSteps } from "./steps.js";
 
@@ -39,7 +39,7 @@ export async function sendClaimed(
       // Refused outright (or the fee cap stopped it before signing, or the ledger refused its
       // write-ahead record): nothing is out there. The row fails as "not sent" and may be claimed
       // again; while the ledger is unreachable it stays claimed until the service's recovery releases it.
-      await ledger.markFailed(record.id, { error: NOT_SENT_ERROR, owner: instanceId }).catch(() => undefined);
+      await ledger.markFailed(record.id, { code: "notSent", owner: instanceId }).catch(() => undefined);
       if (error instanceof FeeCapError) return { kind: "notSent", reason: `${error.message}; nothing was sent` };
       return { kind: "notSent", reason: `relayer could not send: ${error instanceof Error ? error.message : String(error)}` };
     }

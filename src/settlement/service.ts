@@ -1,5 +1,5 @@
 import type { Address } from "viem";
-import { NOT_SENT_ERROR, type Ledger, type SettlementRecord } from "../ledger/types.js";
+import type { Ledger, SettlementRecord } from "../ledger/types.js";
 import { adoptKey, releaseKey, takeHandedOver } from "./handover.js";
 import { LedgerOutbox } from "./outbox.js";
 import { sendClaimed } from "./send.js";
@@ -114,7 +114,7 @@ export class SettlementService {
       const outcome = (await this.#outcomeOf(record.id, deadline)) ?? record;
       // The settle it joined was given up before anything was sent (its instance lost the database
       // meanwhile, say): nothing is out there, so this one claims the authorization afresh.
-      if (outcome.status === "failed" && outcome.error === NOT_SENT_ERROR && deadline - performance.now() > 1_000) continue;
+      if (outcome.status === "failed" && outcome.errorCode === "notSent" && deadline - performance.now() > 1_000) continue;
       if (outcome.status === "failed") return resultOf(outcome);
       return { kind: "alreadyUsed", record: outcome };
     }
@@ -127,13 +127,13 @@ export class SettlementService {
     try {
       simulation = await simulate();
     } catch (error) {
-      await ledger.withdraw(record.id, { error: NOT_SENT_ERROR, owner: instanceId }).catch(() => undefined);
+      await ledger.withdraw(record.id, { code: "notSent", owner: instanceId }).catch(() => undefined);
       throw error;
     }
     if ("refusal" in simulation) {
       // Refused before sending: the row fails with the reason (and may be claimed again later).
-      await ledger.withdraw(record.id, { error: simulation.refusal, owner: instanceId });
-      return { kind: "failed", error: simulation.refusal };
+      await ledger.withdraw(record.id, { code: simulation.refusal, owner: instanceId });
+      return { kind: "failed", code: simulation.refusal };
     }
     const from = network.relayer.pick(this.#o.keys.held());
     const sent = from ? await this.#track(sendClaimed(this.#steps, record, simulation.call, network, from, deadline)) : "fenced";
@@ -145,7 +145,7 @@ export class SettlementService {
     record = (await this.#outcomeOf(record.id, deadline)) ?? record;
     if (record.status === "claimed") {
       // Nothing was sent in time: withdraw it (while nobody has recorded a transaction), so nothing is sent after the answer.
-      const withdrawn = await ledger.withdraw(record.id, { error: NOT_SENT_ERROR, owner: record.owner ?? null });
+      const withdrawn = await ledger.withdraw(record.id, { code: "notSent", owner: record.owner ?? null });
       if (withdrawn) return { kind: "notSent", reason: "no relayer key holder sent the settlement in time" };
       record = (await ledger.getById(record.id)) ?? record;
     }
@@ -177,7 +177,7 @@ export class SettlementService {
    */
   async recover(): Promise<boolean> {
     if (!(await this.outbox.drain())) return false;
-    const released = await this.#o.ledger.withdrawOwned({ owner: this.#o.instanceId, error: NOT_SENT_ERROR, keep: [...this.#active] });
+    const released = await this.#o.ledger.withdrawOwned({ owner: this.#o.instanceId, code: "notSent", keep: [...this.#active] });
     if (released.length > 0) this.#o.logger.info({ released }, "claims abandoned during the ledger outage released (nothing was sent for them)");
     return true;
   }

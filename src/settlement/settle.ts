@@ -4,7 +4,7 @@ import { estimateGasWithin } from "../chain/estimate.js";
 import { FeeCapError } from "../chain/fees.js";
 import { settleErrorOfRevert } from "../chain/revert.js";
 import type { PayerPayload, Payment } from "../protocol/payment.js";
-import { SettleError, VerifyReason } from "../protocol/reasons.js";
+import { VerifyReason, type SettleErrorCode } from "../protocol/reasons.js";
 import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
 import { penaltySubject, type BoundPayment, type SettlementRecord } from "../ledger/types.js";
 import type { Simulation } from "./service.js";
@@ -13,8 +13,20 @@ import { authorizationDigest, identifierBoundElsewhere, paidUnderIdentifier } fr
 import { verifyPayment } from "./verify.js";
 import type { RefusedPayment, VerifiedPayment, VerifyFailureCode } from "./verify-outcome.js";
 
-/** Why a settlement failed: a verify refusal, or a transaction that failed (or may have) on chain. */
-export type SettleFailureCode = VerifyFailureCode | "failedOnChain";
+/** Settle's own code for each verify refusal it has a word for (its text is settle's, not verify's). */
+const SETTLE_CODE_OF = {
+  signature: "invalidSignature",
+  notYetValid: "notYetValid",
+  expired: "expired",
+  used: "alreadyUsed",
+  balance: "insufficientBalance",
+} as const satisfies Partial<Record<VerifyFailureCode, SettleErrorCode>>;
+
+/** A verify refusal settle has no word of its own for: it answers with verify's reason. */
+export type UnwordedRefusal = Exclude<VerifyFailureCode, keyof typeof SETTLE_CODE_OF>;
+
+/** Why a settlement failed: settle's own code, or a verify refusal settle has no word for. */
+export type SettleFailureCode = SettleErrorCode | UnwordedRefusal;
 
 /** What settle did, whichever dialect asked: each dialect's codec turns it into its own answer. */
 export type SettleOutcome = SettledPayment | FailedSettlement;
@@ -31,37 +43,38 @@ export interface SettledPayment {
   timestamp: string;
 }
 
-/** Nothing was transferred; `error` is the settle text (`SettleError`, or verify's reason where settle has no word). */
-export interface FailedSettlement {
+/** Nothing was transferred: settle's code, answered with its text (`SettleError`) at the HTTP edge. */
+export interface SettleErrorOutcome {
   settled: false;
-  code: SettleFailureCode;
-  error: string;
-  /** The transaction that was sent (or that already used the authorization), when known. */
+  code: SettleErrorCode;
+  /** The transaction that was sent (or that paid this very payment already), when known. */
   txHash?: Hex;
 }
 
-/** Settle's word for each failure it has one for; the other verify refusals answer with verify's reason. */
-const SETTLE_TEXT = {
-  signature: SettleError.invalidSignature,
-  notYetValid: SettleError.notYetValid,
-  expired: SettleError.expired,
-  used: SettleError.alreadyUsed,
-  balance: SettleError.insufficientBalance,
-  failedOnChain: SettleError.failedOnChain,
-} as const satisfies Partial<Record<SettleFailureCode, string>>;
-
-type WordedCode = keyof typeof SETTLE_TEXT;
-
-/** The failure code of a settle text (the ledger keeps a failed row's text). */
-const CODE_OF_TEXT = new Map<string, SettleFailureCode>(Object.entries(SETTLE_TEXT).map(([code, text]) => [text, code as WordedCode]));
-
-/** Settle's text for a verify refusal: the settle vocabulary where it has a word, else verify's reason. */
-function settleTextOf(refused: RefusedPayment): string {
-  return Object.hasOwn(SETTLE_TEXT, refused.code) ? SETTLE_TEXT[refused.code as WordedCode] : refused.reason;
+/** Nothing was transferred: a verify refusal settle has no word for, answered with verify's `reason` (it names what was refused). */
+export interface RefusedSettlement {
+  settled: false;
+  code: UnwordedRefusal;
+  reason: string;
+  /** Refused before anything was sent or looked up. */
+  txHash?: undefined;
 }
 
-function failed(code: WordedCode, txHash?: Hex): FailedSettlement {
-  return { settled: false, code, error: SETTLE_TEXT[code], ...(txHash ? { txHash } : {}) };
+/** Nothing was transferred. */
+export type FailedSettlement = SettleErrorOutcome | RefusedSettlement;
+
+function hasSettleCode(code: VerifyFailureCode): code is keyof typeof SETTLE_CODE_OF {
+  return Object.hasOwn(SETTLE_CODE_OF, code);
+}
+
+/** Settle's failure for a verify refusal: settle's code where it has one, else verify's code and reason. */
+function refusedSettlement(refused: RefusedPayment, txHash?: Hex): FailedSettlement {
+  const { code } = refused;
+  return hasSettleCode(code) ? failed(SETTLE_CODE_OF[code], txHash) : { settled: false, code, reason: refused.reason };
+}
+
+function failed(code: SettleErrorCode, txHash?: Hex): SettleErrorOutcome {
+  return { settled: false, code, ...(txHash ? { txHash } : {}) };
 }
 
 /** The token call that settles `payment`: `(v, r, s)` for an EOA signature, `bytes` for an ERC-1271 wallet. */
@@ -103,7 +116,7 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
     }
     let txHash: Hex | undefined;
     if (outcome.code === "used" && outcome.runtime && outcome.payload) txHash = await paidBy(outcome.runtime, outcome.payload.authorization, context);
-    return { settled: false, code: outcome.code, error: settleTextOf(outcome), ...(txHash ? { txHash } : {}) };
+    return refusedSettlement(outcome, txHash);
   }
   const { runtime, payload, head } = outcome;
   const { config } = runtime;
@@ -133,7 +146,7 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
       throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
     }
     if (await identifierBoundElsewhere(runtime, authorization, payment.paymentId, context, bound)) {
-      return { settled: false, code: "paymentId", error: VerifyReason.paymentIdentifierInUse(payment.paymentId) };
+      return { settled: false, code: "paymentId", reason: VerifyReason.paymentIdentifierInUse(payment.paymentId) };
     }
   }
 
@@ -173,13 +186,13 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
     case "alreadyUsed": {
       // Another settle of this authorization (a repeat under the same payment identifier) sent it: its answer.
       const paid = payment.paymentId ? await settledUnderIdentifier(runtime, authorization, payment.paymentId, context) : undefined;
-      return paid ?? failed("used", await ownersTransaction(runtime, authorization, result.record, context));
+      return paid ?? failed("alreadyUsed", await ownersTransaction(runtime, authorization, result.record, context));
     }
     case "failed":
-      return { settled: false, code: CODE_OF_TEXT.get(result.error) ?? "failedOnChain", error: result.error, ...(result.txHash ? { txHash: result.txHash } : {}) };
+      return failed(result.code, result.txHash);
     case "overBalance":
       // The payer's settles in flight already promise its balance: this one would revert at the relayer's expense.
-      return failed("balance");
+      return failed("insufficientBalance");
     case "notSent":
       throw new FacilitatorFault(`nothing sent on ${config.network}: ${result.reason}`);
     case "undecided":
@@ -237,7 +250,7 @@ async function simulate(payment: VerifiedPayment, context: FacilitatorContext): 
   if (estimate.outcome === "reverts") return { refusal: settleErrorOfRevert(estimate.reason) };
   if (estimate.outcome === "overCap") {
     context.logger.warn({ network: config.network, payer: payment.payload.authorization.from, maxSettleGas: String(maxSettleGas) }, "settle refused: gas estimate over MAX_SETTLE_GAS");
-    return { refusal: SettleError.failedOnChain };
+    return { refusal: "failedOnChain" };
   }
   // Headroom for state that moves before the block, never past the cap.
   return { call: { to: config.token, data, gas: bigMin((estimate.gas * 13n) / 10n, maxSettleGas) } };

@@ -1,7 +1,7 @@
 import type { Address, Hex, PublicClient } from "viem";
 import type { AdoptedTransaction, KeyLease, RelayHooks, RelayRequest, SentTransaction } from "../chain/relayer/index.js";
-import { NOT_SENT_ERROR, type ClaimInput, type Ledger, type SettlementCall, type SettlementRecord } from "../ledger/types.js";
-import { SettleError } from "../protocol/reasons.js";
+import type { ClaimInput, Ledger, SettlementCall, SettlementRecord } from "../ledger/types.js";
+import type { SettleErrorCode } from "../protocol/reasons.js";
 import type { SettlementChain } from "./chain.js";
 import { paidTransferOf, type PaidTransfer } from "./decision.js";
 import type { SettlementLogger } from "./logger.js";
@@ -51,8 +51,8 @@ export type SettlementResult =
    * settle's row: its transaction is named only once confirmed as this very payment's (the caller's part).
    */
   | { kind: "alreadyUsed"; record: SettlementRecord }
-  /** `payment.failed` with `error` (and the hash of ours when it was sent; never another transaction's). */
-  | { kind: "failed"; error: string; txHash?: Hex }
+  /** `payment.failed` with `code` (and the hash of ours when it was sent; never another transaction's). */
+  | { kind: "failed"; code: SettleErrorCode; txHash?: Hex }
   /** The payer's settles in flight already commit its balance. */
   | { kind: "overBalance" }
   /** Nothing was sent, and nothing will be: a fault (503). */
@@ -68,7 +68,7 @@ export type SettlementResult =
 export type SettleClaim = Omit<ClaimInput, "owner" | "ownerTtlMs" | "deadlineMs" | "call">;
 
 /** The simulated call, or the settle error that refuses it before anything is sent. */
-export type Simulation = { call: SettlementCall } | { refusal: string };
+export type Simulation = { call: SettlementCall } | { refusal: SettleErrorCode };
 
 /**
  * What each step of a settlement takes (claim, send, follow, hand-over): this instance's ledger, outbox
@@ -101,11 +101,12 @@ export interface SettlementSteps {
 export function resultOf(record: SettlementRecord): SettlementResult {
   if (record.status === "settled") return { kind: "settled", record, transfer: paidTransferOf(record) };
   if (record.status === "failed") {
-    if (record.error === NOT_SENT_ERROR) return { kind: "notSent", reason: "the settlement was given up before anything was sent" };
+    if (record.errorCode === "notSent") return { kind: "notSent", reason: "the settlement was given up before anything was sent" };
+    const code = record.errorCode ?? "failedOnChain";
     // Spent by something else: the row's hash is ours, which did not pay; the answer names none.
-    const named = record.txHash && record.error !== SettleError.alreadyUsed ? { txHash: record.txHash } : {};
-    return { kind: "failed", error: record.error ?? SettleError.failedOnChain, ...named };
+    const named = record.txHash && code !== "alreadyUsed" ? { txHash: record.txHash } : {};
+    return { kind: "failed", code, ...named };
   }
   // Still pending at the deadline: the hash lets the caller trace it (the status lookup tells the rest).
-  return { kind: "failed", error: SettleError.failedOnChain, ...(record.txHash ? { txHash: record.txHash } : {}) };
+  return { kind: "failed", code: "failedOnChain", ...(record.txHash ? { txHash: record.txHash } : {}) };
 }

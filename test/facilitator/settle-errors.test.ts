@@ -4,7 +4,7 @@ import { encodeFunctionData, parseSignature, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { revertReason, settleErrorOfRevert } from "../../src/chain/revert.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
-import { SettleError } from "../../src/protocol/reasons.js";
+import { SettleError, type SettleErrorCode } from "../../src/protocol/reasons.js";
 import { HARDHAT_KEYS, makePayment, openFacilitator } from "../helpers/facilitator.js";
 import { expectFailed, relayerNonce, settle } from "../helpers/settle.js";
 
@@ -113,7 +113,7 @@ describe("facilitator settle: every error, produced on a real chain", () => {
     expect(await balances()).to.deep.equal(before);
   });
 
-  it("maps each FiatToken revert, as the chain reports it, to the settle vocabulary", async () => {
+  it("maps each FiatToken revert, as the chain reports it, to its settle error code", async () => {
     const relayer = privateKeyToAccount(HARDHAT_KEYS.relayer).address;
     const client = opened.chain.publicClient;
     const simulate = async (data: Hex) => {
@@ -129,25 +129,25 @@ describe("facilitator settle: every error, produced on a real chain", () => {
     const early = await makePayment(opened.chain, { validAfter: latest.timestamp + 1000n });
     const good = await makePayment(opened.chain);
     const rich = await makePayment(opened.chain, { amount: 10n ** 15n });
-    const cases: Array<[Hex, string, string]> = [
-      [calldata(expired), "FiatTokenV2: authorization is expired", SettleError.expired],
-      [calldata(early), "FiatTokenV2: authorization is not yet valid", SettleError.notYetValid],
-      [calldata(good, 5n), "FiatTokenV2: invalid signature", SettleError.invalidSignature],
-      [calldata(rich), "ERC20: transfer amount exceeds balance", SettleError.insufficientBalance],
+    const cases: Array<[Hex, string, SettleErrorCode]> = [
+      [calldata(expired), "FiatTokenV2: authorization is expired", "expired"],
+      [calldata(early), "FiatTokenV2: authorization is not yet valid", "notYetValid"],
+      [calldata(good, 5n), "FiatTokenV2: invalid signature", "invalidSignature"],
+      [calldata(rich), "ERC20: transfer amount exceeds balance", "insufficientBalance"],
     ];
-    for (const [data, reason, text] of cases) {
+    for (const [data, reason, code] of cases) {
       expect(await simulate(data)).to.equal(reason);
-      expect(settleErrorOfRevert(reason)).to.equal(text);
+      expect(settleErrorOfRevert(reason)).to.equal(code);
     }
     await opened.chain.publicClient.request({ method: "eth_sendTransaction" as never, params: [{ from: relayer, to: opened.chain.token, data: calldata(good) }] as never });
     expect(await simulate(calldata(good))).to.equal("FiatTokenV2: authorization is used or canceled");
-    expect(settleErrorOfRevert("FiatTokenV2: authorization is used or canceled")).to.equal(SettleError.alreadyUsed);
+    expect(settleErrorOfRevert("FiatTokenV2: authorization is used or canceled")).to.equal("alreadyUsed");
     await opened.chain.contract.write.pause();
     expect(await simulate(calldata(rich))).to.equal("Pausable: paused");
-    expect(settleErrorOfRevert("Pausable: paused")).to.equal(SettleError.failedOnChain);
-    expect(settleErrorOfRevert("ECRecover: invalid signature 's' value")).to.equal(SettleError.invalidSignature);
-    expect(settleErrorOfRevert("EIP3009: invalid signature")).to.equal(SettleError.invalidSignature);
-    expect(settleErrorOfRevert(undefined)).to.equal(SettleError.failedOnChain);
+    expect(settleErrorOfRevert("Pausable: paused")).to.equal("failedOnChain");
+    expect(settleErrorOfRevert("ECRecover: invalid signature 's' value")).to.equal("invalidSignature");
+    expect(settleErrorOfRevert("EIP3009: invalid signature")).to.equal("invalidSignature");
+    expect(settleErrorOfRevert(undefined)).to.equal("failedOnChain");
   });
 
   it("settles the same authorization fired five times at once exactly once", async () => {

@@ -6,7 +6,6 @@ import { expect } from "chai";
 import { keccak256, parseGwei, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { RunningFacilitator } from "../../src/facilitator/start.js";
-import { NOT_SENT_ERROR } from "../../src/ledger/types.js";
 import type { SettlementRecord } from "../../src/ledger/types.js";
 import { SettleError } from "../../src/protocol/reasons.js";
 import { waitUntil } from "../helpers/time.js";
@@ -238,7 +237,7 @@ describe("settlement faults: a settlement is never stranded", function () {
     expect([waiting.blockNumber, waiting.maxFeePerGas]).to.deep.equal([null, firstPrice]);
     // Its claim was withdrawn before anything was signed: a failed row with no transaction, claimable again.
     const withdrawn = await rowOf(refused);
-    expect([withdrawn.status, withdrawn.error, withdrawn.transactions]).to.deep.equal(["failed", NOT_SENT_ERROR, []]);
+    expect([withdrawn.status, withdrawn.errorCode, withdrawn.transactions]).to.deep.equal(["failed", "notSent", []]);
     expect(await counter("x402_max_fee_per_gas_wei")).to.equal(Number(parseGwei("50")));
     expect(await counter("x402_network_fee_per_gas_wei")).to.be.above(Number(parseGwei("50")));
 
@@ -338,7 +337,7 @@ describe("settlement faults: a settlement is never stranded", function () {
     expect(await balance()).to.equal(before + AMOUNT);
     expect(await minedNonce()).to.equal(nonce + 2);
     expect(await proxied.chain.contract.read.authorizationState([expiring.message.from, expiring.message.nonce])).to.equal(false);
-    expect(await rowOf(expiring)).to.deep.include({ status: "failed", error: SettleError.expired, txHash: hashA });
+    expect(await rowOf(expiring)).to.deep.include({ status: "failed", errorCode: "expired", txHash: hashA });
     // B waited on the gap at a price the network took: never re-priced.
     expect(txStates(await rowOf(waiting))).to.deep.equal([[hashB, "mined"]]);
     expect(await counter("x402_relayer_replacements_total")).to.equal(0);

@@ -132,7 +132,7 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         const first = await ledger.claim(claimInput({ label: "f1", value: 10n, balance: 10n }));
         expect((await ledger.claim(claimInput({ label: "f2", value: 10n, balance: 10n }))).outcome).to.equal("overBalance");
         if (first.outcome !== "claimed") return;
-        await ledger.markFailed(first.record.id, { error: "Transaction failed on-chain" });
+        await ledger.markFailed(first.record.id, { code: "failedOnChain" });
         expect((await ledger.claim(claimInput({ label: "f2", value: 10n, balance: 10n }))).outcome).to.equal("claimed");
       });
 
@@ -147,7 +147,7 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
 
       it("claims a failed row again, keeping its transactions as history", async () => {
         const row = await sentRow(ledger, "again");
-        await ledger.markFailed(row.id, { error: "Transaction failed on-chain" });
+        await ledger.markFailed(row.id, { code: "failedOnChain" });
         clock.advance(1_000);
         const again = await ledger.claim(claimInput({ label: "again", owner: "instance-b" }));
         expect(again.outcome).to.equal("claimed");
@@ -156,7 +156,7 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         expect(again.record.attempts).to.equal(2);
         expect(again.record.owner).to.equal("instance-b");
         expect(again.record.status).to.equal("claimed");
-        expect(again.record.error).to.equal(undefined);
+        expect(again.record.errorCode).to.equal(undefined);
         expect(again.record.txHash).to.equal(undefined);
         expect(again.record.transactions.map((t) => t.hash)).to.deep.equal([row.hash]);
       });
@@ -237,13 +237,13 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
       it("refuses settled → failed, failed → settled and a broadcast on a final row", async () => {
         const settled = await sentRow(ledger, "s");
         await ledger.markSettled(settled.id, { txHash: settled.hash, blockNumber: 1n, blockTimestamp: 1n });
-        const toFailed = await ledger.markFailed(settled.id, { error: "x" }).catch((e: unknown) => e);
+        const toFailed = await ledger.markFailed(settled.id, { code: "failedOnChain" }).catch((e: unknown) => e);
         expect(toFailed).to.be.instanceOf(IllegalTransitionError).and.deep.include({ from: "settled", to: "failed" });
         const late = signedTx("late");
         expect(await ledger.recordBroadcast({ id: settled.id, owner: "instance-a", ...late, relayer: RELAYER, relayerNonce: 8, checkAfterMs: 1 })).to.equal(false);
 
         const failed = await sentRow(ledger, "f");
-        await ledger.markFailed(failed.id, { error: "Transaction failed on-chain" });
+        await ledger.markFailed(failed.id, { code: "failedOnChain" });
         const toSettled = await ledger.markSettled(failed.id, { txHash: failed.hash, blockNumber: 1n, blockTimestamp: 1n }).catch((e: unknown) => e);
         expect(toSettled).to.be.instanceOf(IllegalTransitionError).and.deep.include({ from: "failed", to: "settled" });
         expect(await ledger.recordBroadcast({ id: failed.id, owner: "instance-a", ...signedTx("f2"), relayer: RELAYER, relayerNonce: 9, checkAfterMs: 1 })).to.equal(false);
@@ -255,32 +255,32 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         const claimed = await ledger.claim(claimInput({ label: "cf" }));
         if (claimed.outcome !== "claimed") throw new Error("not claimed");
         clock.advance(10);
-        const failed = await ledger.markFailed(claimed.record.id, { error: "Authorization expired" });
-        expect(failed).to.deep.include({ status: "failed", error: "Authorization expired", updatedAt: clock.now });
+        const failed = await ledger.markFailed(claimed.record.id, { code: "expired" });
+        expect(failed).to.deep.include({ status: "failed", errorCode: "expired", updatedAt: clock.now });
         clock.advance(10);
-        expect(await ledger.markFailed(claimed.record.id, { error: "something else" })).to.deep.equal(failed);
+        expect(await ledger.markFailed(claimed.record.id, { code: "alreadyUsed" })).to.deep.equal(failed);
       });
 
       it("fails a row for its owner only when the owner is given", async () => {
         const claimed = await ledger.claim(claimInput({ label: "own", owner: null }));
         if (claimed.outcome !== "claimed") throw new Error("not claimed");
-        expect(await ledger.markFailed(claimed.record.id, { error: "x", owner: "instance-b" })).to.equal(undefined);
+        expect(await ledger.markFailed(claimed.record.id, { code: "failedOnChain", owner: "instance-b" })).to.equal(undefined);
         expect((await ledger.getById(claimed.record.id))!.status).to.equal("claimed");
         // null: only while it still waits for a key holder.
-        expect(await ledger.markFailed(claimed.record.id, { error: "withdrawn", owner: null })).to.deep.include({ status: "failed", error: "withdrawn" });
+        expect(await ledger.markFailed(claimed.record.id, { code: "notSent", owner: null })).to.deep.include({ status: "failed", errorCode: "notSent" });
         const taken = await ledger.claim(claimInput({ label: "own2", owner: null }));
         if (taken.outcome !== "claimed") throw new Error("not claimed");
         await ledger.takeQueued({ owner: "holder", chainIds: [338], limit: 1, ownerTtlMs: 1_000 });
-        expect(await ledger.markFailed(taken.record.id, { error: "withdrawn", owner: null })).to.equal(undefined);
+        expect(await ledger.markFailed(taken.record.id, { code: "notSent", owner: null })).to.equal(undefined);
       });
 
       it("withdraws a claim on which nothing was recorded, for its owner only, and never a sent row", async () => {
         const queued = await ledger.claim(claimInput({ label: "wd1", owner: null }));
         if (queued.outcome !== "claimed") throw new Error("not claimed");
-        expect(await ledger.withdraw(queued.record.id, { error: "x", owner: "instance-a" })).to.equal(undefined);
-        expect(await ledger.withdraw(queued.record.id, { error: "given up", owner: null })).to.deep.include({ status: "failed", error: "given up" });
+        expect(await ledger.withdraw(queued.record.id, { code: "notSent", owner: "instance-a" })).to.equal(undefined);
+        expect(await ledger.withdraw(queued.record.id, { code: "notSent", owner: null })).to.deep.include({ status: "failed", errorCode: "notSent" });
         const sent = await sentRow(ledger, "wd2");
-        expect(await ledger.withdraw(sent.id, { error: "x", owner: "instance-a" })).to.equal(undefined);
+        expect(await ledger.withdraw(sent.id, { code: "notSent", owner: "instance-a" })).to.equal(undefined);
         expect((await ledger.getById(sent.id))!.status).to.equal("sent");
       });
 
@@ -426,8 +426,8 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         const waiting = ledger.waitForOutcome(row.id, 60_000, aborted.signal);
         aborted.abort();
         expect(await waiting).to.deep.include({ status: "sent" });
-        await ledger.markFailed(row.id, { error: "Transaction failed on-chain" });
-        expect(await ledger.waitForOutcome(row.id, 60_000)).to.deep.include({ status: "failed", error: "Transaction failed on-chain" });
+        await ledger.markFailed(row.id, { code: "failedOnChain" });
+        expect(await ledger.waitForOutcome(row.id, 60_000)).to.deep.include({ status: "failed", errorCode: "failedOnChain" });
         expect(await ledger.waitForOutcome(987_654, 60_000)).to.equal(undefined);
       });
     });

@@ -34,7 +34,7 @@ async function finishedRow(ledger: Ledger, label: string, outcome: "settled" | "
   const tx = signedTx(label);
   await ledger.recordBroadcast({ id: claimed.record.id, owner: "a", hash: tx.hash, raw: tx.raw, relayer: RELAYER, relayerNonce: 1, checkAfterMs: 5_000 });
   if (outcome === "settled") await ledger.markSettled(claimed.record.id, { txHash: tx.hash, blockNumber: 1n, blockTimestamp: 1n });
-  if (outcome === "failed") await ledger.markFailed(claimed.record.id, { error: "Transaction failed on-chain", owner: "a" });
+  if (outcome === "failed") await ledger.markFailed(claimed.record.id, { code: "failedOnChain", owner: "a" });
   return { ...(await ledger.getById(claimed.record.id))!, hash: tx.hash };
 }
 

@@ -83,7 +83,7 @@ describe("ledger on PostgreSQL: a server going away mid-use never crashes the pr
       const claim = await of.claim(claimInput({ label: `heard-${++label}`, owner: "elsewhere" }));
       if (claim.outcome !== "claimed") throw new Error(claim.outcome);
       const started = performance.now();
-      setTimeout(() => void direct.withdraw(claim.record.id, { error: "withdrawn", owner: "elsewhere" }), 100);
+      setTimeout(() => void direct.withdraw(claim.record.id, { code: "notSent", owner: "elsewhere" }), 100);
       const outcome = await of.waitForOutcome(claim.record.id, 1_000);
       if (outcome?.status !== "failed") throw new Error(`not notified within ${Math.round(performance.now() - started)} ms`);
     }, "the LISTEN client did not come back");

@@ -156,8 +156,8 @@ describe("a relayer key is used only under its lease: an instance frozen past it
       // Every settlement decided once, from the chain: the expired one failed (nothing paid), the two others
       // settled by the new holder's replacements, each payee paid once.
       const rows = await Promise.all(payments.map(rowOf));
-      expect(rows.map((row) => [row.status, row.error])).to.deep.equal([
-        ["failed", SettleError.expired],
+      expect(rows.map((row) => [row.status, row.errorCode])).to.deep.equal([
+        ["failed", "expired"],
         ["settled", undefined],
         ["settled", undefined],
       ]);

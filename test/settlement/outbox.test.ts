@@ -1,8 +1,8 @@
 import { expect } from "chai";
 import { LedgerOutbox } from "../../src/settlement/outbox.js";
 import { SettlementService } from "../../src/settlement/service.js";
-import { NOT_SENT_ERROR } from "../../src/ledger/types.js";
 import { IllegalTransitionError, type Ledger } from "../../src/ledger/types.js";
+import type { SettlementFailureCode } from "../../src/protocol/reasons.js";
 import { recordingLogger } from "../helpers/facilitator.js";
 
 // Issue 23 item 1: outcomes answered while the ledger was unreachable are kept in a bounded in-process
@@ -85,8 +85,8 @@ describe("ledger outbox", () => {
     const calls: string[] = [];
     let refuse = true;
     const ledger = {
-      async withdrawOwned(input: { owner: string; error: string; keep: readonly number[] }) {
-        calls.push(`withdrawOwned ${input.owner} ${input.error === NOT_SENT_ERROR ? "not-sent" : input.error} keep=[${input.keep.join(",")}]`);
+      async withdrawOwned(input: { owner: string; code: SettlementFailureCode; keep: readonly number[] }) {
+        calls.push(`withdrawOwned ${input.owner} ${input.code} keep=[${input.keep.join(",")}]`);
         return [7];
       },
     } as unknown as Ledger;
@@ -113,6 +113,6 @@ describe("ledger outbox", () => {
 
     refuse = false;
     expect(await service.recover()).to.equal(true);
-    expect(calls).to.deep.equal(["write settlement 1", "write settlement 2", "withdrawOwned instance-a not-sent keep=[]"]);
+    expect(calls).to.deep.equal(["write settlement 1", "write settlement 2", "withdrawOwned instance-a notSent keep=[]"]);
   });
 });

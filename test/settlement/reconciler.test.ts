@@ -3,12 +3,10 @@ import { createPublicClient, custom, type PublicClient, encodeFunctionData, kecc
 import { privateKeyToAccount } from "viem/accounts";
 import { settlementChain, type SettlementChainParameters } from "../../src/settlement/chain.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
-import { NOT_SENT_ERROR } from "../../src/ledger/types.js";
 import { Reconciler, type ReconcilerAction, type ReconcilerOptions } from "../../src/settlement/reconciler.js";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import { penaltySubject, type Ledger, type SettlementRecord } from "../../src/ledger/types.js";
 import { CANCEL_AUTHORIZATION_TYPES } from "../../src/protocol/eip3009.js";
-import { SettleError } from "../../src/protocol/reasons.js";
 import { HARDHAT_KEYS, makePayment, sendAuthorization } from "../helpers/facilitator.js";
 import { claimInput, TestClock } from "../helpers/ledger.js";
 import { recordRpc } from "../helpers/rpc.js";
@@ -181,7 +179,7 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     await reconciler.tick();
     expect(actions).to.deep.equal([["reverted", claimed.record.id]]);
     const failed = await row(claimed.record.id);
-    expect(failed).to.deep.include({ status: "failed", error: SettleError.failedOnChain });
+    expect(failed).to.deep.include({ status: "failed", errorCode: "failedOnChain" });
     expect(failed.transactions.map((t) => t.state)).to.deep.equal(["reverted"]);
     const again = await ledger.claim(claimInput({ key: failed.key, owner: "instance-b" }));
     expect(again.outcome).to.equal("claimed");
@@ -232,7 +230,7 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     await reconciler.tick();
     expect(actions).to.deep.equal([["failed", sent.id]]);
     const failed = await row(sent.id);
-    expect(failed).to.deep.include({ status: "failed", error: SettleError.alreadyUsed, txHash: sent.hash });
+    expect(failed).to.deep.include({ status: "failed", errorCode: "alreadyUsed", txHash: sent.hash });
     expect(failed.txHash).to.not.equal(other);
     expect(await payeeBalance()).to.equal(0n);
     // Ours was never re-broadcast: the relayer sent nothing.
@@ -257,7 +255,7 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     reconciler = reconcilerOn(createPublicClient({ transport: custom(rpc.provider) }));
     await reconciler.tick();
     expect(actions).to.deep.equal([["failed", sent.id]]);
-    expect(await row(sent.id)).to.deep.include({ status: "failed", error: SettleError.alreadyUsed });
+    expect(await row(sent.id)).to.deep.include({ status: "failed", errorCode: "alreadyUsed" });
     expect(await chain.publicClient.getTransactionCount({ address: relayer.address, blockTag: "pending" })).to.equal(0);
     // Decided: later rounds look at it no more (no scan of the token's logs each round).
     clock.advance(60_000);
@@ -287,7 +285,7 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     await indexed.tick();
     expect(asked).to.deep.equal([sent.payment.message.nonce]);
     expect(actions).to.deep.equal([["failed", sent.id]]);
-    expect(await row(sent.id)).to.deep.include({ status: "failed", error: SettleError.alreadyUsed });
+    expect(await row(sent.id)).to.deep.include({ status: "failed", errorCode: "alreadyUsed" });
     expect(await payeeBalance()).to.equal(0n);
   });
 
@@ -297,7 +295,7 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     await chain.networkHelpers.time.increase(120);
     await reconciler.tick();
     expect(actions).to.deep.equal([["failed", sent.id]]);
-    expect(await row(sent.id)).to.deep.include({ status: "failed", error: SettleError.expired });
+    expect(await row(sent.id)).to.deep.include({ status: "failed", errorCode: "expired" });
     expect(await payeeBalance()).to.equal(0n);
   });
 
@@ -308,7 +306,7 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     await reconciler.tick();
     expect(actions).to.deep.equal([["failed", sent.id]]);
     const failed = await row(sent.id);
-    expect(failed).to.deep.include({ status: "failed", error: SettleError.failedOnChain });
+    expect(failed).to.deep.include({ status: "failed", errorCode: "failedOnChain" });
     expect(failed.transactions.map((t) => t.state)).to.deep.equal(["dropped"]);
     expect(await payeeBalance()).to.equal(0n);
   });
@@ -323,7 +321,7 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     clock.advance(9_000);
     await reconciler.tick();
     expect(actions.at(-1)).to.deep.equal(["abandoned", claimed.record.id]);
-    expect(await row(claimed.record.id)).to.deep.include({ status: "failed", error: NOT_SENT_ERROR });
+    expect(await row(claimed.record.id)).to.deep.include({ status: "failed", errorCode: "notSent" });
   });
 
   it("leaves rows of a chain it does not serve to the instances that serve it", async () => {

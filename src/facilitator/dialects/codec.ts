@@ -1,7 +1,8 @@
 import type { Address } from "viem";
 import type { NetworkName } from "../../protocol/networks.js";
 import type { Payment } from "../../protocol/payment.js";
-import type { SettleOutcome } from "../../settlement/settle.js";
+import { SettleError } from "../../protocol/reasons.js";
+import type { FailedSettlement, SettleOutcome } from "../../settlement/settle.js";
 import type { VerifyAnswerOutcome } from "../../settlement/verify-outcome.js";
 import type { StageClock } from "../../settlement/stages.js";
 import type { z } from "zod";
@@ -46,6 +47,14 @@ export interface DialectCodec {
   refusal(route: PaymentRoute, kind: RefusalKind, text: string, echo: Echo): object;
   /** How `supported` lists a configured network in this dialect. */
   kind(network: NetworkName): SupportedKind;
+}
+
+/**
+ * The text a failed settle answers with: settle's code made into the spec's words ({@link SettleError}),
+ * or verify's reason where settle has no word. The one place a settle code becomes text.
+ */
+export function settleErrorText(outcome: FailedSettlement): string {
+  return "reason" in outcome ? outcome.reason : SettleError[outcome.code];
 }
 
 /** A plain JSON object (not null, not an array). */

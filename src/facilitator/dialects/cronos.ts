@@ -5,7 +5,7 @@ import { EXACT_SCHEME, RequestError, SettleEvent, VerifyReason, X402_VERSION } f
 import { fastCronosRequest } from "../../protocol/fast-parse.js";
 import { facilitatorRequestSchema } from "../../protocol/schemas.js";
 import { isCaip2, networkOfCaip2 } from "../../protocol/x402v2.js";
-import { checkedBody, isJsonObject, type DialectCodec, type Echo, type ReadResult } from "./codec.js";
+import { checkedBody, isJsonObject, settleErrorText, type DialectCodec, type Echo, type ReadResult } from "./codec.js";
 
 /**
  * The Cronos dialect (the official `@crypto.com/facilitator-client`): `x402Version: 1`, a base64
@@ -61,7 +61,7 @@ export const cronosDialect: DialectCodec = {
   },
 
   settleAnswer(outcome, echo) {
-    if (!outcome.settled) return failed(echo.network, outcome.error, outcome.txHash);
+    if (!outcome.settled) return failed(echo.network, settleErrorText(outcome), outcome.txHash);
     return {
       x402Version: X402_VERSION,
       event: SettleEvent.settled,

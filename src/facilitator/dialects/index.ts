@@ -8,7 +8,7 @@ import { cronosDialect } from "./cronos.js";
 import { x402v2Dialect } from "./x402v2.js";
 
 export { cronosDialect } from "./cronos.js";
-export { x402v2Dialect, V2_REASON_OF } from "./x402v2.js";
+export { x402v2Dialect, V2_REASON_OF, V2_SETTLE_REASON_OF } from "./x402v2.js";
 export type { DialectCodec, DialectName, Echo, PaymentRoute, ReadResult, RefusalKind } from "./codec.js";
 
 /**

@@ -14,13 +14,11 @@ import {
   X402_V2_VERSION,
 } from "../../protocol/x402v2.js";
 import type { SettleFailureCode } from "../../settlement/settle.js";
-import { checkedBody, isJsonObject, type DialectCodec, type Echo, type ReadResult, type RefusalKind } from "./codec.js";
+import type { VerifyFailureCode } from "../../settlement/verify-outcome.js";
+import { checkedBody, isJsonObject, settleErrorText, type DialectCodec, type Echo, type ReadResult, type RefusalKind } from "./codec.js";
 
-/**
- * The code `@x402/evm` answers for the same condition, per refusal. `docs/conformance.md` lists
- * this table next to the Cronos texts.
- */
-export const V2_REASON_OF: Readonly<Record<SettleFailureCode, string>> = {
+/** The `@x402/evm` code of each refusal verify and settle share (their texts are the same in both). */
+const V2_SHARED_REASON_OF = {
   base64: EvmReason.unsupportedPayloadType,
   header: EvmReason.unsupportedPayloadType,
   scheme: EvmReason.invalidScheme,
@@ -28,13 +26,29 @@ export const V2_REASON_OF: Readonly<Record<SettleFailureCode, string>> = {
   asset: EvmReason.eip3009NotSupported,
   amount: EvmReason.valueMismatch,
   recipient: EvmReason.recipientMismatch,
-  signature: EvmReason.invalidSignature,
   notYetValid: EvmReason.validAfter,
   expired: EvmReason.validBefore,
+  paymentId: V2RequestReason.paymentIdentifierConflict,
+} as const;
+
+/**
+ * The code `@x402/evm` answers for the same condition, per verify refusal. `docs/conformance.md` lists
+ * this table next to the Cronos texts.
+ */
+export const V2_REASON_OF: Readonly<Record<VerifyFailureCode, string>> = {
+  ...V2_SHARED_REASON_OF,
+  signature: EvmReason.invalidSignature,
   used: EvmReason.nonceAlreadyUsed,
   balance: EvmReason.insufficientBalance,
+};
+
+/** The same per settle failure code (settle's own codes where it has a word, verify's where not). */
+export const V2_SETTLE_REASON_OF: Readonly<Record<SettleFailureCode, string>> = {
+  ...V2_SHARED_REASON_OF,
+  invalidSignature: EvmReason.invalidSignature,
+  alreadyUsed: EvmReason.nonceAlreadyUsed,
+  insufficientBalance: EvmReason.insufficientBalance,
   failedOnChain: EvmReason.transactionFailed,
-  paymentId: V2RequestReason.paymentIdentifierConflict,
 };
 
 const REQUEST_REASON_OF: Readonly<Record<RefusalKind, string>> = {
@@ -133,8 +147,8 @@ export const x402v2Dialect: DialectCodec = {
     if (outcome.settled) return { success: true, payer: outcome.from, transaction: outcome.txHash, network: echo.network };
     return {
       success: false,
-      errorReason: V2_REASON_OF[outcome.code],
-      errorMessage: outcome.error,
+      errorReason: V2_SETTLE_REASON_OF[outcome.code],
+      errorMessage: settleErrorText(outcome),
       ...payer(echo),
       transaction: outcome.txHash ?? "",
       network: echo.network,

@@ -1,12 +1,13 @@
 import { randomUUID } from "node:crypto";
 import express, { type ErrorRequestHandler, type Express, type Request, type Response, type Router } from "express";
-import { RequestError, SettleError } from "../../protocol/reasons.js";
+import { RequestError } from "../../protocol/reasons.js";
 import type { SupportedResponse } from "../../protocol/schemas.js";
 import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext } from "../../settlement/runtime.js";
 import type { Logger } from "../logger.js";
 import { verifyRequest } from "../../settlement/verify.js";
 import { settlePayment, type SettledPayment } from "../../settlement/settle.js";
 import { cronosDialect, dialectOf, type DialectName } from "../dialects/index.js";
+import { settleErrorText } from "../dialects/codec.js";
 import { publicHealth, type HealthReport } from "../health.js";
 import type { ApiKeyConfig, RateLimitsConfig } from "../config/index.js";
 import { apiKeyReader, refuseApiKey } from "./api-keys.js";
@@ -104,7 +105,6 @@ export interface OutcomeRecord {
 
 type Route = "verify" | "settle";
 
-const SETTLE_ERROR_CODES = new Map<string, string>(Object.entries(SettleError).map(([key, text]) => [text, key]));
 const ROUTES = new Set([
   "/healthcheck",
   "/v2/x402/supported",
@@ -274,8 +274,9 @@ export function createApp(options: AppOptions): Express {
           ...(outcome.settled
             ? { payer: outcome.from, payee: outcome.to, amount: outcome.value.toString() }
             : authorization ? { payer: authorization.from, payee: authorization.to, amount: authorization.value } : {}),
-          outcome: outcome.settled ? "settled" : outcome.error,
-          code: outcome.settled ? "settled" : (SETTLE_ERROR_CODES.get(outcome.error) ?? "refused"),
+          outcome: outcome.settled ? "settled" : settleErrorText(outcome),
+          // A verify refusal settle has no word of its own for (a header, a network, an amount…) counts as `refused`.
+          code: outcome.settled ? "settled" : "reason" in outcome ? "refused" : outcome.code,
           txHash: outcome.txHash,
           durationMs: performance.now() - started,
         });

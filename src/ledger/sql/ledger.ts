@@ -1,4 +1,5 @@
 import type { Address, Hex } from "viem";
+import type { SettlementFailureCode } from "../../protocol/reasons.js";
 import type {
   BlockRef,
   BoundPayment,
@@ -101,13 +102,13 @@ export class SqlLedger implements Ledger {
   markSettled(id: number, input: { txHash: Hex; blockNumber: bigint; blockTimestamp: bigint }): Promise<SettlementRecord> {
     return this.#settlements.markSettled(id, input);
   }
-  markFailed(id: number, input: { error: string; owner?: string | null; txHash?: Hex }): Promise<SettlementRecord | undefined> {
+  markFailed(id: number, input: { code: SettlementFailureCode; owner?: string | null; txHash?: Hex }): Promise<SettlementRecord | undefined> {
     return this.#settlements.markFailed(id, input);
   }
-  withdraw(id: number, input: { error: string; owner: string | null }): Promise<SettlementRecord | undefined> {
+  withdraw(id: number, input: { code: SettlementFailureCode; owner: string | null }): Promise<SettlementRecord | undefined> {
     return this.#settlements.withdraw(id, input);
   }
-  withdrawOwned(input: { owner: string; error: string; keep: readonly number[] }): Promise<number[]> {
+  withdrawOwned(input: { owner: string; code: SettlementFailureCode; keep: readonly number[] }): Promise<number[]> {
     return this.#settlements.withdrawOwned(input);
   }
   requeue(id: number, owner: string, call?: SettlementCall): Promise<boolean> {

@@ -1,4 +1,5 @@
 import type { Hex } from "viem";
+import { isSettlementFailureCode, type SettlementFailureCode } from "../../protocol/reasons.js";
 import type { BroadcastRecord, SettlementKey, SettlementRecord, SettlementStatus, TransactionState } from "../types.js";
 import { big, checksum, lower, num, placeholders, type Int8 } from "./columns.js";
 import type { SqlExecutor, SqlValue } from "./driver.js";
@@ -11,7 +12,7 @@ export function keyParams(key: SettlementKey): SqlValue[] {
   return [key.chainId, lower(key.token), lower(key.authorizer), lower(key.nonce)];
 }
 
-/** A row of `settlements` (migration 0001), as `SELECT *` gives it. */
+/** A row of `settlements` (migrations 0001, 0012), as `SELECT *` gives it. */
 export interface SettlementRow {
   id: Int8;
   chain_id: number;
@@ -36,11 +37,14 @@ export interface SettlementRow {
   relayer_nonce: Int8 | null;
   block_number: Int8 | null;
   block_timestamp: Int8 | null;
+  /** The text versions before migration 0012 recorded, where it names no code (the kit never wrote one); else null. */
   error: string | null;
   attempts: number;
   next_check_at: Int8 | null;
   created_at: Int8;
   updated_at: Int8;
+  /** Why the row failed (migration 0012). */
+  error_code: string | null;
 }
 
 /** A row of `settlement_transactions` (migrations 0001, 0002), as `SELECT *` gives it. */
@@ -104,9 +108,15 @@ export function toSettlement(row: SettlementRow, transactions: BroadcastRecord[]
       relayerNonce: num(row.relayer_nonce),
       blockNumber: big(row.block_number),
       blockTimestamp: big(row.block_timestamp),
-      error: row.error ?? undefined,
+      errorCode: failureCodeOf(row.error_code),
     }),
   };
+}
+
+/** A stored failure code; one this version does not know (written by hand) reads as the generic on-chain failure. */
+function failureCodeOf(stored: string | null): SettlementFailureCode | undefined {
+  if (stored === null) return undefined;
+  return isSettlementFailureCode(stored) ? stored : "failedOnChain";
 }
 
 /** The settlements of `rows` with their transactions, oldest first (one read for all of them). */

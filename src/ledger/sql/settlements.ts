@@ -1,4 +1,5 @@
 import type { Address, Hex } from "viem";
+import type { SettlementFailureCode } from "../../protocol/reasons.js";
 import {
   IllegalTransitionError,
   LedgerError,
@@ -107,7 +108,7 @@ export class SqlSettlementStore extends SqlStore implements SettlementStore {
         rows = await tx.all<SettlementRow>(
           `UPDATE settlements SET status = 'claimed', network = ?, payee = ?, value = ?, valid_before = ?, owner = ?,
              owner_expires_at = ?, deadline_at = ?, call_to = ?, call_data = ?, call_gas = ?, next_check_at = ?, updated_at = ?,
-             tx_hash = NULL, relayer = NULL, relayer_nonce = NULL, block_number = NULL, block_timestamp = NULL, error = NULL,
+             tx_hash = NULL, relayer = NULL, relayer_nonce = NULL, block_number = NULL, block_timestamp = NULL, error = NULL, error_code = NULL,
              attempts = attempts + 1
            WHERE id = ? AND status = 'failed' RETURNING *`,
           [...fields, Number(existing.id)],
@@ -155,7 +156,7 @@ export class SqlSettlementStore extends SqlStore implements SettlementStore {
     const hash = lower(input.txHash);
     return this.db.transaction(async (tx) => {
       const [updated] = await tx.all<SettlementRow>(
-        `UPDATE settlements SET status = 'settled', tx_hash = ?, block_number = ?, block_timestamp = ?, error = NULL,
+        `UPDATE settlements SET status = 'settled', tx_hash = ?, block_number = ?, block_timestamp = ?, error = NULL, error_code = NULL,
            next_check_at = NULL, updated_at = ? WHERE id = ? AND status IN ${IN_FLIGHT} RETURNING *`,
         [hash, input.blockNumber.toString(), input.blockTimestamp.toString(), now, id],
       );
@@ -178,7 +179,7 @@ export class SqlSettlementStore extends SqlStore implements SettlementStore {
     });
   }
 
-  markFailed(id: number, input: { error: string; owner?: string | null; txHash?: Hex }): Promise<SettlementRecord | undefined> {
+  markFailed(id: number, input: { code: SettlementFailureCode; owner?: string | null; txHash?: Hex }): Promise<SettlementRecord | undefined> {
     const now = this.now();
     return this.db.transaction(async (tx) => {
       const row = await this.#lockedRow(tx, id);
@@ -187,21 +188,21 @@ export class SqlSettlementStore extends SqlStore implements SettlementStore {
       if (status === "settled") throw new IllegalTransitionError(status, "failed", id);
       if (input.owner !== undefined && (row.owner ?? null) !== input.owner) return undefined;
       const [updated] = await tx.all<SettlementRow>(
-        `UPDATE settlements SET status = 'failed', error = ?, tx_hash = COALESCE(?, tx_hash), next_check_at = NULL, updated_at = ? WHERE id = ? RETURNING *`,
-        [input.error, input.txHash ? lower(input.txHash) : null, now, id],
+        `UPDATE settlements SET status = 'failed', error_code = ?, error = NULL, tx_hash = COALESCE(?, tx_hash), next_check_at = NULL, updated_at = ? WHERE id = ? RETURNING *`,
+        [input.code, input.txHash ? lower(input.txHash) : null, now, id],
       );
       await tx.notify(`o:${id}`);
       return loadRecord(tx, updated);
     });
   }
 
-  withdraw(id: number, input: { error: string; owner: string | null }): Promise<SettlementRecord | undefined> {
+  withdraw(id: number, input: { code: SettlementFailureCode; owner: string | null }): Promise<SettlementRecord | undefined> {
     const now = this.now();
     return this.db.transaction(async (tx) => {
       const [row] = await tx.all<SettlementRow>(
-        `UPDATE settlements SET status = 'failed', error = ?, next_check_at = NULL, updated_at = ?
+        `UPDATE settlements SET status = 'failed', error_code = ?, error = NULL, next_check_at = NULL, updated_at = ?
          WHERE id = ? AND status = 'claimed' AND owner IS NOT DISTINCT FROM ? RETURNING *`,
-        [input.error, now, id, input.owner],
+        [input.code, now, id, input.owner],
       );
       if (!row) return undefined;
       await tx.notify(`o:${id}`);
@@ -209,14 +210,14 @@ export class SqlSettlementStore extends SqlStore implements SettlementStore {
     });
   }
 
-  withdrawOwned(input: { owner: string; error: string; keep: readonly number[] }): Promise<number[]> {
+  withdrawOwned(input: { owner: string; code: SettlementFailureCode; keep: readonly number[] }): Promise<number[]> {
     const now = this.now();
     const keep = input.keep.length > 0 ? ` AND id NOT IN (${input.keep.map(() => "?").join(", ")})` : "";
     return this.db.transaction(async (tx) => {
       const rows = await tx.all<Pick<SettlementRow, "id">>(
-        `UPDATE settlements SET status = 'failed', error = ?, next_check_at = NULL, updated_at = ?
+        `UPDATE settlements SET status = 'failed', error_code = ?, error = NULL, next_check_at = NULL, updated_at = ?
          WHERE status = 'claimed' AND owner = ?${keep} RETURNING id`,
-        [input.error, now, input.owner, ...input.keep],
+        [input.code, now, input.owner, ...input.keep],
       );
       const ids = rows.map((row) => Number(row.id));
       for (const id of ids) await tx.notify(`o:${id}`);

@@ -1,14 +1,11 @@
 import type { Address, Hex } from "viem";
-import { RequestError } from "../../protocol/reasons.js";
+import type { SettlementFailureCode } from "../../protocol/reasons.js";
 import type { BroadcastRecord } from "./broadcasts.js";
-
-/** The `error` of a row given up before anything was broadcast (it may be claimed again). */
-export const NOT_SENT_ERROR = `${RequestError.unavailable}: given up before any transaction was sent`;
 
 /**
  * Where a settlement stands. `claimed`: an instance owns it (or it waits for a key holder), nothing
  * broadcast; `sent`: at least one transaction was signed and recorded before its broadcast;
- * `settled`: mined successfully; `failed`: it will not be mined (the error says why).
+ * `settled`: mined successfully; `failed`: it will not be mined (its `errorCode` says why).
  */
 export type SettlementStatus = "claimed" | "sent" | "settled" | "failed";
 
@@ -51,7 +48,8 @@ export interface SettlementRecord {
   blockNumber?: bigint;
   /** Unix seconds of the block that mined it. */
   blockTimestamp?: bigint;
-  error?: string;
+  /** Why a `failed` row failed (`notSent`: given up before anything was broadcast; it may be claimed again). */
+  errorCode?: SettlementFailureCode;
   /** How many times it was claimed (a failed row may be claimed again). */
   attempts: number;
   createdAt: number;
@@ -132,19 +130,19 @@ export interface SettlementStore {
    * it waits for a key holder); else undefined and nothing changes. With `txHash` (the version that was
    * mined and reverted), the row's hash becomes it.
    */
-  markFailed(id: number, input: { error: string; owner?: string | null; txHash?: Hex }): Promise<SettlementRecord | undefined>;
+  markFailed(id: number, input: { code: SettlementFailureCode; owner?: string | null; txHash?: Hex }): Promise<SettlementRecord | undefined>;
   /**
    * Gives up a claim on which nothing was recorded: `claimed` → `failed`, only while `owner` (null:
    * nobody, the row waits for a key holder) owns it. Undefined when it changed meanwhile (then a
    * transaction may be on its way: follow the row instead).
    */
-  withdraw(id: number, input: { error: string; owner: string | null }): Promise<SettlementRecord | undefined>;
+  withdraw(id: number, input: { code: SettlementFailureCode; owner: string | null }): Promise<SettlementRecord | undefined>;
   /**
-   * Gives up every claim `owner` holds on which nothing was recorded (`claimed` → `failed` with `error`),
+   * Gives up every claim `owner` holds on which nothing was recorded (`claimed` → `failed` with `code`),
    * but those in `keep` (claims its settles are still working on): after an outage, the claims whose
    * settles were answered 503 meanwhile, so that a retry claims the authorization afresh. Gives their ids.
    */
-  withdrawOwned(input: { owner: string; error: string; keep: readonly number[] }): Promise<number[]>;
+  withdrawOwned(input: { owner: string; code: SettlementFailureCode; keep: readonly number[] }): Promise<number[]>;
   /**
    * Hands a claimed row from `owner` to any relayer key holder (its owner holds no key, or did not send
    * in time), with `call` when the owner simulated it after claiming. False when `owner` no longer owns it.

@@ -1,3 +1,4 @@
+import { KitError } from "../protocol/errors.js";
 /** Why a payment could not be made or read. */
 export type PaymentErrorCode =
   /** A 402 answer whose body is not JSON or holds no payment requirements. */
@@ -14,16 +15,14 @@ export type PaymentErrorCode =
   | "malformed_payment_response";
 
 /** A buyer-side payment failure. `details` carries the specifics (e.g. why each requirement was refused). */
-export class PaymentError extends Error {
+export class PaymentError extends KitError<PaymentErrorCode> {
   override name = "PaymentError";
-  readonly code: PaymentErrorCode;
   /** For 402-related errors: the HTTP status of the answer that triggered the error. */
   readonly status?: number;
   readonly details?: string;
 
   constructor(code: PaymentErrorCode, message: string, options: { details?: string; status?: number; cause?: unknown } = {}) {
-    super(options.details ? `${message}: ${options.details}` : message, { cause: options.cause });
-    this.code = code;
+    super(code, options.details ? `${message}: ${options.details}` : message, { cause: options.cause });
     if (options.details !== undefined) this.details = options.details;
     if (options.status !== undefined) this.status = options.status;
   }

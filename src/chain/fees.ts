@@ -1,4 +1,5 @@
 import { formatGwei, type PublicClient } from "viem";
+import { KitError } from "../protocol/errors.js";
 
 /** A transaction's fees: EIP-1559, or a legacy gas price. */
 export type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | { gasPrice: bigint };
@@ -17,14 +18,16 @@ export const REPLACEMENT_BUMP = { numerator: 1125n, denominator: 1000n } as cons
 const BASE_FEE_HEADROOM = { numerator: 12n, denominator: 10n } as const;
 
 /** The network needs more per gas than `MAX_FEE_PER_GAS_GWEI` allows: nothing is sent. */
-export class FeeCapError extends Error {
+export class FeeCapError extends KitError<"fee_cap_exceeded"> {
   override name = "FeeCapError";
   constructor(
     /** Base fee plus tip (or the gas price) the network asks now, in wei. */
     readonly neededWei: bigint,
     readonly capWei: bigint,
   ) {
-    super(`the network asks ${formatGwei(neededWei)} gwei per gas, above MAX_FEE_PER_GAS_GWEI (${formatGwei(capWei)} gwei)`);
+    super("fee_cap_exceeded", `the network asks ${formatGwei(neededWei)} gwei per gas, above MAX_FEE_PER_GAS_GWEI (${formatGwei(capWei)} gwei)`, {
+      docs: "docs/operations.md#a-settlement-is-never-stranded-stuck-dropped-and-gapped-transactions",
+    });
   }
 }
 

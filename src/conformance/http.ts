@@ -1,4 +1,5 @@
 import { brief } from "./brief.js";
+import { KitError } from "../protocol/errors.js";
 
 /** The paths of the facilitator's operations. */
 export const PATHS = {
@@ -58,8 +59,11 @@ export interface FacilitatorHttp {
 }
 
 /** A facilitator that could not be reached (connection refused, time-out, reset). */
-export class UnreachableError extends Error {
+export class UnreachableError extends KitError<"unreachable"> {
   override name = "UnreachableError";
+  constructor(message: string, options?: ErrorOptions) {
+    super("unreachable", message, options);
+  }
 }
 
 /** Creates the HTTP side of a conformance run. */

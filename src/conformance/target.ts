@@ -4,6 +4,7 @@ import { CRONOS_MAINNET, CRONOS_TESTNET, NETWORK_NAMES, NETWORKS, canonicalNetwo
 import { supportedResponseSchema } from "../protocol/schemas.js";
 import { createChainReader, type ChainReader } from "./chain.js";
 import { createFacilitatorHttp, PATHS, type FacilitatorHttp } from "./http.js";
+import { KitError } from "../protocol/errors.js";
 
 /** One network of the facilitator under test, with what the run knows about it. */
 export interface Target {
@@ -46,14 +47,14 @@ export interface TargetOptions {
 }
 
 /** A {@link TargetOptions} value that cannot be used; `option` names it, the message says why (never a key). */
-export class TargetError extends Error {
+export class TargetError extends KitError<"invalid_target"> {
   override name = "TargetError";
   constructor(
     readonly option: keyof TargetOptions,
     /** What is wrong, without the option's name (the CLI names its flag instead). */
     readonly detail: string,
   ) {
-    super(`${option}: ${detail}`);
+    super("invalid_target", `${option}: ${detail}`);
   }
 }
 

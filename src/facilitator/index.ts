@@ -12,6 +12,7 @@ export { StartupError } from "./startup-error.js";
 export { openLedger, type OpenLedgerOptions } from "../ledger/open.js";
 export {
   LedgerError,
+  type LedgerErrorCode,
   IllegalTransitionError,
   type Ledger,
   type SettlementStore,

@@ -6,10 +6,14 @@ import { CRONOS_BLOCK_TIME_MS, DEFAULT_BUYERS, DEFAULT_FACILITATOR_PORT, DEFAULT
 import type { PortRole } from "./errors.js";
 import { LOG_LEVELS, type LogLevel } from "./log.js";
 import type { LocalStackOptions } from "./stack.js";
+import { KitError } from "../protocol/errors.js";
 
 /** A bad flag or variable; the message is one line naming it. The CLI exits with status 2. */
-export class UsageError extends Error {
+export class UsageError extends KitError<"usage"> {
   override name = "UsageError";
+  constructor(message: string, options?: ErrorOptions) {
+    super("usage", message, options);
+  }
 }
 
 /** What `npm start` was asked to do. */

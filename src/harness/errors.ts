@@ -1,3 +1,4 @@
+import { KitError } from "../protocol/errors.js";
 /** What a port of the local stack is for; the CLI maps it to the flag and variable that change it. */
 export type PortRole = "cronos-testnet-rpc" | "cronos-mainnet-rpc" | "facilitator";
 
@@ -9,7 +10,7 @@ export const PORT_ROLE_LABEL: Readonly<Record<PortRole, string>> = {
 };
 
 /** A port the local stack wanted is already taken (by another program or an earlier run). */
-export class PortInUseError extends Error {
+export class PortInUseError extends KitError<"port_in_use"> {
   override name = "PortInUseError";
 
   /**
@@ -23,7 +24,7 @@ export class PortInUseError extends Error {
     readonly host: string,
     options?: ErrorOptions,
   ) {
-    super(`port ${port} on ${host} (${PORT_ROLE_LABEL[role]}) is already in use`, options);
+    super("port_in_use", `port ${port} on ${host} (${PORT_ROLE_LABEL[role]}) is already in use`, options);
   }
 }
 

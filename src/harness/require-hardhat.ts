@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, sep } from "node:path";
 import { fileURLToPath } from "node:url";
+import { KitError } from "../protocol/errors.js";
 
 /** Hardhat's minimum Node version (Hardhat 3 refuses to run below it). */
 export const HARDHAT_MIN_NODE = "22.13.0";
@@ -13,8 +14,11 @@ export const HARNESS_INSTALL = "npm install -D cronos-x402-facilitator-kit hardh
 export const NODE22_INSTALL = "npx -y -p node@22 npm install";
 
 /** The harness cannot run here: Hardhat is missing, its native binding is missing, or Node is older than Hardhat needs. */
-export class HarnessUnavailableError extends Error {
+export class HarnessUnavailableError extends KitError<"harness_unavailable"> {
   override name = "HarnessUnavailableError";
+  constructor(message: string, options?: ErrorOptions) {
+    super("harness_unavailable", message, { ...options, docs: "README.md#use-it-from-your-project" });
+  }
 }
 
 /** Whether `version` (a `process.versions.node`) is at least {@link HARDHAT_MIN_NODE}. */

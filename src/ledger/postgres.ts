@@ -298,8 +298,9 @@ class PostgresDriver implements SqlDriver {
  * Brings the schema up to date with Kysely's Migrator: each migration runs in a transaction (DDL is
  * transactional in PostgreSQL: a failed migration leaves nothing half-done) under a transaction-level
  * advisory lock, so instances that start together apply it once and the others wait, then see it done.
+ * `through` stops after the migration of that name (a database as an earlier version left it: upgrade tests).
  */
-export async function migratePostgres(url: string): Promise<void> {
+export async function migratePostgres(url: string, options: { through?: string } = {}): Promise<void> {
   // Kysely attaches no 'error' listener to the client it holds for the migrations: the pool's clients guard themselves.
   const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: guardedPool({ connectionString: url, max: 1, connectionTimeoutMillis: 5_000 }) }) });
   try {
@@ -319,7 +320,7 @@ export async function migratePostgres(url: string): Promise<void> {
       migrationTableName: MIGRATION_TABLE,
       migrationLockTableName: `${MIGRATION_TABLE}_lock`,
     });
-    const { error, results } = await migrator.migrateToLatest();
+    const { error, results } = options.through === undefined ? await migrator.migrateToLatest() : await migrator.migrateTo(options.through);
     if (error) {
       const failed = results?.find((r) => r.status === "Error")?.migrationName;
       throw new LedgerError("unavailable", `DATABASE_URL: migrating ${redactDatabaseUrl(url)} failed${failed ? ` at ${failed}` : ""}: ${message(error)}`, {

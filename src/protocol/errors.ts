@@ -10,8 +10,8 @@ export class KitError<Code extends string = string> extends Error {
   override name = "KitError";
   /** What went wrong, as a stable word (snake_case); the class's TSDoc lists its codes. */
   readonly code: Code;
-  /** Where the documentation explains it: a file of the package and an anchor. */
-  readonly docs?: string;
+  /** Where the documentation explains it: a file of the package and an anchor. Set only when there is one. */
+  declare readonly docs?: string;
 
   constructor(code: Code, message: string, options: ErrorOptions & { docs?: string } = {}) {
     super(message, options);

@@ -19,6 +19,7 @@ import {
   type SupportedResponse,
   type VerifyResponse,
 } from "../protocol/schemas.js";
+import { KitError } from "../protocol/errors.js";
 
 /** A `fetch` implementation (the global one, or a test double). */
 export type FetchFunction = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
@@ -42,9 +43,8 @@ export type FacilitatorOperation = "supported" | "verify" | "settle" | "settleme
  * or answered something that is not a valid protocol response. A negative but well-formed answer
  * (`isValid: false`, `event: "payment.failed"`) is NOT an error: it is returned as a value.
  */
-export class FacilitatorError extends Error {
+export class FacilitatorError extends KitError<FacilitatorErrorCode> {
   override name = "FacilitatorError";
-  readonly code: FacilitatorErrorCode;
   readonly operation: FacilitatorOperation;
   /** The HTTP status, for `http_status` (and `malformed`, where the status was 2xx). */
   readonly status?: number;
@@ -62,10 +62,9 @@ export class FacilitatorError extends Error {
     cause?: unknown;
   }) {
     const status = options.status === undefined ? "" : ` (HTTP ${options.status})`;
-    super(`facilitator ${options.operation} failed: ${options.code}${status}: ${options.details}`, {
+    super(options.code, `facilitator ${options.operation} failed: ${options.code}${status}: ${options.details}`, {
       cause: options.cause,
     });
-    this.code = options.code;
     this.operation = options.operation;
     this.details = options.details;
     if (options.status !== undefined) this.status = options.status;

@@ -5,10 +5,14 @@ import { EXACT_SCHEME } from "../protocol/reasons.js";
 import { parsePaymentRequirements, type PaymentRequirements, type PaymentRequirementsInput } from "../protocol/schemas.js";
 import { outputSchemaOf, type DiscoveryDeclaration } from "../protocol/bazaar.js";
 import { messageOf } from "./values.js";
+import { KitError } from "../protocol/errors.js";
 
 /** A seller configuration mistake: requirements that are not valid payment requirements. */
-export class InvalidRequirementsError extends Error {
+export class InvalidRequirementsError extends KitError<"invalid_requirements"> {
   override name = "InvalidRequirementsError";
+  constructor(message: string, options?: ErrorOptions) {
+    super("invalid_requirements", message, options);
+  }
 }
 
 /** Input of {@link paymentRequirements}. */

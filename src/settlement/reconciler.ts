@@ -2,6 +2,7 @@ import type { Address } from "viem";
 import type { BroadcastRecord, BroadcastStore, PenaltyStore, SettlementRecord, SettlementStore } from "../ledger/types.js";
 import type { SettlementChain } from "./chain.js";
 import { decidePayment, penaltyOf, termsOf, type PaymentDecision } from "./decision.js";
+import { KitError } from "../protocol/errors.js";
 
 /**
  * What the reconciler did to a row. `settled`/`reverted`/`failed`: it moved the row to its outcome;
@@ -12,8 +13,11 @@ import { decidePayment, penaltyOf, termsOf, type PaymentDecision } from "./decis
 export type ReconcilerAction = "settled" | "reverted" | "failed" | "rebroadcast" | "requeued" | "abandoned";
 
 /** A row left for a later round because the chain cannot tell yet whether its payment was made. */
-export class UndecidedPaymentError extends Error {
+export class UndecidedPaymentError extends KitError<"payment_undecided"> {
   override name = "UndecidedPaymentError";
+  constructor(message: string, options?: ErrorOptions) {
+    super("payment_undecided", message, options);
+  }
 }
 
 /** Options of {@link Reconciler}. */

@@ -8,6 +8,7 @@ import type { Ledger } from "../ledger/types.js";
 import type { SettlementService } from "./service.js";
 import type { SettlementChain } from "./chain.js";
 import type { StageClock } from "./stages.js";
+import { KitError } from "../protocol/errors.js";
 
 /** One network the facilitator serves. */
 export interface NetworkConfig {
@@ -83,17 +84,20 @@ export interface RelayerSafety {
  * A fault (RPC down, the ledger unreachable): not a protocol outcome. The HTTP layer answers it by
  * route, as decided: verify 500; settle 503 (thrown only before anything was sent).
  */
-export class FacilitatorFault extends Error {
+export class FacilitatorFault extends KitError<"facilitator_fault"> {
   override name = "FacilitatorFault";
+  constructor(message: string, options?: ErrorOptions) {
+    super("facilitator_fault", message, options);
+  }
 }
 
 /**
  * A settle refused because the payer (whose signature was proven) spent its settle quota: answered
  * 429 with `Retry-After`. Nothing was claimed or sent.
  */
-export class PayerQuotaExceeded extends Error {
+export class PayerQuotaExceeded extends KitError<"payer_quota_exceeded"> {
   override name = "PayerQuotaExceeded";
   constructor(readonly retryAfterSeconds: number) {
-    super(`the payer's settle quota is spent; retry in ${retryAfterSeconds} s`);
+    super("payer_quota_exceeded", `the payer's settle quota is spent; retry in ${retryAfterSeconds} s`);
   }
 }

@@ -3,10 +3,14 @@ import { FeeCapError, KeyNotLeasedError, RelaySendError, type RelayHooks, type S
 import type { SettlementCall, SettlementRecord } from "../ledger/types.js";
 import { followTransaction } from "./follow.js";
 import type { SettlementNetwork, SettlementResult, SettlementSteps } from "./steps.js";
+import { KitError } from "../protocol/errors.js";
 
 /** A write-ahead record refused: the row changed hands (or a lease lapsed), so this instance must not broadcast. */
-export class Fenced extends Error {
+export class Fenced extends KitError<"fenced"> {
   override name = "Fenced";
+  constructor(message: string, options?: ErrorOptions) {
+    super("fenced", message, options);
+  }
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { Address, Hex, PublicClient } from "viem";
 import { bloomMayContain, tokenEvent, type RawLog, type TokenEvent } from "./token-events.js";
+import { KitError } from "../protocol/errors.js";
 
 /** A block as the index knows it: where it stands in the chain, its time and what the token did in it. */
 export interface IndexedBlock {
@@ -22,14 +23,14 @@ export interface ParentBlock {
  * the block before it, a log of another block. On Cronos (no reorgs) this is an RPC fault (e.g. one
  * behind a load balancer answering from two nodes); nothing of the range is applied and it is asked again.
  */
-export class InconsistentChainError extends Error {
+export class InconsistentChainError extends KitError<"inconsistent_chain"> {
   override name = "InconsistentChainError";
   constructor(
     message: string,
     /** The first new block does not follow the parent it was asked after: the parent may have been replaced (a reorg). */
     readonly parentMismatch = false,
   ) {
-    super(message);
+    super("inconsistent_chain", message);
   }
 }
 

@@ -3,6 +3,7 @@ import type { ChainHistoryRecord, SettlementRecord } from "../ledger/types.js";
 import type { BlockRef, HistoryStore } from "./nonce-store.js";
 import { tokenEvent, type RawLog } from "./token-events.js";
 import type { IndexLogger } from "./token-index-types.js";
+import { KitError } from "../protocol/errors.js";
 
 /** Parameters of {@link ChainHistory}. */
 export interface ChainHistoryParameters {
@@ -31,8 +32,11 @@ type Decision =
   | { same: false; common?: BlockRef; since?: number; reason: string };
 
 /** Why a check of the chain's history could not finish (an RPC or the ledger failed); nothing was changed. */
-export class HistoryCheckError extends Error {
+export class HistoryCheckError extends KitError<"history_check_failed"> {
   override name = "HistoryCheckError";
+  constructor(message: string, options?: ErrorOptions) {
+    super("history_check_failed", message, options);
+  }
 }
 
 /**

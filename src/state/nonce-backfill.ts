@@ -2,6 +2,7 @@ import type { Address, Hex, PublicClient } from "viem";
 import { findDeploymentBlock } from "./deployment-block.js";
 import type { NonceProgress, NonceScope, NonceStore, StoredNonce } from "./nonce-store.js";
 import { NONCE_EVENTS, tokenEvent, type RawLog } from "./token-events.js";
+import { KitError } from "../protocol/errors.js";
 
 /** Parameters of {@link backfillNonces}. */
 export interface BackfillParameters {
@@ -24,8 +25,11 @@ export interface BackfillParameters {
 }
 
 /** What the backfill could not do without the operator: it found no start block. */
-export class BackfillStartError extends Error {
+export class BackfillStartError extends KitError<"backfill_start_unknown"> {
   override name = "BackfillStartError";
+  constructor(message: string, options?: ErrorOptions) {
+    super("backfill_start_unknown", message, options);
+  }
 }
 
 const PAGE = 10_000;

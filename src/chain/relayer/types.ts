@@ -1,4 +1,5 @@
 import type { Address, Hex, TransactionReceipt } from "viem";
+import { KitError } from "../../protocol/errors.js";
 
 /** A transaction the relayer sends: the call is already simulated and its gas known. */
 export interface RelayRequest {
@@ -39,10 +40,10 @@ export interface KeyLease {
 }
 
 /** Nothing was broadcast: the key is not (or no longer) leased to this instance, or its lease is about to lapse. */
-export class KeyNotLeasedError extends Error {
+export class KeyNotLeasedError extends KitError<"key_not_leased"> {
   override name = "KeyNotLeasedError";
   constructor(readonly address: Address) {
-    super(`relayer key ${address} is not leased to this instance now`);
+    super("key_not_leased", `relayer key ${address} is not leased to this instance now`);
   }
 }
 
@@ -83,7 +84,7 @@ export interface EarlyReceipt {
 }
 
 /** A send that failed after the transaction may have reached the node: the caller must report `hash`. */
-export class RelaySendError extends Error {
+export class RelaySendError extends KitError<"relay_send_failed"> {
   override name = "RelaySendError";
   /** When it may have been sent: the transaction, which the relayer follows like any other. */
   readonly transaction?: SentTransaction;
@@ -93,7 +94,7 @@ export class RelaySendError extends Error {
     readonly maybeSent: boolean,
     options: { cause: unknown; transaction?: SentTransaction },
   ) {
-    super(`relayer could not send ${hash}`, { cause: options.cause });
+    super("relay_send_failed", `relayer could not send ${hash}`, { cause: options.cause });
     if (options.transaction) this.transaction = options.transaction;
   }
 }

@@ -1,4 +1,9 @@
+import { KitError } from "../../protocol/errors.js";
+
 /** A configuration problem; the message names the variable and what was found. */
-export class ConfigError extends Error {
+export class ConfigError extends KitError<"config_invalid"> {
   override name = "ConfigError";
+  constructor(message: string, options?: ErrorOptions) {
+    super("config_invalid", message, { ...options, docs: "README.md#configuration" });
+  }
 }

@@ -5,6 +5,7 @@ import { z } from "zod";
 import { describeZodError } from "../../protocol/schemas.js";
 import { networkOfAnyForm } from "../../protocol/x402v2.js";
 import type { NetworkName } from "../../protocol/networks.js";
+import { KitError } from "../../protocol/errors.js";
 
 /** Faults in force or armed at once, per stack: past this, a new one is refused until some are undone. */
 export const MAX_FAULTS = 100;
@@ -267,12 +268,12 @@ export function payerOf(spec: ParsedFaultSpec): Address | undefined {
 }
 
 /** A refusal of the controls: the HTTP status it is answered with, and one line. */
-export class HarnessControlError extends Error {
+export class HarnessControlError extends KitError<"control_refused"> {
   override name = "HarnessControlError";
   constructor(
     readonly status: number,
     message: string,
   ) {
-    super(message);
+    super("control_refused", message, { docs: "README.md#every-failure-on-demand" });
   }
 }

@@ -1,14 +1,14 @@
 import type { SettlementStatus } from "./settlements.js";
+import { KitError } from "../../protocol/errors.js";
+
+/** What a ledger call ran into: a refused state change, a row that is not there, a schema it cannot use, a database that does not answer. */
+export type LedgerErrorCode = "illegal_transition" | "not_found" | "config" | "unavailable";
 
 /** Every ledger error: `code` is stable. */
-export class LedgerError extends Error {
+export class LedgerError extends KitError<LedgerErrorCode> {
   override name = "LedgerError";
-  constructor(
-    readonly code: "illegal_transition" | "not_found" | "config" | "unavailable",
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
+  constructor(code: LedgerErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, { ...options, docs: "docs/operations.md#the-settlement-ledger-and-several-instances-as-one-service" });
   }
 }
 

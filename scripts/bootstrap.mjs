@@ -59,6 +59,7 @@ export const COMMANDS = {
   "bench:floods": typescript("bench/floods.ts"),
   "bench:seller": typescript("bench/seller.ts"),
   "bench:faults": typescript("bench/faults.ts"),
+  "bench:migration": typescript("bench/migration.ts"),
   // The wallets it measures are compiled contracts.
   "bench:gas": [compileStep(), ...typescript("bench/settle-gas.ts")],
 };

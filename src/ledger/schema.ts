@@ -347,9 +347,10 @@ export const MIGRATIONS: readonly Migration[] = [
       const texts = codeOfText.map(([text]) => `'${text}'`).join(", ");
       return [
         `ALTER TABLE settlements ADD COLUMN error_code TEXT`,
-        `UPDATE settlements SET error_code = CASE error ${codeOfText.map(([text, code]) => `WHEN '${text}' THEN '${code}'`).join(" ")} ELSE 'failedOnChain' END
+        // One pass over the failed rows (each row rewritten once: on PostgreSQL every index gets a new entry).
+        `UPDATE settlements SET error_code = CASE error ${codeOfText.map(([text, code]) => `WHEN '${text}' THEN '${code}'`).join(" ")} ELSE 'failedOnChain' END,
+           error = CASE WHEN error IN (${texts}) THEN NULL ELSE error END
          WHERE error IS NOT NULL`,
-        `UPDATE settlements SET error = NULL WHERE error IN (${texts})`,
       ];
     },
   },

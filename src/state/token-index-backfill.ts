@@ -1,4 +1,5 @@
 // The token state index's backfill: the nonces spent before the live follower started, from the start block into the store.
+import type { IndexedBlock } from "./block-reader.js";
 import { backfillNonces, BackfillStartError } from "./nonce-backfill.js";
 import type { NonceScope } from "./nonce-store.js";
 import { nonceKey, type SpentNonces } from "./spent-nonces.js";
@@ -35,8 +36,8 @@ export class IndexBackfill {
     return this.#state;
   }
 
-  /** Starts a run through block `target` in the background. `current`: whether the index is still on the history it began on. */
-  start(target: bigint, current: () => boolean): void {
+  /** Starts a run through block `target` (the follower's first) in the background. `current`: whether the index is still on the history it began on. */
+  start(target: Pick<IndexedBlock, "number" | "hash">, current: () => boolean): void {
     this.#stop = new AbortController();
     void this.#run(target, current, AbortSignal.any([this.#indexStop, this.#stop.signal]));
   }
@@ -53,9 +54,11 @@ export class IndexBackfill {
     this.#state = { state: "waiting" };
   }
 
-  async #run(target: bigint, current: () => boolean, signal: AbortSignal): Promise<void> {
+  async #run(target: Pick<IndexedBlock, "number" | "hash">, current: () => boolean, signal: AbortSignal): Promise<void> {
     const mine = () => current() && !signal.aborted;
-    this.#state = { state: "running", targetBlock: Number(target) };
+    this.#state = { state: "running", targetBlock: Number(target.number) };
+    // Answers that proved nothing, in a row: the first is worth a line at warn.
+    let unproven = 0;
     try {
       await backfillNonces({
         client: this.#p.client,
@@ -63,15 +66,25 @@ export class IndexBackfill {
         store: this.#p.store,
         ...(this.#p.startBlock !== undefined ? { startBlock: this.#p.startBlock } : {}),
         rangeBlocks: this.#p.logRangeBlocks,
-        target,
+        target: target.number,
+        targetHash: target.hash,
+        ...(this.#p.tailBlocks !== undefined ? { tailBlocks: this.#p.tailBlocks } : {}),
         signal,
         onNonces: (nonces) => {
           if (mine()) nonces.forEach((n) => this.#nonces.remember(nonceKey(n.authorizer, n.nonce), Number(n.blockNumber)));
         },
         onProgress: ({ fromBlock, throughBlock, targetBlock }) => {
+          unproven = 0;
           if (mine()) this.#state = { state: "running", fromBlock: Number(fromBlock), throughBlock: Number(throughBlock), targetBlock: Number(targetBlock) };
         },
-        onError: (stage, error) => this.#p.logger.debug({ network: this.#p.network, stage, err: String(error) }, "state index: backfill step failed; retrying"),
+        onError: (stage, error) => {
+          if (stage === "unproven" && unproven++ === 0) {
+            this.#p.logger.warn(
+              { network: this.#p.network, err: String(error) },
+              "state index: the RPC answered logs it did not prove it holds (a node behind or pruned?); asked again, and verify asks the chain meanwhile",
+            );
+          } else this.#p.logger.debug({ network: this.#p.network, stage, err: String(error) }, "state index: backfill step failed; retrying");
+        },
       });
     } catch (error) {
       if (!mine()) return;

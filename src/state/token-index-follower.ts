@@ -117,7 +117,7 @@ export class IndexFollower {
     this.#nonces.begin(first.number);
     this.#trail = [{ number: first.number, hash: first.hash, nonces: [], pauses: false }];
     const generation = this.#generation;
-    this.#backfill.start(first.number, () => generation === this.#generation);
+    this.#backfill.start(first, () => generation === this.#generation);
   }
 
   /** Applies the blocks up to `latest` (the chain's head just read), going back first if the chain did. */

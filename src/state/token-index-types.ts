@@ -24,6 +24,11 @@ export interface TokenIndexParameters {
   startBlockVariable: string;
   /** Blocks per `eth_getLogs` of the backfill, at most. */
   logRangeBlocks: number;
+  /**
+   * The last blocks before the index's start that the backfill reads block by block, each proven by its own content
+   * (whatever node of a load-balanced endpoint answers), rather than by range: default 256 (`TAIL_BLOCKS`, nonce-backfill.ts).
+   */
+  tailBlocks?: number;
   /** How often the chain's head is asked for while verifies come in (fewer while none do). */
   pollingIntervalMs: number;
   /** `eth_subscribe("newHeads")` tells of new blocks (a WebSocket RPC) rather than polling alone. */

@@ -66,15 +66,27 @@ export class BlockReader {
   }
 
   /** Blocks `parent.number + 1` through `to`, with the token's events, checked against `parent` and each other. */
-  async blocksAfter(parent: ParentBlock, to: bigint): Promise<IndexedBlock[]> {
+  blocksAfter(parent: ParentBlock, to: bigint): Promise<IndexedBlock[]> {
+    return this.#blocks(parent.number + 1n, to, parent);
+  }
+
+  /**
+   * Blocks `from` through `to` by number, with the token's events, not linked to one another (a local chain's
+   * `hardhat_mine` leaves its blocks' parent hash empty): each block's events are proven by its own content all the same.
+   */
+  blocksIn(from: bigint, to: bigint): Promise<IndexedBlock[]> {
+    return this.#blocks(from, to);
+  }
+
+  async #blocks(from: bigint, to: bigint, parent?: ParentBlock): Promise<IndexedBlock[]> {
     const numbers: bigint[] = [];
-    for (let n = parent.number + 1n; n <= to; n++) numbers.push(n);
+    for (let n = from; n <= to; n++) numbers.push(n);
     const headers = await Promise.all(numbers.map((blockNumber) => this.#client.getBlock({ blockNumber })));
     let previous = parent;
     const blocks = headers.map((block, i) => {
       const number = numbers[i]!;
       if (!block || block.hash === null || block.number !== number) throw new InconsistentChainError(`block ${number} is missing from the RPC's answer`);
-      if (block.parentHash.toLowerCase() !== previous.hash.toLowerCase()) {
+      if (parent && previous && block.parentHash.toLowerCase() !== previous.hash.toLowerCase()) {
         throw new InconsistentChainError(`block ${number}'s parent is ${block.parentHash}, not block ${previous.number} (${previous.hash})`, i === 0);
       }
       previous = { number, hash: block.hash };

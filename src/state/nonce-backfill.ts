@@ -1,5 +1,5 @@
 import type { Address, Hex, PublicClient } from "viem";
-import { BlockReader, InconsistentChainError, type ParentBlock } from "./block-reader.js";
+import { BlockReader, InconsistentChainError, type IndexedBlock } from "./block-reader.js";
 import { findDeploymentBlock } from "./deployment-block.js";
 import type { NonceProgress, NonceScope, NonceStore, StoredNonce } from "./nonce-store.js";
 import { logRefusal, provenNonceLogs, UnprovenLogsError } from "./proven-logs.js";
@@ -56,8 +56,7 @@ export const TAIL_BLOCKS = 256;
  * Backfills the token's used and canceled authorization nonces from the start block through `target`: in ranges
  * sized for providers' `eth_getLogs` caps up to the last {@link TAIL_BLOCKS} blocks, each range counted only when
  * the node proved it holds the range's blocks ({@link provenNonceLogs}); then those last blocks one by one through
- * the {@link BlockReader} (headers linked by parent hash up to `targetHash`, each block's logs proven by its own
- * content), stored at once. An answer that proves nothing is asked again later, never stored: until everything is
+ * the {@link BlockReader} (the last of them `targetHash`, each block's logs proven by its own content), stored at once. An answer that proves nothing is asked again later, never stored: until everything is
  * proven the backfill is not done, and the index does not answer "unused" for a nonce it does not hold.
  *
  * Resumable and shared: the store says how far any instance got (the ledger), so a restart or a second instance
@@ -162,7 +161,7 @@ async function backfillRanges(parameters: BackfillParameters, progress: Progress
   }
 }
 
-/** The last blocks through `target`, read block by block and proven by their content, stored once they all are. */
+/** The last blocks through `target`, read block by block and each proven by its content, stored once they all are. */
 async function backfillTail(parameters: BackfillParameters, progress: Progress): Promise<void> {
   const { client, scope, signal, target } = parameters;
   const reader = new BlockReader(client, scope.token);
@@ -170,19 +169,17 @@ async function backfillTail(parameters: BackfillParameters, progress: Progress):
     const from = progress.current.throughBlock + 1n;
     try {
       const nonces: StoredNonce[] = [];
-      // Block 0 holds no logs: the blocks after it are linked to it.
-      let parent: ParentBlock = await reader.header(from === 0n ? 0n : from - 1n);
-      for (let at = from === 0n ? 1n : from; at <= target; at += TAIL_WINDOW) {
+      let last: IndexedBlock | undefined;
+      for (let at = from; at <= target; at += TAIL_WINDOW) {
         const to = at + TAIL_WINDOW - 1n < target ? at + TAIL_WINDOW - 1n : target;
-        const blocks = await reader.blocksAfter(parent, to);
-        for (const block of blocks) for (const event of block.events) {
-          if (event.kind === "nonce") nonces.push({ authorizer: event.authorizer, nonce: event.nonce, blockNumber: block.number });
+        for (const block of await reader.blocksIn(at, to)) {
+          for (const event of block.events) if (event.kind === "nonce") nonces.push({ authorizer: event.authorizer, nonce: event.nonce, blockNumber: block.number });
+          last = block;
         }
-        parent = blocks[blocks.length - 1]!;
       }
-      // Linked by parent hash down from the block the index started at: every block read is of that history.
-      if (parent.hash.toLowerCase() !== parameters.targetHash.toLowerCase()) {
-        throw new InconsistentChainError(`block ${target} came back as ${parent.hash}, not the ${parameters.targetHash} the index started at`);
+      // The block the index started at, as it read it: the blocks read are of its history (a replaced one starts the index over).
+      if (last?.hash.toLowerCase() !== parameters.targetHash.toLowerCase()) {
+        throw new InconsistentChainError(`block ${target} came back as ${last?.hash}, not the ${parameters.targetHash} the index started at`);
       }
       await record(parameters, progress, nonces, from, target, parameters.targetHash);
     } catch (error) {

@@ -75,6 +75,12 @@ export interface FaultProxy {
    * `rewriter` with the node's answer to it; what it returns replaces that answer (undefined keeps it).
    */
   rewrite(rewriter: Rewriter): void;
+  /**
+   * Rewrites answers until {@link clear}, one HTTP request at a time: `rewriter` gets the request's JSON-RPC
+   * requests and the node's answers to them (in the same order), and what it returns replaces those answers
+   * (undefined keeps them). Runs after the per-item {@link rewrite}rs.
+   */
+  rewriteBatch(rewriter: BatchRewriter): void;
   /** Stops listening and cuts every open connection: new ones are refused until {@link revive}. */
   kill(): Promise<void>;
   /** Listens again on the same port. */
@@ -99,6 +105,9 @@ export interface JsonRpcAnswer {
 /** Changes the node's answer to one request; undefined keeps it. */
 export type Rewriter = (request: JsonRpcRequest, answer: JsonRpcAnswer) => JsonRpcAnswer | undefined;
 
+/** Changes the node's answers to one HTTP request (`answers[i]` answers `requests[i]`); undefined keeps them. */
+export type BatchRewriter = (requests: JsonRpcRequest[], answers: JsonRpcAnswer[], chain: ChainControls) => Promise<JsonRpcAnswer[] | undefined> | JsonRpcAnswer[] | undefined;
+
 /** One JSON-RPC request as the proxy saw it. */
 export interface JsonRpcRequest {
   id?: unknown;
@@ -113,6 +122,7 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
   const rules: ActiveRule[] = [];
   const hidden = new Set<string>();
   const rewriters: Rewriter[] = [];
+  const batchRewriters: BatchRewriter[] = [];
   const sockets = new Set<Socket>();
   const parked = new Set<ServerResponse>();
   const methods: string[] = [];
@@ -157,6 +167,7 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
     let text = answer.text;
     if (hidden.size > 0 && answer.status === 200) text = JSON.stringify(hide(JSON.parse(text) as unknown, items, hidden));
     if (rewriters.length > 0 && answer.status === 200) text = JSON.stringify(rewritten(JSON.parse(text) as unknown, items, rewriters));
+    if (batchRewriters.length > 0 && answer.status === 200) text = JSON.stringify(await batchRewritten(JSON.parse(text) as unknown, items, batchRewriters, proxy.chain));
     res.writeHead(answer.status, { "content-type": "application/json" }).end(text);
   };
 
@@ -208,6 +219,9 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
     rewrite(rewriter) {
       rewriters.push(rewriter);
     },
+    rewriteBatch(rewriter) {
+      batchRewriters.push(rewriter);
+    },
     kill: stop,
     async revive() {
       if (listening) return;
@@ -218,6 +232,7 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
       rules.length = 0;
       hidden.clear();
       rewriters.length = 0;
+      batchRewriters.length = 0;
       proxy.delayMs = 0;
       for (const res of parked) res.destroy();
       parked.clear();
@@ -274,4 +289,15 @@ function rewritten(answer: unknown, items: JsonRpcItem[], rewriters: readonly Re
     return { jsonrpc: "2.0", id: response.id, ...current };
   };
   return Array.isArray(answer) ? answer.map(one) : one(answer as { id?: unknown });
+}
+
+/** The answer with the request's items passed to each batch rewriter, in order (a single answer stays single). */
+async function batchRewritten(answer: unknown, items: JsonRpcItem[], rewriters: readonly BatchRewriter[], chain: ChainControls): Promise<unknown> {
+  const responses = (Array.isArray(answer) ? answer : [answer]) as Array<{ id?: unknown } & JsonRpcAnswer>;
+  const paired = items.map((item) => ({ item, response: responses.find((r) => r.id === item.id) }));
+  const known = paired.filter((p): p is { item: JsonRpcItem; response: { id?: unknown } & JsonRpcAnswer } => p.response !== undefined);
+  let current: JsonRpcAnswer[] = known.map(({ response }) => ("error" in response ? { error: response.error! } : { result: response.result }));
+  for (const rewriter of rewriters) current = (await rewriter(known.map((p) => p.item), current, chain)) ?? current;
+  const out = known.map(({ response }, i) => ({ jsonrpc: "2.0", id: response.id, ...current[i] }));
+  return Array.isArray(answer) ? out : out[0];
 }

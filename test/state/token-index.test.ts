@@ -76,7 +76,7 @@ describe("token state index: verify's state from the token's logs", function () 
   const backfilled = async (index: TokenIndex) => {
     expect(await waitUntil(async () => index.status().backfill.state === "done", 10_000, 10), JSON.stringify(index.status())).to.equal(true);
   };
-  /** Refuses the backfill's ranges of logs (a provider's cap) until `end`: the backfill cannot finish meanwhile. */
+  /** Refuses the backfill's ranges of logs (a provider's cap) until `end`: with no tail read block by block (`tailBlocks: 0`), the backfill cannot finish meanwhile. */
   const refuseBackfill = () => {
     let refuse = true;
     proxied.proxies[0]!.rewrite((request) =>
@@ -156,7 +156,7 @@ describe("token state index: verify's state from the token's logs", function () 
 
   it("answers 'ask the chain' for a nonce while the backfill has not finished, and nothing it cannot vouch for", async () => {
     const refusal = refuseBackfill();
-    const index = open({ startBlock: 0n });
+    const index = open({ startBlock: 0n, tailBlocks: 0 });
     expect(await waitUntil(async () => index.status().state === "following", 10_000, 10)).to.equal(true);
     expect((await index.payer(buyer.address, freshNonce(), 60_000))!.used).to.equal(undefined);
     refusal.end();
@@ -190,14 +190,15 @@ describe("token state index: verify's state from the token's logs", function () 
   it("resumes from the stored progress: a second index on the same ledger loads the nonces and reads only the blocks after", async () => {
     const early = freshNonce();
     await useAuthorization(early);
-    const first = open();
+    // Every block by range (no tail read block by block): the ranges read show where each backfill began.
+    const first = open({ tailBlocks: 0 });
     await backfilled(first);
     const through = first.status().backfill.throughBlock!;
     await first.stop();
     const late = freshNonce();
     await useAuthorization(late);
     requests.length = 0;
-    const second = open();
+    const second = open({ tailBlocks: 0 });
     await backfilled(second);
     const ranges = requests
       .filter((r) => r.method === "eth_getLogs" && (r.params as [{ blockHash?: Hex }])[0].blockHash === undefined)
@@ -263,7 +264,7 @@ describe("token state index: verify's state from the token's logs", function () 
     const refusal = refuseBackfill();
     const used = freshNonce();
     await useAuthorization(used);
-    const index = open({ startBlock: 0n });
+    const index = open({ startBlock: 0n, tailBlocks: 0 });
     expect(await waitUntil(async () => index.status().state === "following", 10_000, 10)).to.equal(true);
     expect(await index.spentAt(buyer.address, used)).to.equal(undefined);
     expect(await index.spentAt(buyer.address, freshNonce())).to.equal(undefined);

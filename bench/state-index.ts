@@ -4,14 +4,21 @@
 // on a real embedded ledger file holding the same nonces. Prints the load time and the heap each spent nonce costs in
 // both, and what an answer costs: from memory (a fresh nonce; with the bound, the filter says "not spent"), and for a
 // spent nonce forgotten from memory (a point read of the ledger's indexed_nonces).
+// First, what the proof of a log read costs (issue 38): BENCH_PROOF_BLOCKS (20,000) blocks mined, then each
+// STATE_INDEX_LOG_RANGE-sized range (2,000) read alone (`eth_getLogs`) and with its proof (the headers of its last and
+// first blocks in the same batch), alternately, BENCH_PROOF_ROUNDS (5) times; and a fresh backfill of those blocks with
+// the HTTP round trips and JSON-RPC items it sent: the ranges, and the last 256 blocks read one by one.
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import { join } from "node:path";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { createPublicClient, http, toHex, type Address, type Hex, type PublicClient } from "viem";
+import { createPublicClient, http, numberToHex, toHex, type Address, type Hex, type PublicClient } from "viem";
 import { openSqliteLedger } from "../src/ledger/sqlite.js";
+import { MEMORY } from "../src/ledger/sqlite.js";
 import { TokenIndex, type NonceProgress, type NonceStore, type StoredNonce } from "../src/state/index.js";
+import { TAIL_BLOCKS } from "../src/state/nonce-backfill.js";
+import { provenNonceLogs } from "../src/state/proven-logs.js";
 import { percentile, startStackProcess } from "./stack.js";
 
 setFlagsFromString("--expose-gc");
@@ -19,6 +26,9 @@ const gc = runInNewContext("gc") as () => void;
 const NONCES = Number(process.env.BENCH_NONCES ?? 1_000_000);
 const MAX_NONCES = Number(process.env.BENCH_MAX_NONCES ?? 100_000);
 const ASKS = Number(process.env.BENCH_ASKS ?? 100_000);
+const PROOF_BLOCKS = Number(process.env.BENCH_PROOF_BLOCKS ?? 20_000);
+const PROOF_ROUNDS = Number(process.env.BENCH_PROOF_ROUNDS ?? 5);
+const RANGE = 2_000;
 const AUTHORIZERS = Array.from({ length: 1_000 }, (_, i) => toHex(i + 1, { size: 20 }) as Address);
 
 /** Spent nonce `i`: one of 1,000 authorizers, nonce i. */
@@ -87,15 +97,81 @@ async function ask(label: string, index: TokenIndex, payer: Address, asks: numbe
   console.log(`  ${label}, ${asks.toLocaleString("en")} asks: p50 ${fmt(percentile(latencies, 50))}, p99 ${fmt(percentile(latencies, 99))}`);
 }
 
+/** The cost of a range read's proof, and of a fresh backfill with it (see the head of this file). */
+async function proofCost(rpcUrl: string, token: Address): Promise<void> {
+  const traffic = { requests: 0, items: 0 };
+  const counted = http(rpcUrl, {
+    batch: { wait: 0 },
+    async onFetchRequest(request) {
+      const body = (await request.clone().json()) as unknown;
+      traffic.requests++;
+      traffic.items += Array.isArray(body) ? body.length : 1;
+    },
+  });
+  const client = createPublicClient({ transport: counted, cacheTime: 0 }) as PublicClient;
+  await client.request({ method: "hardhat_mine" as never, params: [numberToHex(PROOF_BLOCKS)] as never });
+  const head = await client.getBlockNumber();
+  const first = head - BigInt(PROOF_BLOCKS) + 1n;
+  const ranges: Array<[bigint, bigint]> = [];
+  for (let from = first; from + BigInt(RANGE) - 1n <= head; from += BigInt(RANGE)) ranges.push([from, from + BigInt(RANGE) - 1n]);
+  const plain: number[] = [];
+  const proven: number[] = [];
+  for (let round = 0; round < PROOF_ROUNDS; round++) {
+    for (const [from, to] of ranges) {
+      // Alternately first, so that neither always finds the node's caches warm.
+      const order = round % 2 === 0 ? ["plain", "proven"] : ["proven", "plain"];
+      for (const kind of order) {
+        const t = performance.now();
+        if (kind === "plain") await client.getLogs({ address: token, fromBlock: from, toBlock: to });
+        else await provenNonceLogs(client, token, from, to);
+        (kind === "plain" ? plain : proven).push(performance.now() - t);
+      }
+    }
+  }
+  plain.sort((a, b) => a - b);
+  proven.sort((a, b) => a - b);
+  const ms = (list: number[], p: number) => `${percentile(list, p).toFixed(2)} ms`;
+  console.log(`proof of a range read (${RANGE.toLocaleString("en")} blocks, ${plain.length} reads each, alternately):`);
+  console.log(`  eth_getLogs alone: p50 ${ms(plain, 50)}, p90 ${ms(plain, 90)}`);
+  console.log(`  with its proof (+2 headers, same batch): p50 ${ms(proven, 50)}, p90 ${ms(proven, 90)}`);
+
+  const ledger = openSqliteLedger({ location: MEMORY });
+  const started = performance.now();
+  const before = { ...traffic };
+  const index = new TokenIndex({
+    network: "cronos-testnet",
+    client,
+    chainId: 338,
+    token,
+    store: ledger,
+    startBlock: first,
+    startBlockVariable: "CRONOS_TESTNET_INDEX_START_BLOCK",
+    logRangeBlocks: RANGE,
+    pollingIntervalMs: 60_000,
+    logger: { info() {}, warn() {}, debug() {} },
+  });
+  index.start();
+  while (index.status().backfill.state !== "done") await new Promise((resolve) => setTimeout(resolve, 5));
+  const took = performance.now() - started;
+  await index.stop();
+  await ledger.close();
+  const target = index.status().backfill.targetBlock!;
+  console.log(
+    `  a fresh backfill of blocks ${first.toLocaleString("en")}..${target.toLocaleString("en")} (ranges of ${RANGE.toLocaleString("en")}, the last ${TAIL_BLOCKS} one by one): ` +
+      `${(took / 1000).toFixed(2)} s, ${traffic.requests - before.requests} HTTP requests, ${traffic.items - before.items} JSON-RPC items`,
+  );
+}
+
 const stack = await startStackProcess(["--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--networks", "cronos-testnet", "--buyers", "1"]);
 const dir = mkdtempSync(join(os.tmpdir(), "x402-bench-index-"));
 try {
   const net = stack.info.networks["cronos-testnet"]!;
   const client = createPublicClient({ transport: http(net.rpcUrl, { batch: { wait: 0 } }), cacheTime: 0 }) as PublicClient;
-  const head = await client.getBlockNumber();
   const payer = net.buyers[0]!.address;
   const fresh = () => toHex(crypto.getRandomValues(new Uint8Array(32)));
-  console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model}, node ${process.version}; ${NONCES.toLocaleString("en")} spent nonces`);
+  console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model}, node ${process.version}; ${NONCES.toLocaleString("en")} spent nonces; load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
+  await proofCost(net.rpcUrl, net.token);
+  const head = await client.getBlockNumber();
 
   const unbounded = await load("without a bound", client, net.token, standInStore(NONCES, head));
   await unbounded.payer(payer, fresh(), 60_000); // the payer's balance read once

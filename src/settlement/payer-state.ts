@@ -77,8 +77,9 @@ export interface ReadOptions {
 /**
  * The payer's code, nonce state and balance at one head, for a payer whose ECDSA signature recovered:
  * from the token state index when it vouches for a head confirmed within `headAgeMs` (the code, cached per
- * block, and a nonce the backfill has not reached yet are read at that head), else read at a head read
- * from the chain.
+ * block, and a nonce whose state the index has not proven are read at that head), else read at a head read
+ * from the chain (`authorizationState`, `balanceOf`): an index that cannot prove its blocks (a node that
+ * answered logs it did not show it holds) does not vouch.
  */
 async function payerAtHead(runtime: NetworkRuntime, from: Address, nonce: Hex, options: ReadOptions): Promise<PayerState> {
   const { state } = runtime;
@@ -99,7 +100,12 @@ async function indexedPayer(runtime: NetworkRuntime, from: Address, nonce: Hex, 
   return indexed;
 }
 
-/** Whether the nonce is spent at the index's head: the index's answer, or (before its backfill reached the nonce) the chain's. */
+/**
+ * Whether the nonce is spent at the index's head: the index's answer when it proved it, else the chain's
+ * (`authorizationState` at that head). The index says "unused" only once every block up to its head was read with
+ * proof that the node held it; a log read cut short (a backend behind, a pruned node) leaves `used` undefined, never
+ * false.
+ */
 async function usedAt(runtime: NetworkRuntime, indexed: IndexedPayer, from: Address, nonce: Hex): Promise<boolean> {
   if (indexed.used !== undefined) return indexed.used;
   const used = await runtime.state.authorizationUsed(from, nonce, indexed.head);

@@ -61,7 +61,10 @@ export interface IndexObserver {
 export interface IndexedPayer {
   head: { number: bigint; timestamp: bigint; hash: Hex };
   balance: bigint;
-  /** true: used or canceled; false: unused; undefined: the backfill has not reached it, ask the chain. */
+  /**
+   * true: used or canceled; false: unused, every block up to `head` proven read (see `backfillNonces`); undefined:
+   * not proven (the backfill has not proven every block before the index's start yet): ask the chain.
+   */
   used: boolean | undefined;
 }
 

@@ -21,6 +21,7 @@ const quiet = { info() {}, warn() {}, debug() {} };
 const freshNonce = () => toHex(crypto.getRandomValues(new Uint8Array(32)));
 type Filter = { fromBlock?: Hex; toBlock?: Hex; blockHash?: Hex };
 const filterOf = (request: JsonRpcRequest) => (request.params as [Filter])[0];
+const isRangeRead = (request: JsonRpcRequest) => request.method === "eth_getLogs" && !filterOf(request).blockHash;
 
 describe("token state index: log reads that prove what they cover", function () {
   this.timeout(90_000);
@@ -78,7 +79,7 @@ describe("token state index: log reads that prove what they cover", function () 
     await useAuthorizationOnChain(chain(), nonce);
     return head();
   };
-  const rangeReads = () => requests.filter((r) => r.method === "eth_getLogs" && !filterOf(r).blockHash);
+  const rangeReads = () => requests.filter(isRangeRead);
   const hashReads = (hash: Hex) => requests.filter((r) => r.method === "eth_getLogs" && filterOf(r).blockHash?.toLowerCase() === hash.toLowerCase());
   const blockHash = async (number: bigint) => (await chain().publicClient.getBlock({ blockNumber: number })).hash;
 
@@ -177,7 +178,7 @@ describe("token state index: log reads that prove what they cover", function () 
     expect((await index.payer(buyer.address, second, 60_000))!).to.deep.include({ used: true });
   });
 
-  it("a bloom that names the token falsely: asked again, then the block's receipts show no token log, and the index moves on", async () => {
+  it("a bloom that names the token falsely (anyone can make one), in a block of many transactions: asked 3 times, then the block's receipts once, in one batch, and the index moves on", async () => {
     const index = open();
     await backfilled(index);
     const nonce = freshNonce();
@@ -187,17 +188,69 @@ describe("token state index: log reads that prove what they cover", function () 
       if (!String(request.method).startsWith("eth_getBlockBy") || !answer.result) return undefined;
       return { result: { ...(answer.result as object), logsBloom: ones } };
     });
-    // A plain transfer of the native coin: a transaction, no log of the token.
+    // Plain transfers of the native coin, all in one block: transactions, no log of the token.
+    const controls = proxy().chain;
+    await controls.automine(false);
     const wallet = chain().wallets[0]!;
-    const sent = await wallet.sendTransaction({ to: buyer.address, value: parseEther("0.001") });
-    const receipt = await chain().publicClient.waitForTransactionReceipt({ hash: sent });
+    const sent: Hex[] = [];
+    for (let i = 0; i < 20; i++) sent.push(await wallet.sendTransaction({ to: buyer.address, value: parseEther("0.001") }));
+    await controls.mine(1);
+    await controls.automine(true);
+    const receipt = await chain().publicClient.getTransactionReceipt({ hash: sent[0]! });
     requests.length = 0;
+    const batches = proxy().batches.length;
     const answer = (await index.payer(buyer.address, nonce, 0))!;
     expect(answer.head.number).to.equal(receipt.blockNumber);
     expect(answer.used).to.equal(false);
     expect(hashReads(receipt.blockHash)).to.have.length(EMPTY_LOG_ASKS);
-    expect(requests.filter((r) => r.method === "eth_getTransactionReceipt").map((r) => (r.params as [Hex])[0])).to.deep.equal([sent]);
+    const asked = requests.filter((r) => r.method === "eth_getTransactionReceipt").map((r) => (r.params as [Hex])[0]);
+    expect([...asked].sort()).to.deep.equal([...sent].sort());
+    expect(proxy().batches.slice(batches).filter((methods) => methods.includes("eth_getTransactionReceipt"))).to.deep.equal([sent.map(() => "eth_getTransactionReceipt")]);
     expect(index.status().state).to.equal("following");
+  });
+
+  it("a forged proof proves nothing: a receipt of another block, a range's header of another block, a log outside the range", async () => {
+    // A block's receipt naming another block: the block is not applied.
+    const index = open();
+    await backfilled(index);
+    const cut = cutLogsShort(proxy(), { lagBlocks: 60, batch: "split" });
+    proxy().rewrite((request, answer) =>
+      request.method === "eth_getTransactionReceipt" && answer.result ? { result: { ...(answer.result as object), blockHash: `0x${"ab".repeat(32)}` } } : undefined,
+    );
+    const nonce = freshNonce();
+    const spentAt = await spend(nonce);
+    expect(await index.payer(buyer.address, nonce, 0)).to.equal(undefined);
+    expect(index.status()).to.deep.include({ state: "behind", block: Number(spentAt - 1n) });
+    cut.end();
+    proxy().clear();
+    record();
+    expect(await waitUntil(async () => (await index.payer(buyer.address, nonce, 0))?.used === true, 10_000, 20)).to.equal(true);
+    await index.stop();
+
+    // A range whose last header names another block, then a range answering a log of a block outside it: neither is stored.
+    await ledger.close();
+    ledger = openSqliteLedger({ location: MEMORY });
+    let forge: "header" | "log" | undefined = "header";
+    proxy().rewriteBatch((items, answers) => {
+      const at = items.findIndex(isRangeRead);
+      if (forge === undefined || at < 0 || answers[at]!.error) return undefined;
+      if (forge === "header") return answers.map((answer, i) => (i === at - 1 && answer.result ? { result: { ...(answer.result as object), number: "0x1" } } : answer));
+      const outside = { ...(answers[at]!.result as object[])[0], blockNumber: "0xffffff" };
+      return answers.map((answer, i) => (i === at ? { result: [...(answer.result as object[]), outside] } : answer));
+    });
+    const second = open({ tailBlocks: 0 });
+    // Two reads: the first one's answer was handled before the second was sent.
+    expect(await waitUntil(async () => rangeReads().length >= 2, 10_000, 20)).to.equal(true);
+    const opened = (await ledger.nonceIndexProgress(scope()))!;
+    expect([second.status().backfill.state, opened.throughBlock]).to.deep.equal(["running", opened.fromBlock - 1n]);
+    expect((await second.payer(buyer.address, nonce, 60_000))!.used).to.equal(undefined);
+    forge = "log";
+    const reads = rangeReads().length;
+    expect(await waitUntil(async () => rangeReads().length >= reads + 2, 20_000, 20)).to.equal(true);
+    expect((await ledger.nonceIndexProgress(scope()))!.throughBlock).to.equal(opened.fromBlock - 1n);
+    forge = undefined;
+    await backfilled(second);
+    expect((await second.payer(buyer.address, nonce, 60_000))!.used).to.equal(true);
   });
 
   it("splits its ranges on a Cronos node's caps, in the node's words: the block distance straight to the cap, too many results halved; every nonce found", async () => {

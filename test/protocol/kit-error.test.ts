@@ -15,6 +15,7 @@ import { UndecidedPaymentError } from "../../src/settlement/reconciler.js";
 import { HistoryCheckError } from "../../src/state/chain-history.js";
 import { InconsistentChainError } from "../../src/state/block-reader.js";
 import { BackfillStartError } from "../../src/state/nonce-backfill.js";
+import { UnprovenLogsError } from "../../src/state/proven-logs.js";
 import { CheckFailure, CheckSkipped } from "../../src/conformance/check.js";
 import { UnreachableError } from "../../src/conformance/http.js";
 import { UsageError as ConformanceUsageError } from "../../src/conformance/cli.js";
@@ -51,6 +52,7 @@ const ERRORS: ReadonlyArray<readonly [Error, ErrorClass, string]> = [
   [new HistoryCheckError("the genesis block cannot be read"), HistoryCheckError, "history_check_failed"],
   [new InconsistentChainError("block 9 does not follow block 8", true), InconsistentChainError, "inconsistent_chain"],
   [new BackfillStartError("no start block"), BackfillStartError, "backfill_start_unknown"],
+  [new UnprovenLogsError("eth_getLogs of blocks 1..9 came without the node's header of block 9"), UnprovenLogsError, "unproven_logs"],
   [new CheckFailure("expected 400, got 200"), CheckFailure, "check_failed"],
   [new CheckSkipped("needs --rpc"), CheckSkipped, "check_skipped"],
   [new UnreachableError("POST /v2/x402/verify: ECONNREFUSED"), UnreachableError, "unreachable"],

@@ -56,8 +56,9 @@ export const TAIL_BLOCKS = 256;
  * Backfills the token's used and canceled authorization nonces from the start block through `target`: in ranges
  * sized for providers' `eth_getLogs` caps up to the last {@link TAIL_BLOCKS} blocks, each range counted only when
  * the node proved it holds the range's blocks ({@link provenNonceLogs}); then those last blocks one by one through
- * the {@link BlockReader} (the last of them `targetHash`, each block's logs proven by its own content), stored at once. An answer that proves nothing is asked again later, never stored: until everything is
- * proven the backfill is not done, and the index does not answer "unused" for a nonce it does not hold.
+ * the {@link BlockReader} (the last of them `targetHash`, each block's logs proven by its own content), stored at
+ * once. An answer that proves nothing is asked again later, never stored: until everything is proven the backfill
+ * is not done, and the index does not answer "unused" for a nonce it does not hold.
  *
  * Resumable and shared: the store says how far any instance got (the ledger), so a restart or a second instance
  * loads what is stored and reads only the rest. Each range is stored before the next is read. Resolves once `target`

@@ -14,11 +14,12 @@ export type { IndexedPayer, IndexLogger, IndexObserver, IndexStatus, SpentAt, To
  * canceled authorization nonces, whether the token is paused, and the block all of it is true at.
  *
  * It follows the chain one block at a time (block headers linked by parent hash; the token's logs of each
- * block by its hash, see {@link BlockReader}), asking for the head every `pollingIntervalMs` while verifies
- * come in, or told by `eth_subscribe`. A payer seen for the first time is read once at the index's block
- * and kept current from its Transfer logs. Nonces used before the index started are backfilled from the
- * start block into the store, shared by instances ({@link backfillNonces}); until the backfill is done,
- * a nonce the index does not hold is asked of the chain.
+ * block by its hash, each block proven by its own content, see {@link BlockReader}), asking for the head every
+ * `pollingIntervalMs` while verifies come in, or told by `eth_subscribe`. A payer seen for the first time is read
+ * once at the index's block and kept current from its Transfer logs. Nonces used before the index started are
+ * backfilled from the start block into the store, shared by instances, each range counted only when the node
+ * proved it holds its blocks ({@link backfillNonces}); until the backfill is done, a nonce the index does not
+ * hold is asked of the chain.
  *
  * It follows a changed history too (a local chain reverted to a snapshot, or restarted): when the chain's head
  * is below the index's, or new blocks do not follow the index's head, it walks back by block hash over the last

@@ -20,8 +20,6 @@ import { BAZAAR, isValidBazaarDeclaration, isValidRouteTemplate, nestsWithin } f
 /** The x402 `bazaar` extension (resource discovery): its key in a payment's `extensions`. */
 export { BAZAAR };
 
-/** A declaration larger than this is not cataloged (the catalog is not a store for anyone's blobs). */
-const MAX_DECLARATION_BYTES = 16 * 1024;
 /** An entry (URL, description, requirements, declaration) larger than this is not cataloged. */
 const MAX_ENTRY_BYTES = 24 * 1024;
 /**
@@ -69,8 +67,8 @@ export interface DiscoveryListing {
 /**
  * The listing an x402 v2 verify/settle body declares: its `paymentPayload.resource` (an http(s) URL,
  * cataloged by origin and path, or by origin and the declaration's `routeTemplate` when that is a valid one,
- * as `@x402/extensions` does) with a `bazaar` declaration in `paymentPayload.extensions` that the package
- * would accept ({@link isValidBazaarDeclaration}) and of at most 16 KiB. A Cronos-dialect body declares one in
+ * as `@x402/extensions` does) with a `bazaar` declaration in `paymentPayload.extensions` that the kit takes
+ * ({@link isValidBazaarDeclaration}: fixed checks, at most 16 KiB, its schema never run). A Cronos-dialect body declares one in
  * its requirements' `outputSchema`. Undefined otherwise: a payment without a declaration, with one that is not
  * valid, or nested deeper than 64 levels, is paid as usual and not cataloged.
  */
@@ -84,8 +82,6 @@ export function discoveryListingOf(body: unknown): DiscoveryListing | undefined 
   const resource = paymentPayload.resource;
   if (!isObject(extensions) || !isObject(resource) || typeof resource.url !== "string") return undefined;
   const declaration = extensions[BAZAAR];
-  // The size first: the schema check compiles what the payer sent.
-  if (declaration === undefined || (JSON.stringify(declaration)?.length ?? 0) > MAX_DECLARATION_BYTES) return undefined;
   if (!isValidBazaarDeclaration(declaration)) return undefined;
   const url = httpUrl(resource.url);
   if (!url) return undefined;
@@ -116,7 +112,7 @@ function cronosListingOf(body: Record<string, unknown>): DiscoveryListing | unde
   // v1 names the method in any case (the package upper-cases it there); v2's rules take it upper case.
   if (typeof declared.method === "string") declared.method = declared.method.toUpperCase();
   const declaration = { info: { input: { ...declared, type: "http" }, ...(output ? { output } : {}) }, schema: V1_DECLARATION_SCHEMA };
-  if (JSON.stringify(declaration).length > MAX_DECLARATION_BYTES || !isValidBazaarDeclaration(declaration)) return undefined;
+  if (!isValidBazaarDeclaration(declaration)) return undefined;
   const url = httpUrl(requirements.resource);
   if (!url) return undefined;
   return {

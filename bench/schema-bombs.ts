@@ -70,13 +70,9 @@ try {
       const payment = await bombed(levelsOf(round));
       const levels = levelsOf(round);
       const declaration = { info: { input: { type: "http", method: "GET", queryParams: { round: String(round) } } }, schema: levels > 0 ? doublingSchema(levels) : {} };
-      return post("/v2/x402/settle", {
-        x402Version: 2,
-        paymentPayload: payment,
-        paymentRequirements: offer.accepts[0],
-        resource: { url: `https://seller.example/bomb/${round}` },
-        extensions: { bazaar: declaration },
-      });
+      const requirements = offer.accepts[0]!;
+      const extra = { ...(requirements.extra as object), resource: { url: `https://seller.example/bomb/${round}` }, bazaar: declaration };
+      return post("/v2/x402/settle", { x402Version: 2, paymentPayload: payment, paymentRequirements: { ...requirements, extra } });
     },
   };
   console.log(`${ROUNDS} requests per entrance, one at a time, without a schema, with 30 and 60 levels in turn (the issue's bound: ${BOUND_MS} ms, read at the median):`);

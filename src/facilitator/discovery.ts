@@ -65,23 +65,31 @@ export interface DiscoveryListing {
 }
 
 /**
- * The listing an x402 v2 verify/settle body declares: its `paymentPayload.resource` (an http(s) URL,
- * cataloged by origin and path, or by origin and the declaration's `routeTemplate` when that is a valid one,
- * as `@x402/extensions` does) with a `bazaar` declaration in `paymentPayload.extensions` that the kit takes
- * ({@link isValidBazaarDeclaration}: fixed checks, at most 16 KiB, its schema never run). A Cronos-dialect body declares one in
- * its requirements' `outputSchema`. Undefined otherwise: a payment without a declaration, with one that is not
- * valid, or nested deeper than 64 levels, is paid as usual and not cataloged.
+ * Where x402 v2 payment requirements carry what their seller declares for the catalog: `extra.resource`
+ * (`{url, description?, mimeType?}`, the v2 `PAYMENT-REQUIRED`'s `resource`) and `extra.bazaar` (the
+ * declaration, `{info, schema, routeTemplate?}`). The requirements are the seller's side of a verify/settle
+ * request; the payment payload beside them is the buyer's, and nothing in it is ever listed.
+ */
+export const SELLER_DECLARATION = { resource: "resource", declaration: BAZAAR } as const;
+
+/**
+ * The listing a verify/settle body's **seller** declares, from its payment requirements only, never from the
+ * buyer's payment (its `resource`, its echoed `extensions`: whatever a payer chose to write). x402 v2: the
+ * requirements' `extra.resource` (an http(s) URL, cataloged by origin and path, or by origin and the
+ * declaration's `routeTemplate` when that is a valid one, as `@x402/extensions` does) and `extra.bazaar`, a
+ * declaration the kit takes ({@link isValidBazaarDeclaration}: fixed checks, at most 16 KiB, its schema never
+ * run). The Cronos dialect (x402 v1): the requirements' `resource`, `description`, `mimeType` and
+ * `outputSchema`. Undefined otherwise: a payment without a declaration, with one that is not valid, or nested
+ * deeper than 64 levels, is paid as usual and not cataloged.
  */
 export function discoveryListingOf(body: unknown): DiscoveryListing | undefined {
   // Before anything walks it: everything below recurses (JSON.stringify overflows near 5,000 levels).
   if (!nestsWithin(body, MAX_BODY_DEPTH)) return undefined;
   if (isObject(body) && body.x402Version === 1) return cronosListingOf(body);
-  if (!isObject(body) || !isObject(body.paymentPayload) || !isObject(body.paymentRequirements)) return undefined;
-  const { paymentPayload, paymentRequirements } = body;
-  const extensions = paymentPayload.extensions;
-  const resource = paymentPayload.resource;
-  if (!isObject(extensions) || !isObject(resource) || typeof resource.url !== "string") return undefined;
-  const declaration = extensions[BAZAAR];
+  if (!isObject(body) || !isObject(body.paymentRequirements) || !isObject(body.paymentRequirements.extra)) return undefined;
+  const { extra, ...terms } = body.paymentRequirements;
+  const { [SELLER_DECLARATION.resource]: resource, [SELLER_DECLARATION.declaration]: declaration, ...domain } = extra;
+  if (!isObject(resource) || typeof resource.url !== "string") return undefined;
   if (!isValidBazaarDeclaration(declaration)) return undefined;
   const url = httpUrl(resource.url);
   if (!url) return undefined;
@@ -90,7 +98,8 @@ export function discoveryListingOf(body: unknown): DiscoveryListing | undefined 
     resource: `${url.origin}${path}`,
     type: declaration.info.input.type,
     x402Version: X402_V2_VERSION,
-    requirements: paymentRequirements,
+    // The way of paying without the listing's own facts (they are the entry's, not a way to pay).
+    requirements: { ...terms, extra: domain },
     ...(typeof resource.description === "string" ? { description: resource.description } : {}),
     ...(typeof resource.mimeType === "string" ? { mimeType: resource.mimeType } : {}),
     extensions: { [BAZAAR]: declaration },
@@ -142,7 +151,7 @@ export interface SettledFacts {
 }
 
 /**
- * The catalog entry a settled payment makes: the listing its body declares ({@link discoveryListingOf}) with
+ * The catalog entry a settled payment makes: the listing its body's seller declares ({@link discoveryListingOf}) with
  * the way it paid built from `paid` (payTo, amount, asset and network are the settlement's, whatever the
  * request said) and the block's time. Undefined for no listing, for a payment from its payTo to itself (it
  * shows nobody paying for the resource), and for an entry over 24 KiB.

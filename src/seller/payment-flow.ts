@@ -7,6 +7,7 @@ import { describeZodError, type SettleSuccess } from "../protocol/schemas.js";
 import { EvmReason, PAYMENT_IDENTIFIER, paymentIdentifierOf, v2PaymentPayloadSchema, X402V2Header, type V2PaymentRequirements, type V2SettleResponse } from "../protocol/x402v2.js";
 import type { Exchange } from "./exchange.js";
 import { SellerError, type PaymentReceipt } from "./options.js";
+import { facilitatorV2Requirements } from "./payment-required.js";
 import { retry, settledRecord, withinRetryWindow, type Settled } from "./retry-window.js";
 import { isPlainObject } from "./values.js";
 
@@ -61,7 +62,8 @@ export async function payV2(exchange: Exchange, signature: string, v2Requirement
     const receipt: PaymentReceipt = { txHash: status.txHash, from: status.from, to: paymentRequirements.payTo, value: paymentRequirements.maxAmountRequired };
     exchange.paid(context(receipt, settlement), X402V2Header.paymentResponse, settlement);
   };
-  const request = { paymentPayload: json, paymentRequirements: v2Requirements };
+  // The seller's side of the request: its own requirements, with what it declares for the catalog.
+  const request = { paymentPayload: json, paymentRequirements: facilitatorV2Requirements(exchange.req, paymentRequirements, v2Requirements) };
   const verification = await exchange.ask("verify", () => exchange.settings.facilitator.verifyV2(request));
   if (!verification) return;
   if (!verification.isValid) {

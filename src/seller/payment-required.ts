@@ -64,6 +64,18 @@ function v2ExtensionsOf(requirements: PaymentRequirements, paymentIdentifier: "o
   return Object.keys(extensions).length > 0 ? extensions : undefined;
 }
 
+/**
+ * The route's x402 v2 requirements as the seller sends them to the facilitator: those it offered, plus, when
+ * the route declares discovery, what it declares for the catalog in their `extra` (`resource`: the
+ * `PAYMENT-REQUIRED`'s `resource`; `bazaar`: its declaration). A facilitator lists only what the seller's own
+ * requirements say, never what a buyer's payment echoes; the 402 itself does not carry them twice.
+ */
+export function facilitatorV2Requirements(req: Request, requirements: PaymentRequirements, v2Requirements: V2PaymentRequirements): V2PaymentRequirements {
+  const declaration = declarationOfOutputSchema((requirements as { outputSchema?: unknown }).outputSchema);
+  if (!declaration) return v2Requirements;
+  return { ...v2Requirements, extra: { ...v2Requirements.extra, resource: resourceOf(req, requirements), [BAZAAR]: bazaarDeclarationOf(declaration) } };
+}
+
 /** The paid resource for x402 v2's `PAYMENT-REQUIRED`: the requirements' `resource` (made absolute) or the request URL. */
 export function resourceOf(req: Request, requirements: PaymentRequirements) {
   const base = `${req.protocol}://${req.get("host") ?? "localhost"}`;

@@ -114,10 +114,14 @@ function packageAccepts(declaration: unknown): boolean {
   return validateDiscoveryExtensionSpec(declaration as Record<string, unknown>).valid && validateDiscoveryExtension(d).valid;
 }
 
-/** A v2 settle body that declares `declaration` for a resource. */
+/** A v2 settle body whose seller declares `declaration` for a resource (in its requirements' `extra`). */
 function v2Body(declaration: unknown, url = "https://s.example/weather/oslo?x=1") {
   const requirements = { scheme: "exact", network: "eip155:338", asset: "0x0", amount: "1", payTo: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8" };
-  return { x402Version: 2, paymentPayload: { x402Version: 2, resource: { url }, accepted: requirements, payload: {}, extensions: { bazaar: declaration } }, paymentRequirements: requirements };
+  return {
+    x402Version: 2,
+    paymentPayload: { x402Version: 2, accepted: requirements, payload: {} },
+    paymentRequirements: { ...requirements, extra: { resource: { url }, bazaar: declaration } },
+  };
 }
 
 describe("x402 v2 extensions: the kit validates declarations and payment identifiers as @x402/extensions does", () => {

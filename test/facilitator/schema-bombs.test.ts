@@ -162,7 +162,8 @@ describe("schema bombs (issue 39): no payer-written schema is compiled or run, a
       for (const levels of LEVELS) {
         const body = v2BodyOf(await makePayment(opened.chain));
         const bazaar = { info: { input: { type: "http", method: "GET", queryParams: { levels: String(levels) } } }, schema: doublingSchema(levels) };
-        const declared = { ...body, paymentPayload: { ...body.paymentPayload, resource: { url: `https://seller.example/bomb/${levels}` }, extensions: { bazaar } } };
+        const extra = { ...body.paymentRequirements.extra, resource: { url: `https://seller.example/bomb/${levels}` }, bazaar };
+        const declared = { ...body, paymentRequirements: { ...body.paymentRequirements, extra } };
         const { value: answer, ms } = await timed(() => request(opened.app).post("/v2/x402/settle").send(declared));
         expect([answer.status, answer.body.success], `${levels} levels`).to.deep.equal([200, true]);
         times[levels] = ms;

@@ -8,7 +8,7 @@ import { EvmReason, PAYMENT_IDENTIFIER, paymentIdentifierOf, v2PaymentPayloadSch
 import type { Exchange } from "./exchange.js";
 import { SellerError, type PaymentReceipt } from "./options.js";
 import { facilitatorV2Requirements } from "./payment-required.js";
-import { retry, settledRecord, withinRetryWindow, type Settled } from "./retry-window.js";
+import { onItsRoute, retry, settledRecord, withinRetryWindow, type Settled } from "./retry-window.js";
 import { isPlainObject } from "./values.js";
 
 const bodyHeaderSchema = z.object({ paymentHeader: z.string().trim().min(1) });
@@ -96,7 +96,10 @@ export async function payV2(exchange: Exchange, signature: string, v2Requirement
       exchange.unavailable("lookup", new Error(`the facilitator's record does not confirm settlement ${settlement.transaction} of this payment`));
       return;
     }
-    if (!withinRetryWindow(exchange, status.timestamp)) return;
+    if (!withinRetryWindow(exchange, status.timestamp) || !onItsRoute(exchange, v2Requirements.network, authorization, Date.parse(status.timestamp))) return;
+  } else if (!onItsRoute(exchange, v2Requirements.network, authorization, exchange.settings.clock())) {
+    // A fresh settlement (v2 answers carry no time: now), bound to this route.
+    return;
   }
   const receipt: PaymentReceipt = {
     txHash: settlement.transaction,
@@ -175,8 +178,8 @@ export async function payCronos(exchange: Exchange, readHeader: HeaderReader): P
     else refuse();
     return;
   }
-  // A facilitator that answers a repeat with the first settle answer is held to the same window.
-  if (withinRetryWindow(exchange, settlement.timestamp)) served(settlement);
+  // A facilitator that answers a repeat with the first settle answer is held to the same window and route.
+  if (withinRetryWindow(exchange, settlement.timestamp) && onItsRoute(exchange, paymentRequirements.network, authorization, Date.parse(settlement.timestamp))) served(settlement);
 }
 
 /** The payer and nonce of an x402 v2 payment, when it has them as strings. */

@@ -15,7 +15,7 @@ import type { NetworkName } from "../protocol/networks.js";
 import { EXACT_SCHEME, RequestError } from "../protocol/reasons.js";
 import { describeZodError } from "../protocol/schemas.js";
 import { caip2OfNetwork, X402_V2_VERSION } from "../protocol/x402v2.js";
-import { BAZAAR, isValidBazaarDeclaration, isValidRouteTemplate, nestsWithin } from "../protocol/bazaar.js";
+import { BAZAAR, isValidBazaarDeclaration, isValidRouteTemplate, nestsWithin, SELLER_DECLARATION } from "../protocol/bazaar.js";
 
 /** The x402 `bazaar` extension (resource discovery): its key in a payment's `extensions`. */
 export { BAZAAR };
@@ -63,14 +63,6 @@ export interface DiscoveryListing {
   mimeType?: string;
   extensions: { [BAZAAR]: unknown };
 }
-
-/**
- * Where x402 v2 payment requirements carry what their seller declares for the catalog: `extra.resource`
- * (`{url, description?, mimeType?}`, the v2 `PAYMENT-REQUIRED`'s `resource`) and `extra.bazaar` (the
- * declaration, `{info, schema, routeTemplate?}`). The requirements are the seller's side of a verify/settle
- * request; the payment payload beside them is the buyer's, and nothing in it is ever listed.
- */
-export const SELLER_DECLARATION = { resource: "resource", declaration: BAZAAR } as const;
 
 /**
  * The listing a verify/settle body's **seller** declares, from its payment requirements only, never from the

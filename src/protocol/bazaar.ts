@@ -7,6 +7,14 @@ import { z } from "zod";
 /** The `bazaar` extension's key in `extensions`. */
 export const BAZAAR = "bazaar";
 
+/**
+ * Where x402 v2 payment requirements carry what their seller declares for the discovery catalog: `extra.resource`
+ * (`{url, description?, mimeType?}`, the v2 `PAYMENT-REQUIRED`'s `resource`) and `extra.bazaar` (the
+ * declaration, `{info, schema, routeTemplate?}`). The requirements are the seller's side of a verify/settle
+ * request; the payment payload beside them is the buyer's, and a catalog lists nothing of it.
+ */
+export const SELLER_DECLARATION = { resource: "resource", declaration: BAZAAR } as const;
+
 /** Methods whose input travels in the query string. */
 export const QUERY_METHODS = ["GET", "HEAD", "DELETE"] as const;
 /** Methods whose input travels in the body. */

@@ -28,7 +28,8 @@ import { messageOf } from "./values.js";
  * - one payment, one answer and its retries: a settled payment presented again (the same `X-PAYMENT`,
  *   which the facilitator calls used, or a v2 payment under the same payment identifier) is served again
  *   only within the requirements' `maxTimeoutSeconds` of its block's time, by `options.clock`, from the
- *   facilitator's record of that authorization paying this route's price to its `payTo`; after that →
+ *   facilitator's record of that authorization paying this route's price to its `payTo`, and only on the
+ *   route (resource) it was first served on; after that, or on another route →
  *   402 `{error: "Payment already used", …, reason}` with fresh requirements.
  *
  * Hand-off to the handler: `res.locals.payment` is the {@link PaymentReceipt}

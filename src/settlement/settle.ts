@@ -41,6 +41,11 @@ export interface SettledPayment {
   blockNumber: bigint;
   /** The block's time, ISO-8601. */
   timestamp: string;
+  /**
+   * Answered again for a payment settled before (a repeat under its payment identifier): the same answer,
+   * and nothing new happened (nothing is recorded for it, the discovery catalog included).
+   */
+  repeat?: true;
 }
 
 /** Nothing was transferred: settle's code, answered with its text (`SettleError`) at the HTTP edge. */
@@ -205,7 +210,7 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
   }
 }
 
-/** {@link paidUnderIdentifier} as settle's outcome. */
+/** {@link paidUnderIdentifier} as settle's outcome: a repeat of a settlement made before. */
 async function settledUnderIdentifier(
   runtime: NetworkRuntime,
   authorization: PayerPayload["authorization"],
@@ -213,7 +218,7 @@ async function settledUnderIdentifier(
   context: FacilitatorContext,
 ): Promise<SettledPayment | undefined> {
   const paid = await paidUnderIdentifier(runtime, authorization, paymentId, context);
-  return paid && settledAnswer(paid);
+  return paid && { ...settledAnswer(paid), repeat: true };
 }
 
 /** Settle's answer for a payment made: every field from the paying receipt and its block. */

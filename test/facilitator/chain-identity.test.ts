@@ -36,19 +36,19 @@ async function indexReady(facilitator: Facilitator): Promise<void> {
   expect(await waitUntil(async () => index.status().backfill.state === "done" && index.status().state === "following", 10_000, 10), JSON.stringify(index.status())).to.equal(true);
 }
 
-/** An x402 v2 body for `made`, with a payment identifier and, optionally, a catalog declaration of `resource`. */
+/** An x402 v2 body for `made`, with a payment identifier and, optionally, its seller's catalog declaration of `resource`. */
 function v2Body(made: Awaited<ReturnType<typeof makePayment>>, options: { paymentId?: string; resource?: string } = {}) {
   const body = v2BodyOf(made);
   const extensions: Record<string, unknown> = {};
   if (options.paymentId) extensions["payment-identifier"] = { info: { required: false, id: options.paymentId } };
-  if (options.resource) extensions.bazaar = { info: { input: { type: "http", method: "GET" }, output: { type: "json" } }, schema: {} };
+  const declared = options.resource && {
+    resource: { url: options.resource, description: "a paid resource", mimeType: "application/json" },
+    bazaar: { info: { input: { type: "http", method: "GET" }, output: { type: "json" } }, schema: {} },
+  };
   return {
     ...body,
-    paymentPayload: {
-      ...body.paymentPayload,
-      ...(options.resource ? { resource: { url: options.resource, description: "a paid resource", mimeType: "application/json" } } : {}),
-      extensions,
-    },
+    paymentPayload: { ...body.paymentPayload, extensions },
+    paymentRequirements: { ...body.paymentRequirements, extra: { ...body.paymentRequirements.extra, ...declared } },
   };
 }
 

@@ -439,9 +439,16 @@ describe("configuration: every setting does what it says", () => {
   it("API_KEYS / API_KEYS_FILE: refuses a short, repeated or unreadable key source without echoing a key", async () => {
     expect(() => load({ API_KEYS: "short" })).to.throw(ConfigError, "API_KEYS: key #1: a key is 16 to 512 characters of A-Z a-z 0-9 . _ ~ + / = -");
     expect(() => load({ API_KEYS: `${SELLER_KEY}, ${SELLER_KEY}` })).to.throw(ConfigError, "API_KEYS: key #2: repeats the key of key #1");
-    expect(() => load({ API_KEYS: `${SELLER_KEY} verify=1` })).to.throw(ConfigError, "API_KEYS: key #1: per-key limits go in API_KEYS_FILE");
+    expect(() => load({ API_KEYS: `${SELLER_KEY} verify=1` })).to.throw(ConfigError, "API_KEYS: key #1: per-key settings go in API_KEYS_FILE");
     const pasted = await tempFile("keys", `${SELLER_KEY} another-secret-key-0123456789\n`);
-    expect(() => load({ API_KEYS_FILE: pasted })).to.throw(ConfigError, "API_KEYS_FILE: line 1: after the key, only verify=N and settle=N may follow");
+    expect(() => load({ API_KEYS_FILE: pasted })).to.throw(ConfigError, "API_KEYS_FILE: line 1: after the key, only verify=N, settle=N and payTo=<address> may follow");
+    const badPayTo = await tempFile("keys", `${SELLER_KEY} payTo=0x1234\n`);
+    expect(() => load({ API_KEYS_FILE: badPayTo })).to.throw(ConfigError, "API_KEYS_FILE: line 1: after the key, only verify=N, settle=N and payTo=<address> may follow");
+    // A seller's own addresses (lower case, each once), beside its limits.
+    const sellers = await tempFile("keys", `${SELLER_KEY} settle=5 payTo=0x70997970C51812dc3A010C7d01b50e0d17dc79C8 payTo=0x70997970c51812dc3a010c7d01b50e0d17dc79c8 payTo=0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc\n`);
+    expect(load({ API_KEYS_FILE: sellers }).apiKeys.map(({ settlePerMinute, payTo }) => ({ settlePerMinute, payTo }))).to.deep.equal([
+      { settlePerMinute: 5, payTo: ["0x70997970c51812dc3a010c7d01b50e0d17dc79c8", "0x9965507d1a55bcc2695c58ba16fb37d819b0a4dc"] },
+    ]);
     const empty = await tempFile("keys", "# no keys yet\n\n");
     expect(() => load({ API_KEYS_FILE: empty })).to.throw(ConfigError, `API_KEYS_FILE: no key found in ${empty}`);
     expect(() => load({ API_KEYS_FILE: "/nonexistent/keys" })).to.throw(ConfigError, "API_KEYS_FILE: cannot read /nonexistent/keys (ENOENT)");

@@ -25,11 +25,12 @@ const ATTACKER_WALLET: Address = "0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc";
 type Opened = Awaited<ReturnType<typeof openFacilitator>>;
 type Made = Awaited<ReturnType<typeof makePayment>>;
 
-/** A v2 verify/settle body for `made`, declaring its resource for discovery as `@x402/extensions` does. */
+/** A v2 verify/settle body for `made` whose seller declares its resource for discovery in its requirements' `extra`. */
 function declared(made: Made, url = "https://seller.example/weather?city=Oslo", description = "Weather in Oslo", info?: Record<string, unknown>) {
   const body = v2BodyOf(made);
   const bazaar = { info: info ?? { input: { type: "http", method: "GET", queryParams: { city: "Oslo" } }, output: { type: "json", example: { forecast: "snow" } } }, schema: {} };
-  return { ...body, paymentPayload: { ...body.paymentPayload, resource: { url, description, mimeType: "application/json" }, extensions: { bazaar } } };
+  const extra = { ...body.paymentRequirements.extra, resource: { url, description, mimeType: "application/json" }, bazaar };
+  return { ...body, paymentRequirements: { ...body.paymentRequirements, extra } };
 }
 
 const listed = async (opened: Opened, query = "") => (await request(opened.app).get(`/v2/x402/discovery/resources${query}`)).body as { items: DiscoveryEntry[]; pagination: { total: number } };
@@ -63,14 +64,14 @@ describe("discovery catalog (x402 bazaar): entries only from settled payments, o
         x402Version: 2,
         description: "Weather in Oslo",
         mimeType: "application/json",
-        extensions: good.paymentPayload.extensions,
-        accepts: [{ ...good.paymentRequirements, network: "eip155:338", payTo: opened.seller.address, asset: opened.chain.token, amount: "1000000" }],
+        extensions: { bazaar: good.paymentRequirements.extra.bazaar },
+        accepts: [{ ...good.paymentRequirements, extra: { name: good.paymentRequirements.extra.name, version: good.paymentRequirements.extra.version }, network: "eip155:338", payTo: opened.seller.address, asset: opened.chain.token, amount: "1000000" }],
         lastUpdated: await paidAt(opened, transaction),
       },
     ]);
     // A declaration that is not one (no input type) is paid as usual and not listed.
     const odd = declared(await makePayment(opened.chain), "https://other.example/x");
-    (odd.paymentPayload.extensions.bazaar.info.input as Record<string, unknown>).type = "ftp";
+    (odd.paymentRequirements.extra.bazaar.info.input as Record<string, unknown>).type = "ftp";
     await settle(opened, odd);
     expect((await listed(opened)).pagination.total).to.equal(1);
   });

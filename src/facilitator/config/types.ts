@@ -192,4 +192,9 @@ export interface ApiKeyConfig {
   /** This key's own limits (`verify=N settle=N` in the key file), else the RATE_LIMIT_KEY_* defaults. */
   verifyPerMinute?: number;
   settlePerMinute?: number;
+  /**
+   * The payTo addresses of the seller holding this key (`payTo=0x…` in the key file, lower case): its
+   * settlements to them, and only those, are listed in the discovery catalog. None: nothing it settles is listed.
+   */
+  payTo?: string[];
 }

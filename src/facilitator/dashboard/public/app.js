@@ -1,5 +1,6 @@
 // The facilitator's dashboard: plain browser JavaScript, no build step, nothing loaded from elsewhere.
 // Every value from the server is written with textContent, never parsed as HTML.
+import { chartsSoon, startCharts } from "./charts.js";
 
 const MAX_ROWS = 500;
 const loadedAt = Date.now();
@@ -227,6 +228,7 @@ function connectFeed() {
     }
     feedEpoch = epoch;
     showRow(JSON.parse(event.data));
+    chartsSoon();
   });
 }
 
@@ -384,6 +386,7 @@ function showMode(local) {
 }
 
 connectFeed();
+startCharts();
 refreshNetworks();
 setInterval(refreshNetworks, 5000);
 setInterval(() => networksSnapshot && renderNetworks(), 1000);

@@ -37,13 +37,15 @@ function compact(value) {
   const size = Math.abs(value);
   if (size >= 1e6) return `${+(value / 1e6).toFixed(1)}M`;
   if (size >= 1e3) return `${+(value / 1e3).toFixed(1)}k`;
-  return `${+value.toFixed(size < 1 && size > 0 ? 4 : 1)}`;
+  return size > 0 && size < 1 ? `${+value.toPrecision(2)}` : `${+value.toFixed(1)}`;
 }
 
 /** The charts of one network: what each draws, from the hour's series. */
 function definitions(series, scope) {
   const colors = [1, 2, 3, 4, 5].map((i) => css(`--chart-${i}`));
-  const line = (label, color, extra = {}) => ({ label, stroke: color, width: 2, points: { show: true, size: 5, fill: color }, ...extra });
+  // A point where there is something to see (not at every empty minute); the line joins them.
+  const filter = (u, index) => u.data[index].flatMap((value, i) => (value ? [i] : []));
+  const line = (label, color, extra = {}) => ({ label, stroke: color, width: 2, points: { show: true, size: 6, fill: color, filter }, ...extra });
   const faults = series.settle.fault && series.settle.fault.map((value, i) => value + series.verify.fault[i]);
   const list = [
     {
@@ -56,7 +58,7 @@ function definitions(series, scope) {
       summary: () =>
         scope === "all"
           ? `Last hour: ${whole(sum(series.verify.ok))} verified, ${whole(sum(series.verify.refused))} refused; ${whole(sum(series.settle.ok))} settled, ${whole(sum(series.settle.refused))} refused; ${whole(sum(faults))} faults.`
-          : `Last hour: ${whole(sum(series.settle.ok))} settled (settlements only: API keys are configured).`,
+          : `Last hour: ${whole(sum(series.settle.ok))} settled. Verifies, refusals and latency are shown with an API key only.`,
     },
   ];
   if (scope === "all") {
@@ -103,7 +105,9 @@ function definitions(series, scope) {
 function options(definition, width) {
   const fg = css("--fg");
   const grid = { stroke: css("--line"), width: 1 };
-  const axis = (scale, side) => ({ scale, side, stroke: fg, grid: side === 1 ? { show: false } : grid, ticks: grid, size: 52, values: (_u, values) => values.map(compact) });
+  // Each axis as wide as its longest label.
+  const size = (_u, values) => 16 + 7.5 * Math.max(2, ...(values ?? []).map((value) => String(value).length));
+  const axis = (scale, side) => ({ scale, side, stroke: fg, grid: side === 1 ? { show: false } : grid, ticks: grid, size, values: (_u, values) => values.map(compact) });
   const scales = { x: { time: true }, y: definition.log ? { distr: 3 } : { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } };
   const axes = [{ stroke: fg, grid, ticks: grid }, axis("y", 3)];
   if (definition.right) {

@@ -60,15 +60,21 @@ export interface DashboardRoutes {
 // The page and its assets, read once: the page is part of the server, like its code. The charting
 // library (uPlot, a dependency) is served from its installed package, so the page needs no other origin.
 const PUBLIC = new URL("./public/", import.meta.url);
-const requireFrom = createRequire(import.meta.url);
-const ASSETS: Record<string, { file: URL | string; type: string }> = {
-  "/": { file: new URL("index.html", PUBLIC), type: "text/html; charset=utf-8" },
-  "/dashboard/app.js": { file: new URL("app.js", PUBLIC), type: "text/javascript; charset=utf-8" },
-  "/dashboard/charts.js": { file: new URL("charts.js", PUBLIC), type: "text/javascript; charset=utf-8" },
-  "/dashboard/style.css": { file: new URL("style.css", PUBLIC), type: "text/css; charset=utf-8" },
-  "/dashboard/vendor/uplot.js": { file: requireFrom.resolve("uplot/dist/uPlot.iife.min.js"), type: "text/javascript; charset=utf-8" },
-  "/dashboard/vendor/uplot.css": { file: requireFrom.resolve("uplot/dist/uPlot.min.css"), type: "text/css; charset=utf-8" },
-};
+const JS = "text/javascript; charset=utf-8";
+const CSS = "text/css; charset=utf-8";
+
+/** Each asset's path and file (found when a dashboard is made, not when the module is imported). */
+function assets(): Record<string, { file: URL | string; type: string }> {
+  const installed = createRequire(import.meta.url);
+  return {
+    "/": { file: new URL("index.html", PUBLIC), type: "text/html; charset=utf-8" },
+    "/dashboard/app.js": { file: new URL("app.js", PUBLIC), type: JS },
+    "/dashboard/charts.js": { file: new URL("charts.js", PUBLIC), type: JS },
+    "/dashboard/style.css": { file: new URL("style.css", PUBLIC), type: CSS },
+    "/dashboard/vendor/uplot.js": { file: installed.resolve("uplot/dist/uPlot.iife.min.js"), type: JS },
+    "/dashboard/vendor/uplot.css": { file: installed.resolve("uplot/dist/uPlot.min.css"), type: CSS },
+  };
+}
 
 // Everything comes from this origin: no fonts, scripts or styles from elsewhere (the page works offline).
 const PAGE_HEADERS = {
@@ -140,7 +146,7 @@ export function dashboardRouter(options: DashboardRouterOptions): DashboardRoute
     router.use("/dashboard", localOnly);
   }
 
-  for (const [path, asset] of Object.entries(ASSETS)) {
+  for (const [path, asset] of Object.entries(assets())) {
     const body = readFileSync(asset.file);
     router.get(path, (_req, res) => {
       res.set({ ...PAGE_HEADERS, "Content-Type": asset.type }).send(body);

@@ -142,7 +142,7 @@ describe("e2e: the dashboard in a real browser (headless Chromium on a local sta
         const charts = (globalThis as any).dashboardCharts?.get("cronos-testnet");
         if (!charts) return false;
         const [settled, refused, gas] = [charts.counts.data[3], charts.counts.data[2], charts.gas.data[1]].map((values: Array<number | null>) => values.reduce((sum: number, v) => sum + (v ?? 0), 0));
-        return settled === 1 && refused === 3 && gas > 0 && charts.balance.data[1].at(-1) === balance;
+        return settled === 1 && refused === 3 && gas! > 0 && charts.balance.data[1].at(-1) === balance;
       },
       { balance: Number(balanceWei) / 1e18 },
       { timeout: 30_000 },

@@ -132,8 +132,8 @@ describe("monitoring: the shipped Grafana dashboard and Prometheus alert rules",
       const post = (route: string, body: unknown) =>
         fetch(`${running.url}/v2/x402/${route}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
       const payment = await makePayment(chain);
-      expect((await (await post("verify", payment.body)).json()).isValid).to.equal(true);
-      expect((await (await post("settle", payment.body)).json()).event).to.equal("payment.settled");
+      expect(((await (await post("verify", payment.body)).json()) as { isValid: boolean }).isValid).to.equal(true);
+      expect(((await (await post("settle", payment.body)).json()) as { event: string }).event).to.equal("payment.settled");
       // Past the verify limit once: the rate-limit series exists too.
       const statuses = [];
       for (let i = 0; i < 2; i++) statuses.push((await post("verify", (await makePayment(chain)).body)).status);

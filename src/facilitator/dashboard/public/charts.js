@@ -137,7 +137,12 @@ function render(view) {
   const list = $("chart-list");
   const now = `${view.scope}:${view.networks.map((n) => n.network).join(",")}`;
   if (now !== shape) {
-    for (const network of charts.values()) for (const chart of Object.values(network)) chart.destroy();
+    for (const network of charts.values()) {
+      for (const chart of Object.values(network)) {
+        chart.observer.disconnect();
+        chart.destroy();
+      }
+    }
     charts.clear();
     list.replaceChildren();
     for (const series of view.networks) {
@@ -151,10 +156,11 @@ function render(view) {
         chart.summaryNode = parts.summary;
         instances[definition.key] = chart;
         // The chart follows its box: a phone turned, a window resized.
-        new ResizeObserver(() => {
+        chart.observer = new ResizeObserver(() => {
           const width = Math.max(200, parts.plot.clientWidth);
           if (width !== chart.width) chart.setSize({ width, height: width < 480 ? 170 : 200 });
-        }).observe(parts.plot);
+        });
+        chart.observer.observe(parts.plot);
       }
       charts.set(series.network, instances);
     }

@@ -35,9 +35,10 @@ export function runwayMetrics(
   runtimes: () => ReadonlyMap<NetworkName, NetworkRuntime>,
   readings: () => Promise<RelayerReading[]>,
 ): { settled(record: OutcomeRecord): void } {
-  /** Per network: the latest settled transaction answered, and the one whose gas is known. */
+  /** Per network: the latest settled transaction answered, the latest whose receipt was read, and the gas learned. */
   const latest = new Map<NetworkName, Hex>();
-  const learned = new Map<NetworkName, { txHash: Hex; gas: bigint }>();
+  const read = new Map<NetworkName, Hex>();
+  const learned = new Map<NetworkName, bigint>();
   const costs = memoizeFor(
     options.cacheMs ?? 5_000,
     () =>
@@ -45,13 +46,14 @@ export function runwayMetrics(
         [...runtimes().values()].map(async (runtime): Promise<SettleCost> => {
           const network = runtime.config.network;
           const txHash = latest.get(network);
-          if (txHash && learned.get(network)?.txHash !== txHash) {
+          if (txHash && read.get(network) !== txHash) {
             const receipt = await runtime.client.getTransactionReceipt({ hash: txHash }).catch(() => undefined);
+            if (receipt) read.set(network, txHash);
             // A copy of our transaction that someone else sent first paid the payment: its gas says nothing of ours.
-            if (receipt && runtime.relayer.addresses.some((address) => isAddressEqual(address, receipt.from))) learned.set(network, { txHash, gas: receipt.gasUsed });
+            if (receipt && runtime.relayer.addresses.some((address) => isAddressEqual(address, receipt.from))) learned.set(network, receipt.gasUsed);
           }
           const feePerGas = runtime.relayer.feeStatus().neededWei ?? (await runtime.client.getGasPrice().catch(() => undefined));
-          return { network, gas: learned.get(network)?.gas ?? SETTLE_GAS_BEFORE_FIRST, ...(feePerGas !== undefined ? { feePerGas } : {}) };
+          return { network, gas: learned.get(network) ?? SETTLE_GAS_BEFORE_FIRST, ...(feePerGas !== undefined ? { feePerGas } : {}) };
         }),
       ),
     options.now,

@@ -238,6 +238,10 @@ describe("e2e: the dashboard in a real browser (headless Chromium on a local sta
         "API keys are configured: this page shows settlements only (made on chain, newest first). Verify outcomes, refusals and faults need a key: GET /dashboard/api/feed with Authorization: Bearer <key>.",
       );
       expect(await other.locator("#feed-empty").innerText()).to.equal("No settlement yet.");
+      // The charts show the settlements' side only: no latency chart, and the relayer's balance from the first networks read.
+      await other.locator('#chart-list [data-chart="balance"] .chart-summary', { hasText: /^Balance 10,000 CRO; runway unknown until a settle's cost is seen\.$/ }).waitFor();
+      expect(await other.locator("#chart-list .chart").evaluateAll((figures) => figures.map((figure) => figure.getAttribute("data-chart")))).to.deep.equal(["counts", "gas", "balance"]);
+      expect(await other.locator('#chart-list [data-chart="counts"] .chart-summary').innerText()).to.equal("Last hour: 0 settled. Verifies, refusals and latency are shown with an API key only.");
       await other.screenshot({ path: join(SHOTS, "6-keyed.png"), fullPage: true });
     } finally {
       await other.close();

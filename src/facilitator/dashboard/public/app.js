@@ -126,7 +126,10 @@ function renderNetworks() {
 
 async function refreshNetworks() {
   try {
+    const first = networksSnapshot === undefined;
     networksSnapshot = await getJson("dashboard/api/networks");
+    // That read was also the charts' first reading of the relayers' balance: draw it now.
+    if (first) chartsSoon();
     showFeedScope(networksSnapshot.feed);
     renderNetworks();
     showMode(networksSnapshot.local === true);

@@ -8,6 +8,22 @@ export type DropReason = "server" | "client";
 const WAITING_PER_PLACE = 4;
 /** How often waiting connections are looked at (a place freed, an idle connection to close, a wait over). */
 const QUEUE_TICK_MS = 50;
+/**
+ * A connection of a client at its cap that has waited this long, while none of the client's connections
+ * has ended an answer for as long, is given the place of one of its idle connections. Not sooner: a pool
+ * sends its next request on a connection moments after the answer (a loaded one, hundreds of
+ * milliseconds after), and a bursting pool sends on the connections it holds as it opens new ones (those
+ * requests may reach this process after the new connections): a connection closed in that gap would fail
+ * that request. While answers are being written, each closes its connection for a waiting one anyway.
+ */
+const GIVE_WAY_MS = 500;
+
+/**
+ * What happened to a connection over its client's cap: it waits for a place (`queued`), a served one of
+ * its client was asked to close after its answer (`retired`) or, idle, was closed to make its place
+ * (`yielded`), or it waited `queueMs` and was refused (`expired`).
+ */
+export type WaitingEvent = "queued" | "retired" | "yielded" | "expired";
 
 /** Options of {@link ConnectionBook}. */
 export interface ConnectionBookOptions {
@@ -22,8 +38,10 @@ export interface ConnectionBookOptions {
   accept(socket: Socket): void;
   /** Answers a connection that gets no place 503 and closes it. */
   refuse(socket: Socket, reason: DropReason): void;
+  /** Closes an idle served connection gracefully: its side ended (never reset), no request read on it afterwards run. */
+  close(socket: Socket): void;
   onIdleClosed?: () => void;
-  onWaiting?: (event: "queued" | "retired") => void;
+  onWaiting?: (event: WaitingEvent) => void;
 }
 
 interface Held {
@@ -33,6 +51,10 @@ interface Held {
   active: number;
   /** Requests answered on it: a connection that answered one and has none in progress is an idle keep-alive one. */
   answered: number;
+  /** When its last answer ended (`performance.now()`). */
+  idleSince: number;
+  /** Bytes read from it by then: more read since is another request arriving, and it is no longer idle. */
+  readAtIdle: number;
   /** Asked to close after its current answer (`Connection: close`): its client has connections waiting. */
   retiring: boolean;
 }
@@ -44,6 +66,8 @@ interface Client {
   waiting: Array<{ socket: Socket; since: number }>;
   /** Of `served`, those asked to close after their current answer. */
   retiring: number;
+  /** When an answer last ended on one of its connections (`performance.now()`). */
+  answeredAt: number;
 }
 
 /**
@@ -53,13 +77,19 @@ interface Client {
  * client holding the most) is closed first to make room; from nine tenths of `max` on, each new
  * connection closes one, so room is made before the cap is reached; a new connection still without room
  * is answered 503 (`Connection: close`) and closed. A connection of a client at its cap waits (up to
- * `queueMs`, at most 4 × `perClient` of them, and never when another client needs the place at `max`) while the client's served connections are asked, one per
- * waiting connection, to close after their current answer (`Connection: close`: a keep-alive pool then
- * opens a new connection, which queues in turn); its idle connections are not closed for it (its pool may
- * be sending on one at that very moment: that request would fail). A connection is admitted as soon as its client has a place; one
- * that waited `queueMs` is answered 503. No connection is ever reset, and one that has not sent a request is
- * never closed to make room (the headers time-out bounds it). A client is an IPv4 address or an IPv6
- * /56 (what one subscriber is usually given), so rotating addresses within one's own prefix gains nothing.
+ * `queueMs`, at most 4 × `perClient` of them, and never when another client needs the place at `max`)
+ * while the client's served connections are asked, one per waiting connection, to close after their
+ * current answer (`Connection: close`: a keep-alive pool then opens a new connection, which queues in
+ * turn). When no answer has ended on the client's connections for {@link GIVE_WAY_MS}, its idle connections
+ * give way: for each connection waiting as long that its connections in use (a request in progress or
+ * arriving, or closing after its answer) will not make room for, its connection idle the longest is
+ * closed and the waiting one takes its place, so a client never waits behind its own idle connections. A connection is
+ * admitted as soon as its client has a place; one that waited `queueMs` is answered 503. Only a connection
+ * with no request in progress, its answer written and not a byte of another request read since is ever
+ * closed to make room, gracefully ({@link ConnectionBookOptions.close}); none is reset, and one that has
+ * not sent a request is never closed (the headers time-out bounds it), so connections that each hold a
+ * request keep their client at its cap. A client is an IPv4 address or an IPv6 /56 (what one subscriber
+ * is usually given), so rotating addresses within one's own prefix gains nothing.
  */
 export class ConnectionBook {
   readonly #held = new Map<Socket, Held>();
@@ -92,8 +122,8 @@ export class ConnectionBook {
     const address = socket.remoteAddress ?? "";
     const key = this.#o.perClient > 0 && !this.#o.isTrustedProxy(address) ? clientOf(address) : undefined;
     if (this.count() >= this.#nearCap) {
-      const freed = this.#closeIdle(this.#greediest()) || (this.count() >= this.#o.max && this.#closeIdle(this.#held.keys()));
-      if (freed) this.#o.onIdleClosed?.();
+      const idle = this.#longestIdle(this.#greediest()) ?? (this.count() >= this.#o.max ? this.#longestIdle(this.#held.keys()) : undefined);
+      if (idle) this.#closeIdle(idle, false);
       // Connections waiting over their client's cap never keep another client out: the newest of the client
       // with the most waiting gives way.
       if (this.count() >= this.#o.max && !this.#yieldWaiting(key)) return this.#o.refuse(socket, "server");
@@ -101,14 +131,17 @@ export class ConnectionBook {
     if (key === undefined) return this.#admit(socket, undefined);
     const client = this.#client(key);
     if (client.served.size < this.#o.perClient) return this.#admit(socket, key);
-    // Not an idle connection of its own closed for it: its pool may be sending on that one at this very
-    // moment (measured: a pool idle a while, then bursting, does), and that request would fail.
+    // Not an idle connection of its own closed for it at once: its pool may be sending on that one at this
+    // very moment (measured: a pool idle a while, then bursting, does), and that request would fail. The
+    // queue's tick does it once this one has waited GIVE_WAY_MS.
     if (this.#o.queueMs === 0 || client.waiting.length >= WAITING_PER_PLACE * this.#o.perClient) return this.#o.refuse(socket, "client");
     client.waiting.push({ socket, since: performance.now() });
     this.#waiting++;
     this.#o.onWaiting?.("queued");
     socket.once("close", () => this.#unqueue(key, socket));
-    this.#ticker ??= setInterval(() => this.#tick(), QUEUE_TICK_MS).unref();
+    // Looked at after the event loop has read the sockets (setImmediate): bytes of a request that had
+    // reached this process by then mark their connection as not idle.
+    this.#ticker ??= setInterval(() => setImmediate(() => this.#tick()), QUEUE_TICK_MS).unref();
   }
 
   /** A request began on `socket`. */
@@ -135,6 +168,9 @@ export class ConnectionBook {
     if (!entry) return;
     entry.active = Math.max(0, entry.active - 1);
     entry.answered++;
+    entry.idleSince = performance.now();
+    entry.readAtIdle = socket.bytesRead;
+    if (entry.client !== undefined) this.#clients.get(entry.client)!.answeredAt = entry.idleSince;
   }
 
   /** The listener closes: waiting connections are refused, nothing more is admitted. */
@@ -153,12 +189,12 @@ export class ConnectionBook {
 
   #client(key: string): Client {
     let client = this.#clients.get(key);
-    if (!client) this.#clients.set(key, (client = { served: new Set(), waiting: [], retiring: 0 }));
+    if (!client) this.#clients.set(key, (client = { served: new Set(), waiting: [], retiring: 0, answeredAt: 0 }));
     return client;
   }
 
   #admit(socket: Socket, key: string | undefined): void {
-    this.#held.set(socket, { client: key, active: 0, answered: 0, retiring: false });
+    this.#held.set(socket, { client: key, active: 0, answered: 0, idleSince: 0, readAtIdle: 0, retiring: false });
     if (key !== undefined) this.#client(key).served.add(socket);
     socket.once("close", () => this.#forget(socket));
     this.#o.accept(socket);
@@ -200,14 +236,17 @@ export class ConnectionBook {
     if (client.served.size === 0 && client.waiting.length === 0) this.#clients.delete(key);
   }
 
-  /** Waiting connections: admitted where a place is free, refused once their wait is over. */
+  /** Waiting connections: admitted where a place is free or an idle connection of their client gives way, refused once their wait is over. */
   #tick(): void {
+    if (this.#closed) return;
     const now = performance.now();
     for (const [key, client] of [...this.#clients]) {
       this.#admitWaiting(key, client);
+      this.#giveWay(client, now);
       while (client.waiting.length > 0 && now - client.waiting[0]!.since >= this.#o.queueMs) {
         const { socket } = client.waiting.shift()!;
         this.#waiting--;
+        this.#o.onWaiting?.("expired");
         this.#o.refuse(socket, "client");
       }
       this.#drop(key, client);
@@ -236,17 +275,53 @@ export class ConnectionBook {
     return most && most.size > 0 ? most : this.#held.keys();
   }
 
-  /** Closes the longest-held idle keep-alive connection among `sockets`; false when there is none. */
-  #closeIdle(sockets: Iterable<Socket>): boolean {
+  /**
+   * Closes idle connections of `client`, the longest idle first, for its connections that have waited
+   * {@link GIVE_WAY_MS} while none of its connections ended an answer, as many as its connections in use
+   * will not make room for (each closes after its answer while connections of its client wait).
+   */
+  #giveWay(client: Client, now: number): void {
+    if (now - client.answeredAt < GIVE_WAY_MS) return;
+    let due = 0;
+    while (due < client.waiting.length && now - client.waiting[due]!.since >= GIVE_WAY_MS) due++;
+    if (due === 0) return;
+    const idle: Array<{ socket: Socket; since: number }> = [];
+    for (const socket of client.served) {
+      const entry = this.#held.get(socket)!;
+      if (inUse(socket, entry)) due--;
+      else if (entry.answered > 0) idle.push({ socket, since: entry.idleSince });
+    }
+    idle.sort((a, b) => a.since - b.since);
+    for (const { socket } of idle.slice(0, Math.max(0, due))) {
+      this.#o.onWaiting?.("yielded");
+      this.#closeIdle(socket, true);
+    }
+  }
+
+  /** The connection among `sockets` idle the longest (one that has answered a request and is not in use); undefined when none is. */
+  #longestIdle(sockets: Iterable<Socket>): Socket | undefined {
+    let longest: { socket: Socket; since: number } | undefined;
     for (const socket of sockets) {
       const entry = this.#held.get(socket);
-      if (!entry || entry.active > 0 || entry.answered === 0) continue;
-      this.#forget(socket, false);
-      socket.destroy();
-      return true;
+      if (entry && entry.answered > 0 && !inUse(socket, entry) && entry.idleSince < (longest?.since ?? Infinity)) longest = { socket, since: entry.idleSince };
     }
-    return false;
+    return longest?.socket;
   }
+
+  /** Closes an idle connection gracefully; its place goes to its client's oldest waiting connection (`handOn`) or to the caller. */
+  #closeIdle(socket: Socket, handOn: boolean): void {
+    this.#forget(socket, handOn);
+    this.#o.close(socket);
+    this.#o.onIdleClosed?.();
+  }
+}
+
+/**
+ * Whether a connection is in use: a request in progress, asked to close after its answer, or bytes of a
+ * request read since its last answer (a silent connection that never sent one is not).
+ */
+function inUse(socket: Socket, entry: Held): boolean {
+  return entry.active > 0 || entry.retiring || socket.bytesRead !== entry.readAtIdle;
 }
 
 /**

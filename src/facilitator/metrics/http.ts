@@ -44,7 +44,7 @@ export function httpMetrics(
   });
   const waitingConnections = new Counter({
     name: "x402_http_connections_waiting_total",
-    help: "connections over their client's MAX_CONNECTIONS_PER_CLIENT that waited for a place (queued), and served connections asked to close after their answer to make one (retired)",
+    help: "connections over their client's MAX_CONNECTIONS_PER_CLIENT that waited for a place (queued), served connections of that client asked to close after their answer (retired) or, idle, closed (yielded) to make one, and waiting connections refused after CONNECTION_QUEUE_MS (expired)",
     labelNames: ["listener", "event"],
     registers: [registry],
   });

@@ -3,7 +3,7 @@ import { get, request as httpRequest, type IncomingHttpHeaders } from "node:http
 import { connect, createServer, type Socket } from "node:net";
 import { expect } from "chai";
 import { custom } from "viem";
-import { clientOf } from "../../src/facilitator/http/connection-book.js";
+import { clientOf } from "../../src/facilitator/http/client-key.js";
 import { StartupError } from "../../src/facilitator/startup-error.js";
 import { makePayment, recordingLogger, startFacilitatorOnChain } from "../helpers/facilitator.js";
 import { metric } from "../helpers/metrics.js";

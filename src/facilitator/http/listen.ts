@@ -27,10 +27,12 @@ export interface ListenerOptions {
 
 const books = new WeakMap<Server, ConnectionBook>();
 
-/** A listener's connections now: being served, and waiting for their client's place. */
-export function connectionCounts(server: Server): { served: number; waiting: number } {
+/** A listener's connections now: being served (counted against their client's cap), idle having given their place to another of their client, and waiting for a place. */
+export function connectionCounts(server: Server): { served: number; yielded: number; waiting: number } {
   const book = books.get(server);
-  return book ? { served: book.count() - book.waiting(), waiting: book.waiting() } : { served: 0, waiting: 0 };
+  if (!book) return { served: 0, yielded: 0, waiting: 0 };
+  const yielded = book.gaveWay();
+  return { served: book.count() - book.waiting() - yielded, yielded, waiting: book.waiting() };
 }
 
 const DROP_LOG_INTERVAL_MS = 60_000;
@@ -74,9 +76,30 @@ export function createListener(handler: RequestListener, options: ListenerOption
       // A request the client sent as the server's FIN came (it crossed it): it could not be answered, so it
       // is not run either (a settle must not happen unseen); the client sees its connection closed unanswered.
       if (closedIdle.has(req.socket)) return void req.socket.destroy();
-      handler(req, res);
+      // On a connection that gave its place, it may wait for one (then answered 503 if it waits too long).
+      book.request(
+        req.socket,
+        () => serve(req, res),
+        () => {
+          dropped("client");
+          const body = JSON.stringify({ error: RequestError.tooManyClientConnections });
+          res.writeHead(503, { "Content-Type": "application/json; charset=utf-8", "Content-Length": Buffer.byteLength(body), "Retry-After": "1", Connection: "close" }).end(body);
+        },
+      );
     },
   );
+  const serve: RequestListener = (req, res) => {
+    book.busy(req.socket);
+    // Decided as the answer's head is written (the latest moment): a connection of a client with
+    // connections waiting says in this very answer that it closes after it.
+    const writeHead = res.writeHead;
+    res.writeHead = function (this: typeof res, ...args: Parameters<typeof res.writeHead>) {
+      if (!this.headersSent && book.retire(req.socket)) this.setHeader("Connection", "close");
+      return writeHead.apply(this, args);
+    } as typeof res.writeHead;
+    res.once("close", () => book.idle(req.socket));
+    handler(req, res);
+  };
   server.keepAliveTimeout = 65_000;
   // Not server.maxConnections: Node closes those before any listener sees them, so an idle
   // keep-alive connection could never give way and one client could hold every place. A connection is
@@ -114,17 +137,6 @@ export function createListener(handler: RequestListener, options: ListenerOption
   });
   books.set(server, book);
   server.on("connection", (socket: Socket) => book.arrive(socket));
-  server.prependListener("request", (req, res) => {
-    book.busy(req.socket);
-    // Decided as the answer's head is written (the latest moment): a connection of a client with
-    // connections waiting says in this very answer that it closes after it.
-    const writeHead = res.writeHead;
-    res.writeHead = function (this: typeof res, ...args: Parameters<typeof res.writeHead>) {
-      if (!this.headersSent && book.retire(req.socket)) this.setHeader("Connection", "close");
-      return writeHead.apply(this, args);
-    } as typeof res.writeHead;
-    res.once("close", () => book.idle(req.socket));
-  });
   // Waiting connections are not Node's yet: closing the server ends them as well.
   const close = server.close.bind(server);
   server.close = (callback?: (error?: Error) => void) => {

@@ -27,7 +27,7 @@ export interface FacilitatorMetrics {
   /** An idle keep-alive connection closed to make room for a new one. */
   idleConnectionClosed(listener: string): void;
   /** A listener's connections, served and waiting, read when scraped. */
-  watchConnections(listener: string, counts: () => { served: number; waiting: number }): void;
+  watchConnections(listener: string, counts: () => { served: number; yielded: number; waiting: number }): void;
   /** A shared rate-limit store's count was not used for a request: it was slow (`slow`) or failed (`error`); this instance's own count judged it. */
   rateLimitStoreFallback(limiter: string, reason: "slow" | "error"): void;
   /** A dashboard event stream opened, was refused (too many open), or ended (`client`, `stalled`, `lifetime`, `shutdown`). */

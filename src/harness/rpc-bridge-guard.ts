@@ -35,14 +35,15 @@ export interface BridgeGuard {
  * its own name); an `Origin` header that is not the bridge's own origin is answered 403 (browsers send one
  * with every cross-origin POST and every WebSocket opened by a page; a CORS "simple" `text/plain` POST needs
  * no preflight, so without this a page could drive the chain through a developer's browser). Tools (viem,
- * ethers, Hardhat, curl, Node's `fetch` and `ws`) send no `Origin` and go through.
+ * ethers, Hardhat, curl, Node's `fetch` and `ws`) send no `Origin` and go through, and so do browser-extension
+ * wallets (MetaMask pointed at the local chain sends `chrome-extension://…`), whose origins no web page can send.
  */
 export function bridgeGuard(host: string): BridgeGuard {
   const names = new Set([...LOCAL_HOSTS, ...listenedName(host)]);
   const refusal = (req: IncomingMessage): Refusal | undefined => {
     if (!hostIsOneOf(req.headers.host, names)) return { status: 421, message: BridgeRefusal.misdirected };
     const origin = req.headers.origin;
-    if (origin !== undefined && !isSameOrigin(origin, req.headers.host, "http")) return { status: 403, message: BridgeRefusal.foreignOrigin };
+    if (origin !== undefined && !isSameOrigin(origin, req.headers.host, "http") && !isExtensionOrigin(origin)) return { status: 403, message: BridgeRefusal.foreignOrigin };
     return undefined;
   };
   return {
@@ -66,6 +67,14 @@ export function bridgeGuard(host: string): BridgeGuard {
       return true;
     },
   };
+}
+
+/** Origin schemes only a browser extension's own pages and workers send (Chromium, Firefox, Safari). */
+const EXTENSION_ORIGIN = /^(chrome-extension|moz-extension|safari-web-extension):\/\/[a-z0-9.-]+$/i;
+
+/** Whether `origin` is a browser extension's (a wallet's): a web page's fetch or WebSocket can never send one. */
+function isExtensionOrigin(origin: string): boolean {
+  return EXTENSION_ORIGIN.test(origin);
 }
 
 /** The name clients use for the address the bridge listens on, unless it is every address (`0.0.0.0`, `::`). */

@@ -104,6 +104,16 @@ describe("the local chain's JSON-RPC bridge turns web pages away (issue 39 item 
     expect((await post(chain.port, call, { Host: `localhost:${chain.port}`, Origin: `http://localhost:${chain.port}` })).status).to.equal(200);
   });
 
+  it("a browser-extension wallet's origin (which no web page can send) is answered; a page naming that scheme in another form is refused", async () => {
+    const call = { jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] };
+    for (const origin of ["chrome-extension://nkbihfbeogaeaoehlefnkodbefgpgknn", "moz-extension://0b7d4a1e-5c3f-4f0e-9a2b-1d2c3e4f5a6b", "safari-web-extension://ABCDEF12-3456"]) {
+      expect(await post(chain.port, call, { Host: host, Origin: origin }), origin).to.deep.equal({ status: 200, json: { jsonrpc: "2.0", id: 1, result: "0x152" } });
+    }
+    for (const origin of ["http://chrome-extension.evil.example", "chrome-extension://evil.example/path", "chrome-extension:evil"]) {
+      expect(await post(chain.port, call, { Host: host, Origin: origin }), origin).to.deep.equal({ status: 403, json: refusal(BridgeRefusal.foreignOrigin) });
+    }
+  });
+
   it("every Host but a loopback name is refused 421 (any port); the loopback names are answered", async () => {
     const call = { jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] };
     for (const name of ["rebind.evil.example", `127.0.0.1.nip.io:${chain.port}`, `user@127.0.0.1:${chain.port}`, "10.0.0.1", `[::2]:${chain.port}`]) {

@@ -3,6 +3,8 @@ import { createPublicClient, http, numberToHex, toHex, type Address, type Hex, t
 import { privateKeyToAccount } from "viem/accounts";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { Ledger } from "../../src/ledger/types.js";
+import { settlementChain } from "../../src/settlement/chain.js";
+import { proveSettled } from "../../src/settlement/history-proof.js";
 import { ChainHistory, HistoryCheckError } from "../../src/state/index.js";
 import { HARDHAT_KEYS, useAuthorizationOnChain } from "../helpers/facilitator.js";
 import { openProxiedChain, type ProxiedChain } from "../helpers/proxied-chain.js";
@@ -24,7 +26,19 @@ describe("chain history: the ledger's rows bound to the chain's history, acting 
     proxied = await openProxiedChain();
     client = createPublicClient({ transport: http(proxied.rpcUrls, { batch: { wait: 0 }, retryCount: 0 }), cacheTime: 0 }) as PublicClient;
     ledger = openSqliteLedger({ location: MEMORY });
-    history = new ChainHistory({ network: "cronos-testnet", client, chainId: 338, token: proxied.chain.token, store: ledger, logger: quiet, checkIntervalMs: 0 });
+    // The one payment decision over the same RPC decides which settled rows stay.
+    const payments = settlementChain({ client, chainId: 338, logLookbackBlocks: 1_000 });
+    history = new ChainHistory({
+      network: "cronos-testnet",
+      client,
+      chainId: 338,
+      token: proxied.chain.token,
+      store: ledger,
+      logger: quiet,
+      prove: (row) => proveSettled(payments, row),
+      checkIntervalMs: 0,
+      confirmAfterMs: 20,
+    });
   });
   afterEach(async () => {
     history.stop();

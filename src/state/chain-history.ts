@@ -158,7 +158,9 @@ export class ChainHistory {
       let [head, stored] = await this.#look();
       let decision = await this.#decide(head, stored, hint);
       if (decision.kind === "same") {
-        if (decision.record) await store.recordCheckpoint(chainId, head);
+        // A head below the trail's newest block is a node behind: a checkpoint of it would date the blocks before it late.
+        const newest = stored?.checkpoints[0];
+        if (decision.record && (!newest || head.number >= newest.number)) await store.recordCheckpoint(chainId, head);
         if (stored) await this.#undo(head, stored);
         return;
       }

@@ -38,11 +38,16 @@ export async function pruneCheckpoints(executor: SqlExecutor, chainId: number): 
   );
 }
 
-/** Records `block` as a checkpoint (a later hash at the same height replaces the earlier) and keeps the newest {@link CHECKPOINT_LIMIT}. */
+/**
+ * Records `block` as a checkpoint (a later hash at the same height replaces the earlier; the same one keeps when it was
+ * first seen: what was written since may belong to the blocks after it) and keeps the newest {@link CHECKPOINT_LIMIT}.
+ */
 export async function writeCheckpoint(executor: SqlExecutor, chainId: number, block: BlockRef, now: number): Promise<void> {
   await executor.run(
     `INSERT INTO chain_checkpoints (chain_id, block_number, block_hash, recorded_at) VALUES (?, ?, ?, ?)
-     ON CONFLICT (chain_id, block_number) DO UPDATE SET block_hash = excluded.block_hash, recorded_at = excluded.recorded_at`,
+     ON CONFLICT (chain_id, block_number) DO UPDATE SET
+       recorded_at = CASE WHEN chain_checkpoints.block_hash = excluded.block_hash THEN chain_checkpoints.recorded_at ELSE excluded.recorded_at END,
+       block_hash = excluded.block_hash`,
     [chainId, Number(block.number), lower(block.hash), now],
   );
   await pruneCheckpoints(executor, chainId);

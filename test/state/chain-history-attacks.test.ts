@@ -1,12 +1,12 @@
 import { expect } from "chai";
-import { createPublicClient, custom, http, numberToHex, toHex, type Address, type Hex, type PublicClient } from "viem";
+import { createPublicClient, custom, encodeFunctionData, http, numberToHex, parseSignature, toHex, type Address, type Hex, type PublicClient } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { Ledger, SettlementRecord } from "../../src/ledger/types.js";
 import { settlementChain } from "../../src/settlement/chain.js";
 import { proveSettled } from "../../src/settlement/history-proof.js";
 import { ChainHistory } from "../../src/state/index.js";
-import { HARDHAT_KEYS, useAuthorizationOnChain } from "../helpers/facilitator.js";
+import { HARDHAT_KEYS, makePayment, useAuthorizationOnChain } from "../helpers/facilitator.js";
 import { TestClock } from "../helpers/ledger.js";
 import { openProxiedChain, type ProxiedChain } from "../helpers/proxied-chain.js";
 import { openChain } from "../helpers/token.js";
@@ -75,6 +75,11 @@ describe("chain history under attack: a node behind, a missing receipt, a forged
     const nonce = freshNonce();
     await useAuthorizationOnChain(chain(), nonce);
     const block = await chain().publicClient.getBlock({ includeTransactions: false });
+    return settledRow(nonce, block.transactions[0]!, block.number, block.timestamp);
+  }
+
+  /** A settled row of the buyer's authorization `nonce` (1,000 units to the seller), mined by `txHash`, as the ledger holds it. */
+  async function settledRow(nonce: Hex, txHash: Hex, blockNumber: bigint, blockTimestamp: bigint): Promise<SettlementRecord> {
     const claimed = await ledger.claim({
       key: { chainId: 338, token: chain().token, authorizer: buyer.address, nonce },
       network: "cronos-testnet",
@@ -87,8 +92,8 @@ describe("chain history under attack: a node behind, a missing receipt, a forged
     });
     if (claimed.outcome !== "claimed") throw new Error(claimed.outcome);
     await ledger.acquireLease(RELAYER, "instance-a", 60_000);
-    await ledger.recordBroadcast({ id: claimed.record.id, owner: "instance-a", hash: block.transactions[0]!, raw: "0x01", relayer: RELAYER, relayerNonce: 1, checkAfterMs: 60_000 });
-    const row = await ledger.markSettled(claimed.record.id, { txHash: block.transactions[0]!, blockNumber: block.number, blockTimestamp: block.timestamp });
+    await ledger.recordBroadcast({ id: claimed.record.id, owner: "instance-a", hash: txHash, raw: "0x01", relayer: RELAYER, relayerNonce: 1, checkAfterMs: 60_000 });
+    const row = await ledger.markSettled(claimed.record.id, { txHash, blockNumber, blockTimestamp });
     settled.push(row.id);
     return row;
   }
@@ -257,5 +262,47 @@ describe("chain history under attack: a node behind, a missing receipt, a forged
     // The old chain's trail is not the chain's: nothing comes back.
     await history.check();
     expect(await ledger.pendingHistoryChanges(338, { limit: 1 })).to.have.length(1);
+  });
+
+  // Finding 6: re-proving rows took AuthorizationCanceled as the use, and any later Transfer as the payment. One
+  // transaction (a payer's Multicall3 batch) cancels authorization N, then pays the seller the same value under another
+  // authorization M: its receipt holds AuthorizationCanceled(N), AuthorizationUsed(M), Transfer(buyer → seller). Such
+  // a row can come to be when a batch that paid under N is mined again on another history where N's transfer fails
+  // (expired there) and the cancel goes through. The one payment decision says N was canceled, not paid.
+  it("re-proving a settled row uses the one payment decision: a receipt that cancels the authorization and pays the seller under another does not keep the row", async () => {
+    await history.start();
+    const common = await head();
+    const abi = chain().contract.abi;
+    const canceled = freshNonce();
+    const cancel = await buyer.signTypedData({
+      domain: { name: chain().info.domain.name, version: chain().info.domain.version, chainId: 338, verifyingContract: chain().token },
+      types: { CancelAuthorization: [{ name: "authorizer", type: "address" }, { name: "nonce", type: "bytes32" }] },
+      primaryType: "CancelAuthorization",
+      message: { authorizer: buyer.address, nonce: canceled },
+    });
+    const other = await makePayment(chain(), { nonce: freshNonce(), amount: 1_000n });
+    const { v, r, s: sigS } = parseSignature(other.signature);
+    const m = other.message;
+    const multicall = await chain().viem.deployContract("Multicall3");
+    const batch = await multicall.write.aggregate3([
+      [
+        { target: chain().token, allowFailure: false, callData: encodeFunctionData({ abi, functionName: "cancelAuthorization", args: [buyer.address, canceled, cancel] }) },
+        {
+          target: chain().token,
+          allowFailure: false,
+          callData: encodeFunctionData({ abi, functionName: "transferWithAuthorization", args: [m.from, m.to, m.value, m.validAfter, m.validBefore, m.nonce, Number(v), r, sigS] }),
+        },
+      ],
+    ]);
+    const receipt = await chain().publicClient.getTransactionReceipt({ hash: batch });
+    expect(receipt.logs.filter((log) => log.address.toLowerCase() === chain().token.toLowerCase())).to.have.length(3);
+    const block = await chain().publicClient.getBlock({ blockNumber: receipt.blockNumber });
+    const row = await settledRow(canceled, batch, receipt.blockNumber, block.timestamp);
+    const real = await paidRow();
+    // The index reports the blocks after `common` replaced: every settled row after it is proven again.
+    await history.diverged({ number: common, hash: await hashOf(common) });
+    expect(await ledger.getById(row.id)).to.equal(undefined);
+    expect(await ledger.getById(real.id)).to.deep.equal(real);
+    expect((await ledger.setAsideRows({ chainId: 338 })).filter((r) => r.kind === "settlement").map((r) => r.row.id)).to.deep.equal([row.id]);
   });
 });

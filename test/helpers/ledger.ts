@@ -32,6 +32,11 @@ export interface LedgerBackend {
   name: string;
   /** Whether its stores outlive their handles (a file, a database; not `:memory:`), known before any store exists. */
   reopenable: boolean;
+  /**
+   * What relayer key leases and heartbeats go by: the ledger's clock (the {@link TestClock}: one instance holds an
+   * embedded file), or the database's (PostgreSQL, shared by instances: a test cannot move it).
+   */
+  leaseClock: "ledger" | "database";
   /** Once per suite (e.g. starts PostgreSQL). */
   setUp(): Promise<void>;
   tearDown(): Promise<void>;
@@ -57,6 +62,7 @@ function tracking(open: () => Promise<Ledger>, cleanup: () => void = () => {}): 
 export const sqliteFileBackend = (): LedgerBackend => ({
   name: "embedded SQLite file",
   reopenable: true,
+  leaseClock: "ledger",
   async setUp() {},
   async tearDown() {},
   async store(clock) {
@@ -75,6 +81,7 @@ export const sqliteFileBackend = (): LedgerBackend => ({
 export const sqliteMemoryBackend = (): LedgerBackend => ({
   name: "embedded SQLite :memory:",
   reopenable: false,
+  leaseClock: "ledger",
   async setUp() {},
   async tearDown() {},
   async store(clock) {
@@ -94,6 +101,7 @@ export const postgresBackend = (): LedgerBackend => {
   return {
     name: "PostgreSQL",
     reopenable: true,
+    leaseClock: "database",
     async setUp() {
       server = await startTestPostgres();
     },

@@ -1,16 +1,14 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DatabaseSync } from "node:sqlite";
 import { expect } from "chai";
-import pg from "pg";
 import type { Hex } from "viem";
 import { startTestPostgres, type TestPostgres } from "../../src/harness/postgres.js";
-import { migratePostgres, openPostgresLedger } from "../../src/ledger/postgres.js";
-import { MIGRATIONS, SQLITE_SCHEMA } from "../../src/ledger/schema.js";
+import { openPostgresLedger } from "../../src/ledger/postgres.js";
+import { MIGRATIONS } from "../../src/ledger/schema.js";
 import { openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { Ledger } from "../../src/ledger/types.js";
-import { nonceOf, PAYER, TestClock, TOKEN } from "../helpers/ledger.js";
+import { nonceOf, PAYER, postgresLedgerBefore, sqliteLedgerBefore, TestClock, TOKEN } from "../helpers/ledger.js";
 
 // A ledger written before migration 0013 holds a chain's history, its trail, rows an earlier version set aside and the
 // index's nonces. Migrated, it keeps them all as they were: the rows set aside name no change (an earlier version's
@@ -62,63 +60,45 @@ async function expectMigrated(ledger: Ledger, clock: TestClock): Promise<void> {
   expect((await ledger.setAsideRows({ chainId: 338 })).map((row) => [row.kind, row.changeId])).to.deep.equal([["penalty", undefined]]);
 }
 
-describe("ledger migration 0013: changes of a chain's history kept whole, to be undone", () => {
+describe("ledger migration 0013: changes of a chain's history kept whole, to be undone", function () {
+  this.timeout(60_000);
+  const dir = mkdtempSync(join(tmpdir(), "x402-history-migration-"));
+  let server: TestPostgres | undefined;
+  const opened: Ledger[] = [];
+  after(async () => {
+    await Promise.all(opened.map((ledger) => ledger.close()));
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
   it("comes right after 0012 (appended: a ledger that applied 0012 applies it next)", () => {
     expect(MIGRATIONS.map((migration) => migration.name).slice(BEFORE - 1, BEFORE + 1)).to.deep.equal(["0012_error_codes", "0013_reversible_history"]);
   });
 
-  describe("embedded SQLite", () => {
-    let dir: string;
-    let ledger: Ledger | undefined;
-    beforeEach(() => {
-      dir = mkdtempSync(join(tmpdir(), "x402-history-migration-"));
-    });
-    afterEach(async () => {
-      await ledger?.close();
-      ledger = undefined;
-      rmSync(dir, { recursive: true, force: true });
-    });
-
-    it("keeps what a file from before 0013 holds (its rows set aside name no change), and keeps and undoes a change made from then on", async () => {
+  /** Where an earlier version left a ledger holding `rows`, opened by this one. */
+  const places: Array<{ name: string; open(clock: TestClock, rows: readonly string[]): Promise<Ledger> }> = [
+    {
+      name: "an embedded SQLite file",
+      async open(clock, rows) {
+        const location = join(dir, `ledger-${opened.length}.db`);
+        sqliteLedgerBefore(location, BEFORE, rows);
+        return openSqliteLedger({ location, clock: clock.read });
+      },
+    },
+    {
+      name: "a PostgreSQL database",
+      async open(clock, rows) {
+        server ??= await startTestPostgres();
+        return openPostgresLedger({ url: await postgresLedgerBefore(server, BEFORE, rows), clock: clock.read, pollMs: 20, poolSize: 2 });
+      },
+    },
+  ];
+  for (const place of places) {
+    it(`keeps what ${place.name} from before 0013 holds (its rows set aside name no change), and keeps and undoes a change made from then on`, async () => {
       const clock = new TestClock();
-      const location = join(dir, "ledger.db");
-      const old = new DatabaseSync(location);
-      for (const migration of MIGRATIONS.slice(0, BEFORE)) for (const statement of migration.statements(SQLITE_SCHEMA)) old.exec(statement);
-      old.exec(`PRAGMA user_version = ${BEFORE}`);
-      for (const statement of oldRows(clock.now)) old.exec(statement);
-      old.close();
-      ledger = openSqliteLedger({ location, clock: clock.read });
+      const ledger = await place.open(clock, oldRows(clock.now));
+      opened.push(ledger);
       await expectMigrated(ledger, clock);
     });
-  });
-
-  describe("PostgreSQL", () => {
-    let server: TestPostgres;
-    let ledger: Ledger | undefined;
-    before(async () => {
-      server = await startTestPostgres();
-    });
-    after(async () => {
-      await server?.stop();
-    });
-    afterEach(async () => {
-      await ledger?.close();
-      ledger = undefined;
-    });
-
-    it("keeps what a database from before 0013 holds (its rows set aside name no change), and keeps and undoes a change made from then on", async () => {
-      const clock = new TestClock();
-      const url = await server.createDatabase();
-      await migratePostgres(url, { through: MIGRATIONS[BEFORE - 1]!.name });
-      const client = new pg.Client({ connectionString: url });
-      await client.connect();
-      try {
-        for (const statement of oldRows(clock.now)) await client.query(statement);
-      } finally {
-        await client.end();
-      }
-      ledger = await openPostgresLedger({ url, clock: clock.read, pollMs: 20, poolSize: 2 });
-      await expectMigrated(ledger, clock);
-    });
-  });
+  }
 });

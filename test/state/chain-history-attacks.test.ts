@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { createPublicClient, custom, encodeFunctionData, http, numberToHex, parseSignature, toHex, type Address, type Hex, type PublicClient } from "viem";
+import { createPublicClient, custom, encodeFunctionData, http, numberToHex, parseSignature, toHex, type Hex, type PublicClient } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { Ledger, SettlementRecord } from "../../src/ledger/types.js";
@@ -7,7 +7,7 @@ import { settlementChain } from "../../src/settlement/chain.js";
 import { proveSettled } from "../../src/settlement/history-proof.js";
 import { ChainHistory } from "../../src/state/index.js";
 import { HARDHAT_KEYS, makePayment, useAuthorizationOnChain } from "../helpers/facilitator.js";
-import { TestClock } from "../helpers/ledger.js";
+import { settledRecord, TestClock } from "../helpers/ledger.js";
 import { openProxiedChain, type ProxiedChain } from "../helpers/proxied-chain.js";
 import { openChain } from "../helpers/token.js";
 
@@ -17,7 +17,6 @@ import { openChain } from "../helpers/token.js";
 
 const quiet = { info() {}, warn() {}, debug() {} };
 const freshNonce = () => toHex(crypto.getRandomValues(new Uint8Array(32)));
-const RELAYER: Address = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720";
 const buyer = privateKeyToAccount(HARDHAT_KEYS.buyer);
 const seller = privateKeyToAccount(HARDHAT_KEYS.seller);
 /** The history checker's interval in production (facilitator/background-jobs.ts). */
@@ -80,20 +79,8 @@ describe("chain history under attack: a node behind, a missing receipt, a forged
 
   /** A settled row of the buyer's authorization `nonce` (1,000 units to the seller), mined by `txHash`, as the ledger holds it. */
   async function settledRow(nonce: Hex, txHash: Hex, blockNumber: bigint, blockTimestamp: bigint): Promise<SettlementRecord> {
-    const claimed = await ledger.claim({
-      key: { chainId: 338, token: chain().token, authorizer: buyer.address, nonce },
-      network: "cronos-testnet",
-      payee: seller.address,
-      value: 1_000n,
-      validBefore: 9_999_999_999n,
-      owner: "instance-a",
-      ownerTtlMs: 60_000,
-      deadlineMs: 60_000,
-    });
-    if (claimed.outcome !== "claimed") throw new Error(claimed.outcome);
-    await ledger.acquireLease(RELAYER, "instance-a", 60_000);
-    await ledger.recordBroadcast({ id: claimed.record.id, owner: "instance-a", hash: txHash, raw: "0x01", relayer: RELAYER, relayerNonce: 1, checkAfterMs: 60_000 });
-    const row = await ledger.markSettled(claimed.record.id, { txHash, blockNumber, blockTimestamp });
+    const key = { chainId: 338, token: chain().token, authorizer: buyer.address, nonce };
+    const row = await settledRecord(ledger, { key, payee: seller.address, value: 1_000n, txHash, blockNumber, blockTimestamp });
     settled.push(row.id);
     return row;
   }

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { numberToHex, type Hex } from "viem";
+import { lagRequest, lagResult } from "./lagging-node.js";
 
 // Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
 
@@ -60,6 +61,8 @@ export interface FaultProxy {
   count(method: string): number;
   /** Every request waits this long before anything else (a slow node). */
   delayMs: number;
+  /** The height it answers at, while {@link behind}. */
+  lagHeight: bigint | undefined;
   /** Adds a rule; the first matching rule that has uses left applies. */
   fail(rule: FaultRule): void;
   /** How many times the rules applied so far. */
@@ -81,6 +84,11 @@ export interface FaultProxy {
    * (undefined keeps them). Runs after the per-item {@link rewrite}rs.
    */
   rewriteBatch(rewriter: BatchRewriter): void;
+  /**
+   * Answers as a node behind, at block `height` (its head, blocks, receipts, logs and state of that height: see
+   * lagging-node.ts), until called with undefined or {@link clear}.
+   */
+  behind(height: bigint | undefined): void;
   /** Stops listening and cuts every open connection: new ones are refused until {@link revive}. */
   kill(): Promise<void>;
   /** Listens again on the same port. */
@@ -163,8 +171,10 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
       return;
     }
 
-    const answer = await forward(body);
+    const lag = proxy.lagHeight;
+    const answer = await forward(lag === undefined || parsed === undefined ? body : JSON.stringify(Array.isArray(parsed) ? items.map((i) => lagRequest(i, lag)) : lagRequest(items[0]!, lag)));
     let text = answer.text;
+    if (lag !== undefined && answer.status === 200) text = JSON.stringify(rewritten(JSON.parse(text) as unknown, items, [(item, a) => ("result" in a ? { result: lagResult(item, a.result, lag) } : undefined)]));
     if (hidden.size > 0 && answer.status === 200) text = JSON.stringify(hide(JSON.parse(text) as unknown, items, hidden));
     if (rewriters.length > 0 && answer.status === 200) text = JSON.stringify(rewritten(JSON.parse(text) as unknown, items, rewriters));
     if (batchRewriters.length > 0 && answer.status === 200) text = JSON.stringify(await batchRewritten(JSON.parse(text) as unknown, items, batchRewriters, proxy.chain));
@@ -222,6 +232,10 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
     rewriteBatch(rewriter) {
       batchRewriters.push(rewriter);
     },
+    lagHeight: undefined,
+    behind(height) {
+      proxy.lagHeight = height;
+    },
     kill: stop,
     async revive() {
       if (listening) return;
@@ -233,6 +247,7 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
       hidden.clear();
       rewriters.length = 0;
       batchRewriters.length = 0;
+      proxy.lagHeight = undefined;
       proxy.delayMs = 0;
       for (const res of parked) res.destroy();
       parked.clear();

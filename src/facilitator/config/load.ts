@@ -108,6 +108,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
     healthTimeoutMs: e.HEALTH_TIMEOUT_MS,
     relayerMinBalanceWei: parseWei(e.RELAYER_MIN_BALANCE_WEI),
     logLookbackBlocks: e.LOG_LOOKBACK_BLOCKS,
+    chainHistoryConfirmMs: e.CHAIN_HISTORY_CONFIRM_MS,
     logLevel: e.LOG_LEVEL ?? "info",
     metrics: e.METRICS !== "false",
     dashboard: e.DASHBOARD === "true",

@@ -43,6 +43,8 @@ export interface FacilitatorConfig {
   relayerMinBalanceWei: bigint;
   /** How far back (blocks) settle looks for the transaction that used an authorization. */
   logLookbackBlocks: number;
+  /** A change of a chain's history (or its undoing) is believed when the chain still shows it this long after it first did. */
+  chainHistoryConfirmMs: number;
   logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
   /** Serve Prometheus metrics at `/metrics` on a listener of their own (`metricsHost:metricsPort`). */
   metrics: boolean;

@@ -13,8 +13,9 @@ export type FeeQuote = ({ baseFeePerGas: bigint; maxPriorityFeePerGas: bigint } 
 /** What a replacement must offer over the transaction it replaces, on every fee: +12.5 % (nodes ask +10 %). */
 export const REPLACEMENT_BUMP = { numerator: 1125n, denominator: 1000n } as const;
 
-// The base fee may rise 12.5 % per full block: 20 % headroom is one and a half full blocks. A higher
-// multiplier would cost money on Cronos, where a transaction pays its whole fee cap.
+// The base fee may rise 12.5 % per full block: 20 % headroom is one and a half full blocks. The headroom
+// costs nothing by itself (a node charges min(base fee + tip, fee cap) per gas, Cronos included), but the
+// sender must hold gas limit × fee cap to be admitted.
 const BASE_FEE_HEADROOM = { numerator: 12n, denominator: 10n } as const;
 
 /** The network needs more per gas than `MAX_FEE_PER_GAS_GWEI` allows: nothing is sent. */
@@ -85,6 +86,24 @@ export function replacementFees(previous: Fees, quote: FeeQuote, capWei: bigint)
   const maxFeePerGas = min(max(leastFee, wanted), capWei);
   const maxPriorityFeePerGas = min(max(leastTip, quote.maxPriorityFeePerGas), maxFeePerGas);
   return { maxFeePerGas, maxPriorityFeePerGas };
+}
+
+/**
+ * The fees of a transaction the node refused as under-priced (`feeTooLow`), signed again at the same nonce:
+ * its effective price per gas (min(fee cap, base fee + tip), or the gas price) raised to `least` (what the
+ * refusal named: the block's base fee, or the chain's minimum gas price) and by at least 12.5 %, the tip
+ * raised with it (Cronos takes min(fee cap, base fee + tip) against its minimum gas price), never above
+ * `capWei`. Throws {@link FeeCapError} when that is more than the cap: nothing is sent.
+ */
+export function feesAtLeast(previous: Fees, quote: FeeQuote, least: bigint | undefined, capWei: bigint): Fees {
+  const base = "baseFeePerGas" in quote ? quote.baseFeePerGas : 0n;
+  const effective = "gasPrice" in previous ? previous.gasPrice : min(previous.maxFeePerGas, base + previous.maxPriorityFeePerGas);
+  const target = max(max(least ?? 0n, scale(effective, REPLACEMENT_BUMP)), neededFee(quote));
+  if (target > capWei) throw new FeeCapError(target, capWei);
+  if ("gasPrice" in previous) return { gasPrice: target };
+  const tip = max(previous.maxPriorityFeePerGas, target > base ? target - base : 0n);
+  const maxFeePerGas = min(capWei, max(max(previous.maxFeePerGas, target), scale(base, BASE_FEE_HEADROOM) + tip));
+  return { maxFeePerGas, maxPriorityFeePerGas: min(tip, maxFeePerGas) };
 }
 
 /** `value × ratio`, rounded up (a fee rounded down could miss the node's replacement threshold). */

@@ -59,6 +59,15 @@ function relayerEvent(network: NetworkName, event: RelayerEvent, metrics: Facili
     case "gapFilled":
       logger.warn({ network, relayer: from, nonce: event.nonce, txHash: event.hash, by: event.by }, "relayer: nonce gap filled");
       return;
+    case "refused":
+      logger.info({ network, relayer: from, nonce: event.nonce, txHash: event.hash, refusal: event.refusal }, "relayer: broadcast refused by the node");
+      return;
+    case "nonceAdopted":
+      logger.warn({ network, relayer: from, nonce: event.nonce, expected: event.expected }, "relayer: the node expects another nonce; the key sends from it");
+      return;
+    case "nonceTaken":
+      logger.warn({ network, relayer: from, nonce: event.nonce, txHash: event.hash }, "relayer: nonce mined by a transaction this relayer did not send there");
+      return;
     default:
       logger.warn({ network, relayer: from, nonce: event.nonce, txHash: event.hash }, `relayer: transaction ${kind}`);
   }

@@ -89,19 +89,26 @@ export function replacementFees(previous: Fees, quote: FeeQuote, capWei: bigint)
 }
 
 /**
- * The fees of a transaction the node refused as under-priced (`feeTooLow`), signed again at the same nonce:
- * its effective price per gas (min(fee cap, base fee + tip), or the gas price) raised to `least` (what the
- * refusal named: the block's base fee, or the chain's minimum gas price) and by at least 12.5 %, the tip
- * raised with it (Cronos takes min(fee cap, base fee + tip) against its minimum gas price), never above
- * `capWei`. Throws {@link FeeCapError} when that is more than the cap: nothing is sent.
+ * The fees of a transaction the node refused as under-priced (`feeTooLow`), signed again at the same nonce.
+ * `least`, when the refusal named it, is what its effective price per gas (min(fee cap, base fee + tip), or
+ * the gas price) must reach: a base fee (the fee cap rises to it, with the usual headroom) or the chain's
+ * minimum gas price (Cronos weighs min(fee cap, base fee + tip) against it: the tip rises to make it up).
+ * Unnamed, both fees rise by 12.5 %. Never above `capWei`: throws {@link FeeCapError} when the price the node
+ * would take is above it (nothing is sent).
  */
 export function feesAtLeast(previous: Fees, quote: FeeQuote, least: bigint | undefined, capWei: bigint): Fees {
   const base = "baseFeePerGas" in quote ? quote.baseFeePerGas : 0n;
-  const effective = "gasPrice" in previous ? previous.gasPrice : min(previous.maxFeePerGas, base + previous.maxPriorityFeePerGas);
-  const target = max(max(least ?? 0n, scale(effective, REPLACEMENT_BUMP)), neededFee(quote));
+  if ("gasPrice" in previous) {
+    const gasPrice = least !== undefined && least > previous.gasPrice ? least : scale(previous.gasPrice, REPLACEMENT_BUMP);
+    if (gasPrice > capWei) throw new FeeCapError(gasPrice, capWei);
+    return { gasPrice };
+  }
+  const effective = min(previous.maxFeePerGas, base + previous.maxPriorityFeePerGas);
+  // Named but already met (a quote older than the node's block): no progress without a bump.
+  const named = least !== undefined && least > effective ? least : undefined;
+  const target = named ?? scale(effective, REPLACEMENT_BUMP);
   if (target > capWei) throw new FeeCapError(target, capWei);
-  if ("gasPrice" in previous) return { gasPrice: target };
-  const tip = max(previous.maxPriorityFeePerGas, target > base ? target - base : 0n);
+  const tip = named === undefined ? scale(previous.maxPriorityFeePerGas, REPLACEMENT_BUMP) : max(previous.maxPriorityFeePerGas, named > base ? named - base : 0n);
   const maxFeePerGas = min(capWei, max(max(previous.maxFeePerGas, target), scale(base, BASE_FEE_HEADROOM) + tip));
   return { maxFeePerGas, maxPriorityFeePerGas: min(tip, maxFeePerGas) };
 }

@@ -136,12 +136,6 @@ export const SEND_REFUSALS: readonly RefusalRule[] = [
     means: (m) => ({ kind: "feeTooLow", atLeast: { perGasWei: BigInt(m[2]!) } }),
   },
   {
-    nodes: ["edr"],
-    source: "Hardhat EDR 0.22 (minGasPrice, before EIP-1559)",
-    text: /transaction gas price is (\d+), which is below the minimum of (\d+)/i,
-    means: (m) => ({ kind: "feeTooLow", atLeast: { perGasWei: BigInt(m[2]!) } }),
-  },
-  {
     nodes: ["geth"],
     source: "go-ethereum core/txpool/validation.go (ErrTxGasPriceTooLow: the node's minimum tip)",
     text: /transaction gas price below minimum/i,
@@ -149,7 +143,7 @@ export const SEND_REFUSALS: readonly RefusalRule[] = [
   },
   { nodes: ["geth"], source: "go-ethereum core/txpool/errors.go (ErrUnderpriced)", text: /transaction underpriced/i, means: () => ({ kind: "feeTooLow" }) },
   { nodes: ["cronos"], source: "ethermint app/ante/fee_checker.go (ErrInsufficientFee)", text: /insufficient (?:gas prices|fees); got: /i, means: () => ({ kind: "feeTooLow" }) },
-  { nodes: ["cronos"], source: "cosmos-sdk ErrInsufficientFee", text: /: insufficient fee\b/i, means: () => ({ kind: "feeTooLow" }) },
+  { nodes: ["cronos"], source: "cosmos-sdk ErrInsufficientFee (ethermint app/ante/fees.go MinGasPriceDecorator, cosmos transactions)", text: /: insufficient fee\b/i, means: () => ({ kind: "feeTooLow" }) },
   // --- the pool ---
   { nodes: ["cronos"], source: "CometBFT mempool ErrMempoolIsFull (cosmos-sdk ErrMempoolIsFull)", text: /mempool is full/i, means: () => ({ kind: "poolFull" }) },
   { nodes: ["geth"], source: "go-ethereum core/txpool/legacypool/legacypool.go (ErrTxPoolOverflow)", text: /txpool is full/i, means: () => ({ kind: "poolFull" }) },
@@ -162,15 +156,10 @@ export const SEND_REFUSALS: readonly RefusalRule[] = [
   { nodes: ["geth"], source: "go-ethereum core/error.go (ErrIntrinsicGas)", text: /intrinsic gas too low/i, means: () => ({ kind: "invalid" }) },
   { nodes: ["edr"], source: "Hardhat EDR 0.22", text: /transaction requires at least \d+ gas but got \d+/i, means: () => ({ kind: "invalid" }) },
   { nodes: ["cronos"], source: "ethermint x/evm/keeper/utils.go CheckEthGasConsume (ErrOutOfGas)", text: /gas limit too low: \d+ \(gas limit\) < \d+ \(intrinsic gas\)/i, means: () => ({ kind: "invalid" }) },
+  { nodes: ["cronos"], source: "ethermint app/ante/eth.go CheckEthGasConsume (ErrOutOfGas)", text: /tx gas \(\d+\) exceeds block gas limit \(\d+\)/i, means: () => ({ kind: "invalid" }) },
   { nodes: ["geth"], source: "go-ethereum core/txpool/errors.go (ErrGasLimit); core/error.go (ErrGasLimitTooHigh)", text: /exceeds block gas limit|transaction gas limit too high/i, means: () => ({ kind: "invalid" }) },
   { nodes: ["edr"], source: "Hardhat EDR 0.22", text: /transaction gas limit is \d+ and exceeds (?:block gas limit|transaction gas cap) of \d+/i, means: () => ({ kind: "invalid" }) },
-  { nodes: ["cronos"], source: "ethermint app/ante/eth.go CheckEthGasConsume (ErrOutOfGas)", text: /tx gas \(\d+\) exceeds block gas limit \(\d+\)/i, means: () => ({ kind: "invalid" }) },
-  {
-    nodes: ["geth"],
-    source: "go-ethereum core/error.go (ErrTipAboveFeeCap; 1.10.4: tip higher than fee cap)",
-    text: /max priority fee per gas higher than max fee per gas|tip higher than fee cap/i,
-    means: () => ({ kind: "invalid" }),
-  },
+  { nodes: ["geth"], source: "go-ethereum core/error.go (ErrTipAboveFeeCap)", text: /max priority fee per gas higher than max fee per gas/i, means: () => ({ kind: "invalid" }) },
   {
     nodes: ["geth"],
     source: "go-ethereum core/txpool/errors.go, core/error.go (ErrOversizedData, ErrInvalidSender, ErrNegativeValue, ErrNonceMax, ErrTxTypeNotSupported)",

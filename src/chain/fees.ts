@@ -113,6 +113,47 @@ export function feesAtLeast(previous: Fees, quote: FeeQuote, least: bigint | und
   return { maxFeePerGas, maxPriorityFeePerGas: min(tip, maxFeePerGas) };
 }
 
+/**
+ * The default fee cap never goes below this: 10,000 gwei per gas, Cronos mainnet's minimum gas price in 2024
+ * (the kit's default cap before it followed the chain). A chain that asks little (a local one) keeps it.
+ */
+export const DEFAULT_FEE_CAP_FLOOR_WEI = 10_000_000_000_000n;
+
+/** The default fee cap is this many times what the chain asks at start-up (the base fee doubles in six full blocks). */
+export const DEFAULT_FEE_CAP_MULTIPLE = 2n;
+
+/** What a chain asks per gas at the least now: the latest block's base fee (none before London), and `eth_gasPrice`. */
+export interface ChainFees {
+  baseFeeWei: bigint | undefined;
+  /** On Cronos: base fee plus the node's suggested tip, never below the chain's minimum gas price. */
+  gasPriceWei: bigint;
+}
+
+/** Reads {@link ChainFees} (both in one round trip). */
+export async function readChainFees(client: PublicClient): Promise<ChainFees> {
+  const [block, gasPriceWei] = await Promise.all([client.getBlock({ blockTag: "latest" }), client.getGasPrice()]);
+  return { baseFeeWei: block.baseFeePerGas ?? undefined, gasPriceWei };
+}
+
+/**
+ * The least a transaction must offer per gas to be admitted now: the latest base fee (on Cronos it never falls
+ * below the minimum gas price: feemarket keeps it there), or the gas price on a chain without a base fee.
+ */
+export function chainMinimum(fees: ChainFees): bigint {
+  return fees.baseFeeWei ?? fees.gasPriceWei;
+}
+
+/**
+ * The fee cap when `MAX_FEE_PER_GAS_GWEI` is unset: twice what the chain asks at start-up (the higher of its
+ * base fee and its gas price), never below {@link DEFAULT_FEE_CAP_FLOOR_WEI}. Mainnet in 2024 (base fee ≈ 10,019
+ * gwei, `eth_gasPrice` a little more) gets about 22,500 gwei: the old fixed default (10,000 gwei) sat under
+ * its base fee, and every settle would have answered 503.
+ */
+export function defaultFeeCap(fees: ChainFees): bigint {
+  const asked = max(fees.baseFeeWei ?? 0n, fees.gasPriceWei);
+  return max(DEFAULT_FEE_CAP_FLOOR_WEI, asked * DEFAULT_FEE_CAP_MULTIPLE);
+}
+
 /** `value × ratio`, rounded up (a fee rounded down could miss the node's replacement threshold). */
 function scale(value: bigint, ratio: { numerator: bigint; denominator: bigint }): bigint {
   return (value * ratio.numerator + ratio.denominator - 1n) / ratio.denominator;

@@ -15,7 +15,10 @@ import type { FaultProxy, JsonRpcError, JsonRpcRequest } from "./rpc-proxy.js";
  * answers this way on its own (src/harness), by giving them that chain's RPC URL instead of this front.
  */
 export interface CronosFront {
-  /** The next `count` sends at a correct nonce (above the sender's first) are refused as a lagging backend would: `invalid nonce; got N, expected N-1`; 0 stops it. */
+  /**
+   * The next `count` transactions sent at a correct nonce (above the sender's first) are each refused once, as a
+   * backend that has not seen the one before would: `invalid nonce; got N, expected N-1`; 0 stops it.
+   */
   lag(count: number): void;
   /** `mempool.feebump` in percent (default 10); `false`: replacement disabled (`cronos.disable-tx-replacement`). */
   replacement(bump: number | false): void;
@@ -32,6 +35,8 @@ const SEQUENCE = ": invalid sequence: invalid sequence";
 /** Installs Cronos's admission in front of the chain behind `proxy` (on every `eth_sendRawTransaction` through it). */
 export function cronosFront(proxy: FaultProxy): CronosFront {
   let lagging = 0;
+  /** The sends a lagging backend refused already (sender and nonce): each is refused once. */
+  const lagged = new Set<string>();
   let bump: number | false = 10;
   const refusals: string[] = [];
   const refuse = (message: string): JsonRpcError => {
@@ -85,8 +90,9 @@ export function cronosFront(proxy: FaultProxy): CronosFront {
     const held = await nextNonce(from, latest);
     const pending = Math.max(pendingCount, ...held.map((h) => h.next));
     const invalidNonce = (expected: number) => refuse(`invalid nonce; got ${nonce}, expected ${expected}${SEQUENCE}`);
-    if (lagging > 0 && nonce === pending && nonce > 0) {
+    if (lagging > 0 && nonce === pending && nonce > 0 && !lagged.has(`${from.toLowerCase()}:${nonce}`)) {
       lagging--;
+      lagged.add(`${from.toLowerCase()}:${nonce}`);
       return invalidNonce(nonce - 1);
     }
     if (nonce > pending || nonce < latest) return invalidNonce(pending);

@@ -50,7 +50,7 @@ describe("transaction lifecycle settings: MAX_FEE_PER_GAS_GWEI, REPLACE_AFTER_SE
       const base = (await chain.publicClient.getBlock()).baseFeePerGas!;
       const facilitator = await open(chain);
       try {
-        const cap = facilitator.context.networks.get("cronos-testnet")!.relayer.feeStatus().capWei;
+        const cap = facilitator.context.networks.get("cronos-testnet")!.relayer.feeStatus().capWei!;
         expect(cap).to.equal(2n * (gasPrice > base ? gasPrice : base));
         expect(cap >= parseGwei("40000")).to.equal(true);
       } finally {

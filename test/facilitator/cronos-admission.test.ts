@@ -103,7 +103,8 @@ describe("settling through a Cronos node's admission: every seller paid exactly 
     expect(await minedNonce()).to.equal(nonce + 40);
     expect(new Set(answers.map((a) => a.body.txHash)).size).to.equal(40);
     // Each refusal was the lagging backend's (never a gap the relayer made), and each was tried again.
-    const lagged = node.front.refusals.map((text) => /^invalid nonce; got (\d+), expected (\d+): invalid sequence: invalid sequence$/.exec(text));
+    // (An identical broadcast repeated, as a transport retry under load does, is answered `tx already in mempool`: known.)
+    const lagged = node.front.refusals.filter((text) => text !== "tx already in mempool").map((text) => /^invalid nonce; got (\d+), expected (\d+): invalid sequence: invalid sequence$/.exec(text));
     expect(lagged.every((match) => match !== null && Number(match[2]) === Number(match[1]) - 1), JSON.stringify(node.front.refusals)).to.equal(true);
     expect(new Set(lagged.map((match) => match![1])).size).to.equal(20);
     expect(await counter("x402_relayer_refusals_total", { refusal: "nonceAhead" })).to.equal(20);
@@ -145,23 +146,25 @@ describe("settling through a Cronos node's admission: every seller paid exactly 
     const nonce = await pendingNonce();
     const settling = payments.map((payment) => settle(url, payment));
     await until("three transactions in the pool", async () => (await pendingNonce()) === nonce + 3);
-    const pooled = await Promise.all(payments.map(async (payment) => (await rowOf(payment)).txHash!));
     expect(await node.front.losePool()).to.equal(3);
     const sentBefore = node.proxy.broadcasts.length;
     await chain().networkHelpers.time.increase(PAST_REPLACE_AFTER);
     await until("all three back in the pool", async () => (await node.proxy.chain.pending()).length === 3);
-    expect(await node.proxy.chain.pending()).to.have.members(pooled);
     // Back in nonce order (an identical broadcast repeated, as a transport retry does, changes nothing).
     const again = node.proxy.broadcasts.slice(sentBefore).map((raw) => parseTransaction(raw).nonce!);
     expect(again.filter((n, i) => n !== again[i - 1])).to.deep.equal([nonce, nonce + 1, nonce + 2]);
     expect(node.front.refusals.filter((text) => text !== "tx already in mempool")).to.deep.equal([]);
+    const pooled = await node.proxy.chain.pending();
     await node.proxy.chain.mine();
     const answers = await Promise.all(settling);
     expect(answers.map((a) => [a.status, a.body.event])).to.deep.equal(Array(3).fill([200, "payment.settled"]));
-    expect(answers.map((a) => a.body.txHash)).to.deep.equal(pooled);
+    // Each settle answered with the transaction the node took back, one of its own recorded versions.
+    expect(answers.map((a) => a.body.txHash)).to.have.members(pooled);
+    for (const [i, payment] of payments.entries()) expect((await rowOf(payment)).transactions.map((tx) => tx.hash)).to.include(answers[i]!.body.txHash);
     for (const payment of payments) expect(await balanceOf(sellerOf(payment))).to.equal(AMOUNT);
     expect(await minedNonce()).to.equal(nonce + 3);
-    expect(await counter("x402_relayer_rebroadcasts_total")).to.equal(3);
+    // Each went back as signed (a rebroadcast), or re-priced where the network asked more by then (a replacement).
+    expect((await counter("x402_relayer_rebroadcasts_total")) + (await counter("x402_relayer_replacements_total"))).to.equal(3);
   });
 
   it("a minimum gas price above MAX_FEE_PER_GAS_GWEI: 503 naming the cap, nothing left in the key's sequence; under it, re-priced and settled at that same nonce", async () => {

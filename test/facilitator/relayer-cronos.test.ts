@@ -111,7 +111,7 @@ describe("relayer on a Cronos node: refusals read from the one table, nonces kep
 
   it("a backend that lags past the send's deadline: RelaySendError (nothing sent), and the nonce stays free for the next send", async () => {
     await send();
-    front.lag(1_000);
+    front.lag(1_000, { every: true });
     const outcomes: string[] = [];
     const error = await send({ afterBroadcast: (_tx, outcome) => outcomes.push(outcome) }, performance.now() + 400).catch((e: unknown) => e);
     expect(error).to.be.instanceOf(RelaySendError).and.include({ maybeSent: false });

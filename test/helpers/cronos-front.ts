@@ -16,10 +16,11 @@ import type { FaultProxy, JsonRpcError, JsonRpcRequest } from "./rpc-proxy.js";
  */
 export interface CronosFront {
   /**
-   * The next `count` transactions sent at a correct nonce (above the sender's first) are each refused once, as a
-   * backend that has not seen the one before would: `invalid nonce; got N, expected N-1`; 0 stops it.
+   * The next `count` transactions sent at a correct nonce (above the sender's first) are each refused once (with
+   * `every`: each try of them, until `count` refusals), as a backend that has not seen the one before would:
+   * `invalid nonce; got N, expected N-1`; 0 stops it.
    */
-  lag(count: number): void;
+  lag(count: number, options?: { every?: boolean }): void;
   /** `mempool.feebump` in percent (default 10); `false`: replacement disabled (`cronos.disable-tx-replacement`). */
   replacement(bump: number | false): void;
   /** The chain's minimum gas price (feemarket `min_gas_price`), in wei; undefined: none. */
@@ -35,6 +36,7 @@ const SEQUENCE = ": invalid sequence: invalid sequence";
 /** Installs Cronos's admission in front of the chain behind `proxy` (on every `eth_sendRawTransaction` through it). */
 export function cronosFront(proxy: FaultProxy): CronosFront {
   let lagging = 0;
+  let lagEvery = false;
   /** The sends a lagging backend refused already (sender and nonce): each is refused once. */
   const lagged = new Set<string>();
   let bump: number | false = 10;
@@ -45,8 +47,9 @@ export function cronosFront(proxy: FaultProxy): CronosFront {
   };
   const count = async (from: Hex, tag: "latest" | "pending") => Number(BigInt(await proxy.chain.call<Hex>("eth_getTransactionCount", [from, tag])));
   const front: CronosFront = {
-    lag(times) {
+    lag(times, options = {}) {
       lagging = times;
+      lagEvery = options.every ?? false;
     },
     replacement(value) {
       bump = value;
@@ -90,7 +93,7 @@ export function cronosFront(proxy: FaultProxy): CronosFront {
     const held = await nextNonce(from, latest);
     const pending = Math.max(pendingCount, ...held.map((h) => h.next));
     const invalidNonce = (expected: number) => refuse(`invalid nonce; got ${nonce}, expected ${expected}${SEQUENCE}`);
-    if (lagging > 0 && nonce === pending && nonce > 0 && !lagged.has(`${from.toLowerCase()}:${nonce}`)) {
+    if (lagging > 0 && nonce === pending && nonce > 0 && (lagEvery || !lagged.has(`${from.toLowerCase()}:${nonce}`))) {
       lagging--;
       lagged.add(`${from.toLowerCase()}:${nonce}`);
       return invalidNonce(nonce - 1);

@@ -47,17 +47,18 @@ export async function sendNew(ctx: RelayerContext, key: RelayerKey, request: Rel
       } catch (error) {
         throw new RelaySendError(version.hash, false, { cause: error });
       }
-      if (!key.mayBroadcast(version)) {
-        // Recorded, but the lease went meanwhile: the record stands, and the key's holder sends it (this
-        // instance once its lease is renewed, or the next holder, who adopts it from the ledger).
-        const recorded = new InFlight(nonce, request, version, fees, hooks);
-        if (key.stillLeased(version)) {
-          key.inFlight.set(nonce, recorded);
-          key.advance();
-          recorded.sentAt = quote.at;
-        }
-        throw new RelaySendError(version.hash, true, { cause: new KeyNotLeasedError(key.address), transaction: recorded });
+    }
+    if (!key.mayBroadcast(version)) {
+      // Recorded, but the lease went meanwhile (before its first broadcast, or while a refusal was waited out):
+      // the record stands, and the key's holder sends it (this instance once its lease is renewed, or the next
+      // holder, who adopts it from the ledger).
+      const recorded = new InFlight(nonce, request, version, fees, hooks);
+      if (key.stillLeased(version)) {
+        key.inFlight.set(nonce, recorded);
+        key.advance();
+        recorded.sentAt = quote.at;
       }
+      throw new RelaySendError(version.hash, true, { cause: new KeyNotLeasedError(key.address), transaction: recorded });
     }
     const sent = await broadcast(ctx.client, version.raw, version.hash);
     if (sent.outcome !== "refused") {

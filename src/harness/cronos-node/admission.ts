@@ -21,6 +21,8 @@ export interface AdmissionSettings {
   minGasPrice: bigint;
   /** False: `cronos.disable-tx-replacement` (a same-nonce transaction gets the invalid-nonce answer). */
   replacement: boolean;
+  /** CometBFT's `mempool.size`: transactions the pool holds before it answers `mempool is full`. */
+  mempoolSize: number;
 }
 
 /** A backend behind the head this send may reach: `blocks` behind, and a refusal to spend. */
@@ -89,12 +91,12 @@ export class Admission {
     const tx = await read(raw);
     // Not a signed transaction the node can read: EDR answers it (its decoding or signature error).
     if (!tx) return this.#edr.request({ method: "eth_sendRawTransaction", params: [raw] });
-    if (this.#pool.size >= MEMPOOL_SIZE) {
+    const settings = this.#settings();
+    if (this.#pool.size >= settings.mempoolSize) {
       await this.#pool.pending((sender) => this.#count(sender, "latest"));
-      if (this.#pool.size >= MEMPOOL_SIZE) throw nodeError(MEMPOOL_FULL);
+      if (this.#pool.size >= settings.mempoolSize) throw nodeError(MEMPOOL_FULL);
     }
     if (this.#cache.has(tx.hash)) throw nodeError(TX_IN_MEMPOOL);
-    const settings = this.#settings();
     const latest = (await this.#edr.request({ method: "eth_getBlockByNumber", params: ["latest", false] })) as { number: Hex; baseFeePerGas?: Hex | null };
     const chainBaseFee = latest.baseFeePerGas ? BigInt(latest.baseFeePerGas) : 0n;
     // Cronos' fee market never lets the base fee under the minimum gas price: nor does this chain's next block.

@@ -3,7 +3,7 @@ import type { RequestProvider } from "../rpc-bridge.js";
 import { Admission, type AdmissionSettings, type LaggingBackend } from "./admission.js";
 import { PoolRecord, SeenCache } from "./pool.js";
 import { isPending, pendingCount, readLogs, transactionByHash, withLatest } from "./reads.js";
-import { DEFAULT_FEE_BUMP, MAX_FEE_BUMP } from "./texts.js";
+import { DEFAULT_FEE_BUMP, MAX_FEE_BUMP, MEMPOOL_SIZE } from "./texts.js";
 
 /** Options of {@link CronosNode}. */
 export interface CronosNodeOptions {
@@ -11,6 +11,8 @@ export interface CronosNodeOptions {
   feeBump?: number;
   /** The chain's minimum gas price in wei; default 0 (none). */
   minGasPrice?: bigint;
+  /** CometBFT's `mempool.size`: transactions the pool holds (1 to 5000); default {@link MEMPOOL_SIZE}. */
+  mempoolSize?: number;
 }
 
 /** What a fault holds the node to while it is in force. */
@@ -46,8 +48,10 @@ export class CronosNode implements RequestProvider {
     if (!Number.isInteger(feeBump) || feeBump < 0 || feeBump > MAX_FEE_BUMP) throw new RangeError(`feeBump must be a whole percentage from 0 to ${MAX_FEE_BUMP}, got ${feeBump}`);
     const minGasPrice = options.minGasPrice ?? 0n;
     if (minGasPrice < 0n) throw new RangeError("minGasPrice must not be negative");
+    const mempoolSize = options.mempoolSize ?? MEMPOOL_SIZE;
+    if (!Number.isInteger(mempoolSize) || mempoolSize < 1 || mempoolSize > MEMPOOL_SIZE) throw new RangeError(`mempoolSize must be a whole number from 1 to ${MEMPOOL_SIZE}, got ${mempoolSize}`);
     this.#edr = edr;
-    this.#base = { feeBump, minGasPrice, replacement: true };
+    this.#base = { feeBump, minGasPrice, replacement: true, mempoolSize };
     this.#admission = new Admission(edr, this.#pool, this.#cache, () => this.settings, () => this.#lagging());
     if (edr.on && edr.removeListener) {
       this.on = (event, listener) => edr.on!(event, listener);
@@ -62,7 +66,7 @@ export class CronosNode implements RequestProvider {
       if (hold.minGasPrice !== undefined && hold.minGasPrice > minGasPrice) minGasPrice = hold.minGasPrice;
       if (hold.replacement === false) replacement = false;
     }
-    return { feeBump: this.#base.feeBump, minGasPrice, replacement };
+    return { ...this.#base, minGasPrice, replacement };
   }
 
   /** Blocks the endpoint's log reads are behind the head (the deepest lag in force); 0 when none is. */

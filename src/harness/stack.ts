@@ -71,8 +71,6 @@ export interface LocalStackNetwork {
   rpcUrl: string;
   /** The same JSON-RPC endpoint over WebSocket (`ws://`, same port), with `eth_subscribe`. */
   wsUrl: string;
-  /** How the chain admits transactions and answers: as a Cronos node (`cronos`) or as EDR on its own (`ethereum`). */
-  node: NodeKind;
   token: Address;
   domain: { name: string; version: string };
   /** LOCAL-ONLY public Hardhat keys, funded with USDC.e. */
@@ -282,7 +280,6 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         viemChain: chain.viemChain,
         rpcUrl: chain.rpcUrl,
         wsUrl: chain.wsUrl,
-        node: chain.node,
         token: chain.token,
         domain: { ...chain.domain },
         buyers: chain.buyers.map(({ address, privateKey }) => ({ address, privateKey })),

@@ -304,7 +304,6 @@ describe("cronos-x402 start --background and stop (src/cli/background.ts, stop.t
       viemChain: chainId === 338 ? ("cronosTestnet" as const) : ("cronos" as const),
       rpcUrl: `http://127.0.0.1:${port}`,
       wsUrl: `ws://127.0.0.1:${port}`,
-      node: "cronos" as const,
       token,
       domain: { name: "Bridged USDC (Stargate)", version: "1" },
       buyers: [...buyers],

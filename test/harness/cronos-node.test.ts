@@ -134,6 +134,9 @@ describe("the local chain as a Cronos node (src/harness/cronos-node/)", function
       code: -32000,
       message: `max fee per gas less than block base fee (1 < ${base}): insufficient fee`,
     });
+    // A legacy transaction's fee cap is its gas price.
+    const legacy = await sender(14).signTransaction({ chainId: 25, type: "legacy", to: sender(14).address, gas: 21_000n, nonce: 0, gasPrice: 2n });
+    expect((await refusal(plain.rpcUrl, legacy)).message).to.equal(`max fee per gas less than block base fee (2 < ${base}): insufficient fee`);
   });
 
   it("refuses an eth_getLogs [from, to] distance over 10,000 blocks, answers one of 10,000, and [] from above the head", async () => {
@@ -148,6 +151,26 @@ describe("the local chain as a Cronos node (src/harness/cronos-node/)", function
     // `to` above the head reads up to the head.
     const recent = { fromBlock: numberToHex(head - 100n), address: chain.token };
     expect(await rpc(chain.rpcUrl, "eth_getLogs", [{ ...recent, toBlock: numberToHex(head + 100n) }])).to.deep.equal(await rpc(chain.rpcUrl, "eth_getLogs", [{ ...recent, toBlock: "latest" }]));
+  });
+
+  it("refuses an eth_getLogs matching more than 10,000 logs (range or blockHash form), answers 10,000", async () => {
+    const chain = await start();
+    // Two contracts whose code emits LOG0 10,001 and 10,000 times in a loop: PUSH2 n, JUMPDEST, DUP1 ISZERO
+    // PUSH1 end JUMPI, PUSH1 0 PUSH1 0 LOG0, PUSH1 1 SWAP1 SUB, PUSH1 3 JUMP, JUMPDEST STOP.
+    const emitter = (count: number) => `0x61${count.toString(16).padStart(4, "0")}5b801560155760006000a0600190036003565b00` as Hex;
+    const logs = async (address: Hex, count: number) => {
+      await chain.provider.request({ method: "hardhat_setCode", params: [address, emitter(count)] });
+      const raw = await sender(10).signTransaction({ chainId: 338, type: "eip1559", to: address, gas: 6_000_000n, nonce: await count10(), maxPriorityFeePerGas: GWEI, maxFeePerGas: 3n * GWEI });
+      await rpc(chain.rpcUrl, "eth_sendRawTransaction", [raw]);
+      return rpc<{ blockNumber: Hex; blockHash: Hex }>(chain.rpcUrl, "eth_getTransactionReceipt", [keccak256(raw)]);
+    };
+    const count10 = () => count(chain.rpcUrl, 10, "latest");
+    const over = await logs("0x00000000000000000000000000000000000e7171", 10_001);
+    for (const filter of [{ fromBlock: over.blockNumber, toBlock: over.blockNumber }, { blockHash: over.blockHash }]) {
+      expect((await call(chain.rpcUrl, "eth_getLogs", [filter])).error).to.deep.equal({ code: -32000, message: "query returned more than 10000 results" });
+    }
+    const at = await logs("0x00000000000000000000000000000000000e7170", 10_000);
+    expect(await rpc<unknown[]>(chain.rpcUrl, "eth_getLogs", [{ blockHash: at.blockHash }])).to.have.length(10_000);
   });
 
   it("reads finalized, safe and pending as latest: no pending block while a transaction waits", async () => {

@@ -123,7 +123,7 @@ describe("the local chain as a Cronos node (src/harness/cronos-node/)", function
         "provided fee < minimum global fee (63000000000000 < 105000000000000). Please increase the priority tip (for EIP-1559 txs) or the gas prices (for access list or legacy txs): insufficient fee",
     });
     // The chain's next base fee is held at the minimum, and eth_gasPrice suggests no less.
-    expect(BigInt(await rpc<Hex>(chain.rpcUrl, "eth_gasPrice"))).to.be.at.least(5n * GWEI);
+    expect(BigInt(await rpc<Hex>(chain.rpcUrl, "eth_gasPrice")) >= 5n * GWEI, "eth_gasPrice at least the minimum").to.equal(true);
     const paid = await transfer(14, 0, { cap: 6n * GWEI });
     await rpc(chain.rpcUrl, "eth_sendRawTransaction", [paid]);
     const block = await rpc<{ baseFeePerGas: Hex }>(chain.rpcUrl, "eth_getBlockByNumber", ["latest", false]);

@@ -1,4 +1,6 @@
-import { keccak256, numberToHex, parseTransaction, recoverTransactionAddress, type Address, type Hex, type TransactionSerialized } from "viem";
+import { hexToBytes, keccak256, numberToHex, parseTransaction, serializeTransaction, type Address, type Hex, type TransactionSerializable } from "viem";
+import { keccak256Bytes } from "../../chain/keccak.js";
+import { recoverSigner } from "../../chain/signature.js";
 import type { RequestProvider } from "../rpc-bridge.js";
 import type { PoolRecord, SeenCache } from "./pool.js";
 import {
@@ -162,16 +164,23 @@ export function priorityOf(tx: { feeCap: bigint; tipCap: bigint; dynamic: boolea
   return tip / PRIORITY_REDUCTION;
 }
 
-/** The signed transaction in `raw` with its sender; undefined when it is not one. */
+/** The signed transaction in `raw` with its sender; undefined when it is not one (EDR then answers it). */
 async function read(raw: unknown): Promise<Incoming | undefined> {
   if (typeof raw !== "string" || !/^0x(?:[0-9a-fA-F]{2})+$/.test(raw)) return undefined;
   try {
-    const tx = parseTransaction(raw as Hex);
-    const sender = (await recoverTransactionAddress({ serializedTransaction: raw as TransactionSerialized })).toLowerCase() as Address;
-    const dynamic = tx.maxFeePerGas !== undefined;
-    const feeCap = (dynamic ? tx.maxFeePerGas : tx.gasPrice) ?? 0n;
-    const tipCap = (dynamic ? tx.maxPriorityFeePerGas : tx.gasPrice) ?? 0n;
-    return { raw: raw as Hex, hash: keccak256(raw as Hex), sender, nonce: BigInt(tx.nonce ?? 0), gas: tx.gas ?? 0n, feeCap, tipCap, dynamic };
+    const { r, s, v, yParity, ...unsigned } = parseTransaction(raw as Hex);
+    if (r === undefined || s === undefined) return undefined;
+    // The signing hash is the unsigned transaction's (EIP-155's for a legacy one with a chain id), recovered
+    // with the native secp256k1 (viem's JS recovery costs ~8 ms, and sends are admitted one at a time).
+    const parity = yParity ?? (v === 27n || v === 28n ? Number(v - 27n) : v === undefined ? undefined : Number((v - 35n) % 2n));
+    if (parity !== 0 && parity !== 1) return undefined;
+    const digest = keccak256Bytes(hexToBytes(serializeTransaction(unsigned as TransactionSerializable)));
+    const signer = recoverSigner(digest, `0x${r.slice(2).padStart(64, "0")}${s.slice(2).padStart(64, "0")}${(27 + parity).toString(16)}`);
+    if (!signer) return undefined;
+    const dynamic = unsigned.maxFeePerGas !== undefined;
+    const feeCap = (dynamic ? unsigned.maxFeePerGas : unsigned.gasPrice) ?? 0n;
+    const tipCap = (dynamic ? unsigned.maxPriorityFeePerGas : unsigned.gasPrice) ?? 0n;
+    return { raw: raw as Hex, hash: keccak256(raw as Hex), sender: signer.toLowerCase() as Address, nonce: BigInt(unsigned.nonce ?? 0), gas: unsigned.gas ?? 0n, feeCap, tipCap, dynamic };
   } catch {
     return undefined;
   }

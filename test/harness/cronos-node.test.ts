@@ -231,10 +231,19 @@ describe("the local chain as a Cronos node (src/harness/cronos-node/)", function
     // Mined, the pool has room again.
     await mine(chain);
     expect(await rpc(chain.rpcUrl, "eth_sendRawTransaction", [await transfer(19, 2)])).to.equal(keccak256(await transfer(19, 2)));
+    // A flood at once: the pool takes what it holds, every other send is refused at once.
+    await mine(chain);
+    const flood = await Promise.all([10, 11, 12, 13, 14, 15, 16, 17].map((index) => transfer(index, 0)));
+    const answers = await Promise.all(flood.map((raw) => call(chain.rpcUrl, "eth_sendRawTransaction", [raw])));
+    expect(answers.filter((answer) => answer.result !== undefined)).to.have.length(2);
+    expect(answers.filter((answer) => answer.error?.message === "mempool is full")).to.have.length(6);
+    expect(await chain.provider.request({ method: "eth_pendingTransactions", params: [] })).to.have.length(2);
+    await mine(chain);
     // Not a transaction, a signature for another chain: EDR's own refusals, the pool unchanged.
     expect((await refusal(chain.rpcUrl, "0x1234")).message).to.not.match(/invalid nonce|mempool/);
     expect((await refusal(chain.rpcUrl, await transfer(19, 3, { chainId: 25 }))).message).to.not.match(/invalid nonce|mempool/);
     expect(await count(chain.rpcUrl, 19, "pending")).to.equal(3);
+    expect(await chain.provider.request({ method: "eth_pendingTransactions", params: [] })).to.deep.equal([]);
   });
 
   it("with node: ethereum keeps EDR's own answers: a gap queued, `Known transaction`, `Replacement transaction underpriced`", async () => {

@@ -8,7 +8,6 @@ import {
   belowMinimumFee,
   invalidNonce,
   MEMPOOL_FULL,
-  MEMPOOL_SIZE,
   NODE_ERROR_CODE,
   PRIORITY_REDUCTION,
   replacementRefused,
@@ -53,9 +52,6 @@ interface Incoming {
   dynamic: boolean;
 }
 
-/** The sends waiting their turn past which the node answers `mempool is full` (a flood is bounded). */
-const MAX_WAITING_SENDS = MEMPOOL_SIZE;
-
 /**
  * `eth_sendRawTransaction` as a Cronos node admits it, in front of EDR (which holds the pool and mines): one
  * send at a time (CheckTx is serial), checked in the node's order: pool full, CometBFT's cache (`tx already
@@ -82,7 +78,8 @@ export class Admission {
 
   /** Admits `raw` (answering its hash, as EDR does) or throws the node's refusal. */
   send(raw: unknown): Promise<unknown> {
-    if (this.#waiting >= MAX_WAITING_SENDS) return Promise.reject(nodeError(MEMPOOL_FULL));
+    // A flood is bounded: no more sends wait their turn than the pool could take.
+    if (this.#waiting >= this.#settings().mempoolSize) return Promise.reject(nodeError(MEMPOOL_FULL));
     this.#waiting++;
     const run = this.#tail.then(() => this.#admit(raw));
     this.#tail = run.catch(() => undefined).finally(() => this.#waiting--);

@@ -136,6 +136,23 @@ describe("a Cronos node's faults on demand: a lagging backend, a lost mempool, a
     expect((await send(raw)).error).to.deep.equal({ code: -32000, message: "tx already in mempool" });
   });
 
+  it("each node fault kind maps to its spec from the CLI (its options, --network, --for-seconds, --after-verify), and is undone by its id", async () => {
+    const spec = async (argv: string[]) => {
+      const made = await cli([...argv, "--json"]);
+      expect(made.code, made.stderr).to.equal(0);
+      const info = JSON.parse(made.stdout) as FaultInfo;
+      expect((await cli(["undo", info.id, "--json"])).code).to.equal(0);
+      return info.spec;
+    };
+    expect(await spec(["lagging-backend", "--blocks", "5", "--refusals", "2", "--network", "testnet"])).to.deep.equal({ kind: "lagging-backend", blocks: 5, refusals: 2, network: "cronos-testnet", trigger: "now" });
+    expect(await spec(["lagging-backend", "--for-seconds", "30"])).to.deep.equal({ kind: "lagging-backend", blocks: 60, refusals: 1, forSeconds: 30, trigger: "now" });
+    expect(await spec(["min-fee", "--gwei", "0.5", "--after-verify"])).to.deep.equal({ kind: "min-fee", minGasPrice: "500000000", trigger: "after-verify" });
+    expect(await spec(["no-replacement", "--for-seconds", "30"])).to.deep.equal({ kind: "no-replacement", forSeconds: 30, trigger: "now" });
+    expect(await spec(["mempool-lost", "--after-verify"])).to.deep.equal({ kind: "mempool-lost", trigger: "after-verify" });
+    expect(stack.chains["cronos-testnet"]!.cronosNode!.settings).to.deep.include({ minGasPrice: 0n, replacement: true });
+    expect(stack.chains["cronos-testnet"]!.cronosNode!.lagBlocks).to.equal(0);
+  });
+
   it("refuses a malformed node fault with one line naming the field (400), changing nothing", async () => {
     const before = (await stack.harness.faults()).length;
     expect(await control("POST", "/faults", { kind: "lagging-backend", blocks: 0 })).to.deep.include({ status: 400, json: { error: "blocks must be from 1 to 1000000" } });

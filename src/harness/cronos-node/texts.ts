@@ -57,8 +57,6 @@ export function tooManyLogs(cap: number): string {
 export const LOG_BLOCK_RANGE_CAP = 10_000;
 /** ethermint's `logs-cap`: the most logs one `eth_getLogs` answers. */
 export const LOG_RESULTS_CAP = 10_000;
-/** How far past the head ethermint walks a range's `to` (its `maxToOverhang`): past the head there is nothing to find. */
-export const LOG_TO_OVERHANG = 600;
 
 /** CometBFT's `UnconfirmedTxs` default page: what `pending` counts and where a pending transaction is looked up. */
 export const PENDING_VIEW = 30;

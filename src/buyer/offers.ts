@@ -102,6 +102,33 @@ function candidatesOf(answer: PaymentRequiredAnswer): unknown[] {
 }
 
 /**
+ * A 402 answer as text: `curl -si` output (status line, headers, body: the `PAYMENT-REQUIRED`
+ * header and the JSON body are read), a JSON body alone (Cronos `{paymentRequirements, accepts}`, or an x402
+ * v2 `PaymentRequired`), or a `PAYMENT-REQUIRED` value alone (base64).
+ */
+export function readPaymentRequired(text: string): PaymentRequiredAnswer {
+  const trimmed = text.replace(/^\uFEFF/, "").trim();
+  if (/^HTTP\/\d/.test(trimmed)) {
+    // The last head (a 100 Continue comes first), then its body.
+    let rest = trimmed;
+    let head = "";
+    while (/^HTTP\/\d/.test(rest)) {
+      const end = rest.search(/\r?\n\r?\n/);
+      head = end < 0 ? rest : rest.slice(0, end);
+      rest = end < 0 ? "" : rest.slice(end).replace(/^\r?\n\r?\n/, "");
+    }
+    const lines = head.split(/\r?\n/);
+    const status = Number(/^HTTP\/[\d.]+ (\d{3})/.exec(lines[0]!)?.[1] ?? 0);
+    const wanted = X402V2Header.paymentRequired.toLowerCase();
+    const header = lines.slice(1).find((line) => line.slice(0, line.indexOf(":")).trim().toLowerCase() === wanted);
+    return { status, paymentRequired: header === undefined ? null : header.slice(header.indexOf(":") + 1).trim(), body: rest };
+  }
+  if (trimmed.startsWith("{")) return { status: 402, paymentRequired: null, body: trimmed };
+  if (!decodeBase64Json(trimmed).ok) throw new PaymentError("malformed_402", "the 402 answer is neither JSON, `curl -si` output nor a PAYMENT-REQUIRED value (base64 JSON)");
+  return { status: 402, paymentRequired: trimmed, body: "" };
+}
+
+/**
  * The first offer of a 402 that `refusal` finds nothing against (in the order of `dialects`, default
  * Cronos then x402 v2; within one, the order of {@link candidatesOf}).
  *

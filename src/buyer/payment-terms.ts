@@ -8,7 +8,7 @@ import { EXACT_SCHEME } from "../protocol/reasons.js";
 import { describeZodError, parsePaymentRequirements } from "../protocol/schemas.js";
 import { isCaip2, networkOfAnyForm, networkOfCaip2, v2RequirementsOf, v2RequirementsSchema, type V2PaymentRequirements } from "../protocol/x402v2.js";
 import { PaymentError } from "./errors.js";
-import { signOffer, type Offer, type PaymentDialect } from "./offers.js";
+import { chooseOffer, signOffer, type Offer, type PaymentDialect, type PaymentRequiredAnswer } from "./offers.js";
 import type { PaymentSigner } from "./sign.js";
 
 /** A payment written out: what a seller's requirements would say. */
@@ -131,6 +131,32 @@ function offerOfRaw(raw: Record<string, unknown>): V2PaymentRequirements {
   return parsed.data;
 }
 
+/** What a payment to sign is made from: a 402 answer or terms, the changes, the dialect. */
+export interface PaymentSource {
+  /** The 402 answer; without it, `changes` are the terms (`network`, `payTo` and `amount` needed). */
+  answer?: PaymentRequiredAnswer;
+  changes: PaymentChanges;
+  /** The dialect: of the 402's offers, the first in it; of terms, see {@link offerOfTerms}. */
+  dialect?: PaymentDialect;
+}
+
+/**
+ * The offer a source describes: the 402 answer's first `exact` offer (in `dialect`, else Cronos then x402 v2)
+ * with the changes applied, or the terms the changes write out.
+ *
+ * @throws {PaymentError} `malformed_402`, `no_acceptable_requirements`, `invalid_parameters` (terms missing or invalid).
+ */
+export function offerOf(source: PaymentSource): Offer {
+  const { changes } = source;
+  if (!source.answer) {
+    const missing = (["network", "payTo", "amount"] as const).filter((name) => changes[name] === undefined);
+    if (missing.length > 0) throw new PaymentError("invalid_parameters", `${missing.join(", ")}: needed without a 402 answer`);
+    return offerOfTerms({ network: changes.network!, payTo: changes.payTo!, amount: changes.amount!, asset: changes.asset }, source.dialect);
+  }
+  const exact = (terms: { scheme: string }) => (terms.scheme === EXACT_SCHEME ? undefined : `scheme "${terms.scheme}" is not "${EXACT_SCHEME}"`);
+  return changeOffer(chooseOffer(source.answer, exact, source.dialect ? [source.dialect] : undefined), changes);
+}
+
 /** Parameters of {@link signPayment}. */
 export interface SignPaymentParameters {
   offer: Offer;
@@ -214,4 +240,10 @@ function payerOf(signer: PaymentSigner): Address {
 /** `account`'s key under another address: it signs an authorization whose `from` is not its own. */
 function withAddress(account: LocalAccount, address: Address): LocalAccount {
   return { ...account, address };
+}
+
+/** A signed payment as plain JSON (`cronos-x402 sign --json`, `POST /harness/sign`): what was signed, no key. */
+export function signedPaymentJson(signed: SignedPayment): Record<string, unknown> {
+  const { header, value, dialect, network, payer, payTo, asset, amount, validAfter, validBefore, nonce, payment } = signed;
+  return { header, value, dialect, network, payer, payTo, asset, amount, validAfter, validBefore, nonce, payment };
 }

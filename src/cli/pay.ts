@@ -4,7 +4,7 @@
 import { readFileSync } from "node:fs";
 import { PaymentError } from "../buyer/errors.js";
 import { chooseOffer, PAYMENT_DIALECTS } from "../buyer/offers.js";
-import { changeOffer, signPayment, type SignedPayment } from "../buyer/payment-terms.js";
+import { changeOffer, signedPaymentJson, signPayment, type SignedPayment } from "../buyer/payment-terms.js";
 import { decodePaymentResponse, decodeV2PaymentResponse } from "../buyer/sign.js";
 import { UsageError } from "../harness/cli.js";
 import { NETWORKS } from "../protocol/networks.js";
@@ -12,7 +12,7 @@ import { EXACT_SCHEME } from "../protocol/reasons.js";
 import { networkOfAnyForm, X402V2Header } from "../protocol/x402v2.js";
 import type { BackgroundIo } from "./background.js";
 import { MAX_402_BYTES, PAYMENT_OPTION_LINES, parsePaymentArgs, payerOf, signingChoicesOf, signWithOf, units } from "./payment-args.js";
-import { runPaymentCommand, signedJson } from "./sign.js";
+import { runPaymentCommand } from "./sign.js";
 
 /** The most of an answer `pay` holds to print it: 16 MiB. */
 export const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
@@ -171,16 +171,7 @@ export function runPay(argv: readonly string[], io: BackgroundIo, env: NodeJS.Pr
         },
         choices.dialect ? [choices.dialect] : PAYMENT_DIALECTS,
       );
-      payment = await signPayment({
-        offer: changeOffer(offer, changes),
-        signer,
-        ...(signWith ? { signWith } : {}),
-        domain: choices.domain,
-        now,
-        ...(choices.validAfter !== undefined ? { validAfter: choices.validAfter } : {}),
-        ...(choices.validBefore !== undefined ? { validBefore: choices.validBefore } : {}),
-        ...(choices.nonce !== undefined ? { nonce: choices.nonce } : {}),
-      });
+      payment = await signPayment({ offer: changeOffer(offer, changes), signer, signWith, now, ...choices.signing });
       response = await send(payment);
     }
     const text = await bodyOf(response, MAX_ANSWER_BYTES);
@@ -194,7 +185,7 @@ export function runPay(argv: readonly string[], io: BackgroundIo, env: NodeJS.Pr
         // a body that is not JSON stays text
       }
       const answerHeaders = Object.fromEntries(response.headers.entries());
-      io.stdout(`${JSON.stringify({ status: response.status, headers: answerHeaders, body: parsed, ...(payment ? { payment: signedJson(payment) } : {}), ...(settlement ? { settlement } : {}) })}\n`);
+      io.stdout(`${JSON.stringify({ status: response.status, headers: answerHeaders, body: parsed, ...(payment ? { payment: signedPaymentJson(payment) } : {}), ...(settlement ? { settlement } : {}) })}\n`);
     } else {
       if (values.include) io.stdout(`HTTP ${response.status} ${response.statusText}\n${[...response.headers.entries()].map(([name, value]) => `${name}: ${value}\n`).join("")}\n`);
       io.stdout(text);

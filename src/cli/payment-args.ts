@@ -1,16 +1,13 @@
 // What `cronos-x402 sign` and `cronos-x402 pay` share: the payer's key, the validity window and nonce, the
-// changes made on purpose, and reading a 402 answer as a file, stdin or `curl -si` output. Parsing only: the
-// signing is the buyer SDK's (src/buyer/payment-terms.ts).
+// changes made on purpose. Parsing only: the signing, and the reading of a 402 answer, are the buyer SDK's
+// (src/buyer/payment-terms.ts, src/buyer/offers.ts).
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import type { Hex, LocalAccount } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import type { PaymentDialect, PaymentRequiredAnswer } from "../buyer/offers.js";
+import type { PaymentDialect } from "../buyer/offers.js";
 import type { DomainChanges, PaymentChanges } from "../buyer/payment-terms.js";
-import { PaymentError } from "../buyer/errors.js";
 import { flagProblem, UsageError } from "../harness/cli.js";
-import { decodeBase64Json } from "../protocol/header.js";
-import { X402V2Header } from "../protocol/x402v2.js";
 
 /** The most a 402 answer read from a file or stdin may hold: 1 MiB (a 402 is a few KiB). */
 export const MAX_402_BYTES = 1024 * 1024;
@@ -133,14 +130,11 @@ function address(flag: string, value: string | undefined): string | undefined {
   return value.trim();
 }
 
-/** What the options say of the signing: the window, nonce, dialect, changes, domain. */
+/** What the options say of the signing: the dialect, the changes, and the window, nonce and domain signed. */
 export interface SigningChoices {
   dialect?: PaymentDialect;
   changes: PaymentChanges;
-  domain: DomainChanges;
-  validAfter?: number;
-  validBefore?: number;
-  nonce?: Hex;
+  signing: { domain: DomainChanges; validAfter?: number; validBefore?: number; nonce?: Hex };
 }
 
 /** Reads the signing options (`now`: unix seconds, for `+N`). */
@@ -149,52 +143,21 @@ export function signingChoicesOf(values: PaymentValues, now: number): SigningCho
     throw new UsageError(`--dialect: must be cronos or x402v2, got "${values.dialect.slice(0, 40)}"`);
   }
   if (values.nonce !== undefined && !/^0x[0-9a-fA-F]{64}$/.test(values.nonce.trim())) throw new UsageError(`--nonce: must be 0x and 64 hex digits, got "${values.nonce.slice(0, 80)}"`);
-  const changes: PaymentChanges = {};
-  if (values.network !== undefined) changes.network = values.network.trim();
-  const payTo = address("pay-to", values["pay-to"]);
-  if (payTo !== undefined) changes.payTo = payTo;
-  const amount = units("amount", values.amount);
-  if (amount !== undefined) changes.amount = amount;
-  const asset = address("asset", values.asset);
-  if (asset !== undefined) changes.asset = asset;
-  const domain: DomainChanges = {};
-  if (values["domain-name"] !== undefined) domain.name = values["domain-name"];
-  if (values["domain-version"] !== undefined) domain.version = values["domain-version"];
-  const chainId = whole("chain-id", values["chain-id"], 2 ** 53 - 1);
-  if (chainId !== undefined) domain.chainId = chainId;
-  const choices: SigningChoices = { changes, domain };
-  if (values.dialect !== undefined) choices.dialect = values.dialect as PaymentDialect;
-  const validAfter = time("valid-after", values["valid-after"], now);
-  if (validAfter !== undefined) choices.validAfter = validAfter;
-  const validBefore = time("valid-before", values["valid-before"], now);
-  if (validBefore !== undefined) choices.validBefore = validBefore;
-  if (values.nonce !== undefined) choices.nonce = values.nonce.trim() as Hex;
-  return choices;
-}
-
-/**
- * A 402 answer as given to `sign`: `curl -si` output (status line, headers, body: the `PAYMENT-REQUIRED`
- * header and the JSON body are read), a JSON body alone (Cronos `{paymentRequirements, accepts}`, or an x402
- * v2 `PaymentRequired`), or a `PAYMENT-REQUIRED` value alone (base64).
- */
-export function paymentRequiredOf(text: string): PaymentRequiredAnswer {
-  const trimmed = text.replace(/^\uFEFF/, "").trim();
-  if (/^HTTP\/\d/.test(trimmed)) {
-    // The last head (a 100 Continue comes first), then its body.
-    let rest = trimmed;
-    let head = "";
-    while (/^HTTP\/\d/.test(rest)) {
-      const end = rest.search(/\r?\n\r?\n/);
-      head = end < 0 ? rest : rest.slice(0, end);
-      rest = end < 0 ? "" : rest.slice(end).replace(/^\r?\n\r?\n/, "");
-    }
-    const lines = head.split(/\r?\n/);
-    const status = Number(/^HTTP\/[\d.]+ (\d{3})/.exec(lines[0]!)?.[1] ?? 0);
-    const wanted = X402V2Header.paymentRequired.toLowerCase();
-    const header = lines.slice(1).find((line) => line.slice(0, line.indexOf(":")).trim().toLowerCase() === wanted);
-    return { status, paymentRequired: header === undefined ? null : header.slice(header.indexOf(":") + 1).trim(), body: rest };
-  }
-  if (trimmed.startsWith("{")) return { status: 402, paymentRequired: null, body: trimmed };
-  if (!decodeBase64Json(trimmed).ok) throw new PaymentError("malformed_402", "the 402 answer is neither JSON, `curl -si` output nor a PAYMENT-REQUIRED value (base64 JSON)");
-  return { status: 402, paymentRequired: trimmed, body: "" };
+  const changes: PaymentChanges = {
+    network: values.network?.trim(),
+    payTo: address("pay-to", values["pay-to"]),
+    amount: units("amount", values.amount),
+    asset: address("asset", values.asset),
+  };
+  const domain: DomainChanges = { name: values["domain-name"], version: values["domain-version"], chainId: whole("chain-id", values["chain-id"], 2 ** 53 - 1) };
+  return {
+    dialect: values.dialect as PaymentDialect | undefined,
+    changes,
+    signing: {
+      domain,
+      validAfter: time("valid-after", values["valid-after"], now),
+      validBefore: time("valid-before", values["valid-before"], now),
+      nonce: values.nonce?.trim() as Hex | undefined,
+    },
+  };
 }

@@ -1,22 +1,19 @@
 // `cronos-x402 sign`: the X-PAYMENT (Cronos) or PAYMENT-SIGNATURE (x402 v2) value of a payment, for a suite in
 // any language: from a 402 answer (a file, stdin, `curl -si` output) or from flags, signed by the buyer SDK.
 import { readFileSync } from "node:fs";
-import { chooseOffer, type Offer } from "../buyer/offers.js";
-import { changeOffer, offerOfTerms, signPayment, type SignedPayment } from "../buyer/payment-terms.js";
+import { readPaymentRequired } from "../buyer/offers.js";
+import { offerOf, signedPaymentJson, signPayment, type SignedPayment } from "../buyer/payment-terms.js";
 import { PaymentError } from "../buyer/errors.js";
 import { UsageError } from "../harness/cli.js";
-import { EXACT_SCHEME } from "../protocol/reasons.js";
 import type { BackgroundIo } from "./background.js";
 import {
   MAX_402_BYTES,
   PAYMENT_OPTION_LINES,
   parsePaymentArgs,
-  paymentRequiredOf,
   payerOf,
   signingChoicesOf,
   signWithOf,
   type PaymentValues,
-  type SigningChoices,
 } from "./payment-args.js";
 
 /** The `cronos-x402 sign --help` text. */
@@ -80,43 +77,19 @@ async function read402(path: string, input: SignInput): Promise<string> {
   return text.toString("utf8");
 }
 
-/** The offer the options describe: the 402's (the first in the dialect asked, changed as the flags say), or the flags'. */
-async function offerOf(values: PaymentValues & { "from-402"?: string }, choices: SigningChoices, input: SignInput): Promise<Offer> {
-  const from = values["from-402"];
-  if (from === undefined) {
-    const { network, payTo, amount, asset } = choices.changes;
-    const missing = [network === undefined ? "--network" : "", payTo === undefined ? "--pay-to" : "", amount === undefined ? "--amount" : ""].filter(Boolean);
-    if (missing.length > 0) throw new UsageError(`${missing.join(", ")}: needed without --from-402 (or give --from-402 FILE, - for stdin)`);
-    return offerOfTerms({ network: network!, payTo: payTo!, amount: amount!, ...(asset ? { asset } : {}) }, choices.dialect);
-  }
-  const answer = paymentRequiredOf(await read402(from, input));
-  const exact = (terms: { scheme: string }) => (terms.scheme === EXACT_SCHEME ? undefined : `scheme "${terms.scheme}" is not "${EXACT_SCHEME}"`);
-  const offer = chooseOffer(answer, exact, choices.dialect ? [choices.dialect] : undefined);
-  return changeOffer(offer, choices.changes);
-}
-
 /** The payment the options describe, signed. */
 export async function signFromArgs(values: PaymentValues & { "from-402"?: string }, env: NodeJS.ProcessEnv, input: SignInput, now = Math.floor(Date.now() / 1000)): Promise<SignedPayment> {
   const choices = signingChoicesOf(values, now);
   const signer = payerOf(values, env);
   const signWith = signWithOf(values);
-  const offer = await offerOf(values, choices, input);
-  return signPayment({
-    offer,
-    signer,
-    ...(signWith ? { signWith } : {}),
-    domain: choices.domain,
-    now,
-    ...(choices.validAfter !== undefined ? { validAfter: choices.validAfter } : {}),
-    ...(choices.validBefore !== undefined ? { validBefore: choices.validBefore } : {}),
-    ...(choices.nonce !== undefined ? { nonce: choices.nonce } : {}),
-  });
-}
-
-/** A signed payment as `--json` prints it (plain JSON; no key). */
-export function signedJson(signed: SignedPayment): Record<string, unknown> {
-  const { header, value, dialect, network, payer, payTo, asset, amount, validAfter, validBefore, nonce, payment } = signed;
-  return { header, value, dialect, network, payer, payTo, asset, amount, validAfter, validBefore, nonce, payment };
+  const from = values["from-402"];
+  if (from === undefined) {
+    const missing = (["network", "pay-to", "amount"] as const).filter((flag) => values[flag] === undefined).map((flag) => `--${flag}`);
+    if (missing.length > 0) throw new UsageError(`${missing.join(", ")}: needed without --from-402 (or give --from-402 FILE, - for stdin)`);
+  }
+  const answer = from === undefined ? undefined : readPaymentRequired(await read402(from, input));
+  const offer = offerOf({ answer, changes: choices.changes, dialect: choices.dialect });
+  return signPayment({ offer, signer, signWith, now, ...choices.signing });
 }
 
 /**
@@ -149,7 +122,7 @@ export function runSign(argv: readonly string[], io: BackgroundIo, env: NodeJS.P
     }
     if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]!.slice(0, 40)}" (a 402 answer goes in --from-402 FILE)`);
     const signed = await signFromArgs(values, env, input);
-    io.stdout(values.json ? `${JSON.stringify(signedJson(signed))}\n` : `${signed.value}\n`);
+    io.stdout(values.json ? `${JSON.stringify(signedPaymentJson(signed))}\n` : `${signed.value}\n`);
     return 0;
   });
 }

@@ -426,6 +426,7 @@ test("sees the stack", async () => {
       // The suite: the CLI's checks with the flags matching what the env file hands over, then the README's sample (conformance.ts, written by the recipes test).
       await suite(
         [
+          'test "$TOKEN_NAME" = "Bridged USDC (Stargate)" && test "$TOKEN_VERSION" = 1 && test "$MAINNET_TOKEN_VERSION" = 2',
           'node_modules/.bin/cronos-x402 conformance --facilitator "$FACILITATOR_URL" --network "$NETWORK" --rpc "$RPC_URL" --buyer-key "$BUYER_PRIVATE_KEY" --settle',
           "node conformance.ts",
         ].join("\n"),
@@ -498,6 +499,8 @@ test("sees the stack", async () => {
           String.raw`grep -q "\"network\":\"$NETWORK\"" <<<"$supported"`,
           'node -e \'import("viem/accounts").then(({ privateKeyToAccount }) => process.exit(privateKeyToAccount(process.env.BUYER_PRIVATE_KEY).address === process.env.BUYER_ADDRESS ? 0 : 1))\'',
           'test "$CHAIN_ID" = 338',
+          // The token's EIP-712 domain, its name without the quotes the env file gives it for a shell.
+          'test "$TOKEN_NAME" = "Bridged USDC (Stargate)" && test "$TOKEN_VERSION" = 1',
         ].join("\n"),
       );
       const passing = await runJob();

@@ -83,6 +83,11 @@ describe("harness control: POST /harness/sign, payments signed for the stack's o
     expect(fromBody.status, JSON.stringify(fromBody.json)).to.equal(200);
     expect(fromBody.json.payment.payload).to.deep.include({ from: buyer(1), to: stack.seller, value: String(PRICE), validBefore: 4_000_000_000, nonce });
     expect(await verify(fromBody.json)).to.deep.equal({ isValid: true, invalidReason: null });
+    const now = Math.floor(Date.now() / 1000);
+    const relative = await sign({ paymentRequired: header, validAfter: "+5", validBefore: "+600" });
+    expect(relative.json.validAfter).to.be.within(now + 5, now + 7);
+    expect(relative.json.validBefore).to.be.within(now + 600, now + 602);
+    expect(await sign({ paymentRequired: header, validBefore: "tomorrow" })).to.deep.equal({ status: 400, json: { error: 'validBefore must be unix seconds (a whole number), or "+N" (N seconds from now)' } });
     const fromHeader = await sign({ paymentRequired: header });
     expect(fromHeader.json.header).to.equal("PAYMENT-SIGNATURE");
     expect(await verify(fromHeader.json)).to.deep.equal({ isValid: true, payer: buyer() });

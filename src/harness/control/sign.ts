@@ -11,7 +11,11 @@ import { describeZodError } from "../../protocol/schemas.js";
 import { HarnessControlError } from "./spec.js";
 
 const address = z.string({ error: "must be a 0x address" }).regex(/^0x[0-9a-fA-F]{40}$/, "must be a 0x address of 40 hex digits");
-const unixSeconds = z.number({ error: "must be unix seconds (a whole number)" }).int("must be unix seconds (a whole number)").min(0).max(2 ** 53 - 1);
+const TIME = 'must be unix seconds (a whole number), or "+N" (N seconds from now)';
+/** Unix seconds, or `"+N"`: N seconds from now (this machine's clock, which the local chains keep). */
+const unixSeconds = z.union([z.number({ error: TIME }).int(TIME).min(0, TIME).max(2 ** 53 - 1, TIME), z.string({ error: TIME }).regex(/^\+\d{1,12}$/, TIME)], { error: TIME }).transform((value) =>
+  typeof value === "number" ? value : Math.floor(Date.now() / 1000) + Number(value.slice(1)),
+);
 const KEY_FIELD = /key|secret|mnemonic/i;
 
 /** The body of `POST /harness/sign`: what `cronos-x402 sign` takes as flags, the payer named by its address. */

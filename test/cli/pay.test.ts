@@ -1,3 +1,5 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { expect } from "chai";
 import express from "express";
 import type { Hex } from "viem";
@@ -8,7 +10,7 @@ import { SettleError } from "../../src/protocol/reasons.js";
 import { paymentRequirements, requirePayment, SellerError } from "../../src/seller/index.js";
 import { expectSettlementOnChain, tokenBalances } from "../helpers/chain.js";
 import { closedPortUrl, listen, type Listening } from "../helpers/http.js";
-import { spawnInRoot } from "../helpers/processes.js";
+import { ROOT, spawnInRoot } from "../helpers/processes.js";
 import { STACK_OPTIONS } from "../helpers/seller.js";
 
 // `cronos-x402 pay URL`: a paying curl. The seller is the kit's (both dialects); what it answers, the money, and
@@ -47,7 +49,7 @@ describe("cronos-x402 pay URL: a paying curl (src/cli/pay.ts)", function () {
     stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 1 });
     const app = express();
     const paid = requirePayment(requirements(), { facilitatorUrl: stack.facilitatorUrl });
-    app.get("/report", paid, (_req, res) => void res.json({ report: "sunny" }));
+    app.get(["/report", "/weather"], paid, (_req, res) => void res.json({ report: "sunny" }));
     app.use("/echo", express.text({ type: () => true }), (req, _res, next) => {
       received.push({ method: req.method, note: req.get("x-note"), body: typeof req.body === "string" ? req.body : "", paid: req.get("x-payment") !== undefined || req.get("payment-signature") !== undefined });
       next();
@@ -144,6 +146,48 @@ describe("cronos-x402 pay URL: a paying curl (src/cli/pay.ts)", function () {
     }
     const closed = await closedPortUrl();
     expect(await pay([`${closed}/report`, "--max-amount", "1", "--key", key()])).to.deep.equal({ code: 1, stdout: "", stderr: `pay: cannot reach ${closed}/report: ECONNREFUSED\n` });
+  });
+
+  describe("the documents' command lines, as written (npx standing for the kit's CLI from its sources)", () => {
+    /** The sh block of `file` whose first line is `first`, run by bash in the clone with the stack's variables. */
+    async function runBlock(file: string, first: string, options: string[]) {
+      const blocks = [...readFileSync(join(ROOT, file), "utf8").matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1]!);
+      const block = blocks.find((code) => code.startsWith(first));
+      expect(block, `${file}: ${first}`).to.be.a("string");
+      const env = { SELLER_URL: seller.url, BUYER_PRIVATE_KEY: key(), BUYER_ADDRESS: buyer(), PAY_TO: stack.seller, HARNESS_URL: stack.harnessUrl };
+      const run = spawnInRoot("bash", [...options, "-c", `npx() { shift; node --import tsx src/cli/bin.ts "$@"; }\n${block!}`], env);
+      run.child.stdin.end();
+      return { code: await run.exited, stdout: run.stdout(), stderr: run.stderr() };
+    }
+
+    it("README.md, CI in any language: a payment, the balance gone between verify and settle (refused, one line), every fault undone; the money moved once", async () => {
+      const before = await balances();
+      const ran = await runBlock("README.md", "# in your suite (any language)", []);
+      expect(ran.code, ran.stderr).to.equal(0);
+      // pay prints the refused body as it came (no newline added, as curl), then curl prints the undo's answer.
+      const [paidLine, faultId, refused, end] = ran.stdout.split("\n");
+      expect(JSON.parse(paidLine!)).to.deep.include({ status: 200 });
+      expect(faultId).to.match(/^f\d+$/);
+      const [refusedBody, undone] = refused!.split(/(?=\{"undone")/);
+      expect(JSON.parse(refusedBody!)).to.deep.include({ error: SellerError.settlementFailed, reason: SettleError.insufficientBalance });
+      expect(JSON.parse(undone!)).to.deep.equal({ undone: 1 });
+      expect(end).to.equal("");
+      expect(ran.stderr).to.equal(`pay: refused: HTTP 402 ${SellerError.settlementFailed}: ${SettleError.insufficientBalance}\n`);
+      expect(await balances()).to.deep.equal([before[0]! - PRICE, before[1]! + PRICE]);
+    });
+
+    it("docs/harness.md, signing and paying from the command line: every line exits 0 and prints what it says", async () => {
+      const ran = await runBlock("docs/harness.md", "# in your suite: SELLER_URL", ["-eo", "pipefail"]);
+      expect(ran.code, ran.stderr).to.equal(0);
+      expect(ran.stderr).to.match(new RegExp(`^pay: paid 10000 to ${stack.seller} on cronos-testnet: transaction 0x[0-9a-f]{64} in block \\d+\n$`));
+      const lines = ran.stdout.replace(/^\{"report":"sunny".*?\}\}/, (body) => `${body}\n`).trim().split("\n");
+      expect(JSON.parse(lines[0]!)).to.deep.include({ report: "sunny" });
+      expect(JSON.parse(lines[1]!)).to.deep.include({ status: 200 });
+      expect(lines[2]).to.match(/^[A-Za-z0-9+/]+={0,2}$/);
+      expect(JSON.parse(lines[3]!)).to.deep.include({ header: "X-PAYMENT", payer: buyer(), payTo: stack.seller, amount: "10000" });
+      expect(lines).to.have.length(4);
+      expectNoKey(ran as Ran);
+    });
   });
 
   it("bad options are exit 2, the option named (the key never shown); as a process too", async () => {

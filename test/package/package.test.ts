@@ -2,7 +2,7 @@
 // operator and a CI suite would (npm's cache first, the registry only for what it lacks).
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { cpSync, existsSync, readFileSync, readlinkSync } from "node:fs";
+import { cpSync, existsSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join } from "node:path";
@@ -345,8 +345,8 @@ try {
       expect(JSON.parse(stdout.trim().split("\n").at(-1)!)).to.deep.equal({ status: 200, forecast: "sunny", paid: "25000", chainId: 338 });
     });
 
-    it("the README's harness recipes type-check as written (strict, nodenext) and run, each with its failure test: a mocha root hook plugin, node:test before/after, a vitest globalSetup", async () => {
-      const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+    it("the test recipes of docs/harness.md type-check as written (strict, nodenext) and run, each with its failure test: a mocha root hook plugin, node:test before/after, a vitest globalSetup; every other TypeScript block of the README and docs/ type-checks", async () => {
+      const readme = readFileSync(join(ROOT, "docs", "harness.md"), "utf8");
       const recipe = (marker: string) => {
         const block = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!).find((code) => code.startsWith(`// ${marker}`));
         expect(block, marker).to.be.a("string");
@@ -391,13 +391,28 @@ test("sees the stack", async () => {
       await writeFile(join(dir, "test", "payment.vitest.ts"), recipe("vitest test:"));
       // The conformance sample (run by the next test but one) is type-checked with them.
       await writeFile(join(dir, "conformance.ts"), recipe("conformance.ts:"));
+      // Every other TypeScript block of the README and docs/, each a module of its own, as a consumer would write it
+      // (the @x402 packages' snippets are test/compat's: the code the compatibility matrix runs).
+      const recipes = ["mocha:", "mocha test:", "node:test:", "vitest:", "vitest test:", "conformance.ts:"];
+      const documents = ["README.md", ...readdirSync(join(ROOT, "docs")).filter((file) => file.endsWith(".md")).map((file) => join("docs", file))];
+      await mkdir(join(dir, "docs-blocks"), { recursive: true });
+      const others: string[] = [];
+      for (const document of documents) {
+        for (const [, code] of readFileSync(join(ROOT, document), "utf8").matchAll(/```ts\n([\s\S]*?)```/g)) {
+          if (recipes.some((marker) => code!.startsWith(`// ${marker}`)) || code!.includes('from "@x402/')) continue;
+          others.push(`${document}#${others.length + 1}`);
+          await writeFile(join(dir, "docs-blocks", `block-${others.length}.ts`), code!);
+        }
+      }
+      // The SDKs' seller and buyer, the failures' harness, the stack as a function, viem's multicall.
+      expect(others.length, others.join(", ")).to.be.at.least(5);
 
       // A strict consumer's compiler over every file as written: the recipes, and the tests that use what they hand over.
       await writeFile(
         join(dir, "tsconfig.json"),
         JSON.stringify({
           compilerOptions: { target: "ES2023", module: "nodenext", moduleResolution: "nodenext", strict: true, noEmit: true, skipLibCheck: false, types: ["node", "mocha"] },
-          include: ["test/*.ts", "stack.node-test.ts", "conformance.ts", "vitest.config.ts"],
+          include: ["test/*.ts", "stack.node-test.ts", "conformance.ts", "vitest.config.ts", "docs-blocks/*.ts"],
         }),
       );
       const tsc = await outcome(dir, join(dir, "node_modules", ".bin", "tsc"), ["-p", "."]);

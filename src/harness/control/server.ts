@@ -27,7 +27,7 @@ export const HarnessRefusal = {
   fromPage: "Forbidden: the harness control endpoint takes no requests from web pages (an Origin header was sent)",
   notJson: "Unsupported Media Type: the body must be application/json",
   notObject: "Invalid request: the body must be a JSON object",
-  notFound: "Not found: see GET /harness and the README's section on failures on demand",
+  notFound: "Not found: see GET /harness and docs/failures.md (every failure on demand)",
 } as const;
 
 /** Whether a socket's peer is this machine's loopback (IPv4 127/8, IPv6 ::1, or IPv4-mapped 127/8). */

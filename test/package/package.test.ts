@@ -301,7 +301,7 @@ export type Shapes = [FacilitatorConfig, Ledger, RunReport, typeof createPayment
         "viem",
         `mocha@${PACKAGE.devDependencies.mocha}`,
         "vitest",
-        // What type-checks the README's recipes as a TypeScript consumer would.
+        // What type-checks the docs' recipes as a TypeScript consumer would.
         `typescript@${PACKAGE.devDependencies.typescript}`,
         "@types/node@22",
         // The kit depends on it (its seller's types); named so the recipes' own `import express` is typed by that version.
@@ -354,9 +354,9 @@ try {
       };
       // Each recipe's stack is asked for something real by the test that uses it.
       await mkdir(join(dir, "test"), { recursive: true });
-      // mocha: the hook plugin as the README has it, and a test reading what it handed over.
+      // mocha: the hook plugin as docs/harness.md has it, and a test reading what it handed over.
       await writeFile(join(dir, "test", "stack.ts"), recipe("mocha:"));
-      // .mocharc.json as the README has it: it names the spec (without, mocha finds no test).
+      // .mocharc.json as docs/harness.md has it: it names the spec (without, mocha finds no test).
       const mocharc = [...readme.matchAll(/```json\n([\s\S]*?)```/g)].map((match) => match[1]!).find((json) => json.includes('"require"'));
       expect(mocharc, ".mocharc.json").to.be.a("string");
       expect(JSON.parse(mocharc!)).to.have.property("spec");
@@ -370,11 +370,11 @@ it("sees the stack", async () => {
 });
 `,
       );
-      // The README's failure test for mocha, as written: the harness over HARNESS_URL, a seller and a buyer of the kit.
+      // docs/harness.md's failure test for mocha, as written: the harness over HARNESS_URL, a seller and a buyer of the kit.
       await writeFile(join(dir, "test", "payment.spec.ts"), recipe("mocha test:"));
-      // node:test: the README's file exactly; its tests ask the stack, the second one for a failure.
+      // node:test: docs/harness.md's file exactly; its tests ask the stack, the second one for a failure.
       await writeFile(join(dir, "stack.node-test.ts"), recipe("node:test:"));
-      // vitest: the README's globalSetup, and a test that reads what it provided (typed by the recipe's ProvidedContext).
+      // vitest: docs/harness.md's globalSetup, and a test that reads what it provided (typed by the recipe's ProvidedContext).
       await writeFile(join(dir, "test", "vitest-stack.ts"), recipe("vitest:"));
       await writeFile(join(dir, "vitest.config.ts"), `import { defineConfig } from "vitest/config";\nexport default defineConfig({ test: { globalSetup: "./test/vitest-stack.ts", include: ["test/*.vitest.ts"], testTimeout: 60_000, hookTimeout: 120_000 } });\n`);
       await writeFile(
@@ -387,7 +387,7 @@ test("sees the stack", async () => {
 });
 `,
       );
-      // The README's failure test for vitest, as written (named for this project's vitest include).
+      // docs/harness.md's failure test for vitest, as written (named for this project's vitest include).
       await writeFile(join(dir, "test", "payment.vitest.ts"), recipe("vitest test:"));
       // The conformance sample (run by the next test but one) is type-checked with them.
       await writeFile(join(dir, "conformance.ts"), recipe("conformance.ts:"));
@@ -438,7 +438,7 @@ test("sees the stack", async () => {
       const recipe = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1]!).find((block) => block.includes("start --background --write-env") && block.includes("cronos-x402 stop"));
       expect(recipe, "the CI recipe").to.be.a("string");
       await writeFile(join(dir, "ci.sh"), recipe!);
-      // The suite: the CLI's checks with the flags matching what the env file hands over, then the README's sample (conformance.ts, written by the recipes test).
+      // The suite: the CLI's checks with the flags matching what the env file hands over, then docs/harness.md's sample (conformance.ts, written by the recipes test).
       await suite(
         [
           'test "$TOKEN_NAME" = "Bridged USDC (Stargate)" && test "$TOKEN_VERSION" = 1 && test "$MAINNET_TOKEN_VERSION" = 2',

@@ -32,7 +32,7 @@ const KINDS: Readonly<Record<string, { spec: Partial<FaultSpec> & { kind: FaultS
   "facilitator-down": { spec: { kind: "facilitator-down" }, line: "facilitator-down                     the facilitator stopped, its port closed" },
   "lagging-backend": {
     spec: { kind: "lagging-backend" },
-    line: "lagging-backend [--blocks N]         the endpoint reaches a backend N blocks behind (default 60): eth_getLogs cut there, the next correct send refused invalid nonce (--refusals N)",
+    line: "lagging-backend [--blocks N]         the endpoint reaches a backend N blocks behind (default 60): eth_getLogs cut there, the next correct send refused invalid nonce (--refusals N; --sticky: every try of it)",
   },
   "mempool-lost": { spec: { kind: "mempool-lost" }, line: "mempool-lost                         the node loses its pool, as a restart: its pending transactions dropped (cannot be undone)" },
   "min-fee": { spec: { kind: "min-fee" }, line: "min-fee --gwei G                     the chain's minimum gas price raised to G gwei: a fee under it is refused (insufficient fee)" },
@@ -102,6 +102,7 @@ const OPTIONS = {
   methods: { type: "string" },
   blocks: { type: "string" },
   refusals: { type: "string" },
+  sticky: { type: "boolean" },
   gwei: { type: "string" },
   all: { type: "boolean" },
   json: { type: "boolean" },
@@ -152,6 +153,7 @@ export function faultSpecOf(kindName: string, values: Values): FaultSpec {
   if (values.methods !== undefined) spec.methods = values.methods.split(",").map((method) => method.trim()).filter(Boolean);
   set("blocks", whole("blocks", values.blocks));
   set("refusals", whole("refusals", values.refusals));
+  if (values.sticky) spec.sticky = true;
   if (values.gwei !== undefined) {
     if (!/^\d{1,21}(\.\d{1,9})?$/.test(values.gwei.trim())) throw new UsageError(`--gwei: must be gwei with at most 9 decimals (e.g. 10000 or 0.5), got "${values.gwei}"`);
     spec.minGasPrice = parseGwei(values.gwei.trim()).toString();

@@ -25,6 +25,7 @@ export {
 } from "./control/spec.js";
 export { startLocalChain, HARDHAT_NETWORK, type LocalChain, type LocalChainOptions } from "./chain.js";
 export { CronosNode, type CronosNodeOptions, type NodeHold } from "./cronos-node/node.js";
+export { REFUSAL_KINDS, type Refusal, type RefusalKind, type RefusalRecord } from "./cronos-node/refusals.js";
 export { serveJsonRpc, type JsonRpcBridge, type RequestProvider, type ServeJsonRpcOptions } from "./rpc-bridge.js";
 export { ACCOUNT_INDEX, HARDHAT_MNEMONIC, buyerIndexes, localAccount, type LocalAccount } from "./accounts.js";
 export { PortInUseError, PORT_ROLE_LABEL, type PortRole } from "./errors.js";

@@ -41,6 +41,9 @@ async function refusal(url: string, raw: Hex): Promise<{ code: number; message: 
   return { code: answer.error.code, message: answer.error.message };
 }
 
+/** The node's refusals so far, the kinds it counted at least once. */
+const refused = (chain: LocalChain) => Object.fromEntries(Object.entries(chain.cronosNode!.refusals().counts).filter(([, count]) => count > 0));
+
 const count = async (url: string, index: number, tag: string) => Number(BigInt(await rpc<Hex>(url, "eth_getTransactionCount", [sender(index).address, tag])));
 
 describe("the local chain as a Cronos node (src/harness/cronos-node/)", function () {
@@ -70,6 +73,15 @@ describe("the local chain as a Cronos node (src/harness/cronos-node/)", function
     expect(await call(chain.rpcUrl, "eth_getTransactionReceipt", [keccak256(gap)])).to.deep.include({ result: null });
     // A nonce already used is the same answer, expecting the next one.
     expect((await refusal(chain.rpcUrl, await transfer(10, 0, { tip: 2n * GWEI }))).message).to.equal("invalid nonce; got 0, expected 1: invalid sequence: invalid sequence");
+    // The node's record tells the two apart: a gap, and a nonce used.
+    expect(refused(chain)).to.deep.equal({ "nonce-gap": 1, "nonce-used": 1 });
+    expect(chain.cronosNode!.refusals().recent[0]).to.deep.equal({
+      kind: "nonce-gap",
+      message: "invalid nonce; got 1, expected 0: invalid sequence: invalid sequence",
+      sender: sender(10).address.toLowerCase(),
+      nonce: 1n,
+      hash: keccak256(gap),
+    });
   });
 
   it("answers an identical re-send `tx already in mempool`, in the pool and after it was mined", async () => {
@@ -82,6 +94,7 @@ describe("the local chain as a Cronos node (src/harness/cronos-node/)", function
     expect(await count(chain.rpcUrl, 11, "latest")).to.equal(1);
     // CometBFT's cache still holds the hash of a mined transaction.
     expect(await refusal(chain.rpcUrl, raw)).to.deep.equal({ code: -32000, message: "tx already in mempool" });
+    expect(refused(chain)).to.deep.equal({ "in-mempool": 2 });
   });
 
   it("holds a replacement to the fee bump on priority (effective tip / 10^6), and puts an accepted one in place of the old", async () => {
@@ -101,6 +114,7 @@ describe("the local chain as a Cronos node (src/harness/cronos-node/)", function
     await mine(chain);
     expect(await rpc(chain.rpcUrl, "eth_getTransactionReceipt", [keccak256(bumped)])).to.include({ status: "0x1" });
     expect(await rpc(chain.rpcUrl, "eth_getTransactionReceipt", [keccak256(old)])).to.equal(null);
+    expect(refused(chain)).to.deep.equal({ "replacement-rule": 1 });
   });
 
   it("with replacement off, answers a same-nonce transaction as a wrong nonce; with a fee bump of 0, an equal priority replaces", async () => {
@@ -112,6 +126,21 @@ describe("the local chain as a Cronos node (src/harness/cronos-node/)", function
     expect(await refusal(chain.rpcUrl, equal)).to.deep.equal({ code: -32000, message: "invalid nonce; got 0, expected 1: invalid sequence: invalid sequence" });
     chain.cronosNode!.release("off");
     expect(await rpc(chain.rpcUrl, "eth_sendRawTransaction", [equal])).to.equal(keccak256(equal));
+    expect(refused(chain)).to.deep.equal({ "replacement-off": 1 });
+  });
+
+  it("counts in its check state what EDR signed past its record (eth_sendTransaction): the same nonce sent raw is a used nonce, the next one is admitted", async () => {
+    const chain = await start();
+    await hold(chain);
+    const from = sender(16).address;
+    const signed = await rpc<Hex>(chain.rpcUrl, "eth_sendTransaction", [{ from, to: from, value: "0x2", gas: "0x5208", maxFeePerGas: numberToHex(3n * GWEI), maxPriorityFeePerGas: numberToHex(GWEI) }]);
+    expect(await refusal(chain.rpcUrl, await transfer(16, 0))).to.deep.equal({ code: -32000, message: "invalid nonce; got 0, expected 1: invalid sequence: invalid sequence" });
+    const next = await transfer(16, 1);
+    expect(await rpc(chain.rpcUrl, "eth_sendRawTransaction", [next])).to.equal(keccak256(next));
+    await mine(chain);
+    expect(await count(chain.rpcUrl, 16, "latest")).to.equal(2);
+    expect(await rpc(chain.rpcUrl, "eth_getTransactionReceipt", [signed])).to.include({ status: "0x1" });
+    expect(refused(chain)).to.deep.equal({ "nonce-used": 1 });
   });
 
   it("refuses a fee under the minimum global fee and a fee cap under the block's base fee (insufficient fee)", async () => {
@@ -137,6 +166,7 @@ describe("the local chain as a Cronos node (src/harness/cronos-node/)", function
     // A legacy transaction's fee cap is its gas price.
     const legacy = await sender(14).signTransaction({ chainId: 25, type: "legacy", to: sender(14).address, gas: 21_000n, nonce: 0, gasPrice: 2n });
     expect((await refusal(plain.rpcUrl, legacy)).message).to.equal(`max fee per gas less than block base fee (2 < ${base}): insufficient fee`);
+    expect([refused(chain), refused(plain)]).to.deep.equal([{ "minimum-fee": 1 }, { "base-fee": 2 }]);
   });
 
   it("refuses an eth_getLogs [from, to] distance over 10,000 blocks, answers one of 10,000, and [] from above the head", async () => {
@@ -244,6 +274,8 @@ describe("the local chain as a Cronos node (src/harness/cronos-node/)", function
     expect((await refusal(chain.rpcUrl, await transfer(19, 3, { chainId: 25 }))).message).to.not.match(/invalid nonce|mempool/);
     expect(await count(chain.rpcUrl, 19, "pending")).to.equal(3);
     expect(await chain.provider.request({ method: "eth_pendingTransactions", params: [] })).to.deep.equal([]);
+    // EDR's own refusals are EDR's: the node recorded only its own.
+    expect(refused(chain)).to.deep.equal({ "mempool-full": 7 });
   });
 
   it("with node: ethereum keeps EDR's own answers: a gap queued, `Known transaction`, `Replacement transaction underpriced`", async () => {

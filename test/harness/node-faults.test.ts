@@ -56,7 +56,7 @@ describe("a Cronos node's faults on demand: a lagging backend, a lost mempool, a
     expect(moved.blockNumber).to.equal(top);
     const made = await control("POST", "/faults", { kind: "lagging-backend", blocks: 3, network: "cronos-testnet" });
     expect(made.status).to.equal(201);
-    expect(made.json).to.deep.include({ kind: "lagging-backend", state: "active", spec: { kind: "lagging-backend", blocks: 3, refusals: 1, network: "cronos-testnet", trigger: "now" } });
+    expect(made.json).to.deep.include({ kind: "lagging-backend", state: "active", spec: { kind: "lagging-backend", blocks: 3, refusals: 1, sticky: false, network: "cronos-testnet", trigger: "now" } });
     const token = stack.networks["cronos-testnet"]!.token;
     const recent = [{ fromBlock: numberToHex(top - 10n), toBlock: "latest", address: token }];
     const whole = (await stack.chains["cronos-testnet"]!.provider.request({ method: "eth_getLogs", params: recent })) as Array<{ blockNumber: Hex }>;
@@ -72,6 +72,39 @@ describe("a Cronos node's faults on demand: a lagging backend, a lost mempool, a
     expect((await send(next)).result).to.equal(keccak256(next));
     expect((await control("DELETE", `/faults/${made.json.id}`)).json).to.deep.include({ state: "ended" });
     expect(await rpc<unknown[]>(url(), "eth_getLogs", [{ blockHash: moved.blockHash }])).to.have.length(1);
+  });
+
+  it("lagging-backend refusals: each transaction once (its next try reaches a current backend), or with sticky every try while refusals are left; the node records each by kind", async () => {
+    const node = stack.chains["cronos-testnet"]!.cronosNode!;
+    const lagged = () => node.refusals().counts["lagging-backend"];
+    const before = lagged();
+    expect((await send(await transfer(15, 0))).result).to.be.a("string");
+    const expectedAt = async () => count(15, numberToHex((await head()) - 3n));
+
+    const loose = await control("POST", "/faults", { kind: "lagging-backend", blocks: 3, refusals: 5 });
+    const first = await transfer(15, 1);
+    expect((await send(first)).error).to.deep.equal({ code: -32000, message: `invalid nonce; got 1, expected ${await expectedAt()}: invalid sequence: invalid sequence` });
+    // The same transaction again: another backend, current, takes it (4 refusals stay for other transactions).
+    expect((await send(first)).result).to.equal(keccak256(first));
+    expect((await control("GET", `/faults/${loose.json.id}`)).json).to.deep.include({ refusalsLeft: 4 });
+    await control("DELETE", `/faults/${loose.json.id}`);
+
+    const sticky = await control("POST", "/faults", { kind: "lagging-backend", blocks: 3, refusals: 2, sticky: true });
+    expect(sticky.json.description).to.contain("(every try)");
+    const second = await transfer(15, 2);
+    const refusedAs = { code: -32000, message: `invalid nonce; got 2, expected ${await expectedAt()}: invalid sequence: invalid sequence` };
+    expect((await send(second)).error).to.deep.equal(refusedAs);
+    expect((await send(second)).error).to.deep.equal(refusedAs);
+    expect((await send(second)).result).to.equal(keccak256(second));
+    await control("DELETE", `/faults/${sticky.json.id}`);
+
+    expect(lagged() - before).to.equal(3);
+    const recent = node.refusals().recent.filter((refusal) => refusal.kind === "lagging-backend").slice(-3);
+    expect(recent.map(({ hash, nonce, sender: from }) => [hash, nonce, from])).to.deep.equal([
+      [keccak256(first), 1n, sender(15).address.toLowerCase()],
+      [keccak256(second), 2n, sender(15).address.toLowerCase()],
+      [keccak256(second), 2n, sender(15).address.toLowerCase()],
+    ]);
   });
 
   it("mempool-lost (CLI): the pending transactions dropped as by a restart, named in the fault; an identical re-send is admitted anew; nothing to undo", async () => {
@@ -144,8 +177,8 @@ describe("a Cronos node's faults on demand: a lagging backend, a lost mempool, a
       expect((await cli(["undo", info.id, "--json"])).code).to.equal(0);
       return info.spec;
     };
-    expect(await spec(["lagging-backend", "--blocks", "5", "--refusals", "2", "--network", "testnet"])).to.deep.equal({ kind: "lagging-backend", blocks: 5, refusals: 2, network: "cronos-testnet", trigger: "now" });
-    expect(await spec(["lagging-backend", "--for-seconds", "30"])).to.deep.equal({ kind: "lagging-backend", blocks: 60, refusals: 1, forSeconds: 30, trigger: "now" });
+    expect(await spec(["lagging-backend", "--blocks", "5", "--refusals", "2", "--network", "testnet"])).to.deep.equal({ kind: "lagging-backend", blocks: 5, refusals: 2, sticky: false, network: "cronos-testnet", trigger: "now" });
+    expect(await spec(["lagging-backend", "--for-seconds", "30", "--sticky"])).to.deep.equal({ kind: "lagging-backend", blocks: 60, refusals: 1, sticky: true, forSeconds: 30, trigger: "now" });
     expect(await spec(["min-fee", "--gwei", "0.5", "--after-verify"])).to.deep.equal({ kind: "min-fee", minGasPrice: "500000000", trigger: "after-verify" });
     expect(await spec(["no-replacement", "--for-seconds", "30"])).to.deep.equal({ kind: "no-replacement", forSeconds: 30, trigger: "now" });
     expect(await spec(["mempool-lost", "--after-verify"])).to.deep.equal({ kind: "mempool-lost", trigger: "after-verify" });

@@ -19,7 +19,7 @@ function nodeOf(chain: LocalChain, kind: string): CronosNode {
 /** Holds the chain's node to the fault `id` (a lagging backend, a minimum gas price, replacement off); resolves to its undo. */
 export async function holdNode(chain: LocalChain, id: string, spec: NodeFaultSpec): Promise<() => Promise<void>> {
   const node = nodeOf(chain, spec.kind);
-  if (spec.kind === "lagging-backend") node.hold(id, { lag: { blocks: spec.blocks, refusals: spec.refusals } });
+  if (spec.kind === "lagging-backend") node.hold(id, { lag: { blocks: spec.blocks, refusals: spec.refusals, sticky: spec.sticky } });
   else if (spec.kind === "no-replacement") node.hold(id, { replacement: false });
   else {
     node.hold(id, { minGasPrice: spec.minGasPrice });

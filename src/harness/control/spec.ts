@@ -126,8 +126,13 @@ const laggingBackendSpec = z.strictObject({
   kind: z.literal("lagging-backend"),
   /** How far behind the head the backend is: its `eth_getLogs` end there, its check state is the sender's nonce there. */
   blocks: whole(1, MAX_LAG_BLOCKS).default(DEFAULT_LAG_BLOCKS),
-  /** Correct sends it refuses with the invalid-nonce answer (each once); then only its log reads lag. */
+  /** Correct sends it refuses with the invalid-nonce answer; then only its log reads lag. */
   refusals: whole(0, MAX_LAG_REFUSALS).default(1),
+  /**
+   * False (default): each transaction is refused once, its next try reaching a backend that is current; true:
+   * the endpoint keeps the client on the lagging backend, and every try is refused while refusals are left.
+   */
+  sticky: z.boolean({ error: "must be true or false" }).default(false),
   forSeconds: forSeconds.optional(),
   ...when,
 });
@@ -308,7 +313,7 @@ export function describeFault(spec: ParsedFaultSpec): string {
     case "facilitator-down":
       return `the facilitator stopped (its port closed)${lasting}`;
     case "lagging-backend":
-      return `the JSON-RPC endpoint reaching a backend ${spec.blocks} blocks behind: eth_getLogs answered up to there only, the next ${spec.refusals} correct send(s) refused with the invalid-nonce answer${where}${lasting}${after}`;
+      return `the JSON-RPC endpoint reaching a backend ${spec.blocks} blocks behind: eth_getLogs answered up to there only, the next ${spec.refusals} correct send(s) refused with the invalid-nonce answer (${spec.sticky ? "every try" : "each transaction once"})${where}${lasting}${after}`;
     case "mempool-lost":
       return `the node's mempool lost, as a restart: its pending transactions dropped${where}${after}`;
     case "min-fee":

@@ -3,6 +3,7 @@ import { keccak256Bytes } from "../../chain/keccak.js";
 import { recoverSigner } from "../../chain/signature.js";
 import type { RequestProvider } from "../rpc-bridge.js";
 import type { PoolRecord, SeenCache } from "./pool.js";
+import type { RefusalKind, RefusalLog } from "./refusals.js";
 import {
   belowBaseFee,
   belowMinimumFee,
@@ -26,11 +27,11 @@ export interface AdmissionSettings {
   mempoolSize: number;
 }
 
-/** A backend behind the head this send may reach: `blocks` behind, and a refusal to spend. */
+/** A backend behind the head this send may reach: `blocks` behind, and refusals to spend. */
 export interface LaggingBackend {
   blocks: number;
-  /** Takes one refusal; false when none is left. */
-  spend(): boolean;
+  /** Takes one refusal for the transaction `hash`; false when none is left (or, not sticky, when it was refused once already). */
+  spend(hash: Hex): boolean;
 }
 
 /** A JSON-RPC error answer of the node (code -32000, as ethermint gives it), thrown by its provider. */
@@ -58,6 +59,13 @@ interface Incoming {
  * in mempool`), the minimum global fee, the base fee, then the nonce against the node's check state (EDR's
  * pending nonce: with every gap refused, it is committed + admitted) or the replacement rule. EDR never sees
  * a gap, so it never queues one; a replacement Cronos accepts is put in EDR's pool in place of the old one.
+ * Each refusal is recorded ({@link RefusalLog}).
+ *
+ * Its cost is a floor under how fast one relayer key can send (the key waits for each answer before the
+ * next), so the serial part is kept short: a send is read (decoded, its sender recovered) while the ones
+ * before it are admitted, and what it needs of EDR is asked in one round of cheap reads. The check state is
+ * the node's record of what it admitted ({@link PoolRecord.next}), not EDR's `pending` nonce: EDR answers that
+ * by executing its whole pool, which took ~10 ms a send in a burst of 100 and spread it over more blocks.
  */
 export class Admission {
   readonly #edr: RequestProvider;
@@ -65,38 +73,55 @@ export class Admission {
   readonly #cache: SeenCache;
   readonly #settings: () => AdmissionSettings;
   readonly #lagging: () => LaggingBackend | undefined;
+  readonly #refusals: RefusalLog;
   #tail: Promise<unknown> = Promise.resolve();
   #waiting = 0;
 
-  constructor(edr: RequestProvider, pool: PoolRecord, cache: SeenCache, settings: () => AdmissionSettings, lagging: () => LaggingBackend | undefined) {
+  constructor(edr: RequestProvider, pool: PoolRecord, cache: SeenCache, settings: () => AdmissionSettings, lagging: () => LaggingBackend | undefined, refusals: RefusalLog) {
     this.#edr = edr;
     this.#pool = pool;
     this.#cache = cache;
     this.#settings = settings;
     this.#lagging = lagging;
+    this.#refusals = refusals;
   }
 
   /** Admits `raw` (answering its hash, as EDR does) or throws the node's refusal. */
   send(raw: unknown): Promise<unknown> {
     // A flood is bounded: no more sends wait their turn than the pool could take.
-    if (this.#waiting >= this.#settings().mempoolSize) return Promise.reject(nodeError(MEMPOOL_FULL));
+    if (this.#waiting >= this.#settings().mempoolSize) return Promise.reject(this.#refuse("mempool-full", MEMPOOL_FULL));
     this.#waiting++;
-    const run = this.#tail.then(() => this.#admit(raw));
+    // Read now (synchronous work), while the sends before it are admitted.
+    const incoming = read(raw);
+    const run = this.#tail.then(() => this.#admit(raw, incoming));
     this.#tail = run.catch(() => undefined).finally(() => this.#waiting--);
     return run;
   }
 
-  async #admit(raw: unknown): Promise<unknown> {
-    const tx = await read(raw);
+  async #admit(raw: unknown, tx: Incoming | undefined): Promise<unknown> {
     // Not a signed transaction the node can read: EDR answers it (its decoding or signature error).
     if (!tx) return this.#edr.request({ method: "eth_sendRawTransaction", params: [raw] });
     const settings = this.#settings();
     if (this.#pool.size >= settings.mempoolSize) {
       await this.#pool.pending((sender) => this.#count(sender, "latest"));
-      if (this.#pool.size >= settings.mempoolSize) throw nodeError(MEMPOOL_FULL);
+      if (this.#pool.size >= settings.mempoolSize) throw this.#refuse("mempool-full", MEMPOOL_FULL, tx);
     }
-    if (this.#cache.has(tx.hash)) throw nodeError(TX_IN_MEMPOOL);
-    const latest = (await this.#edr.request({ method: "eth_getBlockByNumber", params: ["latest", false] })) as { number: Hex; baseFeePerGas?: Hex | null };
+    if (this.#cache.has(tx.hash)) throw this.#refuse("in-mempool", TX_IN_MEMPOOL, tx);
+    // One round: the head, the sender's committed nonce, and whether EDR still holds the sender's last recorded transaction.
+    const last = this.#pool.last(tx.sender);
+    const [latest, committed, recordHolds] = await Promise.all([
+      this.#edr.request({ method: "eth_getBlockByNumber", params: ["latest", false] }) as Promise<{ number: Hex; baseFeePerGas?: Hex | null }>,
+      this.#count(tx.sender, "latest"),
+      last ? this.#edr.request({ method: "eth_getTransactionByHash", params: [last.hash] }).then((found) => found !== null) : true,
+    ]);
+    // The check state is the node's own: committed, plus what it admitted in a row above it. Should EDR no longer
+    // hold what the record says (dropped past the node), EDR's pending nonce (it executes its whole pool: slow).
+    let next = recordHolds ? this.#pool.next(tx.sender, committed) : await this.#count(tx.sender, "pending");
+    // A gap by the record: EDR may hold more (a transaction EDR signed, or the harness's own): its pending nonce decides.
+    if (tx.nonce > next) {
+      const pending = await this.#count(tx.sender, "pending");
+      if (pending > next) next = pending;
+    }
     const chainBaseFee = latest.baseFeePerGas ? BigInt(latest.baseFeePerGas) : 0n;
     // Cronos' fee market never lets the base fee under the minimum gas price: nor does this chain's next block.
     if (settings.minGasPrice > chainBaseFee) await this.#edr.request({ method: "hardhat_setNextBlockBaseFeePerGas", params: [numberToHex(settings.minGasPrice)] });
@@ -104,31 +129,46 @@ export class Admission {
     if (settings.minGasPrice > 0n) {
       const price = tx.dynamic ? least(baseFee + tx.tipCap, tx.feeCap) : tx.feeCap;
       const [fee, required] = [price * tx.gas, settings.minGasPrice * tx.gas];
-      if (fee < required) throw nodeError(belowMinimumFee(fee, required));
+      if (fee < required) throw this.#refuse("minimum-fee", belowMinimumFee(fee, required), tx);
     }
-    if (tx.feeCap < baseFee) throw nodeError(belowBaseFee(tx.feeCap, baseFee));
-    const [committed, next] = await Promise.all([this.#count(tx.sender, "latest"), this.#count(tx.sender, "pending")]);
+    if (tx.feeCap < baseFee) throw this.#refuse("base-fee", belowBaseFee(tx.feeCap, baseFee), tx);
     const priority = priorityOf(tx, baseFee);
     if (tx.nonce === next) {
       await this.#refuseIfLagging(tx, BigInt(latest.number));
-      return this.#insert(tx, priority);
-    }
-    const old = tx.nonce >= committed && tx.nonce < next && settings.replacement ? this.#pool.at(tx.sender, tx.nonce) : undefined;
-    if (old) {
-      const threshold = ((100n + BigInt(settings.feeBump)) * old.priority) / 100n;
-      if (priority < threshold) throw nodeError(replacementRefused(old.priority, priority, old.hash, tx.hash));
-      // EDR's own rule (+10 % on every fee) must not stand in for Cronos': the old one leaves its pool first.
-      await this.#edr.request({ method: "hardhat_dropTransaction", params: [old.hash] });
       try {
-        const hash = await this.#insert(tx, priority);
-        this.#pool.remove(old.hash);
-        return hash;
+        return await this.#insert(tx, priority);
       } catch (error) {
-        await this.#edr.request({ method: "eth_sendRawTransaction", params: [old.raw] }).catch(() => undefined);
+        // EDR holds that nonce already, past the node's record (a transaction EDR signed, or the harness's own): its pending nonce decides.
+        const pending = await this.#count(tx.sender, "pending");
+        if (pending > next) throw this.#refuse("nonce-used", invalidNonce(tx.nonce, pending), tx);
         throw error;
       }
     }
-    throw nodeError(invalidNonce(tx.nonce, next));
+    if (tx.nonce > next) throw this.#refuse("nonce-gap", invalidNonce(tx.nonce, next), tx);
+    // Below the node's next nonce: used (mined), or a slot of its pool (a replacement).
+    if (tx.nonce < committed) throw this.#refuse("nonce-used", invalidNonce(tx.nonce, next), tx);
+    if (!settings.replacement) throw this.#refuse("replacement-off", invalidNonce(tx.nonce, next), tx);
+    const old = this.#pool.at(tx.sender, tx.nonce);
+    // A slot held by what the node did not admit itself (EDR signing for an unlocked account): not replaced here.
+    if (!old) throw this.#refuse("nonce-used", invalidNonce(tx.nonce, next), tx);
+    const threshold = ((100n + BigInt(settings.feeBump)) * old.priority) / 100n;
+    if (priority < threshold) throw this.#refuse("replacement-rule", replacementRefused(old.priority, priority, old.hash, tx.hash), tx);
+    // EDR's own rule (+10 % on every fee) must not stand in for Cronos': the old one leaves its pool first.
+    await this.#edr.request({ method: "hardhat_dropTransaction", params: [old.hash] });
+    try {
+      const hash = await this.#insert(tx, priority);
+      this.#pool.remove(old.hash);
+      return hash;
+    } catch (error) {
+      await this.#edr.request({ method: "eth_sendRawTransaction", params: [old.raw] }).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /** Records a refusal and returns the node's error for it. */
+  #refuse(kind: RefusalKind, message: string, tx?: Incoming): Error & { code: number } {
+    this.#refusals.add({ kind, message, ...(tx ? { sender: tx.sender, nonce: tx.nonce, hash: tx.hash } : {}) });
+    return nodeError(message);
   }
 
   /**
@@ -140,7 +180,7 @@ export class Admission {
     if (!lagging) return;
     const height = head > BigInt(lagging.blocks) ? head - BigInt(lagging.blocks) : 0n;
     const behind = await this.#count(tx.sender, numberToHex(height));
-    if (behind < tx.nonce && lagging.spend()) throw nodeError(invalidNonce(tx.nonce, behind));
+    if (behind < tx.nonce && lagging.spend(tx.hash)) throw this.#refuse("lagging-backend", invalidNonce(tx.nonce, behind), tx);
   }
 
   async #insert(tx: Incoming, priority: bigint): Promise<unknown> {
@@ -162,7 +202,7 @@ export function priorityOf(tx: { feeCap: bigint; tipCap: bigint; dynamic: boolea
 }
 
 /** The signed transaction in `raw` with its sender; undefined when it is not one (EDR then answers it). */
-async function read(raw: unknown): Promise<Incoming | undefined> {
+function read(raw: unknown): Incoming | undefined {
   if (typeof raw !== "string" || !/^0x(?:[0-9a-fA-F]{2})+$/.test(raw)) return undefined;
   try {
     const { r, s, v, yParity, ...unsigned } = parseTransaction(raw as Hex);

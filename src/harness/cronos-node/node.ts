@@ -2,6 +2,7 @@ import { numberToHex, type Hex } from "viem";
 import type { RequestProvider } from "../rpc-bridge.js";
 import { Admission, type AdmissionSettings, type LaggingBackend } from "./admission.js";
 import { PoolRecord, SeenCache } from "./pool.js";
+import { RefusalLog, type RefusalRecord } from "./refusals.js";
 import { isPending, pendingCount, readLogs, transactionByHash, withLatest } from "./reads.js";
 import { DEFAULT_FEE_BUMP, MAX_FEE_BUMP, MEMPOOL_SIZE } from "./texts.js";
 
@@ -21,9 +22,16 @@ export interface NodeHold {
   minGasPrice?: bigint;
   /** Replacement turned off (`cronos.disable-tx-replacement`). */
   replacement?: false;
-  /** The endpoint reaches a backend `blocks` behind: its log reads end there, and `refusals` correct sends are refused. */
-  lag?: { blocks: number; refusals: number };
+  /**
+   * The endpoint reaches a backend `blocks` behind: its log reads end there, and `refusals` correct sends are
+   * refused: each transaction once (its next try reaches a backend that is current), or with `sticky` every
+   * try of it (the endpoint keeps the client on the lagging backend).
+   */
+  lag?: { blocks: number; refusals: number; sticky?: boolean };
 }
+
+/** A fault's hold as the node keeps it: the refusals it has left, and the transactions it refused. */
+type Held = NodeHold & { refusalsLeft: number; refused: Set<Hex> };
 
 /**
  * A Cronos v1.7 node in front of EDR: what the local chain's JSON-RPC (HTTP and WebSocket) and the stack's
@@ -38,7 +46,8 @@ export class CronosNode implements RequestProvider {
   readonly #cache = new SeenCache();
   readonly #admission: Admission;
   readonly #base: AdmissionSettings;
-  readonly #holds = new Map<string, NodeHold & { refusalsLeft: number }>();
+  readonly #holds = new Map<string, Held>();
+  readonly #refusals = new RefusalLog();
   readonly on?: RequestProvider["on"];
   readonly removeListener?: RequestProvider["removeListener"];
 
@@ -52,7 +61,7 @@ export class CronosNode implements RequestProvider {
     if (!Number.isInteger(mempoolSize) || mempoolSize < 1 || mempoolSize > MEMPOOL_SIZE) throw new RangeError(`mempoolSize must be a whole number from 1 to ${MEMPOOL_SIZE}, got ${mempoolSize}`);
     this.#edr = edr;
     this.#base = { feeBump, minGasPrice, replacement: true, mempoolSize };
-    this.#admission = new Admission(edr, this.#pool, this.#cache, () => this.settings, () => this.#lagging());
+    this.#admission = new Admission(edr, this.#pool, this.#cache, () => this.settings, () => this.#lagging(), this.#refusals);
     if (edr.on && edr.removeListener) {
       this.on = (event, listener) => edr.on!(event, listener);
       this.removeListener = (event, listener) => edr.removeListener!(event, listener);
@@ -113,12 +122,17 @@ export class CronosNode implements RequestProvider {
 
   /** Holds the node to `hold` until {@link release}d with the same `id`. */
   hold(id: string, hold: NodeHold): void {
-    this.#holds.set(id, { ...hold, refusalsLeft: hold.lag?.refusals ?? 0 });
+    this.#holds.set(id, { ...hold, refusalsLeft: hold.lag?.refusals ?? 0, refused: new Set() });
   }
 
   /** Ends the hold `id`; false when there was none. */
   release(id: string): boolean {
     return this.#holds.delete(id);
+  }
+
+  /** What the node refused so far: a count per kind (a nonce gap, a used nonce, the replacement rule, …) and the latest refusals. */
+  refusals(): RefusalRecord {
+    return this.#refusals.snapshot();
   }
 
   /** The correct sends the lag `id` still refuses. */
@@ -148,12 +162,13 @@ export class CronosNode implements RequestProvider {
     if (blocks === 0) return undefined;
     return {
       blocks,
-      spend: () => {
+      spend: (hash) => {
         for (const hold of this.#holds.values()) {
-          if (hold.lag && hold.refusalsLeft > 0) {
-            hold.refusalsLeft--;
-            return true;
-          }
+          if (!hold.lag || hold.refusalsLeft === 0 || (!hold.lag.sticky && hold.refused.has(hash))) continue;
+          hold.refusalsLeft--;
+          // Bounded by the hold's refusals (at most MAX_LAG_REFUSALS).
+          hold.refused.add(hash);
+          return true;
         }
         return false;
       },

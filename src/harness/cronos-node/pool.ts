@@ -21,6 +21,8 @@ export interface Admitted {
 export class PoolRecord {
   readonly #byHash = new Map<Hex, Admitted>();
   readonly #bySlot = new Map<string, Admitted>();
+  /** Each sender's highest recorded nonce. */
+  readonly #top = new Map<Address, bigint>();
 
   get size(): number {
     return this.#byHash.size;
@@ -30,6 +32,8 @@ export class PoolRecord {
   add(tx: Admitted): void {
     this.#byHash.set(tx.hash, tx);
     this.#bySlot.set(slot(tx.sender, tx.nonce), tx);
+    const top = this.#top.get(tx.sender);
+    if (top === undefined || tx.nonce > top) this.#top.set(tx.sender, tx.nonce);
   }
 
   /** Forgets `hash`; true when it was recorded. */
@@ -37,8 +41,32 @@ export class PoolRecord {
     const tx = this.#byHash.get(hash);
     if (!tx) return false;
     this.#byHash.delete(hash);
-    if (this.#bySlot.get(slot(tx.sender, tx.nonce)) === tx) this.#bySlot.delete(slot(tx.sender, tx.nonce));
+    if (this.#bySlot.get(slot(tx.sender, tx.nonce)) === tx) {
+      this.#bySlot.delete(slot(tx.sender, tx.nonce));
+      // Its sender's highest recorded nonce gone (a drop): the next highest, read from the record (rare).
+      if (this.#top.get(tx.sender) === tx.nonce) {
+        let top: bigint | undefined;
+        for (const other of this.#byHash.values()) if (other.sender === tx.sender && (top === undefined || other.nonce > top)) top = other.nonce;
+        if (top === undefined) this.#top.delete(tx.sender);
+        else this.#top.set(tx.sender, top);
+      }
+    }
     return true;
+  }
+
+  /** The transaction recorded at `sender`'s highest nonce. */
+  last(sender: Address): Admitted | undefined {
+    const top = this.#top.get(sender);
+    return top === undefined ? undefined : this.#bySlot.get(slot(sender, top));
+  }
+
+  /** The node's next nonce for `sender` whose committed nonce is `committed`: past its recorded transactions above it, in a row. */
+  next(sender: Address, committed: bigint): bigint {
+    const top = this.#top.get(sender);
+    let next = committed;
+    if (top === undefined) return next;
+    while (next <= top && this.#bySlot.has(slot(sender, next))) next++;
+    return next;
   }
 
   /** The transaction recorded at `sender`'s `nonce`. */
@@ -58,6 +86,7 @@ export class PoolRecord {
   clear(): void {
     this.#byHash.clear();
     this.#bySlot.clear();
+    this.#top.clear();
   }
 
   /**

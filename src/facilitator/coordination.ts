@@ -154,6 +154,8 @@ export async function startCoordination(parameters: StartCoordinationParameters)
     recheckMs: interval * 2,
     // A forgotten transaction is broadcast again only by its key's lease holder.
     mayBroadcast: (relayer) => keeper.holds(relayer),
+    // What this instance's relayer follows, its lifecycle re-broadcasts (in nonce order): the reconciler does not.
+    follows: (chainId, tx) => runtimes.find((runtime) => runtime.config.chainId === chainId)?.relayer.follows(tx.relayer, tx.relayerNonce) ?? false,
     onAction(action, record) {
       metrics.reconcilerAction(action);
       log.info({ id: record.id, action, network: record.network, payer: record.key.authorizer, txHash: record.txHash }, "reconciler");

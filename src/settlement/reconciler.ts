@@ -35,6 +35,11 @@ export interface ReconcilerOptions {
   clock?: () => number;
   /** Whether this instance may broadcast from relayer key `relayer` now (holds its lease); default yes. A row of another's key is left to its holder. */
   mayBroadcast?: (relayer: Address) => boolean;
+  /**
+   * Whether this instance's relayer follows the transaction at `relayer`'s `relayerNonce` on `chainId` (its lifecycle
+   * re-broadcasts it in the key's nonce order); default no. Such a row's transaction is not broadcast again here.
+   */
+  follows?: (chainId: number, tx: { relayer: Address; relayerNonce: number }) => boolean;
   onAction?: (action: ReconcilerAction, record: SettlementRecord) => void;
   onError?: (error: unknown, record: SettlementRecord) => void;
 }
@@ -118,8 +123,10 @@ export class Reconciler {
       await ledger.markFailed(row.id, { code: "expired" });
       return "failed";
     }
-    for (const tx of live) if (await chain.knows(tx.hash)) return undefined; // still in the node's pool
     const latest = live.at(-1);
+    // Followed by this instance's relayer: a second sender of the same nonce could only race it (out of order on Cronos).
+    if (latest && this.#options.follows?.(row.key.chainId, latest)) return undefined;
+    for (const tx of live) if (await chain.knows(tx.hash)) return undefined; // still in the node's pool
     if (latest && !(this.#options.mayBroadcast?.(latest.relayer) ?? true)) return undefined;
     if (latest) {
       const again = await chain.rebroadcast(latest);

@@ -1,43 +1,28 @@
 import { expect } from "chai";
-import { parseGwei, parseTransaction, type Address, type Hex } from "viem";
+import { parseGwei, type Address, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import type { RunningFacilitator } from "../../src/facilitator/start.js";
+import type { RefusalKind } from "../../src/harness/cronos-node/refusals.js";
 import type { SettlementRecord } from "../../src/ledger/types.js";
-import { cronosFront, type CronosFront } from "../helpers/cronos-front.js";
-import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
-import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";
-import type { FaultProxy } from "../helpers/rpc-proxy.js";
+import { debugLogger, openCronosStack, PRODUCTION_RELAYER, startProductionFacilitator, type CronosStack } from "../helpers/cronos-node.js";
+import { makePayment } from "../helpers/facilitator.js";
 import { waitUntil } from "../helpers/time.js";
 
-// The production facilitator (HTTP, ledger, relayer lifecycle, reconciler) against a Cronos node's admission:
-// strict nonces with its texts, a load-balanced backend that lags, replacement refused, a lost pool, a minimum
-// gas price. Today the node is the RPC proxy's Cronos front over the local EDR chain (test/helpers/cronos-front.ts);
-// `openCronosNode` is the one place to point these scenarios at the harness's Cronos mode instead (src/harness),
-// whose faults (a lagging backend, a lost pool, the minimum fee, replacement off) answer the same way.
-// Every scenario asserts each seller paid exactly once, and one transaction per relayer nonce.
+// The production facilitator (configuration from variables, HTTP, its ledger, the relayer lifecycle, the
+// reconciler) on the local stack's chain 338 answering as a Cronos node (the harness's default: strict nonces
+// with the node's texts, its replacement rule, its minimum fee), reached over that chain's public JSON-RPC URL,
+// with the harness's own faults (a lagging backend, blocks stopped, replacement off, a lost pool, a raised
+// minimum fee). Every scenario asserts on chain that each seller was paid exactly once (its Transfer, the
+// authorization's AuthorizationUsed, its balance) and one mined transaction per relayer nonce; the node's
+// record of its refusals shows what reached it, and in which order.
 
-const RELAYER = privateKeyToAccount(HARDHAT_KEYS.relayer).address;
 const AMOUNT = 1_000_000n;
-/** Chain seconds a transaction may wait before it is replaced, and a step of chain time past it. */
-const FAULT_ENV = { REPLACE_AFTER_SECONDS: "3", RECONCILE_INTERVAL_MS: "100" };
-const PAST_REPLACE_AFTER = 5;
+/** Chain seconds a transaction may wait before it is replaced, a quick reconciler, and a settle that outlasts the scenario. */
+const FAULT_ENV = { REPLACE_AFTER_SECONDS: "3", RECONCILE_INTERVAL_MS: "100", SETTLE_TIMEOUT_SECONDS: "90" };
+const NETWORK = "cronos-testnet";
 
 type Answer = { status: number; body: Record<string, any> };
 type Payment = Awaited<ReturnType<typeof makePayment>>;
-
-/** A Cronos node the scenarios run against, and its faults. */
-interface CronosNode {
-  proxied: ProxiedChain;
-  proxy: FaultProxy;
-  front: CronosFront;
-  close(): Promise<void>;
-}
-
-async function openCronosNode(): Promise<CronosNode> {
-  const proxied = await openProxiedChain(1);
-  const proxy = proxied.proxies[0]!;
-  return { proxied, proxy, front: cronosFront(proxy), close: () => proxied.close() };
-}
 
 function settle(url: string, payment: Payment): Promise<Answer> {
   const answer = fetch(`${url}/v2/x402/settle`, { method: "POST", headers: { "Content-Type": "application/json", "X402-Version": "1" }, body: JSON.stringify(payment.body) }).then(
@@ -47,149 +32,236 @@ function settle(url: string, payment: Payment): Promise<Answer> {
   return answer;
 }
 
-describe("settling through a Cronos node's admission: every seller paid exactly once", function () {
+/** JSON with bigints as decimal strings, for a failure's message. */
+const brief = (value: unknown) => JSON.stringify(value, (_key, v: unknown) => (typeof v === "bigint" ? String(v) : v));
+
+/** Refusal kinds that say a transaction reached the node out of order, twice, or at a price it would not take. */
+const NEVER: readonly RefusalKind[] = ["nonce-gap", "nonce-used", "replacement-rule", "replacement-off", "minimum-fee", "base-fee", "mempool-full"];
+
+describe("the production facilitator on the local chain as a Cronos node, through the harness's faults: every seller paid exactly once", function () {
   this.timeout(180_000);
-  let node: CronosNode;
+  let cronos: CronosStack;
   let running: RunningFacilitator | undefined;
 
-  beforeEach(async () => {
-    node = await openCronosNode();
-  });
-  afterEach(async () => {
-    await running?.close(0);
-    running = undefined;
-    await node.proxy.chain.automine(true).catch(() => undefined);
-    await node.close();
-  });
-
-  async function start(env: Record<string, string> = {}): Promise<string> {
-    const print = (level: string) => (fields: object, message?: string) => process.env.FAULT_DEBUG && console.log(level, message, JSON.stringify(fields, (_k, v) => (typeof v === "bigint" ? String(v) : v)));
-    const logger = { info: print("info"), warn: print("warn"), error: print("error"), debug: print("debug"), child: () => logger };
-    running = await startFacilitatorOnProxies(node.proxied, { CRONOS_TESTNET_RPC_URL: node.proxy.url, ...FAULT_ENV, ...env }, { logger });
+  const start = async (env: Record<string, string> = {}) => {
+    running = await startProductionFacilitator(cronos, { ...FAULT_ENV, ...env }, debugLogger());
     return running.url;
-  }
-  const chain = () => node.proxied.chain;
-  const balanceOf = (address: Address) => chain().contract.read.balanceOf([address]);
-  const minedNonce = () => chain().publicClient.getTransactionCount({ address: RELAYER, blockTag: "latest" });
-  const pendingNonce = () => chain().publicClient.getTransactionCount({ address: RELAYER, blockTag: "pending" });
-  /** Payments to sellers of their own (fresh addresses): a balance each proves one payment each. */
-  const toNewSellers = (count: number) => Promise.all(Array.from({ length: count }, () => makePayment(chain(), { payTo: privateKeyToAccount(generatePrivateKey()).address })));
-  const sellerOf = (payment: Payment) => payment.message.to as Address;
-  /** The relayer's transactions that reached the node, first broadcasts only, by nonce in arrival order. */
-  const firstSends = () => {
-    const seen = new Set<string>();
-    return node.proxy.broadcasts.filter((raw) => (seen.has(raw) ? false : (seen.add(raw), true))).map((raw) => parseTransaction(raw).nonce!);
   };
+  /** Payments of the stack's first buyer to sellers of their own (fresh addresses): a balance each proves one payment each. */
+  const toNewSellers = (count: number) => Promise.all(Array.from({ length: count }, () => makePayment(cronos.payments, { payTo: privateKeyToAccount(generatePrivateKey()).address })));
+  const sellerOf = (payment: Payment) => payment.message.to as Address;
   async function counter(name: string, labels: Record<string, string> = {}): Promise<number> {
     const metric = await running!.facilitator.metrics.registry.getSingleMetric(name)!.get();
     return metric.values.filter((v) => Object.entries(labels).every(([k, want]) => v.labels[k] === want)).reduce((sum, v) => sum + v.value, 0);
   }
   async function rowOf(payment: Payment): Promise<SettlementRecord> {
-    const row = await running!.facilitator.coordination.ledger.get({ chainId: 338, token: chain().token, authorizer: payment.message.from, nonce: payment.message.nonce });
+    const row = await running!.facilitator.coordination.ledger.get({ chainId: 338, token: cronos.chain.token, authorizer: payment.message.from, nonce: payment.message.nonce });
     return row!;
   }
   async function until(what: string, check: () => Promise<boolean> | boolean): Promise<void> {
     expect(await waitUntil(async () => check(), 60_000, 20), what).to.equal(true);
   }
+  /** On chain: the seller's only Transfer is this payment's, in `txHash`, which also holds the authorization's only AuthorizationUsed. */
+  async function paidOnce(payment: Payment, txHash: Hex): Promise<void> {
+    expect(await cronos.transfersTo(sellerOf(payment))).to.deep.equal([{ from: payment.message.from, value: AMOUNT, txHash }]);
+    expect(await cronos.authorizationsUsed(payment.message.from, payment.message.nonce)).to.deep.equal([txHash]);
+    expect(await cronos.balanceOf(sellerOf(payment))).to.equal(AMOUNT);
+    const tx = await cronos.chain.publicClient.getTransaction({ hash: txHash });
+    expect(tx.from).to.equal(PRODUCTION_RELAYER.toLowerCase());
+  }
+  /** The node refused nothing out of order, twice or under-priced since its mark (a lagging backend or an identical re-send aside). */
+  function noneOutOfOrder(): void {
+    const { counts } = cronos.refusedSince();
+    expect(Object.fromEntries(NEVER.map((kind) => [kind, counts[kind]])), brief(cronos.refusedSince().recent)).to.deep.equal(Object.fromEntries(NEVER.map((kind) => [kind, 0])));
+  }
+  /** Mined nonces `from` .. `from + count - 1`, one transaction each: the answers' hashes. */
+  async function oneTransactionPerNonce(answers: Answer[], from: number): Promise<void> {
+    const nonces = await Promise.all(answers.map(async (answer) => (await cronos.chain.publicClient.getTransaction({ hash: answer.body.txHash })).nonce));
+    expect(nonces.sort((a, b) => a - b)).to.deep.equal(Array.from({ length: answers.length }, (_, i) => from + i));
+    expect(await cronos.minedNonce()).to.equal(from + answers.length);
+  }
 
-  it("40 concurrent settles, 20 refused once by a lagging backend (invalid nonce, expected the one before): all settled, one transaction per nonce, sent in nonce order", async () => {
-    const url = await start();
-    const payments = await toNewSellers(40);
-    const nonce = await minedNonce();
-    node.front.lag(20);
-    const answers = await Promise.all(payments.map((payment) => settle(url, payment)));
-    expect(answers.map((a) => [a.status, a.body.event])).to.deep.equal(Array(40).fill([200, "payment.settled"]));
-    for (const payment of payments) expect(await balanceOf(sellerOf(payment))).to.equal(AMOUNT);
-    expect(await minedNonce()).to.equal(nonce + 40);
-    expect(new Set(answers.map((a) => a.body.txHash)).size).to.equal(40);
-    // 20 refusals by the lagging backend, each of another transaction, each tried again and taken. (Under load an
-    // HTTP retry of a send that reached the node meets its own admission: `tx already in mempool`, or `invalid
-    // nonce` once it is mined; the failover transport finds it by its hash, and the nonce count above shows that
-    // no second transaction was signed for it.)
-    const lagged = node.front.refusals.map((text) => /^invalid nonce; got (\d+), expected (\d+): invalid sequence: invalid sequence$/.exec(text)).filter((match) => match !== null && Number(match[2]) === Number(match[1]) - 1);
-    expect(new Set(lagged.map((match) => match![1])).size, JSON.stringify(node.front.refusals)).to.equal(20);
-    expect(await counter("x402_relayer_refusals_total", { refusal: "nonceAhead" })).to.equal(20);
-    expect(firstSends()).to.deep.equal(Array.from({ length: 40 }, (_, i) => nonce + i));
+  afterEach(async () => {
+    await running?.close(0);
+    running = undefined;
+    await cronos.stack.harness.reset();
   });
 
-  it("blocks stopped with replacement refused: the original is kept and broadcast again (tx already in mempool), never answered failed; mined once fees fall, settled with its hash", async () => {
-    const url = await start();
-    node.front.replacement(false);
-    await node.proxy.chain.automine(false);
-    const payment = await makePayment(chain());
-    const [nonce, before] = [await pendingNonce(), await balanceOf(sellerOf(payment))];
-    const settling = settle(url, payment);
-    await until("the transaction is in the pool", async () => (await node.proxy.chain.pending()).length === 1);
-    const [first] = (await node.proxy.chain.pending()) as [Hex];
-    const priced = await chain().publicClient.getTransaction({ hash: first });
-    // The next block asks more than it offers: it stays; chain time passes the replacement delay.
-    await node.proxy.chain.setNextBlockBaseFee(priced.maxFeePerGas! * 10n);
-    await chain().networkHelpers.time.increase(PAST_REPLACE_AFTER);
-    await until("a replacement was refused and the original sent again", () => node.front.refusals.includes("tx already in mempool"));
-    expect(node.front.refusals[0]).to.equal(`invalid nonce; got ${nonce}, expected ${nonce + 1}: invalid sequence: invalid sequence`);
-    expect((await chain().publicClient.getTransaction({ hash: first })).blockNumber).to.equal(null);
-    expect([await counter("x402_relayer_replacements_total"), await counter("x402_relayer_drops_detected_total")]).to.deep.equal([0, 0]);
-    await node.proxy.chain.setNextBlockBaseFee(1n);
-    await node.proxy.chain.mine();
-    const answer = await settling;
-    expect([answer.status, answer.body.event, answer.body.txHash]).to.deep.equal([200, "payment.settled", first]);
-    expect(await balanceOf(sellerOf(payment))).to.equal(before + AMOUNT);
-    expect(await minedNonce()).to.equal(nonce + 1);
-    const states = (await rowOf(payment)).transactions.map((tx) => [tx.hash, tx.state]);
-    expect(states[0]).to.deep.equal([first, "mined"]);
-    expect(states.slice(1).every(([, state]) => state === "refused")).to.equal(true);
+  describe("at the real networks' pace (a block every 0.5 s)", () => {
+    before(async () => {
+      cronos = await openCronosStack({ blockTimeMs: 500 });
+    });
+    after(() => cronos?.close());
+
+    it("40 concurrent settles reach the node in nonce order: not one refusal, all settled, one transaction per nonce", async () => {
+      const url = await start();
+      const payments = await toNewSellers(40);
+      const nonce = await cronos.minedNonce();
+      cronos.mark();
+      const answers = await Promise.all(payments.map((payment) => settle(url, payment)));
+      expect(answers.map((a) => [a.status, a.body.event])).to.deep.equal(Array(40).fill([200, "payment.settled"]));
+      for (const [i, payment] of payments.entries()) await paidOnce(payment, answers[i]!.body.txHash);
+      await oneTransactionPerNonce(answers, nonce);
+      noneOutOfOrder();
+      expect(cronos.refusedSince().counts["lagging-backend"]).to.equal(0);
+    });
+
+    it("40 concurrent settles, 20 refused once by a lagging backend (the harness's lagging-backend fault): each tried again and taken, none out of order, all settled", async () => {
+      const url = await start();
+      const payments = await toNewSellers(40);
+      const nonce = await cronos.minedNonce();
+      const lag = await cronos.stack.harness.fault({ kind: "lagging-backend", network: NETWORK, blocks: 60, refusals: 20 });
+      cronos.mark();
+      const answers = await Promise.all(payments.map((payment) => settle(url, payment)));
+      expect(answers.map((a) => [a.status, a.body.event])).to.deep.equal(Array(40).fill([200, "payment.settled"]));
+      for (const [i, payment] of payments.entries()) await paidOnce(payment, answers[i]!.body.txHash);
+      await oneTransactionPerNonce(answers, nonce);
+      noneOutOfOrder();
+      // 20 refusals of 20 transactions (the backend's state 60 blocks back: before the burst), each mined after.
+      const lagged = cronos.refusedSince().recent.filter((refusal) => refusal.kind === "lagging-backend");
+      expect(lagged.map((refusal) => refusal.message)).to.satisfy((texts: string[]) => texts.every((text) => /^invalid nonce; got \d+, expected \d+: invalid sequence: invalid sequence$/.test(text)));
+      expect(new Set(lagged.map((refusal) => refusal.hash)).size).to.equal(20);
+      expect(lagged.every((refusal) => answers.some((answer) => answer.body.txHash === refusal.hash))).to.equal(true);
+      expect((await cronos.stack.harness.faults()).find((fault) => fault.id === lag.id)).to.deep.include({ refusalsLeft: 0 });
+      expect(await counter("x402_relayer_refusals_total", { refusal: "nonceAhead" })).to.equal(20);
+    });
   });
 
-  it("the node loses its pool: the key's transactions go out again in nonce order, each settled once", async () => {
-    const url = await start();
-    await node.proxy.chain.automine(false);
-    const payments = await toNewSellers(3);
-    const nonce = await pendingNonce();
-    const settling = payments.map((payment) => settle(url, payment));
-    await until("three transactions in the pool", async () => (await pendingNonce()) === nonce + 3);
-    expect(await node.front.losePool()).to.equal(3);
-    const sentBefore = node.proxy.broadcasts.length;
-    await chain().networkHelpers.time.increase(PAST_REPLACE_AFTER);
-    await until("all three back in the pool", async () => (await node.proxy.chain.pending()).length === 3);
-    // Back in nonce order: each nonce's first broadcast after the loss after the one below it. (The reconciler may
-    // broadcast a row's transaction again too, once the row is due: the node answers it `tx already in mempool`,
-    // or refuses it for the gap while a lower one is not back yet; neither changes what the node holds.)
-    const again = node.proxy.broadcasts.slice(sentBefore).map((raw) => parseTransaction(raw).nonce!);
-    expect([...new Set(again)]).to.deep.equal([nonce, nonce + 1, nonce + 2]);
-    const pooled = await node.proxy.chain.pending();
-    await node.proxy.chain.mine();
-    const answers = await Promise.all(settling);
-    expect(answers.map((a) => [a.status, a.body.event])).to.deep.equal(Array(3).fill([200, "payment.settled"]));
-    // Each settle answered with the transaction the node took back, one of its own recorded versions.
-    expect(answers.map((a) => a.body.txHash)).to.have.members(pooled);
-    for (const [i, payment] of payments.entries()) expect((await rowOf(payment)).transactions.map((tx) => tx.hash)).to.include(answers[i]!.body.txHash);
-    for (const payment of payments) expect(await balanceOf(sellerOf(payment))).to.equal(AMOUNT);
-    expect(await minedNonce()).to.equal(nonce + 3);
-    // Each went back as signed (a rebroadcast), or re-priced where the network asked more by then (a replacement).
-    expect((await counter("x402_relayer_rebroadcasts_total")) + (await counter("x402_relayer_replacements_total"))).to.equal(3);
-  });
+  describe("blocks on demand (automine, and the harness's blocks fault)", () => {
+    before(async () => {
+      cronos = await openCronosStack();
+    });
+    after(() => cronos?.close());
 
-  it("a minimum gas price above MAX_FEE_PER_GAS_GWEI: 503 naming the cap, nothing left in the key's sequence; under it, re-priced and settled at that same nonce", async () => {
-    const url = await start({ MAX_FEE_PER_GAS_GWEI: "50" });
-    const payment = await makePayment(chain());
-    const nonce = await pendingNonce();
-    node.front.minGasPriceWei = parseGwei("60");
-    const refused = await settle(url, payment);
-    expect(refused.status).to.equal(503);
-    expect(refused.body).to.not.have.property("event");
-    expect(refused.body.error).to.match(/the network asks 60 gwei per gas, above MAX_FEE_PER_GAS_GWEI \(50 gwei\); nothing was sent$/);
-    expect(await pendingNonce()).to.equal(nonce);
-    const row = await rowOf(payment);
-    expect([row.status, row.errorCode, row.transactions.map((tx) => tx.state)]).to.deep.equal(["failed", "notSent", ["refused"]]);
-    expect(await balanceOf(sellerOf(payment))).to.equal(0n);
+    it("blocks stopped, then its fee under the raised minimum, with replacement refused: the original kept and broadcast again (tx already in mempool), never answered failed; mined once fees fall, settled with its hash", async () => {
+      const url = await start();
+      const { harness } = cronos.stack;
+      const blocks = await harness.stopBlocks({ network: NETWORK });
+      await harness.fault({ kind: "no-replacement", network: NETWORK });
+      const payment = await makePayment(cronos.payments, { payTo: privateKeyToAccount(generatePrivateKey()).address });
+      const nonce = await cronos.minedNonce();
+      const settling = settle(url, payment);
+      await until("the transaction is in the node's pool", async () => (await cronos.pool()).length === 1);
+      const [first] = (await cronos.pool()) as [Hex];
+      const priced = await cronos.chain.publicClient.getTransaction({ hash: first });
+      // The minimum gas price raised above its fee cap (blocks stopped: no block yet), then blocks resume (it stays:
+      // the next block asks more than it offers) and chain time passes the replacement delay in an empty block.
+      const minimum = await harness.fault({ kind: "min-fee", network: NETWORK, minGasPrice: (priced.maxFeePerGas! * 3n) / 2n });
+      await blocks.undo();
+      cronos.mark();
+      await harness.advanceTime(5, { network: NETWORK });
+      await until("a replacement was refused and the original sent again", () => cronos.refusedSince().counts["in-mempool"] >= 1);
+      const [refused, known] = cronos.refusedSince().recent;
+      expect(refused).to.deep.include({ kind: "replacement-off", message: `invalid nonce; got ${nonce}, expected ${nonce + 1}: invalid sequence: invalid sequence`, nonce: BigInt(nonce) });
+      expect(known).to.deep.include({ kind: "in-mempool", message: "tx already in mempool", hash: first });
+      expect((await cronos.chain.publicClient.getTransaction({ hash: first })).blockNumber).to.equal(null);
+      expect([await counter("x402_relayer_replacements_total"), await counter("x402_relayer_drops_detected_total")]).to.deep.equal([0, 0]);
+      // The minimum lifted: the base fee falls 12.5 % a block; blocks come with chain time until it is mined.
+      await minimum.undo();
+      for (let i = 0; i < 20 && (await cronos.minedNonce()) === nonce; i++) await harness.advanceTime(1, { network: NETWORK });
+      const answer = await settling;
+      expect([answer.status, answer.body.event, answer.body.txHash]).to.deep.equal([200, "payment.settled", first]);
+      await paidOnce(payment, first);
+      expect(await cronos.minedNonce()).to.equal(nonce + 1);
+      const states = (await rowOf(payment)).transactions.map((tx) => [tx.hash, tx.state]);
+      expect(states[0]).to.deep.equal([first, "mined"]);
+      expect(states.slice(1).every(([, state]) => state === "refused")).to.equal(true);
+      expect(cronos.refusedSince().counts["nonce-gap"]).to.equal(0);
+    });
 
-    node.front.minGasPriceWei = parseGwei("20");
-    const answer = await settle(url, payment);
-    expect([answer.status, answer.body.event]).to.deep.equal([200, "payment.settled"]);
-    const mined = await chain().publicClient.getTransaction({ hash: answer.body.txHash });
-    expect([mined.nonce, mined.maxFeePerGas! >= parseGwei("20")]).to.deep.equal([nonce, true]);
-    expect(await balanceOf(sellerOf(payment))).to.equal(AMOUNT);
-    expect(await minedNonce()).to.equal(nonce + 1);
-    expect(await counter("x402_relayer_refusals_total", { refusal: "feeTooLow" })).to.equal(2);
+    it("the node loses its pool (mempool-lost): the reconciler leaves what the relayer follows; the key's transactions go out again in nonce order, each settled once", async () => {
+      const url = await start();
+      const { harness } = cronos.stack;
+      const blocks = await harness.stopBlocks({ network: NETWORK });
+      const payments = await toNewSellers(3);
+      const nonce = await cronos.minedNonce();
+      const settling = payments.map((payment) => settle(url, payment));
+      await until("three transactions in the pool", async () => (await cronos.pool()).length === 3);
+      const lost = await harness.fault({ kind: "mempool-lost", network: NETWORK });
+      expect(lost.info.dropped).to.have.length(3);
+      cronos.mark();
+      // The reconciler looks at each row (the node no longer knows its transaction): this instance's relayer follows
+      // them, so it sends nothing.
+      const { reconciler } = running!.facilitator.coordination;
+      for (const payment of payments) expect(await reconciler.reconcile(await rowOf(payment))).to.equal(undefined);
+      expect(await cronos.pool()).to.deep.equal([]);
+      // Blocks resume (nothing to mine) and chain time passes the replacement delay: the relayer puts them back.
+      await blocks.undo();
+      await harness.advanceTime(5, { network: NETWORK });
+      const answers = await Promise.all(settling);
+      expect(answers.map((a) => [a.status, a.body.event])).to.deep.equal(Array(3).fill([200, "payment.settled"]));
+      // Each went back as it was signed (the network asks no more): the very transactions the node lost.
+      expect(answers.map((a) => a.body.txHash)).to.have.members(lost.info.dropped!);
+      for (const [i, payment] of payments.entries()) await paidOnce(payment, answers[i]!.body.txHash);
+      await oneTransactionPerNonce(answers, nonce);
+      // In nonce order (the node admits no nonce above a missing one), once each.
+      noneOutOfOrder();
+      expect(cronos.refusedSince().counts["in-mempool"]).to.equal(0);
+      expect(await counter("x402_relayer_rebroadcasts_total")).to.equal(3);
+    });
+
+    it("the reconciler sends nothing the relayer follows: 35 transactions waiting, the node showing the first 30 by hash; each reached the node once", async () => {
+      const url = await start();
+      const { harness } = cronos.stack;
+      const blocks = await harness.stopBlocks({ network: NETWORK });
+      const payments = await toNewSellers(35);
+      const nonce = await cronos.minedNonce();
+      const settling = payments.map((payment) => settle(url, payment));
+      await until("35 transactions in the pool", async () => (await cronos.pool()).length === 35);
+      cronos.mark();
+      const { reconciler } = running!.facilitator.coordination;
+      const rows = await Promise.all(payments.map(rowOf));
+      // Five of them the node does not show (its pending view is the pool's first 30): still the relayer's to follow.
+      const shown = await Promise.all(rows.map((row) => cronos.chain.publicClient.getTransaction({ hash: row.txHash! }).then(() => true, () => false)));
+      expect(shown.filter((visible) => !visible)).to.have.length(0);
+      const viaNode = await Promise.all(rows.map((row) => fetch(cronos.chain.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_getTransactionByHash", params: [row.txHash] }) }).then(async (r) => ((await r.json()) as { result: unknown }).result !== null)));
+      expect(viaNode.filter((visible) => !visible)).to.have.length(5);
+      for (const row of rows) expect(await reconciler.reconcile(row)).to.equal(undefined);
+      expect(cronos.refusedSince().counts["in-mempool"], brief(cronos.refusedSince().recent)).to.equal(0);
+      await blocks.undo();
+      const answers = await Promise.all(settling);
+      expect(answers.map((a) => [a.status, a.body.event])).to.deep.equal(Array(35).fill([200, "payment.settled"]));
+      for (const [i, payment] of payments.entries()) await paidOnce(payment, answers[i]!.body.txHash);
+      await oneTransactionPerNonce(answers, nonce);
+      noneOutOfOrder();
+      expect(cronos.refusedSince().counts["in-mempool"]).to.equal(0);
+    });
+
+    it("a fee refusal: the minimum gas price above MAX_FEE_PER_GAS_GWEI answers 503 naming the cap, nothing left in the key's sequence; under it, re-priced and settled at that same nonce", async () => {
+      const url = await start({ MAX_FEE_PER_GAS_GWEI: "50" });
+      const { harness } = cronos.stack;
+      const payment = await makePayment(cronos.payments, { payTo: privateKeyToAccount(generatePrivateKey()).address });
+      const nonce = await cronos.minedNonce();
+      cronos.mark();
+      // Raised while blocks are stopped: the head does not show it yet, the node's admission does.
+      const raise = async (gwei: string) => {
+        const blocks = await harness.stopBlocks({ network: NETWORK });
+        const fault = await harness.fault({ kind: "min-fee", network: NETWORK, minGasPrice: parseGwei(gwei) });
+        await blocks.undo();
+        return fault;
+      };
+      const high = await raise("60");
+      const refused = await settle(url, payment);
+      expect(refused.status).to.equal(503);
+      expect(refused.body).to.not.have.property("event");
+      expect(refused.body.error).to.match(/the network asks 60 gwei per gas, above MAX_FEE_PER_GAS_GWEI \(50 gwei\); nothing was sent$/);
+      expect([await cronos.minedNonce(), (await cronos.pool()).length]).to.deep.equal([nonce, 0]);
+      const row = await rowOf(payment);
+      expect([row.status, row.errorCode, row.transactions.map((tx) => tx.state)]).to.deep.equal(["failed", "notSent", ["refused"]]);
+      expect(cronos.refusedSince().recent.map((refusal) => refusal.kind)).to.deep.equal(["minimum-fee"]);
+      expect(await cronos.balanceOf(sellerOf(payment))).to.equal(0n);
+      await high.undo();
+
+      const low = await raise("20");
+      const answer = await settle(url, payment);
+      expect([answer.status, answer.body.event]).to.deep.equal([200, "payment.settled"]);
+      const mined = await cronos.chain.publicClient.getTransaction({ hash: answer.body.txHash });
+      expect([mined.nonce, mined.maxFeePerGas! >= parseGwei("20")]).to.deep.equal([nonce, true]);
+      await paidOnce(payment, answer.body.txHash);
+      expect(await cronos.minedNonce()).to.equal(nonce + 1);
+      expect(cronos.refusedSince().recent.map((refusal) => refusal.kind)).to.deep.equal(["minimum-fee", "minimum-fee"]);
+      expect(await counter("x402_relayer_refusals_total", { refusal: "feeTooLow" })).to.equal(2);
+      await low.undo();
+    });
   });
 });

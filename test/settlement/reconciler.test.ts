@@ -134,6 +134,27 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     expect(await chain.publicClient.getTransactionCount({ address: relayer.address })).to.equal(1);
   });
 
+  it("leaves a forgotten transaction this instance's relayer follows to the relayer (its lifecycle re-broadcasts in nonce order): nothing broadcast; once it no longer follows it, broadcast again", async () => {
+    const sent = await abandonedSend({ broadcast: false });
+    const asked: Array<[number, string, number]> = [];
+    let following = true;
+    const follower = reconcilerOn(chain.publicClient, {
+      follows: (chainId, tx) => {
+        asked.push([chainId, tx.relayer, tx.relayerNonce]);
+        return following;
+      },
+    });
+    await follower.tick();
+    expect(actions).to.deep.equal([]);
+    expect(asked).to.deep.equal([[338, relayer.address, 0]]);
+    expect(await chain.publicClient.getTransactionCount({ address: relayer.address, blockTag: "pending" })).to.equal(0);
+    following = false;
+    clock.advance(5_000);
+    await follower.tick();
+    expect(actions).to.deep.equal([["rebroadcast", sent.id]]);
+    expect(await chain.publicClient.getTransactionCount({ address: relayer.address })).to.equal(1);
+  });
+
   it("leaves a transaction the node holds in its pool alone until it is mined", async () => {
     await chain.connection.provider.request({ method: "evm_setAutomine", params: [false] });
     const sent = await abandonedSend();

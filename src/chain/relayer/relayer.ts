@@ -134,6 +134,14 @@ export class Relayer {
   }
 
   /**
+   * Whether `address`'s transaction at `nonce` is followed here (its lifecycle re-broadcasts, replaces or fills
+   * it, in the key's nonce order): nothing else of this instance should broadcast at that nonce.
+   */
+  follows(address: Address, nonce: number): boolean {
+    return this.#key(address)?.inFlight.has(nonce) ?? false;
+  }
+
+  /**
    * Takes over recorded transactions of `address` (a restart, or a key leased from another instance),
    * under `lease` when keys are leased: before any further send of that key, forgets its local nonce and
    * follows what `load` returns like its own, so a stuck one is replaced and a dropped one re-broadcast.

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { decodeFunctionData, parseAbi, toHex, type Hex } from "viem";
+import { decodeFunctionData, numberToHex, parseAbi, toHex, type Hex } from "viem";
 import type { RunningFacilitator } from "../../src/facilitator/start.js";
 import { makePayment, useAuthorizationOnChain, v2BodyOf } from "../helpers/facilitator.js";
 import { postJson } from "../helpers/http.js";
@@ -8,10 +8,13 @@ import { metric } from "../helpers/metrics.js";
 import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";
 import type { JsonRpcRequest } from "../helpers/rpc-proxy.js";
 import { waitUntil } from "../helpers/time.js";
+import { openCronosStack, startProductionFacilitator, type CronosStack } from "../helpers/cronos-node.js";
 
 // Issue 38, finding 1: a fresh facilitator whose log reads were cut 60 blocks short answered verify `isValid: true`
 // for an authorization spent one block earlier. Through a proxy that answers eth_getLogs as a Cronos backend behind
-// the head does (what it has, without error), verify must refuse it, in both dialects, with the spec's text.
+// the head does (what it has, without error), and on the local chain as a Cronos node with the harness's
+// lagging-backend fault (what an integrator meets), verify must refuse it, in both dialects, with the spec's text
+// (decisions: a used nonce at verify is `Authorization already used`).
 
 const freshNonce = () => toHex(crypto.getRandomValues(new Uint8Array(32)));
 const authorizationState = parseAbi(["function authorizationState(address authorizer, bytes32 nonce) view returns (bool)"]);
@@ -109,5 +112,67 @@ describe("verify through log reads cut short: a spend the index cannot prove it 
     await refusedBoth(deep);
     expect((await source("index")) - fromIndex).to.equal(4);
     expect(stateReads() - after).to.equal(0);
+  });
+});
+
+describe("verify on the local chain as a Cronos node whose endpoint's log reads are cut 60 blocks short (the harness's lagging-backend fault)", function () {
+  this.timeout(120_000);
+  let cronos: CronosStack;
+  let running: RunningFacilitator | undefined;
+
+  before(async () => {
+    cronos = await openCronosStack();
+  });
+  after(() => cronos?.close());
+  afterEach(async () => {
+    await running?.close(0);
+    running = undefined;
+    await cronos.stack.harness.reset();
+  });
+
+  const index = () => running!.facilitator.context.networks.get("cronos-testnet")!.index!;
+  const source = async (from: "index" | "chain") => metric(await (await fetch(running!.metricsUrl!)).text(), `x402_verify_state_source_total{network="cronos-testnet",source="${from}"}`);
+  const verifyBoth = async (nonce: Hex) => {
+    const made = await makePayment(cronos.payments, { nonce });
+    const cronosAnswer = (await postJson(`${running!.url}/v2/x402/verify`, made.body, { "X402-Version": "1" })).json;
+    const v2 = (await postJson(`${running!.url}/v2/x402/verify`, v2BodyOf(made))).json;
+    return { cronos: cronosAnswer, v2, payer: made.message.from };
+  };
+  const refusedBoth = async (nonce: Hex) => {
+    const { cronos: v1, v2, payer } = await verifyBoth(nonce);
+    expect(v1).to.deep.equal({ isValid: false, invalidReason: ALREADY_USED });
+    expect(v2).to.deep.equal({ isValid: false, invalidReason: "invalid_exact_evm_nonce_already_used", invalidMessage: ALREADY_USED, payer });
+  };
+
+  it("a fresh instance refuses at verify, in both dialects, an authorization spent a block ago; the fault lifted, its index refuses it too", async () => {
+    const { harness } = cronos.stack;
+    const nonce = freshNonce();
+    // Spent on chain by someone else (the harness's authorization fault: transferWithAuthorization from account #0), then one more block.
+    const spent = await makePayment(cronos.payments, { nonce });
+    const used = await harness.fault({ kind: "authorization", action: "use", payment: spent.body.paymentHeader });
+    expect(await cronos.authorizationsUsed(spent.message.from, nonce)).to.deep.equal([used.info.txHash]);
+    await harness.advanceTime(1, { network: "cronos-testnet" });
+    const lag = await harness.fault({ kind: "lagging-backend", network: "cronos-testnet", blocks: 60, refusals: 0 });
+    // The endpoint's logs end 60 blocks below the head, without error: the spend is not in them.
+    const head = await cronos.chain.publicClient.getBlockNumber();
+    const filter = { address: cronos.chain.token, fromBlock: numberToHex(head - 100n), toBlock: "latest" };
+    const cut = await fetch(cronos.chain.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_getLogs", params: [filter] }) });
+    expect(((await cut.json()) as { result: Array<{ transactionHash: Hex }> }).result.map((log) => log.transactionHash)).to.not.include(used.info.txHash);
+
+    running = await startProductionFacilitator(cronos, { HEAD_CACHE_MS: "1000" });
+    // The blocks nearest the head are read block by block, each proven by its own content (the spend's block by its
+    // receipt, whatever the cut logs say): the index finds the spend.
+    expect(await waitUntil(async () => index().status().state === "following" && index().status().nonces === 1, 20_000, 20), JSON.stringify(index().status())).to.equal(true);
+    const [fromChain, fromIndex] = [await source("chain"), await source("index")];
+    await refusedBoth(nonce);
+    expect([(await source("index")) - fromIndex, (await source("chain")) - fromChain]).to.deep.equal([2, 0]);
+    // A fresh authorization of the same payer is still good.
+    expect((await verifyBoth(freshNonce())).cronos).to.deep.equal({ isValid: true, invalidReason: null });
+
+    await lag.undo();
+    expect(await waitUntil(async () => index().status().backfill.state === "done" && index().status().state === "following", 20_000, 20), JSON.stringify(index().status())).to.equal(true);
+    const afterIndex = await source("index");
+    await refusedBoth(nonce);
+    expect((await source("index")) - afterIndex).to.equal(2);
   });
 });

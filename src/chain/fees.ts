@@ -5,10 +5,12 @@ import { KitError } from "../protocol/errors.js";
 export type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | { gasPrice: bigint };
 
 /**
- * What the network asks now: the latest block's base fee and a tip (EIP-1559), or a gas price; `at` is
- * that block's timestamp when the quote was read from the chain (the chain's clock at quoting).
+ * What the network asks now: the latest block's base fee and the node's suggested tip (EIP-1559), or a gas price;
+ * `at` is that block's timestamp when the quote was read from the chain (the chain's clock at quoting). `room`:
+ * the latest block used at most half its gas limit (the EIP-1559 target): the base fee is not rising, and every
+ * transaction whose fee cap covers it gets into the next block, tip or not.
  */
-export type FeeQuote = ({ baseFeePerGas: bigint; maxPriorityFeePerGas: bigint } | { gasPrice: bigint }) & { at?: bigint };
+export type FeeQuote = ({ baseFeePerGas: bigint; maxPriorityFeePerGas: bigint; room?: boolean } | { gasPrice: bigint }) & { at?: bigint };
 
 /** What a replacement must offer over the transaction it replaces, on every fee: +12.5 % (nodes ask +10 %). */
 export const REPLACEMENT_BUMP = { numerator: 1125n, denominator: 1000n } as const;
@@ -50,20 +52,29 @@ export async function readFeeQuote(client: PublicClient): Promise<FeeQuote> {
     client.estimateMaxPriorityFeePerGas().catch(() => 0n),
   ]);
   if (block.baseFeePerGas === null || block.baseFeePerGas === undefined) return { gasPrice: await client.getGasPrice(), at: block.timestamp };
-  return { baseFeePerGas: block.baseFeePerGas, maxPriorityFeePerGas, at: block.timestamp };
+  return { baseFeePerGas: block.baseFeePerGas, maxPriorityFeePerGas, room: block.gasUsed * 2n <= block.gasLimit, at: block.timestamp };
 }
 
 /**
  * The fees of a new transaction: 1.2 × the base fee plus the tip (or the gas price), never above
  * `capWei`. Throws {@link FeeCapError} when the network needs more than the cap.
+ *
+ * The tip is none while the latest block had room ({@link FeeQuote} `room`), else the node's suggestion. A tip
+ * only orders transactions within a block, and buys a place only in a full one; a node charges it on top of
+ * the base fee (min(base fee + tip, fee cap) per gas), and a Cronos node suggests base fee ÷ 8 (its largest
+ * base fee rise in one block): 11 % of what a settle pays, for nothing while blocks have room. Admission does
+ * not need it (Cronos weighs min(base fee + tip, fee cap) against its minimum gas price, and its base fee never
+ * falls under that minimum; a refusal names what is missing and the tip is raised to it). A transaction still
+ * waiting after `REPLACE_AFTER_SECONDS` is replaced with the node's suggested tip ({@link replacementFees}).
  */
 export function initialFees(quote: FeeQuote, capWei: bigint): Fees {
   const needed = neededFee(quote);
   if (needed > capWei) throw new FeeCapError(needed, capWei);
   if ("gasPrice" in quote) return { gasPrice: quote.gasPrice };
-  const wanted = scale(quote.baseFeePerGas, BASE_FEE_HEADROOM) + quote.maxPriorityFeePerGas;
+  const tip = quote.room ? 0n : quote.maxPriorityFeePerGas;
+  const wanted = scale(quote.baseFeePerGas, BASE_FEE_HEADROOM) + tip;
   const maxFeePerGas = wanted < capWei ? wanted : capWei;
-  return { maxFeePerGas, maxPriorityFeePerGas: quote.maxPriorityFeePerGas };
+  return { maxFeePerGas, maxPriorityFeePerGas: tip };
 }
 
 /**

@@ -15,6 +15,17 @@ describe("relayer fees: pricing under a cap, replacements", () => {
     expect(initialFees({ gasPrice: gwei("7") }, gwei("7"))).to.deep.equal({ gasPrice: gwei("7") });
   });
 
+  it("tips nothing while the latest block had room (at most half its gas limit used), the node's suggestion when it was fuller; a replacement tips the suggestion", () => {
+    const roomy = { baseFeePerGas: gwei("10"), maxPriorityFeePerGas: gwei("1.25"), room: true };
+    const full = { ...roomy, room: false };
+    expect(initialFees(roomy, gwei("100"))).to.deep.equal({ maxFeePerGas: gwei("12"), maxPriorityFeePerGas: 0n });
+    expect(initialFees(full, gwei("100"))).to.deep.equal({ maxFeePerGas: gwei("13.25"), maxPriorityFeePerGas: gwei("1.25") });
+    // What the network asks (the cap's check) still counts the suggested tip.
+    expect(() => initialFees(roomy, gwei("11"))).to.throw(FeeCapError, "the network asks 11.25 gwei per gas");
+    // Still waiting after the replacement delay: it buys a place with the node's suggestion (+12.5 % on nothing is nothing).
+    expect(replacementFees({ maxFeePerGas: gwei("12"), maxPriorityFeePerGas: 0n }, roomy, gwei("100"))).to.deep.equal({ maxFeePerGas: gwei("13.5"), maxPriorityFeePerGas: gwei("1.25") });
+  });
+
   it("refuses a new transaction when the network needs more than the cap, naming both in gwei", () => {
     const quote = { baseFeePerGas: gwei("10"), maxPriorityFeePerGas: gwei("1") };
     expect(neededFee(quote)).to.equal(gwei("11"));
@@ -66,7 +77,8 @@ describe("relayer fees: pricing under a cap, replacements", () => {
     await chain.connection.provider.request({ method: "evm_setAutomine", params: [false] });
     const quote = await readFeeQuote(chain.publicClient);
     const block = await chain.publicClient.getBlock();
-    expect(quote).to.deep.equal({ baseFeePerGas: block.baseFeePerGas, maxPriorityFeePerGas: await chain.publicClient.estimateMaxPriorityFeePerGas(), at: block.timestamp });
+    expect(quote).to.deep.equal({ baseFeePerGas: block.baseFeePerGas, maxPriorityFeePerGas: await chain.publicClient.estimateMaxPriorityFeePerGas(), room: block.gasUsed * 2n <= block.gasLimit, at: block.timestamp });
+    expect(quote).to.include({ room: true });
     const nonce = await chain.publicClient.getTransactionCount({ address: relayer.address });
     const sign = (fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }) =>
       relayer.signTransaction({ chainId: 338, to: relayer.address, value: 0n, gas: 21_000n, nonce, type: "eip1559", ...fees });

@@ -6,6 +6,7 @@ import { FeeCapError, Relayer, RelaySendError, type RelayerEvent, type RelayHook
 import { rpcTransport, type RpcTransport } from "../../src/chain/rpc-transport.js";
 import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import type { CronosNode, CronosNodeOptions } from "../../src/harness/cronos-node/node.js";
+import { localAccount } from "../../src/harness/accounts.js";
 import { HARDHAT_KEYS } from "../helpers/facilitator.js";
 import { startFaultProxy, type FaultProxy } from "../helpers/rpc-proxy.js";
 import { waitUntil } from "../helpers/time.js";
@@ -59,6 +60,20 @@ describe("relayer on a Cronos node: refusals read from the one table, nonces kep
   const later = async (seconds: number) => {
     await edr("evm_increaseTime", [seconds]);
     await mine();
+  };
+  /** A block that uses more than half its gas limit (transactions of #10 to INVALID, which spends all their gas at once), mined now; blocks then stay stopped. */
+  const fillBlock = async () => {
+    const looper = "0x000000000000000000000000000000000000100f";
+    await edr("hardhat_setCode", [looper, "0xfe"]);
+    const { gasLimit } = (await edr("eth_getBlockByNumber", ["latest", false])) as { gasLimit: Hex };
+    const from = privateKeyToAccount(localAccount(10).privateKey).address;
+    // A transaction may use at most 2^24 gas: as many as it takes to pass half the block's limit.
+    const each = 16_000_000n;
+    await automine(false);
+    for (let used = 0n; used * 2n <= BigInt(gasLimit); used += each) await edr("eth_sendTransaction", [{ from, to: looper, gas: numberToHex(each) }]);
+    await mine();
+    const full = (await edr("eth_getBlockByNumber", ["latest", false])) as { gasUsed: Hex; gasLimit: Hex };
+    expect(BigInt(full.gasUsed) * 2n > BigInt(full.gasLimit)).to.equal(true);
   };
   const pool = async () => ((await edr("eth_pendingTransactions")) as Array<{ hash: Hex }>).map((tx) => tx.hash);
   /** The node's refusals so far, as it answered them. */
@@ -185,10 +200,15 @@ describe("relayer on a Cronos node: refusals read from the one table, nonces kep
       // Off: the node's `cronos.disable-tx-replacement` (the no-replacement fault); else its `mempool.feebump`.
       await open(bump === false ? undefined : { feeBump: bump });
       if (bump === false) node.hold("off", { replacement: false });
+      // Sent after a block over its gas target, the transaction tips what the node suggests (an eighth of the base fee).
+      await fillBlock();
       await automine(false);
       const sent = await send();
       const priced = await direct().getTransaction({ hash: sent.hash });
-      await setNextBlockBaseFee(priced.maxFeePerGas! * 4n);
+      expect(priced.maxPriorityFeePerGas! > 0n).to.equal(true);
+      // The next block asks a little more than its fee cap: it stays. The replacement tips the node's new
+      // suggestion, under 1.5 × the old tip.
+      await setNextBlockBaseFee((priced.maxFeePerGas! * 105n) / 100n);
       await later(5);
       await relayer.tend();
       // (A replacement priced from a quote older than the spiked block is refused for its fee first, and re-priced.)

@@ -169,6 +169,16 @@ describe("the local chain as a Cronos node (src/harness/cronos-node/)", function
     expect([refused(chain), refused(plain)]).to.deep.equal([{ "minimum-fee": 1 }, { "base-fee": 2 }]);
   });
 
+  it("suggests the tip a Cronos node does, an eighth of the head's base fee (eth_maxPriorityFeePerGas), and that plus the base fee as eth_gasPrice, at least the minimum", async () => {
+    const chain = await start();
+    const base = BigInt((await rpc<{ baseFeePerGas: Hex }>(chain.rpcUrl, "eth_getBlockByNumber", ["latest", false])).baseFeePerGas);
+    expect(BigInt(await rpc<Hex>(chain.rpcUrl, "eth_maxPriorityFeePerGas"))).to.equal(base / 8n);
+    expect(BigInt(await rpc<Hex>(chain.rpcUrl, "eth_gasPrice"))).to.equal(base + base / 8n);
+    // A minimum above what that comes to: eth_gasPrice suggests the minimum.
+    chain.cronosNode!.hold("minimum", { minGasPrice: base * 2n });
+    expect(BigInt(await rpc<Hex>(chain.rpcUrl, "eth_gasPrice"))).to.equal(base * 2n);
+  });
+
   it("refuses an eth_getLogs [from, to] distance over 10,000 blocks, answers one of 10,000, and [] from above the head", async () => {
     const chain = await start({ buyers: 1 });
     const head = BigInt(await rpc<Hex>(chain.rpcUrl, "eth_blockNumber"));

@@ -4,7 +4,7 @@ import { Admission, type AdmissionSettings, type LaggingBackend } from "./admiss
 import { PoolRecord, SeenCache } from "./pool.js";
 import { RefusalLog, type RefusalRecord } from "./refusals.js";
 import { isPending, pendingCount, readLogs, transactionByHash, withLatest } from "./reads.js";
-import { DEFAULT_FEE_BUMP, MAX_FEE_BUMP, MEMPOOL_SIZE } from "./texts.js";
+import { BASE_FEE_CHANGE_DENOMINATOR, DEFAULT_FEE_BUMP, ELASTICITY_MULTIPLIER, MAX_FEE_BUMP, MEMPOOL_SIZE } from "./texts.js";
 
 /** Options of {@link CronosNode}. */
 export interface CronosNodeOptions {
@@ -98,9 +98,12 @@ export class CronosNode implements RequestProvider {
         break;
       case "eth_getTransactionByHash":
         return transactionByHash(this.#edr, this.#pool, params);
+      case "eth_maxPriorityFeePerGas":
+        return numberToHex(await this.#suggestedTip());
       case "eth_gasPrice": {
-        // The node suggests no less than the chain's minimum gas price.
-        const price = BigInt((await this.#edr.request({ method: "eth_gasPrice", params: [] })) as Hex);
+        // ethermint: the head's base fee plus the tip it suggests, and no less than the chain's minimum gas price.
+        const head = (await this.#edr.request({ method: "eth_getBlockByNumber", params: ["latest", false] })) as { baseFeePerGas?: Hex | null };
+        const price = BigInt(head.baseFeePerGas ?? "0x0") + (await this.#suggestedTip(head));
         const floor = this.settings.minGasPrice;
         return numberToHex(price > floor ? price : floor);
       }
@@ -150,6 +153,15 @@ export class CronosNode implements RequestProvider {
     for (const { hash } of pending) await this.#edr.request({ method: "hardhat_dropTransaction", params: [hash] });
     this.#forgetPool();
     return pending.map(({ hash }) => hash);
+  }
+
+  /**
+   * The tip ethermint suggests: the largest rise of the base fee in one block, base fee × (elasticity − 1) /
+   * change denominator (÷ 8 with the feemarket's defaults), of the head's base fee.
+   */
+  async #suggestedTip(head?: { baseFeePerGas?: Hex | null }): Promise<bigint> {
+    const block = head ?? ((await this.#edr.request({ method: "eth_getBlockByNumber", params: ["latest", false] })) as { baseFeePerGas?: Hex | null });
+    return (BigInt(block.baseFeePerGas ?? "0x0") * (ELASTICITY_MULTIPLIER - 1n)) / BASE_FEE_CHANGE_DENOMINATOR;
   }
 
   #forgetPool(): void {

@@ -78,3 +78,7 @@ export const MAX_FEE_BUMP = 1_000;
 
 /** Block tags the node reads as `latest` (ethermint `rpc/types/block.go`): it has no pending block and instant finality. */
 export const LATEST_ALIASES: ReadonlySet<string> = new Set(["pending", "safe", "finalized"]);
+
+/** The feemarket's `elasticity_multiplier` and `base_fee_change_denominator` (ethermint's defaults, Cronos's): the tip a node suggests is base fee × (2 − 1) / 8. */
+export const ELASTICITY_MULTIPLIER = 2n;
+export const BASE_FEE_CHANGE_DENOMINATOR = 8n;

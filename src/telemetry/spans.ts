@@ -1,7 +1,7 @@
 // The kit's spans: its tracer's name, the attributes a span may carry, and one way to run work in a span.
 // Only @opentelemetry/api: a seller's or buyer's code loads nothing else, and where no SDK is registered
 // (tracing off) `globalTracer()` is undefined, so no span object is made and no header written.
-import { ProxyTracerProvider, SpanStatusCode, trace, type Attributes, type Span, type SpanOptions, type Tracer } from "@opentelemetry/api";
+import { context, ProxyTracerProvider, SpanStatusCode, trace, type Attributes, type Span, type SpanOptions, type Tracer } from "@opentelemetry/api";
 
 /** The instrumentation scope of every span the kit makes. */
 export const KIT_TRACER_NAME = "cronos-x402-facilitator-kit";
@@ -96,4 +96,13 @@ export function inSpan<T>(
       span.end();
     }
   });
+}
+
+/**
+ * {@link inSpan} when a span is active (a request's, a settlement's), else `work` alone: the calls made by
+ * background work (the state index following the chain, lease renewals, the reconciler's rounds) start no
+ * trace of their own, which would bury the payments' traces under polls.
+ */
+export function inChildSpan<T>(tracer: Tracer, name: string, options: SpanOptions, work: () => Promise<T>, describe?: (error: unknown) => string): Promise<T> {
+  return trace.getSpan(context.active()) ? inSpan(tracer, name, options, work, describe) : work();
 }

@@ -22,14 +22,18 @@ export function tracedLedger(ledger: Ledger, tracer: Tracer): Ledger {
   const wrapped = new Map<PropertyKey, unknown>();
   return new Proxy(ledger, {
     get(target, property) {
-      // Read on the target itself: its getters use private fields a proxy does not have.
+      // Read on the target itself: its getters, too, use private fields.
       const member: unknown = Reflect.get(target, property);
-      if (typeof member !== "function" || UNTRACED.has(property) || typeof property !== "string") return member;
+      if (typeof member !== "function") return member;
       let traced = wrapped.get(property);
       if (!traced) {
         const method = member as (...args: unknown[]) => unknown;
-        const attributes = { [LedgerAttribute.system]: system, [LedgerAttribute.operation]: property };
-        traced = (...args: unknown[]) => inChildSpan(tracer, `ledger ${property}`, { kind: SpanKind.CLIENT, attributes }, async () => method.apply(target, args));
+        const attributes = { [LedgerAttribute.system]: system, [LedgerAttribute.operation]: String(property) };
+        // Called on the target either way: its methods use private fields a proxy does not have.
+        traced =
+          UNTRACED.has(property) || typeof property !== "string"
+            ? method.bind(target)
+            : (...args: unknown[]) => inChildSpan(tracer, `ledger ${property}`, { kind: SpanKind.CLIENT, attributes }, async () => method.apply(target, args));
         wrapped.set(property, traced);
       }
       return traced;

@@ -477,7 +477,7 @@ if (process.env.BENCH_TRACING !== "false") {
     for (const on of [false, true]) {
       const metricsPort = await freePort();
       const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
-      const otel = on ? { OTEL_TRACES_EXPORTER: "otlp", OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: sink.url } : {};
+      const otel: Record<string, string> = on ? { OTEL_TRACES_EXPORTER: "otlp", OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: sink.url } : {};
       const stack = await startBenchTarget(0, 8, { ...stackEnv(metricsPort, true), ...otel });
       try {
         const net = stack.info.networks["cronos-testnet"]!;

@@ -40,10 +40,11 @@ export const TRACING_PACKAGES = ["@opentelemetry/sdk-trace", "@opentelemetry/exp
 /** Tracing was asked for, and its packages are not installed. */
 export class TracingUnavailableError extends KitError<"tracing_unavailable"> {
   override name = "TracingUnavailableError";
-  constructor(missing: string, options?: ErrorOptions) {
+  constructor(missing: readonly string[], options?: ErrorOptions) {
+    const names = missing.map((name) => `"${name}"`).join(", ");
     super(
       "tracing_unavailable",
-      `tracing needs the package "${missing}" (an optional peer dependency of the kit): npm install ${TRACING_PACKAGES.join(" ")}`,
+      `tracing needs the package${missing.length > 1 ? "s" : ""} ${names} (optional peer dependencies of the kit): npm install ${TRACING_PACKAGES.join(" ")}`,
       { ...options, docs: "docs/operations.md#traces" },
     );
   }
@@ -94,22 +95,32 @@ export async function startTracing(settings: TracingSettings): Promise<Tracing> 
   };
 }
 
-async function load<T>(name: (typeof TRACING_PACKAGES)[number], importer: () => Promise<T>): Promise<T> {
-  try {
-    return await importer();
-  } catch (error) {
-    if ((error as { code?: unknown }).code === "ERR_MODULE_NOT_FOUND") throw new TracingUnavailableError(name, { cause: error });
-    throw error;
-  }
+/** The SDK's modules, or {@link TracingUnavailableError} naming every package missing. */
+async function loadSdk() {
+  const settled = await Promise.allSettled([
+    import("@opentelemetry/sdk-trace"),
+    import("@opentelemetry/exporter-trace-otlp-http"),
+    import("@opentelemetry/context-async-hooks"),
+    import("@opentelemetry/resources"),
+  ] as const);
+  const missing = TRACING_PACKAGES.filter((_, index) => {
+    const outcome = settled[index]!;
+    return outcome.status === "rejected" && (outcome.reason as { code?: unknown }).code === "ERR_MODULE_NOT_FOUND";
+  });
+  if (missing.length > 0) throw new TracingUnavailableError(missing);
+  const failed = settled.find((outcome) => outcome.status === "rejected");
+  if (failed) throw (failed as PromiseRejectedResult).reason;
+  const [sdk, otlp, hooks, resources] = settled as unknown as [
+    PromiseFulfilledResult<typeof import("@opentelemetry/sdk-trace")>,
+    PromiseFulfilledResult<typeof import("@opentelemetry/exporter-trace-otlp-http")>,
+    PromiseFulfilledResult<typeof import("@opentelemetry/context-async-hooks")>,
+    PromiseFulfilledResult<typeof import("@opentelemetry/resources")>,
+  ];
+  return { sdk: sdk.value, otlp: otlp.value, hooks: hooks.value, resources: resources.value };
 }
 
 async function startSdk(settings: TracingSettings): Promise<Sdk> {
-  const [sdk, otlp, hooks, resources] = await Promise.all([
-    load("@opentelemetry/sdk-trace", () => import("@opentelemetry/sdk-trace")),
-    load("@opentelemetry/exporter-trace-otlp-http", () => import("@opentelemetry/exporter-trace-otlp-http")),
-    load("@opentelemetry/context-async-hooks", () => import("@opentelemetry/context-async-hooks")),
-    load("@opentelemetry/resources", () => import("@opentelemetry/resources")),
-  ]);
+  const { sdk, otlp, hooks, resources } = await loadSdk();
   const { ratio, parentBased } = settings.sampler;
   const root = ratio >= 1 ? new sdk.AlwaysOnSampler() : ratio <= 0 ? new sdk.AlwaysOffSampler() : new sdk.TraceIdRatioBasedSampler(ratio);
   const { delayMs, maxQueueSize, maxExportBatchSize, exportTimeoutMs } = settings.batch;

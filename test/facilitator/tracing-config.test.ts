@@ -1,8 +1,10 @@
 // The OTEL_* settings of traces (docs/operations.md, "Traces"): off unless asked for, read as OpenTelemetry's
 // SDKs read them, refused naming the variable, and a secret in them never repeated.
+import { readFileSync } from "node:fs";
 import { expect } from "chai";
-import { ConfigError, loadConfig } from "../../src/facilitator/config/index.js";
+import { CONFIG_VARIABLES, ConfigError, loadConfig } from "../../src/facilitator/config/index.js";
 import { DEFAULT_SERVICE_NAME, DEFAULT_TRACES_ENDPOINT } from "../../src/facilitator/config/tracing.js";
+import { TRACING_PACKAGES } from "../../src/telemetry/start.js";
 import { formatTraceparent, parseTraceparent } from "../../src/telemetry/traceparent.js";
 import { HARDHAT_KEYS } from "../helpers/facilitator.js";
 
@@ -94,6 +96,21 @@ describe("configuration: traces (OTEL_*)", () => {
     expect(() => load({ OTEL_EXPORTER_OTLP_ENDPONT: "http://collector:4318" })).to.throw(ConfigError, "OTEL_EXPORTER_OTLP_ENDPONT: unknown variable; did you mean OTEL_EXPORTER_OTLP_ENDPOINT?");
     const others = { OTEL_BLRP_SCHEDULE_DELAY: "1000", OTEL_LOGS_EXPORTER: "otlp", OTEL_METRICS_EXPORTER: "none", OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: "http://c/v1/logs", OTEL_PROPAGATORS: "tracecontext" };
     expect(load(others).tracing).to.equal(undefined);
+  });
+});
+
+describe("docs/operations.md, Traces: the block that turns tracing on", () => {
+  it("installs the packages the facilitator loads, and sets only variables it reads, which turn tracing on as the text says", () => {
+    const section = readFileSync(new URL("../../docs/operations.md", import.meta.url), "utf8").split("\n## Traces\n")[1]!.split("\n## ")[0]!;
+    const blocks = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1]!.trim().split("\n"));
+    expect(blocks).to.have.length(1);
+    const [install, run] = blocks[0]!;
+    expect(install!.split(" ")).to.deep.equal(["npm", "install", ...TRACING_PACKAGES]);
+    const words = run!.split(" ");
+    const env = Object.fromEntries(words.filter((word) => word.includes("=")).map((word) => word.split("=") as [string, string]));
+    expect(words.filter((word) => !word.includes("="))).to.deep.equal(["npx", "cronos-x402", "facilitator"]);
+    expect(Object.keys(env).filter((name) => !CONFIG_VARIABLES.includes(name))).to.deep.equal([]);
+    expect(load(env).tracing).to.deep.include({ exporters: ["otlp"], endpoint: "http://collector:4318/v1/traces", serviceName: "x402-facilitator-testnet" });
   });
 });
 

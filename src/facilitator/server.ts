@@ -4,7 +4,6 @@ import type { Ledger } from "../ledger/types.js";
 import type { NetworkName } from "../protocol/networks.js";
 import type { FacilitatorContext } from "../settlement/runtime.js";
 import { StageClock } from "../settlement/stages.js";
-import { startTracing, type Tracing } from "../telemetry/start.js";
 import { bindHistories, startIndex } from "./background-jobs.js";
 import type { FacilitatorConfig } from "./config/index.js";
 import { startCoordination, type Coordination } from "./coordination.js";
@@ -18,6 +17,7 @@ import { createMetrics, type FacilitatorMetrics } from "./metrics/index.js";
 import { openNetworks } from "./networks.js";
 import { serviceHealth } from "./service-health.js";
 import { StartupError } from "./startup-error.js";
+import { startTracing, type Tracing } from "./tracing.js";
 
 /** Options of {@link createFacilitator} and {@link startFacilitator}. */
 export interface StartFacilitatorOptions {

@@ -16,7 +16,7 @@ import { INJECTED_RPC } from "../../src/facilitator/networks.js";
 import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
 import { createFacilitatorClient, paymentRequirements, requirePayment } from "../../src/seller/index.js";
 import { SELLER_SPAN } from "../../src/seller/tracing.js";
-import { startTracing, type Tracing } from "../../src/telemetry/start.js";
+import { startTracing, type Tracing } from "../../src/facilitator/tracing.js";
 import { HARDHAT_KEYS } from "../helpers/facilitator.js";
 import { listen, type Listening } from "../helpers/http.js";
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../helpers/otlp-receiver.js";

@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import { expect } from "chai";
 import { CONFIG_VARIABLES, ConfigError, loadConfig } from "../../src/facilitator/config/index.js";
 import { DEFAULT_SERVICE_NAME, DEFAULT_TRACES_ENDPOINT } from "../../src/facilitator/config/tracing.js";
-import { TRACING_PACKAGES } from "../../src/telemetry/start.js";
+import { TRACING_PACKAGES } from "../../src/facilitator/tracing.js";
 import { formatTraceparent, parseTraceparent } from "../../src/telemetry/traceparent.js";
 import { HARDHAT_KEYS } from "../helpers/facilitator.js";
 

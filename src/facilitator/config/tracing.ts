@@ -1,7 +1,7 @@
 // Traces: OpenTelemetry's own environment variables (OTEL_*), as its SDKs read them, checked once here.
 // Off unless OTEL_TRACES_EXPORTER names an exporter or an OTLP endpoint is set; nothing is loaded while off.
 import { z } from "zod";
-import type { TracingSettings } from "../../telemetry/start.js";
+import type { TracingSettings } from "../tracing.js";
 import { ConfigError } from "./error.js";
 
 const text = z.string().optional();

@@ -2,7 +2,7 @@
 import type { Hex } from "viem";
 import type { NetworkName } from "../../protocol/networks.js";
 import type { NetworkConfig } from "../../settlement/runtime.js";
-import type { TracingSettings } from "../../telemetry/start.js";
+import type { TracingSettings } from "../tracing.js";
 
 export type { NetworkConfig } from "../../settlement/runtime.js";
 

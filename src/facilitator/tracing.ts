@@ -2,8 +2,8 @@
 // dependencies of the kit), so a seller's or buyer's install and a facilitator with tracing off load none of it.
 import { context, propagation, trace, type Tracer } from "@opentelemetry/api";
 import { KitError } from "../protocol/errors.js";
-import { globalTracer, KIT_TRACER_NAME } from "./spans.js";
-import { traceparentPropagator } from "./traceparent.js";
+import { globalTracer, KIT_TRACER_NAME } from "../telemetry/spans.js";
+import { traceparentPropagator } from "../telemetry/traceparent.js";
 
 /** Where and how spans are exported, and which are kept: the OTEL_* settings, read and checked by the caller. */
 export interface TracingSettings {

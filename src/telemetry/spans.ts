@@ -106,3 +106,21 @@ export function inSpan<T>(
 export function inChildSpan<T>(tracer: Tracer, name: string, options: SpanOptions, work: () => Promise<T>, describe?: (error: unknown) => string): Promise<T> {
   return trace.getSpan(context.active()) ? inSpan(tracer, name, options, work, describe) : work();
 }
+
+/**
+ * The kit's tracer when a span is active (a traced request's, or an application's) in a process with an
+ * SDK registered; otherwise `undefined`, having read no context when no SDK is registered.
+ */
+export function activeTracer(): Tracer | undefined {
+  const tracer = globalTracer();
+  return tracer && trace.getSpan(context.active()) ? tracer : undefined;
+}
+
+/**
+ * A step of a traced request (settle's simulate, send, wait, decision) in a span of its own, given to
+ * `work`; outside a traced request, `work` alone (its span `undefined`).
+ */
+export function step<T>(name: string, attributes: Attributes, work: (span: Span | undefined) => Promise<T>): Promise<T> {
+  const tracer = activeTracer();
+  return tracer ? inSpan(tracer, name, { attributes }, work) : work(undefined);
+}

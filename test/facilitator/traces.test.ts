@@ -159,6 +159,23 @@ describe("traces: buyer → seller → facilitator → RPC and ledger, over OTLP
       expect(server.resource["service.name"]).to.equal(SERVICE);
     }
 
+    // Verify's checks (on the verify route, and settle's re-verification on a fresh head), with the payment's terms.
+    const nonce = (JSON.parse(Buffer.from(paymentHeader, "base64").toString("utf8")) as { payload: { nonce: string } }).payload.nonce;
+    const terms = { "x402.network": "cronos-testnet", "x402.payer": buyerAddress, "x402.payee": stack.seller, "x402.value": String(PRICE), "x402.nonce": nonce, "x402.outcome": "valid" };
+    const [verifyServer, settleServer] = [one("POST /v2/x402/verify"), one("POST /v2/x402/settle")];
+    expect(byName("x402 verify").map((span) => [span.parentSpanId, span.attributes])).to.have.deep.members([
+      [verifyServer.spanId, terms],
+      [settleServer.spanId, terms],
+    ]);
+    // Settle's steps under its request: the claim (the ledger's), simulate, send, the receipt's wait and the decision.
+    const steps = ["ledger claim", "x402 simulate", "x402 send", "x402 wait", "x402 decision"].map(one);
+    expect(steps.map((span) => span.parentSpanId)).to.deep.equal(steps.map(() => settleServer.spanId));
+    expect([one("x402 send").attributes, one("x402 wait").attributes, one("x402 decision").attributes]).to.deep.equal([
+      { "x402.tx_hash": txHash },
+      { "x402.tx_hash": txHash },
+      { "x402.outcome": "paid" },
+    ]);
+
     // Under the facilitator's spans: the RPC calls (the stack's in-process chain: "injected") and the ledger's groups.
     const ids = new Set(trace.map((span) => span.spanId));
     const rpc = trace.filter((span) => span.attributes["rpc.system"] === "jsonrpc");

@@ -56,6 +56,9 @@ interface Sdk {
   shutdown(): Promise<void>;
 }
 
+/** The longest the SDK's shutdown waits for its last exports. */
+export const SHUTDOWN_WAIT_MS = 5_000;
+
 /** One SDK per process (the API's globals are): the first start's settings hold until its last user closes. */
 let running: { sdk: Promise<Sdk>; users: number } | undefined;
 
@@ -147,7 +150,11 @@ async function startSdk(settings: TracingSettings): Promise<Sdk> {
       trace.disable();
       propagation.disable();
       context.disable();
-      await provider.shutdown();
+      // A collector that hangs must not hold the process's exit: what is not exported by then is dropped.
+      let timer: NodeJS.Timeout | undefined;
+      const limit = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.min(settings.timeoutMs, SHUTDOWN_WAIT_MS)).unref()));
+      await Promise.race([provider.shutdown().catch(() => undefined), limit]);
+      clearTimeout(timer);
     },
   };
 }

@@ -64,7 +64,9 @@ describe("traces: buyer → seller → facilitator → RPC and ledger, over OTLP
 
   before(async () => {
     receiver = await startOtlpReceiver();
-    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], env: { ...OTLP(receiver), API_KEYS: SELLER_API_KEY } });
+    // Exports may wait ten minutes for the collector: only the SDK's own shutdown bound ends the last test in time.
+    const patient = { OTEL_EXPORTER_OTLP_TIMEOUT: "600000", OTEL_BSP_EXPORT_TIMEOUT: "600000" };
+    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], env: { ...OTLP(receiver), ...patient, API_KEYS: SELLER_API_KEY } });
     const facilitator = createFacilitatorClient({
       url: stack.facilitatorUrl,
       apiKey: SELLER_API_KEY,
@@ -208,6 +210,18 @@ describe("traces: buyer → seller → facilitator → RPC and ledger, over OTLP
     const sends = (await lastPaymentTrace()).filter((span) => span.name === "eth_sendRawTransaction");
     expect(sends).to.have.length(1);
     expect(durationMs(sends[0]!)).to.be.at.least(400);
+  });
+
+  it("a collector that never answers costs the payments nothing: they are paid, and the facilitator still stops (its last exports given up)", async () => {
+    receiver.hang = true;
+    const answered = receiver.requests;
+    expect((await pay()).status).to.equal(200);
+    expect((await pay()).status).to.equal(200);
+    // The exporter has sent to the hanging collector (and waits for it): the spans of these payments are held there.
+    await receiver.waitFor(() => receiver.held > 0);
+    // Exports wait up to ten minutes here: this resolves (before the test's time-out) only because shutdown is bounded.
+    await stack.stop();
+    expect(receiver.requests).to.equal(answered);
   });
 });
 

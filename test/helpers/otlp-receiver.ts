@@ -33,6 +33,9 @@ export interface OtlpReceiver {
   /** Export requests answered, and refused (not JSON, wrong path, too large). */
   requests: number;
   refused: number;
+  /** While true, export requests are read and never answered (a collector that hangs); `held` counts them. */
+  hang: boolean;
+  held: number;
   /** Resolves with the spans once `done(spans)` holds; fails naming what arrived when `timeoutMs` passes first. */
   waitFor(done: (spans: ReceivedSpan[]) => boolean, timeoutMs?: number): Promise<ReceivedSpan[]>;
   close(): Promise<void>;
@@ -118,7 +121,7 @@ export function spansOf(request: ExportRequest): ReceivedSpan[] {
 
 /** Starts a receiver on a free loopback port. */
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
-  const receiver = { spans: [] as ReceivedSpan[], requests: 0, refused: 0 } as OtlpReceiver;
+  const receiver = { spans: [] as ReceivedSpan[], requests: 0, refused: 0, hang: false, held: 0 } as OtlpReceiver;
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -137,6 +140,10 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     });
     req.on("end", () => {
       if (res.headersSent) return;
+      if (receiver.hang) {
+        receiver.held++;
+        return;
+      }
       if (req.method !== "POST" || req.url !== "/v1/traces" || !String(req.headers["content-type"]).startsWith("application/json")) return refuse(400);
       let body: ExportRequest;
       try {

@@ -2,7 +2,7 @@
 // dependencies of the kit), so a seller's or buyer's install and a facilitator with tracing off load none of it.
 import { context, propagation, trace, type Tracer } from "@opentelemetry/api";
 import { KitError } from "../protocol/errors.js";
-import { globalTracer, KIT_TRACER_NAME } from "../telemetry/spans.js";
+import { globalTracer, KIT_TRACER_NAME, useStepTracer } from "../telemetry/spans.js";
 import { traceparentPropagator } from "../telemetry/traceparent.js";
 
 /** Where and how spans are exported, and which are kept: the OTEL_* settings, read and checked by the caller. */
@@ -72,8 +72,8 @@ let running: { sdk: Promise<Sdk>; users: number } | undefined;
 export async function startTracing(settings: TracingSettings): Promise<Tracing> {
   if (!running) {
     const borrowed = globalTracer();
-    if (borrowed) return { tracer: borrowed, flush: async () => {}, close: async () => {} };
-    running = { sdk: startSdk(settings), users: 0 };
+    const sdk = borrowed ? Promise.resolve({ tracer: borrowed, flush: async () => {}, shutdown: async () => {} }) : startSdk(settings);
+    running = { sdk, users: 0 };
   }
   const current = running;
   current.users++;
@@ -84,6 +84,8 @@ export async function startTracing(settings: TracingSettings): Promise<Tracing> 
     if (running === current) running = undefined;
     throw error;
   }
+  // Settle's steps are spanned while a facilitator of this process traces (telemetry's `step`).
+  useStepTracer(sdk.tracer);
   let closed = false;
   return {
     tracer: sdk.tracer,
@@ -93,6 +95,7 @@ export async function startTracing(settings: TracingSettings): Promise<Tracing> 
       closed = true;
       if (--current.users > 0) return;
       if (running === current) running = undefined;
+      useStepTracer(undefined);
       await sdk.shutdown();
     },
   };

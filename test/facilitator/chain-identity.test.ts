@@ -12,7 +12,7 @@ import { openLedger } from "../../src/ledger/open.js";
 import type { Ledger } from "../../src/ledger/types.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
 import { cancelAuthorization, HARDHAT_KEYS, makePayment, TEST_ENV, useAuthorizationOnChain, v2BodyOf, type Chain } from "../helpers/facilitator.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 import { openChain } from "../helpers/token.js";
 
 // What the ledger knows is bound to the chain it learned it on (issue 28): a local chain restarted under a

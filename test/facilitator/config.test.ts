@@ -9,7 +9,8 @@ import { privateKeyToAccount } from "viem/accounts";
 import { readFileSync } from "node:fs";
 import { CONFIG_VARIABLES, ConfigError, loadConfig } from "../../src/facilitator/config/index.js";
 import { HARDHAT_KEYS, makePayment, openFacilitator, startFacilitatorOnChain } from "../helpers/facilitator.js";
-import { waitUntil, withoutTimestamp } from "../helpers/time.js";
+import { withoutTimestamp } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // One test per setting: each proves what the setting does, not only that it parses.
 

@@ -7,7 +7,7 @@ import { clientOf } from "../../src/facilitator/http/connection-book.js";
 import { StartupError } from "../../src/facilitator/startup-error.js";
 import { makePayment, recordingLogger, startFacilitatorOnChain } from "../helpers/facilitator.js";
 import { metric } from "../helpers/metrics.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 type Started = Awaited<ReturnType<typeof startFacilitatorOnChain>>;
 

@@ -4,7 +4,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { NETWORKS } from "../../src/protocol/networks.js";
 import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 import { listen } from "../helpers/http.js";
 import { ROOT, spawnInRoot, type Spawned } from "../helpers/processes.js";
 

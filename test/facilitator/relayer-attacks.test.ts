@@ -8,9 +8,10 @@ import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import { VerifyReason } from "../../src/protocol/reasons.js";
 import { HARDHAT_KEYS, makePayment, openFacilitator, recordingLogger, v2BodyOf } from "../helpers/facilitator.js";
 import { switchableLedger } from "../helpers/ledger.js";
-import { expectFailed, FRONT_RUN, RELAYER, relayerNonce, revertedGas, setAutomine, settle, settleFrontRun, type SettleAnswer } from "../helpers/settle.js";
+import { setAutomine } from "../helpers/mining.js";
+import { expectFailed, FRONT_RUN, RELAYER, relayerNonce, revertedGas, settle, settleFrontRun, type SettleAnswer } from "../helpers/settle.js";
 import { deployFlipWallet, walletPayment } from "../helpers/wallets.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // Reverts the relayer pays for: what a simulation cannot catch, shown on a real local chain (EDR),
 // then refused. Automine is off while an attacker's transaction and a pending settlement meet in
@@ -29,7 +30,7 @@ describe("relayer safety: reverts the relayer would pay for", () => {
     opened.rpc.reset();
 
     // Automine off: the first settlement waits in the mempool, so every verify sees the whole balance.
-    await setAutomine(opened, false);
+    await setAutomine(opened.chain.connection.provider, false);
     const answered: Array<Record<string, unknown>> = [];
     let all: Promise<SettleAnswer[]>;
     try {
@@ -41,7 +42,7 @@ describe("relayer safety: reverts the relayer would pay for", () => {
       for (const answer of answered) expectFailed(answer, SettleError.insufficientBalance);
       await opened.chain.networkHelpers.mine();
     } finally {
-      await setAutomine(opened, true);
+      await setAutomine(opened.chain.connection.provider, true);
     }
     const answers = await all;
     expect(answers.map((a) => a.event).sort()).to.deep.equal(["payment.failed", "payment.failed", "payment.failed", "payment.failed", "payment.settled"]);
@@ -144,7 +145,7 @@ describe("relayer safety: reverts the relayer would pay for", () => {
       const body = dialect === "cronos" ? payment.body : v2BodyOf(payment);
       // Anyone watching the pending pool: the copier is an unrelated funded account (Hardhat #15, LOCAL-ONLY).
       const copier = chain.wallets[15]!;
-      await setAutomine(opened, false);
+      await setAutomine(opened.chain.connection.provider, false);
       let copyHash: Hex;
       let settling;
       try {
@@ -158,7 +159,7 @@ describe("relayer safety: reverts the relayer would pay for", () => {
         copyHash = await copier.sendTransaction({ to: ours.to!, data: ours.input, ...FRONT_RUN });
         await chain.networkHelpers.mine();
       } finally {
-        await setAutomine(opened, true);
+        await setAutomine(opened.chain.connection.provider, true);
       }
       const answer = await settling;
       const copy = await chain.publicClient.getTransactionReceipt({ hash: copyHash });
@@ -212,7 +213,7 @@ describe("relayer safety: reverts the relayer would pay for", () => {
     async function copyMinedFirst(opened: Opened, body: object, meanwhile: () => void) {
       const { chain } = opened;
       const nonce = await relayerNonce(opened);
-      await setAutomine(opened, false);
+      await setAutomine(opened.chain.connection.provider, false);
       try {
         const answering = request(opened.app).post("/v2/x402/settle").set("X402-Version", "1").send(body).then((r) => r);
         expect(await waitUntil(async () => (await relayerNonce(opened)) === nonce + 1, 10_000, 10), "the settlement reached the mempool").to.equal(true);
@@ -226,7 +227,7 @@ describe("relayer safety: reverts the relayer would pay for", () => {
         expect((await chain.publicClient.getTransactionReceipt({ hash: ours.hash })).status).to.equal("reverted");
         return { answer, copyHash, ourHash: ours.hash };
       } finally {
-        await setAutomine(opened, true);
+        await setAutomine(opened.chain.connection.provider, true);
       }
     }
 

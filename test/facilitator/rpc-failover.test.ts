@@ -5,7 +5,7 @@ import { EMBEDDED_LEDGER_NOTE } from "../../src/facilitator/coordination.js";
 import { StartupError } from "../../src/facilitator/startup-error.js";
 import type { RunningFacilitator } from "../../src/facilitator/start.js";
 import { serveJsonRpc } from "../../src/harness/rpc-bridge.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 import { configRefusal } from "../helpers/config.js";
 import { HARDHAT_KEYS, makePayment, recordingLogger } from "../helpers/facilitator.js";
 import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";

@@ -8,7 +8,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import type { RunningFacilitator } from "../../src/facilitator/start.js";
 import type { SettlementRecord } from "../../src/ledger/types.js";
 import { SettleError } from "../../src/protocol/reasons.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
 import { startFacilitatorProcess, type FacilitatorProcess } from "../../src/harness/cluster.js";
 import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";

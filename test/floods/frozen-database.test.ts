@@ -7,7 +7,7 @@ import { startTestPostgres, type TestPostgres } from "../../src/harness/postgres
 import { makePayment, recordingLogger, startFacilitatorOnChain, v2BodyOf } from "../helpers/facilitator.js";
 import { startPgFaultProxy, type PgFaultProxy } from "../helpers/pg-fault-proxy.js";
 import { scrapeMetric } from "../helpers/metrics.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // Issue 29 item 3: PostgreSQL frozen (as SIGSTOP does: nothing read, nothing answered) under a facilitator.
 // Verify without a payment identifier keeps answering (its rate limit counted in memory meanwhile), every

@@ -5,7 +5,7 @@ import { MemoryFeedHistory, type FeedRow } from "../../src/facilitator/dashboard
 import { makePayment, startFacilitatorOnChain } from "../helpers/facilitator.js";
 import { openSse, rowOf, type SseStream } from "../helpers/sse.js";
 import { scrapeMetric } from "../helpers/metrics.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // Issue 29 item 1: the dashboard's event streams hold no memory for a client that does not read, live a
 // bounded time, and carry only payments' outcomes (never the requests refused before any check).

@@ -9,7 +9,7 @@ import { CRONOS_BLOCK_TIME_MS, startLocalChain, type LocalChain } from "../../sr
 import { PortInUseError } from "../../src/harness/errors.js";
 import { occupyPort, portIsFree, postJson } from "../helpers/http.js";
 import { balanceOfData, rpc, type WireResponse } from "../helpers/rpc.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 async function callToken(chain: LocalChain, functionName: "name" | "version" | "symbol" | "decimals"): Promise<unknown> {
   const data = encodeFunctionData({ abi: tokenAbi, functionName });

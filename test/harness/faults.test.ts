@@ -14,7 +14,7 @@ import { chainTime, rpcClient, tokenBalance } from "../helpers/chain.js";
 import { occupyPort, postJson } from "../helpers/http.js";
 import { rpc } from "../helpers/rpc.js";
 import { STACK_OPTIONS } from "../helpers/seller.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // The harness's fault and time API in the stack's own process (stack.harness): each control makes the
 // real cause happen (a transaction of the token's roles or of the payer, EDR's mining and clock, the

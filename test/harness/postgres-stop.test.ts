@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { expect } from "chai";
 import { startTestPostgres } from "../../src/harness/postgres.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 /** The server process of a TestPostgres (a child of this process, found by its port): its pid and data folder. */
 function postmaster(url: string): { pid: number; dataDir: string } {

@@ -9,7 +9,7 @@ import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import { serveJsonRpc, type JsonRpcBridge, type RequestProvider } from "../../src/harness/rpc-bridge.js";
 import { postJson } from "../helpers/http.js";
 import { recordRpc, rpc, type RpcRecorder, type WireResponse } from "../helpers/rpc.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 const TRANSFER_TOPIC = keccak256(toHex("Transfer(address,address,uint256)"));
 // Long enough for a notification that should not come to have come (they arrive within milliseconds).

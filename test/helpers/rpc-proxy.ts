@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { numberToHex, type Hex } from "viem";
+import { closeAfter } from "./teardown.js";
 
 // Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
 
@@ -262,6 +263,7 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
       await stop();
     },
   };
+  closeAfter(`RPC fault proxy on port ${port}`, () => proxy.close());
   return proxy;
 }
 

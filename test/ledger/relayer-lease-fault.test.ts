@@ -9,7 +9,7 @@ import { SettleError } from "../../src/protocol/reasons.js";
 import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
 import { post, QUICK, watchForExits } from "../helpers/instances.js";
 import { openProxiedChain, type ProxiedChain } from "../helpers/proxied-chain.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // Issue 30 item 5, as a fault: two facilitator processes share one relayer key through PostgreSQL. The
 // one holding its lease is frozen (SIGSTOP) past the lease while it has a gap to fill (its lowest

@@ -6,8 +6,10 @@ import { SettleError } from "../../src/protocol/reasons.js";
 import { EvmReason } from "../../src/protocol/x402v2.js";
 import { makePayment, openFacilitator, recordingLogger, sendAuthorization, v2BodyOf } from "../helpers/facilitator.js";
 import { switchableLedger } from "../helpers/ledger.js";
-import { expectFailed, FRONT_RUN, RELAYER, relayerNonce, revertedGas, setAutomine, settle } from "../helpers/settle.js";
-import { waitUntil, withoutTimestamp } from "../helpers/time.js";
+import { setAutomine } from "../helpers/mining.js";
+import { expectFailed, FRONT_RUN, RELAYER, relayerNonce, revertedGas, settle } from "../helpers/settle.js";
+import { withoutTimestamp } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // "Paid" means the chain moved the seller's money: a payer who spends its own nonce first with another
 // authorization (a substitute: 1 unit to itself) gets no settled answer, on a real local chain (EDR).
@@ -29,7 +31,7 @@ async function sendSubstitute(opened: Opened, first: Made): Promise<{ hash: Hex;
 async function substituteMinedFirst(opened: Opened, payment: Made, dialect: "cronos" | "x402v2", meanwhile: () => void = () => {}) {
   const { chain } = opened;
   const nonce = await relayerNonce(opened);
-  await setAutomine(opened, false);
+  await setAutomine(opened.chain.connection.provider, false);
   try {
     const body = dialect === "cronos" ? payment.body : v2BodyOf(payment);
     const answering = request(opened.app).post("/v2/x402/settle").send(body).then((r) => r);
@@ -47,7 +49,7 @@ async function substituteMinedFirst(opened: Opened, payment: Made, dialect: "cro
     expect(reverted.transactionIndex).to.be.above(substitute.transactionIndex);
     return { answer, substituteHash, ourHash: ours.hash, reverted };
   } finally {
-    await setAutomine(opened, true);
+    await setAutomine(opened.chain.connection.provider, true);
   }
 }
 
@@ -130,7 +132,7 @@ describe("settlement: paid only by this payment's transfer", function () {
       const payment = await makePayment(chain, { amount: 700n });
       const sellerBefore = await chain.contract.read.balanceOf([payment.payTo]);
       const nonce = await relayerNonce(opened);
-      await setAutomine(opened, false);
+      await setAutomine(opened.chain.connection.provider, false);
       let ourHash: Hex;
       try {
         const answer = await settle(opened, payment.body);
@@ -142,7 +144,7 @@ describe("settlement: paid only by this payment's transfer", function () {
         await sendSubstitute(opened, payment);
         await chain.networkHelpers.mine();
       } finally {
-        await setAutomine(opened, true);
+        await setAutomine(opened.chain.connection.provider, true);
       }
       expect((await chain.publicClient.getTransactionReceipt({ hash: ourHash })).status).to.equal("reverted");
       expect(await waitUntil(async () => (await lookup(opened, payment)).body.status !== "pending", 10_000, 50), "the reconciler decided the row").to.equal(true);

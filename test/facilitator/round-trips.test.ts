@@ -2,6 +2,7 @@ import { expect } from "chai";
 import type { RunningFacilitator } from "../../src/facilitator/start.js";
 import { makePayment } from "../helpers/facilitator.js";
 import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";
+import { waitUntil } from "../helpers/wait.js";
 
 /** The methods a settle asks of the chain (the lifecycle's and the failover's own reads aside). */
 const SETTLE_METHODS = new Set(["eth_getCode", "eth_estimateGas", "eth_sendRawTransaction", "eth_getTransactionReceipt", "eth_maxPriorityFeePerGas"]);
@@ -65,8 +66,10 @@ describe("settle when the chain has not mined the transaction by the send's answ
     try {
       const payment = await makePayment(proxied.chain, { amount: 3_500n });
       const settling = fetch(`${running.url}/v2/x402/settle`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(payment.body) });
-      while ((await proxy.chain.pending()).length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await waitUntil("the settlement in the pool", async () => (await proxy.chain.pending()).length === 1);
+      // Mine once the facilitator has polled for the receipt after the send's own batch.
+      const receiptPolls = () => proxy.batches.filter((batch) => batch.includes("eth_getTransactionReceipt") && !batch.includes("eth_sendRawTransaction")).length;
+      await waitUntil("a receipt poll after the send", () => receiptPolls() > 0);
       await proxy.chain.mine(1);
       const answer = (await (await settling).json()) as Record<string, unknown>;
       expect(answer.event).to.equal("payment.settled");

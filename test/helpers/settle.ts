@@ -47,7 +47,7 @@ export async function settleFrontRun(opened: Opened, body: object, frontRun: () 
   const nonce = await relayerNonce(opened);
   return withoutAutomine(chain.connection.provider, async () => {
     const settling = settle(opened, body);
-    await waitUntil(async () => (await relayerNonce(opened)) === nonce + 1, WAIT_MS, 10, "the settlement in the mempool");
+    await waitUntil("the settlement in the mempool", async () => (await relayerNonce(opened)) === nonce + 1, WAIT_MS, 10);
     const attack = await frontRun();
     await chain.networkHelpers.mine();
     const answer = await settling;

@@ -4,7 +4,11 @@
 // A sleep is never a wait: "nothing happened" is checked after something that proves time passed (a later
 // block, a later answer from the same server, a counter that advanced), not after a pause.
 
-/** The default deadline: generous for a loaded machine, well inside Mocha's 60 s per test. */
+/**
+ * The default deadline, and the least any wait gets: a deadline only says when to give up (a wait that
+ * fails always fails loudly), so a loaded machine must not fail a wait that was about to succeed. Well
+ * inside Mocha's 60 s per test.
+ */
 export const WAIT_MS = 30_000;
 
 /** The default pause between two polls. */
@@ -32,21 +36,29 @@ function described(check: () => unknown): string {
  * it rejects with `what` and the last value read. An error thrown by `read` fails the wait at once.
  */
 export async function waitFor<T>(read: () => T | Promise<T>, done: (value: T) => boolean, what: string, timeoutMs = WAIT_MS, everyMs = EVERY_MS): Promise<T> {
+  const deadline = Math.max(timeoutMs, WAIT_MS);
   const started = Date.now();
   for (;;) {
     const value = await read();
     if (done(value)) return value;
-    if (Date.now() - started >= timeoutMs) throw new Error(`waited ${timeoutMs} ms for ${what}; last seen: ${shown(value)}`);
+    if (Date.now() - started >= deadline) throw new Error(`waited ${deadline} ms for ${what}; last seen: ${shown(value)}`);
     await pause(everyMs);
   }
 }
 
+type Check = () => boolean | Promise<boolean>;
+
 /**
  * Polls `check` every `everyMs` until it returns true; past `timeoutMs` it rejects naming `what` (by
- * default the check's own source). Resolves with `true`, so `expect(await waitUntil(…)).to.equal(true)` reads as before.
+ * default the check's own source). Resolves with `true`, so `expect(await waitUntil(…)).to.equal(true)`
+ * reads as before. `waitUntil("what it waits for", check, timeoutMs?, everyMs?)` names it first.
  */
-export async function waitUntil(check: () => boolean | Promise<boolean>, timeoutMs = WAIT_MS, everyMs = EVERY_MS, what = described(check)): Promise<true> {
-  await waitFor(check, (ok) => ok, what, timeoutMs, everyMs);
+export async function waitUntil(what: string, check: Check, timeoutMs?: number, everyMs?: number): Promise<true>;
+export async function waitUntil(check: Check, timeoutMs?: number, everyMs?: number, what?: string): Promise<true>;
+export async function waitUntil(first: string | Check, ...rest: [unknown?, unknown?, unknown?]): Promise<true> {
+  const [check, timeoutMs, everyMs, what] =
+    typeof first === "string" ? [rest[0] as Check, rest[1] as number | undefined, rest[2] as number | undefined, first] : [first, rest[0] as number | undefined, rest[1] as number | undefined, rest[2] as string | undefined];
+  await waitFor(check, (ok) => ok, what ?? described(check), timeoutMs ?? WAIT_MS, everyMs ?? EVERY_MS);
   return true;
 }
 
@@ -55,13 +67,14 @@ export async function waitUntil(check: () => boolean | Promise<boolean>, timeout
  * starting) and resolves with its value; past `timeoutMs` it rejects with `what` and the last error.
  */
 export async function eventually<T>(attempt: () => T | Promise<T>, what = described(attempt), timeoutMs = WAIT_MS, everyMs = EVERY_MS): Promise<T> {
+  const deadline = Math.max(timeoutMs, WAIT_MS);
   const started = Date.now();
   for (;;) {
     try {
       return await attempt();
     } catch (error) {
-      if (Date.now() - started >= timeoutMs) {
-        throw new Error(`waited ${timeoutMs} ms for ${what}; last error: ${shown(error)}`, { cause: error });
+      if (Date.now() - started >= deadline) {
+        throw new Error(`waited ${deadline} ms for ${what}; last error: ${shown(error)}`, { cause: error });
       }
     }
     await pause(everyMs);

@@ -15,7 +15,7 @@ import { openChain } from "../helpers/token.js";
 
 const EXPECTED_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
-const ASSETS = ["/", "/dashboard/app.js", "/dashboard/style.css"];
+const ASSETS = ["/", "/dashboard/app.js", "/dashboard/charts.js", "/dashboard/style.css"];
 
 /** A row as the feed writes it, for deep-equal checks: the volatile fields replaced by their kind. */
 function shape(row: Record<string, unknown>): Record<string, unknown> {
@@ -29,7 +29,7 @@ describe("dashboard: off unless DASHBOARD=true", () => {
   it("serves no page and none of its routes by default (404 JSON, as any unknown route)", async () => {
     const { app, config } = await openFacilitator();
     expect(config.dashboard).to.equal(false);
-    for (const path of [...ASSETS, "/dashboard/api/networks", "/dashboard/api/feed", "/dashboard/events", "/dashboard/api/local/buyers"]) {
+    for (const path of [...ASSETS, "/dashboard/vendor/uplot.js", "/dashboard/api/networks", "/dashboard/api/feed", "/dashboard/api/charts", "/dashboard/events", "/dashboard/api/local/buyers"]) {
       const response = await request(app).get(path);
       expect(response.status, path).to.equal(404);
       expect(response.body, path).to.deep.equal({ error: "Not found" });
@@ -72,7 +72,7 @@ describe("dashboard on a facilitator pointed at a configured RPC (DASHBOARD=true
   });
 
   it("serves the page, its script and its stylesheet from this origin only, under a strict CSP", async () => {
-    const types = ["text/html; charset=utf-8", "text/javascript; charset=utf-8", "text/css; charset=utf-8"];
+    const types = ["text/html; charset=utf-8", "text/javascript; charset=utf-8", "text/javascript; charset=utf-8", "text/css; charset=utf-8"];
     for (const [index, path] of ASSETS.entries()) {
       const response = await request(facilitator.app).get(path);
       expect(response.status, path).to.equal(200);
@@ -134,7 +134,7 @@ describe("dashboard on a facilitator pointed at a configured RPC (DASHBOARD=true
       await stream.next((event) => event.event === "outcome" && rowOf(event).block !== undefined);
       stream.close();
       const outputs = [stream.text()];
-      for (const path of [...ASSETS, "/dashboard/api/networks", "/dashboard/api/feed"]) outputs.push((await request(facilitator.app).get(path)).text);
+      for (const path of [...ASSETS, "/dashboard/api/networks", "/dashboard/api/feed", "/dashboard/api/charts"]) outputs.push((await request(facilitator.app).get(path)).text);
       const everything = outputs.join("\n").toLowerCase();
       expect(everything).to.include(relayer.toLowerCase());
       expect(everything).to.include(settle.body.txHash.toLowerCase());

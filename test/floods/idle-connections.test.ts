@@ -6,7 +6,7 @@ import { connectionCounts, createListener, listenOn } from "../../src/facilitato
 import { silentLogger } from "../../src/facilitator/logger.js";
 import { makePayment, startFacilitatorOnChain } from "../helpers/facilitator.js";
 import { metric, scrapeMetric } from "../helpers/metrics.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // Issue 39 item 8: a seller's pool bursting to 128 keep-alive connections held every place of its client
 // (MAX_CONNECTIONS_PER_CLIENT 100) idle, and the same client's next connections each waited

@@ -7,7 +7,7 @@ import { serveJsonRpc, type JsonRpcBridge } from "../../src/harness/rpc-bridge.j
 import { HARDHAT_KEYS, makePayment, type Chain } from "../helpers/facilitator.js";
 import { ROOT } from "../helpers/processes.js";
 import { parseYaml, promqlRefs, seriesLabels, type Yaml } from "../helpers/promql.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 import { openChain } from "../helpers/token.js";
 
 // The Grafana dashboard and the Prometheus alert rules the package ships (docs/monitoring/): every metric

@@ -1,3 +1,4 @@
+import { Server, Socket } from "node:net";
 import Mocha from "mocha";
 
 // Helpers only: importing this file runs nothing but the wiring below (hardhat-mocha loads every file under test/).
@@ -137,6 +138,26 @@ function watchTimers(): void {
  */
 const KNOWN_SRC_INTERVALS = [/express-rate-limit/];
 
+/** Sockets and servers still open, by address (Node's own list of live handles; for the report only). */
+function describeHandles(): string[] {
+  const live = (process as unknown as { _getActiveHandles?: () => unknown[] })._getActiveHandles?.() ?? [];
+  const counts = new Map<string, number>();
+  for (const handle of live) {
+    let text: string;
+    if (handle instanceof Socket) {
+      if (handle === process.stdout || handle === process.stderr || handle === process.stdin) continue;
+      text = `socket ${handle.localAddress ?? "?"}:${handle.localPort ?? "?"} -> ${handle.remoteAddress ?? "?"}:${handle.remotePort ?? "?"}`;
+    } else if (handle instanceof Server) {
+      const address = handle.address();
+      text = `server ${typeof address === "string" ? address : `${address?.address}:${address?.port}`}`;
+    } else {
+      text = (handle as { constructor?: { name?: string } })?.constructor?.name ?? typeof handle;
+    }
+    counts.set(text, (counts.get(text) ?? 0) + 1);
+  }
+  return [...counts].map(([text, count]) => `  ${count} × ${text}`);
+}
+
 /** What is still open: printed, and a failure under CI=true. */
 async function reportLeftovers(): Promise<void> {
   // Sockets being closed go within a few turns of the loop: give them up to 2 s before counting.
@@ -145,11 +166,16 @@ async function reportLeftovers(): Promise<void> {
   const all = [...intervals.values()];
   const known = all.filter((site) => KNOWN_SRC_INTERVALS.some((pattern) => pattern.test(site)));
   const running = all.filter((site) => !known.includes(site));
-  const lines = [`open handles at the end of the run: ${handles.length}${handles.length > 0 ? ` (${handles.join(", ")})` : ""}`];
+  const stats = runner?.stats;
+  const lines = [
+    `tests in this run: ${runner?.total ?? "?"} (passed ${stats?.passes ?? "?"}, failed ${stats?.failures ?? "?"}, pending ${stats?.pending ?? "?"})`,
+    `open handles at the end of the run: ${handles.length}${handles.length > 0 ? ` (${handles.join(", ")})` : ""}`,
+  ];
   lines.push(`intervals still running: ${running.length} (and ${known.length} of express-rate-limit's MemoryStore, never shut by src: see KNOWN_SRC_INTERVALS)`);
   const bySite = new Map<string, number>();
   for (const site of running) bySite.set(site, (bySite.get(site) ?? 0) + 1);
   for (const [site, count] of bySite) lines.push(`  ${count} started by ${site}`);
+  if (handles.length > 0) lines.push(...describeHandles());
   process.stdout.write(`\n  ${lines.join("\n  ")}\n`);
   if (process.env.CI === "true" && (handles.length > 0 || running.length > 0)) {
     throw new Error(`the run left ${handles.length} handles and ${running.length} intervals open (above); every helper that opens something must close it`);

@@ -12,3 +12,6 @@ export function withoutTimestamp(body: unknown): Record<string, unknown> {
   expect(timestamp).to.match(ISO_TIME);
   return rest;
 }
+
+/** Waiting lives in test/helpers/wait.ts; this name stays importable from here for tests written before it moved. */
+export { waitUntil } from "./wait.js";

@@ -63,20 +63,25 @@ describe("floods: one seller's keep-alive pool under the production connection c
         req.on("error", reject);
         req.end(body);
       });
-    // The client's connections being served, counted at each request the service's HTTP server begins
-    // (Node's diagnostics channel): a connection counts from its first request until it closes. Every change
-    // is seen, none sampled.
-    const served = new Set<Socket>();
+    // The client's connections with a request being served, counted at each request the service's HTTP server
+    // begins and each answer it finishes (Node's diagnostics channels): every change is seen, none sampled. A
+    // connection serving a request holds a place; more than 100 at once would be a breach of the cap.
+    const serving = new Set<Socket>();
     let mostServed = 0;
+    const ours = (socket: Socket) => socket.remoteAddress === "127.0.0.5" && String(socket.localPort) === port;
     const onRequest = (message: unknown) => {
       const { socket } = message as { socket: Socket };
-      if (socket.remoteAddress !== "127.0.0.5" || String(socket.localPort) !== port || served.has(socket)) return;
-      served.add(socket);
-      socket.once("close", () => served.delete(socket));
-      mostServed = Math.max(mostServed, served.size);
+      if (!ours(socket)) return;
+      serving.add(socket);
+      mostServed = Math.max(mostServed, serving.size);
+    };
+    const onAnswered = (message: unknown) => {
+      const { socket } = message as { socket: Socket };
+      if (ours(socket)) serving.delete(socket);
     };
     const queuedBefore = await scrapeMetric(started.running.metricsUrl!, 'x402_http_connections_waiting_total{listener="service",event="queued"}');
     subscribe("http.server.request.start", onRequest);
+    subscribe("http.server.response.finish", onAnswered);
     try {
       const result = await load(send, 256);
       expect(result.failed).to.deep.equal([]);
@@ -86,6 +91,7 @@ describe("floods: one seller's keep-alive pool under the production connection c
       expect(await scrapeMetric(started.running.metricsUrl!, 'x402_http_connections_waiting_total{listener="service",event="queued"}')).to.be.greaterThan(queuedBefore);
     } finally {
       unsubscribe("http.server.request.start", onRequest);
+      unsubscribe("http.server.response.finish", onAnswered);
       agent.destroy();
     }
   });

@@ -60,6 +60,7 @@ export function spawnInRoot(command: string, args: readonly string[], env: NodeJ
   );
   function waitFor(pattern: RegExp, timeoutMs: number): Promise<RegExpMatchArray> {
     return new Promise((resolve, reject) => {
+      // A deadline that fails loudly, not a pause: the match ends the wait as soon as it is printed.
       const timer = setTimeout(() => finish(new Error(`no ${pattern} on stdout within ${timeoutMs} ms\nstdout:\n${out}\nstderr:\n${err}`)), timeoutMs);
       const onData = () => {
         const match = out.match(pattern);

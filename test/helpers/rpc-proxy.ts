@@ -204,6 +204,7 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
     methods.push(...called);
     batches.push(called);
     for (const item of items) if (item.method === "eth_sendRawTransaction") broadcasts.push((item.params as [Hex])[0]);
+    // The fault itself (a slow node), not a wait of the test's.
     if (proxy.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, proxy.delayMs));
 
     if (await answerErrors(items, parsed, res)) return;

@@ -11,7 +11,7 @@ import { connectHarness } from "../../src/harness/control/client.js";
 import type { LocalHarness } from "../../src/harness/control/harness.js";
 import { HarnessRefusal, serveHarness } from "../../src/harness/control/server.js";
 import { CONTROL_BODY_LIMIT_BYTES, HarnessControlError, MAX_FAULTS, type FaultInfo } from "../../src/harness/control/spec.js";
-import { type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { RequestError } from "../../src/protocol/reasons.js";
 import { paymentRequirements } from "../../src/seller/index.js";
 import { rpcClient } from "../helpers/chain.js";

@@ -6,7 +6,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { processStartTime } from "../../src/cli/stack-state.js";
 import { faultUsage, runFault, runTime, timeUsage } from "../../src/cli/fault.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
-import { type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { rpcClient, tokenBalance } from "../helpers/chain.js";
 import { closedPortUrl } from "../helpers/http.js";
 import { ROOT, spawnInRoot } from "../helpers/processes.js";

@@ -5,7 +5,7 @@ import { createPaymentHeader, createV2PaymentPayload } from "../../src/buyer/ind
 import { tokenAbi } from "../../src/chain/token-abi.js";
 import { BALANCE_SINK } from "../../src/harness/control/chain-actions.js";
 import { HarnessControlError, MAX_ENDED_FAULTS, MAX_FAULTS, type FaultInfo, type FaultSpec } from "../../src/harness/control/spec.js";
-import { type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { encodeBase64Json } from "../../src/protocol/header.js";
 import type { NetworkName } from "../../src/protocol/networks.js";
 import { v2RequirementsOf } from "../../src/protocol/x402v2.js";

@@ -5,7 +5,7 @@ import { createPaymentHeader } from "../../src/buyer/index.js";
 import { runFault } from "../../src/cli/fault.js";
 import { localAccount } from "../../src/harness/accounts.js";
 import type { FaultInfo } from "../../src/harness/control/spec.js";
-import { type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { paymentRequirements } from "../../src/seller/index.js";
 import { rpcClient, writeToken } from "../helpers/chain.js";
 import { postJson } from "../helpers/http.js";

@@ -2,7 +2,7 @@ import { expect } from "chai";
 import hre from "hardhat";
 import { VerifyReason } from "../../src/protocol/reasons.js";
 import { localAccount } from "../../src/harness/accounts.js";
-import { type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { RequestError } from "../../src/protocol/reasons.js";
 import { rawRequest } from "../helpers/http.js";
 import { balanceOfData, rpc } from "../helpers/rpc.js";

@@ -5,7 +5,7 @@ import { createPaymentHeader } from "../../src/buyer/index.js";
 import { NETWORKS } from "../../src/protocol/networks.js";
 import { localAccount } from "../../src/harness/accounts.js";
 import { PortInUseError } from "../../src/harness/errors.js";
-import { type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { occupyPort, portIsFree } from "../helpers/http.js";
 import { rejection } from "../helpers/reject.js";
 import { balanceOfData, rpc } from "../helpers/rpc.js";

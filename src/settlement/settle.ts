@@ -5,6 +5,7 @@ import { FeeCapError } from "../chain/fees.js";
 import { settleErrorOfRevert } from "../chain/revert.js";
 import type { PayerPayload, Payment } from "../protocol/payment.js";
 import { VerifyReason, type SettleErrorCode } from "../protocol/reasons.js";
+import { step } from "../telemetry/spans.js";
 import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
 import { penaltySubject, type BoundPayment, type SettlementRecord } from "../ledger/types.js";
 import type { Simulation } from "./service.js";
@@ -177,7 +178,7 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
         balance: outcome.balance,
         balanceBlock: head.number,
       },
-      () => simulate(outcome, context),
+      () => step("x402 simulate", {}, () => simulate(outcome, context)),
     );
   } catch (error) {
     if (error instanceof FacilitatorFault) throw error;

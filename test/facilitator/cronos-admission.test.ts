@@ -6,7 +6,7 @@ import type { RefusalKind } from "../../src/harness/cronos-node/refusals.js";
 import type { SettlementRecord } from "../../src/ledger/types.js";
 import { debugLogger, openCronosStack, PRODUCTION_RELAYER, startProductionFacilitator, type CronosStack } from "../helpers/cronos-node.js";
 import { makePayment } from "../helpers/facilitator.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // The production facilitator (configuration from variables, HTTP, its ledger, the relayer lifecycle, the
 // reconciler) on the local stack's chain 338 answering as a Cronos node (the harness's default: strict nonces
@@ -91,7 +91,6 @@ describe("the production facilitator on the local chain as a Cronos node, throug
     before(async () => {
       cronos = await openCronosStack({ blockTimeMs: 500 });
     });
-    after(() => cronos?.close());
 
     it("40 concurrent settles reach the node in nonce order: not one refusal, all settled, one transaction per nonce", async () => {
       const url = await start();
@@ -131,7 +130,6 @@ describe("the production facilitator on the local chain as a Cronos node, throug
     before(async () => {
       cronos = await openCronosStack();
     });
-    after(() => cronos?.close());
 
     it("blocks stopped, then its fee under the raised minimum, with replacement refused: the original kept and broadcast again (tx already in mempool), never answered failed; mined once fees fall, settled with its hash", async () => {
       const url = await start();

@@ -9,7 +9,7 @@ import type { CronosNode, CronosNodeOptions } from "../../src/harness/cronos-nod
 import { localAccount } from "../../src/harness/accounts.js";
 import { HARDHAT_KEYS } from "../helpers/facilitator.js";
 import { startFaultProxy, type FaultProxy } from "../helpers/rpc-proxy.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // The relayer against the harness's Cronos node (src/harness/cronos-node/: strict nonces, its replacement rule,
 // its texts, its minimum fee, a lagging backend, a lost pool), on a local chain 338, reached through a plain

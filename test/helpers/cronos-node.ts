@@ -2,13 +2,13 @@ import { parseAbiItem, type Address, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { loadConfig } from "../../src/facilitator/config/index.js";
 import type { Logger } from "../../src/facilitator/logger.js";
-import { startFacilitator, type RunningFacilitator } from "../../src/facilitator/start.js";
+import type { RunningFacilitator } from "../../src/facilitator/start.js";
 import type { LocalChain } from "../../src/harness/chain.js";
 import type { RefusalKind, RefusalRecord } from "../../src/harness/cronos-node/refusals.js";
-import { startLocalStack, type LocalStack, type LocalStackOptions } from "../../src/harness/stack.js";
+import type { LocalStack, LocalStackOptions } from "../../src/harness/stack.js";
 import { NETWORKS } from "../../src/protocol/networks.js";
-import { HARDHAT_KEYS, TEST_ENV } from "./facilitator.js";
-import { STACK_OPTIONS } from "./seller.js";
+import { HARDHAT_KEYS, startTestFacilitator, TEST_ENV } from "./facilitator.js";
+import { STACK_OPTIONS, startTestStack } from "./seller.js";
 
 // Helpers only: importing this file runs nothing.
 // The local stack's chain 338 answering as a Cronos node (the harness's default, what integrators meet), its
@@ -43,15 +43,15 @@ export interface CronosStack {
 const TRANSFER = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
 const AUTHORIZATION_USED = parseAbiItem("event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)");
 
-/** Starts a stack with chain 338 only, as a Cronos node (its JSON-RPC, WebSocket and faults); `options` on top. */
+/**
+ * Starts a stack with chain 338 only, as a Cronos node (its JSON-RPC, WebSocket and faults); `options` on top.
+ * Closed with the scope that opens it (test/helpers/teardown.ts); `close` closes it sooner.
+ */
 export async function openCronosStack(options: LocalStackOptions = {}): Promise<CronosStack> {
-  const stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 3, ...options });
+  const stack = await startTestStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 3, ...options });
   const chain = stack.chains["cronos-testnet"]!;
   const node = chain.cronosNode;
-  if (!node) {
-    await stack.stop();
-    throw new Error("the chain does not answer as a Cronos node");
-  }
+  if (!node) throw new Error("the chain does not answer as a Cronos node");
   const from = await chain.publicClient.getBlockNumber();
   let base = node.refusals();
   const token = chain.token;
@@ -89,7 +89,7 @@ export async function openCronosStack(options: LocalStackOptions = {}): Promise<
 /**
  * The facilitator as `cronos-x402 facilitator` runs it: its configuration read from variables by the one schema,
  * its chain reached over the stack's public JSON-RPC URL (the Cronos node), its own embedded ledger; relayer #8,
- * the tests' settings (no rate limits, fast polling) and `env` on top.
+ * the tests' settings (no rate limits, fast polling) and `env` on top. Closed with the scope that opens it.
  */
 export function startProductionFacilitator(cronos: CronosStack, env: Record<string, string> = {}, logger?: Logger): Promise<RunningFacilitator> {
   const config = loadConfig({
@@ -100,7 +100,7 @@ export function startProductionFacilitator(cronos: CronosStack, env: Record<stri
     CRONOS_TESTNET_RPC_URL: cronos.chain.rpcUrl,
     ...env,
   });
-  return startFacilitator(config, logger ? { logger } : {});
+  return startTestFacilitator(config, logger ? { logger } : {});
 }
 
 /** A logger that prints with FAULT_DEBUG set, and is quiet otherwise. */

@@ -7,7 +7,7 @@ import { cutLogsShort, type CutLogsOptions } from "../helpers/log-faults.js";
 import { metric } from "../helpers/metrics.js";
 import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";
 import type { JsonRpcRequest } from "../helpers/rpc-proxy.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 import { openCronosStack, startProductionFacilitator, type CronosStack } from "../helpers/cronos-node.js";
 
 // Issue 38, finding 1: a fresh facilitator whose log reads were cut 60 blocks short answered verify `isValid: true`
@@ -123,7 +123,6 @@ describe("verify on the local chain as a Cronos node whose endpoint's log reads 
   before(async () => {
     cronos = await openCronosStack();
   });
-  after(() => cronos?.close());
   afterEach(async () => {
     await running?.close(0);
     running = undefined;

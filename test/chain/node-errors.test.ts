@@ -1,9 +1,13 @@
 import { expect } from "chai";
-import { HttpRequestError, parseGwei, RpcRequestError, TimeoutError, type Hex } from "viem";
+import hre from "hardhat";
+import { createPublicClient, HttpRequestError, http, keccak256, parseGwei, RpcRequestError, TimeoutError, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { classifySendError, leastFeePerGas, nodeErrorText, SEND_REFUSALS, type NodeFamily, type SendErrorClass } from "../../src/chain/node-errors.js";
+import { localAccount } from "../../src/harness/accounts.js";
+import { startLocalChain } from "../../src/harness/chain.js";
 import { HARDHAT_KEYS } from "../helpers/facilitator.js";
 import { setAutomine } from "../helpers/mining.js";
+import { closeAfter, once } from "../helpers/teardown.js";
 import { openChain } from "../helpers/token.js";
 
 /**
@@ -186,6 +190,76 @@ describe("node errors: the one table of what a refusal means (Cronos, geth, EDR)
       await client.sendRawTransaction({ serializedTransaction: raw });
       expect(await client.sendRawTransaction({ serializedTransaction: raw }).catch((error: unknown) => classifySendError(error))).to.deep.equal({ kind: "known" });
       expect(await send({ nonce: 1, value: 2n, maxFeePerGas: base * 4n + 1n })).to.deep.equal({ kind: "replacementRefused" });
+    });
+  });
+
+  describe("the local chain's Cronos node (the harness's default mode), provoked over its JSON-RPC", function () {
+    this.timeout(60_000);
+    /** Hardhat's #10 to #19: funded, used by nothing else on a fresh chain. */
+    const sender = (index: number) => privateKeyToAccount(localAccount(index).privateKey);
+
+    it("reads each refusal it gives as the table says (through viem over HTTP, as the relayer gets it), each recorded by the node as that kind", async () => {
+      const chain = await startLocalChain({ hre, port: 0, network: "cronos-testnet", buyers: 0, cronos: { mempoolSize: 4 } });
+      closeAfter("local chain as a Cronos node", once(() => chain.stop()));
+      const node = chain.cronosNode!;
+      const client = createPublicClient({ transport: http(chain.rpcUrl, { retryCount: 0 }) });
+      let base = (await client.getBlock()).baseFeePerGas!;
+      const sign = (index: number, nonce: number, fees: { tip?: bigint; cap?: bigint; value?: bigint } = {}) =>
+        sender(index).signTransaction({
+          chainId: 338,
+          type: "eip1559",
+          to: sender(index).address,
+          value: fees.value ?? 1n,
+          gas: 21_000n,
+          nonce,
+          maxPriorityFeePerGas: fees.tip ?? parseGwei("1"),
+          maxFeePerGas: fees.cap ?? base * 4n,
+        });
+      const send = (raw: Hex) =>
+        client.sendRawTransaction({ serializedTransaction: raw }).then(
+          (hash): SendErrorClass | Hex => hash,
+          (error: unknown) => classifySendError(error),
+        );
+      const refusals = () => node.refusals().recent.map(({ kind, message }) => [kind, message]);
+      await setAutomine(chain.provider, false);
+
+      // A gap: never queued.
+      expect(await send(await sign(10, 1))).to.deep.equal({ kind: "nonceAhead", expected: 0 });
+      const first = await sign(10, 0);
+      expect(await send(first)).to.equal(keccak256(first));
+      // The same transaction again.
+      expect(await send(first)).to.deep.equal({ kind: "known" });
+      // A replacement under the fee bump (+5 % of the tip, the rule asks +10 %).
+      expect(await send(await sign(10, 0, { tip: parseGwei("1.05"), value: 2n }))).to.deep.equal({ kind: "replacementRefused" });
+      // Replacement off: a same-nonce transaction is a used nonce.
+      node.hold("off", { replacement: false });
+      expect(await send(await sign(10, 0, { tip: parseGwei("2"), value: 2n }))).to.deep.equal({ kind: "nonceBehind", expected: 1 });
+      node.release("off");
+      // A fee cap under the block's base fee: the base fee it names.
+      expect(await send(await sign(11, 0, { tip: 1n, cap: 1n }))).to.deep.equal({ kind: "feeTooLow", atLeast: { perGasWei: base } });
+      // A lagging backend (the state of one block back, before the pooled nonce 0 was mined): a correct nonce refused.
+      await chain.provider.request({ method: "evm_mine", params: [] });
+      base = (await client.getBlock()).baseFeePerGas!;
+      node.hold("lag", { lag: { blocks: 1, refusals: 1 } });
+      expect(await send(await sign(10, 1))).to.deep.equal({ kind: "nonceAhead", expected: 0 });
+      node.release("lag");
+      // A nonce already mined.
+      expect(await send(await sign(10, 0, { value: 3n }))).to.deep.equal({ kind: "nonceBehind", expected: 1 });
+      // Funds: EDR's own words behind the node, read as the table says.
+      expect(await send(await sign(17, 0, { value: 10n ** 30n }))).to.deep.equal({ kind: "fundsLow" });
+      // The pool full (a pool of 4 here).
+      const pooled = await Promise.all([12, 13, 14, 15].map((index) => sign(index, 0)));
+      for (const raw of pooled) expect(await send(raw)).to.equal(keccak256(raw));
+      expect(await send(await sign(16, 0))).to.deep.equal({ kind: "poolFull" });
+      await chain.provider.request({ method: "evm_mine", params: [] });
+      // Under the chain's minimum gas price: the fee it asks for the whole gas limit.
+      node.hold("minimum", { minGasPrice: base * 10n });
+      expect(await send(await sign(11, 0))).to.deep.equal({ kind: "feeTooLow", atLeast: { totalWei: base * 10n * 21_000n } });
+      node.release("minimum");
+
+      expect(refusals().map(([kind]) => kind)).to.deep.equal(["nonce-gap", "in-mempool", "replacement-rule", "replacement-off", "base-fee", "lagging-backend", "nonce-used", "mempool-full", "minimum-fee"]);
+      // Each text the node gave is a row of the table.
+      for (const [, message] of refusals()) expect(SEND_REFUSALS.some((row) => row.text.test(message!)), message).to.equal(true);
     });
   });
 });

@@ -1,6 +1,6 @@
 import { expect } from "chai";
-import type { Hex } from "viem";
-import { privateKeyToAccount } from "viem/accounts";
+import { parseGwei, type Hex } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { createPaymentHeader, getPaymentResponse, wrapFetchWithPayment } from "../../src/buyer/index.js";
 import type { LocalStack } from "../../src/harness/stack.js";
 import { NETWORKS, type NetworkName } from "../../src/protocol/networks.js";
@@ -18,6 +18,19 @@ describe("e2e: paying a seller over real HTTP (buyer SDK → seller SDK → faci
 
   const env = useSellerEnvironment();
   before(() => ({ stack, proxy, seller } = env));
+
+  it("runs on the local chains as the harness starts them by default: each a Cronos node (a nonce gap refused with its text)", async () => {
+    for (const network of ["cronos-testnet", "cronos-mainnet"] as const) {
+      const chain = stack.chains[network]!;
+      expect([chain.node, chain.cronosNode !== undefined], network).to.deep.equal(["cronos", true]);
+      // A key of nobody's, its nonce 5 first: refused (never queued), nothing changes.
+      const stranger = privateKeyToAccount(generatePrivateKey());
+      const { chainId } = stack.networks[network]!;
+      const gap = await stranger.signTransaction({ chainId, type: "eip1559", to: stranger.address, gas: 21_000n, nonce: 5, maxFeePerGas: parseGwei("100000"), maxPriorityFeePerGas: 0n });
+      const answer = await fetch(stack.networks[network]!.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: [gap] }) });
+      expect(await answer.json(), network).to.deep.equal({ jsonrpc: "2.0", id: 1, error: { code: -32000, message: "invalid nonce; got 5, expected 0: invalid sequence: invalid sequence" } });
+    }
+  });
 
   const cases: Array<{ route: "testnet" | "mainnet" | "cronos"; network: NetworkName; wire: string; chainId: number; version: string }> = [
     { route: "testnet", network: "cronos-testnet", wire: "cronos-testnet", chainId: 338, version: "1" },

@@ -1,6 +1,8 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "chai";
+import { faultSpecOf, parseFaultArgs } from "../../src/cli/fault.js";
+import { parseFaultSpec } from "../../src/harness/control/spec.js";
 import { ROOT } from "../helpers/processes.js";
 
 // The documents a package user reads: what they tell an operator to run in production.
@@ -30,6 +32,21 @@ describe("docs/harness.md: the GitHub Actions steps it shows are the workflow's"
     const workflow = readFileSync(join(ROOT, "examples", "ci-github-actions", ".github", "workflows", "x402-e2e.yml"), "utf8").split("\n");
     const shown = blocks[0]!.split("\n").filter((line) => line.trim() !== "");
     expect(shown.filter((line) => !workflow.includes(line))).to.deep.equal([]);
+  });
+});
+
+describe("docs/harness.md: the Cronos node's faults", () => {
+  it("names each of the node's four faults once, its CLI line read by the CLI's own parser into that fault, one the harness takes", () => {
+    const doc = readFileSync(join(ROOT, "docs", "harness.md"), "utf8");
+    const rows = [...doc.matchAll(/^\| `([a-z-]+)` \| `cronos-x402 fault ([^`]+)` \|/gm)].map((match) => [match[1]!, match[2]!] as const);
+    expect(rows.map(([kind]) => kind)).to.deep.equal(["lagging-backend", "mempool-lost", "min-fee", "no-replacement"]);
+    for (const [kind, line] of rows) {
+      const { positionals, values } = parseFaultArgs(line.split(" "));
+      expect(positionals, line).to.deep.equal([kind]);
+      const spec = faultSpecOf(kind, values);
+      expect(spec, line).to.include({ kind });
+      expect(parseFaultSpec(spec).ok, line).to.equal(true);
+    }
   });
 });
 

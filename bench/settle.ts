@@ -1,6 +1,6 @@
 // Settlement under load: `npm run bench:settle`. 100 distinct authorizations fired at once at a
 // chain that mines a block every second (interval mining); prints how many settled, over how many
-// blocks, the settles per second and the latency distribution. The relayer's local nonce pipeline is
+// blocks, the settles per second and the settle latency (median, p99, max). The relayer's local nonce pipeline is
 // what is exercised. BENCH_NODE=cronos (default) or ethereum: the chain admits as a Cronos node or as
 // EDR alone; BENCH_BLOCK_TIME_MS the block time (500: the real networks' pace); BENCH_LEDGER=embedded
 // runs one `npm run instances` facilitator holding three relayer keys (the local stack has one). The
@@ -40,7 +40,7 @@ try {
   console.log(`${COUNT} settles at once, blocks every ${BLOCK_TIME_MS} ms:`);
   console.log(`  settled ${settled.length}/${COUNT} in ${blocks} block(s), the last ${last - startBlock} block(s) after the burst began; failed: ${failed}`);
   console.log(`  ${((settled.length * 1000) / wall).toFixed(1)} settles per second (settled over the whole burst's wall time)`);
-  console.log(`  latency p50 ${percentile(latencies, 50).toFixed(0)} ms, p99 ${percentile(latencies, 99).toFixed(0)} ms, max ${latencies.at(-1)!.toFixed(0)} ms; all answered in ${wall.toFixed(0)} ms`);
+  console.log(`  settle median (p50) ${percentile(latencies, 50).toFixed(0)} ms, p99 ${percentile(latencies, 99).toFixed(0)} ms, max ${latencies.at(-1)!.toFixed(0)} ms; all answered in ${wall.toFixed(0)} ms`);
 } finally {
   await stack.stop();
 }

@@ -58,9 +58,7 @@ describe("the production facilitator on the local chain as a Cronos node, throug
     const row = await running!.facilitator.coordination.ledger.get({ chainId: 338, token: cronos.chain.token, authorizer: payment.message.from, nonce: payment.message.nonce });
     return row!;
   }
-  async function until(what: string, check: () => Promise<boolean> | boolean): Promise<void> {
-    expect(await waitUntil(async () => check(), 60_000, 20), what).to.equal(true);
-  }
+  const until = (what: string, check: () => Promise<boolean> | boolean) => waitUntil(what, check, 60_000);
   /** On chain: the seller's only Transfer is this payment's, in `txHash`, which also holds the authorization's only AuthorizationUsed. */
   async function paidOnce(payment: Payment, txHash: Hex): Promise<void> {
     expect(await cronos.transfersTo(sellerOf(payment))).to.deep.equal([{ from: payment.message.from, value: AMOUNT, txHash }]);
@@ -81,6 +79,17 @@ describe("the production facilitator on the local chain as a Cronos node, throug
     expect(await cronos.minedNonce()).to.equal(from + answers.length);
   }
 
+  /**
+   * Every answer settled; each seller paid once, by its answer's transaction; one transaction per relayer nonce from
+   * `from`; nothing refused out of order.
+   */
+  async function allPaidOnce(payments: Payment[], answers: Answer[], from: number): Promise<void> {
+    expect(answers.map((a) => [a.status, a.body.event])).to.deep.equal(Array(payments.length).fill([200, "payment.settled"]));
+    for (const [i, payment] of payments.entries()) await paidOnce(payment, answers[i]!.body.txHash);
+    await oneTransactionPerNonce(answers, from);
+    noneOutOfOrder();
+  }
+
   afterEach(async () => {
     await running?.close(0);
     running = undefined;
@@ -98,10 +107,7 @@ describe("the production facilitator on the local chain as a Cronos node, throug
       const nonce = await cronos.minedNonce();
       cronos.mark();
       const answers = await Promise.all(payments.map((payment) => settle(url, payment)));
-      expect(answers.map((a) => [a.status, a.body.event])).to.deep.equal(Array(40).fill([200, "payment.settled"]));
-      for (const [i, payment] of payments.entries()) await paidOnce(payment, answers[i]!.body.txHash);
-      await oneTransactionPerNonce(answers, nonce);
-      noneOutOfOrder();
+      await allPaidOnce(payments, answers, nonce);
       expect(cronos.refusedSince().counts["lagging-backend"]).to.equal(0);
     });
 
@@ -112,10 +118,7 @@ describe("the production facilitator on the local chain as a Cronos node, throug
       const lag = await cronos.stack.harness.fault({ kind: "lagging-backend", network: NETWORK, blocks: 60, refusals: 20 });
       cronos.mark();
       const answers = await Promise.all(payments.map((payment) => settle(url, payment)));
-      expect(answers.map((a) => [a.status, a.body.event])).to.deep.equal(Array(40).fill([200, "payment.settled"]));
-      for (const [i, payment] of payments.entries()) await paidOnce(payment, answers[i]!.body.txHash);
-      await oneTransactionPerNonce(answers, nonce);
-      noneOutOfOrder();
+      await allPaidOnce(payments, answers, nonce);
       // 20 refusals of 20 transactions (the backend's state 60 blocks back: before the burst), each mined after.
       const lagged = cronos.refusedSince().recent.filter((refusal) => refusal.kind === "lagging-backend");
       expect(lagged.map((refusal) => refusal.message)).to.satisfy((texts: string[]) => texts.every((text) => /^invalid nonce; got \d+, expected \d+: invalid sequence: invalid sequence$/.test(text)));
@@ -187,13 +190,10 @@ describe("the production facilitator on the local chain as a Cronos node, throug
       await blocks.undo();
       await harness.advanceTime(5, { network: NETWORK });
       const answers = await Promise.all(settling);
-      expect(answers.map((a) => [a.status, a.body.event])).to.deep.equal(Array(3).fill([200, "payment.settled"]));
+      // In nonce order (the node admits no nonce above a missing one), once each.
+      await allPaidOnce(payments, answers, nonce);
       // Each went back as it was signed (the network asks no more): the very transactions the node lost.
       expect(answers.map((a) => a.body.txHash)).to.have.members(lost.info.dropped!);
-      for (const [i, payment] of payments.entries()) await paidOnce(payment, answers[i]!.body.txHash);
-      await oneTransactionPerNonce(answers, nonce);
-      // In nonce order (the node admits no nonce above a missing one), once each.
-      noneOutOfOrder();
       expect(cronos.refusedSince().counts["in-mempool"]).to.equal(0);
       expect(await counter("x402_relayer_rebroadcasts_total")).to.equal(3);
     });
@@ -218,10 +218,7 @@ describe("the production facilitator on the local chain as a Cronos node, throug
       expect(cronos.refusedSince().counts["in-mempool"], brief(cronos.refusedSince().recent)).to.equal(0);
       await blocks.undo();
       const answers = await Promise.all(settling);
-      expect(answers.map((a) => [a.status, a.body.event])).to.deep.equal(Array(35).fill([200, "payment.settled"]));
-      for (const [i, payment] of payments.entries()) await paidOnce(payment, answers[i]!.body.txHash);
-      await oneTransactionPerNonce(answers, nonce);
-      noneOutOfOrder();
+      await allPaidOnce(payments, answers, nonce);
       expect(cronos.refusedSince().counts["in-mempool"]).to.equal(0);
     });
 

@@ -66,10 +66,12 @@ export async function quoteForCap(quote: (fresh?: boolean) => Promise<FeeQuote>,
 }
 
 /**
- * The fees of a new transaction: 1.2 × the base fee plus the tip (or the gas price), never above
- * `capWei`. Throws {@link FeeCapError} when the network needs more than the cap.
+ * The fees of a new transaction: a fee cap of 1.2 × the base fee plus the node's suggested tip (or the gas
+ * price), never above `capWei`. Throws {@link FeeCapError} when the network needs more than the cap.
  *
- * The tip is none while the latest block had room ({@link FeeQuote} `room`), else the node's suggestion. A tip
+ * The tip itself is none while the latest block had room ({@link FeeQuote} `room`), else the node's suggestion;
+ * the fee cap keeps the suggestion's room either way, so it covers what the network asks (base fee plus the
+ * suggested tip) as a tipped one would, and the lifecycle's view of it (a price the network takes) is the same. A tip
  * only orders transactions within a block, and buys a place only in a full one; a node charges it on top of
  * the base fee (min(base fee + tip, fee cap) per gas), and a Cronos node suggests base fee ÷ 8 (its largest
  * base fee rise in one block): 11 % of what a settle pays, for nothing while blocks have room. Admission does
@@ -81,10 +83,10 @@ export function initialFees(quote: FeeQuote, capWei: bigint): Fees {
   const needed = neededFee(quote);
   if (needed > capWei) throw new FeeCapError(needed, capWei);
   if ("gasPrice" in quote) return { gasPrice: quote.gasPrice };
-  const tip = quote.room ? 0n : quote.maxPriorityFeePerGas;
-  const wanted = scale(quote.baseFeePerGas, BASE_FEE_HEADROOM) + tip;
+  const wanted = scale(quote.baseFeePerGas, BASE_FEE_HEADROOM) + quote.maxPriorityFeePerGas;
   const maxFeePerGas = wanted < capWei ? wanted : capWei;
-  return { maxFeePerGas, maxPriorityFeePerGas: tip };
+  const tip = quote.room ? 0n : quote.maxPriorityFeePerGas;
+  return { maxFeePerGas, maxPriorityFeePerGas: min(tip, maxFeePerGas) };
 }
 
 /**

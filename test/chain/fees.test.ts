@@ -19,12 +19,13 @@ describe("relayer fees: pricing under a cap, replacements", () => {
   it("tips nothing while the latest block had room (at most half its gas limit used), the node's suggestion when it was fuller; a replacement tips the suggestion", () => {
     const roomy = { baseFeePerGas: gwei("10"), maxPriorityFeePerGas: gwei("1.25"), room: true };
     const full = { ...roomy, room: false };
-    expect(initialFees(roomy, gwei("100"))).to.deep.equal({ maxFeePerGas: gwei("12"), maxPriorityFeePerGas: 0n });
+    // The fee cap keeps the suggestion's room: it covers what the network asks, as a tipped one does.
+    expect(initialFees(roomy, gwei("100"))).to.deep.equal({ maxFeePerGas: gwei("13.25"), maxPriorityFeePerGas: 0n });
     expect(initialFees(full, gwei("100"))).to.deep.equal({ maxFeePerGas: gwei("13.25"), maxPriorityFeePerGas: gwei("1.25") });
     // What the network asks (the cap's check) still counts the suggested tip.
     expect(() => initialFees(roomy, gwei("11"))).to.throw(FeeCapError, "the network asks 11.25 gwei per gas");
     // Still waiting after the replacement delay: it buys a place with the node's suggestion (+12.5 % on nothing is nothing).
-    expect(replacementFees({ maxFeePerGas: gwei("12"), maxPriorityFeePerGas: 0n }, roomy, gwei("100"))).to.deep.equal({ maxFeePerGas: gwei("13.5"), maxPriorityFeePerGas: gwei("1.25") });
+    expect(replacementFees({ maxFeePerGas: gwei("13.25"), maxPriorityFeePerGas: 0n }, roomy, gwei("100"))).to.deep.equal({ maxFeePerGas: gwei("14.90625"), maxPriorityFeePerGas: gwei("1.25") });
   });
 
   it("refuses a new transaction when the network needs more than the cap, naming both in gwei", () => {

@@ -159,8 +159,11 @@ export async function startCoordination(parameters: StartCoordinationParameters)
     recheckMs: interval * 2,
     // A forgotten transaction is broadcast again only by its key's lease holder.
     mayBroadcast: (relayer) => keeper.holds(relayer),
-    // What this instance's relayer follows, its lifecycle re-broadcasts (in nonce order): the reconciler does not.
-    follows: (chainId, tx) => runtimes.find((runtime) => runtime.config.chainId === chainId)?.relayer.follows(tx.relayer, tx.relayerNonce) ?? false,
+    // What this instance's relayer follows goes out again through it (in the key's nonce order), never beside it.
+    resendFollowed: async (chainId, tx) => {
+      const again = await runtimes.find((runtime) => runtime.config.chainId === chainId)?.relayer.resendFollowed(tx.relayer, tx.relayerNonce);
+      return again === undefined ? undefined : again === "accepted";
+    },
     onAction(action, record) {
       metrics.reconcilerAction(action);
       log.info({ id: record.id, action, network: record.network, payer: record.key.authorizer, txHash: record.txHash }, "reconciler");

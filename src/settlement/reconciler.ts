@@ -36,10 +36,12 @@ export interface ReconcilerOptions {
   /** Whether this instance may broadcast from relayer key `relayer` now (holds its lease); default yes. A row of another's key is left to its holder. */
   mayBroadcast?: (relayer: Address) => boolean;
   /**
-   * Whether this instance's relayer follows the transaction at `relayer`'s `relayerNonce` on `chainId` (its lifecycle
-   * re-broadcasts it in the key's nonce order); default no. Such a row's transaction is not broadcast again here.
+   * Broadcasts again, through this instance's relayer, the transaction at `relayer`'s `relayerNonce` on `chainId`
+   * when the relayer follows it (in the key's nonce order, under its lock: a second sender of the same key could
+   * only race it, out of order on a Cronos node): true when it was sent again, false when the relayer did not
+   * need to, undefined when the relayer does not follow it (the reconciler broadcasts it itself). Default: none.
    */
-  follows?: (chainId: number, tx: { relayer: Address; relayerNonce: number }) => boolean;
+  resendFollowed?: (chainId: number, tx: { relayer: Address; relayerNonce: number }) => Promise<boolean | undefined>;
   onAction?: (action: ReconcilerAction, record: SettlementRecord) => void;
   onError?: (error: unknown, record: SettlementRecord) => void;
 }
@@ -124,9 +126,13 @@ export class Reconciler {
       return "failed";
     }
     const latest = live.at(-1);
-    // Followed by this instance's relayer: a second sender of the same nonce could only race it (out of order on Cronos).
-    if (latest && this.#options.follows?.(row.key.chainId, latest)) return undefined;
     for (const tx of live) if (await chain.knows(tx.hash)) return undefined; // still in the node's pool
+    // Followed by this instance's relayer: sent again by it, in the key's nonce order (its lifecycle goes by chain
+    // time, which stands still on a chain that mines only on demand).
+    if (latest && this.#options.resendFollowed) {
+      const again = await this.#options.resendFollowed(row.key.chainId, latest);
+      if (again !== undefined) return again ? "rebroadcast" : undefined;
+    }
     if (latest && !(this.#options.mayBroadcast?.(latest.relayer) ?? true)) return undefined;
     if (latest) {
       const again = await chain.rebroadcast(latest);

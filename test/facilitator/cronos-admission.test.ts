@@ -170,7 +170,7 @@ describe("the production facilitator on the local chain as a Cronos node, throug
       expect(cronos.refusedSince().counts["nonce-gap"]).to.equal(0);
     });
 
-    it("the node loses its pool (mempool-lost): the reconciler leaves what the relayer follows; the key's transactions go out again in nonce order, each settled once", async () => {
+    it("the node loses its pool (mempool-lost): the reconciler hands the rows to the relayer, which sends the key's transactions again in nonce order, each settled once", async () => {
       const url = await start();
       const { harness } = cronos.stack;
       const blocks = await harness.stopBlocks({ network: NETWORK });
@@ -182,23 +182,25 @@ describe("the production facilitator on the local chain as a Cronos node, throug
       expect(lost.info.dropped).to.have.length(3);
       cronos.mark();
       // The reconciler looks at each row (the node no longer knows its transaction): this instance's relayer follows
-      // them, so it sends nothing.
+      // them and sends them again, lowest nonce first, whichever row is looked at first. Chain time stands still
+      // (blocks stopped): the relayer's lifecycle alone would not have looked yet.
       const { reconciler } = running!.facilitator.coordination;
-      for (const payment of payments) expect(await reconciler.reconcile(await rowOf(payment))).to.equal(undefined);
-      expect(await cronos.pool()).to.deep.equal([]);
-      // Blocks resume (nothing to mine) and chain time passes the replacement delay: the relayer puts them back.
+      const actions: Array<string | undefined> = [];
+      for (const payment of payments) actions.push(await reconciler.reconcile(await rowOf(payment)));
+      expect(actions.every((action) => action === "rebroadcast" || action === undefined), brief(actions)).to.equal(true);
+      expect(actions).to.include("rebroadcast");
+      // Each went back as it was signed (the network asks no more): the very transactions the node lost.
+      expect(await cronos.pool()).to.have.members(lost.info.dropped!);
       await blocks.undo();
-      await harness.advanceTime(5, { network: NETWORK });
       const answers = await Promise.all(settling);
       // In nonce order (the node admits no nonce above a missing one), once each.
       await allPaidOnce(payments, answers, nonce);
-      // Each went back as it was signed (the network asks no more): the very transactions the node lost.
       expect(answers.map((a) => a.body.txHash)).to.have.members(lost.info.dropped!);
       expect(cronos.refusedSince().counts["in-mempool"]).to.equal(0);
       expect(await counter("x402_relayer_rebroadcasts_total")).to.equal(3);
     });
 
-    it("the reconciler sends nothing the relayer follows: 35 transactions waiting, the node showing the first 30 by hash; each reached the node once", async () => {
+    it("the reconciler sends nothing beside the relayer: 35 transactions waiting, the node showing the first 30 by hash; the five it does not show sent again by the relayer only as the node holds them (tx already in mempool), each mined once", async () => {
       const url = await start();
       const { harness } = cronos.stack;
       const blocks = await harness.stopBlocks({ network: NETWORK });
@@ -210,16 +212,19 @@ describe("the production facilitator on the local chain as a Cronos node, throug
       const { reconciler } = running!.facilitator.coordination;
       const rows = await Promise.all(payments.map(rowOf));
       // Five of them the node does not show (its pending view is the pool's first 30): still the relayer's to follow.
-      const shown = await Promise.all(rows.map((row) => cronos.chain.publicClient.getTransaction({ hash: row.txHash! }).then(() => true, () => false)));
-      expect(shown.filter((visible) => !visible)).to.have.length(0);
       const viaNode = await Promise.all(rows.map((row) => fetch(cronos.chain.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_getTransactionByHash", params: [row.txHash] }) }).then(async (r) => ((await r.json()) as { result: unknown }).result !== null)));
-      expect(viaNode.filter((visible) => !visible)).to.have.length(5);
+      const hidden = rows.filter((_, i) => !viaNode[i]).map((row) => row.txHash!);
+      expect(hidden).to.have.length(5);
       for (const row of rows) expect(await reconciler.reconcile(row)).to.equal(undefined);
-      expect(cronos.refusedSince().counts["in-mempool"], brief(cronos.refusedSince().recent)).to.equal(0);
+      // What reached the node again: only those five (and the hidden ones below each), each answered as held.
+      const again = cronos.refusedSince().recent;
+      expect(again.every((refusal) => refusal.kind === "in-mempool" && hidden.includes(refusal.hash!)), brief(again)).to.equal(true);
+      expect(new Set(again.map((refusal) => refusal.hash))).to.deep.equal(new Set(hidden));
+      expect(await cronos.pool()).to.have.length(35);
       await blocks.undo();
       const answers = await Promise.all(settling);
       await allPaidOnce(payments, answers, nonce);
-      expect(cronos.refusedSince().counts["in-mempool"]).to.equal(0);
+      expect(await counter("x402_relayer_rebroadcasts_total")).to.equal(0);
     });
 
     it("a fee refusal: the minimum gas price above MAX_FEE_PER_GAS_GWEI answers 503 naming the cap, nothing left in the key's sequence; under it, re-priced and settled at that same nonce", async () => {

@@ -135,24 +135,33 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     expect(await chain.publicClient.getTransactionCount({ address: relayer.address })).to.equal(1);
   });
 
-  it("leaves a forgotten transaction this instance's relayer follows to the relayer (its lifecycle re-broadcasts in nonce order): nothing broadcast; once it no longer follows it, broadcast again", async () => {
+  it("hands a forgotten transaction this instance's relayer follows to the relayer (it sends it again in the key's nonce order), broadcasting nothing beside it; once the relayer no longer follows it, broadcasts it itself", async () => {
     const sent = await abandonedSend({ broadcast: false });
     const asked: Array<[number, string, number]> = [];
-    let following = true;
+    // What the relayer answers: false (no need: the node has it), true (sent again), undefined (not followed).
+    let answer: boolean | undefined = false;
     const follower = reconcilerOn(chain.publicClient, {
-      follows: (chainId, tx) => {
+      resendFollowed: async (chainId, tx) => {
         asked.push([chainId, tx.relayer, tx.relayerNonce]);
-        return following;
+        return answer;
       },
     });
+    const pending = () => chain.publicClient.getTransactionCount({ address: relayer.address, blockTag: "pending" });
     await follower.tick();
     expect(actions).to.deep.equal([]);
     expect(asked).to.deep.equal([[338, relayer.address, 0]]);
-    expect(await chain.publicClient.getTransactionCount({ address: relayer.address, blockTag: "pending" })).to.equal(0);
-    following = false;
+    expect(await pending()).to.equal(0);
+    answer = true;
     clock.advance(5_000);
     await follower.tick();
+    // The relayer's word: nothing went out from the reconciler itself.
     expect(actions).to.deep.equal([["rebroadcast", sent.id]]);
+    expect(await pending()).to.equal(0);
+    answer = undefined;
+    clock.advance(5_000);
+    await follower.tick();
+    expect(actions).to.deep.equal([["rebroadcast", sent.id], ["rebroadcast", sent.id]]);
+    expect(asked).to.have.length(3);
     expect(await chain.publicClient.getTransactionCount({ address: relayer.address })).to.equal(1);
   });
 

@@ -3,6 +3,7 @@ import { initialFees, neededFee, quoteForCap, readFeeQuote, type FeeQuote } from
 import { sendNew } from "./admission.js";
 import { feesOf, InFlight, RelayerKey, signedOf } from "./key.js";
 import { tendKey } from "./lifecycle.js";
+import { resendFollowed, type Resent } from "./resend.js";
 import type { AdoptedTransaction, KeyLease, RelayerContext, RelayerEvent, RelayHooks, RelayRequest, SentTransaction } from "./types.js";
 
 /** Parameters of {@link Relayer}. */
@@ -134,11 +135,12 @@ export class Relayer {
   }
 
   /**
-   * Whether `address`'s transaction at `nonce` is followed here (its lifecycle re-broadcasts, replaces or fills
-   * it, in the key's nonce order): nothing else of this instance should broadcast at that nonce.
+   * Broadcasts `address`'s followed transaction at `nonce` again, in the key's nonce order (its lower ones the
+   * node does not know first), unless the node shows it; undefined when it is not followed here (any more).
    */
-  follows(address: Address, nonce: number): boolean {
-    return this.#key(address)?.inFlight.has(nonce) ?? false;
+  resendFollowed(address: Address, nonce: number): Promise<Resent | undefined> {
+    const key = this.#key(address);
+    return key ? resendFollowed(this.#lifecycle, key, nonce) : Promise.resolve(undefined);
   }
 
   /**

@@ -87,3 +87,19 @@ export async function resendBelow(ctx: RelayerContext, key: RelayerKey, nonce: n
   }
   return resent ? "resent" : "there";
 }
+
+/**
+ * The key's transaction at `nonce` broadcast again on another part's word (the reconciler found none of its
+ * versions in the node), by the key's own path: under its lock, its lower transactions the node does not know
+ * first, then it, as signed. Nothing is sent when the node shows its latest version. Undefined when the key no
+ * longer follows that nonce.
+ */
+export function resendFollowed(ctx: RelayerContext, key: RelayerKey, nonce: number): Promise<Resent | undefined> {
+  return key.exclusive(async () => {
+    const tx = key.inFlight.get(nonce);
+    if (!tx || !key.maySend()) return undefined;
+    if (await knowsTransaction(ctx.client, tx.latest.hash)) return "known";
+    if ((await resendBelow(ctx, key, nonce)) === "blocked") return "waits";
+    return resend(ctx, key, tx);
+  });
+}

@@ -18,6 +18,11 @@ export interface FacilitatorConfig {
   settleMarginSeconds: number;
   /** verify may reuse a chain head read this many ms ago (0 = read it for every verify). */
   headCacheMs: number;
+  /**
+   * `RECOVERY_WORKERS`: worker threads that recover payers' signatures when the process is busy
+   * (chain/recovery-pool.ts); unset, one per core but the main thread's; 0, every recovery on the main thread.
+   */
+  recoveryWorkers?: number;
   rpcTimeoutMs: number;
   /** With several RPC URLs, each is pinged this often; one that failed lately is tried after the others. */
   rpcRankIntervalMs: number;

@@ -3,6 +3,7 @@ import { Registry, collectDefaultMetrics } from "prom-client";
 import { chainMetrics } from "./chain.js";
 import { httpMetrics } from "./http.js";
 import { ledgerMetrics } from "./ledger.js";
+import { recoveryMetrics } from "./recovery.js";
 import { watchStages } from "./stages.js";
 import { stateIndexMetrics } from "./state-index.js";
 import type { CreateMetricsOptions, FacilitatorMetrics } from "./types.js";
@@ -18,5 +19,5 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
   const ledger = ledgerMetrics(registry, options);
   const index = stateIndexMetrics(registry, runtimes);
   if (options.stages) watchStages(registry, options.stages);
-  return { registry, ...http, ...chain, ...ledger, ...index };
+  return { registry, ...http, ...chain, ...ledger, ...index, ...recoveryMetrics(registry) };
 }

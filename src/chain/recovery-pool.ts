@@ -1,0 +1,271 @@
+import { availableParallelism } from "node:os";
+import { Worker } from "node:worker_threads";
+import type { Address, Hex } from "viem";
+import { BATCH_ANSWER_BYTES, BATCH_ITEM_BYTES, recoverBatch } from "./recovery-batch.js";
+import { addressText, recoverAddressBytes, writeSignature } from "./secp256k1.js";
+
+/** A signer's address (lower case) or undefined (none the token would accept): at once, or once a worker answered. */
+export type Recovered = Address | undefined | Promise<Address | undefined>;
+
+/** Recovers the signer of an EIP-3009 digest's `r‖s‖v` signature, as {@link recoverSigner} does. */
+export interface SignerRecovery {
+  recover(digest: Uint8Array, signature: Hex): Recovered;
+}
+
+/**
+ * Where a recovery ran: `inline` on the calling thread (nothing in the pool, first of its turn of the event
+ * loop), `worker` on a worker thread, `starting` inline while no worker is ready yet, `full` inline because
+ * the queue is at its bound, `rescued` inline after its worker died or hung.
+ */
+export type RecoveryPath = "inline" | "worker" | "starting" | "full" | "rescued";
+/** Why a worker was lost: it exited (crashed) or did not answer within the time bound. */
+export type WorkerLoss = "exited" | "hung";
+
+/** Options of {@link RecoveryPool}. */
+export interface RecoveryPoolOptions {
+  /** Worker threads; default: the machine's cores less the main thread's (`os.availableParallelism() - 1`). 0: every recovery inline. */
+  workers?: number;
+  /** Recoveries waiting or in workers at most; beyond, the calling thread recovers. Default 4,096. */
+  maxQueue?: number;
+  /** A worker that has not answered a batch in this long is ended (and replaced); its batches recovered inline. Default 1,000 ms. */
+  timeoutMs?: number;
+  /** Items per message to a worker at most. Default 256. */
+  maxBatch?: number;
+  /** The worker's entry (default recovery-worker.ts beside this file): tests wrap it to make a worker die or hang. */
+  script?: URL;
+  /** Told what ran where (metrics). */
+  onRecovered?: (path: RecoveryPath, count: number) => void;
+  /** Told when a worker is lost (metrics, a log line). */
+  onWorkerLost?: (why: WorkerLoss) => void;
+}
+
+interface Batch {
+  id: number;
+  items: Uint8Array;
+  resolvers: Array<(signer: Address | undefined) => void>;
+  sentAt: number;
+}
+
+interface Slot {
+  worker: Worker;
+  ready: boolean;
+  gone: boolean;
+  /** Batches sent and not answered, oldest first (a Map keeps insertion order). */
+  inFlight: Map<number, Batch>;
+  items: number;
+  timer: NodeJS.Timeout | undefined;
+}
+
+const FROM_SOURCE = import.meta.url.endsWith(".ts");
+const DEFAULT_SCRIPT = new URL(`./recovery-worker.${FROM_SOURCE ? "ts" : "js"}`, import.meta.url);
+const MAX_RESPAWN_DELAY_MS = 30_000;
+
+/**
+ * Signature recovery on every core: a pool of worker threads (`node:worker_threads`) sized to the machine,
+ * each running native libsecp256k1 over batches. The calling (main) thread only copies a digest and a
+ * signature into the turn's batch; one message per worker per turn of the event loop carries them.
+ *
+ * - **Idle, inline**: a recovery that finds nothing queued and is the first of its turn runs on the calling
+ *   thread, synchronously (a worker hop costs two thread wake-ups, more than the recovery at one client).
+ *   Workers start at the first moment two recoveries are due at once; until one is ready, recoveries run inline.
+ * - **Bounded**: at most `maxQueue` recoveries wait or run in workers; beyond, the calling thread recovers
+ *   (as before the pool: the answer is the same, only later; a 503 would refuse an honest payment the process
+ *   can answer). A worker that does not answer a batch within `timeoutMs` is ended; a worker that exits is
+ *   lost: either way its unanswered batches are recovered inline, each exactly once, and a new worker is
+ *   started (after a growing pause when workers keep failing).
+ */
+export class RecoveryPool implements SignerRecovery {
+  readonly size: number;
+  readonly maxQueue: number;
+  readonly timeoutMs: number;
+  readonly maxBatch: number;
+  readonly #script: URL;
+  readonly #options: RecoveryPoolOptions;
+  #slots: Slot[] = [];
+  #started = false;
+  #closed = false;
+  /** The turn's batch, before it is sent: items written in place, and their resolvers. */
+  #staging = Buffer.alloc(64 * BATCH_ITEM_BYTES);
+  #pending: Array<(signer: Address | undefined) => void> = [];
+  /** Recoveries pending or in flight. */
+  #queued = 0;
+  #inlineThisTurn = false;
+  #turn: NodeJS.Immediate | undefined;
+  #nextId = 1;
+  #failures = 0;
+  #respawns = new Set<NodeJS.Timeout>();
+
+  constructor(options: RecoveryPoolOptions = {}) {
+    this.size = Math.max(0, options.workers ?? availableParallelism() - 1);
+    this.maxQueue = Math.max(1, options.maxQueue ?? 4_096);
+    this.timeoutMs = options.timeoutMs ?? 1_000;
+    this.maxBatch = Math.max(1, options.maxBatch ?? 256);
+    this.#script = options.script ?? DEFAULT_SCRIPT;
+    this.#options = options;
+  }
+
+  /** Workers running, ready, and recoveries pending or in flight. */
+  get state(): { workers: number; ready: number; queued: number } {
+    return { workers: this.#slots.length, ready: this.#slots.filter((slot) => slot.ready).length, queued: this.#queued };
+  }
+
+  recover(digest: Uint8Array, signature: Hex): Recovered {
+    if (digest.length !== 32) throw new TypeError(`a digest is 32 bytes, got ${digest.length}`);
+    const at = this.#pending.length * BATCH_ITEM_BYTES;
+    if (at + BATCH_ITEM_BYTES > this.#staging.length) this.#grow();
+    if (!writeSignature(signature, this.#staging, at + 32)) return undefined;
+    const path = this.#route();
+    if (path !== "worker") {
+      this.#options.onRecovered?.(path, 1);
+      const signer = recoverAddressBytes(digest, this.#staging, at + 32);
+      return signer && addressText(signer);
+    }
+    this.#staging.set(digest, at);
+    this.#queued++;
+    this.#schedule();
+    return new Promise((resolve) => this.#pending.push(resolve));
+  }
+
+  /** Ends the workers; recoveries in flight are answered inline, later ones run inline. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#turn) clearImmediate(this.#turn);
+    this.#turn = undefined;
+    this.#flush();
+    for (const timer of this.#respawns) clearTimeout(timer);
+    this.#respawns.clear();
+    await Promise.all([...this.#slots].map((slot) => this.#lose(slot, undefined)));
+  }
+
+  #route(): RecoveryPath {
+    if (this.#closed || this.size === 0) return "inline";
+    if (this.#queued === 0 && !this.#inlineThisTurn) {
+      this.#inlineThisTurn = true;
+      this.#schedule();
+      return "inline";
+    }
+    if (!this.#started) this.#start();
+    if (!this.#slots.some((slot) => slot.ready)) return "starting";
+    if (this.#queued >= this.maxQueue) return "full";
+    return "worker";
+  }
+
+  #grow(): void {
+    const larger = Buffer.alloc(this.#staging.length * 2);
+    this.#staging.copy(larger);
+    this.#staging = larger;
+  }
+
+  /** Once per turn of the event loop (after its I/O): the turn's batch to the workers. */
+  #schedule(): void {
+    this.#turn ??= setImmediate(() => {
+      this.#turn = undefined;
+      this.#inlineThisTurn = false;
+      this.#flush();
+    });
+  }
+
+  #flush(): void {
+    const resolvers = this.#pending;
+    if (resolvers.length === 0) return;
+    const items = this.#staging.subarray(0, resolvers.length * BATCH_ITEM_BYTES);
+    this.#pending = [];
+    const ready = this.#slots.filter((slot) => slot.ready);
+    if (ready.length === 0 || this.#closed) {
+      // Every worker went away since these were queued: the calling thread recovers them.
+      this.#answer(recoverBatch(items), resolvers, "rescued");
+      return;
+    }
+    const per = Math.min(this.maxBatch, Math.ceil(resolvers.length / ready.length));
+    for (let start = 0; start < resolvers.length; start += per) {
+      const end = Math.min(resolvers.length, start + per);
+      const slot = ready.reduce((least, candidate) => (candidate.items < least.items ? candidate : least));
+      // A copy of exactly these bytes (a view would clone the whole staging buffer); kept for a rescue.
+      const batch: Batch = { id: this.#nextId++, items: new Uint8Array(items.subarray(start * BATCH_ITEM_BYTES, end * BATCH_ITEM_BYTES)), resolvers: resolvers.slice(start, end), sentAt: performance.now() };
+      slot.inFlight.set(batch.id, batch);
+      slot.items += batch.resolvers.length;
+      slot.worker.postMessage({ id: batch.id, items: batch.items });
+      if (!slot.timer) this.#arm(slot);
+    }
+  }
+
+  #answer(answers: Uint8Array, resolvers: Batch["resolvers"], path: RecoveryPath): void {
+    this.#queued -= resolvers.length;
+    this.#options.onRecovered?.(path, resolvers.length);
+    for (let i = 0; i < resolvers.length; i++) {
+      const at = i * BATCH_ANSWER_BYTES;
+      resolvers[i]!(answers[at] === 1 ? addressText(answers.subarray(at + 1, at + BATCH_ANSWER_BYTES)) : undefined);
+    }
+  }
+
+  /** The time bound: a timer at the oldest unanswered batch's deadline. */
+  #arm(slot: Slot): void {
+    clearTimeout(slot.timer);
+    slot.timer = undefined;
+    const oldest = slot.inFlight.values().next().value;
+    if (!oldest) return;
+    slot.timer = setTimeout(() => void this.#lose(slot, "hung"), Math.max(0, oldest.sentAt + this.timeoutMs - performance.now()));
+    slot.timer.unref();
+  }
+
+  #start(): void {
+    this.#started = true;
+    for (let i = 0; i < this.size; i++) this.#spawn();
+  }
+
+  #spawn(): void {
+    const fromSource = this.#script.pathname.endsWith(".ts");
+    const hasLoader = process.execArgv.some((arg) => arg.includes("tsx"));
+    const worker = new Worker(this.#script, {
+      // From the TypeScript sources (a clone, the tests), the worker loads them as the process does.
+      ...(fromSource && !hasLoader ? { execArgv: [...process.execArgv, "--import", "tsx"] } : {}),
+      // Batches are small: a worker holding more than this is broken.
+      resourceLimits: { maxOldGenerationSizeMb: 128 },
+    });
+    worker.unref();
+    const slot: Slot = { worker, ready: false, gone: false, inFlight: new Map(), items: 0, timer: undefined };
+    this.#slots.push(slot);
+    worker.on("message", (message: { ready?: true; id?: number; answers?: Uint8Array }) => {
+      if (slot.gone) return;
+      if (message.ready) {
+        slot.ready = true;
+        return;
+      }
+      const batch = slot.inFlight.get(message.id!);
+      if (!batch || !message.answers) return;
+      slot.inFlight.delete(batch.id);
+      slot.items -= batch.resolvers.length;
+      this.#failures = 0;
+      this.#answer(message.answers, batch.resolvers, "worker");
+      this.#arm(slot);
+    });
+    worker.on("error", () => void this.#lose(slot, "exited"));
+    worker.on("exit", () => void this.#lose(slot, "exited"));
+  }
+
+  /** A worker gone (`why`), or closed (undefined): its unanswered batches recovered here, each once; a new worker unless closing. */
+  async #lose(slot: Slot, why: WorkerLoss | undefined): Promise<void> {
+    if (slot.gone) return;
+    slot.gone = true;
+    clearTimeout(slot.timer);
+    this.#slots = this.#slots.filter((other) => other !== slot);
+    for (const batch of slot.inFlight.values()) this.#answer(recoverBatch(batch.items), batch.resolvers, "rescued");
+    slot.inFlight.clear();
+    if (why) {
+      this.#options.onWorkerLost?.(why);
+      this.#failures++;
+      if (!this.#closed) {
+        // A worker that keeps failing (it cannot load, say) is started again less and less often; inline meanwhile.
+        const delay = this.#failures <= 1 ? 0 : Math.min(MAX_RESPAWN_DELAY_MS, 100 * 2 ** this.#failures);
+        const timer = setTimeout(() => {
+          this.#respawns.delete(timer);
+          if (!this.#closed) this.#spawn();
+        }, delay);
+        timer.unref();
+        this.#respawns.add(timer);
+      }
+    }
+    await slot.worker.terminate();
+  }
+}

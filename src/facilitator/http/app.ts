@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import express, { type ErrorRequestHandler, type Express, type Request, type Response } from "express";
 import { RequestError } from "../../protocol/reasons.js";
 import { FacilitatorFault, PayerQuotaExceeded } from "../../settlement/runtime.js";
@@ -81,7 +82,14 @@ export function createApp(options: AppOptions): Express {
   const keyed = (options.apiKeys?.length ?? 0) > 0;
   const unguarded = (route: Route) => !keyed && !options.allowedHosts?.length && options.rateLimits[route === "verify" ? "verifyPerMinute" : "settlePerMinute"] === 0;
   const lanes = new Map<string, Route>((["verify", "settle"] as const).filter(unguarded).map((route) => [`/v2/x402/${route}`, route]));
-  if (lanes.size > 0) app.use((req, res, next) => fastLane(req, res, next));
+  if (lanes.size > 0) {
+    // Taken before Express's own layers (its router's walk to the first middleware), in its app.handle.
+    const handled = app as unknown as { handle(req: IncomingMessage, res: ServerResponse, callback?: unknown): void };
+    const general = handled.handle.bind(app);
+    handled.handle = (req, res, callback) => {
+      if (!fastLane(req, res)) general(req, res, callback);
+    };
+  }
   app.use((req, res, next) => {
     const since = stages ? stages.start() : 0;
     begin(req, res);
@@ -222,13 +230,19 @@ export function createApp(options: AppOptions): Express {
 
   /**
    * verify and settle on an unguarded route with a plain JSON body (fast-lane.ts): the request id, the body
-   * read and parsed, then the same handler, without the router's walk, the content-type checks and the JSON
-   * middleware's streams and decoders. The answers are the same: the JSON middleware would take exactly
+   * read and parsed, then the same handler, without Express's router (its walk and the layers before the
+   * first middleware), the content-type checks and the JSON middleware's streams and decoders. The answers are the same: the JSON middleware would take exactly
    * these bodies, and a body that is not JSON gets the error handler's 400. Every other request passes on.
    */
-  const fastLane = (req: Request, res: Response, next: () => void) => {
-    const route = req.method === "POST" ? lanes.get(req.url) : undefined;
-    if (route === undefined || !plainJsonPost(req, options.bodyLimitBytes)) return next();
+  const fastLane = (message: IncomingMessage, answer: ServerResponse): boolean => {
+    const route = message.method === "POST" ? lanes.get(message.url!) : undefined;
+    if (route === undefined || !plainJsonPost(message, options.bodyLimitBytes)) return false;
+    // What Express's app.handle does before its router: the app's request and response prototypes, the locals.
+    const req = Object.setPrototypeOf(message, app.request) as Request;
+    const res = Object.setPrototypeOf(answer, app.response) as Response;
+    req.res = res;
+    res.req = req;
+    res.locals = Object.create(null) as Response["locals"];
     const clock = route === "verify" ? stages : undefined;
     const since = clock ? clock.start() : 0;
     begin(req, res);
@@ -240,11 +254,12 @@ export function createApp(options: AppOptions): Express {
           return;
         }
         req.body = body.json;
-        handlers[route](req, res).catch((error: unknown) => onError(error, req, res, next));
+        handlers[route](req, res).catch((error: unknown) => onError(error, req, res, () => {}));
       }, clock);
     // The local stack's "busy" quota stands on the fast lane too, where the guards' would.
-    if (closed) return void closed(req, res, read);
-    read();
+    if (closed) closed(req, res, read);
+    else read();
+    return true;
   };
   const closed = options.closedFor ? closedQuota(options.closedFor) : undefined;
 

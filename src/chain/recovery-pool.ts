@@ -29,11 +29,13 @@ export interface RecoveryPoolOptions {
   maxQueue?: number;
   /** A worker that has not answered a batch in this long is ended (and replaced); its batches recovered inline. Default 1,000 ms. */
   timeoutMs?: number;
-  /** Items per message to a worker at most. Default 256. */
+  /** Whether a recovery that finds the pool idle, first of its turn, runs on the calling thread (default true; false: tests of the workers). */
+  inlineWhenIdle?: boolean;
+  /** Items per message to a worker at most; a batch this full is sent at once. Default 16. */
   maxBatch?: number;
   /** The worker's entry (default recovery-worker.ts beside this file): tests wrap it to make a worker die or hang. */
   script?: URL;
-  /** Told what ran where (metrics). */
+  /** Told what ran where (metrics): once per recovery on the calling thread, once per batch a worker answered or was rescued. */
   onRecovered?: (path: RecoveryPath, count: number) => void;
   /** Told when a worker is lost (metrics, a log line). */
   onWorkerLost?: (why: WorkerLoss) => void;
@@ -63,7 +65,8 @@ const MAX_RESPAWN_DELAY_MS = 30_000;
 /**
  * Signature recovery on every core: a pool of worker threads (`node:worker_threads`) sized to the machine,
  * each running native libsecp256k1 over batches. The calling (main) thread only copies a digest and a
- * signature into the turn's batch; one message per worker per turn of the event loop carries them.
+ * signature into the turn's batch; a message carries a batch to a worker when it holds `maxBatch`
+ * recoveries, or once the turn's I/O is done.
  *
  * - **Idle, inline**: a recovery that finds nothing queued and is the first of its turn runs on the calling
  *   thread, synchronously (a worker hop costs two thread wake-ups, more than the recovery at one client).
@@ -99,7 +102,7 @@ export class RecoveryPool implements SignerRecovery {
     this.size = Math.max(0, options.workers ?? availableParallelism() - 1);
     this.maxQueue = Math.max(1, options.maxQueue ?? 4_096);
     this.timeoutMs = options.timeoutMs ?? 1_000;
-    this.maxBatch = Math.max(1, options.maxBatch ?? 256);
+    this.maxBatch = Math.max(1, options.maxBatch ?? 16);
     this.#script = options.script ?? DEFAULT_SCRIPT;
     this.#options = options;
   }
@@ -122,8 +125,11 @@ export class RecoveryPool implements SignerRecovery {
     }
     this.#staging.set(digest, at);
     this.#queued++;
-    this.#schedule();
-    return new Promise((resolve) => this.#pending.push(resolve));
+    const answer = new Promise<Address | undefined>((resolve) => this.#pending.push(resolve));
+    // A full batch goes at once (a worker starts on it while this thread reads more requests); the rest after the turn's I/O.
+    if (this.#pending.length >= this.maxBatch) this.#flush();
+    else this.#schedule();
+    return answer;
   }
 
   /** Ends the workers; recoveries in flight are answered inline, later ones run inline. */
@@ -140,7 +146,7 @@ export class RecoveryPool implements SignerRecovery {
 
   #route(): RecoveryPath {
     if (this.#closed || this.size === 0) return "inline";
-    if (this.#queued === 0 && !this.#inlineThisTurn) {
+    if (this.#queued === 0 && !this.#inlineThisTurn && this.#options.inlineWhenIdle !== false) {
       this.#inlineThisTurn = true;
       this.#schedule();
       return "inline";

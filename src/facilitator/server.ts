@@ -2,7 +2,7 @@ import type { Address, Transport } from "viem";
 import type { Express } from "express";
 import type { Ledger } from "../ledger/types.js";
 import type { NetworkName } from "../protocol/networks.js";
-import { RecoveryPool } from "../chain/recovery-pool.js";
+import { RecoveryPool, type RecoveryPoolOptions } from "../chain/recovery-pool.js";
 import type { FacilitatorContext } from "../settlement/runtime.js";
 import { StageClock } from "../settlement/stages.js";
 import { bindHistories, startIndex } from "./background-jobs.js";
@@ -41,6 +41,8 @@ export interface StartFacilitatorOptions {
   now?: () => number;
   /** The local stack's hook after a valid verify ({@link AppOptions.afterVerify}). Never in production. */
   afterVerify?: AppOptions["afterVerify"];
+  /** The signature recovery pool's bounds and worker (tests: a worker that fails on demand); its size is `config.recoveryWorkers`. */
+  recoveryPool?: Pick<RecoveryPoolOptions, "maxQueue" | "timeoutMs" | "maxBatch" | "script" | "inlineWhenIdle">;
   /** The local stack's switch over the quota ({@link AppOptions.closedFor}: "busy"). Never in production. */
   closedFor?: AppOptions["closedFor"];
 }
@@ -100,6 +102,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
   const stopIndexes = () => Promise.all([...networks.values()].map((runtime) => runtime.index?.stop()));
   // Signature recovery on every core while verify is busy; its workers start at the first need.
   const recovery = new RecoveryPool({
+    ...options.recoveryPool,
     ...(config.recoveryWorkers !== undefined ? { workers: config.recoveryWorkers } : {}),
     onRecovered: metrics.signaturesRecovered,
     onWorkerLost(why) {

@@ -63,19 +63,20 @@ export function createApp(options: AppOptions): Express {
 
   // A request id per request (the caller's X-Request-Id when sane), echoed back and put in logs.
   const { stages } = context;
-  const begin = (req: Request, res: Response) => {
-    const given = req.get("X-Request-Id");
-    const id = given && REQUEST_ID.test(given) ? given : randomUUID();
+  const begin = (req: Request, res: Response, countedByLane = false) => {
+    const given = req.headers["x-request-id"];
+    const id = typeof given === "string" && REQUEST_ID.test(given) ? given : randomUUID();
     res.locals.requestId = id;
-    res.set("X-Request-Id", id);
-    if (options.onResponse) {
-      const onResponse = options.onResponse;
-      res.on("finish", () => {
-        const counted = stages ? stages.start() : 0;
-        onResponse(routeOf(req.path), res.statusCode);
-        if (stages) stages.stop("metrics", counted);
-      });
-    }
+    res.setHeader("X-Request-Id", id);
+    // The fast lane counts its answers itself (no listener per request); the others once written.
+    if (options.onResponse && !countedByLane) res.on("finish", () => answered(routeOf(req.path), res));
+  };
+  /** One HTTP answer, counted (`route`: its bounded label). */
+  const answered = (route: string, res: Response) => {
+    if (!options.onResponse) return;
+    const since = stages ? stages.start() : 0;
+    options.onResponse(route, res.statusCode);
+    if (stages) stages.stop("metrics", since);
   };
   // The payment routes that no guard stands before (no API keys, no Host check, their limit off), taken
   // before the router when their body is plain JSON: see fastLane below.
@@ -245,20 +246,36 @@ export function createApp(options: AppOptions): Express {
     res.locals = Object.create(null) as Response["locals"];
     const clock = route === "verify" ? stages : undefined;
     const since = clock ? clock.start() : 0;
-    begin(req, res);
+    begin(req, res, true);
     if (clock) clock.stop("edge", since);
+    // Every way out of the lane answers, then counts the answer here (its path is the route's label).
+    const path = message.url!;
     const read = () =>
       readJsonBody(req, (body) => {
         if (!body.ok) {
           unreadable(route, res, "body is not valid JSON");
+          answered(path, res);
           return;
         }
         req.body = body.json;
-        handlers[route](req, res).catch((error: unknown) => onError(error, req, res, () => {}));
+        handlers[route](req, res).then(
+          () => answered(path, res),
+          (error: unknown) => {
+            onError(error, req, res, () => {});
+            answered(path, res);
+          },
+        );
       }, clock);
-    // The local stack's "busy" quota stands on the fast lane too, where the guards' would.
-    if (closed) closed(req, res, read);
-    else read();
+    // The local stack's "busy" quota stands on the fast lane too, where the guards' would: it answers at once, or reads on.
+    if (!closed) read();
+    else {
+      let open = false;
+      closed(req, res, () => {
+        open = true;
+        read();
+      });
+      if (!open) answered(path, res);
+    }
     return true;
   };
   const closed = options.closedFor ? closedQuota(options.closedFor) : undefined;

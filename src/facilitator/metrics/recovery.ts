@@ -15,6 +15,11 @@ export function recoveryMetrics(registry: Registry): Pick<FacilitatorMetrics, "s
   });
   // One child per path, bound once: no label hashing per recovery.
   const byPath = new Map(PATHS.map((path) => [path, recovered.labels(path)]));
+  const batches = new Counter({
+    name: "x402_recovery_batches_total",
+    help: "batches of recoveries answered by the worker threads (x402_signature_recoveries_total{path=\"worker\"} over this: the mean batch)",
+    registers: [registry],
+  });
   const lost = new Counter({
     name: "x402_recovery_workers_lost_total",
     help: "recovery worker threads lost and replaced, by reason: exited (crashed) or hung (no answer within the time bound)",
@@ -34,7 +39,10 @@ export function recoveryMetrics(registry: Registry): Pick<FacilitatorMetrics, "s
     },
   });
   return {
-    signaturesRecovered: (path, count) => byPath.get(path)!.inc(count),
+    signaturesRecovered(path, count) {
+      byPath.get(path)!.inc(count);
+      if (path === "worker") batches.inc();
+    },
     recoveryWorkerLost: (why: WorkerLoss) => lost.inc({ reason: why }),
     watchRecovery(read) {
       state = read;

@@ -6,7 +6,10 @@
 //  - the peer: Coinbase's `@x402/evm` exact EVM facilitator (bench/reference-facilitator.ts).
 // Every request carries an authorization never sent before (bench/verify-bodies.lua reads pre-signed bodies,
 // one a line, each sent once). Per concurrency level, BENCH_ROUNDS rounds of every target in turn (A/B/A/B);
-// the load average before each run; beside wrk's p50/p99 the facilitator's own, from its latency histogram.
+// the load average before each run; beside wrk's p50/p99 the facilitator's own, from its latency histogram;
+// each server's CPU per request from /proc (main thread / all threads: what the load average does not change
+// much). BENCH_TARGETS=kit-before,kit,bare,peer with BENCH_BEFORE_ROOT (a checkout of an earlier commit with
+// its node_modules) measures that commit's facilitator in the same run.
 // wrk is installed with apt-get when missing (Debian package `wrk`). The Node generator's open loop and the
 // verify budget stay in `npm run bench:verify-node` (bench/verify.ts).
 import { spawn, spawnSync } from "node:child_process";
@@ -38,6 +41,8 @@ const PAY_TO: Address = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
 const LUA = join(ROOT, "bench", "verify-bodies.lua");
 
 interface Target {
+  /** kit, kit-before, bare or peer. */
+  key: string;
   name: string;
   url: string;
   dialect: "cronos" | "x402v2";
@@ -114,52 +119,59 @@ const stops: Array<() => Promise<unknown>> = [];
 try {
   const targets: Target[] = [];
   for (const name of TARGETS) {
-    if (name === "kit") {
-      const [port, metricsPort] = [await freePort(), await freePort()];
-      const env = {
-        PATH: process.env.PATH ?? "",
-        PORT: String(port),
-        METRICS_PORT: String(metricsPort),
-        CRONOS_TESTNET_RPC_URL: chain.rpcUrl,
-        // Hardhat's PUBLIC test key #9 (LOCAL-ONLY): verify sends nothing with it.
-        RELAYER_PRIVATE_KEY: localAccount(9).privateKey,
-        LEDGER_FILE: join(dir, "ledger.db"),
-        RATE_LIMIT_VERIFY_PER_MINUTE: "0",
-        RATE_LIMIT_SETTLE_PER_MINUTE: "0",
-        MAX_CONNECTIONS_PER_CLIENT: "0",
-        LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? "info",
-        ...KIT_ENV,
-      };
-      // The CLI's production entry from the sources (`cronos-x402 facilitator`); its JSON log lines go nowhere.
-      const nodeOptions = process.env.BENCH_KIT_NODE_OPTIONS ? process.env.BENCH_KIT_NODE_OPTIONS.split(" ") : [];
-      const child = spawn(process.execPath, [...nodeOptions, "--import", "tsx", "scripts/facilitator.ts"], { cwd: ROOT, env, stdio: ["ignore", "ignore", "pipe"] });
-      let stderr = "";
-      child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-      const exited = once(child, "exit");
-      stops.push(async () => {
-        if (child.exitCode === null) child.kill("SIGTERM");
-        await exited;
-      });
-      const url = `http://127.0.0.1:${port}`;
-      const deadline = performance.now() + 120_000;
-      for (;;) {
-        if (child.exitCode !== null) throw new Error(`the facilitator exited ${child.exitCode}: ${stderr}`);
-        if (performance.now() > deadline) throw new Error(`the facilitator did not answer in 120 s: ${stderr}`);
-        const up = await fetch(`${url}/healthcheck`).then((r) => r.ok, () => false);
-        if (up) break;
-        await new Promise((resolve) => setTimeout(resolve, 200));
-      }
-      await indexReady(url);
-      targets.push({ name: `kit: cronos-x402 facilitator (LOG_LEVEL=${env.LOG_LEVEL}${Object.keys(KIT_ENV).length ? `, ${process.env.BENCH_KIT_ENV}` : ""})`, url: `${url}/v2/x402/verify`, dialect: "cronos", maxRps: MAX_RPS, metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`, pid: child.pid! });
+    if (name === "kit" || name === "kit-before") {
+      const root = name === "kit" ? ROOT : process.env.BENCH_BEFORE_ROOT;
+      if (!root) throw new Error("BENCH_TARGETS kit-before: BENCH_BEFORE_ROOT names a checkout of the earlier commit (with node_modules)");
+      targets.push({ key: name, ...(await startKit(root, name === "kit" ? "kit" : "kit before")) });
     } else if (name === "bare") {
       const server = await startServer("bench/bare-express.ts");
       stops.push(() => server.stop());
-      targets.push({ name: "bare Express, constant answer", url: new URL("/v2/x402/verify", server.url).href, dialect: "cronos", maxRps: MAX_RPS, pid: server.pid });
+      targets.push({ key: name, name: "bare Express, constant answer", url: new URL("/v2/x402/verify", server.url).href, dialect: "cronos", maxRps: MAX_RPS, pid: server.pid });
     } else if (name === "peer") {
       const server = await startServer("bench/reference-facilitator.ts", { BENCH_REFERENCE_RPC_URL: chain.rpcUrl });
       stops.push(() => server.stop());
-      targets.push({ name: "peer: @x402/evm 2.27 facilitator (x402 v2)", url: new URL("/verify", server.url).href, dialect: "x402v2", maxRps: Math.ceil(MAX_RPS / 10), pid: server.pid });
-    } else throw new Error(`BENCH_TARGETS: unknown target "${name}" (kit, bare, peer)`);
+      targets.push({ key: name, name: "peer: @x402/evm 2.27 facilitator (x402 v2)", url: new URL("/verify", server.url).href, dialect: "x402v2", maxRps: Math.ceil(MAX_RPS / 10), pid: server.pid });
+    } else throw new Error(`BENCH_TARGETS: unknown target "${name}" (kit, kit-before, bare, peer)`);
+  }
+
+  /** The CLI's production facilitator from the sources at `root` (`cronos-x402 facilitator`), started and ready. */
+  async function startKit(root: string, label: string): Promise<Omit<Target, "key">> {
+    const [port, metricsPort] = [await freePort(), await freePort()];
+    const env = {
+      PATH: process.env.PATH ?? "",
+      PORT: String(port),
+      METRICS_PORT: String(metricsPort),
+      CRONOS_TESTNET_RPC_URL: chain.rpcUrl,
+      // Hardhat's PUBLIC test key #9 (LOCAL-ONLY): verify sends nothing with it.
+      RELAYER_PRIVATE_KEY: localAccount(9).privateKey,
+      LEDGER_FILE: join(dir, `ledger-${label.replace(/\W/g, "-")}.db`),
+      RATE_LIMIT_VERIFY_PER_MINUTE: "0",
+      RATE_LIMIT_SETTLE_PER_MINUTE: "0",
+      MAX_CONNECTIONS_PER_CLIENT: "0",
+      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? "info",
+      ...KIT_ENV,
+    };
+    // The CLI's production entry from the sources (`cronos-x402 facilitator`); its JSON log lines go nowhere.
+    const nodeOptions = process.env.BENCH_KIT_NODE_OPTIONS ? process.env.BENCH_KIT_NODE_OPTIONS.split(" ") : [];
+    const child = spawn(process.execPath, [...nodeOptions, "--import", "tsx", "scripts/facilitator.ts"], { cwd: root, env, stdio: ["ignore", "ignore", "pipe"] });
+    let stderr = "";
+    child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = once(child, "exit");
+    stops.push(async () => {
+      if (child.exitCode === null) child.kill("SIGTERM");
+      await exited;
+    });
+    const url = `http://127.0.0.1:${port}`;
+    const deadline = performance.now() + 120_000;
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`the facilitator exited ${child.exitCode}: ${stderr}`);
+      if (performance.now() > deadline) throw new Error(`the facilitator did not answer in 120 s: ${stderr}`);
+      const up = await fetch(`${url}/healthcheck`).then((r) => r.ok, () => false);
+      if (up) break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    await indexReady(url);
+    return { name: `${label}: cronos-x402 facilitator (LOG_LEVEL=${env.LOG_LEVEL}${Object.keys(KIT_ENV).length ? `, ${process.env.BENCH_KIT_ENV}` : ""})`, url: `${url}/v2/x402/verify`, dialect: "cronos", maxRps: MAX_RPS, metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`, pid: child.pid! };
   }
 
   let file = 0;
@@ -205,8 +217,13 @@ try {
           `${String(level).padStart(7)} ${String(round).padStart(5)}  ${target.name.padEnd(56)}  ${loadBefore.padStart(15)}  ${fmt(rps).padStart(11)}  ${fmt(result.latencyUs.p50 / 1000, 2).padStart(7)}  ${fmt(result.latencyUs.p99 / 1000, 2).padStart(7)}  ${own.padStart(25)}  ${cpu.padStart(11)}  ${String(result.invalid).padStart(9)}${notes ? `  ${notes}` : ""}`,
         );
       }
-      const [kit, bare, peer] = ["kit", "bare", "peer"].map((prefix) => [...rates].find(([t]) => t.name.startsWith(prefix))?.[1]);
-      const ratios = [kit && bare ? `kit / bare Express ${fmt((100 * kit) / bare)} %` : "", kit && peer ? `kit / peer ${fmt(kit / peer, 1)}x` : ""].filter(Boolean).join("; ");
+      const [kit, before, bare, peer] = ["kit", "kit-before", "bare", "peer"].map((key) => [...rates].find(([t]) => t.key === key)?.[1]);
+      const ratios = [
+        kit && bare ? `kit / bare Express ${fmt((100 * kit) / bare)} %` : "",
+        kit && peer ? `kit / peer ${fmt(kit / peer, 1)}x` : "",
+        kit && before ? `kit / kit before ${fmt((100 * kit) / before)} %` : "",
+        before && bare ? `kit before / bare Express ${fmt((100 * before) / bare)} %` : "",
+      ].filter(Boolean).join("; ");
       if (ratios) {
         console.log(`${" ".repeat(15)}${ratios}`);
         summary.push(`c=${level} round ${round}: ${ratios}`);

@@ -229,7 +229,6 @@ export class RecoveryPool implements SignerRecovery {
       // Batches are small: a worker holding more than this is broken.
       resourceLimits: { maxOldGenerationSizeMb: 128 },
     });
-    worker.unref();
     const slot: Slot = { worker, ready: false, gone: false, inFlight: new Map(), items: 0, timer: undefined };
     this.#slots.push(slot);
     worker.on("message", (message: { ready?: true; id?: number; answers?: Uint8Array }) => {
@@ -248,6 +247,8 @@ export class RecoveryPool implements SignerRecovery {
     });
     worker.on("error", () => void this.#lose(slot, "exited"));
     worker.on("exit", () => void this.#lose(slot, "exited"));
+    // After the listeners (a "message" listener refs the worker's port again): a pool never keeps a process alive.
+    worker.unref();
   }
 
   /** A worker gone (`why`), or closed (undefined): its unanswered batches recovered here, each once; a new worker unless closing. */

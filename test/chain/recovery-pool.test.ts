@@ -107,16 +107,20 @@ describe("signature recovery on a pool of worker threads (chain/recovery-pool.ts
 
   it("many at once: the first of the turn inline, the others on the workers; every answer the signer's, every refusal the same as inline", async () => {
     const { pool, paths } = counted({ workers: 2 });
+    const threads = () => process.getActiveResourcesInfo().filter((kind) => kind === "Worker" || kind === "MessagePort").length;
+    const before = threads();
     await warm(pool);
-    const before = { ...paths };
+    // Its workers and their ports never keep the process alive (an embedder that forgets close() still exits).
+    expect(threads()).to.equal(before);
+    const counts = { ...paths };
     const cases = [...Array.from({ length: 300 }, (_, i) => signedCase(i)), ...refusedCases()];
     const { answers, immediate } = await burst(pool, cases);
     expect(answers).to.deep.equal(cases.map((c) => c.expected));
     expect(cases.slice(0, 300).every((c) => c.expected !== undefined)).to.equal(true);
     // At once: the first (inline), and the two that are not 65 bytes of hex; high s, v 29 and r 0 are the worker's to refuse.
     expect(immediate.filter(Boolean).length).to.equal(3);
-    expect(paths.inline - before.inline).to.equal(1);
-    expect(paths.worker - before.worker).to.equal(cases.length - 3);
+    expect(paths.inline - counts.inline).to.equal(1);
+    expect(paths.worker - counts.worker).to.equal(cases.length - 3);
     expect(pool.state.queued).to.equal(0);
   });
 

@@ -1,4 +1,6 @@
-// Verify over HTTP on loopback: `npm run bench:verify` (docs/benchmarks.md, "Verify over HTTP").
+// Verify over HTTP on loopback with a Node load generator: `npm run bench:verify-node` (docs/benchmarks.md,
+// issue 34's section). Throughput against standalone processes is `npm run bench:verify` (bench/verify-wrk.ts, wrk);
+// this one keeps what only a generator in Node gives: the budget by stage and the open loop.
 // Every request carries an authorization never verified before (BENCH_CYCLE=400: the old benchmark's 400
 // bodies cycled). In one run, each in its own process on the same local chain:
 //  1. the verify budget: the local stack with METRICS_VERIFY_STAGES=true, CPU µs per verify by stage at

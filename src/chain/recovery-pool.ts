@@ -1,5 +1,5 @@
 import { availableParallelism } from "node:os";
-import { Worker } from "node:worker_threads";
+import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from "node:worker_threads";
 import type { Address, Hex } from "viem";
 import { BATCH_ANSWER_BYTES, BATCH_ITEM_BYTES, recoverBatch } from "./recovery-batch.js";
 import { addressText, recoverAddressBytes, writeSignature } from "./secp256k1.js";
@@ -48,8 +48,13 @@ interface Batch {
   sentAt: number;
 }
 
+/** What a worker says on its answers port: it is ready, or a batch's answers. */
+type WorkerMessage = { ready?: true; id?: number; answers?: Uint8Array };
+
 interface Slot {
   worker: Worker;
+  /** The worker's answers come on this port: taken as they arrive, and also at once whenever a recovery is asked. */
+  answers: MessagePort;
   ready: boolean;
   gone: boolean;
   /** Batches sent and not answered, oldest first (a Map keeps insertion order). */
@@ -114,6 +119,8 @@ export class RecoveryPool implements SignerRecovery {
 
   recover(digest: Uint8Array, signature: Hex): Recovered {
     if (digest.length !== 32) throw new TypeError(`a digest is 32 bytes, got ${digest.length}`);
+    // Answers already in: their verifies go on right after this one's turn, not a whole turn of the loop later.
+    if (this.#queued > 0) this.#drain();
     const at = this.#pending.length * BATCH_ITEM_BYTES;
     if (at + BATCH_ITEM_BYTES > this.#staging.length) this.#grow();
     if (!writeSignature(signature, this.#staging, at + 32)) return undefined;
@@ -223,32 +230,47 @@ export class RecoveryPool implements SignerRecovery {
   #spawn(): void {
     const fromSource = this.#script.pathname.endsWith(".ts");
     const hasLoader = process.execArgv.some((arg) => arg.includes("tsx"));
+    const { port1: answers, port2 } = new MessageChannel();
     const worker = new Worker(this.#script, {
       // From the TypeScript sources (a clone, the tests), the worker loads them as the process does.
       ...(fromSource && !hasLoader ? { execArgv: [...process.execArgv, "--import", "tsx"] } : {}),
+      workerData: { answers: port2 },
+      transferList: [port2],
       // Batches are small: a worker holding more than this is broken.
       resourceLimits: { maxOldGenerationSizeMb: 128 },
     });
-    const slot: Slot = { worker, ready: false, gone: false, inFlight: new Map(), items: 0, timer: undefined };
+    const slot: Slot = { worker, answers, ready: false, gone: false, inFlight: new Map(), items: 0, timer: undefined };
     this.#slots.push(slot);
-    worker.on("message", (message: { ready?: true; id?: number; answers?: Uint8Array }) => {
-      if (slot.gone) return;
-      if (message.ready) {
-        slot.ready = true;
-        return;
-      }
-      const batch = slot.inFlight.get(message.id!);
-      if (!batch || !message.answers) return;
-      slot.inFlight.delete(batch.id);
-      slot.items -= batch.resolvers.length;
-      this.#failures = 0;
-      this.#answer(message.answers, batch.resolvers, "worker");
-      this.#arm(slot);
-    });
+    answers.on("message", (message: WorkerMessage) => this.#received(slot, message));
     worker.on("error", () => void this.#lose(slot, "exited"));
     worker.on("exit", () => void this.#lose(slot, "exited"));
-    // After the listeners (a "message" listener refs the worker's port again): a pool never keeps a process alive.
+    // After the listeners (a "message" listener refs its port again): a pool never keeps a process alive.
+    answers.unref();
     worker.unref();
+  }
+
+  /** Every answer the workers have sent and this thread has not taken yet, taken now. */
+  #drain(): void {
+    for (const slot of this.#slots) {
+      for (let message = receiveMessageOnPort(slot.answers); message; message = receiveMessageOnPort(slot.answers)) {
+        this.#received(slot, message.message as WorkerMessage);
+      }
+    }
+  }
+
+  #received(slot: Slot, message: WorkerMessage): void {
+    if (slot.gone) return;
+    if (message.ready) {
+      slot.ready = true;
+      return;
+    }
+    const batch = slot.inFlight.get(message.id!);
+    if (!batch || !message.answers) return;
+    slot.inFlight.delete(batch.id);
+    slot.items -= batch.resolvers.length;
+    this.#failures = 0;
+    this.#answer(message.answers, batch.resolvers, "worker");
+    this.#arm(slot);
   }
 
   /** A worker gone (`why`), or closed (undefined): its unanswered batches recovered here, each once; a new worker unless closing. */
@@ -257,6 +279,7 @@ export class RecoveryPool implements SignerRecovery {
     slot.gone = true;
     clearTimeout(slot.timer);
     this.#slots = this.#slots.filter((other) => other !== slot);
+    slot.answers.close();
     for (const batch of slot.inFlight.values()) this.#answer(recoverBatch(batch.items), batch.resolvers, "rescued");
     slot.inFlight.clear();
     if (why) {

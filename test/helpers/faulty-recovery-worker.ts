@@ -2,7 +2,7 @@
 // holding a signature whose `r` is 32 bytes of 0xee makes the worker exit (a crash); of 0xdd, loop forever (a
 // hang). Other batches are answered as the real worker answers them. Loaded by mocha too (every file under
 // test/): there, on the main thread, it does nothing.
-import { parentPort } from "node:worker_threads";
+import { parentPort, workerData, type MessagePort } from "node:worker_threads";
 import { BATCH_ITEM_BYTES, recoverBatch } from "../../src/chain/recovery-batch.js";
 
 /** A signature whose `r` is 32 bytes of `byte` (s = 1, v = 27): the worker's poison. */
@@ -13,13 +13,14 @@ const poisoned = (items: Uint8Array, byte: number) => {
   return false;
 };
 
-const port = parentPort;
-if (port) {
-  port.on("message", ({ id, items }: { id: number; items: Uint8Array }) => {
+const requests = parentPort;
+const answers = (workerData as { answers?: MessagePort } | null)?.answers;
+if (requests && answers) {
+  requests.on("message", ({ id, items }: { id: number; items: Uint8Array }) => {
     if (poisoned(items, 0xee)) process.exit(3);
     if (poisoned(items, 0xdd)) for (;;);
-    const answers = recoverBatch(items);
-    port.postMessage({ id, answers }, [answers.buffer as ArrayBuffer]);
+    const recovered = recoverBatch(items);
+    answers.postMessage({ id, answers: recovered }, [recovered.buffer as ArrayBuffer]);
   });
-  port.postMessage({ ready: true });
+  answers.postMessage({ ready: true });
 }

@@ -196,6 +196,8 @@ export class RecoveryPool implements SignerRecovery {
       const slot = ready.reduce((least, candidate) => (candidate.items < least.items ? candidate : least));
       // A copy of exactly these bytes (a view would clone the whole staging buffer); kept for a rescue.
       const batch: Batch = { id: this.#nextId++, items: new Uint8Array(items.subarray(start * BATCH_ITEM_BYTES, end * BATCH_ITEM_BYTES)), resolvers: resolvers.slice(start, end), sentAt: performance.now() };
+      // Answers due keep the process alive (an idle pool never does).
+      if (slot.inFlight.size === 0) slot.answers.ref();
       slot.inFlight.set(batch.id, batch);
       slot.items += batch.resolvers.length;
       slot.worker.postMessage({ id: batch.id, items: batch.items });
@@ -268,6 +270,7 @@ export class RecoveryPool implements SignerRecovery {
     if (!batch || !message.answers) return;
     slot.inFlight.delete(batch.id);
     slot.items -= batch.resolvers.length;
+    if (slot.inFlight.size === 0) slot.answers.unref();
     this.#failures = 0;
     this.#answer(message.answers, batch.resolvers, "worker");
     this.#arm(slot);

@@ -1,7 +1,10 @@
 import { expect } from "chai";
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { once } from "node:events";
 import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
+import { fileURLToPath } from "node:url";
 import { bytesToHex, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { RecoveryPool, type RecoveryPath, type RecoveryPoolOptions, type WorkerLoss } from "../../src/chain/recovery-pool.js";
@@ -217,6 +220,18 @@ describe("signature recovery on a pool of worker threads (chain/recovery-pool.ts
     expect(pool.state).to.deep.equal({ workers: 0, ready: 0, queued: 0 });
     const later = signedCase(7);
     expect(pool.recover(later.digest, later.signature)).to.equal(later.expected);
+  });
+
+  it("answers due keep a process alive, and it exits by itself once they came (test/helpers/pool-alone.ts)", async () => {
+    const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("../helpers/pool-alone.ts", import.meta.url))], {
+      env: { ...process.env, POOL_ALONE: "1" },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    child.stdout!.on("data", (chunk: Buffer) => (out += chunk.toString()));
+    const [code] = (await once(child, "exit")) as [number | null];
+    expect(code).to.equal(0);
+    expect(JSON.parse(out)).to.deep.equal({ right: 100, worker: 100 });
   });
 
   it("refuses a digest that is not 32 bytes (a caller's bug, not a payer's input)", () => {

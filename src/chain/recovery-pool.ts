@@ -119,7 +119,7 @@ export class RecoveryPool implements SignerRecovery {
 
   recover(digest: Uint8Array, signature: Hex): Recovered {
     if (digest.length !== 32) throw new TypeError(`a digest is 32 bytes, got ${digest.length}`);
-    // Answers already in: their verifies go on right after this one's turn, not a whole turn of the loop later.
+    // Answers already in: their verifies go on as soon as the current callback ends, not a whole turn of the loop later.
     if (this.#queued > 0) this.#drain();
     const at = this.#pending.length * BATCH_ITEM_BYTES;
     if (at + BATCH_ITEM_BYTES > this.#staging.length) this.#grow();

@@ -15,9 +15,10 @@ export interface SignerRecovery {
 /**
  * Where a recovery ran: `inline` on the calling thread (nothing in the pool, first of its turn of the event
  * loop), `worker` on a worker thread, `starting` inline while no worker is ready yet, `full` inline because
- * the queue is at its bound, `rescued` inline after its worker died or hung.
+ * the queue is at its bound, `late` inline because its worker had not answered within `lateMs` (a worker
+ * starved of CPU on a busy machine), `rescued` inline after its worker died or hung.
  */
-export type RecoveryPath = "inline" | "worker" | "starting" | "full" | "rescued";
+export type RecoveryPath = "inline" | "worker" | "starting" | "full" | "late" | "rescued";
 /** Why a worker was lost: it exited (crashed) or did not answer within the time bound. */
 export type WorkerLoss = "exited" | "hung";
 
@@ -29,6 +30,8 @@ export interface RecoveryPoolOptions {
   maxQueue?: number;
   /** A worker that has not answered a batch in this long is ended (and replaced); its batches recovered inline. Default 1,000 ms. */
   timeoutMs?: number;
+  /** A batch its worker has not answered in this long is recovered here (the worker's answer, later, is dropped). Default 10 ms. */
+  lateMs?: number;
   /** Whether a recovery that finds the pool idle, first of its turn, runs on the calling thread (default true; false: tests of the workers). */
   inlineWhenIdle?: boolean;
   /** Items per message to a worker at most; a batch this full is sent at once. Default 16. */
@@ -46,6 +49,8 @@ interface Batch {
   items: Uint8Array;
   resolvers: Array<(signer: Address | undefined) => void>;
   sentAt: number;
+  /** Answered already (by this thread, its worker being late): the worker's answer, when it comes, is only taken off. */
+  answered: boolean;
 }
 
 /** What a worker says on its answers port: it is ready, or a batch's answers. */
@@ -78,14 +83,17 @@ const MAX_RESPAWN_DELAY_MS = 30_000;
  *   Workers start at the first moment two recoveries are due at once; until one is ready, recoveries run inline.
  * - **Bounded**: at most `maxQueue` recoveries wait or run in workers; beyond, the calling thread recovers
  *   (as before the pool: the answer is the same, only later; a 503 would refuse an honest payment the process
- *   can answer). A worker that does not answer a batch within `timeoutMs` is ended; a worker that exits is
- *   lost: either way its unanswered batches are recovered inline, each exactly once, and a new worker is
- *   started (after a growing pause when workers keep failing).
+ *   can answer). A batch its worker has not answered within `lateMs` (a worker starved of CPU on a busy
+ *   machine) is recovered inline, and the worker's answer dropped when it comes. A worker that answers
+ *   nothing within `timeoutMs` is ended; a worker that exits is lost: either way its unanswered batches are
+ *   recovered inline, each exactly once, and a new worker is started (after a growing pause when workers
+ *   keep failing).
  */
 export class RecoveryPool implements SignerRecovery {
   readonly size: number;
   readonly maxQueue: number;
   readonly timeoutMs: number;
+  readonly lateMs: number;
   readonly maxBatch: number;
   readonly #script: URL;
   readonly #options: RecoveryPoolOptions;
@@ -107,6 +115,7 @@ export class RecoveryPool implements SignerRecovery {
     this.size = Math.max(0, options.workers ?? availableParallelism() - 1);
     this.maxQueue = Math.max(1, options.maxQueue ?? 4_096);
     this.timeoutMs = options.timeoutMs ?? 1_000;
+    this.lateMs = Math.min(options.lateMs ?? 10, this.timeoutMs);
     this.maxBatch = Math.max(1, options.maxBatch ?? 16);
     this.#script = options.script ?? DEFAULT_SCRIPT;
     this.#options = options;
@@ -195,7 +204,7 @@ export class RecoveryPool implements SignerRecovery {
       const end = Math.min(resolvers.length, start + per);
       const slot = ready.reduce((least, candidate) => (candidate.items < least.items ? candidate : least));
       // A copy of exactly these bytes (a view would clone the whole staging buffer); kept for a rescue.
-      const batch: Batch = { id: this.#nextId++, items: new Uint8Array(items.subarray(start * BATCH_ITEM_BYTES, end * BATCH_ITEM_BYTES)), resolvers: resolvers.slice(start, end), sentAt: performance.now() };
+      const batch: Batch = { id: this.#nextId++, items: new Uint8Array(items.subarray(start * BATCH_ITEM_BYTES, end * BATCH_ITEM_BYTES)), resolvers: resolvers.slice(start, end), sentAt: performance.now(), answered: false };
       // Answers due keep the process alive (an idle pool never does).
       if (slot.inFlight.size === 0) slot.answers.ref();
       slot.inFlight.set(batch.id, batch);
@@ -203,6 +212,13 @@ export class RecoveryPool implements SignerRecovery {
       slot.worker.postMessage({ id: batch.id, items: batch.items });
       if (!slot.timer) this.#arm(slot);
     }
+  }
+
+  /** A sent batch's answers, given once (whoever comes first: its worker, or this thread when the worker is late or lost). */
+  #answerBatch(batch: Batch, answers: () => Uint8Array, path: RecoveryPath): void {
+    if (batch.answered) return;
+    batch.answered = true;
+    this.#answer(answers(), batch.resolvers, path);
   }
 
   #answer(answers: Uint8Array, resolvers: Batch["resolvers"], path: RecoveryPath): void {
@@ -214,14 +230,38 @@ export class RecoveryPool implements SignerRecovery {
     }
   }
 
-  /** The time bound: a timer at the oldest unanswered batch's deadline. */
+  /** The time bounds: a timer at the next deadline of the worker's batches (a late one's, else the hang's). */
   #arm(slot: Slot): void {
     clearTimeout(slot.timer);
     slot.timer = undefined;
-    const oldest = slot.inFlight.values().next().value;
+    let oldest: Batch | undefined;
+    let late: Batch | undefined;
+    for (const batch of slot.inFlight.values()) {
+      oldest ??= batch;
+      if (!batch.answered) {
+        late = batch;
+        break;
+      }
+    }
     if (!oldest) return;
-    slot.timer = setTimeout(() => void this.#lose(slot, "hung"), Math.max(0, oldest.sentAt + this.timeoutMs - performance.now()));
+    const deadline = Math.min(oldest.sentAt + this.timeoutMs, late ? late.sentAt + this.lateMs : Infinity);
+    slot.timer = setTimeout(() => this.#overdue(slot), Math.max(0, deadline - performance.now()));
     slot.timer.unref();
+  }
+
+  /** A worker past a deadline: hung (nothing answered in `timeoutMs`), or late (its batches past `lateMs` answered here). */
+  #overdue(slot: Slot): void {
+    const now = performance.now();
+    const oldest = slot.inFlight.values().next().value;
+    if (oldest && now - oldest.sentAt >= this.timeoutMs) {
+      void this.#lose(slot, "hung");
+      return;
+    }
+    for (const batch of slot.inFlight.values()) {
+      if (now - batch.sentAt < this.lateMs) break;
+      this.#answerBatch(batch, () => recoverBatch(batch.items), "late");
+    }
+    this.#arm(slot);
   }
 
   #start(): void {
@@ -272,7 +312,7 @@ export class RecoveryPool implements SignerRecovery {
     slot.items -= batch.resolvers.length;
     if (slot.inFlight.size === 0) slot.answers.unref();
     this.#failures = 0;
-    this.#answer(message.answers, batch.resolvers, "worker");
+    this.#answerBatch(batch, () => message.answers!, "worker");
     this.#arm(slot);
   }
 
@@ -283,7 +323,7 @@ export class RecoveryPool implements SignerRecovery {
     clearTimeout(slot.timer);
     this.#slots = this.#slots.filter((other) => other !== slot);
     slot.answers.close();
-    for (const batch of slot.inFlight.values()) this.#answer(recoverBatch(batch.items), batch.resolvers, "rescued");
+    for (const batch of slot.inFlight.values()) this.#answerBatch(batch, () => recoverBatch(batch.items), "rescued");
     slot.inFlight.clear();
     if (why) {
       this.#options.onWorkerLost?.(why);

@@ -42,7 +42,7 @@ export interface StartFacilitatorOptions {
   /** The local stack's hook after a valid verify ({@link AppOptions.afterVerify}). Never in production. */
   afterVerify?: AppOptions["afterVerify"];
   /** The signature recovery pool's bounds and worker (tests: a worker that fails on demand); its size is `config.recoveryWorkers`. */
-  recoveryPool?: Pick<RecoveryPoolOptions, "maxQueue" | "timeoutMs" | "maxBatch" | "script" | "inlineWhenIdle">;
+  recoveryPool?: Pick<RecoveryPoolOptions, "maxQueue" | "timeoutMs" | "lateMs" | "maxBatch" | "script" | "inlineWhenIdle">;
   /** The local stack's switch over the quota ({@link AppOptions.closedFor}: "busy"). Never in production. */
   closedFor?: AppOptions["closedFor"];
 }

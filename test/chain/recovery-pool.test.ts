@@ -4,12 +4,13 @@ import { randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
+import { BroadcastChannel } from "node:worker_threads";
 import { fileURLToPath } from "node:url";
 import { bytesToHex, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { RecoveryPool, type RecoveryPath, type RecoveryPoolOptions, type WorkerLoss } from "../../src/chain/recovery-pool.js";
 import { recoverSigner } from "../../src/chain/signature.js";
-import { poisonSignature } from "../helpers/faulty-recovery-worker.js";
+import { poisonSignature, RELEASE_CHANNEL } from "../helpers/faulty-recovery-worker.js";
 
 const secp = createRequire(import.meta.url)("secp256k1") as { ecdsaSign(message: Uint8Array, key: Uint8Array): { signature: Uint8Array; recid: number } };
 const KEYS = Array.from({ length: 4 }, () => randomBytes(32));
@@ -50,11 +51,14 @@ function refusedCases(): Case[] {
   return cases.map((c) => ({ ...c, expected: recoverSigner(c.digest, c.signature) }));
 }
 
-/** A pool whose paths and losses are counted; closed after each test. */
+/**
+ * A pool whose paths and losses are counted; closed after each test. Its late bound is its hang bound unless a
+ * test sets it (on a loaded machine a healthy worker can be late by 10 ms; these tests say where each recovery ran).
+ */
 function counted(options: RecoveryPoolOptions) {
-  const paths: Record<RecoveryPath, number> = { inline: 0, worker: 0, starting: 0, full: 0, rescued: 0 };
+  const paths: Record<RecoveryPath, number> = { inline: 0, worker: 0, starting: 0, full: 0, late: 0, rescued: 0 };
   const lost: WorkerLoss[] = [];
-  const pool = new RecoveryPool({ ...options, onRecovered: (path, count) => (paths[path] += count), onWorkerLost: (why) => lost.push(why) });
+  const pool = new RecoveryPool({ lateMs: Number.MAX_SAFE_INTEGER, ...options, onRecovered: (path, count) => (paths[path] += count), onWorkerLost: (why) => lost.push(why) });
   pools.push(pool);
   return { pool, paths, lost };
 }
@@ -70,6 +74,16 @@ async function until(condition: () => boolean, what: string, ms = 30_000): Promi
     if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
+}
+
+/** Recoveries answered, wherever they ran (each is counted once, when its answer is given). */
+const answered = (paths: Record<RecoveryPath, number>) => Object.values(paths).reduce((sum, count) => sum + count, 0);
+
+/** Releases the stalled (0xcc) faulty workers. */
+function release(): void {
+  const channel = new BroadcastChannel(RELEASE_CHANNEL);
+  channel.postMessage("release");
+  channel.close();
 }
 
 /** Starts the pool's workers (two recoveries in one turn) and waits until `ready` of them are. */
@@ -104,7 +118,7 @@ describe("signature recovery on a pool of worker threads (chain/recovery-pool.ts
       expect(answer).to.equal(c.expected);
       await nextTurn();
     }
-    expect(paths).to.deep.equal({ inline: 12, worker: 0, starting: 0, full: 0, rescued: 0 });
+    expect(paths).to.deep.equal({ inline: 12, worker: 0, starting: 0, full: 0, late: 0, rescued: 0 });
     expect(pool.state).to.deep.equal({ workers: 0, ready: 0, queued: 0 });
   });
 
@@ -161,6 +175,7 @@ describe("signature recovery on a pool of worker threads (chain/recovery-pool.ts
   it("a worker that exits mid-batch: its batch recovered on the calling thread, each answer once and right; a new worker takes over", async () => {
     const { pool, paths, lost } = counted({ workers: 1, script: FAULTY });
     await warm(pool);
+    const given = answered(paths);
     const cases = Array.from({ length: 40 }, (_, i) => signedCase(i));
     const poisonDigest = randomBytes(32);
     const poison = { digest: poisonDigest, signature: poisonSignature("ee"), expected: recoverSigner(poisonDigest, poisonSignature("ee")) };
@@ -172,6 +187,8 @@ describe("signature recovery on a pool of worker threads (chain/recovery-pool.ts
     });
     expect(await Promise.all(answers)).to.deep.equal(all.map((c) => c.expected));
     expect(settled).to.equal(all.length);
+    // Each answer given once: no batch answered by both the dead worker and the rescue.
+    expect(answered(paths) - given).to.equal(all.length);
     expect(lost).to.deep.equal(["exited"]);
     expect(paths.rescued).to.equal(all.length - 1);
     await until(() => pool.state.ready === 1, "the new worker");
@@ -199,6 +216,53 @@ describe("signature recovery on a pool of worker threads (chain/recovery-pool.ts
     const worked = paths.worker;
     expect((await burst(pool, again)).answers).to.deep.equal(again.map((c) => c.expected));
     expect(paths.worker - worked).to.equal(4);
+  });
+
+  it("a worker that hangs, with the late bound: its batch answered on the calling thread after lateMs (late), the worker ended after timeoutMs, nothing answered twice", async () => {
+    const { pool, paths, lost } = counted({ workers: 1, script: FAULTY, lateMs: 20, timeoutMs: 600 });
+    await warm(pool);
+    const given = answered(paths);
+    const cases = Array.from({ length: 20 }, (_, i) => signedCase(i));
+    const poisonDigest = randomBytes(32);
+    const all = [cases[0]!, { digest: poisonDigest, signature: poisonSignature("dd"), expected: recoverSigner(poisonDigest, poisonSignature("dd")) }, ...cases.slice(1)];
+    const { answers } = await burst(pool, all);
+    expect(answers).to.deep.equal(all.map((c) => c.expected));
+    expect(paths.late).to.equal(all.length - 1);
+    await until(() => lost.length === 1, "the hung worker's end");
+    expect(lost).to.deep.equal(["hung"]);
+    // Ended, its batches already answered: none is answered again.
+    expect(paths.rescued).to.equal(0);
+    expect(answered(paths) - given).to.equal(all.length);
+    await until(() => pool.state.ready === 1, "the new worker");
+  });
+
+  it("a worker that stalls (starved of CPU): past lateMs its batches are answered on the calling thread, each once; its own answers, when they come, are dropped, and it stays in use", async () => {
+    const { pool, paths, lost } = counted({ workers: 1, script: FAULTY, lateMs: 20, timeoutMs: 120_000 });
+    await warm(pool);
+    const given = answered(paths);
+    const cases = Array.from({ length: 40 }, (_, i) => signedCase(i));
+    const stallDigest = randomBytes(32);
+    const all = [cases[0]!, { digest: stallDigest, signature: poisonSignature("cc"), expected: recoverSigner(stallDigest, poisonSignature("cc")) }, ...cases.slice(1)];
+    const { answers } = await burst(pool, all);
+    expect(answers).to.deep.equal(all.map((c) => c.expected));
+    // The first inline; the rest (three batches, all behind the stalled one) late.
+    expect(paths.late).to.equal(all.length - 1);
+    expect(pool.state).to.deep.equal({ workers: 1, ready: 1, queued: 0 });
+    release();
+    // The worker answers the stalled batches (dropped), then takes new ones: a burst answered by it proves both
+    // (its answers come in order on one port).
+    const worked = paths.worker;
+    let sent = 0;
+    for (let round = 0; paths.worker === worked; round++) {
+      if (round === 50) throw new Error("no batch answered by the released worker in 50 rounds");
+      const again = Array.from({ length: 10 }, (_, i) => signedCase(i));
+      expect((await burst(pool, again)).answers).to.deep.equal(again.map((c) => c.expected));
+      sent += again.length;
+      await nextTurn();
+    }
+    expect(answered(paths) - given).to.equal(all.length + sent);
+    expect(lost).to.deep.equal([]);
+    expect(pool.state).to.deep.equal({ workers: 1, ready: 1, queued: 0 });
   });
 
   it("a worker that cannot start: every recovery runs inline, answered right", async () => {

@@ -232,8 +232,9 @@ export function createApp(options: AppOptions): Express {
   /**
    * verify and settle on an unguarded route with a plain JSON body (fast-lane.ts): the request id, the body
    * read and parsed, then the same handler, without Express's router (its walk and the layers before the
-   * first middleware), the content-type checks and the JSON middleware's streams and decoders. The answers are the same: the JSON middleware would take exactly
-   * these bodies, and a body that is not JSON gets the error handler's 400. Every other request passes on.
+   * first middleware), the content-type checks and the JSON middleware's streams and decoders. The answers
+   * are the same: the JSON middleware would take exactly these bodies, and a body that is not JSON gets the
+   * error handler's 400. Every other request passes on (false: Express handles it).
    */
   const fastLane = (message: IncomingMessage, answer: ServerResponse): boolean => {
     const route = message.method === "POST" ? lanes.get(message.url!) : undefined;

@@ -45,18 +45,27 @@ const sellerOf = (i: number) => `0x${(0x5e11e0000 + (i % SELLERS)).toString(16).
 /** Entry `i` as a settled payment's body and facts would make it (the facilitator's own code builds it). */
 function payment(i: number, payer: number) {
   const category = CATEGORIES[i % CATEGORIES.length]!;
+  // The seller's declaration, in its requirements' `extra` (what the catalog reads; never the buyer's payload).
   const body = {
     x402Version: 2,
-    paymentRequirements: { scheme: "exact", network: "eip155:338", asset: TOKEN, amount: "10000", payTo: sellerOf(i), maxTimeoutSeconds: 300, extra: { name: "Bridged USDC (Stargate)", version: "1" } },
-    paymentPayload: {
-      resource: { url: `https://api${i % SELLERS}.example/${category}/${i}`, description: `${category} api ${word()} ${word()} ${word()} ${word()} ${word()}`, mimeType: "application/json" },
-      extensions: {
+    paymentRequirements: {
+      scheme: "exact",
+      network: "eip155:338",
+      asset: TOKEN,
+      amount: "10000",
+      payTo: sellerOf(i),
+      maxTimeoutSeconds: 300,
+      extra: {
+        name: "Bridged USDC (Stargate)",
+        version: "1",
+        resource: { url: `https://api${i % SELLERS}.example/${category}/${i}`, description: `${category} api ${word()} ${word()} ${word()} ${word()} ${word()}`, mimeType: "application/json" },
         bazaar: {
           info: { input: { type: "http", method: "GET", queryParams: { q: word() } }, output: { type: "json", example: { result: word(), items: [word(), word()] } } },
           schema: { type: "object", properties: { input: { type: "object" }, output: { type: "object" } }, required: ["input"] },
         },
       },
     },
+    paymentPayload: {},
   };
   const paid = catalogPaymentOf(body, {
     network: "cronos-testnet",

@@ -358,7 +358,9 @@ async function connections(chain: LocalChain): Promise<void> {
           const response = await fetch(`${facilitator.url}/v2/x402/verify`, { method: "POST", headers: { "Content-Type": "application/json" }, body });
           return { status: response.status, text: await response.text(), ms: performance.now() - started };
         };
-        const queuedBefore = await series(facilitator, 'x402_http_connections_waiting_total{listener="service",event="queued"}');
+        const waiting = (event: string) => series(facilitator, `x402_http_connections_waiting_total{listener="service",event="${event}"}`);
+        const queuedBefore = await waiting("queued");
+        const yieldedBefore = await waiting("yielded");
         const until = performance.now() + 6_000;
         const latencies: number[] = [];
         const failures = new Map<string, number>();
@@ -376,18 +378,44 @@ async function connections(chain: LocalChain): Promise<void> {
             }
           }),
         );
-        const queued = (await series(facilitator, 'x402_http_connections_waiting_total{listener="service",event="queued"}')) - queuedBefore;
+        const queued = (await waiting("queued")) - queuedBefore;
+        const yielded = (await waiting("yielded")) - yieldedBefore;
         const failed = [...failures.values()].reduce((a, b) => a + b, 0);
         console.log(
-          `connections: ${client} pool at ${concurrency} concurrent verifies for 6 s: ${latencies.length} answered 200, ${failed} failed ${failed ? JSON.stringify(Object.fromEntries(failures)) : ""}; ${latencySummary(latencies)}; connections that waited for a place ${queued}`,
+          `connections: ${client} pool at ${concurrency} concurrent verifies for 6 s: ${latencies.length} answered 200, ${failed} failed ${failed ? JSON.stringify(Object.fromEntries(failures)) : ""}; ${latencySummary(latencies)}; connections that waited for a place ${queued}, idle ones that gave way to them ${yielded}`,
         );
         agent.destroy();
       }
     }
     const refused = await series(facilitator, 'x402_http_connections_dropped_total{listener="service",reason="client"}');
     console.log(`  connections refused (503) over the per-client cap: ${refused}`);
+    await afterBurst(facilitator, body);
   } finally {
     await facilitator.stop();
+  }
+}
+
+/**
+ * Issue 39 item 8: a pool bursts to 128 keep-alive connections and keeps them (100 served, idle: its
+ * client's cap); then another pool of the same client (another worker) sends 10 requests, each on a new
+ * connection. Before the fix each waited CONNECTION_QUEUE_MS (5 s) and was answered 503.
+ */
+async function afterBurst(facilitator: FacilitatorProcess, body: string): Promise<void> {
+  const burst = new Agent({ keepAlive: true, maxSockets: Infinity });
+  const next = new Agent({ keepAlive: true, maxSockets: Infinity });
+  const localAddress = "127.0.2.99";
+  const waiting = (event: string) => series(facilitator, `x402_http_connections_waiting_total{listener="service",event="${event}"}`);
+  try {
+    const first = await Promise.all(Array.from({ length: 128 }, () => send(facilitator.url, "/v2/x402/verify", { body, agent: burst, localAddress })));
+    const before = { yielded: await waiting("yielded"), expired: await waiting("expired") };
+    const then = await Promise.all(Array.from({ length: 10 }, () => send(facilitator.url, "/v2/x402/verify", { body, agent: next, localAddress })));
+    const statuses = (answers: Answer[]) => JSON.stringify(Object.fromEntries([...new Set(answers.map((a) => a.status))].map((s) => [s, answers.filter((a) => a.status === s).length])));
+    console.log(
+      `connections: after a burst of 128 keep-alive connections (${statuses(first)}), the same client's next 10 requests from another pool: ${statuses(then)}; ${latencySummary(then.map((a) => a.ms))}; idle connections that gave way ${(await waiting("yielded")) - before.yielded}, waits over CONNECTION_QUEUE_MS ${(await waiting("expired")) - before.expired}`,
+    );
+  } finally {
+    burst.destroy();
+    next.destroy();
   }
 }
 

@@ -61,6 +61,7 @@ export const COMMANDS = {
   "bench:seller": typescript("bench/seller.ts"),
   "bench:faults": typescript("bench/faults.ts"),
   "bench:migration": typescript("bench/migration.ts"),
+  "bench:schema-bombs": typescript("bench/schema-bombs.ts"),
   // The wallets it measures are compiled contracts.
   "bench:gas": [compileStep(), ...typescript("bench/settle-gas.ts")],
 };

@@ -15,13 +15,11 @@ import type { NetworkName } from "../protocol/networks.js";
 import { EXACT_SCHEME, RequestError } from "../protocol/reasons.js";
 import { describeZodError } from "../protocol/schemas.js";
 import { caip2OfNetwork, X402_V2_VERSION } from "../protocol/x402v2.js";
-import { BAZAAR, isValidBazaarDeclaration, isValidRouteTemplate, nestsWithin } from "../protocol/bazaar.js";
+import { BAZAAR, isValidBazaarDeclaration, isValidRouteTemplate, nestsWithin, SELLER_DECLARATION } from "../protocol/bazaar.js";
 
 /** The x402 `bazaar` extension (resource discovery): its key in a payment's `extensions`. */
 export { BAZAAR };
 
-/** A declaration larger than this is not cataloged (the catalog is not a store for anyone's blobs). */
-const MAX_DECLARATION_BYTES = 16 * 1024;
 /** An entry (URL, description, requirements, declaration) larger than this is not cataloged. */
 const MAX_ENTRY_BYTES = 24 * 1024;
 /**
@@ -67,25 +65,23 @@ export interface DiscoveryListing {
 }
 
 /**
- * The listing an x402 v2 verify/settle body declares: its `paymentPayload.resource` (an http(s) URL,
- * cataloged by origin and path, or by origin and the declaration's `routeTemplate` when that is a valid one,
- * as `@x402/extensions` does) with a `bazaar` declaration in `paymentPayload.extensions` that the package
- * would accept ({@link isValidBazaarDeclaration}) and of at most 16 KiB. A Cronos-dialect body declares one in
- * its requirements' `outputSchema`. Undefined otherwise: a payment without a declaration, with one that is not
- * valid, or nested deeper than 64 levels, is paid as usual and not cataloged.
+ * The listing a verify/settle body's **seller** declares, from its payment requirements only, never from the
+ * buyer's payment (its `resource`, its echoed `extensions`: whatever a payer chose to write). x402 v2: the
+ * requirements' `extra.resource` (an http(s) URL, cataloged by origin and path, or by origin and the
+ * declaration's `routeTemplate` when that is a valid one, as `@x402/extensions` does) and `extra.bazaar`, a
+ * declaration the kit takes ({@link isValidBazaarDeclaration}: fixed checks, at most 16 KiB, its schema never
+ * run). The Cronos dialect (x402 v1): the requirements' `resource`, `description`, `mimeType` and
+ * `outputSchema`. Undefined otherwise: a payment without a declaration, with one that is not valid, or nested
+ * deeper than 64 levels, is paid as usual and not cataloged.
  */
 export function discoveryListingOf(body: unknown): DiscoveryListing | undefined {
   // Before anything walks it: everything below recurses (JSON.stringify overflows near 5,000 levels).
   if (!nestsWithin(body, MAX_BODY_DEPTH)) return undefined;
   if (isObject(body) && body.x402Version === 1) return cronosListingOf(body);
-  if (!isObject(body) || !isObject(body.paymentPayload) || !isObject(body.paymentRequirements)) return undefined;
-  const { paymentPayload, paymentRequirements } = body;
-  const extensions = paymentPayload.extensions;
-  const resource = paymentPayload.resource;
-  if (!isObject(extensions) || !isObject(resource) || typeof resource.url !== "string") return undefined;
-  const declaration = extensions[BAZAAR];
-  // The size first: the schema check compiles what the payer sent.
-  if (declaration === undefined || (JSON.stringify(declaration)?.length ?? 0) > MAX_DECLARATION_BYTES) return undefined;
+  if (!isObject(body) || !isObject(body.paymentRequirements) || !isObject(body.paymentRequirements.extra)) return undefined;
+  const { extra, ...terms } = body.paymentRequirements;
+  const { [SELLER_DECLARATION.resource]: resource, [SELLER_DECLARATION.declaration]: declaration, ...domain } = extra;
+  if (!isObject(resource) || typeof resource.url !== "string") return undefined;
   if (!isValidBazaarDeclaration(declaration)) return undefined;
   const url = httpUrl(resource.url);
   if (!url) return undefined;
@@ -94,7 +90,8 @@ export function discoveryListingOf(body: unknown): DiscoveryListing | undefined 
     resource: `${url.origin}${path}`,
     type: declaration.info.input.type,
     x402Version: X402_V2_VERSION,
-    requirements: paymentRequirements,
+    // The way of paying without the listing's own facts (they are the entry's, not a way to pay).
+    requirements: { ...terms, extra: domain },
     ...(typeof resource.description === "string" ? { description: resource.description } : {}),
     ...(typeof resource.mimeType === "string" ? { mimeType: resource.mimeType } : {}),
     extensions: { [BAZAAR]: declaration },
@@ -116,7 +113,7 @@ function cronosListingOf(body: Record<string, unknown>): DiscoveryListing | unde
   // v1 names the method in any case (the package upper-cases it there); v2's rules take it upper case.
   if (typeof declared.method === "string") declared.method = declared.method.toUpperCase();
   const declaration = { info: { input: { ...declared, type: "http" }, ...(output ? { output } : {}) }, schema: V1_DECLARATION_SCHEMA };
-  if (JSON.stringify(declaration).length > MAX_DECLARATION_BYTES || !isValidBazaarDeclaration(declaration)) return undefined;
+  if (!isValidBazaarDeclaration(declaration)) return undefined;
   const url = httpUrl(requirements.resource);
   if (!url) return undefined;
   return {
@@ -146,7 +143,7 @@ export interface SettledFacts {
 }
 
 /**
- * The catalog entry a settled payment makes: the listing its body declares ({@link discoveryListingOf}) with
+ * The catalog entry a settled payment makes: the listing its body's seller declares ({@link discoveryListingOf}) with
  * the way it paid built from `paid` (payTo, amount, asset and network are the settlement's, whatever the
  * request said) and the block's time. Undefined for no listing, for a payment from its payTo to itself (it
  * shows nobody paying for the resource), and for an entry over 24 KiB.

@@ -1,7 +1,10 @@
 // The networks a facilitator serves: an RPC transport and clients per network, the start-up checks, the relayers.
-import { createPublicClient, type Address, type PublicClient, type Transport } from "viem";
+import type { Tracer } from "@opentelemetry/api";
+import { createPublicClient, formatGwei, type Address, type PublicClient, type Transport } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
 import { ChainState } from "../chain/state.js";
 import { Relayer, type RelayerEvent } from "../chain/relayer/index.js";
+import { tracedAttempts } from "../chain/rpc-trace.js";
 import { rpcTransport, type RpcTransport } from "../chain/rpc-transport.js";
 import { domainSeparator } from "../chain/signature.js";
 import type { NetworkName } from "../protocol/networks.js";
@@ -11,6 +14,7 @@ import type { FacilitatorConfig, NetworkConfig } from "./config/index.js";
 import { inspectNetwork, readDomain, type NetworkInspection, type RpcEndpointClient } from "./health.js";
 import type { Logger } from "./logger.js";
 import type { FacilitatorMetrics } from "./metrics/index.js";
+import { settleFeeCap } from "./fee-cap.js";
 import { StartupError } from "./startup-error.js";
 
 /** The networks of a facilitator, assembled and checked. */
@@ -25,10 +29,16 @@ export interface OpenedNetworks {
   closeTransports(): void;
 }
 
+/** The URL name on the RPC spans of an injected transport (the local stack's in-process chain). */
+export const INJECTED_RPC = "injected";
+
 /** A network's transport: the injected one, or its RPC URLs (several: failover). */
-function transportFor(config: FacilitatorConfig, network: NetworkConfig, metrics: FacilitatorMetrics, injected?: Transport): RpcTransport {
-  // An in-process chain does not drop requests: a revert (JSON-RPC -32603 there) must not be retried.
-  if (injected) return { transport: (parameters) => injected({ ...parameters, retryCount: 0 }), endpoints: [], states: async () => [], snapshot: () => [], close() {} };
+function transportFor(config: FacilitatorConfig, network: NetworkConfig, metrics: FacilitatorMetrics, injected?: Transport, tracer?: Tracer): RpcTransport {
+  if (injected) {
+    // An in-process chain does not drop requests: a revert (JSON-RPC -32603 there) must not be retried.
+    const once: Transport = (parameters) => injected({ ...parameters, retryCount: 0 });
+    return { transport: tracer ? tracedAttempts(once, tracer, INJECTED_RPC) : once, endpoints: [], states: async () => [], snapshot: () => [], close() {} };
+  }
   if (network.rpcUrls.length === 0) throw new StartupError(`${network.network}: no RPC URL and no embedded chain`);
   return rpcTransport({
     urls: network.rpcUrls,
@@ -36,6 +46,7 @@ function transportFor(config: FacilitatorConfig, network: NetworkConfig, metrics
     rankIntervalMs: config.rpcRankIntervalMs,
     chainId: network.chainId,
     onPing: (endpoint, up) => metrics.rpcEndpointUp(network.network, endpoint.label, up),
+    ...(tracer ? { tracer } : {}),
   });
 }
 
@@ -58,6 +69,15 @@ function relayerEvent(network: NetworkName, event: RelayerEvent, metrics: Facili
       return;
     case "gapFilled":
       logger.warn({ network, relayer: from, nonce: event.nonce, txHash: event.hash, by: event.by }, "relayer: nonce gap filled");
+      return;
+    case "refused":
+      logger.info({ network, relayer: from, nonce: event.nonce, txHash: event.hash, refusal: event.refusal }, "relayer: broadcast refused by the node");
+      return;
+    case "nonceAdopted":
+      logger.warn({ network, relayer: from, nonce: event.nonce, expected: event.expected }, "relayer: the node expects another nonce; the key sends from it");
+      return;
+    case "nonceTaken":
+      logger.warn({ network, relayer: from, nonce: event.nonce, txHash: event.hash }, "relayer: nonce mined by a transaction this relayer did not send there");
       return;
     default:
       logger.warn({ network, relayer: from, nonce: event.nonce, txHash: event.hash }, `relayer: transaction ${kind}`);
@@ -112,6 +132,7 @@ export async function openNetworks(
   metrics: FacilitatorMetrics,
   logger: Logger,
   injected?: Partial<Record<NetworkName, Transport>>,
+  tracer?: Tracer,
 ): Promise<OpenedNetworks> {
   const networks = new Map<NetworkName, NetworkRuntime>();
   const clients = new Map<NetworkName, PublicClient>();
@@ -123,7 +144,7 @@ export async function openNetworks(
   const startupInspections = new Map<NetworkName, NetworkInspection>();
   const closeTransports = () => transports.forEach((transport) => transport.close());
   for (const network of config.networks) {
-    const rpc = transportFor(config, network, metrics, injected?.[network.network]);
+    const rpc = transportFor(config, network, metrics, injected?.[network.network], tracer);
     transports.push(rpc);
     rpcOf.set(network.network, rpc);
     const client = createPublicClient({ transport: rpc.transport, pollingInterval: config.pollingIntervalMs, cacheTime: 0 }) as PublicClient;
@@ -137,25 +158,15 @@ export async function openNetworks(
   await Promise.all(
     config.networks.map(async (network) => {
       const client = clients.get(network.network)!;
-      const relayer = new Relayer({
-        client,
-        chainId: network.chainId,
-        privateKeys: config.relayerKeys,
-        maxFeePerGasWei: config.lifecycle.maxFeePerGasWei,
-        replaceAfterSeconds: config.lifecycle.replaceAfterSeconds,
-        pollingIntervalMs: config.pollingIntervalMs,
-        onEvent: (event) => relayerEvent(network.network, event, metrics, logger),
-        // Its keys send only under the ledger's leases (coordination gives and takes them back).
-        leased: true,
-      });
+      const relayers = config.relayerKeys.map((key) => privateKeyToAccount(key).address);
       const several = endpoints.get(network.network)!;
       if (several.length > 1) {
-        startupInspections.set(network.network, await checkEndpoints(config, network, several, relayer.addresses, logger));
+        startupInspections.set(network.network, await checkEndpoints(config, network, several, relayers, logger));
       } else {
         const inspection = await inspectNetwork({
           client,
           config: network,
-          relayers: relayer.addresses,
+          relayers,
           relayerMinBalanceWei: config.relayerMinBalanceWei,
           maxBlockAgeSeconds: 0,
           rpcTimeoutMs: config.rpcTimeoutMs,
@@ -164,6 +175,22 @@ export async function openNetworks(
         if (first) throw new StartupError(`${network.network}: ${first.variable}: ${first.message}`);
         startupInspections.set(network.network, inspection);
       }
+      const fees = await settleFeeCap(client, network, config.lifecycle.maxFeePerGasWei);
+      logger.info(
+        { network: network.network, capGwei: formatGwei(fees.capWei), followsChain: fees.followsChain, baseFeeGwei: fees.chain.baseFeeWei === undefined ? null : formatGwei(fees.chain.baseFeeWei), gasPriceGwei: formatGwei(fees.chain.gasPriceWei) },
+        fees.followsChain ? "fee cap: follows the chain (MAX_FEE_PER_GAS_GWEI unset)" : "fee cap: MAX_FEE_PER_GAS_GWEI",
+      );
+      const relayer = new Relayer({
+        client,
+        chainId: network.chainId,
+        privateKeys: config.relayerKeys,
+        maxFeePerGasWei: fees.capWei,
+        replaceAfterSeconds: config.lifecycle.replaceAfterSeconds,
+        pollingIntervalMs: config.pollingIntervalMs,
+        onEvent: (event) => relayerEvent(network.network, event, metrics, logger),
+        // Its keys send only under the ledger's leases (coordination gives and takes them back).
+        leased: true,
+      });
       const domain = await readDomain(client, network.token);
       networks.set(network.network, {
         config: network,

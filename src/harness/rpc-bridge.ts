@@ -3,6 +3,7 @@ import type { AddressInfo, Socket } from "node:net";
 import { WebSocketServer, type RawData, type WebSocket } from "ws";
 import { isAddressInUse, PortInUseError, type PortRole } from "./errors.js";
 import { answer, errorResponse, handle, INTERNAL_ERROR, METHOD_NOT_FOUND, send, type Call } from "./json-rpc.js";
+import { bridgeGuard } from "./rpc-bridge-guard.js";
 
 /**
  * The part of an EIP-1193 provider the bridge needs (Hardhat's EDR provider is one). `on` and
@@ -47,14 +48,17 @@ export interface JsonRpcBridge {
  * Serves `provider` as JSON-RPC 2.0 over HTTP POST and over WebSocket on the same port (single
  * requests and batches), the way `hardhat node` does, but in this process so the same provider can
  * also be used directly. Over WebSocket, `eth_subscribe` notifications go to the socket that
- * subscribed, and a socket's subscriptions end when it closes.
+ * subscribed, and a socket's subscriptions end when it closes. Web pages are turned away at the door
+ * (a foreign `Host` 421, another origin's `Origin` 403: {@link bridgeGuard}).
  */
 export async function serveJsonRpc(provider: RequestProvider, options: ServeJsonRpcOptions): Promise<JsonRpcBridge> {
   const host = options.host ?? "127.0.0.1";
   const limit = options.bodyLimitBytes ?? 32 * 1024 * 1024;
   const sockets = new Set<Socket>();
   const call: Call = (args) => provider.request(args);
+  const guard = bridgeGuard(host);
   const server = createServer((req, res) => {
+    if (guard.refusedRequest(req, res)) return;
     handle(call, req, res, limit).catch((error: unknown) => {
       // Only reached if writing the response itself failed; nothing more can be sent.
       if (!res.headersSent) send(res, 500, errorResponse(null, INTERNAL_ERROR, String(error)));
@@ -73,6 +77,7 @@ export async function serveJsonRpc(provider: RequestProvider, options: ServeJson
       socket.destroy();
       return;
     }
+    if (guard.refusedUpgrade(req, socket)) return;
     webSockets.handleUpgrade(req, socket, head, (ws) => subscriptions.serve(ws));
   });
   await listen(server, host, options.port, options.role);

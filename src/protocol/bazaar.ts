@@ -1,5 +1,4 @@
 import { z } from "zod";
-import { conformsToSchema } from "./json-schema.js";
 
 // The x402 `bazaar` extension (resource discovery) as `@x402/extensions` 2.27 states it: a declaration
 // `{info, schema}` whose `info` says how to call the resource and conforms to `schema`. Facts read from
@@ -7,6 +6,14 @@ import { conformsToSchema } from "./json-schema.js";
 
 /** The `bazaar` extension's key in `extensions`. */
 export const BAZAAR = "bazaar";
+
+/**
+ * Where x402 v2 payment requirements carry what their seller declares for the discovery catalog: `extra.resource`
+ * (`{url, description?, mimeType?}`, the v2 `PAYMENT-REQUIRED`'s `resource`) and `extra.bazaar` (the
+ * declaration, `{info, schema, routeTemplate?}`). The requirements are the seller's side of a verify/settle
+ * request; the payment payload beside them is the buyer's, and a catalog lists nothing of it.
+ */
+export const SELLER_DECLARATION = { resource: "resource", declaration: BAZAAR } as const;
 
 /** Methods whose input travels in the query string. */
 export const QUERY_METHODS = ["GET", "HEAD", "DELETE"] as const;
@@ -42,8 +49,8 @@ const mcpInputSchema = z.looseObject({
 
 /**
  * A `bazaar` declaration's shape, by `@x402/extensions`' `validateDiscoveryExtensionSpec`: `info.input` of
- * type `http` (method and bodyType rules) or `mcp` (toolName, inputSchema), and a `schema`. Whether `info`
- * conforms to `schema` is {@link isValidBazaarDeclaration}'s further check.
+ * type `http` (method and bodyType rules) or `mcp` (toolName, inputSchema), and a `schema`. What
+ * {@link isValidBazaarDeclaration} further asks of the schema is fixed code too: it is never run.
  */
 export const bazaarDeclarationSchema = z
   .looseObject({
@@ -61,14 +68,50 @@ export const bazaarDeclarationSchema = z
   });
 export type BazaarDeclaration = z.output<typeof bazaarDeclarationSchema>;
 
+/** A declaration larger than this (as JSON) is not one the kit takes: a catalog is not a store for anyone's blobs. */
+export const MAX_DECLARATION_BYTES = 16 * 1024;
+/** How deep a declaration may nest (a schema of a nested body fits easily); checked before anything walks it. */
+export const MAX_DECLARATION_DEPTH = 64;
+/** The one JSON Schema dialect a declaration's `schema` may name (`@x402/extensions` compiles 2020-12 only). */
+const DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema";
+
 /**
- * Whether a `bazaar` declaration is one `@x402/extensions` accepts: its shape ({@link bazaarDeclarationSchema},
- * the package's `validateDiscoveryExtensionSpec`) and its `info` conforming to its `schema` (the package's
- * `validateDiscoveryExtension`: JSON Schema 2020-12, no reference outside the schema).
+ * Whether a `bazaar` declaration is one the kit takes, by fixed code in time linear in its size: nested at
+ * most {@link MAX_DECLARATION_DEPTH} levels and at most {@link MAX_DECLARATION_BYTES} of JSON (both measured
+ * before anything else walks it), the package's shape ({@link bazaarDeclarationSchema}), and a `schema` that
+ * is not `false`, names no dialect but 2020-12 and refers to nothing outside itself (a `$ref` or `$id` that
+ * is not a `#` fragment), as the package refuses those.
+ *
+ * The schema is never compiled or run: whether `info` conforms to it is not asked (the package's
+ * `validateDiscoveryExtension` asks it by running the schema, and a schema doubling its work per level froze
+ * a process for hours, issue 39). A declaration whose `info` its own schema would refuse is therefore taken;
+ * its schema is kept as data, as its author wrote it.
  */
 export function isValidBazaarDeclaration(declaration: unknown): declaration is BazaarDeclaration {
+  if (!nestsWithin(declaration, MAX_DECLARATION_DEPTH) || (JSON.stringify(declaration)?.length ?? 0) > MAX_DECLARATION_BYTES) return false;
   const parsed = bazaarDeclarationSchema.safeParse(declaration);
-  return parsed.success && conformsToSchema(parsed.data.schema, parsed.data.info);
+  if (!parsed.success) return false;
+  const { schema } = parsed.data;
+  if (schema === false) return false;
+  if (schema === true) return true;
+  const dialect = (schema as { $schema?: unknown }).$schema;
+  return (dialect === undefined || dialect === DRAFT_2020_12) && !refersOutside(schema);
+}
+
+/**
+ * Whether a schema refers outside itself: a `$ref` or `$id` anywhere in it that is not a string starting
+ * with `#`. Walked without recursion, each node once (the caller bounded its depth and size).
+ */
+function refersOutside(schema: object): boolean {
+  const stack: unknown[] = [schema];
+  for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
+    if (typeof node !== "object" || node === null) continue;
+    for (const [key, value] of Object.entries(node)) {
+      if ((key === "$ref" || key === "$id") && (typeof value !== "string" || !value.startsWith("#"))) return true;
+      if (typeof value === "object" && value !== null) stack.push(value);
+    }
+  }
+  return false;
 }
 
 /**

@@ -67,6 +67,7 @@ export {
   bazaarDeclarationOf,
   isValidBazaarDeclaration,
   isValidRouteTemplate,
+  SELLER_DECLARATION,
   type BazaarDeclaration,
   type DiscoveryDeclaration,
 } from "./bazaar.js";

@@ -2,7 +2,6 @@ import { z } from "zod";
 import type { Address, Hex } from "viem";
 import { canonicalNetwork, NETWORK_NAMES, NETWORKS, type NetworkName } from "./networks.js";
 import { addressSchema, coinbasePayloadSchema, expected, uintStringSchema, type PaymentRequirements } from "./schemas.js";
-import { conformsToSchema } from "./json-schema.js";
 
 /**
  * The x402 v2 dialect, as the `@x402/*` packages (2.27) speak it: CAIP-2 networks, `amount`,
@@ -271,9 +270,11 @@ export const PAYMENT_ID_PATTERN = /^[A-Za-z0-9_-]{16,128}$/;
 const IDENTIFIER_FIELD = `paymentPayload.extensions["${PAYMENT_IDENTIFIER}"]`;
 
 /**
- * The `payment-identifier` extension as a payment carries it (`@x402/extensions`' `validatePaymentIdentifier`):
- * `info.required` a boolean, `info.id` (when there is one) 16 to 128 of A-Z a-z 0-9 _ -, and an optional
- * `schema` that `info` must conform to (checked by {@link paymentIdentifierOf}).
+ * The `payment-identifier` extension as a payment carries it: `info.required` a boolean, `info.id` (when there
+ * is one) 16 to 128 of A-Z a-z 0-9 _ -: the shape the extension defines (`@x402/extensions`' own schema of
+ * `info`, which its clients echo), checked by this fixed code in time bounded by the id's 128 characters.
+ * The `schema` the payment carries beside `info` is the payer's to write: it is never read, compiled or run
+ * (one made to double its work per level froze a process that ran it, issue 39).
  */
 export const paymentIdentifierExtensionSchema = z.looseObject(
   {
@@ -284,16 +285,17 @@ export const paymentIdentifierExtensionSchema = z.looseObject(
       },
       { error: "must be an object" },
     ),
-    schema: z.unknown().optional(),
   },
   { error: "must be an object" },
 );
 
 /**
  * The payment identifier in an x402 v2 payment's `extensions` (`{"payment-identifier": {info: {required, id}}}`),
- * validated as `@x402/extensions`' `validatePaymentIdentifier` does: `undefined` when it carries no extension
- * or one without an id (a seller's declaration echoed back asks for nothing), else the id, or why the
- * extension is not valid (naming the field).
+ * validated as `@x402/extensions`' `validatePaymentIdentifier` validates the shape: `undefined` when it carries
+ * no extension or one without an id (a seller's declaration echoed back asks for nothing), else the id, or why
+ * the extension is not valid (naming the field). Unlike the package, the extension's `schema` is not run:
+ * `info` is held to the fixed shape whatever a payer's schema says (the official clients echo the package's
+ * own schema, which that shape satisfies).
  */
 export function paymentIdentifierOf(extensions: Record<string, unknown> | undefined): { id: string } | { error: string } | undefined {
   const extension = extensions?.[PAYMENT_IDENTIFIER];
@@ -303,8 +305,6 @@ export function paymentIdentifierOf(extensions: Record<string, unknown> | undefi
     const issue = parsed.error.issues[0]!;
     return { error: `${[IDENTIFIER_FIELD, ...issue.path.map(String)].join(".")} ${issue.message}` };
   }
-  const { info, schema } = parsed.data;
-  // The package checks a schema that is there (truthy) and ignores one that is not.
-  if (schema && !conformsToSchema(schema, info)) return { error: `${IDENTIFIER_FIELD}.info does not conform to the extension's schema` };
+  const { info } = parsed.data;
   return info.id === undefined ? undefined : { id: info.id };
 }

@@ -1,11 +1,13 @@
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import type { PaymentRequirements, PaymentRequirementsInput } from "../protocol/schemas.js";
 import { v2RequirementsOf, X402V2Header } from "../protocol/x402v2.js";
+import { globalTracer } from "../telemetry/spans.js";
 import { Exchange, type SellerSettings } from "./exchange.js";
 import { consoleSellerLogger, facilitatorOf, SellerError, type RequirePaymentOptions } from "./options.js";
 import { headerReader, payCronos, payV2 } from "./payment-flow.js";
 import { resourceOf } from "./payment-required.js";
 import { constant, declaresDiscovery, discoveryOutputSchema, parseRequirements, type RequirementsSource } from "./requirements.js";
+import { tracedPayment } from "./tracing.js";
 import { messageOf } from "./values.js";
 
 /**
@@ -28,7 +30,8 @@ import { messageOf } from "./values.js";
  * - one payment, one answer and its retries: a settled payment presented again (the same `X-PAYMENT`,
  *   which the facilitator calls used, or a v2 payment under the same payment identifier) is served again
  *   only within the requirements' `maxTimeoutSeconds` of its block's time, by `options.clock`, from the
- *   facilitator's record of that authorization paying this route's price to its `payTo`; after that →
+ *   facilitator's record of that authorization paying this route's price to its `payTo`, and only on the
+ *   route (resource) it was first served on; after that, or on another route →
  *   402 `{error: "Payment already used", …, reason}` with fresh requirements.
  *
  * Hand-off to the handler: `res.locals.payment` is the {@link PaymentReceipt}
@@ -79,7 +82,9 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
     const v2Requirements = v2RequirementsOf(paymentRequirements);
     const exchange = new Exchange(req, res, next, settings, paymentRequirements, v2Requirements);
     const signature = req.get(X402V2Header.paymentSignature)?.trim();
-    if (signature && v2Requirements) await payV2(exchange, signature, v2Requirements);
-    else await payCronos(exchange, readHeader);
+    const pay = () => (signature && v2Requirements ? payV2(exchange, signature, v2Requirements) : payCronos(exchange, readHeader));
+    // With an OpenTelemetry SDK registered in this process, a span, and `traceparent` on the facilitator's calls.
+    const tracer = globalTracer();
+    await (tracer ? tracedPayment(tracer, req, res, paymentRequirements, pay) : pay());
   };
 }

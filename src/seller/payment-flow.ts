@@ -7,7 +7,8 @@ import { describeZodError, type SettleSuccess } from "../protocol/schemas.js";
 import { EvmReason, PAYMENT_IDENTIFIER, paymentIdentifierOf, v2PaymentPayloadSchema, X402V2Header, type V2PaymentRequirements, type V2SettleResponse } from "../protocol/x402v2.js";
 import type { Exchange } from "./exchange.js";
 import { SellerError, type PaymentReceipt } from "./options.js";
-import { retry, settledRecord, withinRetryWindow, type Settled } from "./retry-window.js";
+import { facilitatorV2Requirements } from "./payment-required.js";
+import { onItsRoute, retry, settledRecord, withinRetryWindow, type Settled } from "./retry-window.js";
 import { isPlainObject } from "./values.js";
 
 const bodyHeaderSchema = z.object({ paymentHeader: z.string().trim().min(1) });
@@ -61,7 +62,8 @@ export async function payV2(exchange: Exchange, signature: string, v2Requirement
     const receipt: PaymentReceipt = { txHash: status.txHash, from: status.from, to: paymentRequirements.payTo, value: paymentRequirements.maxAmountRequired };
     exchange.paid(context(receipt, settlement), X402V2Header.paymentResponse, settlement);
   };
-  const request = { paymentPayload: json, paymentRequirements: v2Requirements };
+  // The seller's side of the request: its own requirements, with what it declares for the catalog.
+  const request = { paymentPayload: json, paymentRequirements: facilitatorV2Requirements(exchange.req, paymentRequirements, v2Requirements) };
   const verification = await exchange.ask("verify", () => exchange.settings.facilitator.verifyV2(request));
   if (!verification) return;
   if (!verification.isValid) {
@@ -94,7 +96,10 @@ export async function payV2(exchange: Exchange, signature: string, v2Requirement
       exchange.unavailable("lookup", new Error(`the facilitator's record does not confirm settlement ${settlement.transaction} of this payment`));
       return;
     }
-    if (!withinRetryWindow(exchange, status.timestamp)) return;
+    if (!withinRetryWindow(exchange, status.timestamp) || !onItsRoute(exchange, v2Requirements.network, authorization, Date.parse(status.timestamp))) return;
+  } else if (!onItsRoute(exchange, v2Requirements.network, authorization, exchange.settings.clock())) {
+    // A fresh settlement (v2 answers carry no time: now), bound to this route.
+    return;
   }
   const receipt: PaymentReceipt = {
     txHash: settlement.transaction,
@@ -173,8 +178,8 @@ export async function payCronos(exchange: Exchange, readHeader: HeaderReader): P
     else refuse();
     return;
   }
-  // A facilitator that answers a repeat with the first settle answer is held to the same window.
-  if (withinRetryWindow(exchange, settlement.timestamp)) served(settlement);
+  // A facilitator that answers a repeat with the first settle answer is held to the same window and route.
+  if (withinRetryWindow(exchange, settlement.timestamp) && onItsRoute(exchange, paymentRequirements.network, authorization, Date.parse(settlement.timestamp))) served(settlement);
 }
 
 /** The payer and nonce of an x402 v2 payment, when it has them as strings. */

@@ -1,6 +1,6 @@
 // The 402 answer: the Cronos body with the requirements, and x402 v2's offer in PAYMENT-REQUIRED.
 import type { Request, Response } from "express";
-import { bazaarDeclarationOf, BAZAAR, declarationOfOutputSchema } from "../protocol/bazaar.js";
+import { bazaarDeclarationOf, BAZAAR, declarationOfOutputSchema, SELLER_DECLARATION } from "../protocol/bazaar.js";
 import { encodeBase64Json } from "../protocol/header.js";
 import { X402_VERSION } from "../protocol/reasons.js";
 import type { PaymentRequirements } from "../protocol/schemas.js";
@@ -62,6 +62,19 @@ function v2ExtensionsOf(requirements: PaymentRequirements, paymentIdentifier: "o
   const declaration = declarationOfOutputSchema((requirements as { outputSchema?: unknown }).outputSchema);
   if (declaration) extensions[BAZAAR] = bazaarDeclarationOf(declaration);
   return Object.keys(extensions).length > 0 ? extensions : undefined;
+}
+
+/**
+ * The route's x402 v2 requirements as the seller sends them to the facilitator: those it offered, plus, when
+ * the route declares discovery, what it declares for the catalog in their `extra` (`resource`: the
+ * `PAYMENT-REQUIRED`'s `resource`; `bazaar`: its declaration). A facilitator lists only what the seller's own
+ * requirements say, never what a buyer's payment echoes; the 402 itself does not carry them twice.
+ */
+export function facilitatorV2Requirements(req: Request, requirements: PaymentRequirements, v2Requirements: V2PaymentRequirements): V2PaymentRequirements {
+  const declaration = declarationOfOutputSchema((requirements as { outputSchema?: unknown }).outputSchema);
+  if (!declaration) return v2Requirements;
+  const declared = { [SELLER_DECLARATION.resource]: resourceOf(req, requirements), [SELLER_DECLARATION.declaration]: bazaarDeclarationOf(declaration) };
+  return { ...v2Requirements, extra: { ...v2Requirements.extra, ...declared } };
 }
 
 /** The paid resource for x402 v2's `PAYMENT-REQUIRED`: the requirements' `resource` (made absolute) or the request URL. */

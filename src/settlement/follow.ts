@@ -3,6 +3,7 @@ import { waitForReceipt } from "../chain/receipt.js";
 import type { SentTransaction } from "../chain/relayer/index.js";
 import { IllegalTransitionError, type SettlementRecord } from "../ledger/types.js";
 import { decidePayment, penaltyOf, termsOf, type PaidTransfer, type PaymentDecision } from "./decision.js";
+import { PaymentAttribute, paymentAttributes, step } from "../telemetry/spans.js";
 import { resultOf, type SettlementNetwork, type SettlementResult, type SettlementSteps } from "./steps.js";
 
 /**
@@ -19,14 +20,18 @@ export async function followTransaction(steps: SettlementSteps, record: Settleme
   // Asked with the send: a chain that mined it at once has answered already.
   const early = steps.confirmations <= 1 ? await sent.early : undefined;
   if (early?.latest) latestBlock = early.latest;
-  const receipt = early?.receipt ?? await waitForReceipt(network.client, {
-    hash: () => sent.hashes(),
-    confirmations: steps.confirmations,
-    timeoutMs: Math.max(0, deadline - performance.now()),
-    pollingIntervalMs: steps.pollingIntervalMs,
-    onRpcError: () => steps.observe?.rpcError?.(network.name),
-    abandon: () => sent.superseded,
-    onLatestBlock: (block) => (latestBlock = block),
+  const receipt = early?.receipt ?? await step("x402 wait", {}, async (span) => {
+    const mined = await waitForReceipt(network.client, {
+      hash: () => sent.hashes(),
+      confirmations: steps.confirmations,
+      timeoutMs: Math.max(0, deadline - performance.now()),
+      pollingIntervalMs: steps.pollingIntervalMs,
+      onRpcError: () => steps.observe?.rpcError?.(network.name),
+      abandon: () => sent.superseded,
+      onLatestBlock: (block) => (latestBlock = block),
+    });
+    span?.setAttributes(paymentAttributes({ txHash: mined?.transactionHash }));
+    return mined;
   });
   if (!receipt) {
     const latest = sent.hashes().at(-1);
@@ -35,7 +40,7 @@ export async function followTransaction(steps: SettlementSteps, record: Settleme
       await steps.reconcile((await ledger.getById(record.id)) ?? record).catch((error: unknown) => logger.warn({ id: record.id, err: String(error) }, "reconciler: row left for the next round"));
     } else {
       // Not mined by the deadline: a cancel or a substitute may have spent the authorization meanwhile.
-      const decision = await decidePayment(network.chain, termsOf(record), { ours: sent.hashes() });
+      const decision = await decided(() => decidePayment(network.chain, termsOf(record), { ours: sent.hashes() }));
       if (decision.outcome === "paid" || decision.outcome === "failed" || decision.outcome === "undecided") return recordDecision(steps, record, network, decision);
       logger.warn({ id: record.id, txHash: latest }, "settle receipt not confirmed by the deadline; the reconciler follows it");
     }
@@ -52,7 +57,16 @@ export async function followTransaction(steps: SettlementSteps, record: Settleme
     await steps.outbox.writeOrKeep(`transaction ${hash} reverted`, () => ledger.markTransaction(hash, "reverted"));
     steps.observe?.revertedGas?.(network.name, receipt.gasUsed);
   }
-  return recordDecision(steps, record, network, await decidePayment(network.chain, termsOf(record), { ours: [receipt], ...(latestBlock ? { knownBlock: latestBlock } : {}) }), hash);
+  return recordDecision(steps, record, network, await decided(() => decidePayment(network.chain, termsOf(record), { ours: [receipt], ...(latestBlock ? { knownBlock: latestBlock } : {}) })), hash);
+}
+
+/** The payment decision, within a traced request a span naming its outcome. */
+function decided(decide: () => Promise<PaymentDecision>): Promise<PaymentDecision> {
+  return step("x402 decision", {}, async (span) => {
+    const decision = await decide();
+    span?.setAttribute(PaymentAttribute.outcome, decision.outcome);
+    return decision;
+  });
 }
 
 /**

@@ -4,6 +4,7 @@ import type { SettlementCall, SettlementRecord } from "../ledger/types.js";
 import { followTransaction } from "./follow.js";
 import type { SettlementNetwork, SettlementResult, SettlementSteps } from "./steps.js";
 import { KitError } from "../protocol/errors.js";
+import { paymentAttributes, step } from "../telemetry/spans.js";
 
 /** A write-ahead record refused: the row changed hands (or a lease lapsed), so this instance must not broadcast. */
 export class Fenced extends KitError<"fenced"> {
@@ -28,7 +29,12 @@ export async function sendClaimed(
   const { ledger, instanceId, logger } = steps;
   let sent: Pick<SentTransaction, "hashes" | "superseded">;
   try {
-    sent = await network.relayer.send(call, from, writeAhead(steps, record.id));
+    // A send the node refuses for now (a lagging backend, a full pool) is tried again until the settle's deadline.
+    sent = await step("x402 send", {}, async (span) => {
+      const transaction = await network.relayer.send(call, from, writeAhead(steps, record.id), deadline);
+      span?.setAttributes(paymentAttributes({ txHash: transaction.hashes()[0] }));
+      return transaction;
+    });
   } catch (error) {
     // Nothing was signed or recorded: the key is not ours (now), so a key holder sends it.
     if (error instanceof Fenced || error instanceof KeyNotLeasedError || (error instanceof RelaySendError && error.cause instanceof Fenced)) return "fenced";

@@ -5,6 +5,7 @@ import { FeeCapError } from "../chain/fees.js";
 import { settleErrorOfRevert } from "../chain/revert.js";
 import type { PayerPayload, Payment } from "../protocol/payment.js";
 import { VerifyReason, type SettleErrorCode } from "../protocol/reasons.js";
+import { step } from "../telemetry/spans.js";
 import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
 import { penaltySubject, type BoundPayment, type SettlementRecord } from "../ledger/types.js";
 import type { Simulation } from "./service.js";
@@ -41,6 +42,11 @@ export interface SettledPayment {
   blockNumber: bigint;
   /** The block's time, ISO-8601. */
   timestamp: string;
+  /**
+   * Answered again for a payment settled before (a repeat under its payment identifier): the same answer,
+   * and nothing new happened (nothing is recorded for it, the discovery catalog included).
+   */
+  repeat?: true;
 }
 
 /** Nothing was transferred: settle's code, answered with its text (`SettleError`) at the HTTP edge. */
@@ -172,7 +178,7 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
         balance: outcome.balance,
         balanceBlock: head.number,
       },
-      () => simulate(outcome, context),
+      () => step("x402 simulate", {}, () => simulate(outcome, context)),
     );
   } catch (error) {
     if (error instanceof FacilitatorFault) throw error;
@@ -205,7 +211,7 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
   }
 }
 
-/** {@link paidUnderIdentifier} as settle's outcome. */
+/** {@link paidUnderIdentifier} as settle's outcome: a repeat of a settlement made before. */
 async function settledUnderIdentifier(
   runtime: NetworkRuntime,
   authorization: PayerPayload["authorization"],
@@ -213,7 +219,7 @@ async function settledUnderIdentifier(
   context: FacilitatorContext,
 ): Promise<SettledPayment | undefined> {
   const paid = await paidUnderIdentifier(runtime, authorization, paymentId, context);
-  return paid && settledAnswer(paid);
+  return paid && { ...settledAnswer(paid), repeat: true };
 }
 
 /** Settle's answer for a payment made: every field from the paying receipt and its block. */
@@ -252,8 +258,20 @@ async function simulate(payment: VerifiedPayment, context: FacilitatorContext): 
     context.logger.warn({ network: config.network, payer: payment.payload.authorization.from, maxSettleGas: String(maxSettleGas) }, "settle refused: gas estimate over MAX_SETTLE_GAS");
     return { refusal: "failedOnChain" };
   }
-  // Headroom for state that moves before the block, never past the cap.
-  return { call: { to: config.token, data, gas: bigMin((estimate.gas * 13n) / 10n, maxSettleGas) } };
+  return { call: { to: config.token, data, gas: bigMin(gasLimitOf(estimate.gas), maxSettleGas) } };
+}
+
+/**
+ * The gas limit sent for an estimate: the estimate plus the larger of 10 % and 20,000 gas. The margin covers
+ * state that moves between the estimate and the block: a payee's balance slot that a pending transfer had
+ * filled when the node estimated (on a node that estimates against its pending state) but is empty when
+ * ours runs costs 17,100 gas more; a contract wallet's check may vary. It stays small on purpose: Cronos
+ * charges max(gas used, `min_gas_multiplier` (0.5) × the gas limit), so a limit past twice the gas used is
+ * paid for outright, and admission holds gas limit × fee cap of the relayer's balance.
+ */
+function gasLimitOf(estimate: bigint): bigint {
+  const tenth = (estimate + 9n) / 10n;
+  return estimate + (tenth > 20_000n ? tenth : 20_000n);
 }
 
 function bigMin(a: bigint, b: bigint): bigint {

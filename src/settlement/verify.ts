@@ -3,6 +3,7 @@ import { canonicalNetwork } from "../protocol/networks.js";
 import type { Payment } from "../protocol/payment.js";
 import { EXACT_SCHEME, VerifyReason } from "../protocol/reasons.js";
 import { recoverSigner, transferAuthorizationDigest } from "../chain/signature.js";
+import { activeTracer, inSpan, PaymentAttribute, paymentAttributes } from "../telemetry/spans.js";
 import { payerInMemory, readPayerState, type PayerState, type ReadOptions } from "./payer-state.js";
 import { identifierBoundElsewhere, paidUnderIdentifier } from "./payment-identifier.js";
 import { FacilitatorFault, type FacilitatorContext } from "./runtime.js";
@@ -38,7 +39,15 @@ export async function verifyPayment(
 ): Promise<VerifyOutcome> {
   // The verify budget times verify's own calls (settle's fresh check is not part of it).
   const clock = options.freshHead ? undefined : context.stages;
-  const outcome = await checkPayment(payment, context, options, clock);
+  // Within a traced request: the checks are a span, with the payment's terms and what they answered.
+  const tracer = activeTracer();
+  const outcome = tracer
+    ? await inSpan(tracer, "x402 verify", { attributes: verifyAttributes(payment) }, async (span) => {
+        const checked = await checkPayment(payment, context, options, clock);
+        span.setAttribute(PaymentAttribute.outcome, checked.isValid ? "valid" : checked.code);
+        return checked;
+      })
+    : await checkPayment(payment, context, options, clock);
   // The payer's payment identifier (x402 v2), asked once its signature is proven (a valid payment, or a
   // used one): an id that came with another payment first refuses this one, even one re-signed under the
   // same nonce for another payee or value.
@@ -49,6 +58,15 @@ export async function verifyPayment(
   if (clock) clock.stop("ledgerReads", since);
   if (elsewhere) return refuse("paymentId", VerifyReason.paymentIdentifierInUse(payment.paymentId), { payload, runtime, head: outcome.head });
   return outcome;
+}
+
+/** A payment's terms as its spans show them: the network asked, and the authorization's parties, value and nonce. */
+function verifyAttributes(payment: Payment) {
+  const authorization = payment.payload.ok ? payment.payload.payload.authorization : undefined;
+  return paymentAttributes({
+    network: payment.requirements.network,
+    ...(authorization ? { payer: authorization.from, payee: authorization.to, value: authorization.value, nonce: authorization.nonce } : {}),
+  });
 }
 
 /** The spec's checks, in its order (see {@link verifyPayment}). */

@@ -9,9 +9,19 @@ import { x402Buyer } from "../../scripts/snippets/x402-buyer.js";
 import { wrapFetchWithPayment } from "../../src/buyer/index.js";
 import { paymentRequirements, requirePayment } from "../../src/seller/index.js";
 import { cronosPrice } from "../../src/protocol/index.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { listen } from "../helpers/http.js";
-import { STACK_OPTIONS } from "../helpers/seller.js";
+import { STACK_OPTIONS, startTestStack } from "../helpers/seller.js";
+
+/**
+ * What an `@x402/*` seller puts in its route's `accepts[].extra` to be listed: the catalog lists only what the
+ * seller's own requirements declare (`extra.resource`, `extra.bazaar`), never what a buyer's payment echoes.
+ * The declaration is written as the package's per-request enrichment writes it for a GET (the method set).
+ */
+function sellerSide(url: string, description: string, declaration: unknown): Record<string, unknown> {
+  const bazaar = bazaarResourceServerExtension.enrichDeclaration!(structuredClone(declaration), { method: "GET", adapter: { getPath: () => new URL(url).pathname } } as never);
+  return { resource: { url, description, mimeType: "application/json" }, bazaar };
+}
 
 describe("x402 v2 bazaar: an @x402/express seller declaring discovery metadata, paid by @x402/fetch, read back with withBazaar", function () {
   this.timeout(120_000);
@@ -19,45 +29,53 @@ describe("x402 v2 bazaar: an @x402/express seller declaring discovery metadata, 
   let seller: Awaited<ReturnType<typeof listen>>;
   let bazaar: ReturnType<typeof withBazaar<HTTPFacilitatorClient>>["extensions"]["bazaar"];
 
-  /** An `@x402/express` seller with two paid routes; only /weather declares itself for discovery. */
-  function discoverableSeller(facilitatorUrl: string, payTo: string) {
+  /**
+   * An `@x402/express` seller at `url` with three paid routes. /weather declares itself for discovery on its own
+   * side of the facilitator request (its requirements' `extra`: `resource` and `bazaar`, see {@link sellerSide}) as
+   * well as in its 402; /echoed only in its 402 (the declaration reaches the facilitator only as the buyer echoes
+   * it: never listed); /private not at all.
+   */
+  function discoverableSeller(facilitatorUrl: string, payTo: string, url: string) {
     const server = new x402ResourceServer(new HTTPFacilitatorClient({ url: `${facilitatorUrl}/v2/x402` }))
       .register("eip155:338", new ExactEvmScheme())
       .register("eip155:25", new ExactEvmScheme())
       .registerExtension(bazaarResourceServerExtension);
-    const accepts = [
-      { scheme: "exact", network: "eip155:338" as const, payTo, price: cronosPrice("eip155:338", "$0.01") },
-      { scheme: "exact", network: "eip155:25" as const, payTo, price: cronosPrice("eip155:25", "$0.01") },
+    const accepts = (extra?: Record<string, unknown>) => [
+      { scheme: "exact", network: "eip155:338" as const, payTo, price: cronosPrice("eip155:338", "$0.01"), ...(extra ? { extra } : {}) },
+      { scheme: "exact", network: "eip155:25" as const, payTo, price: cronosPrice("eip155:25", "$0.01"), ...(extra ? { extra } : {}) },
     ];
+    const declared = declareDiscoveryExtension({
+      input: { city: "Singapore" },
+      inputSchema: { properties: { city: { type: "string" } }, required: ["city"] },
+      output: { example: { forecast: "thunderstorms", celsius: 31 } },
+    });
+    const description = "Hourly weather forecast for a city";
     const app = express();
     app.use(
       paymentMiddleware(
         {
           "GET /weather": {
-            accepts,
-            description: "Hourly weather forecast for a city",
+            accepts: accepts(sellerSide(`${url}/weather`, description, declared.bazaar)),
+            description,
             mimeType: "application/json",
-            extensions: {
-              ...declareDiscoveryExtension({
-                input: { city: "Singapore" },
-                inputSchema: { properties: { city: { type: "string" } }, required: ["city"] },
-                output: { example: { forecast: "thunderstorms", celsius: 31 } },
-              }),
-            },
+            extensions: { ...declared },
           },
-          "GET /private": { accepts, description: "Not listed anywhere" },
+          "GET /echoed": { accepts: accepts(), description: "Declared in the 402 only", extensions: { ...declared } },
+          "GET /private": { accepts: accepts(), description: "Not listed anywhere" },
         },
         server,
       ),
     );
-    app.get("/weather", (_req, res) => void res.json({ forecast: "thunderstorms", celsius: 31 }));
+    for (const path of ["/weather", "/echoed"]) app.get(path, (_req, res) => void res.json({ forecast: "thunderstorms", celsius: 31 }));
     app.get("/private", (_req, res) => void res.json({ secret: true }));
     return app;
   }
 
   before(async () => {
-    stack = await startLocalStack(STACK_OPTIONS);
-    seller = await listen(discoverableSeller(stack.facilitatorUrl, stack.seller));
+    stack = await startTestStack(STACK_OPTIONS);
+    let app: express.Express | undefined;
+    seller = await listen((req, res) => app!(req, res));
+    app = discoverableSeller(stack.facilitatorUrl, stack.seller, seller.url);
     bazaar = withBazaar(new HTTPFacilitatorClient({ url: `${stack.facilitatorUrl}/v2/x402` })).extensions.bazaar;
   });
   after(async () => {
@@ -75,8 +93,8 @@ describe("x402 v2 bazaar: an @x402/express seller declaring discovery metadata, 
       const buyer = stack.networks[network === "eip155:338" ? "cronos-testnet" : "cronos-mainnet"]!.buyers[0]!;
       const response = await x402Buyer(buyer.privateKey, network)(`${seller.url}/weather?city=Singapore`);
       expect(response.status, network).to.equal(200);
-      // Not declared: paid, never listed.
-      expect((await x402Buyer(buyer.privateKey, network)(`${seller.url}/private`)).status).to.equal(200);
+      // Not declared, or declared only where the buyer echoes it: paid, never listed.
+      for (const path of ["/private", "/echoed"]) expect((await x402Buyer(buyer.privateKey, network)(`${seller.url}${path}`)).status, path).to.equal(200);
     }
     const listed = await bazaar.listResources();
     expect(listed.pagination).to.deep.equal({ limit: 100, offset: 0, total: 1 });
@@ -171,32 +189,42 @@ describe("x402 v2 bazaar: an @x402/express seller declaring discovery metadata, 
       expect([response.status, await response.json()], path).to.deep.equal([400, { error: message }]);
     }
   });
-  it("a dynamic @x402/express route (GET /forecast/:city) is cataloged once under its route template, whichever city was paid", async () => {
+  it("a dynamic @x402/express route (GET /forecast/:city) declaring its route template is cataloged once under it, whichever city was paid", async () => {
     const server = new x402ResourceServer(new HTTPFacilitatorClient({ url: `${stack.facilitatorUrl}/v2/x402` }))
       .register("eip155:338", new ExactEvmScheme())
       .registerExtension(bazaarResourceServerExtension);
     const app = express();
+    const dynamic = await listen(app);
+    const declared = declareDiscoveryExtension({ output: { example: { days: 10 } } });
+    const description = "Ten-day forecast by city";
     app.use(
       paymentMiddleware(
         {
           "GET /forecast/:city": {
-            accepts: [{ scheme: "exact", network: "eip155:338" as const, payTo: stack.seller, price: cronosPrice("eip155:338", "$0.01") }],
-            description: "Ten-day forecast by city",
-            extensions: { ...declareDiscoveryExtension({ output: { example: { days: 10 } } }) },
+            accepts: [
+              {
+                scheme: "exact",
+                network: "eip155:338" as const,
+                payTo: stack.seller,
+                price: cronosPrice("eip155:338", "$0.01"),
+                extra: sellerSide(`${dynamic.url}/forecast/:city`, description, { ...declared.bazaar, routeTemplate: "/forecast/:city" }),
+              },
+            ],
+            description,
+            extensions: { ...declared },
           },
         },
         server,
       ),
     );
     app.get("/forecast/:city", (_req, res) => void res.json({ days: 10 }));
-    const dynamic = await listen(app);
     try {
       const buyer = stack.networks["cronos-testnet"]!.buyers[2]!;
       for (const city of ["oslo", "lima"]) expect((await x402Buyer(buyer.privateKey, "eip155:338")(`${dynamic.url}/forecast/${city}`)).status, city).to.equal(200);
       const found = await bazaar.search({ query: "ten-day" });
       expect(found.resources.map((r) => r.resource)).to.deep.equal([`${dynamic.url}/forecast/:city`]);
       const declaration = found.resources[0]!.extensions!.bazaar as { routeTemplate: string; info: { input: Record<string, unknown> } };
-      expect([declaration.routeTemplate, declaration.info.input.pathParams]).to.deep.equal(["/forecast/:city", { city: "lima" }]);
+      expect([declaration.routeTemplate, declaration.info.input.method]).to.deep.equal(["/forecast/:city", "GET"]);
     } finally {
       await dynamic.close();
     }

@@ -1,17 +1,17 @@
 import { expect } from "chai";
 import type { Address } from "viem";
 import type { HarnessControl } from "../../src/harness/control/spec.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { x402Buyer } from "../../scripts/snippets/x402-buyer.js";
 import { x402Seller } from "../../scripts/snippets/x402-seller.js";
 import { rpc } from "../helpers/rpc.js";
 import { decodeBase64Json, listen, type Listening } from "../helpers/http.js";
-import { STACK_OPTIONS } from "../helpers/seller.js";
-import { waitUntil } from "../helpers/time.js";
+import { STACK_OPTIONS, startTestStack } from "../helpers/seller.js";
+import { waitUntil } from "../helpers/wait.js";
 import { partyBalances } from "./helpers.js";
 
 // Every fault and time control of the harness against a seller written with @x402/express and a buyer on
-// @x402/fetch (the README's snippets, x402 v2): what such a buyer sees, and the money. Integrators on the
+// @x402/fetch (the snippets of docs/x402-packages.md, x402 v2): what such a buyer sees, and the money. Integrators on the
 // @x402 packages test their failure paths with the same harness.
 
 const PRICE = 10_000n;
@@ -55,7 +55,7 @@ describe("compat: the harness's faults against an @x402/express seller paid by @
 
   before(async () => {
     // @x402/express asks the facilitator for both networks at start-up: the stack runs both.
-    stack = await startLocalStack({ ...STACK_OPTIONS, env: { SETTLE_TIMEOUT_SECONDS: "3", RPC_TIMEOUT_MS: "1000", RECONCILE_INTERVAL_MS: "200" } });
+    stack = await startTestStack({ ...STACK_OPTIONS, env: { SETTLE_TIMEOUT_SECONDS: "3", RPC_TIMEOUT_MS: "1000", RECONCILE_INTERVAL_MS: "200" } });
     harness = stack.harness;
     buyer = testnet().buyers[0]!.address;
     seller = await listen(x402Seller(stack.facilitatorUrl, stack.seller));
@@ -156,7 +156,12 @@ describe("compat: the harness's faults against an @x402/express seller paid by @
     const before = await balances();
     await harness.fault({ kind: "blocks", trigger: "after-verify" });
     const paying = pay();
-    expect(await waitUntil(async () => ((await rpc<{ transactions: unknown[] }>(testnet().rpcUrl, "eth_getBlockByNumber", ["pending", false])).transactions.length > 0), 10_000, 20)).to.equal(true);
+    // The relayer's transaction waits in the pool: its pending nonce is past its committed one (a Cronos node has no pending block).
+    const waiting = async () => {
+      const [pending, latest] = await Promise.all(["pending", "latest"].map((tag) => rpc<string>(testnet().rpcUrl, "eth_getTransactionCount", [stack.relayer, tag])));
+      return pending !== latest;
+    };
+    expect(await waitUntil(waiting, 10_000, 20)).to.equal(true);
     await harness.restartFacilitator();
     const seen = await paying;
     expect(seen.status).to.equal(402);

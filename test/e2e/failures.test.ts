@@ -4,24 +4,24 @@ import type { Address, Hex } from "viem";
 import { privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
 import { createPaymentHeader, wrapFetchWithPayment } from "../../src/buyer/index.js";
 import type { HarnessControl } from "../../src/harness/control/spec.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { decodeBase64Json, encodeBase64Json } from "../../src/protocol/header.js";
 import { paymentRequirements, requirePayment, SellerError, type SellerLogger } from "../../src/seller/index.js";
 import { chainTime, rpcClient, tokenBalances } from "../helpers/chain.js";
 import { FAILURE_ROWS, type FailureRow } from "../helpers/failures.js";
 import { listen, recordingFetch, type Listening } from "../helpers/http.js";
 import { rpc } from "../helpers/rpc.js";
-import { paymentRequiredBody, STACK_OPTIONS } from "../helpers/seller.js";
-import { waitUntil } from "../helpers/time.js";
+import { paymentRequiredBody, STACK_OPTIONS, startTestStack } from "../helpers/seller.js";
+import { waitUntil } from "../helpers/wait.js";
 
-// The README's table "every failure on demand", row by row: each failure made to happen for real with the
+// docs/failures.md's table "every failure on demand", row by row: each failure made to happen for real with the
 // harness (or by the buyer signing what the row says), through the kit's own seller (requirePayment) and
 // buyer (wrapFetchWithPayment, createPaymentHeader); the buyer's answer asserted exactly, and the money.
 
 const PRICE = 10_000n;
 const FOREIGN_TOKEN: Address = "0x000000000000000000000000000000000000bEEF";
 
-describe("e2e: every failure on demand, as the README's table has it (the kit's seller and buyer, the harness)", function () {
+describe("e2e: every failure on demand, as the table of docs/failures.md has it (the kit's seller and buyer, the harness)", function () {
   this.timeout(120_000);
   let stack: LocalStack;
   let harness: HarnessControl;
@@ -66,12 +66,19 @@ describe("e2e: every failure on demand, as the README's table has it (the kit's 
     return response.status === 200 ? ((await response.json()) as { status: string; txHash: Hex }) : undefined;
   }
 
-  /** Resolves once the relayer's transaction waits in the pool (blocks stopped). */
-  const inThePool = () => waitUntil(async () => ((await rpc<{ transactions: unknown[] }>(testnet().rpcUrl, "eth_getBlockByNumber", ["pending", false])).transactions.length > 0), 10_000, 20);
+  /**
+   * Resolves once the relayer's transaction waits in the pool (blocks stopped): its pending nonce is past its
+   * committed one (a Cronos node has no pending block; its pending count is the pool's first page).
+   */
+  const inThePool = () =>
+    waitUntil(async () => {
+      const [pending, latest] = await Promise.all(["pending", "latest"].map((tag) => rpc<Hex>(testnet().rpcUrl, "eth_getTransactionCount", [stack.relayer, tag])));
+      return pending !== latest;
+    }, 10_000, 20);
 
   before(async () => {
     // Short time-outs, so the rows that wait for one take seconds: a settle's receipt wait, an RPC answer, the reconciler.
-    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], env: { SETTLE_TIMEOUT_SECONDS: "3", RPC_TIMEOUT_MS: "1000", RECONCILE_INTERVAL_MS: "200" } });
+    stack = await startTestStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], env: { SETTLE_TIMEOUT_SECONDS: "3", RPC_TIMEOUT_MS: "1000", RECONCILE_INTERVAL_MS: "200" } });
     harness = stack.harness;
     const app = express();
     const facilitator = { facilitatorUrl: stack.facilitatorUrl, logger };

@@ -9,7 +9,8 @@ import { privateKeyToAccount } from "viem/accounts";
 import { readFileSync } from "node:fs";
 import { CONFIG_VARIABLES, ConfigError, loadConfig } from "../../src/facilitator/config/index.js";
 import { HARDHAT_KEYS, makePayment, openFacilitator, startFacilitatorOnChain } from "../helpers/facilitator.js";
-import { waitUntil, withoutTimestamp } from "../helpers/time.js";
+import { withoutTimestamp } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // One test per setting: each proves what the setting does, not only that it parses.
 
@@ -28,14 +29,6 @@ async function tempFile(name: string, text: string): Promise<string> {
 
 /** Loads a configuration with a relayer key, `env` on top, for an embedded testnet. */
 const load = (env: Record<string, string>) => loadConfig({ RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, ...env }, { embedded: ["cronos-testnet"] });
-
-async function until(condition: () => Promise<boolean> | boolean): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (await condition()) return;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  throw new Error("condition not met after 500 tries");
-}
 
 describe("configuration: every setting does what it says", () => {
   after(async () => {
@@ -273,6 +266,12 @@ describe("configuration: every setting does what it says", () => {
     expect(() => load({ CATALOG_MAX_ENTRYS: "5" })).to.throw(ConfigError, "CATALOG_MAX_ENTRYS: unknown variable; did you mean CATALOG_MAX_ENTRIES?");
   });
 
+  it("reads CHAIN_HISTORY_CONFIRM_MS: 2 s by default, 0 (asked again at once) to 10 minutes, anything else refused naming it", () => {
+    expect([load({}).chainHistoryConfirmMs, load({ CHAIN_HISTORY_CONFIRM_MS: "0" }).chainHistoryConfirmMs, load({ CHAIN_HISTORY_CONFIRM_MS: "30000" }).chainHistoryConfirmMs]).to.deep.equal([2_000, 0, 30_000]);
+    expect(() => load({ CHAIN_HISTORY_CONFIRM_MS: "-1" })).to.throw(ConfigError, 'CHAIN_HISTORY_CONFIRM_MS: must be an integer from 0 to 600000, got "-1"');
+    expect(() => load({ CHAIN_HISTORY_CONFIRM_MS: "soon" })).to.throw(ConfigError, 'CHAIN_HISTORY_CONFIRM_MS: must be an integer from 0 to 600000, got "soon"');
+  });
+
   it("documents every setting in .env.example, and nothing it does not read", () => {
     const text = readFileSync(new URL("../../.env.example", import.meta.url), "utf8");
     const named = new Set([...text.matchAll(/^#? ?([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1]!));
@@ -381,10 +380,10 @@ describe("configuration: every setting does what it says", () => {
         return (await r.json()) as { event: string; blockNumber: number };
       });
       // Automine puts the transaction in a block at once; the facilitator then keeps polling for a second one.
-      await until(() => chain.contract.read.authorizationState([payment.payer.address, payment.message.nonce]));
+      await waitUntil(() => chain.contract.read.authorizationState([payment.payer.address, payment.message.nonce]), undefined, 10);
       const minedIn = Number(await chain.publicClient.getBlockNumber());
       const polled = blockPolls;
-      await until(() => blockPolls >= polled + 3);
+      await waitUntil(() => blockPolls >= polled + 3, undefined, 10);
       expect(answered).to.equal(false);
       await chain.networkHelpers.mine(1);
       const answer = await settling;
@@ -439,9 +438,16 @@ describe("configuration: every setting does what it says", () => {
   it("API_KEYS / API_KEYS_FILE: refuses a short, repeated or unreadable key source without echoing a key", async () => {
     expect(() => load({ API_KEYS: "short" })).to.throw(ConfigError, "API_KEYS: key #1: a key is 16 to 512 characters of A-Z a-z 0-9 . _ ~ + / = -");
     expect(() => load({ API_KEYS: `${SELLER_KEY}, ${SELLER_KEY}` })).to.throw(ConfigError, "API_KEYS: key #2: repeats the key of key #1");
-    expect(() => load({ API_KEYS: `${SELLER_KEY} verify=1` })).to.throw(ConfigError, "API_KEYS: key #1: per-key limits go in API_KEYS_FILE");
+    expect(() => load({ API_KEYS: `${SELLER_KEY} verify=1` })).to.throw(ConfigError, "API_KEYS: key #1: per-key settings go in API_KEYS_FILE");
     const pasted = await tempFile("keys", `${SELLER_KEY} another-secret-key-0123456789\n`);
-    expect(() => load({ API_KEYS_FILE: pasted })).to.throw(ConfigError, "API_KEYS_FILE: line 1: after the key, only verify=N and settle=N may follow");
+    expect(() => load({ API_KEYS_FILE: pasted })).to.throw(ConfigError, "API_KEYS_FILE: line 1: after the key, only verify=N, settle=N and payTo=<address> may follow");
+    const badPayTo = await tempFile("keys", `${SELLER_KEY} payTo=0x1234\n`);
+    expect(() => load({ API_KEYS_FILE: badPayTo })).to.throw(ConfigError, "API_KEYS_FILE: line 1: after the key, only verify=N, settle=N and payTo=<address> may follow");
+    // A seller's own addresses (lower case, each once), beside its limits.
+    const sellers = await tempFile("keys", `${SELLER_KEY} settle=5 payTo=0x70997970C51812dc3A010C7d01b50e0d17dc79C8 payTo=0x70997970c51812dc3a010c7d01b50e0d17dc79c8 payTo=0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc\n`);
+    expect(load({ API_KEYS_FILE: sellers }).apiKeys.map(({ settlePerMinute, payTo }) => ({ settlePerMinute, payTo }))).to.deep.equal([
+      { settlePerMinute: 5, payTo: ["0x70997970c51812dc3a010c7d01b50e0d17dc79c8", "0x9965507d1a55bcc2695c58ba16fb37d819b0a4dc"] },
+    ]);
     const empty = await tempFile("keys", "# no keys yet\n\n");
     expect(() => load({ API_KEYS_FILE: empty })).to.throw(ConfigError, `API_KEYS_FILE: no key found in ${empty}`);
     expect(() => load({ API_KEYS_FILE: "/nonexistent/keys" })).to.throw(ConfigError, "API_KEYS_FILE: cannot read /nonexistent/keys (ENOENT)");

@@ -4,11 +4,10 @@ import { custom, numberToHex, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { ConfigError, loadConfig } from "../../src/facilitator/config/index.js";
 import { MemoryFeedHistory, OutcomeFeed, type FeedRow } from "../../src/facilitator/dashboard/index.js";
-import { createFacilitator, type Facilitator } from "../../src/facilitator/server.js";
-import { startFacilitator } from "../../src/facilitator/start.js";
-import { serveJsonRpc, type JsonRpcBridge } from "../../src/harness/rpc-bridge.js";
+import type { Facilitator } from "../../src/facilitator/server.js";
 import { VerifyReason } from "../../src/protocol/reasons.js";
-import { HARDHAT_KEYS, makePayment, openFacilitator, type Chain } from "../helpers/facilitator.js";
+import { openProxiedChain } from "../helpers/proxied-chain.js";
+import { createTestFacilitator, HARDHAT_KEYS, makePayment, openFacilitator, startTestFacilitator, type Chain } from "../helpers/facilitator.js";
 import { listen } from "../helpers/http.js";
 import { openSse, rowOf } from "../helpers/sse.js";
 import { ISO_TIME } from "../helpers/time.js";
@@ -16,7 +15,7 @@ import { openChain } from "../helpers/token.js";
 
 const EXPECTED_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
-const ASSETS = ["/", "/dashboard/app.js", "/dashboard/style.css"];
+const ASSETS = ["/", "/dashboard/app.js", "/dashboard/charts.js", "/dashboard/style.css"];
 
 /** A row as the feed writes it, for deep-equal checks: the volatile fields replaced by their kind. */
 function shape(row: Record<string, unknown>): Record<string, unknown> {
@@ -30,7 +29,7 @@ describe("dashboard: off unless DASHBOARD=true", () => {
   it("serves no page and none of its routes by default (404 JSON, as any unknown route)", async () => {
     const { app, config } = await openFacilitator();
     expect(config.dashboard).to.equal(false);
-    for (const path of [...ASSETS, "/dashboard/api/networks", "/dashboard/api/feed", "/dashboard/events", "/dashboard/api/local/buyers"]) {
+    for (const path of [...ASSETS, "/dashboard/vendor/uplot.js", "/dashboard/api/networks", "/dashboard/api/feed", "/dashboard/api/charts", "/dashboard/events", "/dashboard/api/local/buyers"]) {
       const response = await request(app).get(path);
       expect(response.status, path).to.equal(404);
       expect(response.body, path).to.deep.equal({ error: "Not found" });
@@ -51,17 +50,16 @@ describe("dashboard on a facilitator pointed at a configured RPC (DASHBOARD=true
   const relayer = privateKeyToAccount(relayerKey).address;
   const RPC_SECRET = "v3/3f1d0c9e8b7a6f5e4d3c2b1a0f9e8d7c";
   let chain: Chain;
-  let bridge: JsonRpcBridge;
   let facilitator: Facilitator;
   let rpcPort: number;
 
   before(async () => {
-    chain = await openChain("cronos-testnet");
+    const proxied = await openProxiedChain();
+    chain = proxied.chain;
     await chain.connection.provider.request({ method: "hardhat_setBalance", params: [relayer, numberToHex(10n ** 20n)] });
-    bridge = await serveJsonRpc(chain.connection.provider, { port: 0, role: "cronos-testnet-rpc" });
-    rpcPort = bridge.port;
+    rpcPort = proxied.proxies[0]!.port;
     const config = loadConfig({
-      CRONOS_TESTNET_RPC_URL: `${bridge.url}/${RPC_SECRET}`,
+      CRONOS_TESTNET_RPC_URL: `${proxied.rpcUrls}/${RPC_SECRET}`,
       RELAYER_PRIVATE_KEY: relayerKey,
       DASHBOARD: "true",
       RATE_LIMIT_VERIFY_PER_MINUTE: "0",
@@ -70,14 +68,11 @@ describe("dashboard on a facilitator pointed at a configured RPC (DASHBOARD=true
       HEAD_CACHE_MS: "0",
       HEALTH_CACHE_MS: "0",
     });
-    facilitator = await createFacilitator(config);
-  });
-  after(async () => {
-    await bridge?.close();
+    facilitator = await createTestFacilitator(config);
   });
 
   it("serves the page, its script and its stylesheet from this origin only, under a strict CSP", async () => {
-    const types = ["text/html; charset=utf-8", "text/javascript; charset=utf-8", "text/css; charset=utf-8"];
+    const types = ["text/html; charset=utf-8", "text/javascript; charset=utf-8", "text/javascript; charset=utf-8", "text/css; charset=utf-8"];
     for (const [index, path] of ASSETS.entries()) {
       const response = await request(facilitator.app).get(path);
       expect(response.status, path).to.equal(200);
@@ -139,7 +134,7 @@ describe("dashboard on a facilitator pointed at a configured RPC (DASHBOARD=true
       await stream.next((event) => event.event === "outcome" && rowOf(event).block !== undefined);
       stream.close();
       const outputs = [stream.text()];
-      for (const path of [...ASSETS, "/dashboard/api/networks", "/dashboard/api/feed"]) outputs.push((await request(facilitator.app).get(path)).text);
+      for (const path of [...ASSETS, "/dashboard/api/networks", "/dashboard/api/feed", "/dashboard/api/charts"]) outputs.push((await request(facilitator.app).get(path)).text);
       const everything = outputs.join("\n").toLowerCase();
       expect(everything).to.include(relayer.toLowerCase());
       expect(everything).to.include(settle.body.txHash.toLowerCase());
@@ -246,7 +241,7 @@ describe("dashboard live feed (server-sent events)", function () {
       { RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, DASHBOARD: "true", PORT: "0", METRICS_PORT: "0" },
       { embedded: ["cronos-testnet"] },
     );
-    const running = await startFacilitator(config, { transports: { "cronos-testnet": custom(chain.connection.provider) } });
+    const running = await startTestFacilitator(config, { transports: { "cronos-testnet": custom(chain.connection.provider) } });
     const stream = await openSse(`${running.url}/dashboard/events`);
     expect(stream.status).to.equal(200);
     // A grace far beyond the test's time-out: only ending the stream lets close() finish.

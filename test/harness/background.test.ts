@@ -1,8 +1,8 @@
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { expect } from "chai";
 import express from "express";
 import { createPublicClient, erc20Abi, http, type Address, type Hex } from "viem";
@@ -14,6 +14,7 @@ import { parseStartArgs, UsageError } from "../../src/harness/cli.js";
 import { paymentRequirements, requirePayment } from "../../src/seller/index.js";
 import { listen } from "../helpers/http.js";
 import { spawnInRoot } from "../helpers/processes.js";
+import { thrown } from "../helpers/reject.js";
 
 // `cronos-x402 start --background` and `cronos-x402 stop`, as a CI job in any language runs them: each
 // a process that returns, the stack detached in between. Every run has a state folder and an env file of
@@ -78,6 +79,7 @@ describe("cronos-x402 start --background and stop (src/cli/background.ts, stop.t
     // Every name but the mainnet's (it does not run); the exact lines are the last test's.
     expect(Object.keys(env)).to.deep.equal(ENV_FILE_NAMES.filter((name) => !name.startsWith("MAINNET_")));
     expect(env).to.deep.include({ NETWORK: "cronos-testnet", CHAIN_ID: "338", TOKEN_ADDRESS: "0xc01efAaF7C5C61bEbFAeb358E1161b537b8bC0e0", TESTNET_RPC_URL: env.RPC_URL });
+    expect(env).to.deep.include({ TOKEN_NAME: "'Bridged USDC (Stargate)'", TOKEN_VERSION: "1", TESTNET_TOKEN_NAME: "'Bridged USDC (Stargate)'", TESTNET_TOKEN_VERSION: "1" });
     expect(env.BUYER_PRIVATE_KEYS!.split(",")).to.have.length(3).and.to.include(env.BUYER_PRIVATE_KEY);
     expect(privateKeyToAccount(env.BUYER_PRIVATE_KEY as Hex).address).to.equal(env.BUYER_ADDRESS);
 
@@ -195,7 +197,6 @@ describe("cronos-x402 start --background and stop (src/cli/background.ts, stop.t
     const forkUrl = `http://127.0.0.1:${(frozen.address() as { port: number }).port}/v2/SECRET-KEY`;
     try {
       const stateDir = join(dir, "state");
-      const began = performance.now();
       const start = await cli(["start", "--background", "--ready-timeout", "3", "--state-dir", stateDir, "--networks", "testnet", "--fork-testnet", forkUrl, "--port", "0", "--testnet-rpc-port", "0"]);
       expect({ code: start.code, stdout: start.stdout }).to.deep.equal({ code: 1, stdout: "" });
       const lines = start.stderr.trimEnd().split("\n");
@@ -205,8 +206,6 @@ describe("cronos-x402 start --background and stop (src/cli/background.ts, stop.t
       expect(runs(pid)).to.equal(false);
       expect(existsSync(join(stateDir, "stack.json"))).to.equal(false);
       expect(start.stderr + readFileSync(join(stateDir, "stack.log"), "utf8")).to.not.include("SECRET-KEY");
-      // Bounded: the ready time-out, then the stack's stop (a start-up it lets finish first: at most 20 s more).
-      expect(performance.now() - began).to.be.below(60_000);
     } finally {
       for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => frozen.close(resolve));
@@ -261,28 +260,18 @@ describe("cronos-x402 start --background and stop (src/cli/background.ts, stop.t
     expect(start.code, start.stderr).to.equal(0);
     const pid = statePid(stateDir);
     process.kill(pid, "SIGSTOP");
-    const began = performance.now();
     const stop = await cli(["stop", "--state-dir", stateDir, "--timeout", "2"]);
     expect(stop).to.deep.equal({
       code: 1,
       stdout: "",
       stderr: `[stop] stopping the local stack (pid ${pid}, ${/^Facilitator {2}(\S+)/m.exec(start.stdout)![1]})\nerror: the stack (pid ${pid}) did not stop within 2 s: killed; its log: ${join(stateDir, "stack.log")}\n`,
     });
-    expect(performance.now() - began).to.be.below(15_000);
     expect(runs(pid)).to.equal(false);
     expect(existsSync(join(stateDir, "stack.json"))).to.equal(false);
   });
 
   it("refuses bad options with one line: --state-dir or --ready-timeout without --background, a timeout out of range, an unknown stop flag", async () => {
-    const usage = (argv: string[]) => {
-      try {
-        parseStartArgs(argv, {});
-      } catch (error) {
-        expect(error).to.be.instanceOf(UsageError);
-        return (error as Error).message;
-      }
-      return "accepted";
-    };
+    const usage = (argv: string[]) => thrown(() => parseStartArgs(argv, {}), UsageError, argv.join(" ")).message;
     expect(usage(["--state-dir", "x"])).to.equal("--state-dir goes with --background (see --help)");
     expect(usage(["--ready-timeout", "5"])).to.equal("--ready-timeout goes with --background (see --help)");
     expect(usage(["--background", "--ready-timeout", "0"])).to.equal('--ready-timeout: must be a whole number of seconds from 1 to 3600, got "0"');
@@ -305,7 +294,7 @@ describe("cronos-x402 start --background and stop (src/cli/background.ts, stop.t
       rpcUrl: `http://127.0.0.1:${port}`,
       wsUrl: `ws://127.0.0.1:${port}`,
       token,
-      domain: { name: "Bridged USDC (Stargate)", version: "1" },
+      domain: { name: "Bridged USDC (Stargate)", version: chainId === 338 ? "1" : "2" },
       buyers: [...buyers],
     });
     const lines = envFileLines({
@@ -322,17 +311,28 @@ describe("cronos-x402 start --background and stop (src/cli/background.ts, stop.t
       "RPC_URL=http://127.0.0.1:8545",
       "WS_URL=ws://127.0.0.1:8545",
       "TOKEN_ADDRESS=0xc01efAaF7C5C61bEbFAeb358E1161b537b8bC0e0",
+      "TOKEN_NAME='Bridged USDC (Stargate)'",
+      "TOKEN_VERSION=1",
       "BUYER_ADDRESS=0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC",
       "BUYER_PRIVATE_KEY=0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
       "BUYER_PRIVATE_KEYS=0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a,0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
       "PAY_TO=0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
       "MAINNET_RPC_URL=http://127.0.0.1:8546",
       "MAINNET_TOKEN_ADDRESS=0xf951eC28187D9E5Ca673Da8FE6757E6f0Be5F77C",
+      "MAINNET_TOKEN_NAME='Bridged USDC (Stargate)'",
+      "MAINNET_TOKEN_VERSION=2",
       "TESTNET_RPC_URL=http://127.0.0.1:8545",
       "TESTNET_TOKEN_ADDRESS=0xc01efAaF7C5C61bEbFAeb358E1161b537b8bC0e0",
+      "TESTNET_TOKEN_NAME='Bridged USDC (Stargate)'",
+      "TESTNET_TOKEN_VERSION=1",
     ]);
-    // No quotes, spaces or comments: `set -a; . FILE`, docker --env-file and $GITHUB_ENV take each line as is.
-    for (const line of lines) expect(line).to.match(/^[A-Z_]+=[A-Za-z0-9:/.,_-]+$/);
+    // No comments; every value bare but the token's name, single-quoted (it has spaces): what a shell reads as the value itself.
+    for (const line of lines) expect(line).to.match(/^[A-Z_]+=([A-Za-z0-9:/.,_-]+|'[^'\n]+')$/);
+    const file = join(mkdtempSync(join(tmpdir(), "x402-env-")), ".x402.env");
+    writeFileSync(file, `${lines.join("\n")}\n`);
+    const sourced = execFileSync("bash", ["-c", 'set -a; . "$1"; printf "%s|" "$TOKEN_NAME" "$TOKEN_VERSION" "$MAINNET_TOKEN_NAME" "$MAINNET_TOKEN_VERSION" "$TOKEN_ADDRESS"', "bash", file], { encoding: "utf8" });
+    rmSync(dirname(file), { recursive: true, force: true });
+    expect(sourced).to.equal("Bridged USDC (Stargate)|1|Bridged USDC (Stargate)|2|0xc01efAaF7C5C61bEbFAeb358E1161b537b8bC0e0|");
     expect(lines.map((line) => line.split("=")[0])).to.have.members([...ENV_FILE_NAMES]);
   });
 });

@@ -11,6 +11,7 @@ import { NETWORKS } from "../../src/protocol/networks.js";
 import { occupyPort, portIsFree } from "../helpers/http.js";
 import { spawnInRoot, type SpawnOptions } from "../helpers/processes.js";
 import { rpc } from "../helpers/rpc.js";
+import { thrown } from "../helpers/reject.js";
 
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/);
 const networkLine = z.strictObject({
@@ -31,13 +32,7 @@ const jsonLine = z.strictObject({
 });
 
 function usageError(argv: string[], env: NodeJS.ProcessEnv = {}): string {
-  try {
-    parseStartArgs(argv, env);
-  } catch (error) {
-    expect(error).to.be.instanceOf(UsageError);
-    return (error as Error).message;
-  }
-  throw new Error(`no UsageError for ${argv.join(" ")}`);
+  return thrown(() => parseStartArgs(argv, env), UsageError, argv.join(" ")).message;
 }
 
 describe("npm start options (src/harness/cli.ts)", function () {
@@ -67,6 +62,19 @@ describe("npm start options (src/harness/cli.ts)", function () {
     expect(usageError([], { BLOCK_TIME_MS: "Cronos" })).to.match(/^BLOCK_TIME_MS: must be "cronos" or an integer/);
   });
 
+  it("answers as a Cronos node unless --node ethereum (CHAIN_NODE); --fee-bump and --min-gas-price (gwei) go with cronos only", () => {
+    expect(parseStartArgs([], {}).stack).to.deep.include({ node: "cronos", cronos: { feeBump: 10, minGasPrice: 0n } });
+    expect(parseStartArgs(["--node", "ethereum"], {}).stack.node).to.equal("ethereum");
+    expect(parseStartArgs([], { CHAIN_NODE: "ethereum" }).stack.node).to.equal("ethereum");
+    expect(parseStartArgs(["--fee-bump", "0", "--min-gas-price", "0.5"], { CRONOS_FEE_BUMP: "25" }).stack.cronos).to.deep.equal({ feeBump: 0, minGasPrice: 500_000_000n });
+    expect(parseStartArgs([], { CRONOS_MIN_GAS_PRICE_GWEI: "10000" }).stack.cronos).to.deep.equal({ feeBump: 10, minGasPrice: 10_000_000_000_000n });
+    expect(usageError(["--node", "geth"])).to.equal('--node: must be cronos or ethereum, got "geth"');
+    expect(usageError(["--fee-bump", "1001"])).to.match(/^--fee-bump: must be an integer from 0 to 1000/);
+    expect(usageError(["--min-gas-price", "1e9"])).to.match(/^--min-gas-price: must be gwei/);
+    expect(usageError(["--node", "ethereum", "--fee-bump", "20"])).to.equal("--fee-bump (CRONOS_FEE_BUMP) goes with --node cronos: a Cronos node's setting");
+    expect(usageError([], { CHAIN_NODE: "ethereum", CRONOS_MIN_GAS_PRICE_GWEI: "1" })).to.equal("--min-gas-price (CRONOS_MIN_GAS_PRICE_GWEI) goes with --node cronos: a Cronos node's setting");
+  });
+
   it("rejects bad options with one line naming the flag or variable", () => {
     expect(usageError(["--port", "http"])).to.match(/^--port: .*got "http"$/);
     expect(usageError([], { PORT: "70000" })).to.match(/^PORT: /);
@@ -91,17 +99,15 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
   this.timeout(90_000);
 
   it("--json prints exactly one JSON line when ready, serves what it names, and stops cleanly on SIGTERM; --write-env writes what it names in the foreground too", async () => {
-    const started = Date.now();
     const envDir = mkdtempSync(join(tmpdir(), "x402-start-env-"));
     const envFile = join(envDir, "stack.env");
     const proc = startScript(["--json", "--write-env", envFile, "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--buyers", "2"]);
     try {
       const line = await proc.firstLine(60_000);
-      const readyMs = Date.now() - started;
       const summary = jsonLine.parse(JSON.parse(line));
       // Written before the ready line: what the line names, as NAME=value lines.
       const testnet = summary.networks["cronos-testnet"]!;
-      expect(readFileSync(envFile, "utf8").split("\n").slice(0, 9)).to.deep.equal([
+      expect(readFileSync(envFile, "utf8").split("\n").slice(0, 11)).to.deep.equal([
         `FACILITATOR_URL=${summary.facilitatorUrl}`,
         `HARNESS_URL=${summary.harnessUrl}`,
         "NETWORK=cronos-testnet",
@@ -109,6 +115,9 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
         `RPC_URL=${testnet.rpcUrl}`,
         `WS_URL=${testnet.wsUrl}`,
         `TOKEN_ADDRESS=${testnet.token}`,
+        // The token's EIP-712 domain, as the line's (its name single-quoted: it has spaces).
+        `TOKEN_NAME='${testnet.domain.name}'`,
+        `TOKEN_VERSION=${testnet.domain.version}`,
         `BUYER_ADDRESS=${testnet.buyers[0]!.address}`,
         `BUYER_PRIVATE_KEY=${testnet.buyers[0]!.privateKey}`,
       ]);
@@ -133,7 +142,6 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
       expect(proc.stdout()).to.equal(`${line}\n`);
       const ports = [summary.facilitatorUrl, ...Object.values(summary.networks).map((n) => n!.rpcUrl)].map((url) => Number(new URL(url).port));
       for (const port of ports) expect(await portIsFree(port), `port ${port} free after exit`).to.equal(true);
-      console.log(`      (JSON line after ${readyMs} ms, including tsx and Hardhat start-up)`);
     } finally {
       proc.child.kill("SIGKILL");
       rmSync(envDir, { recursive: true, force: true });

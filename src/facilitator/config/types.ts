@@ -2,6 +2,7 @@
 import type { Hex } from "viem";
 import type { NetworkName } from "../../protocol/networks.js";
 import type { NetworkConfig } from "../../settlement/runtime.js";
+import type { TracingSettings } from "../tracing.js";
 
 export type { NetworkConfig } from "../../settlement/runtime.js";
 
@@ -48,6 +49,8 @@ export interface FacilitatorConfig {
   relayerMinBalanceWei: bigint;
   /** How far back (blocks) settle looks for the transaction that used an authorization. */
   logLookbackBlocks: number;
+  /** A change of a chain's history (or its undoing) is believed when the chain still shows it this long after it first did. */
+  chainHistoryConfirmMs: number;
   logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
   /** Serve Prometheus metrics at `/metrics` on a listener of their own (`metricsHost:metricsPort`). */
   metrics: boolean;
@@ -67,6 +70,11 @@ export interface FacilitatorConfig {
    * (with Node's process metrics) on `/metrics`, for `npm run bench:verify`; off by default (nothing is timed then).
    */
   metricsVerifyStages: boolean;
+  /**
+   * Traces (OTEL_* variables: docs/operations.md, "Traces"): where spans are exported and which are kept;
+   * absent when tracing is off (the default), and then nothing of OpenTelemetry's SDK is loaded.
+   */
+  tracing?: TracingSettings;
   /** Bounds on slow clients, for the service and the metrics listener. */
   http: HttpLimitsConfig;
   /** Seller API keys (hashes only); empty = no authentication, per-IP limits. */
@@ -115,8 +123,11 @@ export interface StateIndexConfig {
 
 /** How the relayer keeps its transactions moving. */
 export interface LifecycleConfig {
-  /** `MAX_FEE_PER_GAS_GWEI` in wei: nothing is sent above it; new settles answer 503 while the network needs more. */
-  maxFeePerGasWei: bigint;
+  /**
+   * `MAX_FEE_PER_GAS_GWEI` in wei: nothing is sent above it; new settles answer 503 while the network needs more.
+   * Unset: each network's cap follows its chain, read at start-up (`defaultFeeCap` in src/chain/fees.ts).
+   */
+  maxFeePerGasWei?: bigint;
   /** `REPLACE_AFTER_SECONDS`: a transaction not mined within this much chain time is replaced (or re-broadcast). */
   replaceAfterSeconds: number;
 }
@@ -197,4 +208,9 @@ export interface ApiKeyConfig {
   /** This key's own limits (`verify=N settle=N` in the key file), else the RATE_LIMIT_KEY_* defaults. */
   verifyPerMinute?: number;
   settlePerMinute?: number;
+  /**
+   * The payTo addresses of the seller holding this key (`payTo=0x…` in the key file, lower case): its
+   * settlements to them, and only those, are listed in the discovery catalog. None: nothing it settles is listed.
+   */
+  payTo?: string[];
 }

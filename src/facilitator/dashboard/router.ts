@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import express, { type ErrorRequestHandler, type Request, type Response, type Router } from "express";
 import { parseUnits } from "viem";
 import { z } from "zod";
@@ -8,6 +9,7 @@ import type { ApiKeyConfig } from "../config/index.js";
 import { apiKeyReader, refuseApiKey } from "../http/api-keys.js";
 import { LOCAL_HOSTS, requireHost, requireSameOrigin } from "../http/hosts.js";
 import type { FeedRow, OutcomeFeed } from "./feed.js";
+import type { ChartsView } from "./minutes.js";
 import { FeedStream, type FeedStreamEnd, type FeedStreamLimits } from "./stream.js";
 import type { NetworksView } from "./networks.js";
 import { TRY_SCENARIOS, type DashboardPlayground } from "./playground.js";
@@ -16,6 +18,8 @@ import { TRY_SCENARIOS, type DashboardPlayground } from "./playground.js";
 export interface DashboardRouterOptions {
   feed: OutcomeFeed;
   networks: () => Promise<NetworksView>;
+  /** The last hour per minute for the charts, whole (`all`) or as the chain shows it (`settled`). */
+  charts?: (scope: ChartsView["scope"]) => ChartsView;
   /** The local stack's extras; absent in production, and then their routes do not exist. */
   playground?: DashboardPlayground;
   /** Most SSE streams open at once; more are answered 503. Default {@link DASHBOARD_STREAM_DEFAULTS}. */
@@ -53,13 +57,24 @@ export interface DashboardRoutes {
   close(): void;
 }
 
-// The page and its two assets, read once: the page is part of the server, like its code.
+// The page and its assets, read once: the page is part of the server, like its code. The charting
+// library (uPlot, a dependency) is served from its installed package, so the page needs no other origin.
 const PUBLIC = new URL("./public/", import.meta.url);
-const ASSETS = {
-  "/": { file: "index.html", type: "text/html; charset=utf-8" },
-  "/dashboard/app.js": { file: "app.js", type: "text/javascript; charset=utf-8" },
-  "/dashboard/style.css": { file: "style.css", type: "text/css; charset=utf-8" },
-} as const;
+const JS = "text/javascript; charset=utf-8";
+const CSS = "text/css; charset=utf-8";
+
+/** Each asset's path and file (found when a dashboard is made, not when the module is imported). */
+function assets(): Record<string, { file: URL | string; type: string }> {
+  const installed = createRequire(import.meta.url);
+  return {
+    "/": { file: new URL("index.html", PUBLIC), type: "text/html; charset=utf-8" },
+    "/dashboard/app.js": { file: new URL("app.js", PUBLIC), type: JS },
+    "/dashboard/charts.js": { file: new URL("charts.js", PUBLIC), type: JS },
+    "/dashboard/style.css": { file: new URL("style.css", PUBLIC), type: CSS },
+    "/dashboard/vendor/uplot.js": { file: installed.resolve("uplot/dist/uPlot.iife.min.js"), type: JS },
+    "/dashboard/vendor/uplot.css": { file: installed.resolve("uplot/dist/uPlot.min.css"), type: CSS },
+  };
+}
 
 // Everything comes from this origin: no fonts, scripts or styles from elsewhere (the page works offline).
 const PAGE_HEADERS = {
@@ -131,8 +146,8 @@ export function dashboardRouter(options: DashboardRouterOptions): DashboardRoute
     router.use("/dashboard", localOnly);
   }
 
-  for (const [path, asset] of Object.entries(ASSETS)) {
-    const body = readFileSync(new URL(asset.file, PUBLIC));
+  for (const [path, asset] of Object.entries(assets())) {
+    const body = readFileSync(asset.file);
     router.get(path, (_req, res) => {
       res.set({ ...PAGE_HEADERS, "Content-Type": asset.type }).send(body);
     });
@@ -160,6 +175,16 @@ export function dashboardRouter(options: DashboardRouterOptions): DashboardRoute
     if (!view) return;
     res.set("Cache-Control", "no-store").json({ rows: (await feed.rows()).filter(view) });
   });
+
+  const { charts } = options;
+  if (charts) {
+    router.get("/dashboard/api/charts", (req, res) => {
+      const view = viewOf(req, res);
+      if (!view) return;
+      // Without a key where keys are configured: the settlements' side only (what the chain shows anyway).
+      res.set("Cache-Control", "no-store").json(charts(view === isPublicRow ? "settled" : "all"));
+    });
+  }
 
   router.get("/dashboard/events", (req: Request, res: Response) => {
     const view = viewOf(req, res);

@@ -8,7 +8,7 @@ import { settlePayment, type SettledPayment } from "../../settlement/settle.js";
 import { cronosDialect, dialectOf } from "../dialects/index.js";
 import { settleErrorText } from "../dialects/codec.js";
 import { publicHealth } from "../health.js";
-import { apiKeyReader, refuseApiKey } from "./api-keys.js";
+import { apiKeyOf, apiKeyReader, refuseApiKey } from "./api-keys.js";
 import { closedQuota, edgeGuards } from "./edge.js";
 import { LOCAL_HOSTS, requireHost } from "./hosts.js";
 import { PayerQuota } from "./payer-quota.js";
@@ -113,13 +113,17 @@ export function createApp(options: AppOptions): Express {
   };
 
   /**
-   * Records the resource a settled payment declares, under the payTo the settlement paid, with the facts of
-   * the settlement (never a verify's, never the request's). Waited for up to CATALOG_WAIT_MS before the answer
-   * (so whoever was paid finds it listed at once); a declaration the catalog refuses, a ledger that fails or
+   * Records the resource a settlement's seller declares (its payment requirements, never the buyer's payment),
+   * under the payTo the settlement paid, with the facts of the settlement (never a verify's, never the
+   * request's): once per settlement (a repeat under a payment identifier writes nothing) and, with API keys,
+   * only under the key configured for that payTo. Waited for up to CATALOG_WAIT_MS before the answer (so
+   * whoever was paid finds it listed at once); a declaration the catalog refuses, a ledger that fails or
    * hangs only costs a log line, never the payment's answer.
    */
-  const catalog = async (body: unknown, payment: Payment, outcome: SettledPayment) => {
-    if (!options.discovery) return;
+  const catalog = async (req: Request, payment: Payment, outcome: SettledPayment) => {
+    if (!options.discovery || outcome.repeat) return;
+    if (keyed && !apiKeyOf(req)?.payTo?.includes(outcome.to.toLowerCase())) return;
+    const body: unknown = req.body;
     const { ledger, bounds } = options.discovery;
     const network = canonicalNetwork(payment.requirements.network);
     const runtime = network && context.networks.get(network);
@@ -192,7 +196,7 @@ export function createApp(options: AppOptions): Express {
         if (clock) clock.stop("metrics", since);
       } else {
         const outcome = await settlePayment(payment, context, { admit });
-        if (outcome.settled) await catalog(req.body, payment, outcome);
+        if (outcome.settled) await catalog(req, payment, outcome);
         res.json(codec.settleAnswer(outcome, echo));
         const authorization = payment.payload.ok ? payment.payload.payload.authorization : undefined;
         options.onOutcome?.({

@@ -1,4 +1,4 @@
-import type { Request, RequestHandler } from "express";
+import type { RequestHandler } from "express";
 import { RequestError } from "../../protocol/reasons.js";
 
 /** The names the local stack always answers to, on any port: loopback only. */
@@ -25,16 +25,37 @@ export function parseHost(value: string | undefined): { name: string; port: stri
 }
 
 /**
+ * Whether a `Host` header (read as sent: never `X-Forwarded-Host`) names one of `names` (as {@link parseHost}
+ * gives them; any port). What defeats DNS rebinding: a page on a name its author controls, resolved to this
+ * service's address, still sends its own name.
+ */
+export function hostIsOneOf(host: string | undefined, names: ReadonlySet<string>): boolean {
+  const parsed = parseHost(host);
+  return parsed !== undefined && names.has(parsed.name);
+}
+
+/**
+ * Whether an `Origin` header is the origin (scheme, host and port) the request was sent to: `protocol`
+ * (`http` or `https`) and its `Host`. A missing `Origin`, `null` (a sandboxed page, a file) and anything that
+ * is not an origin are not.
+ */
+export function isSameOrigin(origin: string | undefined, host: string | undefined, protocol: string): boolean {
+  if (origin === undefined || parseHost(host) === undefined) return false;
+  try {
+    return new URL(origin).origin === new URL(`${protocol}://${host}`).origin;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * Express middleware that answers 421 JSON, before anything else runs, to a request whose `Host` header
- * (read as sent: never `X-Forwarded-Host`) names none of `allowed` (names as {@link parseHost} gives them;
- * any port). What defeats DNS rebinding: a page on a name its author controls, resolved to this service's
- * address, still sends its own name.
+ * names none of `allowed` ({@link hostIsOneOf}).
  */
 export function requireHost(allowed: Iterable<string>): RequestHandler {
   const names = new Set(allowed);
   return (req, res, next) => {
-    const host = parseHost(req.headers.host);
-    if (host && names.has(host.name)) return next();
+    if (hostIsOneOf(req.headers.host, names)) return next();
     res.status(421).json({ error: RequestError.misdirected });
   };
 }
@@ -46,18 +67,7 @@ export function requireHost(allowed: Iterable<string>): RequestHandler {
  */
 export function requireSameOrigin(): RequestHandler {
   return (req, res, next) => {
-    if (sameOrigin(req)) return next();
+    if (isSameOrigin(req.headers.origin, req.headers.host, req.protocol)) return next();
     res.status(403).json({ error: RequestError.foreignOrigin });
   };
-}
-
-function sameOrigin(req: Request): boolean {
-  const origin = req.headers.origin;
-  const host = parseHost(req.headers.host);
-  if (origin === undefined || host === undefined) return false;
-  try {
-    return new URL(origin).origin === new URL(`${req.protocol}://${req.headers.host}`).origin;
-  } catch {
-    return false; // "null" (a sandboxed page, a file) and anything else that is not an origin
-  }
 }

@@ -4,7 +4,7 @@ import type { Duplex } from "node:stream";
 import { RequestError } from "../../protocol/reasons.js";
 import type { HttpLimitsConfig } from "../config/index.js";
 import type { Logger } from "../logger.js";
-import { ConnectionBook, type DropReason } from "./connection-book.js";
+import { ConnectionBook, type DropReason, type WaitingEvent } from "./connection-book.js";
 
 /** Options of {@link createListener}. */
 export interface ListenerOptions {
@@ -21,21 +21,30 @@ export interface ListenerOptions {
   onDropped?: (reason: DropReason) => void;
   /** An idle keep-alive connection was closed to make room for a new one. */
   onIdleClosed?: () => void;
-  /** A connection over its client's cap waits for a place (`queued`), or one of the client's connections is asked to close after its answer (`retired`). */
-  onWaiting?: (event: "queued" | "retired") => void;
+  /** A connection over its client's cap waits for a place, or what was done to make it one ({@link WaitingEvent}). */
+  onWaiting?: (event: WaitingEvent) => void;
 }
 
 const books = new WeakMap<Server, ConnectionBook>();
 
-/** A listener's connections now: being served, and waiting for their client's place. */
-export function connectionCounts(server: Server): { served: number; waiting: number } {
+/** A listener's connections now: being served (counted against their client's cap), idle having given their place to another of their client, and waiting for a place. */
+export function connectionCounts(server: Server): { served: number; yielded: number; waiting: number } {
   const book = books.get(server);
-  return book ? { served: book.count() - book.waiting(), waiting: book.waiting() } : { served: 0, waiting: 0 };
+  if (!book) return { served: 0, yielded: 0, waiting: 0 };
+  const yielded = book.gaveWay();
+  return { served: book.count() - book.waiting() - yielded, yielded, waiting: book.waiting() };
 }
 
 const DROP_LOG_INTERVAL_MS = 60_000;
-/** A refused connection is closed after its 503, or this long after it when the client does not close its side. */
-const REFUSED_LINGER_MS = 1_000;
+/** A connection the server ends (refused after its 503, or idle and giving way) is closed when the client closes its side, or this long after. */
+const CLOSE_LINGER_MS = 1_000;
+
+/** Closes `socket` once the client has closed its side too, or {@link CLOSE_LINGER_MS} after the server ended its own. */
+function linger(socket: Socket): void {
+  const timer = setTimeout(() => socket.destroy(), CLOSE_LINGER_MS);
+  timer.unref();
+  socket.once("close", () => clearTimeout(timer));
+}
 
 /** The 503 a refused connection gets, before its request is read, and then `Connection: close`. */
 function refusal(text: string): string {
@@ -54,6 +63,8 @@ function refusal(text: string): string {
  */
 export function createListener(handler: RequestListener, options: ListenerOptions): Server {
   const { limits, logger } = options;
+  /** Idle connections the book closed: the server's side is ended, and a request read on one afterwards is not run. */
+  const closedIdle = new WeakSet<Socket>();
   const server = createServer(
     {
       requestTimeout: limits.requestTimeoutMs,
@@ -61,8 +72,34 @@ export function createListener(handler: RequestListener, options: ListenerOption
       // Node checks the two time-outs on this period (default 30 s, far coarser than the time-outs).
       connectionsCheckingInterval: Math.min(1_000, Math.max(25, Math.floor(limits.headersTimeoutMs / 4))),
     },
-    handler,
+    (req, res) => {
+      // A request the client sent as the server's FIN came (it crossed it): it could not be answered, so it
+      // is not run either (a settle must not happen unseen); the client sees its connection closed unanswered.
+      if (closedIdle.has(req.socket)) return void req.socket.destroy();
+      // On a connection that gave its place, it may wait for one (then answered 503 if it waits too long).
+      book.request(
+        req.socket,
+        () => serve(req, res),
+        () => {
+          dropped("client");
+          const body = JSON.stringify({ error: RequestError.tooManyClientConnections });
+          res.writeHead(503, { "Content-Type": "application/json; charset=utf-8", "Content-Length": Buffer.byteLength(body), "Retry-After": "1", Connection: "close" }).end(body);
+        },
+      );
+    },
   );
+  const serve: RequestListener = (req, res) => {
+    book.busy(req.socket);
+    // Decided as the answer's head is written (the latest moment): a connection of a client with
+    // connections waiting says in this very answer that it closes after it.
+    const writeHead = res.writeHead;
+    res.writeHead = function (this: typeof res, ...args: Parameters<typeof res.writeHead>) {
+      if (!this.headersSent && book.retire(req.socket)) this.setHeader("Connection", "close");
+      return writeHead.apply(this, args);
+    } as typeof res.writeHead;
+    res.once("close", () => book.idle(req.socket));
+    handler(req, res);
+  };
   server.keepAliveTimeout = 65_000;
   // Not server.maxConnections: Node closes those before any listener sees them, so an idle
   // keep-alive connection could never give way and one client could hold every place. A connection is
@@ -87,26 +124,19 @@ export function createListener(handler: RequestListener, options: ListenerOption
       socket.on("data", () => {});
       socket.resume();
       socket.end(refusal(reason === "server" ? RequestError.tooManyConnections : RequestError.tooManyClientConnections));
-      const linger = setTimeout(() => socket.destroy(), REFUSED_LINGER_MS);
-      linger.unref();
-      socket.once("close", () => clearTimeout(linger));
+      linger(socket);
+    },
+    close(socket) {
+      // Half-closed (FIN), not destroyed: a request already on its way would otherwise meet a reset.
+      closedIdle.add(socket);
+      socket.end();
+      linger(socket);
     },
     onIdleClosed: () => options.onIdleClosed?.(),
     onWaiting: (event) => options.onWaiting?.(event),
   });
   books.set(server, book);
   server.on("connection", (socket: Socket) => book.arrive(socket));
-  server.prependListener("request", (req, res) => {
-    book.busy(req.socket);
-    // Decided as the answer's head is written (the latest moment): a connection of a client with
-    // connections waiting says in this very answer that it closes after it.
-    const writeHead = res.writeHead;
-    res.writeHead = function (this: typeof res, ...args: Parameters<typeof res.writeHead>) {
-      if (!this.headersSent && book.retire(req.socket)) this.setHeader("Connection", "close");
-      return writeHead.apply(this, args);
-    } as typeof res.writeHead;
-    res.once("close", () => book.idle(req.socket));
-  });
   // Waiting connections are not Node's yet: closing the server ends them as well.
   const close = server.close.bind(server);
   server.close = (callback?: (error?: Error) => void) => {

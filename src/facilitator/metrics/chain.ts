@@ -7,7 +7,7 @@ import type { CreateMetricsOptions, FacilitatorMetrics } from "./types.js";
 import { networkGauge } from "./series.js";
 
 /** One relayer as the gauges show it; a value the RPC did not give is absent. */
-interface RelayerReading {
+export interface RelayerReading {
   network: NetworkName;
   relayer: string;
   nonceGap?: number;
@@ -20,6 +20,8 @@ export function chainMetrics(
   options: CreateMetricsOptions,
 ): Pick<FacilitatorMetrics, "rpcError" | "confirmationWait" | "revertedGas" | "watchRelayers" | "rpcEndpointUp" | "relayerEvent"> & {
   runtimes(): ReadonlyMap<NetworkName, NetworkRuntime>;
+  /** Every relayer's nonce gap and balance, read at most once per `cacheMs` (shared by every gauge that needs them). */
+  readings(): Promise<RelayerReading[]>;
 } {
   const confirmations = new Histogram({
     name: "x402_settle_confirmation_seconds",
@@ -43,7 +45,7 @@ export function chainMetrics(
   });
   const drops = new Counter({
     name: "x402_relayer_drops_detected_total",
-    help: "transactions the node no longer knew before they were mined (dropped, or the node restarted)",
+    help: "transactions a node took anew when broadcast again before they were mined (dropped, a node that lost its pool, a backend that never got them)",
     labelNames: ["network"],
     registers: [registry],
   });
@@ -65,17 +67,48 @@ export function chainMetrics(
     labelNames: ["network"],
     registers: [registry],
   });
+  const refusals = new Counter({
+    name: "x402_relayer_refusals_total",
+    help: "broadcasts a node refused, by what the refusal means (nonceBehind, nonceAhead, replacementRefused, feeTooLow, poolFull, fundsLow, invalid): nothing of them was sent",
+    labelNames: ["network", "refusal"],
+    registers: [registry],
+  });
+  const adopted = new Counter({
+    name: "x402_relayer_nonces_adopted_total",
+    help: "times a relayer key took the nonce a node said it expects, in place of its own",
+    labelNames: ["network"],
+    registers: [registry],
+  });
+  const taken = new Counter({
+    name: "x402_relayer_nonces_taken_total",
+    help: "nonces of a relayer key mined by a transaction the relayer did not send there (the key used elsewhere)",
+    labelNames: ["network"],
+    registers: [registry],
+  });
   let runtimes: ReadonlyMap<NetworkName, NetworkRuntime> = new Map();
   const feeGauge = (name: string, help: string, value: (fees: ReturnType<NetworkRuntime["relayer"]["feeStatus"]>) => bigint | undefined) =>
     networkGauge(registry, () => runtimes, name, help, (runtime) => value(runtime.relayer.feeStatus()));
   feeGauge("x402_network_fee_per_gas_wei", "what the network asked per gas at the relayer's last fee quote (base fee plus tip, or the gas price)", (fees) => fees.neededWei);
   feeGauge("x402_max_fee_per_gas_wei", "MAX_FEE_PER_GAS_GWEI in wei: nothing is sent above it", (fees) => fees.capWei);
+  feeGauge(
+    "x402_fee_cap_exceeded",
+    "1 while the network asked more per gas than MAX_FEE_PER_GAS_GWEI at the relayer's last fee quote (settles are answered 503 with nothing sent, replacements withheld), else 0",
+    (fees) => (fees.neededWei === undefined ? undefined : fees.capWei !== undefined && fees.neededWei > fees.capWei ? 1n : 0n),
+  );
   const endpointUp = new Gauge({
     name: "x402_rpc_endpoint_up",
     help: "with several RPC URLs per network: 1 when the URL answered its last ranking ping, else 0",
     labelNames: ["network", "endpoint"],
     registers: [registry],
   });
+  const endpointDown = new Counter({
+    name: "x402_rpc_endpoint_down_total",
+    help: "with several RPC URLs per network: times the URL stopped answering its ranking pings (its first ping failing counts too); requests go to the other URLs meanwhile (failover)",
+    labelNames: ["network", "endpoint"],
+    registers: [registry],
+  });
+  // The last ping's answer per URL (the configured URLs only: bounded by the configuration).
+  const endpointState = new Map<string, boolean>();
   // Every scrape within cacheMs shares one read of every relayer (a scrape flood is no RPC flood).
   const readRelayers = memoizeFor(
     options.cacheMs ?? 5_000,
@@ -120,6 +153,7 @@ export function chainMetrics(
   relayerGauge("x402_relayer_balance_wei", "relayer native gas balance", (reading) => reading.balanceWei);
   return {
     runtimes: () => runtimes,
+    readings: readRelayers,
     rpcError(network) {
       rpcErrors.inc({ network });
     },
@@ -131,9 +165,15 @@ export function chainMetrics(
     },
     watchRelayers(networks) {
       runtimes = networks;
+      // The counters alerts read start at 0 for each network: an increase() sees the first event.
+      for (const network of networks.keys()) for (const counter of [rpcErrors, reverted, replacements, drops, rebroadcasts, capped]) counter.inc({ network }, 0);
     },
     rpcEndpointUp(network, endpoint, up) {
       endpointUp.set({ network, endpoint }, up ? 1 : 0);
+      const key = `${network}\u0000${endpoint}`;
+      const was = endpointState.get(key);
+      endpointState.set(key, up);
+      endpointDown.inc({ network, endpoint }, !up && was !== false ? 1 : 0);
     },
     relayerEvent(network, event) {
       if (event.kind === "replaced") replacements.inc({ network });
@@ -141,6 +181,9 @@ export function chainMetrics(
       else if (event.kind === "rebroadcast") rebroadcasts.inc({ network });
       else if (event.kind === "gapFilled") gaps.inc({ network, by: event.by === "resend" ? "resend" : "self-transfer" });
       else if (event.kind === "capped") capped.inc({ network });
+      else if (event.kind === "refused") refusals.inc({ network, refusal: event.refusal });
+      else if (event.kind === "nonceAdopted") adopted.inc({ network });
+      else if (event.kind === "nonceTaken") taken.inc({ network });
       else rpcErrors.inc({ network });
     },
   };

@@ -44,20 +44,21 @@ export function httpMetrics(
   });
   const waitingConnections = new Counter({
     name: "x402_http_connections_waiting_total",
-    help: "connections over their client's MAX_CONNECTIONS_PER_CLIENT that waited for a place (queued), and served connections asked to close after their answer to make one (retired)",
+    help: "connections over their client's MAX_CONNECTIONS_PER_CLIENT that waited for a place (queued), served connections of that client asked to close after their answer (retired) or, idle, closed (yielded) to make one, and waiting connections refused after CONNECTION_QUEUE_MS (expired)",
     labelNames: ["listener", "event"],
     registers: [registry],
   });
-  const listeners = new Map<string, () => { served: number; waiting: number }>();
+  const listeners = new Map<string, () => { served: number; yielded: number; waiting: number }>();
   new Gauge({
     name: "x402_http_connections",
-    help: "connections held now, by listener and state: served (handed to HTTP) or waiting (over their client's MAX_CONNECTIONS_PER_CLIENT, for a place)",
+    help: "connections held now, by listener and state: served (handed to HTTP, counted against their client's MAX_CONNECTIONS_PER_CLIENT), yielded (handed to HTTP, idle, having given their place to a waiting one of their client) or waiting (over their client's MAX_CONNECTIONS_PER_CLIENT, for a place)",
     labelNames: ["listener", "state"],
     registers: [registry],
     collect() {
       for (const [listener, counts] of listeners) {
-        const { served, waiting } = counts();
+        const { served, yielded, waiting } = counts();
         this.set({ listener, state: "served" }, served);
+        this.set({ listener, state: "yielded" }, yielded);
         this.set({ listener, state: "waiting" }, waiting);
       }
     },

@@ -19,10 +19,20 @@ export function ledgerMetrics(registry: Registry, options: CreateMetricsOptions)
     registers: [registry],
   });
   let ledger: Pick<SettlementStore, "pendingSummary"> | undefined;
-  // Both gauges share one ledger read per `cacheMs`, however often `/metrics` is scraped.
-  const summary = memoizeFor(options.cacheMs ?? 5_000, (): Promise<PendingSummary | undefined> =>
-    (ledger?.pendingSummary() ?? Promise.resolve(undefined)).catch(() => undefined),
+  // The gauges share one ledger read per `cacheMs`, however often `/metrics` is scraped; a read that failed is the ledger down.
+  const answer = memoizeFor(options.cacheMs ?? 5_000, (): Promise<{ read?: PendingSummary } | undefined> =>
+    ledger ? ledger.pendingSummary().then((read) => ({ read }), () => ({})) : Promise.resolve(undefined),
   );
+  const summary = async () => (await answer())?.read;
+  new Gauge({
+    name: "x402_ledger_up",
+    help: "1 when the settlement ledger answered the metrics' last read of it (within METRICS_CACHE_MS), 0 when it failed (the database is down or unreachable)",
+    registers: [registry],
+    async collect() {
+      const read = await answer();
+      if (read) this.set(read.read ? 1 : 0);
+    },
+  });
   new Gauge({
     name: "x402_ledger_pending_settlements",
     help: "settlements claimed or sent, not yet settled or failed (all instances)",

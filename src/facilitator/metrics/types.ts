@@ -19,12 +19,16 @@ export interface FacilitatorMetrics {
   rateLimited(route: string, by: string): void;
   /** A connection refused on arrival (503, closed): MAX_CONNECTIONS were open (`server`) or its client held MAX_CONNECTIONS_PER_CLIENT and four times as many waiting (`client`). */
   connectionDropped(listener: string, reason: "server" | "client"): void;
-  /** A connection over its client's cap waits for a place (`queued`), or a served one was asked to close after its answer to make one (`retired`). */
-  connectionWaiting(listener: string, event: "queued" | "retired"): void;
+  /**
+   * A connection over its client's cap waits for a place (`queued`); a served one of its client was asked to
+   * close after its answer (`retired`) or, idle, was closed (`yielded`) to make one; or it waited
+   * CONNECTION_QUEUE_MS and was refused (`expired`).
+   */
+  connectionWaiting(listener: string, event: "queued" | "retired" | "yielded" | "expired"): void;
   /** An idle keep-alive connection closed to make room for a new one. */
   idleConnectionClosed(listener: string): void;
   /** A listener's connections, served and waiting, read when scraped. */
-  watchConnections(listener: string, counts: () => { served: number; waiting: number }): void;
+  watchConnections(listener: string, counts: () => { served: number; yielded: number; waiting: number }): void;
   /** A shared rate-limit store's count was not used for a request: it was slow (`slow`) or failed (`error`); this instance's own count judged it. */
   rateLimitStoreFallback(limiter: string, reason: "slow" | "error"): void;
   /** A dashboard event stream opened, was refused (too many open), or ended (`client`, `stalled`, `lifetime`, `shutdown`). */

@@ -1,5 +1,6 @@
 // The facilitator's dashboard: plain browser JavaScript, no build step, nothing loaded from elsewhere.
 // Every value from the server is written with textContent, never parsed as HTML.
+import { chartsSoon, startCharts } from "./charts.js";
 
 const MAX_ROWS = 500;
 const loadedAt = Date.now();
@@ -125,7 +126,10 @@ function renderNetworks() {
 
 async function refreshNetworks() {
   try {
+    const first = networksSnapshot === undefined;
     networksSnapshot = await getJson("dashboard/api/networks");
+    // That read was also the charts' first reading of the relayers' balance: draw it now.
+    if (first) chartsSoon();
     showFeedScope(networksSnapshot.feed);
     renderNetworks();
     showMode(networksSnapshot.local === true);
@@ -227,6 +231,7 @@ function connectFeed() {
     }
     feedEpoch = epoch;
     showRow(JSON.parse(event.data));
+    chartsSoon();
   });
 }
 
@@ -384,6 +389,7 @@ function showMode(local) {
 }
 
 connectFeed();
+startCharts();
 refreshNetworks();
 setInterval(refreshNetworks, 5000);
 setInterval(() => networksSnapshot && renderNetworks(), 1000);

@@ -96,7 +96,7 @@ async function runWrk(wrk: string, target: Target, bodiesFile: string, connectio
 /** Where the facilitator's recoveries ran between two pages (path: count), and its state reads not from the index. */
 function where(before: string, after: string): string {
   const delta = (series: string) => (sample(after, series) || 0) - (sample(before, series) || 0);
-  const paths: Array<readonly [string, number]> = ["inline", "worker", "starting", "full", "rescued"].map((path) => [path, delta(`x402_signature_recoveries_total{path="${path}"}`)] as const).filter(([, n]) => n > 0);
+  const paths: Array<readonly [string, number]> = ["inline", "worker", "starting", "full", "late", "rescued"].map((path) => [path, delta(`x402_signature_recoveries_total{path="${path}"}`)] as const).filter(([, n]) => n > 0);
   const batches = delta("x402_recovery_batches_total");
   if (batches > 0) paths.push(["per batch", Math.round((10 * delta('x402_signature_recoveries_total{path="worker"}')) / batches) / 10]);
   const chain = delta('x402_verify_state_source_total{network="cronos-testnet",source="chain"}');

@@ -43,7 +43,7 @@ export interface StartFacilitatorOptions {
   /** The local stack's hook after a valid verify ({@link AppOptions.afterVerify}). Never in production. */
   afterVerify?: AppOptions["afterVerify"];
   /** The signature recovery pool's bounds and worker (tests: a worker that fails on demand); its size is `config.recoveryWorkers`. */
-  recoveryPool?: Pick<RecoveryPoolOptions, "maxQueue" | "timeoutMs" | "lateMs" | "maxBatch" | "script" | "inlineWhenIdle">;
+  recoveryPool?: Pick<RecoveryPoolOptions, "maxQueue" | "timeoutMs" | "maxBatch" | "script" | "inlineWhenIdle">;
   /** The local stack's switch over the quota ({@link AppOptions.closedFor}: "busy"). Never in production. */
   closedFor?: AppOptions["closedFor"];
 }
@@ -114,6 +114,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
   const stopIndexes = () => Promise.all([...networks.values()].map((runtime) => runtime.index?.stop()));
   // Signature recovery on every core while verify is busy; its workers start at the first need.
   const recovery = new RecoveryPool({
+    lateMs: config.recoveryLateMs,
     ...options.recoveryPool,
     ...(config.recoveryWorkers !== undefined ? { workers: config.recoveryWorkers } : {}),
     onRecovered: metrics.signaturesRecovered,

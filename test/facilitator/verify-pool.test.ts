@@ -29,8 +29,9 @@ describe("verify with signature recovery on worker threads: a worker that dies m
 
   before(async () => {
     // One worker that exits on a batch holding the poison signature (test/helpers/faulty-recovery-worker.ts). Its
-    // late bound its hang bound: on a loaded machine the late path (10 ms) could answer the batch before the exit.
-    opened = await openFacilitator("cronos-testnet", { RECOVERY_WORKERS: "1" }, { recoveryPool: { script: FAULTY, inlineWhenIdle: false, lateMs: 60_000 }, onOutcome: (record) => outcomes.push(record) });
+    // late bound its hang bound (RECOVERY_LATE_MS=1000): on a loaded machine the late path (10 ms by default)
+    // could answer the batch before the exit.
+    opened = await openFacilitator("cronos-testnet", { RECOVERY_WORKERS: "1", RECOVERY_LATE_MS: "1000" }, { recoveryPool: { script: FAULTY, inlineWhenIdle: false }, onOutcome: (record) => outcomes.push(record) });
     server = await listen(opened.app);
   });
   after(async () => {

@@ -24,6 +24,8 @@ export interface FacilitatorConfig {
    * (chain/recovery-pool.ts); unset, one per core but the main thread's; 0, every recovery on the main thread.
    */
   recoveryWorkers?: number;
+  /** `RECOVERY_LATE_MS`: a batch a recovery worker has not answered this long is recovered on the main thread. */
+  recoveryLateMs: number;
   rpcTimeoutMs: number;
   /** With several RPC URLs, each is pinged this often; one that failed lately is tried after the others. */
   rpcRankIntervalMs: number;

@@ -9,7 +9,7 @@ const PATHS: readonly RecoveryPath[] = ["inline", "worker", "starting", "full", 
 export function recoveryMetrics(registry: Registry): Pick<FacilitatorMetrics, "signaturesRecovered" | "recoveryWorkerLost" | "watchRecovery"> {
   const recovered = new Counter({
     name: "x402_signature_recoveries_total",
-    help: "payers' signatures recovered, by where: inline (the main thread, idle), worker, starting (inline, no worker ready yet), full (inline, the queue at its bound), late (inline, its worker had not answered within its late bound, 10 ms), rescued (inline, its worker died or hung)",
+    help: "payers' signatures recovered, by where: inline (the main thread, idle), worker, starting (inline, no worker ready yet), full (inline, the queue at its bound), late (inline, its worker had not answered within RECOVERY_LATE_MS), rescued (inline, its worker died or hung)",
     labelNames: ["path"],
     registers: [registry],
   });

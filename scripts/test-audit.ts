@@ -147,26 +147,6 @@ export function blanked(source: string): string {
   return out;
 }
 
-/** For each line, the heads of the blocks open at its start (the text before each unclosed `{`). */
-function enclosingHeads(code: string): string[][] {
-  const heads: string[][] = [];
-  const stack: string[] = [];
-  let lineStart = 0;
-  heads.push([]);
-  for (let i = 0; i < code.length; i++) {
-    const c = code[i]!;
-    if (c === "{") stack.push(code.slice(Math.max(lineStart - 200, 0), i).replace(/\s+/g, " ").slice(-120));
-    else if (c === "}") stack.pop();
-    else if (c === "\n") {
-      lineStart = i + 1;
-      heads.push([...stack]);
-    }
-  }
-  return heads;
-}
-
-const TEARDOWN_HEAD = /\bfinally\s*$|\b(after|afterEach)\s*\([^]*$|\bcloseAfter\s*\([^]*$/;
-
 function testFiles(dir: string): string[] {
   return readdirSync(dir, { recursive: true })
     .map(String)
@@ -175,7 +155,7 @@ function testFiles(dir: string): string[] {
     .map((name) => join(dir, name));
 }
 
-function audited(file: string, text: string, audit: Audit, allowUsed: Set<Allowed>): void {
+function audited(file: string, text: string, audit: Audit, allowUsed: Set<Allowed>, openers: Set<string>): void {
   const code = blanked(text);
   const lines = code.split("\n");
   const raw = text.split("\n");
@@ -211,7 +191,6 @@ function audited(file: string, text: string, audit: Audit, allowUsed: Set<Allowe
 
   // Sleeps: an awaited pause.
   const sleepers = new Set(["sleep", "delay", "pause", "wait", "setTimeoutPromise"]);
-  if (file.endsWith("test/helpers/wait.ts")) return countOpeners();
   const timersPromises = /import\s*\{([^}]*)\}\s*from\s*["']node:timers\/promises["']/.exec(text);
   for (const part of timersPromises?.[1]?.split(",") ?? []) {
     const [imported, local] = part.split(/\s+as\s+/).map((s) => s.trim());
@@ -222,7 +201,7 @@ function audited(file: string, text: string, audit: Audit, allowUsed: Set<Allowe
     const after = text.slice(match.index, match.index + 200);
     if (/setTimeout\(\s*(resolve|r|done)\b|setTimeout\(\s*\(\)\s*=>\s*(resolve|r|done)\(\)/.test(after)) sleepers.add(match[1]!);
   }
-  lines.forEach((line, index) => {
+  if (!file.endsWith("test/helpers/wait.ts")) lines.forEach((line, index) => {
     const pausePromise = /\bnew Promise\b.*\bsetTimeout\(\s*(?:resolve|r|done)\b|\bnew Promise\b.*\bsetTimeout\(\s*\(\)\s*=>\s*(?:resolve|r|done)\(\)/.test(raw[index]!) && /\bawait\b|\breturn\b|=>\s*new Promise/.test(line);
     const namedPause = [...sleepers].some((name) => new RegExp(`\\bawait\\s+(?:\\w+\\.)?${name}\\s*\\(|\\bscheduler\\.wait\\s*\\(`).test(line));
     if (!pausePromise && !namedPause) return;
@@ -232,56 +211,153 @@ function audited(file: string, text: string, audit: Audit, allowUsed: Set<Allowe
     if (allowed) allowUsed.add(allowed);
     else audit.sleeps.push(at(index));
   });
-  countOpeners();
+  countOpeners(file, code, lines, raw, audit.unclosed, at, openers);
+}
 
-  function countOpeners(): void {
-    if (/\/test\/helpers\//.test(file)) {
-      // A helper opens only to hand its close to closeAfter (or to the caller that does).
-      if (!/\bcloseAfter\s*\(/.test(code)) return checkOpeners(true);
-      return checkOpeners(false, true);
+/** A `{ … }` block: where it opens and closes (offsets in the blanked text) and the text before it. */
+interface Block {
+  start: number;
+  end: number;
+  head: string;
+}
+
+function blocksOf(code: string): Block[] {
+  const blocks: Block[] = [];
+  const open: number[] = [];
+  for (let i = 0; i < code.length; i++) {
+    if (code[i] === "{") open.push(i);
+    else if (code[i] === "}") {
+      const start = open.pop();
+      if (start !== undefined) blocks.push({ start, end: i, head: code.slice(Math.max(start - 240, 0), start).replace(/\s+/g, " ").trimEnd() });
     }
-    checkOpeners();
   }
+  return blocks.sort((a, b) => a.start - b.start);
+}
 
-  function checkOpeners(strict = false, helper = false): void {
-    const heads = enclosingHeads(code);
+const CONTROL_HEAD = /\b(if|for|while|switch|catch|with)\s*\([^]*\)$|\b(else|try|finally|do)$/;
+const FUNCTION_HEAD = /(=>|\)(\s*:\s*[^(){};=]+)?)$/;
+/** A block opened by a teardown: a `finally`, an `after`/`afterEach` hook, a close handed to closeAfter. */
+const TEARDOWN_HEAD = /\bfinally$|\b(after|afterEach)\s*\([^()]*(\([^()]*\))?[^()]*=>$|\b(after|afterEach)\s*\((async\s+)?function\s*\([^()]*\)$|\bcloseAfter\s*\([^;]*=>$/;
+const CLOSE_VERB = "(close|stop|end|destroy|kill|terminate|dispose|shutdown|release|closeAllConnections)";
+/** An opening expected to fail leaves nothing open. */
+const EXPECTED_TO_FAIL = /\brejection\s*\(|\bthrown\s*\(|rejectedWith|\.then\(\s*$|expect\.fail|\.catch\(/;
+
+/**
+ * Each call to an opener must be closed by a teardown: its line hands it to closeAfter; or the name it is
+ * given is closed in a teardown block (or one line hook), handed to closeAfter, or put in a collection
+ * that a teardown closes; or the function that opens it both closes it and calls closeAfter (a helper
+ * registering its close); or that function returns it (it is then an opener itself, checked where called).
+ */
+function countOpeners(file: string, code: string, lines: string[], raw: string[], unclosed: Finding[], at: (index: number) => Finding, openers: Set<string>): void {
+  const blocks = blocksOf(code);
+  const lineStarts = [0];
+  for (let i = 0; i < code.length; i++) if (code[i] === "\n") lineStarts.push(i + 1);
+  const lineOf = (offset: number) => {
+    let lo = 0;
+    let hi = lineStarts.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (lineStarts[mid]! <= offset) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  };
+  const around = (offset: number) => blocks.filter((block) => block.start < offset && offset < block.end);
+  const inTeardown = (index: number) =>
+    /\bcloseAfter\s*\(|\b(after|afterEach)\s*\(/.test(lines[index]!) || around(lineStarts[index]!).some((block) => TEARDOWN_HEAD.test(block.head));
+  const functionAround = (offset: number) =>
+    around(offset)
+      .reverse()
+      .find((block) => FUNCTION_HEAD.test(block.head) && !CONTROL_HEAD.test(block.head));
+  /** The name of the function whose block is `block`: `function name(`, `name(…) {`, `const name = (…) =>`. */
+  const nameOf = (block: Block | undefined, line: string): string | undefined => {
+    const arrow = /(?:const|let)\s+(\w+)\s*(?::[^=]+)?=\s*(?:async\s*)?(?:\([^)]*\)|\w+)\s*(?::[^=]+)?=>/.exec(line);
+    if (arrow && !block) return arrow[1];
+    if (!block) return arrow?.[1];
+    const head = block.head;
+    return (
+      /function\s*\*?\s*(\w+)\s*(?:<[^>]*>)?\s*\([^]*$/.exec(head)?.[1] ??
+      /(?:const|let)\s+(\w+)\s*(?::[^=]+)?=\s*(?:async\s*)?(?:\([^]*\)|\w+)\s*(?::[^=]+)?=>$/.exec(head)?.[1] ??
+      /(?:^|[\s,{])(?:async\s+)?(\w+)\s*\([^()]*(?:\([^()]*\)[^()]*)*\)(?:\s*:\s*[^(){};=]+)?$/.exec(head)?.[1]
+    );
+  };
+  const closes = (name: string, index: number): boolean => {
+    // Awaited to fail (a refused connection): nothing is left open.
+    if (new RegExp(`\\bonce\\(\\s*${name}\\s*,\\s*"error"`).test(raw.slice(index, index + 3).join(" "))) return true;
+    const closing = new RegExp(`\\b${name}\\b[^;\\n]*\\??\\.${CLOSE_VERB}\\b|\\bcloseAfter\\s*\\([^;]*\\b${name}\\b|\\b${CLOSE_VERB}\\w*\\s*\\([^;)]*\\b${name}\\b`);
+    if (lines.some((other, j) => closing.test(other) && inTeardown(j))) return true;
+    // Put in a collection a teardown closes.
+    for (const match of code.matchAll(new RegExp(`\\b(\\w+)\\.(?:push|add|set|unshift)\\([^;]*\\b${name}\\b`, "g"))) {
+      const collection = match[1]!;
+      const emptied = new RegExp(`\\b${collection}\\b`);
+      if (lines.some((other, j) => emptied.test(other) && inTeardown(j) && new RegExp(`\\.${CLOSE_VERB}\\b|\\b${CLOSE_VERB}\\w*\\(`).test(lines.slice(j, j + 3).join(" ")))) return true;
+    }
+    // A helper registering its close: the function that opens it closes it and calls closeAfter.
+    const fn = functionAround(lineStarts[index]!);
+    if (fn) {
+      const body = code.slice(fn.start, fn.end);
+      if (/\bcloseAfter\s*\(/.test(body) && new RegExp(`\\b${name}\\b[^;\\n]*\\.${CLOSE_VERB}\\b`).test(body)) return true;
+    }
+    return false;
+  };
+  /** Whether line `index` returns what it opens (or the name it gave it): its function is then an opener. */
+  const handedOn = (index: number, names: string[]): boolean => {
+    const line = lines[index]!;
+    const fn = functionAround(lineStarts[index]! + line.search(/\S|$/));
+    const direct = /\breturn\b|=>\s*\(?\s*(?:\w+\s*\?\?=\s*|\w+\s*=\s*)?(?:await\s+)?[\w.]+\s*(?:<[^>]*>)?\(/.test(line);
+    const body = fn ? code.slice(fn.start, fn.end) : "";
+    const returned = names.some((name) => new RegExp(`\\breturn\\b[^;]*\\b${name}\\b`).test(body));
+    if (!direct && !returned) return false;
+    const name = nameOf(direct && !/\breturn\b/.test(line) && /=>/.test(line) ? undefined : fn, line) ?? nameOf(fn, line);
+    if (!name || openers.has(name)) return name !== undefined;
+    openers.add(name);
+    return true;
+  };
+
+  // Functions of this file that register a close with closeAfter: what is handed to one is closed.
+  const closers = new Set<string>();
+  for (const block of blocks) {
+    if (!FUNCTION_HEAD.test(block.head) || CONTROL_HEAD.test(block.head)) continue;
+    if (!/\bcloseAfter\s*\(/.test(code.slice(block.start, block.end))) continue;
+    const name = nameOf(block, "");
+    if (name) closers.add(name);
+  }
+  const handedToCloser = (line: string, opener: string) =>
+    [...closers].some((closer) => new RegExp(`\\b${closer}\\s*\\(\\s*(?:await\\s+)?${opener.replace(/\./g, "\\.")}\\s*\\(`).test(line));
+
+  for (let pass = 0; pass < 3; pass++) {
+    const found: Finding[] = [];
+    const before = openers.size;
     lines.forEach((line, index) => {
-      for (const opener of OPENERS) {
-        const pattern = new RegExp(`(?:^|[^.\\w])${opener.replace(/\./g, "\\.")}\\s*(?:<[^>]*>)?\\(`);
+      for (const opener of openers) {
+        const pattern = new RegExp(`(?:^|[^\\w])${opener.replace(/\./g, "\\.")}\\s*(?:<[^>]*>)?\\(`);
         if (!pattern.test(line)) continue;
-        // An opening expected to fail leaves nothing open.
-        if (/\brejection\s*\(|\bthrown\s*\(|rejectedWith|\.then\(\s*$|\.then\(\s*\(\)\s*=>\s*expect\.fail|expect\.fail|\.catch\(/.test(line + (lines[index + 1] ?? ""))) continue;
-        if (isClosed(index, heads, helper && !strict)) continue;
-        audit.unclosed.push(at(index));
+        // Its definition (a function, a method, a method's type) is no call.
+        if (new RegExp(`(?:function\\s*|(?:const|let)\\s+)${opener}\\b`).test(line)) continue;
+        if (new RegExp(`(?:^|[{,;]\\s*)(?:async\\s+)?${opener}\\s*\\([^()]*\\)\\s*(?::\\s*[^{;=]+)?[{;}]\\s*$`).test(line.trim())) continue;
+        if (new RegExp(`\\b${opener}\\s*\\(\\s*\\w+\\s*:\\s*[\\w<>[\\]. ]+[,)]`).test(line)) continue;
+        if (EXPECTED_TO_FAIL.test(line) || EXPECTED_TO_FAIL.test(`${line} ${lines[index + 1] ?? ""}`)) continue;
+        if (/\bcloseAfter\s*\(/.test(line) || /\b(after|afterEach)\s*\(/.test(line) || handedToCloser(line, opener)) continue;
+        // The name it is given: the assignment right before the call, else the line's first.
+        const prefix = line.slice(0, line.search(pattern) + 1);
+        const target =
+          /(?:\[([^\]]+)\]|\b(\w+))\s*(?::\s*[\w<>[\]|. ]+)?\s*(?:\?\?|\|\|)?=\s*(?:await\s+)?\(?\s*.?$/.exec(prefix) ??
+          /(?:const|let|var)\s+(\w+)\s*(?::[^=]+)?=|^\s*(?:this\.)?(\w+)\s*(?:\?\?)?=(?!=)|^\s*\[([^\]]+)\]\s*=|(?:const|let)\s*\[([^\]]+)\]\s*=/.exec(line);
+        const names = (target?.slice(1).find((group) => group !== undefined) ?? "")
+          .split(",")
+          .map((name) => name.trim().replace(/:.*$/, ""))
+          .filter((name) => /^\w+$/.test(name));
+        if (names.some((name) => closes(name, index))) continue;
+        if (handedOn(index, names)) continue;
+        found.push(at(index));
       }
     });
-  }
-
-  /** Whether what line `index` opens is closed by a teardown: closeAfter, an after/afterEach hook or a finally. */
-  function isClosed(index: number, heads: string[][], helper: boolean): boolean {
-    const line = lines[index]!;
-    if (/\bcloseAfter\s*\(/.test(line) || /\b(after|afterEach)\s*\(/.test(line)) return true;
-    const target = /(?:const|let|var)\s+(\w+)\s*(?::[^=]+)?=|^\s*(\w+)\s*=(?!=)|^\s*\[([^\]]+)\]\s*=|(?:const|let)\s*\[([^\]]+)\]\s*=|^\s*(\w+)\s*\?\?=/.exec(line);
-    const names = (target?.slice(1).find((group) => group !== undefined) ?? "")
-      .split(",")
-      .map((name) => name.trim().replace(/:.*$/, ""))
-      .filter((name) => /^\w+$/.test(name));
-    if (names.length === 0) {
-      // Returned by a helper (its caller closes it) or handed on directly.
-      if (helper && /\breturn\b/.test(line)) return true;
-      // `const x = (await opener(…))` over several lines: look back for the assignment.
-      return false;
+    if (openers.size === before || pass === 2) {
+      unclosed.push(...found);
+      return;
     }
-    if (helper && names.some((name) => new RegExp(`\\breturn\\b[^;]*\\b${name}\\b`).test(code))) return true;
-    return names.some((name) => {
-      const closing = new RegExp(`\\b${name}\\b[^;\\n]*\\??\\.(close|stop|end|destroy|kill|terminate|dispose|shutdown|release)\\s*\\(|\\bcloseAfter\\s*\\([^;]*\\b${name}\\b|\\b(close|stop|stopAll)\\w*\\s*\\([^;)]*\\b${name}\\b`);
-      return lines.some((other, j) => {
-        if (!closing.test(other)) return false;
-        if (/\bcloseAfter\s*\(|\b(after|afterEach)\s*\(/.test(other)) return true;
-        return (heads[j] ?? []).some((head) => TEARDOWN_HEAD.test(head));
-      });
-    });
   }
+  void file;
 }
 
 /** Whether `expression` subtracts one clock read from another (a duration), e.g. `Date.now() - started`. */
@@ -294,9 +370,20 @@ function isDifference(expression: string, clocks: Set<string>): boolean {
 export function auditTests(root: string, testDir = join(root, "test")): Audit {
   const audit: Audit = { files: 0, timedAssertions: [], sleeps: [], unclosed: [], staleAllowances: [] };
   const allowUsed = new Set<Allowed>();
-  for (const path of testFiles(testDir)) {
+  const files = testFiles(testDir).map((path) => ({ file: relative(root, path), text: readFileSync(path, "utf8") }));
+  const isHelper = (file: string) => /(^|\/)test\/helpers\//.test(file);
+  // The helpers' exported openers (a helper returning what it opened without closing it) are openers in every file.
+  const openers = new Set(OPENERS);
+  for (let round = 0; round < 2; round++) {
+    for (const { file, text } of files.filter(({ file }) => isHelper(file))) {
+      const local = new Set(openers);
+      audited(file, text, { files: 0, timedAssertions: [], sleeps: [], unclosed: [], staleAllowances: [] }, new Set(), local);
+      for (const name of local) if (new RegExp(`export\\s+(?:async\\s+)?(?:function\\s*\\*?\\s*|const\\s+)${name}\\b`).test(text)) openers.add(name);
+    }
+  }
+  for (const { file, text } of files) {
     audit.files++;
-    audited(relative(root, path), readFileSync(path, "utf8"), audit, allowUsed);
+    audited(file, text, audit, allowUsed, new Set(openers));
   }
   audit.staleAllowances = ALLOWED.filter((entry) => !allowUsed.has(entry)).map((entry) => `${entry.file}: ${entry.fragment}`);
   return audit;

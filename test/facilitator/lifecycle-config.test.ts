@@ -2,10 +2,9 @@ import { expect } from "chai";
 import request from "supertest";
 import { custom, parseGwei, toHex } from "viem";
 import { loadConfig } from "../../src/facilitator/config/index.js";
-import { createFacilitator } from "../../src/facilitator/server.js";
 import { StartupError } from "../../src/facilitator/startup-error.js";
 import { configRefusal } from "../helpers/config.js";
-import { HARDHAT_KEYS, makePayment, TEST_ENV } from "../helpers/facilitator.js";
+import { createTestFacilitator, HARDHAT_KEYS, makePayment, TEST_ENV } from "../helpers/facilitator.js";
 import { openChain } from "../helpers/token.js";
 
 // What the settings do is proven by the fault suite (settlement-faults.test.ts); here, how they are read.
@@ -42,7 +41,7 @@ describe("transaction lifecycle settings: MAX_FEE_PER_GAS_GWEI, REPLACE_AFTER_SE
       return chain;
     }
     const open = (chain: Awaited<ReturnType<typeof openChain>>, env: Record<string, string> = {}) =>
-      createFacilitator(loadConfig({ ...TEST_ENV, ...env }, { embedded: ["cronos-testnet"] }), { transports: { "cronos-testnet": custom(chain.connection.provider) } });
+      createTestFacilitator(loadConfig({ ...TEST_ENV, ...env }, { embedded: ["cronos-testnet"] }), { transports: { "cronos-testnet": custom(chain.connection.provider) } });
 
     it("unset: twice what the chain asks (its base fee or gas price, the higher), never under 10,000 gwei", async () => {
       const chain = await chainAt("20000");

@@ -281,16 +281,20 @@ function countOpeners(file: string, code: string, lines: string[], raw: string[]
       /(?:^|[\s,{])(?:async\s+)?(\w+)\s*\([^()]*(?:\([^()]*\)[^()]*)*\)(?:\s*:\s*[^(){};=]+)?$/.exec(head)?.[1]
     );
   };
+  const collectionClosed = (collection: string) => {
+    const emptied = new RegExp(`\\b${collection}\\b`);
+    return lines.some((other, j) => emptied.test(other) && inTeardown(j) && new RegExp(`\\.${CLOSE_VERB}\\b|\\b${CLOSE_VERB}\\w*\\(`).test(lines.slice(j, j + 3).join(" ")));
+  };
   const closes = (name: string, index: number): boolean => {
     // Awaited to fail (a refused connection): nothing is left open.
     if (new RegExp(`\\bonce\\(\\s*${name}\\s*,\\s*"error"`).test(raw.slice(index, index + 3).join(" "))) return true;
     const closing = new RegExp(`\\b${name}\\b[^;\\n]*\\??\\.${CLOSE_VERB}\\b|\\bcloseAfter\\s*\\([^;]*\\b${name}\\b|\\b${CLOSE_VERB}\\w*\\s*\\([^;)]*\\b${name}\\b`);
-    if (lines.some((other, j) => closing.test(other) && inTeardown(j))) return true;
+    // (A line binding a name of its own, `(chain) => chain.stop()`, closes its own, not this one.)
+    const binds = new RegExp(`\\(\\s*${name}\\s*(?::[^)]*)?\\)\\s*=>|\\b${name}\\s*=>|\\b(?:const|let)\\s+${name}\\s+of\\b`);
+    if (lines.some((other, j) => closing.test(other) && !binds.test(other) && inTeardown(j))) return true;
     // Put in a collection a teardown closes.
     for (const match of code.matchAll(new RegExp(`\\b(\\w+)\\.(?:push|add|set|unshift)\\([^;]*\\b${name}\\b`, "g"))) {
-      const collection = match[1]!;
-      const emptied = new RegExp(`\\b${collection}\\b`);
-      if (lines.some((other, j) => emptied.test(other) && inTeardown(j) && new RegExp(`\\.${CLOSE_VERB}\\b|\\b${CLOSE_VERB}\\w*\\(`).test(lines.slice(j, j + 3).join(" ")))) return true;
+      if (collectionClosed(match[1]!)) return true;
     }
     // A helper registering its close: the function that opens it closes it and calls closeAfter.
     const fn = functionAround(lineStarts[index]!);
@@ -338,8 +342,11 @@ function countOpeners(file: string, code: string, lines: string[], raw: string[]
         if (new RegExp(`\\b${opener}\\s*\\(\\s*\\w+\\s*:\\s*[\\w<>[\\]. ]+[,)]`).test(line)) continue;
         if (EXPECTED_TO_FAIL.test(line) || EXPECTED_TO_FAIL.test(`${line} ${lines[index + 1] ?? ""}`)) continue;
         if (/\bcloseAfter\s*\(/.test(line) || /\b(after|afterEach)\s*\(/.test(line) || handedToCloser(line, opener)) continue;
-        // The name it is given: the assignment right before the call, else the line's first.
+        // Put straight into a collection a teardown closes.
         const prefix = line.slice(0, line.search(pattern) + 1);
+        const into = /\b(\w+)\.(?:push|add|unshift)\(\s*(?:await\s+)?.?$/.exec(prefix);
+        if (into && collectionClosed(into[1]!)) continue;
+        // The name it is given: the assignment right before the call, else the line's first.
         const target =
           /(?:\[([^\]]+)\]|\b(\w+))\s*(?::\s*[\w<>[\]|. ]+)?\s*(?:\?\?|\|\|)?=\s*(?:await\s+)?\(?\s*.?$/.exec(prefix) ??
           /(?:const|let|var)\s+(\w+)\s*(?::[^=]+)?=|^\s*(?:this\.)?(\w+)\s*(?:\?\?)?=(?!=)|^\s*\[([^\]]+)\]\s*=|(?:const|let)\s*\[([^\]]+)\]\s*=/.exec(line);

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -124,5 +124,18 @@ describe("the tests' honesty audit (scripts/test-audit.ts)", function () {
       [audit.timedAssertions.length, audit.sleeps.length, audit.unclosed.length, audit.staleAllowances.length],
       describeAudit(audit),
     ).to.deep.equal([0, 0, 0, 0]);
+  });
+
+  it("no test count is typed by hand in the README or docs/: the run prints its own (test/helpers/teardown.ts)", () => {
+    // "974 tests", "1,187 passing", "tests: 1498": a count of the suite's tests written down goes stale (a
+    // group's own count, "(6 tests)" beside its title, is checked where it is quoted, not here).
+    const count = /\b(?:\d{3,}|\d{1,3}(?:,\d{3})+)\s+(?:tests|passing|test cases)\b|\btests?:\s*(?:\d{3,}|\d{1,3}(?:,\d{3})+)\b/i;
+    const docs = ["README.md", ...readdirSync(join(ROOT, "docs"), { recursive: true }).map(String).filter((name) => name.endsWith(".md")).map((name) => `docs/${name}`)];
+    const typed = docs.flatMap((doc) =>
+      readFileSync(join(ROOT, doc), "utf8")
+        .split("\n")
+        .flatMap((line, index) => (count.test(line) ? [`${doc}:${index + 1}: ${line.trim().slice(0, 160)}`] : [])),
+    );
+    expect(typed, typed.join("\n")).to.deep.equal([]);
   });
 });

@@ -6,6 +6,7 @@ import { StartupError } from "../../src/facilitator/startup-error.js";
 import { configRefusal } from "../helpers/config.js";
 import { createTestFacilitator, HARDHAT_KEYS, makePayment, TEST_ENV } from "../helpers/facilitator.js";
 import { openChain } from "../helpers/token.js";
+import { rejection } from "../helpers/reject.js";
 
 // What the settings do is proven by the fault suite (settlement-faults.test.ts); here, how they are read.
 
@@ -67,8 +68,7 @@ describe("transaction lifecycle settings: MAX_FEE_PER_GAS_GWEI, REPLACE_AFTER_SE
 
     it("set under what the chain asks at the least (mainnet's 2024 base fee against a 10,000 gwei cap): start-up stops naming MAX_FEE_PER_GAS_GWEI", async () => {
       const chain = await chainAt("10019");
-      const error = await open(chain, { MAX_FEE_PER_GAS_GWEI: "10000" }).catch((e: unknown) => e);
-      expect(error).to.be.instanceOf(StartupError);
+      const error = await rejection(open(chain, { MAX_FEE_PER_GAS_GWEI: "10000" }), StartupError);
       expect((error as Error).message).to.match(
         /^cronos-testnet: MAX_FEE_PER_GAS_GWEI: 10000 gwei is under what the chain asks at the least now \(10019 gwei per gas, its latest base fee\): nothing could be sent; raise it, or unset it for a cap that follows the chain$/,
       );

@@ -190,7 +190,8 @@ function audited(file: string, text: string, audit: Audit, allowUsed: Set<Allowe
   });
 
   // Sleeps: an awaited pause.
-  const sleepers = new Set(["sleep", "delay", "pause", "wait", "setTimeoutPromise"]);
+  // An awaited `setTimeout(` is timers/promises' (the global one returns a handle, not a promise).
+  const sleepers = new Set(["sleep", "delay", "pause", "wait", "setTimeoutPromise", "setTimeout"]);
   const timersPromises = /import\s*\{([^}]*)\}\s*from\s*["']node:timers\/promises["']/.exec(text);
   for (const part of timersPromises?.[1]?.split(",") ?? []) {
     const [imported, local] = part.split(/\s+as\s+/).map((s) => s.trim());
@@ -199,10 +200,16 @@ function audited(file: string, text: string, audit: Audit, allowUsed: Set<Allowe
   // Functions of this file that pause: `const name = (…) => new Promise(… setTimeout(resolve …`.
   for (const match of text.matchAll(/(?:const|function)\s+(\w+)\s*(?:=\s*(?:async\s*)?\([^)]*\)\s*(?::[^=]*)?=>|\([^)]*\)[^{]*\{)\s*(?:return\s+)?new Promise/g)) {
     const after = text.slice(match.index, match.index + 200);
-    if (/setTimeout\(\s*(resolve|r|done)\b|setTimeout\(\s*\(\)\s*=>\s*(resolve|r|done)\(\)/.test(after)) sleepers.add(match[1]!);
+    const resolver = /new Promise\b[^(]*\(\s*(?:async\s*)?\(?\s*(\w+)/.exec(after)?.[1];
+    if (resolver && new RegExp(`setTimeout\\(\\s*(?:${resolver}\\b|\\(\\)\\s*=>\\s*(?:void\\s+)?${resolver}\\()`).test(after)) sleepers.add(match[1]!);
   }
   if (!file.endsWith("test/helpers/wait.ts")) lines.forEach((line, index) => {
-    const pausePromise = /\bnew Promise\b.*\bsetTimeout\(\s*(?:resolve|r|done)\b|\bnew Promise\b.*\bsetTimeout\(\s*\(\)\s*=>\s*(?:resolve|r|done)\(\)/.test(raw[index]!) && /\bawait\b|\breturn\b|=>\s*new Promise/.test(line);
+    // `new Promise((resolve) => setTimeout(resolve, …))`, whatever the resolver is called.
+    const resolver = /\bnew Promise\b[^(]*\(\s*(?:async\s*)?\(?\s*(\w+)/.exec(raw[index]!)?.[1];
+    const pausePromise =
+      resolver !== undefined &&
+      new RegExp(`\\bsetTimeout\\(\\s*(?:${resolver}\\b|\\(\\)\\s*=>\\s*(?:void\\s+)?${resolver}\\()`).test(raw[index]!) &&
+      /\bawait\b|\breturn\b|=>\s*new Promise/.test(line);
     const namedPause = [...sleepers].some((name) => new RegExp(`\\bawait\\s+(?:\\w+\\.)?${name}\\s*\\(|\\bscheduler\\.wait\\s*\\(`).test(line));
     if (!pausePromise && !namedPause) return;
     // A definition of a pause is not a sleep: its awaited uses are.

@@ -59,10 +59,12 @@ describe("the tests' honesty audit (scripts/test-audit.ts)", function () {
         "  await sleep(50);",
         "  await pauseFor(10);",
         "  const timer = setTimeout(() => socket.destroy(), 1_000);",
+        "  await new Promise<void>((res) => setTimeout(() => res(), 20));",
+        "  await timers.setTimeout(5);",
         "});",
       ].join("\n"),
     });
-    expect(lines(audit.sleeps)).to.deep.equal(["test/a/sleeps.test.ts:4", "test/a/sleeps.test.ts:5", "test/a/sleeps.test.ts:6"]);
+    expect(lines(audit.sleeps)).to.deep.equal(["test/a/sleeps.test.ts:4", "test/a/sleeps.test.ts:5", "test/a/sleeps.test.ts:6", "test/a/sleeps.test.ts:8", "test/a/sleeps.test.ts:9"]);
   });
 
   it("counts what is opened and not closed by a teardown, through the helpers and local functions that return it", () => {

@@ -1,4 +1,4 @@
-import { createServer, type Server } from "node:http";
+import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { closeAfter, once } from "./teardown.js";
 import { waitFor } from "./wait.js";
@@ -124,6 +124,8 @@ export function spansOf(request: ExportRequest): ReceivedSpan[] {
 /** Starts a receiver on a free loopback port, closed with the scope that opens it (test/helpers/teardown.ts). */
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const receiver = { spans: [] as ReceivedSpan[], requests: 0, refused: 0, hang: false, held: 0 } as OtlpReceiver;
+  /** The answers held while hanging: given at close, so an exporter still waiting ends its request instead of retrying it. */
+  const heldAnswers: ServerResponse[] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -144,6 +146,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       if (res.headersSent) return;
       if (receiver.hang) {
         receiver.held++;
+        heldAnswers.push(res);
         return;
       }
       if (req.method !== "POST" || req.url !== "/v1/traces" || !String(req.headers["content-type"]).startsWith("application/json")) return refuse(400);
@@ -177,6 +180,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     once(
       () =>
         new Promise<void>((resolve) => {
+          for (const res of heldAnswers.splice(0)) if (!res.writableEnded && !res.destroyed) res.writeHead(200, { "Content-Type": "application/json", Connection: "close" }).end("{}");
           server.closeAllConnections();
           server.close(() => resolve());
         }),

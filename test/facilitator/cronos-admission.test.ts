@@ -88,9 +88,6 @@ describe("settling through a Cronos node's admission: every seller paid exactly 
     const row = await running!.facilitator.coordination.ledger.get({ chainId: 338, token: chain().token, authorizer: payment.message.from, nonce: payment.message.nonce });
     return row!;
   }
-  async function until(what: string, check: () => Promise<boolean> | boolean): Promise<void> {
-    expect(await waitUntil(async () => check(), 60_000, 20), what).to.equal(true);
-  }
 
   it("40 concurrent settles, 20 refused once by a lagging backend (invalid nonce, expected the one before): all settled, one transaction per nonce, sent in nonce order", async () => {
     const url = await start();
@@ -119,13 +116,13 @@ describe("settling through a Cronos node's admission: every seller paid exactly 
     const payment = await makePayment(chain());
     const [nonce, before] = [await pendingNonce(), await balanceOf(sellerOf(payment))];
     const settling = settle(url, payment);
-    await until("the transaction is in the pool", async () => (await node.proxy.chain.pending()).length === 1);
+    await waitUntil("the transaction is in the pool", async () => (await node.proxy.chain.pending()).length === 1, 60_000, 20);
     const [first] = (await node.proxy.chain.pending()) as [Hex];
     const priced = await chain().publicClient.getTransaction({ hash: first });
     // The next block asks more than it offers: it stays; chain time passes the replacement delay.
     await node.proxy.chain.setNextBlockBaseFee(priced.maxFeePerGas! * 10n);
     await chain().networkHelpers.time.increase(PAST_REPLACE_AFTER);
-    await until("a replacement was refused and the original sent again", () => node.front.refusals.includes("tx already in mempool"));
+    await waitUntil("a replacement was refused and the original sent again", () => node.front.refusals.includes("tx already in mempool"), 60_000, 20);
     expect(node.front.refusals[0]).to.equal(`invalid nonce; got ${nonce}, expected ${nonce + 1}: invalid sequence: invalid sequence`);
     expect((await chain().publicClient.getTransaction({ hash: first })).blockNumber).to.equal(null);
     expect([await counter("x402_relayer_replacements_total"), await counter("x402_relayer_drops_detected_total")]).to.deep.equal([0, 0]);
@@ -146,11 +143,11 @@ describe("settling through a Cronos node's admission: every seller paid exactly 
     const payments = await toNewSellers(3);
     const nonce = await pendingNonce();
     const settling = payments.map((payment) => settle(url, payment));
-    await until("three transactions in the pool", async () => (await pendingNonce()) === nonce + 3);
+    await waitUntil("three transactions in the pool", async () => (await pendingNonce()) === nonce + 3, 60_000, 20);
     expect(await node.front.losePool()).to.equal(3);
     const sentBefore = node.proxy.broadcasts.length;
     await chain().networkHelpers.time.increase(PAST_REPLACE_AFTER);
-    await until("all three back in the pool", async () => (await node.proxy.chain.pending()).length === 3);
+    await waitUntil("all three back in the pool", async () => (await node.proxy.chain.pending()).length === 3, 60_000, 20);
     // Back in nonce order: each nonce's first broadcast after the loss after the one below it. (The reconciler may
     // broadcast a row's transaction again too, once the row is due: the node answers it `tx already in mempool`,
     // or refuses it for the gap while a lower one is not back yet; neither changes what the node holds.)

@@ -11,6 +11,8 @@ import { privateKeyToAccount } from "viem/accounts";
 import { RecoveryPool, type RecoveryPath, type RecoveryPoolOptions, type WorkerLoss } from "../../src/chain/recovery-pool.js";
 import { recoverSigner } from "../../src/chain/signature.js";
 import { poisonSignature, RELEASE_CHANNEL } from "../helpers/faulty-recovery-worker.js";
+import { closeAfter } from "../helpers/teardown.js";
+import { waitUntil } from "../helpers/wait.js";
 
 const secp = createRequire(import.meta.url)("secp256k1") as { ecdsaSign(message: Uint8Array, key: Uint8Array): { signature: Uint8Array; recid: number } };
 const KEYS = Array.from({ length: 4 }, () => randomBytes(32));
@@ -67,14 +69,8 @@ const pools: RecoveryPool[] = [];
 /** The next turn of the event loop (after its I/O and immediates). */
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 
-/** Polls `condition` every few ms; fails loudly after `ms`. */
-async function until(condition: () => boolean, what: string, ms = 30_000): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!condition()) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
+/** Waits until `condition` holds (the shared wait: polls, fails loudly naming `what` past its deadline). */
+const until = (condition: () => boolean, what: string) => waitUntil(what, condition, undefined, 5);
 
 /** `count` signed cases with the faulty worker's `byte` poison second (the first of a burst runs inline, the poison goes to the worker). */
 function poisoned(count: number, byte: "ee" | "dd" | "cc"): Case[] {
@@ -291,6 +287,7 @@ describe("signature recovery on a pool of worker threads (chain/recovery-pool.ts
       env: { ...process.env, POOL_ALONE: "1" },
       stdio: ["ignore", "pipe", "inherit"],
     });
+    closeAfter("the pool-alone process", async () => void child.kill("SIGKILL"));
     let out = "";
     child.stdout!.on("data", (chunk: Buffer) => (out += chunk.toString()));
     const [code] = (await once(child, "exit")) as [number | null];

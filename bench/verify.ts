@@ -1,4 +1,6 @@
-// Verify over HTTP on loopback: `npm run bench:verify` (docs/benchmarks.md, "Verify over HTTP").
+// Verify over HTTP on loopback with a Node load generator: `npm run bench:verify-node` (docs/benchmarks.md,
+// issue 34's section). Throughput against standalone processes is `npm run bench:verify` (bench/verify-wrk.ts, wrk);
+// this one keeps what only a generator in Node gives: the budget by stage and the open loop.
 // Every request carries an authorization never verified before (BENCH_CYCLE=400: the old benchmark's 400
 // bodies cycled). In one run, each in its own process on the same local chain:
 //  1. the verify budget: the local stack with METRICS_VERIFY_STAGES=true, CPU µs per verify by stage at
@@ -9,13 +11,8 @@
 //  3. the open loop (BENCH_OPEN_RATES, default 1,000/s) on the kit;
 //  and between 1 and 2, tracing off vs on (BENCH_TRACING=false skips it): the kit at 16 clients without
 //  OTEL_* and with spans exported over OTLP/HTTP to a sink in this process, CPU per verify on both.
-import { spawn } from "node:child_process";
-import { once } from "node:events";
 import { Agent, request } from "node:http";
-import { createServer } from "node:net";
 import os from "node:os";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import type { Address } from "viem";
@@ -24,9 +21,9 @@ import { secp256k1Backend } from "../src/chain/signature.js";
 import { VERIFY_STAGES, type VerifyStage } from "../src/settlement/stages.js";
 import { startOtlpSink } from "./otlp-sink.js";
 import { signBodies } from "./sign.js";
+import { bucketQuantile, freePort, indexReady, sample, scrape, serverBuckets, startServer, type ServerUsage } from "./verify-common.js";
 import { percentile, startBenchTarget, type StackInfo } from "./stack.js";
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 5_000);
 const WARMUP_MS = 1_000;
 const BUDGET_MS = Number(process.env.BENCH_BUDGET_MS ?? 4_000);
@@ -197,110 +194,12 @@ async function openLoop(target: Target, bodies: (i: number) => string | undefine
   };
 }
 
-async function scrape(metricsUrl: string): Promise<string> {
-  return (await fetch(metricsUrl)).text();
-}
-
-/** One sample's value from a Prometheus text page (`name{labels}` exactly as written), or NaN. */
-function sample(page: string, series: string): number {
-  const line = page.split("\n").find((l) => l.startsWith(`${series} `));
-  return line ? Number(line.slice(series.length + 1)) : NaN;
-}
-
-/** The facilitator's own verify latency histogram (cumulative buckets, seconds → count). */
-async function serverBuckets(metricsUrl: string): Promise<Map<number, number>> {
-  const page = await scrape(metricsUrl);
-  const buckets = new Map<number, number>();
-  for (const match of page.matchAll(/^x402_request_duration_seconds_bucket\{le="([^"]+)",route="verify"\} (\d+)$/gm)) {
-    buckets.set(match[1] === "+Inf" ? Infinity : Number(match[1]), Number(match[2]));
-  }
-  return buckets;
-}
-
-/** The `q` quantile (ms) of the requests between two scrapes, interpolated within its bucket as Prometheus' histogram_quantile does. */
-function bucketQuantile(before: Map<number, number>, after: Map<number, number>, q: number): number {
-  const bounds = [...after.keys()].sort((a, b) => a - b);
-  const count = (bound: number) => after.get(bound)! - (before.get(bound) ?? 0);
-  const total = count(Infinity);
-  if (total === 0) return NaN;
-  const rank = q * total;
-  let lower = 0;
-  let below = 0;
-  for (const bound of bounds) {
-    const here = count(bound);
-    if (here >= rank) {
-      if (bound === Infinity) return lower * 1000;
-      return (lower + ((bound - lower) * (rank - below)) / Math.max(1, here - below)) * 1000;
-    }
-    lower = bound;
-    below = here;
-  }
-  return NaN;
-}
-
-/** A port free right now, for the facilitator's metrics listener. */
-async function freePort(): Promise<number> {
-  const probe = createServer().listen(0, "127.0.0.1");
-  await once(probe, "listening");
-  const { port } = probe.address() as { port: number };
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
-
-interface GcKind {
-  count: number;
-  ms: number;
-  longestMs: number;
-}
-interface ServerUsage {
-  mainThreadMicros: number;
-  gc: { minor: GcKind; major: GcKind };
-}
-
 /** A bench server's GC pauses between two readings (the longest: since start). */
 function serverGc(before: ServerUsage, after: ServerUsage): string {
   return (["minor", "major"] as const)
     .filter((kind) => after.gc[kind].count > before.gc[kind].count)
     .map((kind) => `${kind} ${after.gc[kind].count - before.gc[kind].count} (${fmt(after.gc[kind].ms - before.gc[kind].ms, 1)} ms, longest so far ${fmt(after.gc[kind].longestMs, 1)} ms)`)
     .join("; ") || "none";
-}
-
-/** A bench server (bench/bare-express.ts, bench/reference-facilitator.ts) in its own process; resolves with its URL. */
-async function startServer(script: string, env: Record<string, string> = {}) {
-  const child = spawn(`${ROOT}node_modules/.bin/tsx`, [script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-  let stderr = "";
-  child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-  const line = await Promise.race([
-    once(createInterface({ input: child.stdout! }), "line").then(([l]) => l as string),
-    once(child, "exit").then(([code]) => {
-      throw new Error(`${script} exited with ${code}: ${stderr}`);
-    }),
-  ]);
-  const url = new URL((JSON.parse(line) as { url: string }).url);
-  return {
-    url,
-    /** The server's main-thread CPU time (µs) and GC pauses so far. */
-    async usage(): Promise<ServerUsage> {
-      return (await (await fetch(new URL("/cpu", url))).json()) as ServerUsage;
-    },
-    async stop() {
-      if (child.exitCode !== null) return;
-      child.kill("SIGTERM");
-      await once(child, "exit");
-    },
-  };
-}
-
-/** Waits until the stack's token state index follows the chain with its backfill done (verify answers from it). */
-async function indexReady(facilitatorUrl: string): Promise<void> {
-  for (;;) {
-    const health = (await (await fetch(new URL("/healthcheck", facilitatorUrl))).json()) as {
-      results: { networks: Record<string, { stateIndex?: { state: string; backfill: { state: string } } }> };
-    };
-    const index = health.results.networks["cronos-testnet"]?.stateIndex;
-    if (index?.state === "following" && index.backfill.state === "done") return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 const fmt = (n: number, digits = 0) => (Number.isFinite(n) ? n.toFixed(digits) : "-");

@@ -1,30 +1,10 @@
-import { createRequire } from "node:module";
 import { hashDomain, type Address, type Hex } from "viem";
 import { TRANSFER_WITH_AUTHORIZATION_TYPEHASH, type TokenDomain, type TransferAuthorizationMessage } from "../protocol/eip3009.js";
 import { keccak256Bytes } from "./keccak.js";
+import { addressText, recoverAddressBytes, writeSignature } from "./secp256k1.js";
 
-interface Secp256k1 {
-  ecdsaRecover(signature: Uint8Array, recid: number, message: Uint8Array, compressed?: boolean): Uint8Array;
-}
+export { secp256k1Backend } from "./secp256k1.js";
 
-const require = createRequire(import.meta.url);
-// The `secp256k1` package falls back to pure-JS elliptic when its native binding cannot load;
-// load the binding ourselves so we know which one runs (it is ~30x faster than JS recovery).
-let secp: Secp256k1;
-let backend: "native" | "javascript";
-try {
-  secp = require("secp256k1/bindings") as Secp256k1;
-  backend = "native";
-} catch {
-  secp = require("secp256k1/elliptic") as Secp256k1;
-  backend = "javascript";
-}
-
-/** Which secp256k1 implementation recovers signatures: the native libsecp256k1 binding or the JS fallback. */
-export const secp256k1Backend: "native" | "javascript" = backend;
-
-/** secp256k1 group order / 2, big-endian: FiatToken's ECRecover refuses a larger `s` (EIP-2 malleability). */
-const HALF_N = Buffer.from("7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0", "hex");
 const MAX_WORD_DIGITS = 64;
 
 /** The EIP-712 domain separator of a token on one chain. */
@@ -111,23 +91,17 @@ export function transferAuthorizationDigest(separator: Hex, message: TransferAut
   return keccak256Bytes(envelope);
 }
 
+/** One signature's bytes, reused: recovery is synchronous. */
+const signatureBytes = Buffer.alloc(65);
+
 /**
  * Recovers the signer of a 65-byte `r‖s‖v` signature exactly as FiatToken's ECRecover accepts it:
  * low `s` only, `v` 27 or 28. Returns `undefined` where the token would revert (or the text is not hex).
+ * The address comes in lower case.
  */
 export function recoverSigner(digest: Uint8Array, signature: Hex): Address | undefined {
-  if (signature.length !== 2 + 65 * 2) return undefined;
-  const bytes = Buffer.from(signature.slice(2), "hex");
-  if (bytes.length !== 65) return undefined;
-  const v = bytes[64]!;
-  if (v !== 27 && v !== 28) return undefined;
-  if (bytes.compare(HALF_N, 0, 32, 32, 64) > 0) return undefined;
-  let publicKey: Uint8Array;
-  try {
-    publicKey = secp.ecdsaRecover(bytes.subarray(0, 64), v - 27, digest, false);
-  } catch {
-    return undefined; // r or s out of range, or no point: ecrecover yields address(0)
-  }
-  const hash = keccak256Bytes(publicKey.subarray(1));
-  return `0x${Buffer.from(hash.buffer, hash.byteOffset + 12, 20).toString("hex")}` as Address;
+  if (!writeSignature(signature, signatureBytes, 0)) return undefined;
+  const address = recoverAddressBytes(digest, signatureBytes);
+  return address && addressText(address);
 }
+

@@ -52,5 +52,16 @@ function redactValue(value: unknown, depth: number): unknown {
   if (value instanceof Error) return redactUrls(`${value.name}: ${value.message}`);
   if (value === null || typeof value !== "object" || depth > 4) return value;
   if (Array.isArray(value)) return value.map((item) => redactValue(item, depth + 1));
+  if (Object.getPrototypeOf(value) === Object.prototype) {
+    // A plain object with nothing to redact (every verify's line) is passed on as it is, not copied.
+    let copy: Record<string, unknown> | undefined;
+    for (const key of Object.keys(value)) {
+      const item = (value as Record<string, unknown>)[key];
+      const redacted = redactValue(item, depth + 1);
+      if (redacted !== item) copy ??= { ...value };
+      if (copy) copy[key] = redacted;
+    }
+    return copy ?? value;
+  }
   return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, redactValue(item, depth + 1)]));
 }

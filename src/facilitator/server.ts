@@ -2,6 +2,7 @@ import type { Address, Transport } from "viem";
 import type { Express } from "express";
 import type { Ledger } from "../ledger/types.js";
 import type { NetworkName } from "../protocol/networks.js";
+import { RecoveryPool, type RecoveryPoolOptions } from "../chain/recovery-pool.js";
 import type { FacilitatorContext } from "../settlement/runtime.js";
 import { StageClock } from "../settlement/stages.js";
 import { bindHistories, startIndex } from "./background-jobs.js";
@@ -41,6 +42,8 @@ export interface StartFacilitatorOptions {
   now?: () => number;
   /** The local stack's hook after a valid verify ({@link AppOptions.afterVerify}). Never in production. */
   afterVerify?: AppOptions["afterVerify"];
+  /** The signature recovery pool's bounds and worker (tests: a worker that fails on demand); its size is `config.recoveryWorkers`. */
+  recoveryPool?: Pick<RecoveryPoolOptions, "maxQueue" | "timeoutMs" | "maxBatch" | "script" | "inlineWhenIdle">;
   /** The local stack's switch over the quota ({@link AppOptions.closedFor}: "busy"). Never in production. */
   closedFor?: AppOptions["closedFor"];
 }
@@ -109,6 +112,18 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     for (const runtime of networks.values()) runtime.index = startIndex(config, runtime, coordination.ledger, metrics, logger);
   }
   const stopIndexes = () => Promise.all([...networks.values()].map((runtime) => runtime.index?.stop()));
+  // Signature recovery on every core while verify is busy; its workers start at the first need.
+  const recovery = new RecoveryPool({
+    lateMs: config.recoveryLateMs,
+    ...options.recoveryPool,
+    ...(config.recoveryWorkers !== undefined ? { workers: config.recoveryWorkers } : {}),
+    onRecovered: metrics.signaturesRecovered,
+    onWorkerLost(why) {
+      metrics.recoveryWorkerLost(why);
+      logger.warn({ why }, "signature recovery: a worker thread was lost and is replaced; its recoveries were done on the main thread");
+    },
+  });
+  metrics.watchRecovery(() => recovery.state);
   const context: FacilitatorContext<Logger> = {
     networks,
     settleMarginSeconds: config.settleMarginSeconds,
@@ -120,6 +135,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     ledger: coordination.ledger,
     settlements: coordination.settlements,
     logger,
+    recovery,
     ...(stages ? { stages } : {}),
     observe: { confirmationWait: metrics.confirmationWait, rpcError: metrics.rpcError, revertedGas: metrics.revertedGas, verifyStateSource: metrics.verifyStateSource },
   };
@@ -202,6 +218,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       // Settles in flight may still need their transactions replaced: the relayers stop after them.
       await coordination.close(graceMs);
       await Promise.all([...networks.values()].map((runtime) => runtime.relayer.stop()));
+      await recovery.close();
       closeTransports();
       // The spans of what just finished are exported before the SDK stops.
       await tracing?.close();

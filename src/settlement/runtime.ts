@@ -1,5 +1,6 @@
 import type { Address, Hex, PublicClient } from "viem";
 import type { ChainState } from "../chain/state.js";
+import type { SignerRecovery } from "../chain/recovery-pool.js";
 import type { ChainHistory, TokenIndex } from "../state/index.js";
 import type { Relayer } from "../chain/relayer/index.js";
 import type { NetworkName } from "../protocol/networks.js";
@@ -57,6 +58,8 @@ export interface FacilitatorContext<L extends SettlementLogger = SettlementLogge
   /** Sends claimed settlements (or hands them to a relayer key holder) and waits for their outcome. */
   settlements: SettlementService;
   logger: L;
+  /** Recovers payers' signatures on every core (a {@link RecoveryPool}); absent: on the calling thread. */
+  recovery?: SignerRecovery;
   /** Times verify's stages on the CPU clock (`METRICS_VERIFY_STAGES`); absent, as by default, nothing is timed. */
   stages?: StageClock;
   /** Measurement hooks (metrics); optional. */

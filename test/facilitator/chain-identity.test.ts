@@ -7,11 +7,12 @@ import { custom, parseEventLogs, type Address, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { loadConfig } from "../../src/facilitator/config/index.js";
 import type { Facilitator } from "../../src/facilitator/server.js";
-import { startTestPostgres, type TestPostgres } from "../../src/harness/postgres.js";
+import type { TestPostgres } from "../../src/harness/postgres.js";
 import { openLedger } from "../../src/ledger/open.js";
 import type { Ledger } from "../../src/ledger/types.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
 import { cancelAuthorization, createTestFacilitator, HARDHAT_KEYS, makePayment, TEST_ENV, useAuthorizationOnChain, v2BodyOf, type Chain } from "../helpers/facilitator.js";
+import { openTestPostgres } from "../helpers/ledger.js";
 import { waitUntil } from "../helpers/wait.js";
 import { openChain } from "../helpers/token.js";
 
@@ -90,7 +91,7 @@ function postgres(): LedgerPlace {
     name: "PostgreSQL",
     env: () => ({ DATABASE_URL: url }),
     async setUp() {
-      server = await startTestPostgres();
+      server = await openTestPostgres();
       url = await server.createDatabase();
     },
     async tearDown() {

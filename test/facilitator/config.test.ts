@@ -272,6 +272,14 @@ describe("configuration: every setting does what it says", () => {
     expect(() => load({ CHAIN_HISTORY_CONFIRM_MS: "soon" })).to.throw(ConfigError, 'CHAIN_HISTORY_CONFIRM_MS: must be an integer from 0 to 600000, got "soon"');
   });
 
+  it("reads RECOVERY_WORKERS and RECOVERY_LATE_MS: one worker per core but one and 10 ms by default, 0 workers, 1 to 1000 ms, anything else refused naming it", () => {
+    expect([load({}).recoveryWorkers, load({}).recoveryLateMs]).to.deep.equal([undefined, 10]);
+    expect([load({ RECOVERY_WORKERS: "0" }).recoveryWorkers, load({ RECOVERY_LATE_MS: "1000" }).recoveryLateMs]).to.deep.equal([0, 1_000]);
+    expect(() => load({ RECOVERY_LATE_MS: "0" })).to.throw(ConfigError, 'RECOVERY_LATE_MS: must be an integer from 1 to 1000, got "0"');
+    expect(() => load({ RECOVERY_LATE_MS: "1001" })).to.throw(ConfigError, 'RECOVERY_LATE_MS: must be an integer from 1 to 1000, got "1001"');
+    expect(() => load({ RECOVERY_WORKERS: "-1" })).to.throw(ConfigError, 'RECOVERY_WORKERS: must be an integer from 0 to 256, got "-1"');
+  });
+
   it("documents every setting in .env.example, and nothing it does not read", () => {
     const text = readFileSync(new URL("../../.env.example", import.meta.url), "utf8");
     const named = new Set([...text.matchAll(/^#? ?([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1]!));

@@ -58,7 +58,6 @@ describe("the production facilitator on the local chain as a Cronos node, throug
     const row = await running!.facilitator.coordination.ledger.get({ chainId: 338, token: cronos.chain.token, authorizer: payment.message.from, nonce: payment.message.nonce });
     return row!;
   }
-  const until = (what: string, check: () => Promise<boolean> | boolean) => waitUntil(what, check, 60_000);
   /** On chain: the seller's only Transfer is this payment's, in `txHash`, which also holds the authorization's only AuthorizationUsed. */
   async function paidOnce(payment: Payment, txHash: Hex): Promise<void> {
     expect(await cronos.transfersTo(sellerOf(payment))).to.deep.equal([{ from: payment.message.from, value: AMOUNT, txHash }]);
@@ -142,7 +141,7 @@ describe("the production facilitator on the local chain as a Cronos node, throug
       const payment = await makePayment(cronos.payments, { payTo: privateKeyToAccount(generatePrivateKey()).address });
       const nonce = await cronos.minedNonce();
       const settling = settle(url, payment);
-      await until("the transaction is in the node's pool", async () => (await cronos.pool()).length === 1);
+      await waitUntil("the transaction is in the node's pool", async () => (await cronos.pool()).length === 1, 60_000);
       const [first] = (await cronos.pool()) as [Hex];
       const priced = await cronos.chain.publicClient.getTransaction({ hash: first });
       // The minimum gas price raised above its fee cap (blocks stopped: no block yet), then blocks resume (it stays:
@@ -151,7 +150,7 @@ describe("the production facilitator on the local chain as a Cronos node, throug
       await blocks.undo();
       cronos.mark();
       await harness.advanceTime(5, { network: NETWORK });
-      await until("a replacement was refused and the original sent again", () => cronos.refusedSince().counts["in-mempool"] >= 1);
+      await waitUntil("a replacement was refused and the original sent again", () => cronos.refusedSince().counts["in-mempool"] >= 1, 60_000);
       const [refused, known] = cronos.refusedSince().recent;
       expect(refused).to.deep.include({ kind: "replacement-off", message: `invalid nonce; got ${nonce}, expected ${nonce + 1}: invalid sequence: invalid sequence`, nonce: BigInt(nonce) });
       expect(known).to.deep.include({ kind: "in-mempool", message: "tx already in mempool", hash: first });
@@ -177,7 +176,7 @@ describe("the production facilitator on the local chain as a Cronos node, throug
       const payments = await toNewSellers(3);
       const nonce = await cronos.minedNonce();
       const settling = payments.map((payment) => settle(url, payment));
-      await until("three transactions in the pool", async () => (await cronos.pool()).length === 3);
+      await waitUntil("three transactions in the pool", async () => (await cronos.pool()).length === 3, 60_000);
       const lost = await harness.fault({ kind: "mempool-lost", network: NETWORK });
       expect(lost.info.dropped).to.have.length(3);
       cronos.mark();
@@ -207,7 +206,7 @@ describe("the production facilitator on the local chain as a Cronos node, throug
       const payments = await toNewSellers(35);
       const nonce = await cronos.minedNonce();
       const settling = payments.map((payment) => settle(url, payment));
-      await until("35 transactions in the pool", async () => (await cronos.pool()).length === 35);
+      await waitUntil("35 transactions in the pool", async () => (await cronos.pool()).length === 35, 60_000);
       cronos.mark();
       const { reconciler } = running!.facilitator.coordination;
       const rows = await Promise.all(payments.map(rowOf));

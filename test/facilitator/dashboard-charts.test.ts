@@ -254,9 +254,18 @@ describe("dashboard charts over HTTP (GET /dashboard/api/charts, the page's scri
     const bytes = facilitator.dashboard!.charts.bytes;
     const payment = await makePayment(chain);
     await request(app).post("/v2/x402/verify").set(auth).send(payment.body);
-    for (const network of ["x".repeat(3_000), "eip155:1", "cronos-mainnet"]) {
+    // Each refused as it is: an unknown name and one not configured are verify outcomes (200), a CAIP-2 name in
+    // the Cronos dialect is a malformed request (400).
+    const refusals: Array<[string, number, RegExp]> = [
+      ["x".repeat(3_000), 200, /^Unsupported network: x{3000}$/],
+      ["eip155:1", 400, /^Invalid request: paymentRequirements\.network eip155:1 is an x402 v2 \(CAIP-2\) network/],
+      ["cronos-mainnet", 200, /^Unsupported network: cronos-mainnet$/],
+    ];
+    for (const [network, status, reason] of refusals) {
       const junk = (await makePayment(chain, { network })).body;
-      expect((await request(app).post("/v2/x402/verify").set(auth).send(junk)).status).to.be.oneOf([200, 400]);
+      const answer = await request(app).post("/v2/x402/verify").set(auth).send(junk);
+      expect([answer.status, answer.body.isValid], network.slice(0, 20)).to.deep.equal([status, false]);
+      expect(answer.body.invalidReason, network.slice(0, 20)).to.match(reason);
     }
     expect(facilitator.dashboard!.charts.bytes).to.equal(bytes);
 

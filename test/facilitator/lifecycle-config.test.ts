@@ -2,11 +2,11 @@ import { expect } from "chai";
 import request from "supertest";
 import { custom, parseGwei, toHex } from "viem";
 import { loadConfig } from "../../src/facilitator/config/index.js";
-import { createFacilitator } from "../../src/facilitator/server.js";
 import { StartupError } from "../../src/facilitator/startup-error.js";
 import { configRefusal } from "../helpers/config.js";
-import { HARDHAT_KEYS, makePayment, TEST_ENV } from "../helpers/facilitator.js";
+import { createTestFacilitator, HARDHAT_KEYS, makePayment, TEST_ENV } from "../helpers/facilitator.js";
 import { openChain } from "../helpers/token.js";
+import { rejection } from "../helpers/reject.js";
 
 // What the settings do is proven by the fault suite (settlement-faults.test.ts); here, how they are read.
 
@@ -42,7 +42,7 @@ describe("transaction lifecycle settings: MAX_FEE_PER_GAS_GWEI, REPLACE_AFTER_SE
       return chain;
     }
     const open = (chain: Awaited<ReturnType<typeof openChain>>, env: Record<string, string> = {}) =>
-      createFacilitator(loadConfig({ ...TEST_ENV, ...env }, { embedded: ["cronos-testnet"] }), { transports: { "cronos-testnet": custom(chain.connection.provider) } });
+      createTestFacilitator(loadConfig({ ...TEST_ENV, ...env }, { embedded: ["cronos-testnet"] }), { transports: { "cronos-testnet": custom(chain.connection.provider) } });
 
     it("unset: twice what the chain asks (its base fee or gas price, the higher), never under 10,000 gwei", async () => {
       const chain = await chainAt("20000");
@@ -68,8 +68,7 @@ describe("transaction lifecycle settings: MAX_FEE_PER_GAS_GWEI, REPLACE_AFTER_SE
 
     it("set under what the chain asks at the least (mainnet's 2024 base fee against a 10,000 gwei cap): start-up stops naming MAX_FEE_PER_GAS_GWEI", async () => {
       const chain = await chainAt("10019");
-      const error = await open(chain, { MAX_FEE_PER_GAS_GWEI: "10000" }).catch((e: unknown) => e);
-      expect(error).to.be.instanceOf(StartupError);
+      const error = await rejection(open(chain, { MAX_FEE_PER_GAS_GWEI: "10000" }), StartupError);
       expect((error as Error).message).to.match(
         /^cronos-testnet: MAX_FEE_PER_GAS_GWEI: 10000 gwei is under what the chain asks at the least now \(10019 gwei per gas, its latest base fee\): nothing could be sent; raise it, or unset it for a cap that follows the chain$/,
       );

@@ -3,8 +3,8 @@ import request from "supertest";
 import { numberToHex, parseGwei, type Hex } from "viem";
 import { createMetrics } from "../../src/facilitator/metrics/index.js";
 import { SETTLE_GAS_BEFORE_FIRST } from "../../src/facilitator/metrics/runway.js";
-import { openLedger } from "../../src/ledger/open.js";
 import { makePayment, openFacilitator, sendAuthorization } from "../helpers/facilitator.js";
+import { openTestLedger } from "../helpers/ledger.js";
 
 // The metrics the alert rules and the Grafana dashboard read that the facilitator did not export before:
 // the ledger answering, RPC failovers, the fee cap, what a settle costs and the relayer's runway in settles.
@@ -26,7 +26,7 @@ describe("metrics for the alert rules", function () {
 
   it("x402_ledger_up: 1 while the watched ledger answers, 0 once it cannot", async () => {
     const metrics = createMetrics({ cacheMs: 0 });
-    const ledger = await openLedger();
+    const ledger = await openTestLedger();
     metrics.watchLedger(ledger);
     expect(sample(await metrics.registry.metrics(), "x402_ledger_up")).to.equal(1);
     expect(sample(await metrics.registry.metrics(), "x402_ledger_pending_settlements")).to.equal(0);

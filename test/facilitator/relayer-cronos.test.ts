@@ -10,6 +10,7 @@ import { localAccount } from "../../src/harness/accounts.js";
 import { HARDHAT_KEYS } from "../helpers/facilitator.js";
 import { startFaultProxy, type FaultProxy } from "../helpers/rpc-proxy.js";
 import { waitUntil } from "../helpers/wait.js";
+import { rejection } from "../helpers/reject.js";
 
 // The relayer against the harness's Cronos node (src/harness/cronos-node/: strict nonces, its replacement rule,
 // its texts, its minimum fee, a lagging backend, a lost pool), on a local chain 338, reached through a plain
@@ -102,8 +103,8 @@ describe("relayer on a Cronos node: refusals read from the one table, nonces kep
     await automine(false);
     await send();
     proxy.fail({ kind: "reset", method: "eth_sendRawTransaction", times: 1 });
-    const lost = await send().catch((error: unknown) => error);
-    expect(lost).to.be.instanceOf(RelaySendError).and.include({ maybeSent: true });
+    const lost = await rejection(send(), RelaySendError);
+    expect(lost).to.include({ maybeSent: true });
     const third = await send();
     expect(third.nonce).to.equal(2);
     expect(refusals()).to.deep.equal([`invalid nonce; got 2, expected 1: invalid sequence: invalid sequence`]);
@@ -152,8 +153,8 @@ describe("relayer on a Cronos node: refusals read from the one table, nonces kep
     await send();
     node.hold("lag", { lag: { blocks: 60, refusals: 1_000, sticky: true } });
     const outcomes: string[] = [];
-    const error = await send({ afterBroadcast: (_tx, outcome) => outcomes.push(outcome) }, performance.now() + 400).catch((e: unknown) => e);
-    expect(error).to.be.instanceOf(RelaySendError).and.include({ maybeSent: false });
+    const error = await rejection(send({ afterBroadcast: (_tx, outcome) => outcomes.push(outcome) }, performance.now() + 400), RelaySendError);
+    expect(error).to.include({ maybeSent: false });
     expect(outcomes).to.deep.equal(["refused"]);
     expect(relayer.status()[0]!.localNonce).to.equal(1);
     expect(await count("pending")).to.equal(1);
@@ -249,8 +250,8 @@ describe("relayer on a Cronos node: refusals read from the one table, nonces kep
     const capped = new Relayer({ client, chainId: 338, privateKeys: [KEY], maxFeePerGasWei: parseEther("0.000001"), onEvent: (event) => events.push(event) });
     node.hold("minimum", { minGasPrice: parseEther("0.000002") });
     const outcomes: string[] = [];
-    const error = await capped.send(TRANSFER, RELAYER, { afterBroadcast: (_tx, outcome) => outcomes.push(outcome) }).catch((e: unknown) => e);
-    expect(error).to.be.instanceOf(FeeCapError).and.include({ capWei: parseEther("0.000001"), neededWei: parseEther("0.000002") });
+    const error = await rejection(capped.send(TRANSFER, RELAYER, { afterBroadcast: (_tx, outcome) => outcomes.push(outcome) }), FeeCapError);
+    expect(error).to.include({ capWei: parseEther("0.000001"), neededWei: parseEther("0.000002") });
     expect(outcomes).to.deep.equal(["refused"]);
     expect([capped.status()[0]!.localNonce, await count("pending")]).to.deep.equal([0, 0]);
     // Lifted: the next block's base fee is the minimum it was raised to, then falls back by itself, 12.5 % a block, until the cap takes it.
@@ -268,8 +269,8 @@ describe("relayer on a Cronos node: refusals read from the one table, nonces kep
   it("a refusal that no wait can change (the sender's funds): RelaySendError at once, nothing sent, the nonce stays free", async () => {
     await open();
     proxy.fail({ kind: "rpcError", method: "eth_sendRawTransaction", times: 1, error: { code: -32000, message: "sender balance < tx cost (1000 < 2100000000000000000): insufficient funds" } });
-    const error = await send().catch((e: unknown) => e);
-    expect(error).to.be.instanceOf(RelaySendError).and.include({ maybeSent: false });
+    const error = await rejection(send(), RelaySendError);
+    expect(error).to.include({ maybeSent: false });
     expect(kinds("refused").map((event) => (event as { refusal: string }).refusal)).to.deep.equal(["fundsLow"]);
     expect((await send()).nonce).to.equal(0);
     expect(await waitUntil(async () => (await count("latest")) === 1, 5_000)).to.equal(true);

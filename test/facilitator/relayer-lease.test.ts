@@ -5,6 +5,7 @@ import { KeyNotLeasedError, Relayer, RelaySendError, type KeyLease, type RelayHo
 import { HARDHAT_KEYS } from "../helpers/facilitator.js";
 import { openChain } from "../helpers/token.js";
 import { setAutomine } from "../helpers/mining.js";
+import { rejection } from "../helpers/reject.js";
 
 // The relayer's side of "a key sends only under its lease", on a real local chain (EDR) with automine
 // off: a transaction waits in the pool until the test mines a block. The lease is the port the
@@ -81,14 +82,14 @@ describe("relayer: a key sends only under its lease", function () {
   it("refuses to send from a key not leased yet, or whose lease is about to lapse, before signing anything", async () => {
     const { relayer, broadcast } = relayerOn(chain);
     const { hooks, signed } = recording();
-    const before = await relayer.send(payment, ADDRESS, hooks).catch((error: unknown) => error);
-    expect(before).to.be.instanceOf(KeyNotLeasedError).and.deep.include({ address: ADDRESS });
+    const before = await rejection(relayer.send(payment, ADDRESS, hooks), KeyNotLeasedError);
+    expect(before).to.deep.include({ address: ADDRESS });
     const { lease } = testLease(1);
     await relayer.adopt(ADDRESS, async () => [], lease);
     const sent = await relayer.send(payment, ADDRESS, hooks);
     expect(signed.map((tx) => [tx.hash, tx.nonce, tx.epoch])).to.deep.equal([[sent.hash, 0, 1]]);
     lease.live = false;
-    expect(await relayer.send(payment, ADDRESS, hooks).catch((error: unknown) => error)).to.be.instanceOf(KeyNotLeasedError);
+    await rejection(relayer.send(payment, ADDRESS, hooks), KeyNotLeasedError);
     expect([signed.length, broadcast]).to.deep.equal([1, [sent.hash]]);
   });
 
@@ -199,7 +200,7 @@ describe("relayer: a key sends only under its lease", function () {
     await drop(chain, filler.hash);
     await later(chain, 10);
     await first.relayer.tend();
-    expect(await first.relayer.send(payment, ADDRESS).catch((e: unknown) => e)).to.be.instanceOf(KeyNotLeasedError);
+    await rejection(first.relayer.send(payment, ADDRESS), KeyNotLeasedError);
     expect(first.broadcast).to.have.length(3);
 
     // The next holder reads the records: the settlement's transaction at nonce 0, the filler that superseded it, and nonce 1.

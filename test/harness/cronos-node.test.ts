@@ -5,9 +5,8 @@ import { privateKeyToAccount } from "viem/accounts";
 import { WebSocket } from "ws";
 import { localAccount } from "../../src/harness/accounts.js";
 import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
-import { postJson } from "../helpers/http.js";
 import { setAutomine } from "../helpers/mining.js";
-import { rpc, type WireResponse } from "../helpers/rpc.js";
+import { rpc, rpcAnswer, type WireResponse } from "../helpers/rpc.js";
 
 // The local chain in its default mode answers as a Cronos v1.7 node (docs/cronos-node.md), over HTTP and
 // WebSocket; `node: "ethereum"` keeps EDR's own (geth's) answers. Senders are Hardhat's funded accounts
@@ -30,14 +29,10 @@ function transfer(index: number, nonce: number, fees: { tip?: bigint; cap?: bigi
   });
 }
 
-/** The wire answer to one call (result or error), over HTTP. */
-async function call(url: string, method: string, params: unknown[]): Promise<WireResponse> {
-  return (await postJson(url, { jsonrpc: "2.0", id: 1, method, params })).json as WireResponse;
-}
 
 /** The JSON-RPC error of a send, or a failure naming the hash it was admitted with. */
 async function refusal(url: string, raw: Hex): Promise<{ code: number; message: string }> {
-  const answer = await call(url, "eth_sendRawTransaction", [raw]);
+  const answer = await rpcAnswer(url, "eth_sendRawTransaction", [raw]);
   if (!answer.error) expect.fail(`admitted as ${String(answer.result)}`);
   return { code: answer.error.code, message: answer.error.message };
 }
@@ -71,7 +66,7 @@ describe("the local chain as a Cronos node (src/harness/cronos-node/)", function
     expect(await rpc(chain.rpcUrl, "eth_sendRawTransaction", [first])).to.equal(keccak256(first));
     expect(await count(chain.rpcUrl, 10, "latest")).to.equal(1);
     expect(await chain.provider.request({ method: "eth_pendingTransactions", params: [] })).to.deep.equal([]);
-    expect(await call(chain.rpcUrl, "eth_getTransactionReceipt", [keccak256(gap)])).to.deep.include({ result: null });
+    expect(await rpcAnswer(chain.rpcUrl, "eth_getTransactionReceipt", [keccak256(gap)])).to.deep.include({ result: null });
     // A nonce already used is the same answer, expecting the next one.
     expect((await refusal(chain.rpcUrl, await transfer(10, 0, { tip: 2n * GWEI }))).message).to.equal("invalid nonce; got 0, expected 1: invalid sequence: invalid sequence");
     // The node's record tells the two apart: a gap, and a nonce used.
@@ -183,7 +178,7 @@ describe("the local chain as a Cronos node (src/harness/cronos-node/)", function
   it("refuses an eth_getLogs [from, to] distance over 10,000 blocks, answers one of 10,000, and [] from above the head", async () => {
     const chain = await start({ buyers: 1 });
     const head = BigInt(await rpc<Hex>(chain.rpcUrl, "eth_blockNumber"));
-    const wide = await call(chain.rpcUrl, "eth_getLogs", [{ fromBlock: numberToHex(head - 10_001n), toBlock: numberToHex(head) }]);
+    const wide = await rpcAnswer(chain.rpcUrl, "eth_getLogs", [{ fromBlock: numberToHex(head - 10_001n), toBlock: numberToHex(head) }]);
     expect(wide.error).to.deep.equal({ code: -32000, message: "maximum [from, to] blocks distance: 10000" });
     const widest = await rpc<Array<{ address: string }>>(chain.rpcUrl, "eth_getLogs", [{ fromBlock: numberToHex(head - 10_000n), toBlock: "latest", address: chain.token }]);
     // The token's set-up and the buyer's funding are in the last blocks: the widest range holds their logs.
@@ -208,7 +203,7 @@ describe("the local chain as a Cronos node (src/harness/cronos-node/)", function
     const count10 = () => count(chain.rpcUrl, 10, "latest");
     const over = await logs("0x00000000000000000000000000000000000e7171", 10_001);
     for (const filter of [{ fromBlock: over.blockNumber, toBlock: over.blockNumber }, { blockHash: over.blockHash }]) {
-      expect((await call(chain.rpcUrl, "eth_getLogs", [filter])).error).to.deep.equal({ code: -32000, message: "query returned more than 10000 results" });
+      expect((await rpcAnswer(chain.rpcUrl, "eth_getLogs", [filter])).error).to.deep.equal({ code: -32000, message: "query returned more than 10000 results" });
     }
     const at = await logs("0x00000000000000000000000000000000000e7170", 10_000);
     expect(await rpc<unknown[]>(chain.rpcUrl, "eth_getLogs", [{ blockHash: at.blockHash }])).to.have.length(10_000);
@@ -275,7 +270,7 @@ describe("the local chain as a Cronos node (src/harness/cronos-node/)", function
     // A flood at once: the pool takes what it holds, every other send is refused at once.
     await mine(chain);
     const flood = await Promise.all([10, 11, 12, 13, 14, 15, 16, 17].map((index) => transfer(index, 0)));
-    const answers = await Promise.all(flood.map((raw) => call(chain.rpcUrl, "eth_sendRawTransaction", [raw])));
+    const answers = await Promise.all(flood.map((raw) => rpcAnswer(chain.rpcUrl, "eth_sendRawTransaction", [raw])));
     expect(answers.filter((answer) => answer.result !== undefined)).to.have.length(2);
     expect(answers.filter((answer) => answer.error?.message === "mempool is full")).to.have.length(6);
     expect(await chain.provider.request({ method: "eth_pendingTransactions", params: [] })).to.have.length(2);

@@ -76,10 +76,13 @@ describe("harness: TestPostgres.stop() ends whatever state the server is in", fu
       await server.resume();
       const { default: pg } = await import("pg");
       const client = new pg.Client({ connectionString: server.url });
-      await client.connect();
-      const { rows } = await client.query<{ two: number }>("SELECT 1 + 1 AS two");
-      await client.end();
-      expect(rows).to.deep.equal([{ two: 2 }]);
+      try {
+        await client.connect();
+        const { rows } = await client.query<{ two: number }>("SELECT 1 + 1 AS two");
+        expect(rows).to.deep.equal([{ two: 2 }]);
+      } finally {
+        await client.end();
+      }
     } finally {
       await server.stop();
     }

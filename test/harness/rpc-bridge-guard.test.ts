@@ -1,10 +1,10 @@
-import { request } from "node:http";
 import { expect } from "chai";
 import hre from "hardhat";
 import { createPublicClient, getAddress, http, webSocket, type Hex } from "viem";
 import { WebSocket } from "ws";
 import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import { BridgeRefusal } from "../../src/harness/rpc-bridge-guard.js";
+import { rawRequest } from "../helpers/http.js";
 import { rpc, type WireResponse } from "../helpers/rpc.js";
 
 // Issue 39 item 4: the local chain's JSON-RPC bridge answered any web page. A CORS "simple" text/plain POST
@@ -16,17 +16,11 @@ import { rpc, type WireResponse } from "../helpers/rpc.js";
 const VICTIM: Hex = "0x00000000000000000000000000000000000b0b00";
 const DAY = 86_400;
 
-/** A POST to the bridge as a browser would send it, with the headers given (Host included); its status and body. */
-function post(port: number, body: unknown, headers: Record<string, string>): Promise<{ status: number; json: WireResponse }> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: "127.0.0.1", port, method: "POST", path: "/", headers: { "Content-Type": "text/plain", ...headers } }, (res) => {
-      let text = "";
-      res.on("data", (chunk: Buffer) => (text += chunk.toString()));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text) as WireResponse }));
-    });
-    req.on("error", reject);
-    req.end(JSON.stringify(body));
-  });
+/** A POST to the bridge as a browser would send it (a simple request: text/plain), with the headers given (its `Host` as the Host); its status and body. */
+async function post(port: number, body: unknown, headers: Record<string, string> & { Host: string }): Promise<{ status: number; json: WireResponse }> {
+  const { Host, ...others } = headers;
+  const answer = await rawRequest(`http://127.0.0.1:${port}/`, { host: Host, method: "POST", headers: { "Content-Type": "text/plain", ...others }, body: JSON.stringify(body) });
+  return { status: answer.status, json: (typeof answer.body === "string" ? JSON.parse(answer.body) : answer.body) as WireResponse };
 }
 
 /** A WebSocket to the bridge with the given options: opened, or refused with its status and body. */

@@ -4,9 +4,10 @@ import { createPublicClient, decodeFunctionData, http, multicall3Abi, type Chain
 import * as viemChains from "viem/chains";
 import { cronos, cronosTestnet } from "viem/chains";
 import { tokenAbi } from "../../src/chain/token-abi.js";
-import { startLocalChain, START_BLOCK, type LocalChain } from "../../src/harness/chain.js";
+import { START_BLOCK, type LocalChain } from "../../src/harness/chain.js";
 import { MULTICALL3_ADDRESS, VIEM_CHAIN_NAME } from "../../src/harness/multicall3.js";
 import { NETWORKS, type NetworkName } from "../../src/protocol/networks.js";
+import { startTestChain } from "../helpers/chain.js";
 
 const CHAINS: ReadonlyArray<[NetworkName, Chain]> = [
   ["cronos-testnet", cronosTestnet],
@@ -35,7 +36,7 @@ describe("the local chains through viem's cronos and cronosTestnet definitions",
   let startedAt = 0;
   before(async () => {
     startedAt = Math.floor(Date.now() / 1000);
-    const started = await Promise.all(CHAINS.map(([network]) => startLocalChain({ hre, network, port: 0, buyers: 2, buyerBalance: 2_500_000n })));
+    const started = await Promise.all(CHAINS.map(([network]) => startTestChain({ hre, network, port: 0, buyers: 2, buyerBalance: 2_500_000n })));
     for (const chain of started) chains.set(chain.network, chain);
   });
   after(async () => {

@@ -6,12 +6,22 @@ import { tokenAbi } from "../../src/chain/token-abi.js";
 import { createChainReader } from "../../src/conformance/chain.js";
 import { expectSettlementOnChain as checkSettlementOnChain, type SettlementOnChain } from "../../src/conformance/settlement.js";
 import { localAccount } from "../../src/harness/accounts.js";
+import { startLocalChain, type LocalChain, type LocalChainOptions } from "../../src/harness/chain.js";
 import type { LocalStack } from "../../src/harness/stack.js";
 import type { NetworkName } from "../../src/protocol/networks.js";
 import { rpc } from "./rpc.js";
+import { closeAfter } from "./teardown.js";
 
 // Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
 // A local chain over its JSON-RPC URL (as any other process would reach it): balances, clock, token writes, settlements.
+
+/** A local chain over HTTP (`startLocalChain`), stopped with the scope that starts it (test/helpers/teardown.ts). */
+export async function startTestChain(options: LocalChainOptions): Promise<LocalChain> {
+  const chain = await startLocalChain(options);
+  // Its stop runs once, however often it is called.
+  closeAfter(`local chain ${chain.network} at ${chain.rpcUrl}`, () => chain.stop());
+  return chain;
+}
 
 /** A transaction hash as the facilitator answers it. */
 export const TX_HASH = /^0x[0-9a-f]{64}$/;

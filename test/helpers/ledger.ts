@@ -4,11 +4,11 @@ import { join } from "node:path";
 import { keccak256, toHex, type Address, type Hex } from "viem";
 import { DatabaseSync } from "node:sqlite";
 import pg from "pg";
-import { migratePostgres, openPostgresLedger } from "../../src/ledger/postgres.js";
+import { migratePostgres, openPostgresLedger, type PostgresLedgerOptions } from "../../src/ledger/postgres.js";
 import { MIGRATIONS, SQLITE_SCHEMA } from "../../src/ledger/schema.js";
-import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
+import { MEMORY, openSqliteLedger, type SqliteLedgerOptions } from "../../src/ledger/sqlite.js";
 import { LedgerError, type ClaimInput, type Ledger, type SettlementKey, type SettlementRecord } from "../../src/ledger/types.js";
-import { startTestPostgres, type TestPostgres } from "../../src/harness/postgres.js";
+import { startTestPostgres, type TestPostgres, type TestPostgresOptions } from "../../src/harness/postgres.js";
 import { openLedger, type OpenLedgerOptions } from "../../src/ledger/open.js";
 import type { SqlLedger } from "../../src/ledger/sql/ledger.js";
 import { closeAfter, once } from "./teardown.js";
@@ -29,6 +29,32 @@ export async function openTestLedger(options: OpenLedgerOptions = {}): Promise<L
 /** An embedded SQLite ledger in memory, closed with the scope that opens it. */
 export function openMemoryLedger(options: Omit<Parameters<typeof openSqliteLedger>[0], "location"> = {}): SqlLedger {
   return closedWithScope(openSqliteLedger({ ...options, location: MEMORY }), "in-memory ledger");
+}
+
+/** An embedded SQLite ledger (`openSqliteLedger`), closed with the scope that opens it. */
+export function openSqliteTestLedger(options: SqliteLedgerOptions): SqlLedger {
+  return closedWithScope(openSqliteLedger(options), `SQLite ledger ${options.location ?? MEMORY}`);
+}
+
+/** A PostgreSQL ledger (`openPostgresLedger`), closed with the scope that opens it. */
+export async function openPostgresTestLedger(options: PostgresLedgerOptions): Promise<SqlLedger> {
+  return closedWithScope(await openPostgresLedger(options), "PostgreSQL ledger");
+}
+
+/** The harness's embedded PostgreSQL server (`startTestPostgres`), stopped with the scope that starts it. */
+export async function openTestPostgres(options: TestPostgresOptions = {}): Promise<TestPostgres> {
+  const server = await startTestPostgres(options);
+  closeAfter("embedded PostgreSQL server", () => server.stop());
+  return server;
+}
+
+/** A SQLite file opened directly (to read or write it beside a ledger), closed with the scope that opens it. */
+export function openDatabaseFile(location: string, options: { readOnly?: boolean } = {}): DatabaseSync {
+  const file = new DatabaseSync(location, options);
+  closeAfter(`SQLite file ${location}`, () => {
+    if (file.isOpen) file.close();
+  });
+  return file;
 }
 
 /** A clock the tests move by hand (the ledger's leases, deadlines and windows follow it). */
@@ -125,7 +151,7 @@ export const postgresBackend = (): LedgerBackend => {
     reopenable: true,
     leaseClock: "database",
     async setUp() {
-      server = await startTestPostgres();
+      server = await openTestPostgres();
     },
     async tearDown() {
       await server?.stop();

@@ -1,5 +1,7 @@
-import { createServer, type Server } from "node:http";
+import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { closeAfter, once } from "./teardown.js";
+import { waitFor } from "./wait.js";
 
 // Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
 // An OTLP/HTTP trace receiver on loopback, as a collector's: POST /v1/traces with a JSON body
@@ -119,9 +121,11 @@ export function spansOf(request: ExportRequest): ReceivedSpan[] {
   return spans;
 }
 
-/** Starts a receiver on a free loopback port. */
+/** Starts a receiver on a free loopback port, closed with the scope that opens it (test/helpers/teardown.ts). */
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const receiver = { spans: [] as ReceivedSpan[], requests: 0, refused: 0, hang: false, held: 0 } as OtlpReceiver;
+  /** The answers held while hanging: given at close, so an exporter still waiting ends its request instead of retrying it. */
+  const heldAnswers: ServerResponse[] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -142,6 +146,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       if (res.headersSent) return;
       if (receiver.hang) {
         receiver.held++;
+        heldAnswers.push(res);
         return;
       }
       if (req.method !== "POST" || req.url !== "/v1/traces" || !String(req.headers["content-type"]).startsWith("application/json")) return refuse(400);
@@ -160,20 +165,26 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   await new Promise((resolve) => server.once("listening", resolve));
   const { port } = server.address() as AddressInfo;
   receiver.url = `http://127.0.0.1:${port}/v1/traces`;
-  receiver.waitFor = async (done, timeoutMs = 20_000) => {
-    const deadline = Date.now() + timeoutMs;
-    while (!done(receiver.spans)) {
-      if (Date.now() > deadline) {
-        throw new Error(`the OTLP receiver did not get the spans waited for within ${timeoutMs} ms; it has: ${receiver.spans.map((s) => s.name).join(", ") || "none"}`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
-    return receiver.spans;
-  };
-  receiver.close = () =>
-    new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    });
+  // What a failed wait shows: the names of the spans received (first), then the spans.
+  receiver.waitFor = async (done, timeoutMs) =>
+    (
+      await waitFor(
+        () => ({ names: receiver.spans.map((span) => span.name), spans: receiver.spans }),
+        ({ spans }) => done(spans),
+        "the spans waited for at the OTLP receiver",
+        timeoutMs,
+      )
+    ).spans;
+  receiver.close = closeAfter(
+    `OTLP receiver on port ${port}`,
+    once(
+      () =>
+        new Promise<void>((resolve) => {
+          for (const res of heldAnswers.splice(0)) if (!res.writableEnded && !res.destroyed) res.writeHead(200, { "Content-Type": "application/json", Connection: "close" }).end("{}");
+          server.closeAllConnections();
+          server.close(() => resolve());
+        }),
+    ),
+  );
   return receiver;
 }

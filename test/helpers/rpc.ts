@@ -13,10 +13,14 @@ export interface WireResponse {
   error?: { code: number; message: string; data?: unknown };
 }
 
+/** Calls one JSON-RPC method over HTTP with plain fetch and returns the wire answer (its result or its error). */
+export async function rpcAnswer(url: string, method: string, params: unknown[] = []): Promise<WireResponse> {
+  return (await postJson(url, { jsonrpc: "2.0", id: 1, method, params })).json as WireResponse;
+}
+
 /** Calls one JSON-RPC method over HTTP with plain fetch and returns its result (throws on a JSON-RPC error). */
 export async function rpc<T = unknown>(url: string, method: string, params: unknown[] = []): Promise<T> {
-  const { json } = await postJson(url, { jsonrpc: "2.0", id: 1, method, params });
-  const response = json as WireResponse;
+  const response = await rpcAnswer(url, method, params);
   if (response.error) throw new Error(`${method}: ${response.error.message}`);
   return response.result as T;
 }

@@ -16,6 +16,7 @@ import {
   TOKEN,
   type LedgerStore,
 } from "../helpers/ledger.js";
+import { rejection } from "../helpers/reject.js";
 
 const OTHER_RELAYER = "0x14dC79964da2C08b23698B3D3cc7Ca32193d9955" as const;
 const OTHER_PAYER: Address = "0x90F79bf6EB2c4f870365E785982E1f101E93b906";
@@ -238,23 +239,22 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         const row = await sentRow(ledger, "idem");
         const settled = await ledger.markSettled(row.id, { txHash: row.hash, blockNumber: 5n, blockTimestamp: 10n });
         expect(await ledger.markSettled(row.id, { txHash: row.hash, blockNumber: 5n, blockTimestamp: 10n })).to.deep.equal(settled);
-        const error = await ledger.markSettled(row.id, { txHash: signedTx("other").hash, blockNumber: 5n, blockTimestamp: 10n }).catch((e: unknown) => e);
-        expect(error).to.be.instanceOf(IllegalTransitionError);
+        const error = await rejection(ledger.markSettled(row.id, { txHash: signedTx("other").hash, blockNumber: 5n, blockTimestamp: 10n }), IllegalTransitionError);
         expect(error).to.deep.include({ from: "settled", to: "settled", code: "illegal_transition" });
       });
 
       it("refuses settled → failed, failed → settled and a broadcast on a final row", async () => {
         const settled = await sentRow(ledger, "s");
         await ledger.markSettled(settled.id, { txHash: settled.hash, blockNumber: 1n, blockTimestamp: 1n });
-        const toFailed = await ledger.markFailed(settled.id, { code: "failedOnChain" }).catch((e: unknown) => e);
-        expect(toFailed).to.be.instanceOf(IllegalTransitionError).and.deep.include({ from: "settled", to: "failed" });
+        const toFailed = await rejection(ledger.markFailed(settled.id, { code: "failedOnChain" }), IllegalTransitionError);
+        expect(toFailed).to.deep.include({ from: "settled", to: "failed" });
         const late = signedTx("late");
         expect(await ledger.recordBroadcast({ id: settled.id, owner: "instance-a", ...late, relayer: RELAYER, relayerNonce: 8, checkAfterMs: 1 })).to.equal(false);
 
         const failed = await sentRow(ledger, "f");
         await ledger.markFailed(failed.id, { code: "failedOnChain" });
-        const toSettled = await ledger.markSettled(failed.id, { txHash: failed.hash, blockNumber: 1n, blockTimestamp: 1n }).catch((e: unknown) => e);
-        expect(toSettled).to.be.instanceOf(IllegalTransitionError).and.deep.include({ from: "failed", to: "settled" });
+        const toSettled = await rejection(ledger.markSettled(failed.id, { txHash: failed.hash, blockNumber: 1n, blockTimestamp: 1n }), IllegalTransitionError);
+        expect(toSettled).to.deep.include({ from: "failed", to: "settled" });
         expect(await ledger.recordBroadcast({ id: failed.id, owner: "instance-a", ...signedTx("f2"), relayer: RELAYER, relayerNonce: 9, checkAfterMs: 1 })).to.equal(false);
         expect((await ledger.getById(failed.id))!.transactions).to.have.length(1);
         expect((await ledger.getById(settled.id))!.transactions).to.have.length(1);
@@ -294,8 +294,8 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
       });
 
       it("throws not_found for a row that does not exist", async () => {
-        const error = await ledger.markSettled(999_999, { txHash: signedTx(1).hash, blockNumber: 1n, blockTimestamp: 1n }).catch((e: unknown) => e);
-        expect(error).to.be.instanceOf(LedgerError).and.deep.include({ code: "not_found" });
+        const error = await rejection(ledger.markSettled(999_999, { txHash: signedTx(1).hash, blockNumber: 1n, blockTimestamp: 1n }), LedgerError);
+        expect(error).to.deep.include({ code: "not_found" });
       });
 
       it("refuses the write-ahead record of an instance that no longer owns the row", async () => {
@@ -801,8 +801,8 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
       });
 
       it("refuses to record before the index is opened (not_found), storing nothing", async () => {
-        const error = await ledger.recordIndexedNonces(scope, range(0, 2), { fromBlock: 0n, throughBlock: 10n }).catch((e: unknown) => e);
-        expect(error).to.be.instanceOf(LedgerError).and.deep.include({ code: "not_found" });
+        const error = await rejection(ledger.recordIndexedNonces(scope, range(0, 2), { fromBlock: 0n, throughBlock: 10n }), LedgerError);
+        expect(error).to.deep.include({ code: "not_found" });
         expect(await ledger.nonceIndexProgress(scope)).to.equal(undefined);
         await ledger.openNonceIndex(scope, 1n);
         expect(await ledger.indexedNonces(scope, { limit: 10 })).to.deep.equal([]);
@@ -816,7 +816,7 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
         for (const other of [otherChain, otherToken]) {
           expect(await ledger.nonceIndexProgress(other)).to.equal(undefined);
           expect(await ledger.indexedNonces(other, { limit: 10 })).to.deep.equal([]);
-          expect(await ledger.recordIndexedNonces(other, [], { fromBlock: 0n, throughBlock: 1n }).catch((e: unknown) => e)).to.be.instanceOf(LedgerError).and.deep.include({ code: "not_found" });
+          expect(await rejection(ledger.recordIndexedNonces(other, [], { fromBlock: 0n, throughBlock: 1n }), LedgerError)).to.deep.include({ code: "not_found" });
         }
         expect(await ledger.openNonceIndex(otherChain, 0n)).to.deep.equal({ fromBlock: 0n, throughBlock: -1n });
         await ledger.recordIndexedNonces(otherChain, range(3, 1), { fromBlock: 0n, throughBlock: 50n });

@@ -1,5 +1,4 @@
 import { mkdtempSync, rmSync } from "node:fs";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "chai";
@@ -11,7 +10,7 @@ import { openPostgresLedger } from "../../src/ledger/postgres.js";
 import { FIND_BY_TX_HASH } from "../../src/ledger/sql/settlements.js";
 import { openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { Ledger, SettlementRecord } from "../../src/ledger/types.js";
-import { claimInput, RELAYER, signedTx, TestClock } from "../helpers/ledger.js";
+import { claimInput, openDatabaseFile, openPostgresTestLedger, openSqliteTestLedger, RELAYER, signedTx, TestClock } from "../helpers/ledger.js";
 
 const DAY = 86_400_000;
 const HASH = `0x${"ab".repeat(32)}`;
@@ -54,8 +53,7 @@ describe("settlement lookups by hash use indexes only; retention deletes old fin
     const location = join(dir, "plan.db");
     const ledger = openSqliteLedger({ location });
     try {
-      const { DatabaseSync } = createRequire(import.meta.url)("node:sqlite") as typeof import("node:sqlite");
-      const db = new DatabaseSync(location);
+      const db = openDatabaseFile(location);
       const plan = (db.prepare(`EXPLAIN QUERY PLAN ${FIND_BY_TX_HASH}`).all(HASH, HASH) as Array<{ detail: string }>).map((row) => row.detail);
       db.close();
       expect(plan.filter((detail) => /^SEARCH /.test(detail))).to.have.length(3);
@@ -90,8 +88,8 @@ describe("settlement lookups by hash use indexes only; retention deletes old fin
       const clock = new TestClock();
       const ledger =
         backend === "sqlite"
-          ? openSqliteLedger({ location: join(dir, `retention-${Date.now()}.db`), clock: clock.read })
-          : await openPostgresLedger({ url: await server.createDatabase(), clock: clock.read, poolSize: 2 });
+          ? openSqliteTestLedger({ location: join(dir, `retention-${backend}.db`), clock: clock.read })
+          : await openPostgresTestLedger({ url: await server.createDatabase(), clock: clock.read, poolSize: 2 });
       try {
         const oldSettled = await finishedRow(ledger, "old-settled", "settled");
         const oldFailed = await finishedRow(ledger, "old-failed", "failed");

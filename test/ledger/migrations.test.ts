@@ -7,7 +7,7 @@ import { keccak256, toHex } from "viem";
 import { MIGRATIONS, SQLITE_SCHEMA } from "../../src/ledger/schema.js";
 import { openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { Ledger } from "../../src/ledger/types.js";
-import { PAYEE, PAYER, RELAYER, TOKEN, TestClock, nonceOf } from "../helpers/ledger.js";
+import { PAYEE, PAYER, RELAYER, TOKEN, TestClock, nonceOf, openDatabaseFile } from "../helpers/ledger.js";
 
 // Ledger files written by earlier facilitators open in this one with their rows intact and take the new
 // state: one from before migration 0002 (transactions could not be `replaced`), one from before 0005, one from
@@ -30,7 +30,7 @@ describe("ledger migrations: embedded files written by earlier versions", () => 
   it("a file from before 0002 (replaced transactions) keeps every row and transaction id, continues the ids after them, and records a replaced version", async () => {
     const clock = new TestClock();
     const location = join(dir, "ledger.db");
-    const old = new DatabaseSync(location);
+    const old = openDatabaseFile(location);
     for (const statement of MIGRATIONS[0]!.statements(SQLITE_SCHEMA)) old.exec(statement);
     old.exec("PRAGMA user_version = 1");
     const now = clock.now;
@@ -75,7 +75,7 @@ describe("ledger migrations: embedded files written by earlier versions", () => 
     const clock = new TestClock();
     const location = join(dir, "ledger.db");
     const scope = { chainId: 338, token: TOKEN };
-    const old = new DatabaseSync(location);
+    const old = openDatabaseFile(location);
     for (const migration of MIGRATIONS.slice(0, 4)) for (const statement of migration.statements(SQLITE_SCHEMA)) old.exec(statement);
     old.exec("PRAGMA user_version = 4");
     old
@@ -99,7 +99,7 @@ describe("ledger migrations: embedded files written by earlier versions", () => 
   it("a file from before 0007 (owned catalog) drops the old catalog's rows, keeps its settlements, and records and finds new entries", async () => {
     const clock = new TestClock();
     const location = join(dir, "ledger.db");
-    const old = new DatabaseSync(location);
+    const old = openDatabaseFile(location);
     const before = MIGRATIONS.findIndex((migration) => migration.name.endsWith("_owned_catalog"));
     for (const migration of MIGRATIONS.slice(0, before)) for (const statement of migration.statements(SQLITE_SCHEMA)) old.exec(statement);
     old.exec(`PRAGMA user_version = ${before}`);
@@ -131,7 +131,7 @@ describe("ledger migrations: embedded files written by earlier versions", () => 
     const clock = new TestClock();
     const location = join(dir, "ledger.db");
     const scope = { chainId: 338, token: TOKEN };
-    const old = new DatabaseSync(location);
+    const old = openDatabaseFile(location);
     const before = MIGRATIONS.findIndex((migration) => migration.name.endsWith("_chain_identity"));
     for (const migration of MIGRATIONS.slice(0, before)) for (const statement of migration.statements(SQLITE_SCHEMA)) old.exec(statement);
     old.exec(`PRAGMA user_version = ${before}`);

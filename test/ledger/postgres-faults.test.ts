@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { openPostgresLedger } from "../../src/ledger/postgres.js";
 import { startTestPostgres, type TestPostgres } from "../../src/harness/postgres.js";
 import type { Ledger } from "../../src/ledger/types.js";
-import { claimInput } from "../helpers/ledger.js";
+import { claimInput, openPostgresTestLedger } from "../helpers/ledger.js";
 import { startPgFaultProxy, type PgFaultProxy } from "../helpers/pg-fault-proxy.js";
 import { eventually, waitUntil, WAIT_MS } from "../helpers/wait.js";
 
@@ -191,7 +191,7 @@ describe("ledger on PostgreSQL: a server going away mid-use never crashes the pr
   faultCase("start-up: the server stops during the migration (the migrator's own pool): open rejects, nothing is thrown", async () => {
     // The migrator's connection, once it is in its transaction (the migration lock, then the migrations).
     const fired = proxy.killAfter((m) => m.type === "Z" && m.status === "T");
-    const opening = await openPostgresLedger({ url: proxy.url, poolSize: 2 }).then(
+    const opening = await openPostgresTestLedger({ url: proxy.url, poolSize: 2 }).then(
       (opened) => {
         ledger = opened;
         return "opened";
@@ -202,7 +202,7 @@ describe("ledger on PostgreSQL: a server going away mid-use never crashes the pr
     expect(opening).to.match(/^LedgerError: DATABASE_URL: (migrating|cannot use) /);
     // A late 'error' event (the connection's end) would be thrown within a few turns of the loop: the open
     // and the claim below take many round trips through the same proxy, and the check comes after them.
-    const opened = await openPostgresLedger({ url: proxy.url, poolSize: 2 });
+    const opened = await openPostgresTestLedger({ url: proxy.url, poolSize: 2 });
     ledger = opened;
     await claims(opened);
   });

@@ -11,6 +11,7 @@ import { promisify } from "node:util";
 import { expect } from "chai";
 import { processesWithEnv } from "../helpers/processes.js";
 import { skipBecause } from "../helpers/skip.js";
+import { closeAfter } from "../helpers/teardown.js";
 import { waitUntil, WAIT_MS } from "../helpers/wait.js";
 
 const run = promisify(execFile);
@@ -109,6 +110,21 @@ function markedNpx(cwd: string, args: readonly string[], env: NodeJS.ProcessEnv)
   // 'close': every holder of the pipes exited (the CLI keeps them after npx is gone).
   const closed = new Promise<void>((resolve) => npx.once("close", () => resolve()));
   const marked = () => processesWithEnv("KIT_PACKAGE_TEST_RUN", mark);
+  const killAll = () => {
+    for (const { pid } of marked()) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // Gone between the listing and the kill.
+      }
+    }
+  };
+  // Whatever the test leaves running is killed when it ends, npx and every process below it.
+  closeAfter(`npx ${args.join(" ")}`.slice(0, 120), async () => {
+    killAll();
+    if (npx.exitCode === null && npx.signalCode === null) npx.kill("SIGKILL");
+    await closed;
+  });
   return {
     npx,
     stdout: () => stdout,
@@ -123,9 +139,7 @@ function markedNpx(cwd: string, args: readonly string[], env: NodeJS.ProcessEnv)
       expect(stderr.trimEnd().split("\n").at(-1)).to.equal("[start] stopped");
     },
     /** For `finally`: whatever a failed test left running. */
-    killAll(): void {
-      for (const { pid } of marked()) process.kill(pid, "SIGKILL");
-    },
+    killAll,
   };
 }
 

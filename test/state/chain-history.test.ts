@@ -9,6 +9,7 @@ import { ChainHistory, HistoryCheckError } from "../../src/state/index.js";
 import { HARDHAT_KEYS, useAuthorizationOnChain } from "../helpers/facilitator.js";
 import { settledRecord } from "../helpers/ledger.js";
 import { openProxiedChain, type ProxiedChain } from "../helpers/proxied-chain.js";
+import { rejection } from "../helpers/reject.js";
 
 const quiet = { info() {}, warn() {}, debug() {} };
 const freshNonce = () => toHex(crypto.getRandomValues(new Uint8Array(32)));
@@ -142,8 +143,7 @@ describe("chain history: the ledger's rows bound to the chain's history, acting 
     await chain().networkHelpers.mine();
     const row = await settledRow(`0x${"12".repeat(32)}`, await head());
     proxied.proxies[0]!.fail({ kind: "http503", method: "eth_getTransactionReceipt" });
-    const error = await history.check().catch((e: unknown) => e);
-    expect(error).to.be.instanceOf(HistoryCheckError);
+    const error = await rejection(history.check(), HistoryCheckError);
     expect((error as Error).message).to.match(/cannot read the receipt of 0x1212/);
     expect((await ledger.getById(row.id))?.status).to.equal("settled");
     proxied.proxies[0]!.clear();

@@ -90,6 +90,8 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
     settleTimeoutMs: e.SETTLE_TIMEOUT_SECONDS * 1000,
     settleMarginSeconds: e.SETTLE_MARGIN_SECONDS,
     headCacheMs: e.HEAD_CACHE_MS,
+    ...(e.RECOVERY_WORKERS >= 0 ? { recoveryWorkers: e.RECOVERY_WORKERS } : {}),
+    recoveryLateMs: e.RECOVERY_LATE_MS,
     rpcTimeoutMs: e.RPC_TIMEOUT_MS,
     rpcRankIntervalMs: e.RPC_RANK_INTERVAL_MS,
     pollingIntervalMs: e.POLLING_INTERVAL_MS,

@@ -56,6 +56,10 @@ export const envSchema = z.object({
   SETTLE_TIMEOUT_SECONDS: intVar(120, 1),
   SETTLE_MARGIN_SECONDS: intVar(6),
   HEAD_CACHE_MS: intVar(250),
+  // -1 (unset): one worker per core but the main thread's (os.availableParallelism() - 1).
+  RECOVERY_WORKERS: intVar(-1, 0, 256),
+  // A worker's batch unanswered this long is recovered on the main thread (1,000: the hang bound, no earlier).
+  RECOVERY_LATE_MS: intVar(10, 1, 1_000),
   RPC_TIMEOUT_MS: intVar(10_000, 1),
   RPC_RANK_INTERVAL_MS: intVar(1_000, 50),
   POLLING_INTERVAL_MS: intVar(250, 1),

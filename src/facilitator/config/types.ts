@@ -19,6 +19,13 @@ export interface FacilitatorConfig {
   settleMarginSeconds: number;
   /** verify may reuse a chain head read this many ms ago (0 = read it for every verify). */
   headCacheMs: number;
+  /**
+   * `RECOVERY_WORKERS`: worker threads that recover payers' signatures when the process is busy
+   * (chain/recovery-pool.ts); unset, one per core but the main thread's; 0, every recovery on the main thread.
+   */
+  recoveryWorkers?: number;
+  /** `RECOVERY_LATE_MS`: a batch a recovery worker has not answered this long is recovered on the main thread. */
+  recoveryLateMs: number;
   rpcTimeoutMs: number;
   /** With several RPC URLs, each is pinged this often; one that failed lately is tried after the others. */
   rpcRankIntervalMs: number;

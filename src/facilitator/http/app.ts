@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import express, { type ErrorRequestHandler, type Express, type Request, type Response } from "express";
 import { RequestError } from "../../protocol/reasons.js";
 import { FacilitatorFault, PayerQuotaExceeded } from "../../settlement/runtime.js";
@@ -62,26 +63,34 @@ export function createApp(options: AppOptions): Express {
 
   // A request id per request (the caller's X-Request-Id when sane), echoed back and put in logs.
   const { stages } = context;
-  const begin = (req: Request, res: Response) => {
-    const given = req.get("X-Request-Id");
-    const id = given && REQUEST_ID.test(given) ? given : randomUUID();
+  const begin = (req: Request, res: Response, countedByLane = false) => {
+    const given = req.headers["x-request-id"];
+    const id = typeof given === "string" && REQUEST_ID.test(given) ? given : randomUUID();
     res.locals.requestId = id;
-    res.set("X-Request-Id", id);
-    if (options.onResponse) {
-      const onResponse = options.onResponse;
-      res.on("finish", () => {
-        const counted = stages ? stages.start() : 0;
-        onResponse(routeOf(req.path), res.statusCode);
-        if (stages) stages.stop("metrics", counted);
-      });
-    }
+    res.setHeader("X-Request-Id", id);
+    // The fast lane counts its answers itself (no listener per request); the others once written.
+    if (options.onResponse && !countedByLane) res.on("finish", () => answered(routeOf(req.path), res));
+  };
+  /** One HTTP answer, counted (`route`: its bounded label). */
+  const answered = (route: string, res: Response) => {
+    if (!options.onResponse) return;
+    const since = stages ? stages.start() : 0;
+    options.onResponse(route, res.statusCode);
+    if (stages) stages.stop("metrics", since);
   };
   // The payment routes that no guard stands before (no API keys, no Host check, their limit off), taken
   // before the router when their body is plain JSON: see fastLane below.
   const keyed = (options.apiKeys?.length ?? 0) > 0;
   const unguarded = (route: Route) => !keyed && !options.allowedHosts?.length && options.rateLimits[route === "verify" ? "verifyPerMinute" : "settlePerMinute"] === 0;
   const lanes = new Map<string, Route>((["verify", "settle"] as const).filter(unguarded).map((route) => [`/v2/x402/${route}`, route]));
-  if (lanes.size > 0) app.use((req, res, next) => fastLane(req, res, next));
+  if (lanes.size > 0) {
+    // Taken before Express's own layers (its router's walk to the first middleware), in its app.handle.
+    const handled = app as unknown as { handle(req: IncomingMessage, res: ServerResponse, callback?: unknown): void };
+    const general = handled.handle.bind(app);
+    handled.handle = (req, res, callback) => {
+      if (!fastLane(req, res)) general(req, res, callback);
+    };
+  }
   app.use((req, res, next) => {
     const since = stages ? stages.start() : 0;
     begin(req, res);
@@ -226,29 +235,53 @@ export function createApp(options: AppOptions): Express {
 
   /**
    * verify and settle on an unguarded route with a plain JSON body (fast-lane.ts): the request id, the body
-   * read and parsed, then the same handler, without the router's walk, the content-type checks and the JSON
-   * middleware's streams and decoders. The answers are the same: the JSON middleware would take exactly
-   * these bodies, and a body that is not JSON gets the error handler's 400. Every other request passes on.
+   * read and parsed, then the same handler, without Express's router (its walk and the layers before the
+   * first middleware), the content-type checks and the JSON middleware's streams and decoders. The answers
+   * are the same: the JSON middleware would take exactly these bodies, and a body that is not JSON gets the
+   * error handler's 400. Every other request passes on (false: Express handles it).
    */
-  const fastLane = (req: Request, res: Response, next: () => void) => {
-    const route = req.method === "POST" ? lanes.get(req.url) : undefined;
-    if (route === undefined || !plainJsonPost(req, options.bodyLimitBytes)) return next();
+  const fastLane = (message: IncomingMessage, answer: ServerResponse): boolean => {
+    const route = message.method === "POST" ? lanes.get(message.url!) : undefined;
+    if (route === undefined || !plainJsonPost(message, options.bodyLimitBytes)) return false;
+    // What Express's app.handle does before its router: the app's request and response prototypes, the locals.
+    const req = Object.setPrototypeOf(message, app.request) as Request;
+    const res = Object.setPrototypeOf(answer, app.response) as Response;
+    req.res = res;
+    res.req = req;
+    res.locals = Object.create(null) as Response["locals"];
     const clock = route === "verify" ? stages : undefined;
     const since = clock ? clock.start() : 0;
-    begin(req, res);
+    begin(req, res, true);
     if (clock) clock.stop("edge", since);
+    // Every way out of the lane answers, then counts the answer here (its path is the route's label).
+    const path = message.url!;
     const read = () =>
       readJsonBody(req, (body) => {
         if (!body.ok) {
           unreadable(route, res, "body is not valid JSON");
+          answered(path, res);
           return;
         }
         req.body = body.json;
-        handlers[route](req, res).catch((error: unknown) => onError(error, req, res, next));
+        handlers[route](req, res).then(
+          () => answered(path, res),
+          (error: unknown) => {
+            onError(error, req, res, () => {});
+            answered(path, res);
+          },
+        );
       }, clock);
-    // The local stack's "busy" quota stands on the fast lane too, where the guards' would.
-    if (closed) return void closed(req, res, read);
-    read();
+    // The local stack's "busy" quota stands on the fast lane too, where the guards' would: it answers at once, or reads on.
+    if (!closed) read();
+    else {
+      let open = false;
+      closed(req, res, () => {
+        open = true;
+        read();
+      });
+      if (!open) answered(path, res);
+    }
+    return true;
   };
   const closed = options.closedFor ? closedQuota(options.closedFor) : undefined;
 

@@ -1,8 +1,9 @@
-// The facilitator's Prometheus metrics: one registry, its metrics registered per area (HTTP, chain, ledger, state index, the relayer's runway, verify's stages).
+// The facilitator's Prometheus metrics: one registry, its metrics registered per area (HTTP, chain, ledger, state index, the relayer's runway, signature recovery, verify's stages).
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { chainMetrics } from "./chain.js";
 import { httpMetrics } from "./http.js";
 import { ledgerMetrics } from "./ledger.js";
+import { recoveryMetrics } from "./recovery.js";
 import { runwayMetrics } from "./runway.js";
 import { watchStages } from "./stages.js";
 import { stateIndexMetrics } from "./state-index.js";
@@ -26,6 +27,7 @@ export function createMetrics(options: CreateMetricsOptions = {}): FacilitatorMe
     ...chain,
     ...ledger,
     ...index,
+    ...recoveryMetrics(registry),
     outcome(record) {
       http.outcome(record);
       runway.settled(record);

@@ -1,5 +1,6 @@
 // The facilitator's metrics as the rest of the facilitator calls them, and createMetrics' options.
 import type { Registry } from "prom-client";
+import type { RecoveryPath, WorkerLoss } from "../../chain/recovery-pool.js";
 import type { RelayerEvent } from "../../chain/relayer/index.js";
 import type { SettlementStore } from "../../ledger/types.js";
 import type { NetworkName } from "../../protocol/networks.js";
@@ -56,6 +57,12 @@ export interface FacilitatorMetrics {
   rowsSetAside(network: string, kind: string, count: number): void;
   /** Where a verify's chain state came from: the token state index, or reads of the chain. */
   verifyStateSource(network: string, source: "index" | "chain"): void;
+  /** `count` signatures recovered on `path` (the main thread, a worker, …). */
+  signaturesRecovered(path: RecoveryPath, count: number): void;
+  /** A recovery worker thread lost (and replaced). */
+  recoveryWorkerLost(why: WorkerLoss): void;
+  /** The recovery pool's workers and queue, read when scraped. */
+  watchRecovery(state: () => { workers: number; ready: number; queued: number }): void;
 }
 
 /** Options of {@link createMetrics}. */

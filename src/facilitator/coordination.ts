@@ -119,8 +119,6 @@ export async function startCoordination(parameters: StartCoordinationParameters)
     ]),
   );
   const interval = config.ledger.reconcileIntervalMs;
-  // The settlement service asks the reconciler to decide a row; the reconciler is built after it.
-  let reconciler: Reconciler;
   // An outage is logged once, probed, and recovered from (outbox first, then abandoned claims).
   const watch = new LedgerWatch({
     probe: async () => (await ledger.health()).reachable,
@@ -128,7 +126,6 @@ export async function startCoordination(parameters: StartCoordinationParameters)
     logger: log,
   });
   const settlements = new SettlementService({
-    reconcile: (record) => reconciler.reconcile(record),
     onLedgerFault: (error) => watch.report("settle", error),
     ledger,
     instanceId,
@@ -147,13 +144,15 @@ export async function startCoordination(parameters: StartCoordinationParameters)
       rpcError: (network) => parameters.observe()?.rpcError(network),
     },
   });
-  reconciler = new Reconciler({
+  const reconciler = new Reconciler({
     ledger,
     chains: [...chains.values()],
     revertPenaltySeconds: config.relayerSafety.revertPenaltySeconds,
     recheckMs: interval * 2,
     // A forgotten transaction is broadcast again only by its key's lease holder.
     mayBroadcast: (relayer) => keeper.holds(relayer),
+    outbox: settlements.outbox,
+    logger: log,
     onAction(action, record) {
       metrics.reconcilerAction(action);
       log.info({ id: record.id, action, network: record.network, payer: record.key.authorizer, txHash: record.txHash }, "reconciler");

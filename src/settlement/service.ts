@@ -3,7 +3,7 @@ import type { Ledger, SettlementRecord } from "../ledger/types.js";
 import { adoptKey, releaseKey, takeHandedOver } from "./handover.js";
 import { LedgerOutbox } from "./outbox.js";
 import { sendClaimed } from "./send.js";
-import { resultOf, type KeyHolder, type SettleClaim, type SettlementLogger, type SettlementNetwork, type SettlementResult, type SettlementSteps, type Simulation } from "./steps.js";
+import { answerOfRow, type KeyHolder, type SettleClaim, type SettlementLogger, type SettlementNetwork, type SettlementResult, type SettlementSteps, type Simulation } from "./steps.js";
 
 export { Fenced } from "./send.js";
 export type { KeyHolder, RelayerPort, SettleClaim, SettlementLogger, SettlementNetwork, SettlementResult, Simulation } from "./steps.js";
@@ -27,8 +27,6 @@ export interface SettlementServiceOptions {
   queuePollMs?: number;
   /** Told of a ledger call that failed (the database may be down): the outage watch. */
   onLedgerFault?: (error: unknown) => void;
-  /** Decides a row at once (the reconciler's check): used when its transaction's nonce went to a gap filler. */
-  reconcile?: (record: SettlementRecord) => Promise<unknown>;
   logger: SettlementLogger;
   observe?: {
     confirmationWait?(network: string, seconds: number): void;
@@ -73,7 +71,9 @@ export class SettlementService {
       reconcileAfterMs: options.reconcileAfterMs ?? 10_000,
       revertPenaltySeconds: options.revertPenaltySeconds,
       ...(options.onLedgerFault ? { onLedgerFault: options.onLedgerFault } : {}),
-      ...(options.reconcile ? { reconcile: options.reconcile } : {}),
+      // A forgotten transaction is broadcast again only by its key's lease holder.
+      mayBroadcast: (relayer) => options.keys.holds(relayer),
+      now: Date.now,
       ...(options.observe ? { observe: options.observe } : {}),
     };
   }
@@ -115,7 +115,7 @@ export class SettlementService {
       // The settle it joined was given up before anything was sent (its instance lost the database
       // meanwhile, say): nothing is out there, so this one claims the authorization afresh.
       if (outcome.status === "failed" && outcome.errorCode === "notSent" && deadline - performance.now() > 1_000) continue;
-      if (outcome.status === "failed") return resultOf(outcome);
+      if (outcome.status === "failed") return answerOfRow(this.#steps, network, outcome);
       return { kind: "alreadyUsed", record: outcome };
     }
   }
@@ -149,7 +149,7 @@ export class SettlementService {
       if (withdrawn) return { kind: "notSent", reason: "no relayer key holder sent the settlement in time" };
       record = (await ledger.getById(record.id)) ?? record;
     }
-    return resultOf(record);
+    return answerOfRow(this.#steps, network, record);
   }
 
   /**

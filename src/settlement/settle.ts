@@ -195,6 +195,10 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
     }
     case "failed":
       return failed(result.code, result.txHash);
+    case "pending":
+      // Ours is out and not mined by the settle time-out, and nothing else used the authorization: decisions.md
+      // answers `payment.failed` with the transaction (it may have been sent); the status lookup tells the outcome.
+      return failed("failedOnChain", result.txHash);
     case "overBalance":
       // The payer's settles in flight already promise its balance: this one would revert at the relayer's expense.
       return failed("insufficientBalance");

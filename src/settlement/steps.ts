@@ -3,6 +3,8 @@ import type { AdoptedTransaction, KeyLease, RelayHooks, RelayRequest, SentTransa
 import type { ClaimInput, Ledger, SettlementCall, SettlementRecord } from "../ledger/types.js";
 import type { SettleErrorCode } from "../protocol/reasons.js";
 import type { SettlementChain } from "./chain.js";
+import { decideRow, type Applied } from "./apply-decision.js";
+import type { RowCheckDeps } from "./reconcile-row.js";
 import { paidTransferOf, type PaidTransfer } from "./decision.js";
 import type { SettlementLogger } from "./logger.js";
 import type { LedgerOutbox } from "./outbox.js";
@@ -31,15 +33,15 @@ export interface SettlementNetwork {
   name: string;
   client: PublicClient;
   relayer: RelayerPort;
-  /** The chain reads of the payment decision (the reconciler's too). */
-  chain: Pick<SettlementChain, "authorizationUsed" | "spender" | "receipt" | "blockTime">;
+  /** The chain reads of the payment decision and of a row's check (the reconciler's too). */
+  chain: SettlementChain;
 }
 
 /** Which relayer keys this instance may send from now (the lease keeper). */
 export interface KeyHolder {
   held(): Address[];
-  /** Whether this instance may send from `address` now, under its lease of generation `epoch`. */
-  holds(address: Address, epoch: number): boolean;
+  /** Whether this instance may send from `address` now (under its lease of generation `epoch`, when given). */
+  holds(address: Address, epoch?: number): boolean;
 }
 
 /** What became of a settle, for its answer. */
@@ -62,7 +64,12 @@ export type SettlementResult =
    * and no log of it was found): a fault, 503, no verdict. The row stays sent for the reconciler, and a
    * retry gets its outcome. `txHash`: ours.
    */
-  | { kind: "undecided"; reason: string; txHash?: Hex };
+  | { kind: "undecided"; reason: string; txHash?: Hex }
+  /**
+   * Ours was sent and is not mined by the settle's deadline, and nothing else used the authorization: it
+   * may still be mined (the reconciler follows the row; the status lookup tells the outcome). `txHash`: ours.
+   */
+  | { kind: "pending"; txHash?: Hex };
 
 /** Parameters of {@link SettlementService.settle}. */
 export type SettleClaim = Omit<ClaimInput, "owner" | "ownerTtlMs" | "deadlineMs" | "call">;
@@ -74,7 +81,7 @@ export type Simulation = { call: SettlementCall } | { refusal: SettleErrorCode }
  * What each step of a settlement takes (claim, send, follow, hand-over): this instance's ledger, outbox
  * and settings. Built once by the {@link SettlementService}; every step is a function of it.
  */
-export interface SettlementSteps {
+export interface SettlementSteps extends RowCheckDeps {
   ledger: Ledger;
   instanceId: string;
   /** Outcomes answered while the ledger was unreachable, written when it is back. */
@@ -88,8 +95,6 @@ export interface SettlementSteps {
   revertPenaltySeconds: number;
   /** Told of a ledger call that failed (the database may be down): the outage watch. */
   onLedgerFault?: (error: unknown) => void;
-  /** Decides a row at once (the reconciler's check): used when its transaction's nonce went to a gap filler. */
-  reconcile?: (record: SettlementRecord) => Promise<unknown>;
   observe?: {
     confirmationWait?(network: string, seconds: number): void;
     revertedGas?(network: string, gas: bigint): void;
@@ -97,8 +102,12 @@ export interface SettlementSteps {
   };
 }
 
-/** The answer a row's state gives a settle waiting on it. */
-export function resultOf(record: SettlementRecord): SettlementResult {
+/**
+ * The answer a row gives a settle waiting on it: its outcome once final; still claimed or sent (at the
+ * settle's deadline), what the payment decision makes of it now over the row's transactions: paid,
+ * failed, undecided (503), or, unused, `pending` (ours may still be mined; the reconciler follows it).
+ */
+export async function answerOfRow(steps: SettlementSteps, network: SettlementNetwork, record: SettlementRecord): Promise<SettlementResult> {
   if (record.status === "settled") return { kind: "settled", record, transfer: paidTransferOf(record) };
   if (record.status === "failed") {
     if (record.errorCode === "notSent") return { kind: "notSent", reason: "the settlement was given up before anything was sent" };
@@ -107,6 +116,18 @@ export function resultOf(record: SettlementRecord): SettlementResult {
     const named = record.txHash && code !== "alreadyUsed" ? { txHash: record.txHash } : {};
     return { kind: "failed", code, ...named };
   }
-  // Still pending at the deadline: the hash lets the caller trace it (the status lookup tells the rest).
-  return { kind: "failed", code: "failedOnChain", ...(record.txHash ? { txHash: record.txHash } : {}) };
+  const applied = await decideRow(steps, network.chain, record, { ours: record.transactions.map((tx) => tx.hash) });
+  if (applied.outcome === "settled" || applied.outcome === "failed") return decidedAnswer(applied);
+  if (applied.outcome === "undecided") return { kind: "undecided", reason: applied.reason, ...(record.txHash ? { txHash: record.txHash } : {}) };
+  // The hash lets the caller trace it (the status lookup tells the rest).
+  return { kind: "pending", ...(record.txHash ? { txHash: record.txHash } : {}) };
+}
+
+/**
+ * A settle's answer for a row the decision settled or failed: a failure names our reverted transaction;
+ * spent by something else, none (ours did not pay, and the other is not this payment).
+ */
+export function decidedAnswer(applied: Extract<Applied, { outcome: "settled" | "failed" }>): SettlementResult {
+  if (applied.outcome === "settled") return { kind: "settled", record: applied.record, transfer: applied.transfer };
+  return { kind: "failed", code: applied.code, ...(applied.cause === "reverted" && applied.txHash ? { txHash: applied.txHash } : {}) };
 }

@@ -1,0 +1,102 @@
+// What now for one unfinished row, from the chain: the reconciler's check of a row, and a settle's when its transaction's nonce went elsewhere.
+import type { Address } from "viem";
+import type { BroadcastRecord, SettlementRecord, SettlementStore } from "../ledger/types.js";
+import { KitError } from "../protocol/errors.js";
+import { decideRow, type Applied, type DecisionDeps } from "./apply-decision.js";
+import type { SettlementChain } from "./chain.js";
+
+/**
+ * What the reconciler did to a row. `settled`/`reverted`/`failed`: it moved the row to its outcome;
+ * `rebroadcast`: the node had forgotten the transaction and got the stored one again; `requeued`: its
+ * owner did not send in time and the row went back to the key holders; `abandoned`: nothing was sent
+ * before the deadline.
+ */
+export type ReconcilerAction = "settled" | "reverted" | "failed" | "rebroadcast" | "requeued" | "abandoned";
+
+/** A row left for a later round because the chain cannot tell yet whether its payment was made. */
+export class UndecidedPaymentError extends KitError<"payment_undecided"> {
+  override name = "UndecidedPaymentError";
+  constructor(message: string, options?: ErrorOptions) {
+    super("payment_undecided", message, options);
+  }
+}
+
+/** What checking a row takes: the decision's writes, the claim's hand-overs, the key leases and the clock. */
+export interface RowCheckDeps extends DecisionDeps {
+  ledger: DecisionDeps["ledger"] & Pick<SettlementStore, "requeue" | "withdraw">;
+  /** Whether this instance may broadcast from relayer key `relayer` now (holds its lease): a row of another's key is left to its holder. */
+  mayBroadcast(relayer: Address): boolean;
+  /** Milliseconds since the epoch. */
+  now(): number;
+}
+
+const LIVE: ReadonlySet<BroadcastRecord["state"]> = new Set(["signed", "accepted", "mined", "reverted"]);
+
+/**
+ * Decides one unfinished row from the chain; undefined when it is still pending and nothing had to be done.
+ * A claim whose owner did not send goes back to the queue, or is given up at its deadline. A sent row gets
+ * the payment decision with its transactions ({@link decideRow}); unused, it fails once the authorization
+ * expired, waits while the node still holds ours, is broadcast again from its stored raw form when the node
+ * forgot it, and fails once no transaction of ours can be mined. Rejects with {@link UndecidedPaymentError}
+ * when the chain cannot tell yet: the row stays as it is.
+ */
+export async function reconcileRow(deps: RowCheckDeps, chain: SettlementChain, row: SettlementRecord): Promise<ReconcilerAction | undefined> {
+  const { ledger } = deps;
+  const live = row.transactions.filter((tx) => LIVE.has(tx.state));
+  if (row.status === "claimed" && live.length === 0) {
+    const now = deps.now();
+    // Requeued only with its call: an owner that died before simulating leaves nothing to send.
+    if (row.owner !== undefined && row.call && (row.ownerExpiresAt ?? 0) <= now && (row.deadlineAt ?? 0) > now) {
+      return (await ledger.requeue(row.id, row.owner)) ? "requeued" : undefined;
+    }
+    if ((row.deadlineAt ?? 0) <= now) {
+      // Write-ahead: no recorded transaction means nothing was broadcast; a late owner's record is now refused.
+      return (await ledger.withdraw(row.id, { code: "notSent", owner: row.owner ?? null })) ? "abandoned" : undefined;
+    }
+    return undefined;
+  }
+  if (row.status !== "sent" && row.status !== "claimed") return undefined;
+
+  const decided = actionOf(row, await decideLive(deps, chain, row, live));
+  if (decided) return decided;
+  // Unused: ours is not mined (or a receipt read missed it: the next round sees it).
+  const head = await chain.head();
+  if (head.timestamp >= row.validBefore) {
+    // No later block can use it (the token requires block.timestamp < validBefore), and nothing did.
+    await ledger.markFailed(row.id, { code: "expired" });
+    return "failed";
+  }
+  for (const tx of live) if (await chain.knows(tx.hash)) return undefined; // still in the node's pool
+  const latest = live.at(-1);
+  if (latest && !deps.mayBroadcast(latest.relayer)) return undefined;
+  if (latest && (await chain.rebroadcast(latest.raw)) === "accepted") return "rebroadcast";
+  // Refused: its nonce is spent. Unless it was mined (or the authorization spent) meanwhile, none of ours can be mined now.
+  const late = actionOf(row, await decideLive(deps, chain, row, live));
+  if (late) return late;
+  for (const tx of live) await ledger.markTransaction(tx.hash, "dropped");
+  await ledger.markFailed(row.id, { code: "failedOnChain" });
+  return "failed";
+}
+
+/** The payment decision over the row's live transactions, applied: their receipts read (a read that fails rejects). */
+async function decideLive(deps: DecisionDeps, chain: SettlementChain, row: SettlementRecord, live: BroadcastRecord[]): Promise<Applied> {
+  const receipts = await Promise.all(live.map((tx) => chain.receipt(tx.hash)));
+  const reverted = live.find((_, i) => receipts[i]?.status === "reverted");
+  const versions = reverted ? live.filter((tx) => tx.relayerNonce === reverted.relayerNonce && tx.relayer === reverted.relayer).map((tx) => tx.hash) : [];
+  return decideRow(deps, chain, row, { ours: receipts.filter((r) => r !== undefined).reverse() }, reverted ? { mined: reverted.hash, reverted: { hash: reverted.hash, versions } } : {});
+}
+
+/** The reconciler's action for what a decision made of a row; undefined while the authorization is unused. */
+function actionOf(row: SettlementRecord, applied: Applied): ReconcilerAction | undefined {
+  switch (applied.outcome) {
+    case "undecided":
+      throw new UndecidedPaymentError(`settlement ${row.id} left undecided: ${applied.reason}`);
+    case "unused":
+      return undefined;
+    case "settled":
+      return "settled";
+    case "failed":
+      // Ours mined and reverted (the failure names it), or spent by something else while ours was not mined.
+      return applied.txHash ? "reverted" : "failed";
+  }
+}

@@ -18,16 +18,28 @@ export interface StackInfo {
 /**
  * The facilitator under test, per `BENCH_LEDGER`: unset or `memory`, the local stack (`npm start`, its
  * ledger in memory); `embedded` or `postgres`, one `npm run facilitator` process on a ledger file or on
- * PostgreSQL (`npm run instances -- --instances 1`). `blockTimeMs` 0 = automine.
+ * PostgreSQL (`npm run instances -- --instances 1`), whose instance holds the cluster's three relayer keys (the
+ * local stack has one). `blockTimeMs` 0 = automine; the chain answers as `BENCH_NODE` says ({@link benchNode}).
  */
 export function startBenchTarget(blockTimeMs: number, buyers: number, env: Record<string, string>) {
   const ledger = process.env.BENCH_LEDGER ?? "memory";
+  const node = benchNode();
   if (ledger === "memory") {
     const mining = blockTimeMs > 0 ? ["--block-time", String(blockTimeMs)] : [];
-    return startStackProcess(["--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--networks", "cronos-testnet", "--buyers", String(buyers), ...mining], env);
+    return startStackProcess(["--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--networks", "cronos-testnet", "--buyers", String(buyers), "--node", node, ...mining], env);
   }
   if (ledger !== "embedded" && ledger !== "postgres") throw new Error(`BENCH_LEDGER must be memory, embedded or postgres, got "${ledger}"`);
-  return startStackProcess(["--instances", "1", "--ledger", ledger, "--block-time", String(blockTimeMs)], env, "scripts/instances.ts");
+  return startStackProcess(["--instances", "1", "--ledger", ledger, "--block-time", String(blockTimeMs), "--node", node], env, "scripts/instances.ts");
+}
+
+/**
+ * How the benchmark's chain admits transactions (`BENCH_NODE`): `cronos` (default, as the local chains do)
+ * as a Cronos node (strict nonces, its replacement rule), `ethereum` as EDR alone (geth's pool).
+ */
+export function benchNode(): "cronos" | "ethereum" {
+  const node = process.env.BENCH_NODE ?? "cronos";
+  if (node !== "cronos" && node !== "ethereum") throw new Error(`BENCH_NODE must be cronos or ethereum, got "${node}"`);
+  return node;
 }
 
 /** Starts the local stack (or `script`) in a child process; resolves with its JSON line, the process and the time to ready. */

@@ -4,7 +4,7 @@
 // (Hardhat's PUBLIC test keys #9, #19, #18: LOCAL-ONLY). Put any load balancer in front of the URLs it
 // prints. Ctrl+C stops everything and deletes the database.
 //
-//   npm run instances -- [--instances N] [--block-time MS] [--ledger postgres|embedded] [--json]
+//   npm run instances -- [--instances N] [--block-time MS] [--ledger postgres|embedded] [--node cronos|ethereum] [--json]
 //
 // Facilitator settings pass through from the environment (RATE_LIMIT_*, SETTLE_TIMEOUT_SECONDS,
 // LEDGER_LEASE_TTL_SECONDS, RECONCILE_INTERVAL_MS, LOG_LEVEL, TRUST_PROXY, …).
@@ -18,12 +18,13 @@ const { values } = parseArgs({
     instances: { type: "string", default: "3" },
     "block-time": { type: "string", default: "1000" },
     ledger: { type: "string", default: "postgres" },
+    node: { type: "string", default: "cronos" },
     json: { type: "boolean", default: false },
     help: { type: "boolean", default: false },
   },
 });
 if (values.help) {
-  process.stdout.write("usage: npm run instances -- [--instances N] [--block-time MS] [--ledger postgres|embedded] [--json]\n");
+  process.stdout.write("usage: npm run instances -- [--instances N] [--block-time MS] [--ledger postgres|embedded] [--node cronos|ethereum] [--json]\n");
   process.exit(0);
 }
 const instances = Number(values.instances);
@@ -38,6 +39,10 @@ if (!Number.isInteger(blockTimeMs) || blockTimeMs < 0) {
 }
 if (values.ledger !== "postgres" && values.ledger !== "embedded") {
   process.stderr.write(`error: --ledger must be postgres or embedded, got "${values.ledger}"\n`);
+  process.exit(2);
+}
+if (values.node !== "cronos" && values.node !== "ethereum") {
+  process.stderr.write(`error: --node must be cronos or ethereum, got "${values.node}"\n`);
   process.exit(2);
 }
 if (values.ledger === "embedded" && instances > 1) {
@@ -74,6 +79,7 @@ cluster = await startCluster({
   instances,
   blockTimeMs,
   ledger: values.ledger,
+  node: values.node,
   env,
   onProgress: (line) => process.stderr.write(`[instances] ${line}\n`),
 });

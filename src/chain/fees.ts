@@ -13,8 +13,9 @@ export type FeeQuote = ({ baseFeePerGas: bigint; maxPriorityFeePerGas: bigint } 
 /** What a replacement must offer over the transaction it replaces, on every fee: +12.5 % (nodes ask +10 %). */
 export const REPLACEMENT_BUMP = { numerator: 1125n, denominator: 1000n } as const;
 
-// The base fee may rise 12.5 % per full block: 20 % headroom is one and a half full blocks. A higher
-// multiplier would cost money on Cronos, where a transaction pays its whole fee cap.
+// The base fee may rise 12.5 % per full block: 20 % headroom is one and a half full blocks. The headroom
+// costs nothing by itself (a node charges min(base fee + tip, fee cap) per gas, Cronos included), but the
+// sender must hold gas limit × fee cap to be admitted.
 const BASE_FEE_HEADROOM = { numerator: 12n, denominator: 10n } as const;
 
 /** The network needs more per gas than `MAX_FEE_PER_GAS_GWEI` allows: nothing is sent. */
@@ -85,6 +86,72 @@ export function replacementFees(previous: Fees, quote: FeeQuote, capWei: bigint)
   const maxFeePerGas = min(max(leastFee, wanted), capWei);
   const maxPriorityFeePerGas = min(max(leastTip, quote.maxPriorityFeePerGas), maxFeePerGas);
   return { maxFeePerGas, maxPriorityFeePerGas };
+}
+
+/**
+ * The fees of a transaction the node refused as under-priced (`feeTooLow`), signed again at the same nonce.
+ * `least`, when the refusal named it, is what its effective price per gas (min(fee cap, base fee + tip), or
+ * the gas price) must reach: a base fee (the fee cap rises to it, with the usual headroom) or the chain's
+ * minimum gas price (Cronos weighs min(fee cap, base fee + tip) against it: the tip rises to make it up).
+ * Unnamed, both fees rise by 12.5 %. Never above `capWei`: throws {@link FeeCapError} when the price the node
+ * would take is above it (nothing is sent).
+ */
+export function feesAtLeast(previous: Fees, quote: FeeQuote, least: bigint | undefined, capWei: bigint): Fees {
+  const base = "baseFeePerGas" in quote ? quote.baseFeePerGas : 0n;
+  if ("gasPrice" in previous) {
+    const gasPrice = least !== undefined && least > previous.gasPrice ? least : scale(previous.gasPrice, REPLACEMENT_BUMP);
+    if (gasPrice > capWei) throw new FeeCapError(gasPrice, capWei);
+    return { gasPrice };
+  }
+  const effective = min(previous.maxFeePerGas, base + previous.maxPriorityFeePerGas);
+  // Named but already met (a quote older than the node's block): no progress without a bump.
+  const named = least !== undefined && least > effective ? least : undefined;
+  const target = named ?? scale(effective, REPLACEMENT_BUMP);
+  if (target > capWei) throw new FeeCapError(target, capWei);
+  const tip = named === undefined ? scale(previous.maxPriorityFeePerGas, REPLACEMENT_BUMP) : max(previous.maxPriorityFeePerGas, named > base ? named - base : 0n);
+  const maxFeePerGas = min(capWei, max(max(previous.maxFeePerGas, target), scale(base, BASE_FEE_HEADROOM) + tip));
+  return { maxFeePerGas, maxPriorityFeePerGas: min(tip, maxFeePerGas) };
+}
+
+/**
+ * The default fee cap never goes below this: 10,000 gwei per gas, Cronos mainnet's minimum gas price in 2024
+ * (the kit's default cap before it followed the chain). A chain that asks little (a local one) keeps it.
+ */
+export const DEFAULT_FEE_CAP_FLOOR_WEI = 10_000_000_000_000n;
+
+/** The default fee cap is this many times what the chain asks at start-up (the base fee doubles in six full blocks). */
+export const DEFAULT_FEE_CAP_MULTIPLE = 2n;
+
+/** What a chain asks per gas at the least now: the latest block's base fee (none before London), and `eth_gasPrice`. */
+export interface ChainFees {
+  baseFeeWei: bigint | undefined;
+  /** On Cronos: base fee plus the node's suggested tip, never below the chain's minimum gas price. */
+  gasPriceWei: bigint;
+}
+
+/** Reads {@link ChainFees} (both in one round trip). */
+export async function readChainFees(client: PublicClient): Promise<ChainFees> {
+  const [block, gasPriceWei] = await Promise.all([client.getBlock({ blockTag: "latest" }), client.getGasPrice()]);
+  return { baseFeeWei: block.baseFeePerGas ?? undefined, gasPriceWei };
+}
+
+/**
+ * The least a transaction must offer per gas to be admitted now: the latest base fee (on Cronos it never falls
+ * below the minimum gas price: feemarket keeps it there), or the gas price on a chain without a base fee.
+ */
+export function chainMinimum(fees: ChainFees): bigint {
+  return fees.baseFeeWei ?? fees.gasPriceWei;
+}
+
+/**
+ * The fee cap when `MAX_FEE_PER_GAS_GWEI` is unset: twice what the chain asks at start-up (the higher of its
+ * base fee and its gas price), never below {@link DEFAULT_FEE_CAP_FLOOR_WEI}. Mainnet in 2024 (base fee ≈ 10,019
+ * gwei, `eth_gasPrice` a little more) gets about 22,500 gwei: the old fixed default (10,000 gwei) sat under
+ * its base fee, and every settle would have answered 503.
+ */
+export function defaultFeeCap(fees: ChainFees): bigint {
+  const asked = max(fees.baseFeeWei ?? 0n, fees.gasPriceWei);
+  return max(DEFAULT_FEE_CAP_FLOOR_WEI, asked * DEFAULT_FEE_CAP_MULTIPLE);
 }
 
 /** `value × ratio`, rounded up (a fee rounded down could miss the node's replacement threshold). */

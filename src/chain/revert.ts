@@ -1,5 +1,6 @@
 import { BaseError, ContractFunctionRevertedError, decodeErrorResult, isHex, type Hex } from "viem";
 import type { SettleErrorCode } from "../protocol/reasons.js";
+import { nodeErrorText, OUT_OF_GAS_TEXT, REVERT_REASON_TEXT } from "./node-errors.js";
 
 /** FiatToken v2 revert strings and the settle error code each maps to (wire-format table). */
 const REVERTS: ReadonlyArray<readonly [string, SettleErrorCode]> = [
@@ -23,8 +24,7 @@ export function revertReason(error: unknown): string | undefined {
     if (data) return data;
   }
   // Nodes that do not return revert data still name the reason in the message.
-  const message = error instanceof Error ? `${error.message} ${(error as BaseError).details ?? ""}` : String(error);
-  const match = /reverted with reason string '([^']*)'|execution reverted: ([^\n"]+)/.exec(message);
+  const match = REVERT_REASON_TEXT.exec(nodeErrorText(error));
   return match?.[1] ?? match?.[2]?.trim();
 }
 
@@ -83,8 +83,7 @@ export function settleErrorOfRevert(reason: string | undefined): SettleErrorCode
 export function isOutOfGas(error: unknown): boolean {
   let found = false;
   const test = (e: unknown) => {
-    const text = e instanceof Error ? `${e.message} ${(e as { details?: string }).details ?? ""}` : "";
-    if (/out of gas|gas required exceeds|exceeds allowance/i.test(text)) found = true;
+    if (e instanceof Error && OUT_OF_GAS_TEXT.test(nodeErrorText(e))) found = true;
   };
   if (error && typeof error === "object" && "walk" in error && typeof error.walk === "function") {
     error.walk((e: unknown) => {

@@ -1,4 +1,5 @@
 import { BaseError, createTransport, http, keccak256, RpcRequestError, shouldThrow, TimeoutError, webSocket, type EIP1193RequestFn, type Hex, type Transport } from "viem";
+import { classifySendError } from "./node-errors.js";
 import { describeRpcFailure, redactUrl } from "./rpc-url.js";
 
 /** One configured RPC endpoint of a network. */
@@ -280,6 +281,8 @@ export function isWebSocketUrl(url: string): boolean {
 /**
  * `eth_sendRawTransaction` that failed (a refusal, or no answer) but whose transaction the node knows
  * answers its hash: a send retried on the same or the next endpoint after the first took it is one send.
+ * A refusal that says so itself (`already known`, `tx already in mempool`: {@link classifySendError}) is
+ * passed on, so the relayer tells a transaction the node held from one it took anew.
  */
 function sentOnce(transport: Transport): Transport {
   return (parameters) => {
@@ -289,6 +292,8 @@ function sentOnce(transport: Transport): Transport {
       try {
         return await inner.request(args as never, options as never);
       } catch (error) {
+        // The node says it holds this very transaction: the caller reads that itself (sent, not taken anew).
+        if (classifySendError(error).kind === "known") throw error;
         const [raw] = args.params as [Hex];
         const hash = keccak256(raw);
         const known = await inner.request({ method: "eth_getTransactionByHash", params: [hash] } as never).catch(() => null);

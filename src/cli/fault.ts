@@ -2,7 +2,7 @@
 // for a suite in any language. Pure HTTP to the stack's control endpoint (no Hardhat loaded here): found by
 // --url, HARNESS_URL, or the state file of `cronos-x402 start --background`.
 import { parseArgs } from "node:util";
-import { parseUnits } from "viem";
+import { parseGwei, parseUnits } from "viem";
 import { DEFAULT_STATE_DIR, flagProblem, UsageError } from "../harness/cli.js";
 import { connectHarness } from "../harness/control/client.js";
 import { HarnessControlError, type FaultInfo, type FaultSpec, type HarnessControl } from "../harness/control/spec.js";
@@ -30,6 +30,13 @@ const KINDS: Readonly<Record<string, { spec: Partial<FaultSpec> & { kind: FaultS
   busy: { spec: { kind: "busy" }, line: "busy --for-seconds N                 the facilitator answers verify, settle and lookups 429 with Retry-After" },
   blocks: { spec: { kind: "blocks" }, line: "blocks                               block production stopped (also `cronos-x402 time stop-blocks`)" },
   "facilitator-down": { spec: { kind: "facilitator-down" }, line: "facilitator-down                     the facilitator stopped, its port closed" },
+  "lagging-backend": {
+    spec: { kind: "lagging-backend" },
+    line: "lagging-backend [--blocks N]         the endpoint reaches a backend N blocks behind (default 60): eth_getLogs cut there, the next correct send refused invalid nonce (--refusals N)",
+  },
+  "mempool-lost": { spec: { kind: "mempool-lost" }, line: "mempool-lost                         the node loses its pool, as a restart: its pending transactions dropped (cannot be undone)" },
+  "min-fee": { spec: { kind: "min-fee" }, line: "min-fee --gwei G                     the chain's minimum gas price raised to G gwei: a fee under it is refused (insufficient fee)" },
+  "no-replacement": { spec: { kind: "no-replacement" }, line: "no-replacement                       transaction replacement off: a same-nonce transaction is answered invalid nonce" },
 };
 
 const WHERE = [
@@ -47,6 +54,8 @@ export function faultUsage(): string {
     "",
     "Kinds:",
     ...Object.entries(KINDS).map(([, { line }]) => `  ${line}`),
+    "",
+    "The last four are a Cronos node's: the stack's chains must answer as one (start --node cronos, the default).",
     "",
     "Options of every kind:",
     "  --network N        one network (cronos-testnet, cronos-mainnet); default every network of the stack",
@@ -91,6 +100,9 @@ const OPTIONS = {
   "delay-ms": { type: "string" },
   "for-calls": { type: "string" },
   methods: { type: "string" },
+  blocks: { type: "string" },
+  refusals: { type: "string" },
+  gwei: { type: "string" },
   all: { type: "boolean" },
   json: { type: "boolean" },
   help: { type: "boolean", short: "h" },
@@ -138,6 +150,12 @@ export function faultSpecOf(kindName: string, values: Values): FaultSpec {
   set("delayMs", whole("delay-ms", values["delay-ms"]));
   set("forCalls", whole("for-calls", values["for-calls"]));
   if (values.methods !== undefined) spec.methods = values.methods.split(",").map((method) => method.trim()).filter(Boolean);
+  set("blocks", whole("blocks", values.blocks));
+  set("refusals", whole("refusals", values.refusals));
+  if (values.gwei !== undefined) {
+    if (!/^\d{1,21}(\.\d{1,9})?$/.test(values.gwei.trim())) throw new UsageError(`--gwei: must be gwei with at most 9 decimals (e.g. 10000 or 0.5), got "${values.gwei}"`);
+    spec.minGasPrice = parseGwei(values.gwei.trim()).toString();
+  }
   return spec as FaultSpec;
 }
 
@@ -152,7 +170,14 @@ function controls(values: Values, env: NodeJS.ProcessEnv): HarnessControl {
 
 /** One line per fault: id, state, kind, what it does. */
 function faultLine(fault: FaultInfo): string {
-  const extra = [fault.endsAt ? `until ${fault.endsAt}` : "", fault.txHash ? `tx ${fault.txHash}` : "", fault.error ? `error: ${fault.error}` : ""].filter(Boolean).join("; ");
+  const extra = [
+    fault.endsAt ? `until ${fault.endsAt}` : "",
+    fault.txHash ? `tx ${fault.txHash}` : "",
+    fault.dropped ? `${fault.dropped.length} transaction(s) dropped` : "",
+    fault.error ? `error: ${fault.error}` : "",
+  ]
+    .filter(Boolean)
+    .join("; ");
   return `${fault.id}\t${fault.state}\t${fault.kind}\t${fault.description}${extra ? ` (${extra})` : ""}`;
 }
 

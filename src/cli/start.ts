@@ -10,6 +10,7 @@ import { PORT_ROLE_LABEL, PortInUseError } from "../harness/errors.js";
 import { givenUrls, lineLogger, redactGivenUrls, stderrSink } from "../harness/log.js";
 import { MULTICALL3_ADDRESS } from "../harness/multicall3.js";
 import { assertHarnessCanRun, HarnessUnavailableError, nativeBindingFailure } from "../harness/require-hardhat.js";
+import type { NodeKind } from "../harness/defaults.js";
 import type { LocalStack } from "../harness/stack.js";
 import { whenParentExits, whenWrapperShellSignalled } from "../harness/parent.js";
 import { DETACHED_VARIABLE, runInBackground, type DetachedReadyLine } from "./background.js";
@@ -175,6 +176,7 @@ function summary(running: LocalStack, buyerBalance: bigint, detached: boolean): 
       "",
       `${network}  chain id ${info.chainId}${forked ? `  (fork of ${redactUrl(forked)})` : ""}`,
       `  RPC URL   ${info.rpcUrl}   (WebSocket: ${info.wsUrl})`,
+      `  Node      ${describeNode(running.chains[network as keyof typeof running.chains]?.node)}`,
       `  viem      ${info.viemChain}   (import { ${info.viemChain} } from "viem/chains"; Multicall3 at ${MULTICALL3_ADDRESS})`,
       `  USDC.e    ${info.token}   EIP-712 domain: name "${info.domain.name}", version "${info.domain.version}"`,
       `  Buyers    (${forked ? "topped up to " : ""}${formatUnits(buyerBalance, 6)} USDC.e each) - LOCAL-ONLY: Hardhat's PUBLIC test keys, never use them on a real network`,
@@ -184,6 +186,12 @@ function summary(running: LocalStack, buyerBalance: bigint, detached: boolean): 
   const stopping = detached ? "`cronos-x402 stop` stops everything." : "Ctrl+C stops everything.";
   lines.push("", `${stopping} \`cronos-x402 start --json\` prints this as one JSON line (\`npm start -- --json\` in the kit's clone); \`--help\` lists the options.`, "");
   return `${lines.join("\n")}\n`;
+}
+
+function describeNode(node: NodeKind | undefined): string {
+  return node === "ethereum"
+    ? "EDR alone: geth's pool (nonce gaps queued; --node cronos answers as the real networks' nodes)"
+    : "a Cronos v1.7 node: strict nonces and its refusal texts, its eth_getLogs caps (docs/cronos-node.md; --node ethereum: geth's pool)";
 }
 
 function firstLine(error: unknown): string {

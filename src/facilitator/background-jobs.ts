@@ -2,6 +2,7 @@
 import { isWebSocketUrl } from "../chain/rpc-transport.js";
 import type { Ledger } from "../ledger/types.js";
 import type { NetworkName } from "../protocol/networks.js";
+import { proveSettled } from "../settlement/history-proof.js";
 import type { NetworkRuntime } from "../settlement/runtime.js";
 import { ChainHistory, TokenIndex } from "../state/index.js";
 import { ENV_PREFIX, type FacilitatorConfig } from "./config/index.js";
@@ -16,7 +17,13 @@ const HISTORY_CHECK_MS = 10_000;
  * Binds the ledger's rows of each network's chain to the chain's history before anything is served or sent: rows of
  * another history (a local chain restarted or reverted) are set aside (docs/operations.md, "The chain's identity").
  */
-export async function bindHistories(networks: ReadonlyMap<NetworkName, NetworkRuntime>, ledger: Ledger, metrics: FacilitatorMetrics, logger: Logger): Promise<void> {
+export async function bindHistories(
+  networks: ReadonlyMap<NetworkName, NetworkRuntime>,
+  ledger: Ledger,
+  metrics: FacilitatorMetrics,
+  logger: Logger,
+  confirmAfterMs: number,
+): Promise<void> {
   await Promise.all(
     [...networks.values()].map(async (runtime) => {
       const { network, chainId, token } = runtime.config;
@@ -27,7 +34,10 @@ export async function bindHistories(networks: ReadonlyMap<NetworkName, NetworkRu
         token,
         store: ledger,
         logger,
+        // Rows are kept, set aside and brought back by the one payment decision.
+        prove: (row) => proveSettled(runtime.payments, row),
         checkIntervalMs: HISTORY_CHECK_MS,
+        confirmAfterMs,
         onSetAside: (counts) => {
           // The index's nonces are deleted, not set aside: they are the chain's own logs, read again.
           metrics.rowsSetAside(network, "settlement", counts.settlements);

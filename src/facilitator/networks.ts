@@ -1,5 +1,6 @@
 // The networks a facilitator serves: an RPC transport and clients per network, the start-up checks, the relayers.
-import { createPublicClient, type Address, type PublicClient, type Transport } from "viem";
+import { createPublicClient, formatGwei, type Address, type PublicClient, type Transport } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
 import { ChainState } from "../chain/state.js";
 import { Relayer, type RelayerEvent } from "../chain/relayer/index.js";
 import { rpcTransport, type RpcTransport } from "../chain/rpc-transport.js";
@@ -11,6 +12,7 @@ import type { FacilitatorConfig, NetworkConfig } from "./config/index.js";
 import { inspectNetwork, readDomain, type NetworkInspection, type RpcEndpointClient } from "./health.js";
 import type { Logger } from "./logger.js";
 import type { FacilitatorMetrics } from "./metrics/index.js";
+import { settleFeeCap } from "./fee-cap.js";
 import { StartupError } from "./startup-error.js";
 
 /** The networks of a facilitator, assembled and checked. */
@@ -58,6 +60,15 @@ function relayerEvent(network: NetworkName, event: RelayerEvent, metrics: Facili
       return;
     case "gapFilled":
       logger.warn({ network, relayer: from, nonce: event.nonce, txHash: event.hash, by: event.by }, "relayer: nonce gap filled");
+      return;
+    case "refused":
+      logger.info({ network, relayer: from, nonce: event.nonce, txHash: event.hash, refusal: event.refusal }, "relayer: broadcast refused by the node");
+      return;
+    case "nonceAdopted":
+      logger.warn({ network, relayer: from, nonce: event.nonce, expected: event.expected }, "relayer: the node expects another nonce; the key sends from it");
+      return;
+    case "nonceTaken":
+      logger.warn({ network, relayer: from, nonce: event.nonce, txHash: event.hash }, "relayer: nonce mined by a transaction this relayer did not send there");
       return;
     default:
       logger.warn({ network, relayer: from, nonce: event.nonce, txHash: event.hash }, `relayer: transaction ${kind}`);
@@ -137,25 +148,15 @@ export async function openNetworks(
   await Promise.all(
     config.networks.map(async (network) => {
       const client = clients.get(network.network)!;
-      const relayer = new Relayer({
-        client,
-        chainId: network.chainId,
-        privateKeys: config.relayerKeys,
-        maxFeePerGasWei: config.lifecycle.maxFeePerGasWei,
-        replaceAfterSeconds: config.lifecycle.replaceAfterSeconds,
-        pollingIntervalMs: config.pollingIntervalMs,
-        onEvent: (event) => relayerEvent(network.network, event, metrics, logger),
-        // Its keys send only under the ledger's leases (coordination gives and takes them back).
-        leased: true,
-      });
+      const relayers = config.relayerKeys.map((key) => privateKeyToAccount(key).address);
       const several = endpoints.get(network.network)!;
       if (several.length > 1) {
-        startupInspections.set(network.network, await checkEndpoints(config, network, several, relayer.addresses, logger));
+        startupInspections.set(network.network, await checkEndpoints(config, network, several, relayers, logger));
       } else {
         const inspection = await inspectNetwork({
           client,
           config: network,
-          relayers: relayer.addresses,
+          relayers,
           relayerMinBalanceWei: config.relayerMinBalanceWei,
           maxBlockAgeSeconds: 0,
           rpcTimeoutMs: config.rpcTimeoutMs,
@@ -164,6 +165,22 @@ export async function openNetworks(
         if (first) throw new StartupError(`${network.network}: ${first.variable}: ${first.message}`);
         startupInspections.set(network.network, inspection);
       }
+      const fees = await settleFeeCap(client, network, config.lifecycle.maxFeePerGasWei);
+      logger.info(
+        { network: network.network, capGwei: formatGwei(fees.capWei), followsChain: fees.followsChain, baseFeeGwei: fees.chain.baseFeeWei === undefined ? null : formatGwei(fees.chain.baseFeeWei), gasPriceGwei: formatGwei(fees.chain.gasPriceWei) },
+        fees.followsChain ? "fee cap: follows the chain (MAX_FEE_PER_GAS_GWEI unset)" : "fee cap: MAX_FEE_PER_GAS_GWEI",
+      );
+      const relayer = new Relayer({
+        client,
+        chainId: network.chainId,
+        privateKeys: config.relayerKeys,
+        maxFeePerGasWei: fees.capWei,
+        replaceAfterSeconds: config.lifecycle.replaceAfterSeconds,
+        pollingIntervalMs: config.pollingIntervalMs,
+        onEvent: (event) => relayerEvent(network.network, event, metrics, logger),
+        // Its keys send only under the ledger's leases (coordination gives and takes them back).
+        leased: true,
+      });
       const domain = await readDomain(client, network.token);
       networks.set(network.network, {
         config: network,

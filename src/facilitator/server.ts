@@ -84,7 +84,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       metrics,
       observe: () => context.observe,
       ...(options.ledger ? { ledger: options.ledger } : {}),
-      prepare: (ledger) => bindHistories(networks, ledger, metrics, logger),
+      prepare: (ledger) => bindHistories(networks, ledger, metrics, logger, config.chainHistoryConfirmMs),
     });
   } catch (error) {
     await Promise.all([...networks.values()].map((runtime) => runtime.relayer.stop()));

@@ -1,6 +1,4 @@
 import { EventEmitter } from "node:events";
-import { request as httpRequest } from "node:http";
-import { request as httpsRequest } from "node:https";
 import {
   createPublicClient,
   createWalletClient,
@@ -25,11 +23,13 @@ import { tokenAbi } from "../chain/token-abi.js";
 import { NETWORKS, type NetworkName } from "../protocol/networks.js";
 import { ACCOUNT_INDEX, buyerIndexes, localAccount, PREFUNDED_ACCOUNTS, type LocalAccount } from "./accounts.js";
 import { kitHardhat, loadKitArtifact, loadTokenArtifact } from "./hardhat.js";
-import { DEFAULT_BUYER_BALANCE, DEFAULT_BUYERS, DEFAULT_RPC_PORT, MAX_BUYERS, START_BLOCK } from "./defaults.js";
+import { DEFAULT_BUYER_BALANCE, DEFAULT_BUYERS, DEFAULT_NODE, DEFAULT_RPC_PORT, MAX_BUYERS, START_BLOCK, type NodeKind } from "./defaults.js";
+import { CronosNode, type CronosNodeOptions } from "./cronos-node/node.js";
+import { probeForkUrl } from "./fork-probe.js";
 import { MULTICALL3_ADDRESS, placeMulticall3, VIEM_CHAIN_NAME, VIEM_CHAINS, type ViemChainName } from "./multicall3.js";
-import { serveJsonRpc, type JsonRpcBridge } from "./rpc-bridge.js";
+import { serveJsonRpc, type JsonRpcBridge, type RequestProvider } from "./rpc-bridge.js";
 
-export { CRONOS_BLOCK_TIME_MS, DEFAULT_BUYER_BALANCE, DEFAULT_BUYERS, DEFAULT_RPC_PORT, MAX_BUYERS, START_BLOCK } from "./defaults.js";
+export { CRONOS_BLOCK_TIME_MS, DEFAULT_BUYER_BALANCE, DEFAULT_BUYERS, DEFAULT_NODE, DEFAULT_RPC_PORT, MAX_BUYERS, NODE_KINDS, START_BLOCK, type NodeKind } from "./defaults.js";
 export { MULTICALL3_ADDRESS, VIEM_CHAIN_NAME, type ViemChainName } from "./multicall3.js";
 
 /** The Hardhat network (in hardhat.config.ts) behind each Cronos network. */
@@ -67,6 +67,13 @@ export interface LocalChainOptions {
   artifact?: TokenArtifact | Promise<TokenArtifact>;
   /** The Multicall3 to place (or a promise of it); default the compiled Multicall3. */
   multicall3Artifact?: TokenArtifact | Promise<TokenArtifact>;
+  /**
+   * How the chain admits transactions and answers over its JSON-RPC: `cronos` (default) as a Cronos v1.7 node
+   * (docs/cronos-node.md), `ethereum` as EDR on its own (geth's pool).
+   */
+  node?: NodeKind;
+  /** With `node: "cronos"`: the replacement rule's fee bump (percent, default 10) and the minimum gas price (wei, default 0). */
+  cronos?: CronosNodeOptions;
   /** Progress lines (for a terminal). */
   onProgress?: (message: string) => void;
 }
@@ -95,9 +102,15 @@ export interface LocalChain {
   buyers: LocalAccount[];
   /** Milliseconds between blocks it was started with; 0 = automine. */
   blockTimeMs: number;
-  /** The in-process provider: the fastest way to the chain from this process. */
+  /** How it admits transactions and answers over `rpcUrl` and {@link rpcProvider}: as a Cronos node, or as EDR on its own. */
+  node: NodeKind;
+  /** What `rpcUrl` answers, in process: the Cronos node in front of EDR (or EDR itself with `node: "ethereum"`). */
+  rpcProvider: RequestProvider;
+  /** The Cronos node in front of EDR (its settings, and the faults that hold it); absent with `node: "ethereum"`. */
+  cronosNode?: CronosNode;
+  /** EDR's in-process provider, without the Cronos node in front: the harness's own controls (mining, clock, impersonation). */
   provider: EthereumProvider;
-  /** `custom(provider, { retryCount: 0 })`: a viem transport over the in-process provider. */
+  /** `custom(provider, { retryCount: 0 })`: a viem transport over EDR's in-process provider. */
   transport: Transport;
   publicClient: PublicClient;
   /** Mints `amount` base units to each address (as the token's master minter). */
@@ -118,10 +131,12 @@ export async function startLocalChain(options: LocalChainOptions): Promise<Local
   const buyerCount = options.buyers ?? DEFAULT_BUYERS;
   const buyerBalance = options.buyerBalance ?? DEFAULT_BUYER_BALANCE;
   const blockTimeMs = options.blockTimeMs ?? 0;
+  const node = options.node ?? DEFAULT_NODE;
   if (!Number.isInteger(buyerCount) || buyerCount < 0 || buyerCount > MAX_BUYERS) {
     throw new RangeError(`buyers must be an integer from 0 to ${MAX_BUYERS}, got ${buyerCount}`);
   }
   if (buyerBalance < 0n) throw new RangeError("buyerBalance must not be negative");
+  if (node !== "cronos" && node !== "ethereum") throw new RangeError(`node must be "cronos" or "ethereum", got ${String(node)}`);
   if (!Number.isInteger(blockTimeMs) || blockTimeMs < 0) throw new RangeError(`blockTimeMs must be a non-negative integer, got ${blockTimeMs}`);
   const progress = (message: string) => options.onProgress?.(`${network}: ${message}`);
 
@@ -135,18 +150,19 @@ export async function startLocalChain(options: LocalChainOptions): Promise<Local
   ready.catch(() => {});
   // The bridge listens before the chain exists: subscription events reach it through this relay.
   const events = new EventEmitter();
-  // Bound first, so a taken port fails in milliseconds; requests wait until the chain is set up.
-  const bridge: JsonRpcBridge = await serveJsonRpc(
-    {
-      async request(args) {
-        await ready;
-        return connection!.provider.request(args as { method: string; params?: unknown[] });
-      },
-      on: (event, listener) => events.on(event, listener),
-      removeListener: (event, listener) => events.removeListener(event, listener),
+  const edr: RequestProvider = {
+    async request(args) {
+      await ready;
+      return connection!.provider.request(args as { method: string; params?: unknown[] });
     },
-    { host: options.host, port: options.port ?? DEFAULT_RPC_PORT[network], role: `${network}-rpc` },
-  );
+    on: (event, listener) => events.on(event, listener),
+    removeListener: (event, listener) => events.removeListener(event, listener),
+  };
+  // Built first, so a bad option fails before anything starts; the chain's own set-up goes to EDR directly.
+  const cronosNode = node === "cronos" ? new CronosNode(edr, options.cronos) : undefined;
+  const rpcProvider = cronosNode ?? edr;
+  // Bound first, so a taken port fails in milliseconds; requests wait until the chain is set up.
+  const bridge: JsonRpcBridge = await serveJsonRpc(rpcProvider, { host: options.host, port: options.port ?? DEFAULT_RPC_PORT[network], role: `${network}-rpc` });
   let intervalMining = false;
   let stopping: Promise<void> | undefined;
   const stop = () => {
@@ -275,7 +291,7 @@ export async function startLocalChain(options: LocalChainOptions): Promise<Local
     }
     markReady();
     const head = await publicClient.getBlockNumber({ cacheTime: 0 });
-    progress(`ready: chain id ${chainId} at ${bridge.url}, block ${head}${blockTimeMs > 0 ? `, a block every ${blockTimeMs} ms` : ", automine"}`);
+    progress(`ready: chain id ${chainId} at ${bridge.url}, block ${head}${blockTimeMs > 0 ? `, a block every ${blockTimeMs} ms` : ", automine"}, ${node === "cronos" ? "admitting as a Cronos node" : "admitting as EDR (geth's pool)"}`);
     return {
       network,
       chainId,
@@ -290,6 +306,9 @@ export async function startLocalChain(options: LocalChainOptions): Promise<Local
       multicall3Deployed,
       buyers,
       blockTimeMs,
+      node,
+      rpcProvider,
+      ...(cronosNode ? { cronosNode } : {}),
       provider,
       transport,
       publicClient,
@@ -337,45 +356,6 @@ export async function impersonate(
   // Topped up only when nearly out: an account's own native balance is otherwise left as it is.
   if ((await publicClient.getBalance({ address })) < parseEther("1")) await setBalance(provider, address, GAS_MONEY);
   return createWalletClient({ account: { address, type: "json-rpc" }, chain, transport });
-}
-
-/** Asks `url` for its chain id and latest block, so an unreachable fork fails in seconds with a clear reason (EDR retries for ~50 s). */
-async function probeForkUrl(network: NetworkName, url: string): Promise<{ chainId: number; blockNumber: bigint }> {
-  const chainId = await askOnce(url, "eth_chainId");
-  if (typeof chainId !== "bigint") throw new Error(`${network}: cannot fork ${url}: ${chainId.reason}`);
-  const blockNumber = await askOnce(url, "eth_blockNumber");
-  if (typeof blockNumber !== "bigint") throw new Error(`${network}: cannot fork ${url}: ${blockNumber.reason}`);
-  return { chainId: Number(chainId), blockNumber };
-}
-
-/** One JSON-RPC call whose result is a hex quantity; the reason when there is no such answer. */
-async function askOnce(url: string, method: string): Promise<bigint | { reason: string }> {
-  // node:http rather than fetch: fetch refuses some ports ("bad ports") that EDR would use fine.
-  const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: [] });
-  const target = new URL(url);
-  const request = target.protocol === "https:" ? httpsRequest : httpRequest;
-  return new Promise((resolve) => {
-    const req = request(
-      target,
-      { method: "POST", headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) }, timeout: 10_000 },
-      (res) => {
-        let text = "";
-        res.setEncoding("utf8").on("data", (chunk: string) => (text += chunk));
-        res.on("end", () => {
-          try {
-            const result = (JSON.parse(text) as { result?: unknown }).result;
-            if (typeof result === "string") return resolve(BigInt(result));
-          } catch {
-            // Not JSON (or not a quantity): reported below with the status.
-          }
-          resolve({ reason: `HTTP ${res.statusCode}, no ${method} result` });
-        });
-      },
-    );
-    req.on("timeout", () => req.destroy(new Error("no answer within 10 s")));
-    req.on("error", (error: NodeJS.ErrnoException) => resolve({ reason: error.code ?? error.message }));
-    req.end(body);
-  });
 }
 
 /**

@@ -1,8 +1,9 @@
 import { parseArgs } from "node:util";
-import { parseUnits } from "viem";
+import { parseGwei, parseUnits } from "viem";
 import { z } from "zod";
 import { CRONOS_MAINNET, CRONOS_TESTNET, NETWORK_NAMES, canonicalNetwork, type NetworkName } from "../protocol/networks.js";
-import { CRONOS_BLOCK_TIME_MS, DEFAULT_BUYERS, DEFAULT_FACILITATOR_PORT, DEFAULT_RPC_PORT, MAX_BUYERS, START_BLOCK } from "./defaults.js";
+import { CRONOS_BLOCK_TIME_MS, DEFAULT_BUYERS, DEFAULT_FACILITATOR_PORT, DEFAULT_NODE, DEFAULT_RPC_PORT, MAX_BUYERS, NODE_KINDS, START_BLOCK } from "./defaults.js";
+import { DEFAULT_FEE_BUMP, MAX_FEE_BUMP } from "./cronos-node/texts.js";
 import type { PortRole } from "./errors.js";
 import { LOG_LEVELS, type LogLevel } from "./log.js";
 import type { LocalStackOptions } from "./stack.js";
@@ -73,6 +74,15 @@ export const START_OPTIONS = {
     description: `milliseconds between blocks; 0 = mine each transaction at once (automine); "cronos" = ${CRONOS_BLOCK_TIME_MS}, the real networks' pace (500 ms blocks since 2025, per the Cronos 2025 whitepaper, whitepaper.cronos.org)`,
     fallback: "0",
   },
+  node: {
+    flag: "--node",
+    env: "CHAIN_NODE",
+    value: "cronos|ethereum",
+    description: "how the chains admit transactions and answer over JSON-RPC: cronos = as a Cronos v1.7 node (strict nonces and its refusal texts, its eth_getLogs caps; docs/cronos-node.md), ethereum = as EDR alone (geth's pool: gaps queued)",
+    fallback: DEFAULT_NODE,
+  },
+  feeBump: { flag: "--fee-bump", env: "CRONOS_FEE_BUMP", value: "PERCENT", description: "with --node cronos: the replacement rule's mempool.feebump (a replacement needs priority >= old x (100 + PERCENT) / 100)", fallback: String(DEFAULT_FEE_BUMP) },
+  minGasPrice: { flag: "--min-gas-price", env: "CRONOS_MIN_GAS_PRICE_GWEI", value: "GWEI", description: "with --node cronos: the chain's minimum gas price (a fee under it is refused; the base fee never goes under it)", fallback: "0" },
   forkTestnet: { flag: "--fork-testnet", env: "FORK_TESTNET_URL", value: "URL", description: "fork this JSON-RPC endpoint for cronos-testnet instead of starting empty", fallback: "" },
   forkMainnet: { flag: "--fork-mainnet", env: "FORK_MAINNET_URL", value: "URL", description: "fork this JSON-RPC endpoint for cronos-mainnet instead of starting empty", fallback: "" },
   buyers: { flag: "--buyers", env: "BUYERS", value: "N", description: `funded buyers per chain, 0-${MAX_BUYERS} (Hardhat accounts #2 upward, skipping #9)`, fallback: String(DEFAULT_BUYERS) },
@@ -159,6 +169,12 @@ const VALUE_SCHEMAS = {
   blockTime: z.union([z.literal("cronos").transform(() => CRONOS_BLOCK_TIME_MS), count(3_600_000)], {
     error: 'must be "cronos" or an integer from 0 to 3600000',
   }),
+  node: z.enum(NODE_KINDS, { error: `must be ${NODE_KINDS.join(" or ")}` }),
+  feeBump: count(MAX_FEE_BUMP),
+  minGasPrice: z
+    .string()
+    .regex(/^\d{1,21}(\.\d{1,9})?$/, "must be gwei with at most 9 decimals, e.g. 0, 10000 or 0.5")
+    .transform((raw) => parseGwei(raw)),
   forkTestnet: forkUrl,
   forkMainnet: forkUrl,
   buyers: count(MAX_BUYERS),
@@ -219,6 +235,14 @@ export function parseStartArgs(argv: readonly string[], env: NodeJS.ProcessEnv =
     }
   }
 
+  const node = read("node");
+  if (node === "ethereum") {
+    for (const key of ["feeBump", "minGasPrice"] as const) {
+      const spec = START_OPTIONS[key];
+      if (values[spec.flag.slice(2) as keyof typeof values] !== undefined || env[spec.env]?.trim()) throw new UsageError(`${spec.flag} (${spec.env}) goes with --node cronos: a Cronos node's setting`);
+    }
+  }
+
   const port = read("port");
   const rpcPorts: Partial<Record<NetworkName, number>> = {};
   if (networks.includes(CRONOS_TESTNET)) rpcPorts[CRONOS_TESTNET] = read("testnetRpcPort");
@@ -244,6 +268,8 @@ export function parseStartArgs(argv: readonly string[], env: NodeJS.ProcessEnv =
       port,
       rpcPorts,
       blockTimeMs: read("blockTime"),
+      node,
+      cronos: { feeBump: read("feeBump"), minGasPrice: read("minGasPrice") },
       fork,
       buyers: read("buyers"),
       buyerBalance: read("buyerBalance"),
@@ -261,6 +287,9 @@ function parseFlags(argv: readonly string[]) {
       port: { type: "string" },
       networks: { type: "string" },
       "block-time": { type: "string" },
+      node: { type: "string" },
+      "fee-bump": { type: "string" },
+      "min-gas-price": { type: "string" },
       "fork-testnet": { type: "string" },
       "fork-mainnet": { type: "string" },
       buyers: { type: "string" },

@@ -9,6 +9,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import type { NetworkName } from "../protocol/networks.js";
 import { localAccount } from "./accounts.js";
 import { startLocalChain, type LocalChain } from "./chain.js";
+import type { NodeKind } from "./defaults.js";
 import { PROJECT_ROOT } from "./hardhat.js";
 import { startTestPostgres, type TestPostgres } from "./postgres.js";
 
@@ -100,6 +101,8 @@ export interface ClusterOptions {
   network?: NetworkName;
   /** Milliseconds between blocks; default 1000. */
   blockTimeMs?: number;
+  /** How the chain admits transactions and answers: as a Cronos node (default) or as EDR alone. */
+  node?: NodeKind;
   buyers?: number;
   /** The relayer keys every instance is given; default {@link CLUSTER_RELAYER_KEYS}. */
   relayerKeys?: readonly Hex[];
@@ -152,7 +155,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     const network = options.network ?? "cronos-testnet";
     progress(`starting a local ${network} chain (a block every ${options.blockTimeMs ?? 1_000} ms)${ledger === "postgres" ? " and PostgreSQL" : ""}`);
     [chain, database] = await Promise.all([
-      startLocalChain({ network, port: 0, blockTimeMs: options.blockTimeMs ?? 1_000, buyers: options.buyers ?? 10 }),
+      startLocalChain({ network, port: 0, blockTimeMs: options.blockTimeMs ?? 1_000, buyers: options.buyers ?? 10, ...(options.node ? { node: options.node } : {}) }),
       ledger === "postgres" ? startTestPostgres() : Promise.resolve(undefined),
     ]);
     const prefix = network === "cronos-testnet" ? "CRONOS_TESTNET" : "CRONOS_MAINNET";

@@ -36,3 +36,14 @@ export const START_BLOCK: Readonly<Record<NetworkName, bigint>> = {
  * was 5 to 6 s). `--block-time cronos` mines at this pace.
  */
 export const CRONOS_BLOCK_TIME_MS = 500;
+
+/**
+ * How a local chain admits transactions and answers: `cronos`, as a Cronos v1.7 node (strict nonces, its
+ * replacement rule and refusal texts, its log caps and `pending` views: docs/cronos-node.md); `ethereum`,
+ * as EDR does on its own (geth's pool: gaps queued, `Known transaction`, `Replacement transaction underpriced`).
+ */
+export type NodeKind = "cronos" | "ethereum";
+/** Every {@link NodeKind}. */
+export const NODE_KINDS: readonly NodeKind[] = ["cronos", "ethereum"];
+/** The local chains answer as the real networks' nodes do unless told otherwise. */
+export const DEFAULT_NODE: NodeKind = "cronos";

@@ -12,6 +12,7 @@ export { connectHarness, type ConnectHarnessOptions } from "./control/client.js"
 export {
   HarnessControlError,
   FAULT_KINDS,
+  NODE_FAULT_KINDS,
   MAX_FAULTS,
   type ChainTimes,
   type FaultHandle,
@@ -23,6 +24,7 @@ export {
   type HarnessStatus,
 } from "./control/spec.js";
 export { startLocalChain, HARDHAT_NETWORK, type LocalChain, type LocalChainOptions } from "./chain.js";
+export { CronosNode, type CronosNodeOptions, type NodeHold } from "./cronos-node/node.js";
 export { serveJsonRpc, type JsonRpcBridge, type RequestProvider, type ServeJsonRpcOptions } from "./rpc-bridge.js";
 export { ACCOUNT_INDEX, HARDHAT_MNEMONIC, buyerIndexes, localAccount, type LocalAccount } from "./accounts.js";
 export { PortInUseError, PORT_ROLE_LABEL, type PortRole } from "./errors.js";
@@ -31,9 +33,12 @@ export {
   DEFAULT_BUYER_BALANCE,
   DEFAULT_BUYERS,
   DEFAULT_FACILITATOR_PORT,
+  DEFAULT_NODE,
   DEFAULT_RPC_PORT,
   MAX_BUYERS,
+  NODE_KINDS,
   START_BLOCK,
+  type NodeKind,
 } from "./defaults.js";
 export { MULTICALL3_ADDRESS, placeMulticall3, VIEM_CHAIN_NAME, VIEM_CHAINS, type ViemChainName } from "./multicall3.js";
 export { kitHardhat, loadKitArtifact, loadTokenArtifact, PROJECT_ROOT, type KitContract } from "./hardhat.js";

@@ -10,7 +10,8 @@ import type { Ledger } from "../ledger/types.js";
 import { NETWORK_NAMES, type NetworkName } from "../protocol/networks.js";
 import { ACCOUNT_INDEX, localAccount } from "./accounts.js";
 import { startLocalChain, type LocalChain } from "./chain.js";
-import { DEFAULT_FACILITATOR_PORT, DEFAULT_RPC_PORT } from "./defaults.js";
+import { DEFAULT_FACILITATOR_PORT, DEFAULT_RPC_PORT, type NodeKind } from "./defaults.js";
+import type { CronosNodeOptions } from "./cronos-node/node.js";
 import { isAddressInUse, PortInUseError, type PortRole } from "./errors.js";
 import { kitHardhat, loadKitArtifact, loadTokenArtifact } from "./hardhat.js";
 import type { ViemChainName } from "./multicall3.js";
@@ -32,6 +33,13 @@ export interface LocalStackOptions {
   rpcPorts?: Partial<Record<NetworkName, number>>;
   /** Milliseconds between blocks; 0 (default) = automine; {@link CRONOS_BLOCK_TIME_MS} = the real networks' pace. */
   blockTimeMs?: number;
+  /**
+   * How the chains admit transactions and answer over JSON-RPC (their public endpoints and the facilitator's
+   * link alike): `cronos` (default) as a Cronos v1.7 node, `ethereum` as EDR on its own (geth's pool).
+   */
+  node?: NodeKind;
+  /** With `node: "cronos"`: the replacement rule's fee bump (percent, default 10) and the minimum gas price (wei, default 0). */
+  cronos?: CronosNodeOptions;
   /** JSON-RPC URL to fork, per network. */
   fork?: Partial<Record<NetworkName, string>>;
   /** Buyers per chain (accounts #2 upward, skipping #9); default 3. */
@@ -152,6 +160,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         hre,
         port: options.rpcPorts?.[network],
         blockTimeMs: options.blockTimeMs,
+        ...(options.node ? { node: options.node } : {}),
+        ...(options.cronos ? { cronos: options.cronos } : {}),
         forkUrl: options.fork?.[network],
         buyers: options.buyers,
         buyerBalance: options.buyerBalance,
@@ -207,9 +217,12 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const seller = localAccount(ACCOUNT_INDEX.seller).address;
     const playground = createPlayground({ chains, payTo: seller, facilitatorUrl: () => latest!.url });
 
-    /** Starts a facilitator on `listenPort`, each of its links to the chains new (the harness's RPC faults live there). */
+    /**
+     * Starts a facilitator on `listenPort`, each of its links to the chains new (the harness's RPC faults live
+     * there); a link reaches what the chain's `rpcUrl` answers (the Cronos node in front of EDR by default).
+     */
     const launch = async (listenPort: number) => {
-      const links = networks.map((network) => [network, harness!.rpc.wire(network, chains[network]!.provider, chains[network]!.rpcUrl, config.rpcTimeoutMs)] as const);
+      const links = networks.map((network) => [network, harness!.rpc.wire(network, chains[network]!.rpcProvider, chains[network]!.rpcUrl, config.rpcTimeoutMs)] as const);
       const transports: Partial<Record<NetworkName, Transport>> = Object.fromEntries(links.map(([network, wire]) => [network, custom(wire.provider, { retryCount: 0 })]));
       wires = links.map(([, wire]) => wire);
       try {

@@ -32,6 +32,12 @@ export class LeaseKeeper {
   readonly #ttlMs: number;
   readonly #now: () => number;
   readonly #held = new Map<string, Lease>();
+  /**
+   * Until when (this instance's clock) each held lease surely lives: its time-to-live from before the request that took
+   * or renewed it. The lease's own times are the ledger's lease clock (the database's, on PostgreSQL), which this
+   * instance's clock need not agree with: a duration measured here does not depend on it.
+   */
+  readonly #safeUntil = new Map<string, number>();
   #timer: NodeJS.Timeout | undefined;
   #ticking: Promise<void> | undefined;
   #stopped = false;
@@ -58,7 +64,7 @@ export class LeaseKeeper {
   }
 
   #safe(lease: Lease): boolean {
-    return lease.expiresAt > this.#now() + this.#ttlMs / 3;
+    return (this.#safeUntil.get(lease.address.toLowerCase()) ?? 0) > this.#now() + this.#ttlMs / 3;
   }
 
   /** The leases this instance holds, for health reports. */
@@ -76,16 +82,21 @@ export class LeaseKeeper {
     if (this.#stopped) return;
     const { ledger, instanceId } = this.#options;
     await ledger.heartbeat(instanceId, this.#ttlMs, this.#options.info ?? {});
+    const asked = this.#now();
     const renewed = await ledger.renewLeases(instanceId, this.#ttlMs);
     const ours = new Set(this.#options.keys.map((k) => k.toLowerCase()));
     const still = new Map(renewed.filter((l) => ours.has(l.address.toLowerCase())).map((l) => [l.address.toLowerCase(), l]));
     for (const [key, lease] of this.#held) {
       if (!still.has(key)) {
         this.#held.delete(key);
+        this.#safeUntil.delete(key);
         this.#options.onLost?.(lease.address);
       }
     }
-    for (const [key, lease] of still) this.#held.set(key, lease);
+    for (const [key, lease] of still) {
+      this.#held.set(key, lease);
+      this.#safeUntil.set(key, asked + this.#ttlMs);
+    }
 
     const live = Math.max(1, (await ledger.instances()).length);
     const target = Math.ceil(this.#options.keys.length / live);
@@ -96,9 +107,11 @@ export class LeaseKeeper {
       for (let i = 0; i < keys.length && this.#held.size < target && !this.#stopped; i++) {
         const address = keys[(offset + i) % keys.length]!;
         if (this.#held.has(address.toLowerCase())) continue;
+        const at = this.#now();
         const lease = await ledger.acquireLease(address, instanceId, this.#ttlMs);
         if (!lease) continue;
         this.#held.set(address.toLowerCase(), lease);
+        this.#safeUntil.set(address.toLowerCase(), at + this.#ttlMs);
         this.#options.onAcquired?.(lease);
       }
     } else if (this.#held.size > target) {
@@ -106,6 +119,7 @@ export class LeaseKeeper {
         if (this.#held.size <= target) break;
         if (!(this.#options.isIdle?.(lease.address) ?? true)) continue;
         this.#held.delete(key);
+        this.#safeUntil.delete(key);
         this.#options.onLost?.(lease.address);
         await ledger.releaseLease(lease.address, instanceId);
       }
@@ -128,6 +142,7 @@ export class LeaseKeeper {
     const { ledger, instanceId } = this.#options;
     const held = [...this.#held.values()];
     this.#held.clear();
+    this.#safeUntil.clear();
     for (const lease of held) this.#options.onLost?.(lease.address);
     await Promise.all(held.map((lease) => ledger.releaseLease(lease.address, instanceId)));
     await ledger.removeInstance(instanceId);

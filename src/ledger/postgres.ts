@@ -96,6 +96,7 @@ class PostgresDriver implements SqlDriver {
   readonly backend = "postgres" as const;
   readonly skipLocked = " FOR UPDATE SKIP LOCKED";
   readonly forUpdate = " FOR UPDATE";
+  readonly clockMs = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)";
   readonly writableCte = true;
   readonly messages = new EventEmitter();
   readonly #url: string;

@@ -354,4 +354,40 @@ export const MIGRATIONS: readonly Migration[] = [
       ];
     },
   },
+  {
+    // A change of a chain's history is kept whole, so that it can be undone: nothing it sets aside is deleted. Each
+    // change records what the history it set aside looked like (its genesis, the trail's blocks after the common one,
+    // the settled rows whose disproof was its evidence) and the index's progress then; its rows in `set_aside_rows`
+    // name it (`change_id`; rows set aside by earlier versions name none and stay as they are), the index's nonces go
+    // to `set_aside_nonces`. A change found wrong (the chain holds that history after all) brings them all back.
+    name: "0013_reversible_history",
+    statements: (d) => [
+      `CREATE TABLE history_changes (
+        id ${d.serial},
+        chain_id INTEGER NOT NULL,
+        genesis_hash TEXT,
+        everything INTEGER NOT NULL,
+        common_number BIGINT,
+        common_hash TEXT,
+        trail TEXT NOT NULL,
+        disproven TEXT NOT NULL,
+        progress TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        changed_at BIGINT NOT NULL,
+        restored_at BIGINT
+      )`,
+      `CREATE INDEX history_changes_pending ON history_changes (chain_id, id) WHERE restored_at IS NULL`,
+      `ALTER TABLE set_aside_rows ADD COLUMN change_id BIGINT`,
+      `CREATE INDEX set_aside_rows_change ON set_aside_rows (change_id, kind)`,
+      `CREATE TABLE set_aside_nonces (
+        change_id BIGINT NOT NULL,
+        chain_id INTEGER NOT NULL,
+        token TEXT NOT NULL,
+        authorizer TEXT NOT NULL,
+        nonce TEXT NOT NULL,
+        block_number BIGINT NOT NULL,
+        PRIMARY KEY (change_id, token, authorizer, nonce)
+      )`,
+    ],
+  },
 ];

@@ -8,7 +8,7 @@ import {
   type TransactionReceipt,
 } from "viem";
 import { knowsTransaction } from "../chain/receipt.js";
-import { sendErrorKind } from "../chain/relayer/index.js";
+import { classifySendError } from "../chain/node-errors.js";
 import { tokenAbi } from "../chain/token-abi.js";
 import { AUTHORIZATION_CANCELED_TOPIC, AUTHORIZATION_USED_TOPIC } from "./receipt-transfer.js";
 
@@ -50,8 +50,13 @@ export interface SettlementChain {
    * within the look-back window); rejects when the logs cannot be read.
    */
   spender(token: Address, authorizer: Address, nonce: Hex): Promise<Spender | undefined>;
-  /** Broadcasts a stored signed transaction again: `accepted` (or already known) or `refused` (its nonce is spent). */
-  rebroadcast(raw: Hex): Promise<"accepted" | "refused">;
+  /**
+   * Broadcasts a stored signed transaction of `relayer` at `relayerNonce` again: `accepted` (the node took it
+   * anew), `known` (the node holds it), `spent` (refused, and that nonce of the relayer is mined: none of this
+   * transaction's versions can be mined now unless one was), `waits` (refused, and the nonce is not mined:
+   * it may still be, from a pool that holds it). A transport fault throws.
+   */
+  rebroadcast(tx: { raw: Hex; relayer: Address; relayerNonce: number }): Promise<"accepted" | "known" | "spent" | "waits">;
 }
 
 /** Parameters of {@link settlementChain}. */
@@ -131,14 +136,17 @@ export function settlementChain({ client, chainId, logLookbackBlocks, index }: S
       return logsOf(token, authorizer, nonce, number > lookback ? number - lookback : 0n, number);
     },
 
-    async rebroadcast(raw: Hex): Promise<"accepted" | "refused"> {
+    async rebroadcast({ raw, relayer, relayerNonce }) {
       try {
         await client.sendRawTransaction({ serializedTransaction: raw });
         return "accepted";
       } catch (error) {
-        const kind = sendErrorKind(error);
-        if (kind === "unknown") throw error; // a transport fault: try again next round
-        return kind === "known" ? "accepted" : "refused";
+        const refusal = classifySendError(error);
+        if (refusal.kind === "unknown") throw error; // a transport fault: try again next round
+        if (refusal.kind === "known") return "known";
+        // Whatever the refusal says (a lagging backend answers `invalid nonce` too), only the mined nonce proves the slot gone.
+        const mined = await client.getTransactionCount({ address: relayer, blockTag: "latest" });
+        return mined > relayerNonce ? "spent" : "waits";
       }
     },
   };

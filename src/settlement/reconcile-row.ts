@@ -69,8 +69,13 @@ export async function reconcileRow(deps: RowCheckDeps, chain: SettlementChain, r
   for (const tx of live) if (await chain.knows(tx.hash)) return undefined; // still in the node's pool
   const latest = live.at(-1);
   if (latest && !deps.mayBroadcast(latest.relayer)) return undefined;
-  if (latest && (await chain.rebroadcast(latest.raw)) === "accepted") return "rebroadcast";
-  // Refused: its nonce is spent. Unless it was mined (or the authorization spent) meanwhile, none of ours can be mined now.
+  if (latest) {
+    const again = await chain.rebroadcast(latest);
+    if (again === "accepted") return "rebroadcast";
+    // The node holds it, or the slot is not mined yet (a pool may hold it): never failed while it may be mined.
+    if (again !== "spent") return undefined;
+  }
+  // Its nonce is mined (or none of ours is live). Unless by ours (or the authorization was spent meanwhile), none of ours can be mined now.
   const late = actionOf(row, await decideLive(deps, chain, row, live));
   if (late) return late;
   for (const tx of live) await ledger.markTransaction(tx.hash, "dropped");

@@ -28,7 +28,8 @@ export async function sendClaimed(
   const { ledger, instanceId, logger } = steps;
   let sent: Pick<SentTransaction, "hashes" | "superseded">;
   try {
-    sent = await network.relayer.send(call, from, writeAhead(steps, record.id));
+    // A send the node refuses for now (a lagging backend, a full pool) is tried again until the settle's deadline.
+    sent = await network.relayer.send(call, from, writeAhead(steps, record.id), deadline);
   } catch (error) {
     // Nothing was signed or recorded: the key is not ours (now), so a key holder sends it.
     if (error instanceof Fenced || error instanceof KeyNotLeasedError || (error instanceof RelaySendError && error.cause instanceof Fenced)) return "fenced";

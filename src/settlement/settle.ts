@@ -261,8 +261,20 @@ async function simulate(payment: VerifiedPayment, context: FacilitatorContext): 
     context.logger.warn({ network: config.network, payer: payment.payload.authorization.from, maxSettleGas: String(maxSettleGas) }, "settle refused: gas estimate over MAX_SETTLE_GAS");
     return { refusal: "failedOnChain" };
   }
-  // Headroom for state that moves before the block, never past the cap.
-  return { call: { to: config.token, data, gas: bigMin((estimate.gas * 13n) / 10n, maxSettleGas) } };
+  return { call: { to: config.token, data, gas: bigMin(gasLimitOf(estimate.gas), maxSettleGas) } };
+}
+
+/**
+ * The gas limit sent for an estimate: the estimate plus the larger of 10 % and 20,000 gas. The margin covers
+ * state that moves between the estimate and the block: a payee's balance slot that a pending transfer had
+ * filled when the node estimated (on a node that estimates against its pending state) but is empty when
+ * ours runs costs 17,100 gas more; a contract wallet's check may vary. It stays small on purpose: Cronos
+ * charges max(gas used, `min_gas_multiplier` (0.5) × the gas limit), so a limit past twice the gas used is
+ * paid for outright, and admission holds gas limit × fee cap of the relayer's balance.
+ */
+function gasLimitOf(estimate: bigint): bigint {
+  const tenth = (estimate + 9n) / 10n;
+  return estimate + (tenth > 20_000n ? tenth : 20_000n);
 }
 
 function bigMin(a: bigint, b: bigint): bigint {

@@ -15,8 +15,11 @@ export type { SettlementLogger } from "./logger.js";
 export interface RelayerPort {
   /** The key to send the next transaction from, among `among` (the keys this instance holds the lease of). */
   pick(among?: readonly Address[]): Address | undefined;
-  /** Sends and follows the transaction until its nonce is mined (replaced when stuck, re-broadcast when dropped). */
-  send(request: RelayRequest, from: Address, hooks?: RelayHooks): Promise<SentTransaction>;
+  /**
+   * Sends and follows the transaction until its nonce is mined (replaced when stuck, re-broadcast when dropped);
+   * a send the node refuses for now is tried again until `deadline` (`performance.now()` time).
+   */
+  send(request: RelayRequest, from: Address, hooks?: RelayHooks, deadline?: number): Promise<SentTransaction>;
   /** Follows recorded transactions of a key this instance just took (a restart, a key taken over), under its lease, before its next send. */
   adopt(address: Address, load: () => Promise<readonly AdoptedTransaction[]>, lease?: KeyLease): Promise<void>;
   /**

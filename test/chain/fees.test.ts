@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { keccak256, parseGwei } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { FeeCapError, initialFees, neededFee, readFeeQuote, replacementFees } from "../../src/chain/fees.js";
+import { FeeCapError, feesAtLeast, initialFees, neededFee, readFeeQuote, replacementFees } from "../../src/chain/fees.js";
 import { HARDHAT_KEYS } from "../helpers/facilitator.js";
 import { openChain } from "../helpers/token.js";
 
@@ -40,6 +40,24 @@ describe("relayer fees: pricing under a cap, replacements", () => {
     // The network would take it, but +12.5 % is above the cap.
     expect(replacementFees(previous, { baseFeePerGas: gwei("1"), maxPriorityFeePerGas: gwei("1") }, gwei("11"))).to.equal(undefined);
     expect(replacementFees({ gasPrice: gwei("10") }, { gasPrice: gwei("1") }, gwei("11"))).to.equal(undefined);
+  });
+
+  it("re-prices a transaction refused for its fee to what the node named, within the cap; above it, nothing (FeeCapError)", () => {
+    const quote = { baseFeePerGas: gwei("10"), maxPriorityFeePerGas: gwei("1") };
+    const previous = { maxFeePerGas: gwei("13"), maxPriorityFeePerGas: gwei("1") };
+    // Cronos's minimum gas price (20 gwei) against min(fee cap, base fee + tip): the tip makes it up.
+    expect(feesAtLeast(previous, quote, gwei("20"), gwei("100"))).to.deep.equal({ maxFeePerGas: gwei("22"), maxPriorityFeePerGas: gwei("10") });
+    // The node's base fee (15 gwei) above the fee cap: the fee cap rises to it with its headroom, the tip stays.
+    const spiked = { baseFeePerGas: gwei("15"), maxPriorityFeePerGas: gwei("1") };
+    expect(feesAtLeast({ maxFeePerGas: gwei("12"), maxPriorityFeePerGas: gwei("1") }, spiked, gwei("15"), gwei("100"))).to.deep.equal({ maxFeePerGas: gwei("19"), maxPriorityFeePerGas: gwei("1") });
+    // Nothing named (geth's "transaction underpriced"), or named but already met: both fees rise by 12.5 %.
+    expect(feesAtLeast(previous, quote, undefined, gwei("100"))).to.deep.equal({ maxFeePerGas: gwei("13.125"), maxPriorityFeePerGas: gwei("1.125") });
+    expect(feesAtLeast(previous, quote, gwei("5"), gwei("100"))).to.deep.equal({ maxFeePerGas: gwei("13.125"), maxPriorityFeePerGas: gwei("1.125") });
+    expect(feesAtLeast({ gasPrice: gwei("8") }, { gasPrice: gwei("8") }, gwei("10"), gwei("100"))).to.deep.equal({ gasPrice: gwei("10") });
+    expect(feesAtLeast({ gasPrice: gwei("8") }, { gasPrice: gwei("8") }, undefined, gwei("100"))).to.deep.equal({ gasPrice: gwei("9") });
+    // Within the cap, clamped to it; a price the node would take above the cap is refused, naming both.
+    expect(feesAtLeast(previous, quote, gwei("20"), gwei("21"))).to.deep.equal({ maxFeePerGas: gwei("21"), maxPriorityFeePerGas: gwei("10") });
+    expect(() => feesAtLeast(previous, quote, gwei("20"), gwei("19"))).to.throw(FeeCapError, "the network asks 20 gwei per gas, above MAX_FEE_PER_GAS_GWEI (19 gwei)");
   });
 
   it("is what a node takes as a replacement (Hardhat asks +10 %), read from a real chain", async () => {

@@ -156,7 +156,12 @@ describe("compat: the harness's faults against an @x402/express seller paid by @
     const before = await balances();
     await harness.fault({ kind: "blocks", trigger: "after-verify" });
     const paying = pay();
-    expect(await waitUntil(async () => ((await rpc<{ transactions: unknown[] }>(testnet().rpcUrl, "eth_getBlockByNumber", ["pending", false])).transactions.length > 0), 10_000, 20)).to.equal(true);
+    // The relayer's transaction waits in the pool: its pending nonce is past its committed one (a Cronos node has no pending block).
+    const waiting = async () => {
+      const [pending, latest] = await Promise.all(["pending", "latest"].map((tag) => rpc<string>(testnet().rpcUrl, "eth_getTransactionCount", [stack.relayer, tag])));
+      return pending !== latest;
+    };
+    expect(await waitUntil(waiting, 10_000, 20)).to.equal(true);
     await harness.restartFacilitator();
     const seen = await paying;
     expect(seen.status).to.equal(402);

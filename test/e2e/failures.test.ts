@@ -66,8 +66,15 @@ describe("e2e: every failure on demand, as the README's table has it (the kit's 
     return response.status === 200 ? ((await response.json()) as { status: string; txHash: Hex }) : undefined;
   }
 
-  /** Resolves once the relayer's transaction waits in the pool (blocks stopped). */
-  const inThePool = () => waitUntil(async () => ((await rpc<{ transactions: unknown[] }>(testnet().rpcUrl, "eth_getBlockByNumber", ["pending", false])).transactions.length > 0), 10_000, 20);
+  /**
+   * Resolves once the relayer's transaction waits in the pool (blocks stopped): its pending nonce is past its
+   * committed one (a Cronos node has no pending block; its pending count is the pool's first page).
+   */
+  const inThePool = () =>
+    waitUntil(async () => {
+      const [pending, latest] = await Promise.all(["pending", "latest"].map((tag) => rpc<Hex>(testnet().rpcUrl, "eth_getTransactionCount", [stack.relayer, tag])));
+      return pending !== latest;
+    }, 10_000, 20);
 
   before(async () => {
     // Short time-outs, so the rows that wait for one take seconds: a settle's receipt wait, an RPC answer, the reconciler.

@@ -273,6 +273,12 @@ describe("configuration: every setting does what it says", () => {
     expect(() => load({ CATALOG_MAX_ENTRYS: "5" })).to.throw(ConfigError, "CATALOG_MAX_ENTRYS: unknown variable; did you mean CATALOG_MAX_ENTRIES?");
   });
 
+  it("reads CHAIN_HISTORY_CONFIRM_MS: 2 s by default, 0 (asked again at once) to 10 minutes, anything else refused naming it", () => {
+    expect([load({}).chainHistoryConfirmMs, load({ CHAIN_HISTORY_CONFIRM_MS: "0" }).chainHistoryConfirmMs, load({ CHAIN_HISTORY_CONFIRM_MS: "30000" }).chainHistoryConfirmMs]).to.deep.equal([2_000, 0, 30_000]);
+    expect(() => load({ CHAIN_HISTORY_CONFIRM_MS: "-1" })).to.throw(ConfigError, 'CHAIN_HISTORY_CONFIRM_MS: must be an integer from 0 to 600000, got "-1"');
+    expect(() => load({ CHAIN_HISTORY_CONFIRM_MS: "soon" })).to.throw(ConfigError, 'CHAIN_HISTORY_CONFIRM_MS: must be an integer from 0 to 600000, got "soon"');
+  });
+
   it("documents every setting in .env.example, and nothing it does not read", () => {
     const text = readFileSync(new URL("../../.env.example", import.meta.url), "utf8");
     const named = new Set([...text.matchAll(/^#? ?([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1]!));

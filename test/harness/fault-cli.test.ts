@@ -113,7 +113,7 @@ describe("cronos-x402 fault and time: the controls from a shell (src/cli/fault.t
   it("usage errors exit 2 with the usage; the stack's refusals and an unreachable stack exit 1 with one line", async () => {
     const usage = async (run: typeof runFault, argv: string[], message: string, text: string) => expect(await inProcess(run, argv)).to.deep.equal({ code: 2, stdout: "", stderr: `error: ${message}\n\n${text}\n` });
     await usage(runFault, [], "name a fault kind, or list, undo or restart-facilitator", faultUsage());
-    await usage(runFault, ["meteor", "--url", stack.harnessUrl], 'unknown fault "meteor" (kinds: balance, pause, blacklist, use-authorization, cancel-authorization, time, rpc, busy, blocks, facilitator-down)', faultUsage());
+    await usage(runFault, ["meteor", "--url", stack.harnessUrl], 'unknown fault "meteor" (kinds: balance, pause, blacklist, use-authorization, cancel-authorization, time, rpc, busy, blocks, facilitator-down, lagging-backend, mempool-lost, min-fee, no-replacement)', faultUsage());
     await usage(runFault, ["busy", "--for-seconds", "soon"], '--for-seconds: must be a whole number, got "soon"', faultUsage());
     await usage(runFault, ["balance", "--amount", "1.1234567"], '--amount: must be whole USDC.e with at most 6 decimals (e.g. 0 or 2.5), got "1.1234567"', faultUsage());
     await usage(runFault, ["undo"], "undo takes fault ids, or --all", faultUsage());

@@ -471,7 +471,7 @@ describe("harness faults: each makes the real cause happen on the local chains o
 
     it("refuses a malformed spec with one line naming the field, doing nothing", async () => {
       const cases: Array<[unknown, string]> = [
-        [{ kind: "meteor" }, "kind must be one of balance, pause, blacklist, authorization, time, rpc, busy, blocks, facilitator-down"],
+        [{ kind: "meteor" }, "kind must be one of balance, pause, blacklist, authorization, time, rpc, busy, blocks, facilitator-down, lagging-backend, mempool-lost, min-fee, no-replacement"],
         [{ kind: "balance", address: "0x12", amount: 1 }, "address must be a 0x address of 40 hex digits"],
         [{ kind: "balance", address: buyer(0).address, amount: -1 }, "amount must be a whole number of base units (1 USDC.e = 1000000), as a string"],
         [{ kind: "rpc", mode: "refuse", delayMs: 5 }, 'delayMs delayMs goes with mode "delay", and only with it'],

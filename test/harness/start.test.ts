@@ -67,6 +67,19 @@ describe("npm start options (src/harness/cli.ts)", function () {
     expect(usageError([], { BLOCK_TIME_MS: "Cronos" })).to.match(/^BLOCK_TIME_MS: must be "cronos" or an integer/);
   });
 
+  it("answers as a Cronos node unless --node ethereum (CHAIN_NODE); --fee-bump and --min-gas-price (gwei) go with cronos only", () => {
+    expect(parseStartArgs([], {}).stack).to.deep.include({ node: "cronos", cronos: { feeBump: 10, minGasPrice: 0n } });
+    expect(parseStartArgs(["--node", "ethereum"], {}).stack.node).to.equal("ethereum");
+    expect(parseStartArgs([], { CHAIN_NODE: "ethereum" }).stack.node).to.equal("ethereum");
+    expect(parseStartArgs(["--fee-bump", "0", "--min-gas-price", "0.5"], { CRONOS_FEE_BUMP: "25" }).stack.cronos).to.deep.equal({ feeBump: 0, minGasPrice: 500_000_000n });
+    expect(parseStartArgs([], { CRONOS_MIN_GAS_PRICE_GWEI: "10000" }).stack.cronos).to.deep.equal({ feeBump: 10, minGasPrice: 10_000_000_000_000n });
+    expect(usageError(["--node", "geth"])).to.equal('--node: must be cronos or ethereum, got "geth"');
+    expect(usageError(["--fee-bump", "1001"])).to.match(/^--fee-bump: must be an integer from 0 to 1000/);
+    expect(usageError(["--min-gas-price", "1e9"])).to.match(/^--min-gas-price: must be gwei/);
+    expect(usageError(["--node", "ethereum", "--fee-bump", "20"])).to.equal("--fee-bump (CRONOS_FEE_BUMP) goes with --node cronos: a Cronos node's setting");
+    expect(usageError([], { CHAIN_NODE: "ethereum", CRONOS_MIN_GAS_PRICE_GWEI: "1" })).to.equal("--min-gas-price (CRONOS_MIN_GAS_PRICE_GWEI) goes with --node cronos: a Cronos node's setting");
+  });
+
   it("rejects bad options with one line naming the flag or variable", () => {
     expect(usageError(["--port", "http"])).to.match(/^--port: .*got "http"$/);
     expect(usageError([], { PORT: "70000" })).to.match(/^PORT: /);

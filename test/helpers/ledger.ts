@@ -2,9 +2,12 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { keccak256, toHex, type Address, type Hex } from "viem";
-import { openPostgresLedger } from "../../src/ledger/postgres.js";
+import { DatabaseSync } from "node:sqlite";
+import pg from "pg";
+import { migratePostgres, openPostgresLedger } from "../../src/ledger/postgres.js";
+import { MIGRATIONS, SQLITE_SCHEMA } from "../../src/ledger/schema.js";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
-import { LedgerError, type ClaimInput, type Ledger } from "../../src/ledger/types.js";
+import { LedgerError, type ClaimInput, type Ledger, type SettlementKey, type SettlementRecord } from "../../src/ledger/types.js";
 import { startTestPostgres, type TestPostgres } from "../../src/harness/postgres.js";
 
 // Helpers only: importing this file runs nothing.
@@ -32,6 +35,11 @@ export interface LedgerBackend {
   name: string;
   /** Whether its stores outlive their handles (a file, a database; not `:memory:`), known before any store exists. */
   reopenable: boolean;
+  /**
+   * What relayer key leases and heartbeats go by: the ledger's clock (the {@link TestClock}: one instance holds an
+   * embedded file), or the database's (PostgreSQL, shared by instances: a test cannot move it).
+   */
+  leaseClock: "ledger" | "database";
   /** Once per suite (e.g. starts PostgreSQL). */
   setUp(): Promise<void>;
   tearDown(): Promise<void>;
@@ -57,6 +65,7 @@ function tracking(open: () => Promise<Ledger>, cleanup: () => void = () => {}): 
 export const sqliteFileBackend = (): LedgerBackend => ({
   name: "embedded SQLite file",
   reopenable: true,
+  leaseClock: "ledger",
   async setUp() {},
   async tearDown() {},
   async store(clock) {
@@ -75,6 +84,7 @@ export const sqliteFileBackend = (): LedgerBackend => ({
 export const sqliteMemoryBackend = (): LedgerBackend => ({
   name: "embedded SQLite :memory:",
   reopenable: false,
+  leaseClock: "ledger",
   async setUp() {},
   async tearDown() {},
   async store(clock) {
@@ -94,6 +104,7 @@ export const postgresBackend = (): LedgerBackend => {
   return {
     name: "PostgreSQL",
     reopenable: true,
+    leaseClock: "database",
     async setUp() {
       server = await startTestPostgres();
     },
@@ -132,6 +143,22 @@ export function claimInput(overrides: Partial<ClaimInput> & { label?: string | n
   };
 }
 
+/**
+ * A settled row as the settle path leaves it: claimed by instance-a, its transaction `txHash` recorded under the relayer
+ * key's lease, then mined in `blockNumber` (the chain's transaction, or one it does not hold: the test's to say).
+ */
+export async function settledRecord(
+  ledger: Ledger,
+  row: { key: SettlementKey; payee: Address; value: bigint; txHash: Hex; blockNumber: bigint; blockTimestamp: bigint },
+): Promise<SettlementRecord> {
+  const { key, payee, value, txHash, blockNumber, blockTimestamp } = row;
+  const claimed = await ledger.claim({ key, network: "cronos-testnet", payee, value, validBefore: 9_999_999_999n, owner: "instance-a", ownerTtlMs: 60_000, deadlineMs: 60_000 });
+  if (claimed.outcome !== "claimed") throw new Error(claimed.outcome);
+  await ledger.acquireLease(RELAYER, "instance-a", 60_000);
+  await ledger.recordBroadcast({ id: claimed.record.id, owner: "instance-a", hash: txHash, raw: "0x01", relayer: RELAYER, relayerNonce: 1, checkAfterMs: 60_000 });
+  return ledger.markSettled(claimed.record.id, { txHash, blockNumber, blockTimestamp });
+}
+
 /** A fake signed transaction for the write-ahead record: its hash is what the ledger keys on. */
 export function signedTx(label: string | number): { hash: Hex; raw: Hex } {
   const raw = toHex(`raw-transaction:${label}`);
@@ -164,4 +191,30 @@ export function switchableLedger(inner: Ledger): SwitchableLedger {
     },
   });
   return state;
+}
+
+/** An embedded ledger file at `location` as a version before `MIGRATIONS[before]` left it, holding the rows `statements` write. */
+export function sqliteLedgerBefore(location: string, before: number, statements: readonly string[]): void {
+  const old = new DatabaseSync(location);
+  try {
+    for (const migration of MIGRATIONS.slice(0, before)) for (const statement of migration.statements(SQLITE_SCHEMA)) old.exec(statement);
+    old.exec(`PRAGMA user_version = ${before}`);
+    for (const statement of statements) old.exec(statement);
+  } finally {
+    old.close();
+  }
+}
+
+/** A new database on `server` as a version before `MIGRATIONS[before]` left it, holding the rows `statements` write: its URL. */
+export async function postgresLedgerBefore(server: TestPostgres, before: number, statements: readonly string[]): Promise<string> {
+  const url = await server.createDatabase();
+  await migratePostgres(url, { through: MIGRATIONS[before - 1]!.name });
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    for (const statement of statements) await client.query(statement);
+  } finally {
+    await client.end();
+  }
+  return url;
 }

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { numberToHex, type Hex } from "viem";
+import { lagRequest, lagResult } from "./lagging-node.js";
 
 // Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
 
@@ -10,9 +11,18 @@ import { numberToHex, type Hex } from "viem";
  * - `http503`: answers HTTP 503 without forwarding;
  * - `hang`: never answers, without forwarding (until the proxy is killed or closed);
  * - `swallow`: forwards the request, then destroys the connection instead of answering (the node
- *   acted on it; the caller never learns how).
+ *   acted on it; the caller never learns how);
+ * - `rpcError`: answers the matching calls with a JSON-RPC error ({@link FaultRule.error}) without forwarding
+ *   them (the node never sees them); the other calls of a batch are forwarded and answered as usual.
  */
-export type FaultKind = "reset" | "http503" | "hang" | "swallow";
+export type FaultKind = "reset" | "http503" | "hang" | "swallow" | "rpcError";
+
+/** A JSON-RPC error object as a node answers it. */
+export interface JsonRpcError {
+  code: number;
+  message: string;
+  data?: unknown;
+}
 
 /** A fault the proxy applies to the requests it matches. */
 export interface FaultRule {
@@ -23,6 +33,11 @@ export interface FaultRule {
   times?: number;
   /** Runs each time the rule applied (after forwarding, for `swallow`), before the connection is cut; gets the JSON-RPC requests. */
   then?: (requests: JsonRpcRequest[]) => Promise<void> | void;
+  /**
+   * For `rpcError`: the error to answer a call with, or a function of the call (it may read the chain) that
+   * gives it, or undefined to let that call through (then the rule does not apply, and uses none of its `times`).
+   */
+  error?: JsonRpcError | ((request: JsonRpcRequest) => Promise<JsonRpcError | undefined> | JsonRpcError | undefined);
 }
 
 /** Calls straight to the chain behind the proxy (never through its faults). */
@@ -60,6 +75,8 @@ export interface FaultProxy {
   count(method: string): number;
   /** Every request waits this long before anything else (a slow node). */
   delayMs: number;
+  /** The height it answers at, while {@link behind}. */
+  lagHeight: bigint | undefined;
   /** Adds a rule; the first matching rule that has uses left applies. */
   fail(rule: FaultRule): void;
   /** How many times the rules applied so far. */
@@ -81,6 +98,11 @@ export interface FaultProxy {
    * (undefined keeps them). Runs after the per-item {@link rewrite}rs.
    */
   rewriteBatch(rewriter: BatchRewriter): void;
+  /**
+   * Answers as a node behind, at block `height` (its head, blocks, receipts, logs and state of that height: see
+   * lagging-node.ts), until called with undefined or {@link clear}.
+   */
+  behind(height: bigint | undefined): void;
   /** Stops listening and cuts every open connection: new ones are refused until {@link revive}. */
   kill(): Promise<void>;
   /** Listens again on the same port. */
@@ -134,6 +156,38 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
     return { status: answer.status, text: await answer.text() };
   };
 
+  /**
+   * The `rpcError` rules: each call a rule answers gets its error (the first rule with uses left whose `error`
+   * gives one); the others are forwarded (a batch in one request). True when it answered the request.
+   */
+  const answerErrors = async (items: JsonRpcItem[], parsed: JsonRpcItem | JsonRpcItem[] | undefined, res: ServerResponse): Promise<boolean> => {
+    const errorRules = rules.filter((r) => r.kind === "rpcError" && r.left > 0);
+    if (errorRules.length === 0 || parsed === undefined) return false;
+    const answered = new Map<JsonRpcItem, JsonRpcError>();
+    for (const item of items) {
+      for (const rule of errorRules) {
+        if (rule.left <= 0 || (rule.method !== undefined && item.method !== rule.method)) continue;
+        const error = typeof rule.error === "function" ? await rule.error(item) : rule.error;
+        if (!error) continue;
+        rule.left--;
+        proxy.faulted++;
+        await rule.then?.([item]);
+        answered.set(item, error);
+        break;
+      }
+    }
+    if (answered.size === 0) return false;
+    const rest = items.filter((item) => !answered.has(item));
+    const forwarded = rest.length === 0 ? [] : ((JSON.parse((await forward(JSON.stringify(rest))).text) as unknown[]) ?? []);
+    const replies = items.map((item) => {
+      const error = answered.get(item);
+      if (error) return { jsonrpc: "2.0", id: item.id, error };
+      return (forwarded as Array<{ id?: unknown }>).find((reply) => reply.id === item.id);
+    });
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(Array.isArray(parsed) ? replies : replies[0]));
+    return true;
+  };
+
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -151,7 +205,8 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
     for (const item of items) if (item.method === "eth_sendRawTransaction") broadcasts.push((item.params as [Hex])[0]);
     if (proxy.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, proxy.delayMs));
 
-    const rule = rules.find((r) => r.left > 0 && (r.method === undefined || called.includes(r.method)));
+    if (await answerErrors(items, parsed, res)) return;
+    const rule = rules.find((r) => r.kind !== "rpcError" && r.left > 0 && (r.method === undefined || called.includes(r.method)));
     if (rule) {
       rule.left--;
       proxy.faulted++;
@@ -163,8 +218,10 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
       return;
     }
 
-    const answer = await forward(body);
+    const lag = proxy.lagHeight;
+    const answer = await forward(lag === undefined || parsed === undefined ? body : JSON.stringify(Array.isArray(parsed) ? items.map((i) => lagRequest(i, lag)) : lagRequest(items[0]!, lag)));
     let text = answer.text;
+    if (lag !== undefined && answer.status === 200) text = JSON.stringify(rewritten(JSON.parse(text) as unknown, items, [(item, a) => ("result" in a ? { result: lagResult(item, a.result, lag) } : undefined)]));
     if (hidden.size > 0 && answer.status === 200) text = JSON.stringify(hide(JSON.parse(text) as unknown, items, hidden));
     if (rewriters.length > 0 && answer.status === 200) text = JSON.stringify(rewritten(JSON.parse(text) as unknown, items, rewriters));
     if (batchRewriters.length > 0 && answer.status === 200) text = JSON.stringify(await batchRewritten(JSON.parse(text) as unknown, items, batchRewriters, proxy.chain));
@@ -222,6 +279,10 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
     rewriteBatch(rewriter) {
       batchRewriters.push(rewriter);
     },
+    lagHeight: undefined,
+    behind(height) {
+      proxy.lagHeight = height;
+    },
     kill: stop,
     async revive() {
       if (listening) return;
@@ -233,6 +294,7 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
       hidden.clear();
       rewriters.length = 0;
       batchRewriters.length = 0;
+      proxy.lagHeight = undefined;
       proxy.delayMs = 0;
       for (const res of parked) res.destroy();
       parked.clear();

@@ -7,12 +7,12 @@ import pg from "pg";
 import { keccak256, toHex } from "viem";
 import { startTestPostgres, type TestPostgres } from "../../src/harness/postgres.js";
 import { migratePostgres, openPostgresLedger } from "../../src/ledger/postgres.js";
-import { MIGRATIONS, SQLITE_SCHEMA } from "../../src/ledger/schema.js";
+import { MIGRATIONS } from "../../src/ledger/schema.js";
 import { openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { Ledger } from "../../src/ledger/types.js";
 import { settlementStatusOf } from "../../src/facilitator/status.js";
 import type { SettlementFailureCode } from "../../src/protocol/reasons.js";
-import { claimInput, PAYEE, PAYER, TestClock, TOKEN, nonceOf } from "../helpers/ledger.js";
+import { claimInput, PAYEE, PAYER, sqliteLedgerBefore, TestClock, TOKEN, nonceOf } from "../helpers/ledger.js";
 
 // A ledger written before migration 0012 holds the spec's sentences in `settlements.error`; once migrated it
 // holds codes, and answers every status lookup with the very text it answered before. The sentences are
@@ -103,11 +103,7 @@ describe("ledger migration 0012: failed rows store codes, and answer the texts t
     it("maps every sentence a file from before 0012 holds to its code, keeps an unknown text, and answers each lookup as before", async () => {
       const clock = new TestClock();
       const location = join(dir, "ledger.db");
-      const old = new DatabaseSync(location);
-      for (const migration of MIGRATIONS.slice(0, BEFORE)) for (const statement of migration.statements(SQLITE_SCHEMA)) old.exec(statement);
-      old.exec(`PRAGMA user_version = ${BEFORE}`);
-      for (const statement of oldRows(clock.now)) old.exec(statement);
-      old.close();
+      sqliteLedgerBefore(location, BEFORE, oldRows(clock.now));
 
       ledger = openSqliteLedger({ location, clock: clock.read });
       expect((await ledger.health()).migrations).to.deep.equal({ applied: MIGRATIONS.length, expected: MIGRATIONS.length });

@@ -311,6 +311,26 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     expect(await payeeBalance()).to.equal(0n);
   });
 
+  it("leaves a row sent when the node refuses its stored transaction but its nonce is not mined (a gap below it: Nonce too high), then settles it once the gap is filled", async () => {
+    // Recorded at nonce 1 while nonce 0 is unused: the node refuses it for the gap (a Cronos node, or a backend that
+    // lags, answers `invalid nonce` alike). Nothing is mined at nonce 1, so it may still be: never failed for it.
+    const sent = await abandonedSend({ broadcast: false, nonce: 1 });
+    await reconciler.tick();
+    expect(actions).to.deep.equal([]);
+    expect(await row(sent.id)).to.deep.include({ status: "sent", txHash: sent.hash });
+    expect((await row(sent.id)).transactions.map((t) => t.state)).to.deep.equal(["signed"]);
+    // The gap is filled (nonce 0 by another transaction of the key): the stored one is taken and mined.
+    const wallet = await chain.viem.getWalletClient(relayer.address);
+    await wallet.sendTransaction({ to: relayer.address, value: parseEther("0.001"), nonce: 0 });
+    clock.advance(5_000);
+    await reconciler.tick();
+    expect(actions).to.deep.equal([["rebroadcast", sent.id]]);
+    clock.advance(5_000);
+    await reconciler.tick();
+    expect(actions.at(-1)).to.deep.equal(["settled", sent.id]);
+    expect(await payeeBalance()).to.equal(1_000_000n);
+  });
+
   it("puts a claim whose owner did not send back in the queue, and gives it up at the deadline with nothing sent", async () => {
     const claimed = await ledger.claim(claimInput({ owner: DEAD, ownerTtlMs: 1_000, deadlineMs: 10_000 }));
     if (claimed.outcome !== "claimed") throw new Error("not claimed");

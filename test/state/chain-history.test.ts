@@ -3,13 +3,15 @@ import { createPublicClient, http, numberToHex, toHex, type Address, type Hex, t
 import { privateKeyToAccount } from "viem/accounts";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { Ledger } from "../../src/ledger/types.js";
+import { settlementChain } from "../../src/settlement/chain.js";
+import { proveSettled } from "../../src/settlement/history-proof.js";
 import { ChainHistory, HistoryCheckError } from "../../src/state/index.js";
 import { HARDHAT_KEYS, useAuthorizationOnChain } from "../helpers/facilitator.js";
+import { settledRecord } from "../helpers/ledger.js";
 import { openProxiedChain, type ProxiedChain } from "../helpers/proxied-chain.js";
 
 const quiet = { info() {}, warn() {}, debug() {} };
 const freshNonce = () => toHex(crypto.getRandomValues(new Uint8Array(32)));
-const RELAYER: Address = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720";
 
 describe("chain history: the ledger's rows bound to the chain's history, acting only on proof", function () {
   this.timeout(60_000);
@@ -24,7 +26,19 @@ describe("chain history: the ledger's rows bound to the chain's history, acting 
     proxied = await openProxiedChain();
     client = createPublicClient({ transport: http(proxied.rpcUrls, { batch: { wait: 0 }, retryCount: 0 }), cacheTime: 0 }) as PublicClient;
     ledger = openSqliteLedger({ location: MEMORY });
-    history = new ChainHistory({ network: "cronos-testnet", client, chainId: 338, token: proxied.chain.token, store: ledger, logger: quiet, checkIntervalMs: 0 });
+    // The one payment decision over the same RPC decides which settled rows stay.
+    const payments = settlementChain({ client, chainId: 338, logLookbackBlocks: 1_000 });
+    history = new ChainHistory({
+      network: "cronos-testnet",
+      client,
+      chainId: 338,
+      token: proxied.chain.token,
+      store: ledger,
+      logger: quiet,
+      prove: (row) => proveSettled(payments, row),
+      checkIntervalMs: 0,
+      confirmAfterMs: 20,
+    });
   });
   afterEach(async () => {
     history.stop();
@@ -37,21 +51,8 @@ describe("chain history: the ledger's rows bound to the chain's history, acting 
   const hashOf = async (blockNumber: bigint) => (await chain().publicClient.getBlock({ blockNumber })).hash;
   /** A settled row in the ledger: `txHash` mined in `blockNumber`, paying `value` to `payee`, as the ledger says. */
   async function settledRow(txHash: Hex, blockNumber: bigint, options: { nonce?: Hex; payee?: Address; value?: bigint } = {}) {
-    const nonce = options.nonce ?? freshNonce();
-    const claimed = await ledger.claim({
-      key: { chainId: 338, token: chain().token, authorizer: buyer.address, nonce },
-      network: "cronos-testnet",
-      payee: options.payee ?? seller.address,
-      value: options.value ?? 1_000n,
-      validBefore: 9_999_999_999n,
-      owner: "instance-a",
-      ownerTtlMs: 60_000,
-      deadlineMs: 60_000,
-    });
-    if (claimed.outcome !== "claimed") throw new Error(claimed.outcome);
-    await ledger.acquireLease(RELAYER, "instance-a", 60_000);
-    await ledger.recordBroadcast({ id: claimed.record.id, owner: "instance-a", hash: txHash, raw: "0x01", relayer: RELAYER, relayerNonce: 1, checkAfterMs: 60_000 });
-    return ledger.markSettled(claimed.record.id, { txHash, blockNumber, blockTimestamp: 1n });
+    const key = { chainId: 338, token: chain().token, authorizer: buyer.address, nonce: options.nonce ?? freshNonce() };
+    return settledRecord(ledger, { key, payee: options.payee ?? seller.address, value: options.value ?? 1_000n, txHash, blockNumber, blockTimestamp: 1n });
   }
   /** Uses an authorization on chain (1,000 units to the seller): the receipt of a real payment. */
   async function realPayment(): Promise<{ nonce: Hex; hash: Hex; blockNumber: bigint }> {

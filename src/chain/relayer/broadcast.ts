@@ -1,12 +1,18 @@
 import { keccak256, type Hex, type PublicClient } from "viem";
 import type { Fees } from "../fees.js";
+import { classifySendError, type SendRefusal } from "../node-errors.js";
 import { feeFields, type RelayerKey } from "./key.js";
 import type { EarlyReceipt, RelayRequest, SignedRelay } from "./types.js";
 
-/** What a broadcast came to. */
+/**
+ * What a broadcast came to: the node took it, or had it (`known`: the same signed transaction); refused it,
+ * and why (nothing was sent); or did not say (`unknown`: a transport fault or an answer the table does not
+ * know: it may have been sent).
+ */
 export type Broadcast =
   | { outcome: "accepted" | "known"; early?: Promise<EarlyReceipt | undefined> }
-  | { outcome: "nonceTooLow" | "refused" | "unknown"; error: unknown };
+  | { outcome: "refused"; refusal: Exclude<SendRefusal, { kind: "known" }>; error: unknown }
+  | { outcome: "unknown"; error: unknown };
 
 /**
  * Sends `raw`. With `receiptOf`, its receipt and the latest block are asked in the same batch, after
@@ -31,10 +37,10 @@ export async function broadcast(client: PublicClient, raw: Hex, receiptOf?: Hex)
     await sending;
     return { outcome: "accepted", ...(early ? { early } : {}) };
   } catch (error) {
-    const kind = sendErrorKind(error);
-    if (kind === "known") return { outcome: "known" };
-    if (kind === "refused" && /nonce too low|nonce.{0,20}(low|used)/i.test(errorText(error))) return { outcome: "nonceTooLow", error };
-    return { outcome: kind, error };
+    const refusal = classifySendError(error);
+    if (refusal.kind === "known") return { outcome: "known" };
+    if (refusal.kind === "unknown") return { outcome: "unknown", error };
+    return { outcome: "refused", refusal, error };
   }
 }
 
@@ -51,21 +57,4 @@ export async function sign(key: RelayerKey, chainId: number, request: RelayReque
   });
   const epoch = key.lease?.epoch;
   return { hash: keccak256(raw), raw, from: key.address, nonce, ...feeFields(fees), ...(replaces ? { replaces } : {}), ...(epoch !== undefined ? { epoch } : {}) };
-}
-
-/** A node's error as text: its message and the details viem keeps of it. */
-export function errorText(error: unknown): string {
-  if (error instanceof Error) return `${error.message} ${(error as { details?: string }).details ?? ""}`;
-  return String(error);
-}
-
-/**
- * How a node's error to `eth_sendRawTransaction` reads: it already had the transaction (`known`),
- * refused it outright (`refused`: nothing was sent), or something else (a transport fault: it may have been).
- */
-export function sendErrorKind(error: unknown): "known" | "refused" | "unknown" {
-  const message = errorText(error);
-  if (/already known|known transaction|already imported/i.test(message)) return "known";
-  if (/nonce|underpriced|insufficient funds|intrinsic gas|gas limit|execution reverted|invalid|rejected/i.test(message)) return "refused";
-  return "unknown";
 }

@@ -96,8 +96,19 @@ export class RelayerKey {
     return this.#nonce;
   }
 
+  /** The nonce just used is taken: the next is the one after it that no transaction this key follows holds. */
   advance(): void {
-    if (this.#nonce !== undefined) this.#nonce++;
+    if (this.#nonce !== undefined) this.moveTo(this.#nonce + 1);
+  }
+
+  /**
+   * Adopts `nonce` as the next (the node said it expects it): never one a transaction this key follows
+   * holds, so a send never replaces one of the key's own.
+   */
+  moveTo(nonce: number): void {
+    let next = nonce;
+    while (this.inFlight.has(next)) next++;
+    this.#nonce = next;
   }
 
   /** Forget the local nonce: the next send asks the node again. */

@@ -1,23 +1,12 @@
 import type { Hex, PublicClient } from "viem";
-import { FeeCapError, feeCap, initialFees, neededFee, replacementFees, type FeeQuote, type Fees } from "../fees.js";
+import { FeeCapError, feeCap, feesAtLeast, initialFees, neededFee, replacementFees, type FeeQuote, type Fees } from "../fees.js";
+import { leastFeePerGas } from "../node-errors.js";
 import { knowsTransaction } from "../receipt.js";
 import { isRevert } from "../revert.js";
 import { broadcast, sign } from "./broadcast.js";
 import { InFlight, type RelayerKey } from "./key.js";
-import type { RelayerEvent, RelayRequest } from "./types.js";
-
-/** What the lifecycle works with: the chain, the fee cap and the shared quote, its delay, and where its events go. */
-export interface LifecycleContext {
-  client: PublicClient;
-  chainId: number;
-  /** Nothing is sent above this fee per gas (wei). */
-  cap: bigint;
-  /** Chain seconds a transaction may wait before it is replaced (or re-broadcast). */
-  replaceAfter: bigint;
-  /** What the network asks now (one quote shared for a polling interval). */
-  quote(): Promise<FeeQuote>;
-  onEvent(event: RelayerEvent): void;
-}
+import { resend, resendBelow, whoHolds } from "./resend.js";
+import type { RelayerContext, RelayRequest } from "./types.js";
 
 const SELF_TRANSFER_GAS = 21_000n;
 
@@ -25,7 +14,7 @@ const SELF_TRANSFER_GAS = 21_000n;
  * One lifecycle round of a key with transactions in flight, at chain time `now`: forgets what is mined,
  * then (under the key's lock) fills the gaps below its stale transactions and unsticks each of them.
  */
-export async function tendKey(ctx: LifecycleContext, key: RelayerKey, now: bigint): Promise<void> {
+export async function tendKey(ctx: RelayerContext, key: RelayerKey, now: bigint): Promise<void> {
   key.minedBelow(await ctx.client.getTransactionCount({ address: key.address, blockTag: "latest" }));
   // Not this instance's to send from now (its lease lapsing or gone): nothing is re-broadcast, replaced or filled.
   if (key.inFlight.size === 0 || !key.maySend()) return;
@@ -45,37 +34,44 @@ export async function tendKey(ctx: LifecycleContext, key: RelayerKey, now: bigin
   });
 }
 
-/** A transaction not mined in time: re-broadcast it (dropped), re-price it (stuck), or fill its nonce (no longer valid). */
-async function unstick(ctx: LifecycleContext, key: RelayerKey, tx: InFlight, now: bigint): Promise<void> {
+/**
+ * A transaction not mined in time: re-broadcast it (the node does not show it), re-price it (stuck), or fill
+ * its nonce (no longer valid). A node that does not show it may have lost its pool: the key's lower
+ * transactions it does not know go out again first, in nonce order.
+ */
+async function unstick(ctx: RelayerContext, key: RelayerKey, tx: InFlight, now: bigint): Promise<void> {
   const blocking = [...key.inFlight.keys()].some((nonce) => nonce > tx.nonce);
   const known = await knowsTransaction(ctx.client, tx.latest.hash);
-  if (!known) ctx.onEvent({ kind: "dropped", from: key.address, nonce: tx.nonce, hash: tx.latest.hash });
+  if (!known && (await resendBelow(ctx, key, tx.nonce)) === "blocked") return;
   if (!tx.filler && !(await stillSucceeds(ctx.client, key, tx.request))) {
     await fill(ctx, key, tx.nonce, known ? tx : undefined, now, blocking);
     return;
   }
   const quote = await ctx.quote();
   // Still in the pool at a price the network takes, behind a lower nonce not yet mined: it waits on that
-  // one, not on its price. A replacement would only raise what it pays (on Cronos, its whole fee cap).
+  // one, not on its price. A replacement would only raise what it pays.
   const behind = [...key.inFlight.keys()].some((nonce) => nonce < tx.nonce);
   if (known && behind && feeCap(tx.fees) >= neededFee(quote)) return;
   if (!known && feeCap(tx.fees) >= neededFee(quote)) {
-    if (!key.maySend()) return;
-    const again = await broadcast(ctx.client, tx.latest.raw);
-    if (again.outcome === "nonceTooLow") return; // mined meanwhile: the next round forgets it
-    if (again.outcome !== "refused") {
+    // Not shown by the node: lost, or only out of sight (a Cronos node shows the first 30 of its pool by hash).
+    const again = await resend(ctx, key, tx);
+    if (again !== "underpriced") {
       tx.sentAt = now;
-      ctx.onEvent({ kind: "rebroadcast", from: key.address, nonce: tx.nonce, hash: tx.latest.hash });
-      if (blocking) ctx.onEvent({ kind: "gapFilled", from: key.address, nonce: tx.nonce, hash: tx.latest.hash, by: "resend" });
+      if (again === "accepted" && blocking) ctx.onEvent({ kind: "gapFilled", from: key.address, nonce: tx.nonce, hash: tx.latest.hash, by: "resend" });
       return;
     }
   }
   await replace(ctx, key, tx, quote, now, blocking && !known);
 }
 
-/** Re-signs `tx` at its nonce with raised fees, recording the new version first (its hooks). */
-async function replace(ctx: LifecycleContext, key: RelayerKey, tx: InFlight, quote: FeeQuote, now: bigint, fillsGap: boolean): Promise<void> {
-  const fees = replacementFees(tx.fees, quote, ctx.cap);
+/**
+ * Re-signs `tx` at its nonce with raised fees, recording the new version first (its hooks). Refused, the
+ * transaction keeps its last version, and that one is broadcast again (`tx already in mempool` on a node
+ * that holds it): never given up while it may be mined. Refused for its fee, it is re-priced once more to
+ * what the node named, within the cap.
+ */
+async function replace(ctx: RelayerContext, key: RelayerKey, tx: InFlight, quote: FeeQuote, now: bigint, fillsGap: boolean, repriced?: Fees): Promise<void> {
+  const fees = repriced ?? replacementFees(tx.fees, quote, ctx.cap);
   if (!fees) {
     // Keep its last price: nothing is sent above the cap. Looked at again after another period.
     tx.sentAt = now;
@@ -93,9 +89,25 @@ async function replace(ctx: LifecycleContext, key: RelayerKey, tx: InFlight, quo
   // Recorded, but the lease lapsed meanwhile: whoever holds the key next sends it (from the record).
   if (!key.mayBroadcast(signed)) return;
   const sent = await broadcast(ctx.client, signed.raw);
-  if (sent.outcome === "nonceTooLow" || sent.outcome === "refused") {
+  if (sent.outcome === "refused") {
     tx.hooks.afterBroadcast?.(signed, "refused");
     tx.sentAt = now;
+    ctx.onEvent({ kind: "refused", from: key.address, nonce: tx.nonce, hash: signed.hash, refusal: sent.refusal.kind });
+    if (sent.refusal.kind === "feeTooLow" && !repriced) {
+      let more: Fees | undefined;
+      try {
+        more = feesAtLeast(fees, await ctx.quote(true), leastFeePerGas(sent.refusal.atLeast, tx.request.gas), ctx.cap);
+      } catch (error) {
+        if (!(error instanceof FeeCapError)) throw error;
+        ctx.onEvent({ kind: "capped", from: key.address, nonce: tx.nonce, hash: tx.latest.hash, capWei: ctx.cap, neededWei: error.neededWei });
+        return;
+      }
+      await replace(ctx, key, tx, quote, now, fillsGap, more);
+      return;
+    }
+    // The slot is used: by this very transaction's last version (kept), by one of its versions mined, or by another.
+    if (sent.refusal.kind === "nonceBehind" && (await whoHolds(ctx, key, tx)) !== "pending") return;
+    if (sent.refusal.kind === "nonceBehind" || sent.refusal.kind === "replacementRefused") await resend(ctx, key, tx);
     return;
   }
   tx.versions.push(signed);
@@ -110,7 +122,7 @@ async function replace(ctx: LifecycleContext, key: RelayerKey, tx: InFlight, quo
  * Takes `nonce` with a zero-value self-transfer: the transaction that had it can no longer succeed,
  * or nobody here holds it while later transactions wait. `replacing` is the version in the node's pool.
  */
-async function fill(ctx: LifecycleContext, key: RelayerKey, nonce: number, replacing: InFlight | undefined, now: bigint, fillsGap: boolean): Promise<void> {
+async function fill(ctx: RelayerContext, key: RelayerKey, nonce: number, replacing: InFlight | undefined, now: bigint, fillsGap: boolean): Promise<void> {
   const quote = await ctx.quote();
   let fees: Fees | undefined;
   try {
@@ -135,8 +147,9 @@ async function fill(ctx: LifecycleContext, key: RelayerKey, nonce: number, repla
   }
   if (!key.mayBroadcast(signed)) return;
   const sent = await broadcast(ctx.client, signed.raw);
-  if (sent.outcome === "nonceTooLow" || sent.outcome === "refused") {
+  if (sent.outcome === "refused") {
     hooks.afterBroadcast?.(signed, "refused");
+    ctx.onEvent({ kind: "refused", from: key.address, nonce, hash: signed.hash, refusal: sent.refusal.kind });
     return;
   }
   hooks.afterBroadcast?.(signed, sent.outcome === "unknown" ? "unknown" : "accepted");

@@ -1,9 +1,9 @@
 import { parseTransaction, type Address, type Hex, type PublicClient } from "viem";
 import { initialFees, neededFee, readFeeQuote, type FeeQuote } from "../fees.js";
-import { broadcast, errorText, sign } from "./broadcast.js";
+import { sendNew } from "./admission.js";
 import { feesOf, InFlight, RelayerKey, signedOf } from "./key.js";
-import { tendKey, type LifecycleContext } from "./lifecycle.js";
-import { KeyNotLeasedError, RelaySendError, type AdoptedTransaction, type KeyLease, type RelayerEvent, type RelayHooks, type RelayRequest, type SentTransaction } from "./types.js";
+import { tendKey } from "./lifecycle.js";
+import type { AdoptedTransaction, KeyLease, RelayerContext, RelayerEvent, RelayHooks, RelayRequest, SentTransaction } from "./types.js";
 
 /** Parameters of {@link Relayer}. */
 export interface RelayerParameters {
@@ -17,7 +17,9 @@ export interface RelayerParameters {
   replaceAfterSeconds?: number;
   /** How often the lifecycle looks at the transactions in flight (and how long a fee quote is reused). Default 250 ms. */
   pollingIntervalMs?: number;
-  /** Told of every replacement, drop, gap filled and replacement withheld at the cap. */
+  /** How long a send the node refuses for now (a lagging backend, a full pool) is tried again, when its caller gives no deadline. Default 10 s. */
+  sendBudgetMs?: number;
+  /** Told of every replacement, drop, gap filled, refusal, nonce adopted and replacement withheld at the cap. */
   onEvent?: (event: RelayerEvent) => void;
   /**
    * Keys send only under a lease ({@link Relayer.adopt} gives it, {@link Relayer.revoke} takes it back):
@@ -30,8 +32,9 @@ const NO_CAP = 2n ** 256n - 1n;
 
 /**
  * Nonce-safe transaction sender, and keeper of its transactions until they are mined. Each key hands
- * out nonces locally and sends strictly in order; when the node refuses a nonce the key re-reads its
- * pending nonce and retries once, so one failure does not wedge the pipeline.
+ * out nonces locally and sends strictly in order, one broadcast answered before the next goes out (a
+ * Cronos node refuses a nonce above a missing one). A refusal is read from the one table of node errors
+ * ({@link ../node-errors.ts}) and answered by what it means ({@link sendNew}); a refused send never takes a nonce.
  *
  * The lifecycle ({@link start}): every `pollingIntervalMs` it reads each busy key's mined nonce and
  * looks at its transactions still in flight. One not mined within `replaceAfterSeconds` of chain time
@@ -50,7 +53,8 @@ export class Relayer {
   readonly #replaceAfter: bigint;
   readonly #pollingIntervalMs: number;
   readonly #onEvent: (event: RelayerEvent) => void;
-  readonly #lifecycle: LifecycleContext;
+  readonly #lifecycle: RelayerContext;
+  readonly #sendBudgetMs: number;
   #quote: { at: number; value: Promise<FeeQuote> } | undefined;
   #lastNeeded: bigint | undefined;
   #cursor = 0;
@@ -66,12 +70,13 @@ export class Relayer {
     this.#replaceAfter = BigInt(parameters.replaceAfterSeconds ?? 3);
     this.#pollingIntervalMs = parameters.pollingIntervalMs ?? 250;
     this.#onEvent = parameters.onEvent ?? (() => {});
+    this.#sendBudgetMs = parameters.sendBudgetMs ?? 10_000;
     this.#lifecycle = {
       client: this.#client,
       chainId: this.#chainId,
       cap: this.#cap,
       replaceAfter: this.#replaceAfter,
-      quote: () => this.#currentQuote(),
+      quote: (fresh) => this.#currentQuote(fresh),
       onEvent: this.#onEvent,
     };
   }
@@ -170,10 +175,10 @@ export class Relayer {
     return handedOver;
   }
 
-  /** What the network asks now; one quote is shared for a polling interval. */
-  #currentQuote(): Promise<FeeQuote> {
+  /** What the network asks now; one quote is shared for a polling interval (`fresh`: read anew). */
+  #currentQuote(fresh = false): Promise<FeeQuote> {
     const now = performance.now();
-    if (!this.#quote || now - this.#quote.at > this.#pollingIntervalMs) {
+    if (fresh || !this.#quote || now - this.#quote.at > this.#pollingIntervalMs) {
       const value = readFeeQuote(this.#client).then((quote) => {
         this.#lastNeeded = neededFee(quote);
         return quote;
@@ -192,58 +197,17 @@ export class Relayer {
   /**
    * Signs and sends `request` from `from` (one of {@link addresses}; default the least busy key), and
    * follows it until its nonce is mined. Resolves once the node took it. Throws {@link FeeCapError}
-   * before signing anything when the network needs more than the fee cap. `hooks` see each signed
-   * version before its broadcast (replacements too) and what the node said. A leased key not leased
-   * to this instance now rejects with {@link KeyNotLeasedError} before signing.
+   * before signing anything when the network needs more than the fee cap (or, the node refusing its fee,
+   * once a price it would take is above the cap: nothing is left in the key's sequence). `hooks` see each
+   * signed version before its broadcast (replacements too) and what the node said. A send the node refuses
+   * for now (a lagging backend, a full pool) is tried again until `deadline` (`performance.now()` time;
+   * default `sendBudgetMs` from now). A leased key not leased to this instance now rejects with
+   * {@link KeyNotLeasedError} before signing.
    */
-  send(request: RelayRequest, from?: Address, hooks: RelayHooks = {}): Promise<SentTransaction> {
+  send(request: RelayRequest, from?: Address, hooks: RelayHooks = {}, deadline?: number): Promise<SentTransaction> {
     const key = (from && this.#key(from)) || this.#leastBusy()!;
-    return key.exclusive(async () => {
-      if (!key.maySend()) throw new KeyNotLeasedError(key.address);
-      const quote = await this.#currentQuote();
-      const fees = initialFees(quote, this.#cap);
-      for (let attempt = 0; ; attempt++) {
-        const nonce = await key.nonce(this.#client);
-        const signed = await sign(key, this.#chainId, request, nonce, fees);
-        try {
-          await hooks.beforeBroadcast?.(signed);
-        } catch (error) {
-          throw new RelaySendError(signed.hash, false, { cause: error });
-        }
-        if (!key.mayBroadcast(signed)) {
-          // Recorded, but the lease went meanwhile: the record stands, and the key's holder sends it (this
-          // instance once its lease is renewed, or the next holder, who adopts it from the ledger).
-          const recorded = new InFlight(nonce, request, signed, fees, hooks);
-          if (key.stillLeased(signed)) {
-            key.advance();
-            recorded.sentAt = quote.at;
-            key.inFlight.set(nonce, recorded);
-          }
-          throw new RelaySendError(signed.hash, true, { cause: new KeyNotLeasedError(key.address), transaction: recorded });
-        }
-        const sent = await broadcast(this.#client, signed.raw, signed.hash);
-        if (sent.outcome === "nonceTooLow" || sent.outcome === "refused") {
-          key.resync();
-          hooks.afterBroadcast?.(signed, "refused");
-          const retry = /nonce|replacement transaction underpriced/i.test(errorText(sent.error));
-          if (retry && attempt === 0) continue;
-          throw new RelaySendError(signed.hash, false, { cause: sent.error });
-        }
-        // No answer: the node may hold it. It is followed like any other; a lifecycle round re-broadcasts it if not.
-        key.advance();
-        const tx = new InFlight(nonce, request, signed, fees, hooks);
-        // Its wait is counted from the chain's clock when it was priced.
-        tx.sentAt = quote.at;
-        key.inFlight.set(nonce, tx);
-        if (sent.outcome === "unknown") {
-          hooks.afterBroadcast?.(signed, "unknown");
-          throw new RelaySendError(signed.hash, true, { cause: sent.error, transaction: tx });
-        }
-        hooks.afterBroadcast?.(signed, "accepted");
-        if ("early" in sent && sent.early) tx.early = sent.early;
-        return tx;
-      }
-    });
+    const until = deadline ?? performance.now() + this.#sendBudgetMs;
+    return key.exclusive(() => sendNew(this.#lifecycle, key, request, hooks, until));
   }
 
   /** Starts the lifecycle: every `pollingIntervalMs`, a round over the keys with transactions in flight. */

@@ -1,5 +1,20 @@
-import type { Address, Hex, TransactionReceipt } from "viem";
+import type { Address, Hex, PublicClient, TransactionReceipt } from "viem";
 import { KitError } from "../../protocol/errors.js";
+import type { FeeQuote } from "../fees.js";
+import type { SendRefusal } from "../node-errors.js";
+
+/** What a key's sends and its lifecycle work with: the chain, the fee cap and the shared quote, the replacement delay, where events go. */
+export interface RelayerContext {
+  client: PublicClient;
+  chainId: number;
+  /** Nothing is sent above this fee per gas (wei). */
+  cap: bigint;
+  /** Chain seconds a transaction may wait before it is replaced (or re-broadcast). */
+  replaceAfter: bigint;
+  /** What the network asks now (one quote shared for a polling interval); `fresh` reads it anew. */
+  quote(fresh?: boolean): Promise<FeeQuote>;
+  onEvent(event: RelayerEvent): void;
+}
 
 /** A transaction the relayer sends: the call is already simulated and its gas known. */
 export interface RelayRequest {
@@ -105,8 +120,17 @@ export type RelayerEvent =
   | { kind: "replaced"; from: Address; nonce: number; hash: Hex; replaces: Hex; feeCapWei: bigint }
   /** The node no longer knows a transaction that is not mined (dropped from its pool, or the node restarted). */
   | { kind: "dropped"; from: Address; nonce: number; hash: Hex }
-  /** A dropped transaction broadcast again as it was signed. */
+  /** A dropped transaction broadcast again as it was signed (the node took it anew). */
   | { kind: "rebroadcast"; from: Address; nonce: number; hash: Hex }
+  /**
+   * A node refused a broadcast (a first send, a replacement, a re-broadcast or a gap filler): `refusal` says
+   * why ({@link SendRefusal}). Nothing of it is out there; the key's next nonce does not move for it.
+   */
+  | { kind: "refused"; from: Address; nonce: number; hash: Hex; refusal: SendRefusal["kind"] }
+  /** The node expects another nonce than the key's local one (`expected`): the key sends from there on. */
+  | { kind: "nonceAdopted"; from: Address; nonce: number; expected: number }
+  /** A nonce of the key was mined by a transaction this relayer did not send there: none of `hash`'s versions can be mined now. */
+  | { kind: "nonceTaken"; from: Address; nonce: number; hash: Hex }
   /** A nonce missing below transactions that wait on it, filled by the missing transaction or a zero-value self-transfer. */
   | { kind: "gapFilled"; from: Address; nonce: number; hash: Hex; by: "resend" | "selfTransfer" }
   /** A replacement withheld: the network needs more than the fee cap allows; the transaction keeps its price. */

@@ -3,5 +3,4 @@ export type * from "./types.js";
 export { ConfigError } from "./error.js";
 export { CONFIG_VARIABLES, ENV_PREFIX } from "./schema.js";
 export { DEFAULT_LEDGER_FILE, loadConfig, type LoadConfigOptions } from "./load.js";
-export { DEFAULT_MAX_FEE_PER_GAS_GWEI } from "./parse.js";
 export { defaultConnectionsPerClient } from "./http.js";

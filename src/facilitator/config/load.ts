@@ -3,7 +3,7 @@ import { getAddress, isAddress } from "viem";
 import { NETWORKS, NETWORK_NAMES, canonicalNetwork, type NetworkName } from "../../protocol/networks.js";
 import { ConfigError } from "./error.js";
 import { httpLimits, parseAllowedHosts, parseTrustProxy, readApiKeys } from "./http.js";
-import { assertDatabaseUrlNotEmpty, catalogBounds, DEFAULT_MAX_FEE_PER_GAS_GWEI, gasCap, parseDatabaseUrl, parseGweiVar, parseRpcUrls, parseWei, readRelayerKeys } from "./parse.js";
+import { assertDatabaseUrlNotEmpty, catalogBounds, gasCap, parseDatabaseUrl, parseGweiVar, parseRpcUrls, parseWei, readRelayerKeys } from "./parse.js";
 import { ENV_PREFIX, envSchema } from "./schema.js";
 import { assertNoUnknownVariables, withoutServiceLinks } from "./typos.js";
 import type { FacilitatorConfig, NetworkConfig } from "./types.js";
@@ -108,6 +108,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
     healthTimeoutMs: e.HEALTH_TIMEOUT_MS,
     relayerMinBalanceWei: parseWei(e.RELAYER_MIN_BALANCE_WEI),
     logLookbackBlocks: e.LOG_LOOKBACK_BLOCKS,
+    chainHistoryConfirmMs: e.CHAIN_HISTORY_CONFIRM_MS,
     logLevel: e.LOG_LEVEL ?? "info",
     metrics: e.METRICS !== "false",
     dashboard: e.DASHBOARD === "true",
@@ -139,7 +140,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
       connectTimeoutMs: e.LEDGER_CONNECT_TIMEOUT_MS,
     },
     lifecycle: {
-      maxFeePerGasWei: parseGweiVar("MAX_FEE_PER_GAS_GWEI", e.MAX_FEE_PER_GAS_GWEI, DEFAULT_MAX_FEE_PER_GAS_GWEI),
+      ...(e.MAX_FEE_PER_GAS_GWEI !== undefined ? { maxFeePerGasWei: parseGweiVar("MAX_FEE_PER_GAS_GWEI", e.MAX_FEE_PER_GAS_GWEI) } : {}),
       replaceAfterSeconds: e.REPLACE_AFTER_SECONDS,
     },
     catalog: catalogBounds(e.CATALOG_MAX_ENTRIES, e.CATALOG_MAX_ENTRIES_PER_SELLER),

@@ -70,16 +70,8 @@ export function readRelayerKeys(inline: string | undefined, file: string | undef
 
 // --- A transaction's life ---
 
-/**
- * The default fee cap, in gwei: twice the 5,000 gwei Cronos EVM asked before its 2024-2025 fee cuts, so
- * it never binds in normal operation; set it from the network's gas tracker to bound what a fee spike
- * may cost (on Cronos a transaction pays its whole fee cap: docs/operations.md).
- */
-export const DEFAULT_MAX_FEE_PER_GAS_GWEI = "10000";
-
-/** A positive number of gwei (up to 9 decimals), in wei; `fallback` when unset. */
-export function parseGweiVar(variable: string, value: string | undefined, fallback: string): bigint {
-  const text = value ?? fallback;
+/** A positive number of gwei (up to 9 decimals), in wei. */
+export function parseGweiVar(variable: string, text: string): bigint {
   if (!/^\d+(\.\d{1,9})?$/.test(text) || parseGwei(text) === 0n) {
     throw new ConfigError(`${variable}: must be a positive number of gwei (up to 9 decimals), got "${text}"`);
   }

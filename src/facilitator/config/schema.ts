@@ -68,6 +68,7 @@ export const envSchema = z.object({
   HEALTH_TIMEOUT_MS: intVar(750, 50, 60_000),
   RELAYER_MIN_BALANCE_WEI: optionalString,
   LOG_LOOKBACK_BLOCKS: intVar(10_000, 1),
+  CHAIN_HISTORY_CONFIRM_MS: intVar(2_000, 0, 600_000),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).optional(),
   METRICS: z.enum(["true", "false"]).optional(),
   DASHBOARD: z.enum(["true", "false"], { error: 'must be "true" or "false"' }).optional(),

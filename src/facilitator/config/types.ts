@@ -43,6 +43,8 @@ export interface FacilitatorConfig {
   relayerMinBalanceWei: bigint;
   /** How far back (blocks) settle looks for the transaction that used an authorization. */
   logLookbackBlocks: number;
+  /** A change of a chain's history (or its undoing) is believed when the chain still shows it this long after it first did. */
+  chainHistoryConfirmMs: number;
   logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
   /** Serve Prometheus metrics at `/metrics` on a listener of their own (`metricsHost:metricsPort`). */
   metrics: boolean;
@@ -110,8 +112,11 @@ export interface StateIndexConfig {
 
 /** How the relayer keeps its transactions moving. */
 export interface LifecycleConfig {
-  /** `MAX_FEE_PER_GAS_GWEI` in wei: nothing is sent above it; new settles answer 503 while the network needs more. */
-  maxFeePerGasWei: bigint;
+  /**
+   * `MAX_FEE_PER_GAS_GWEI` in wei: nothing is sent above it; new settles answer 503 while the network needs more.
+   * Unset: each network's cap follows its chain, read at start-up (`defaultFeeCap` in src/chain/fees.ts).
+   */
+  maxFeePerGasWei?: bigint;
   /** `REPLACE_AFTER_SECONDS`: a transaction not mined within this much chain time is replaced (or re-broadcast). */
   replaceAfterSeconds: number;
 }

@@ -45,7 +45,7 @@ export function chainMetrics(
   });
   const drops = new Counter({
     name: "x402_relayer_drops_detected_total",
-    help: "transactions the node no longer knew before they were mined (dropped, or the node restarted)",
+    help: "transactions a node took anew when broadcast again before they were mined (dropped, a node that lost its pool, a backend that never got them)",
     labelNames: ["network"],
     registers: [registry],
   });
@@ -64,6 +64,24 @@ export function chainMetrics(
   const capped = new Counter({
     name: "x402_relayer_replacements_capped_total",
     help: "replacements withheld because the network needed more than MAX_FEE_PER_GAS_GWEI (the transaction kept its price)",
+    labelNames: ["network"],
+    registers: [registry],
+  });
+  const refusals = new Counter({
+    name: "x402_relayer_refusals_total",
+    help: "broadcasts a node refused, by what the refusal means (nonceBehind, nonceAhead, replacementRefused, feeTooLow, poolFull, fundsLow, invalid): nothing of them was sent",
+    labelNames: ["network", "refusal"],
+    registers: [registry],
+  });
+  const adopted = new Counter({
+    name: "x402_relayer_nonces_adopted_total",
+    help: "times a relayer key took the nonce a node said it expects, in place of its own",
+    labelNames: ["network"],
+    registers: [registry],
+  });
+  const taken = new Counter({
+    name: "x402_relayer_nonces_taken_total",
+    help: "nonces of a relayer key mined by a transaction the relayer did not send there (the key used elsewhere)",
     labelNames: ["network"],
     registers: [registry],
   });
@@ -163,6 +181,9 @@ export function chainMetrics(
       else if (event.kind === "rebroadcast") rebroadcasts.inc({ network });
       else if (event.kind === "gapFilled") gaps.inc({ network, by: event.by === "resend" ? "resend" : "self-transfer" });
       else if (event.kind === "capped") capped.inc({ network });
+      else if (event.kind === "refused") refusals.inc({ network, refusal: event.refusal });
+      else if (event.kind === "nonceAdopted") adopted.inc({ network });
+      else if (event.kind === "nonceTaken") taken.inc({ network });
       else rpcErrors.inc({ network });
     },
   };

@@ -22,7 +22,8 @@ import {
   type HarnessStatus,
   type ParsedFaultSpec,
 } from "./spec.js";
-import type { FacilitatorSwitch, HeldFault, LocalHarnessOptions } from "./held.js";
+import { bounded, startFailed, type FacilitatorSwitch, type HeldFault, type LocalHarnessOptions } from "./held.js";
+import { holdNode, losePool, refusalsLeft } from "./node-faults.js";
 import { RpcFaults } from "./wire.js";
 
 /**
@@ -67,7 +68,8 @@ export class LocalHarness implements HarnessControl {
   async faults(): Promise<FaultInfo[]> {
     const live = [...this.#live.values()].map((fault) => {
       const callsLeft = fault.spec.kind === "rpc" ? this.rpc.callsLeft(fault.info.id) : undefined;
-      return { ...fault.info, ...(callsLeft !== undefined ? { callsLeft } : {}) };
+      const refusals = fault.spec.kind === "lagging-backend" ? refusalsLeft(this.#chains, fault.info.id) : undefined;
+      return { ...fault.info, ...(callsLeft !== undefined ? { callsLeft } : {}), ...(refusals !== undefined ? { refusalsLeft: refusals } : {}) };
     });
     return [...live, ...this.#ended.map((info) => ({ ...info }))];
   }
@@ -127,12 +129,12 @@ export class LocalHarness implements HarnessControl {
     }
     // Stopped with no fault holding it down: a start that failed (its port taken meanwhile). Try again.
     if (!this.#facilitator.running()) return this.#startFacilitator("starting the facilitator");
-    await this.#bounded("restarting the facilitator", this.#facilitator.restart().catch((error: unknown) => Promise.reject(startFailed(error))));
+    await bounded(this.#timeoutMs, "restarting the facilitator", this.#facilitator.restart().catch((error: unknown) => Promise.reject(startFailed(error))));
   }
 
   /** Starts the stopped facilitator on its port; a failure (the port taken) is a 409 that says how to retry. */
   #startFacilitator(what: string): Promise<void> {
-    return this.#bounded(what, this.#facilitator.start().catch((error: unknown) => Promise.reject(startFailed(error))));
+    return bounded(this.#timeoutMs, what, this.#facilitator.start().catch((error: unknown) => Promise.reject(startFailed(error))));
   }
 
   async status(): Promise<HarnessStatus> {
@@ -285,8 +287,20 @@ export class LocalHarness implements HarnessControl {
             });
           }
           break;
+        case "lagging-backend":
+        case "min-fee":
+        case "no-replacement":
+          for (const network of networks) undos.push(await this.#onChain(network, (chain) => holdNode(chain, fault.info.id, spec)));
+          break;
+        case "mempool-lost": {
+          const dropped: string[] = [];
+          for (const network of networks) dropped.push(...(await this.#onChain(network, losePool)));
+          // A pool does not come back: over as soon as it happened.
+          fault.info = { ...fault.info, appliedAt: new Date().toISOString(), dropped };
+          return void this.#finish(fault.info.id, "ended", fault);
+        }
         case "facilitator-down":
-          if (this.#downs.size === 0) await this.#bounded("stopping the facilitator", this.#facilitator.stop());
+          if (this.#downs.size === 0) await bounded(this.#timeoutMs, "stopping the facilitator", this.#facilitator.stop());
           this.#downs.add(fault.info.id);
           undos.push(async () => {
             this.#downs.delete(fault.info.id);
@@ -364,35 +378,12 @@ export class LocalHarness implements HarnessControl {
     const chain = this.#chains[network];
     if (!chain) return Promise.reject(new HarnessControlError(400, `network: ${network} is not running in this stack`));
     const previous = this.#queues.get(network) ?? Promise.resolve();
-    const run = previous.catch(() => undefined).then(() => this.#bounded(`${network}: the chain action`, action(chain)));
+    const run = previous.catch(() => undefined).then(() => bounded(this.#timeoutMs, `${network}: the chain action`, action(chain)));
     this.#queues.set(network, run.catch(() => undefined));
     return run;
-  }
-
-  /** `work`, or a 504 once the operation time-out has passed. */
-  async #bounded<T>(what: string, work: Promise<T>): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      return await Promise.race([
-        work,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new HarnessControlError(504, `${what} did not finish within ${this.#timeoutMs / 1000} s`)), this.#timeoutMs);
-          timer.unref();
-        }),
-      ]);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   #assertOpen(): void {
     if (this.#closed) throw new HarnessControlError(409, "the stack is stopping: no more faults");
   }
-}
-
-/** A facilitator that would not start again, as a refusal saying how to retry (it stays stopped until then). */
-function startFailed(error: unknown): HarnessControlError {
-  if (error instanceof HarnessControlError) return error;
-  const reason = error instanceof Error ? error.message.split("\n")[0]! : String(error);
-  return new HarnessControlError(409, `the facilitator did not start again: ${reason}; restartFacilitator() (POST /harness/facilitator/restart) tries again`);
 }

@@ -1,6 +1,6 @@
 import type { NetworkName } from "../../protocol/networks.js";
 import type { LocalChain } from "../chain.js";
-import type { FaultInfo, ParsedFaultSpec } from "./spec.js";
+import { HarnessControlError, type FaultInfo, type ParsedFaultSpec } from "./spec.js";
 
 /** How the harness stops and starts the stack's facilitator (the stack holds it). */
 export interface FacilitatorSwitch {
@@ -31,4 +31,27 @@ export interface HeldFault {
   timer?: NodeJS.Timeout;
   /** Settles when a running undo has finished (an undo asked twice waits for the first). */
   undoing?: Promise<void>;
+}
+
+/** `work`, or a 504 once `timeoutMs` (the harness's operation time-out) has passed. */
+export async function bounded<T>(timeoutMs: number, what: string, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      work,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new HarnessControlError(504, `${what} did not finish within ${timeoutMs / 1000} s`)), timeoutMs);
+        timer.unref();
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A facilitator that would not start again, as a refusal saying how to retry (it stays stopped until then). */
+export function startFailed(error: unknown): HarnessControlError {
+  if (error instanceof HarnessControlError) return error;
+  const reason = error instanceof Error ? error.message.split("\n")[0]! : String(error);
+  return new HarnessControlError(409, `the facilitator did not start again: ${reason}; restartFacilitator() (POST /harness/facilitator/restart) tries again`);
 }

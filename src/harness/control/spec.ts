@@ -19,6 +19,12 @@ export const MAX_DELAY_MS = 120_000;
 export const MAX_FAULT_CALLS = 1_000_000;
 /** The furthest chain time moves in one step: ten years. */
 export const MAX_ADVANCE_SECONDS = 10 * 365 * 86_400;
+/** The furthest behind the head a lagging backend may be, in blocks. */
+export const MAX_LAG_BLOCKS = 1_000_000;
+/** The most correct sends a lagging backend may refuse. */
+export const MAX_LAG_REFUSALS = 1_000;
+/** How far behind a lagging backend is unless told: the 60 blocks of the failure this fault reproduces (issue 38). */
+export const DEFAULT_LAG_BLOCKS = 60;
 /** The largest body the control endpoint reads. */
 export const CONTROL_BODY_LIMIT_BYTES = 16 * 1024;
 
@@ -114,13 +120,37 @@ const busySpec = z.strictObject({
   payer: address.optional(),
 });
 const blocksSpec = z.strictObject({ kind: z.literal("blocks"), forSeconds: forSeconds.optional(), ...when });
+const whole = (min: number, max: number) => z.number({ error: `must be a whole number from ${min} to ${max}` }).int(`must be a whole number from ${min} to ${max}`).min(min, `must be from ${min} to ${max}`).max(max, `must be from ${min} to ${max}`);
+// The Cronos node's faults (a chain started with node "cronos"): what a real endpoint does.
+const laggingBackendSpec = z.strictObject({
+  kind: z.literal("lagging-backend"),
+  /** How far behind the head the backend is: its `eth_getLogs` end there, its check state is the sender's nonce there. */
+  blocks: whole(1, MAX_LAG_BLOCKS).default(DEFAULT_LAG_BLOCKS),
+  /** Correct sends it refuses with the invalid-nonce answer (each once); then only its log reads lag. */
+  refusals: whole(0, MAX_LAG_REFUSALS).default(1),
+  forSeconds: forSeconds.optional(),
+  ...when,
+});
+const mempoolLostSpec = z.strictObject({ kind: z.literal("mempool-lost"), ...when });
+const WEI = "must be a whole number of wei from 1 to 10^30 (1 gwei = 1000000000), as a string";
+const minFeeSpec = z.strictObject({
+  kind: z.literal("min-fee"),
+  /** The chain's minimum gas price, in wei. */
+  minGasPrice: z
+    .union([z.string().regex(/^\d{1,31}$/, WEI), z.bigint(), z.number().int(WEI).min(1, WEI).max(Number.MAX_SAFE_INTEGER, WEI)], { error: WEI })
+    .transform((raw) => BigInt(raw))
+    .refine((value) => value >= 1n && value <= 10n ** 30n, WEI),
+  forSeconds: forSeconds.optional(),
+  ...when,
+});
+const noReplacementSpec = z.strictObject({ kind: z.literal("no-replacement"), forSeconds: forSeconds.optional(), ...when });
 const facilitatorDownSpec = z.strictObject({ kind: z.literal("facilitator-down"), forSeconds: forSeconds.optional() });
 
 /** Every fault, told apart by `kind`. */
 export const faultSpecSchema = z.discriminatedUnion(
   "kind",
-  [balanceSpec, pauseSpec, blacklistSpec, authorizationSpec, timeSpec, rpcSpec, busySpec, blocksSpec, facilitatorDownSpec],
-  { error: "must be one of balance, pause, blacklist, authorization, time, rpc, busy, blocks, facilitator-down" },
+  [balanceSpec, pauseSpec, blacklistSpec, authorizationSpec, timeSpec, rpcSpec, busySpec, blocksSpec, facilitatorDownSpec, laggingBackendSpec, mempoolLostSpec, minFeeSpec, noReplacementSpec],
+  { error: "must be one of balance, pause, blacklist, authorization, time, rpc, busy, blocks, facilitator-down, lagging-backend, mempool-lost, min-fee, no-replacement" },
 );
 
 /** A fault as asked for (amounts as bigint, number or decimal string). */
@@ -128,7 +158,23 @@ export type FaultSpec = z.input<typeof faultSpecSchema>;
 /** A fault as checked: networks canonical, addresses checksummed, amounts bigint, `trigger` set. */
 export type ParsedFaultSpec = z.output<typeof faultSpecSchema>;
 export type FaultKind = ParsedFaultSpec["kind"];
-export const FAULT_KINDS: readonly FaultKind[] = ["balance", "pause", "blacklist", "authorization", "time", "rpc", "busy", "blocks", "facilitator-down"];
+export const FAULT_KINDS: readonly FaultKind[] = [
+  "balance",
+  "pause",
+  "blacklist",
+  "authorization",
+  "time",
+  "rpc",
+  "busy",
+  "blocks",
+  "facilitator-down",
+  "lagging-backend",
+  "mempool-lost",
+  "min-fee",
+  "no-replacement",
+];
+/** The faults of a Cronos node (a chain started with node `cronos`). */
+export const NODE_FAULT_KINDS: ReadonlySet<FaultKind> = new Set(["lagging-backend", "mempool-lost", "min-fee", "no-replacement"]);
 
 /** The body of `POST /harness/time/advance`. */
 export const advanceSchema = z.strictObject({ seconds: seconds(MAX_ADVANCE_SECONDS), network: network.optional() });
@@ -160,6 +206,10 @@ export interface FaultInfo {
   endsAt?: string;
   /** RPC faults with `forCalls`: calls it still takes. */
   callsLeft?: number;
+  /** A lagging backend: the correct sends it still refuses (every network's summed). */
+  refusalsLeft?: number;
+  /** A lost mempool: the transactions dropped from it. */
+  dropped?: string[];
   endedAt?: string;
   /** A time fault's chain time after it (Unix seconds, per network). */
   chainTime?: ChainTimes;
@@ -257,6 +307,14 @@ export function describeFault(spec: ParsedFaultSpec): string {
       return `block production stopped${where}${lasting}${after}`;
     case "facilitator-down":
       return `the facilitator stopped (its port closed)${lasting}`;
+    case "lagging-backend":
+      return `the JSON-RPC endpoint reaching a backend ${spec.blocks} blocks behind: eth_getLogs answered up to there only, the next ${spec.refusals} correct send(s) refused with the invalid-nonce answer${where}${lasting}${after}`;
+    case "mempool-lost":
+      return `the node's mempool lost, as a restart: its pending transactions dropped${where}${after}`;
+    case "min-fee":
+      return `the minimum gas price raised to ${spec.minGasPrice} wei${where}${lasting}${after}`;
+    case "no-replacement":
+      return `transaction replacement turned off: a same-nonce transaction answered invalid nonce${where}${lasting}${after}`;
   }
 }
 

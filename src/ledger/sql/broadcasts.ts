@@ -56,7 +56,7 @@ export class SqlBroadcastStore extends SqlStore implements BroadcastStore {
     const now = this.now();
     // Only while `owner` owns the unfinished row and holds the relayer key's lease (the fence).
     const sent = `UPDATE settlements SET status = 'sent', tx_hash = ?, relayer = ?, relayer_nonce = ?, next_check_at = ?, updated_at = ?
-       WHERE id = ? AND owner = ? AND status IN ${IN_FLIGHT} AND ${leaseFence(input.leaseEpoch, this.db.forUpdate)}`;
+       WHERE id = ? AND owner = ? AND status IN ${IN_FLIGHT} AND ${leaseFence(this.db, input.leaseEpoch)}`;
     const sentParams = [
       lower(input.hash),
       lower(input.relayer),
@@ -65,7 +65,7 @@ export class SqlBroadcastStore extends SqlStore implements BroadcastStore {
       now,
       input.id,
       input.owner,
-      ...fenceParams(input.relayer, input.owner, now, input.leaseEpoch),
+      ...fenceParams(this.db, input.relayer, input.owner, now, input.leaseEpoch),
     ];
     const insert = INSERT_SIGNED;
     const insertParams = signedParams(input, now);
@@ -91,8 +91,8 @@ export class SqlBroadcastStore extends SqlStore implements BroadcastStore {
     return this.db.transaction(async (tx) => {
       const changed = await tx.run(
         `UPDATE settlements SET tx_hash = ?, updated_at = ?
-         WHERE id = ? AND status = 'sent' AND relayer = ? AND relayer_nonce = ? AND ${leaseFence(input.leaseEpoch, this.db.forUpdate)}`,
-        [lower(input.hash), now, input.id, lower(input.relayer), input.relayerNonce, ...fenceParams(input.relayer, input.holder, now, input.leaseEpoch)],
+         WHERE id = ? AND status = 'sent' AND relayer = ? AND relayer_nonce = ? AND ${leaseFence(this.db, input.leaseEpoch)}`,
+        [lower(input.hash), now, input.id, lower(input.relayer), input.relayerNonce, ...fenceParams(this.db, input.relayer, input.holder, now, input.leaseEpoch)],
       );
       if (changed === 0) return false;
       await tx.run(`${INSERT_SIGNED} settlements WHERE id = ? ON CONFLICT (hash) DO NOTHING`, [...signedParams(input, now), input.id]);
@@ -105,7 +105,7 @@ export class SqlBroadcastStore extends SqlStore implements BroadcastStore {
     // One statement: the record exists only if the fence held when it was written (the same hash again: recorded once).
     const rows = await this.db.all<Pick<FillerRow, "hash">>(
       `INSERT INTO relayer_fillers (hash, chain_id, relayer, relayer_nonce, raw, holder, lease_epoch, replaces, state, fee_cap, priority_fee, created_at, updated_at)
-       SELECT ?, ?, ?, ?, ?, ?, ?, ?, 'signed', ?, ?, ?, ? WHERE ${leaseFence(input.leaseEpoch, this.db.forUpdate)}
+       SELECT ?, ?, ?, ?, ?, ?, ?, ?, 'signed', ?, ?, ?, ? WHERE ${leaseFence(this.db, input.leaseEpoch)}
        ON CONFLICT (hash) DO UPDATE SET updated_at = excluded.updated_at RETURNING hash`,
       [
         lower(input.hash),
@@ -120,7 +120,7 @@ export class SqlBroadcastStore extends SqlStore implements BroadcastStore {
         input.priorityFee?.toString() ?? null,
         now,
         now,
-        ...fenceParams(input.relayer, input.holder, now, input.leaseEpoch),
+        ...fenceParams(this.db, input.relayer, input.holder, now, input.leaseEpoch),
       ],
     );
     return rows.length > 0;

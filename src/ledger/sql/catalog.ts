@@ -73,7 +73,7 @@ const ALL_NETWORKS = "*";
 
 const lower = (value: string) => value.toLowerCase();
 /** A network's one name for comparisons: its CAIP-2 id where the kit knows it (`cronos-testnet` is `eip155:338`). */
-const networkKey = (network: string) => caip2OfNetwork(network) ?? network;
+export const networkKey = (network: string) => caip2OfNetwork(network) ?? network;
 const marks = (n: number) => Array.from({ length: n }, () => "?").join(", ");
 /** A LIKE pattern matching `value` as one member of a `|a|b|` column, its wildcards escaped. */
 const memberPattern = (value: string) => `%|${value.replace(/[\\%_]/g, (c) => `\\${c}`)}|%`;
@@ -350,17 +350,34 @@ export class SqlCatalogStore implements CatalogStore {
 
   /**
    * Takes out the entries with a way of paying on `network` (a CAIP-2 id), last paid at or after `paidFrom` (a block
-   * time, ms) or all: a changed history of that chain. Gives their rows as they were (to keep aside); the counts stay
-   * exact. Runs in the caller's transaction, which holds {@link CATALOG_LOCK}. An entry's seller lists it again with
-   * its next settled payment.
+   * time, ms) or all: a changed history of that chain. Gives their rows as they were, with their words and payers (to
+   * keep aside, and bring back: catalog-restore.ts); the counts stay exact. Runs in the caller's transaction, which
+   * holds {@link CATALOG_LOCK}. An entry's seller lists it again with its next settled payment.
    */
-  async takeNetwork(tx: SqlExecutor, network: string, paidFrom?: number): Promise<EntryRow[]> {
+  async takeNetwork(tx: SqlExecutor, network: string, paidFrom?: number): Promise<Array<EntryRow & { words: string[]; payer_list: string[] }>> {
     const rows = await tx.all<EntryRow>(
       `SELECT * FROM discovery_entries WHERE id IN (SELECT entry_id FROM discovery_networks WHERE network = ?)${paidFrom === undefined ? "" : " AND last_paid >= ?"} ORDER BY id`,
       [network, ...(paidFrom === undefined ? [] : [paidFrom])],
     );
-    await this.#delete(tx, rows.map((row) => Number(row.id)));
-    return rows;
+    const ids = rows.map((row) => Number(row.id));
+    const of = async (table: string, column: string) => {
+      const found = new Map<number, string[]>(ids.map((id) => [id, []]));
+      for (let at = 0; at < ids.length; at += 500) {
+        const chunk = ids.slice(at, at + 500);
+        for (const row of await tx.all<{ entry_id: Int8; v: string }>(`SELECT entry_id, ${column} AS v FROM ${table} WHERE entry_id IN (${marks(chunk.length)})`, chunk)) {
+          found.get(Number(row.entry_id))?.push(row.v);
+        }
+      }
+      return found;
+    };
+    const [words, payers] = [await of("discovery_words", "word"), await of("discovery_payers", "payer")];
+    await this.#delete(tx, ids);
+    return rows.map((row) => ({ ...row, words: words.get(Number(row.id)) ?? [], payer_list: payers.get(Number(row.id)) ?? [] }));
+  }
+
+  /** Adds `delta` to the counts of one entry of `type` on `networks` (and on every network), in the caller's transaction. */
+  adjustCounts(tx: SqlExecutor, type: string, networks: readonly string[], delta: number): Promise<void> {
+    return this.#count(tx, type, networks, delta);
   }
 
   removeDiscoveryResource(resource: string, method?: string, payTo?: string): Promise<number> {

@@ -6,29 +6,19 @@ import {
   type ChainHistoryStore,
   type HistoryAdoption,
   type HistoryChange,
+  type HistoryRestoration,
+  type PendingHistoryChange,
   type SetAsideRow,
   type SettlementRecord,
 } from "../types.js";
 import { CATALOG_LOCK, type SqlCatalogStore } from "./catalog.js";
+import { writeCheckpoint, type ChainHistoryRow, type CheckpointRow, type ProgressRow } from "./checkpoints.js";
 import { lower, placeholders, type Int8 } from "./columns.js";
-import { SqlStore, type SqlDriver, type SqlExecutor } from "./driver.js";
+import { pendingChanges, restoreChange } from "./history-restore.js";
+import { SqlStore, type SqlDriver } from "./driver.js";
 import { loadRecords, type SettlementRow, type TransactionRow } from "./settlement-rows.js";
 
-/** A row of `chain_histories` (migration 0011). */
-interface ChainHistoryRow {
-  chain_id: number;
-  genesis_hash: Hex;
-  epoch: number;
-  updated_at: Int8;
-}
-
-/** A row of `chain_checkpoints` (migration 0011). */
-interface CheckpointRow {
-  chain_id: number;
-  block_number: Int8;
-  block_hash: Hex;
-  recorded_at: Int8;
-}
+export { writeCheckpoint } from "./checkpoints.js";
 
 /** A row of `set_aside_rows` (migration 0011): `row_data` is the row set aside, as JSON. */
 interface SetAsideRowRow {
@@ -39,21 +29,12 @@ interface SetAsideRowRow {
   row_data: string;
   reason: string;
   set_aside_at: Int8;
+  /** The change that set it aside (migration 0013; null for rows set aside before it). */
+  change_id: Int8 | null;
 }
 
-/** Records `block` as a checkpoint (a later hash at the same height replaces the earlier) and keeps the newest {@link CHECKPOINT_LIMIT}. */
-export async function writeCheckpoint(executor: SqlExecutor, chainId: number, block: BlockRef, now: number): Promise<void> {
-  await executor.run(
-    `INSERT INTO chain_checkpoints (chain_id, block_number, block_hash, recorded_at) VALUES (?, ?, ?, ?)
-     ON CONFLICT (chain_id, block_number) DO UPDATE SET block_hash = excluded.block_hash, recorded_at = excluded.recorded_at`,
-    [chainId, Number(block.number), lower(block.hash), now],
-  );
-  await executor.run(
-    `DELETE FROM chain_checkpoints WHERE chain_id = ? AND block_number < (
-       SELECT MIN(block_number) FROM (SELECT block_number FROM chain_checkpoints WHERE chain_id = ? ORDER BY block_number DESC LIMIT ?) newest)`,
-    [chainId, chainId, CHECKPOINT_LIMIT],
-  );
-}
+/** Settled rows a change keeps as its evidence (the chain disproved them): their proof later undoes it. */
+const EVIDENCE_ROWS = 8;
 
 /** Chain histories, their checkpoints and the rows set aside over SQL. */
 export class SqlChainHistoryStore extends SqlStore implements ChainHistoryStore {
@@ -103,6 +84,37 @@ export class SqlChainHistoryStore extends SqlStore implements ChainHistoryStore 
       if (current?.epoch !== change.epoch) return { adopted: false };
       const everything = common === undefined;
       const epoch = current ? current.epoch + (everything ? 1 : 0) : 1;
+      // What the history set aside looked like, kept with the change: the trail's blocks after the common one, and the
+      // index's progress, before either moves.
+      const trail = await tx.all<Omit<CheckpointRow, "chain_id">>(
+        `SELECT block_number, block_hash, recorded_at FROM chain_checkpoints WHERE chain_id = ?${everything ? "" : " AND block_number > ?"} ORDER BY block_number DESC`,
+        [chainId, ...(everything ? [] : [Number(common.number)])],
+      );
+      const progress = await tx.all<ProgressRow>(`SELECT token, from_block, through_block, updated_at FROM nonce_index_progress WHERE chain_id = ?`, [chainId]);
+      const keep = new Set(change.keep ?? []);
+      const settled = everything
+        ? await tx.all<SettlementRow>(`SELECT * FROM settlements WHERE chain_id = ?`, [chainId])
+        : await tx.all<SettlementRow>(`SELECT * FROM settlements WHERE chain_id = ? AND status = 'settled' AND block_number > ?`, [chainId, Number(common.number)]);
+      const gone = settled.filter((row) => !keep.has(Number(row.id)));
+      const disproven = new Set(change.disproven ?? []);
+      const evidence = gone.filter((row) => disproven.has(Number(row.id))).slice(0, EVIDENCE_ROWS);
+      const [record] = await tx.all<{ id: Int8 }>(
+        `INSERT INTO history_changes (chain_id, genesis_hash, everything, common_number, common_hash, trail, disproven, progress, reason, changed_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+        [
+          chainId,
+          current?.genesis_hash ?? null,
+          everything ? 1 : 0,
+          common ? Number(common.number) : null,
+          common ? lower(common.hash) : null,
+          JSON.stringify(trail),
+          JSON.stringify(evidence),
+          JSON.stringify(progress),
+          change.reason,
+          now,
+        ],
+      );
+      const changeId = Number(record!.id);
       await tx.run(
         `INSERT INTO chain_histories (chain_id, genesis_hash, epoch, updated_at) VALUES (?, ?, ?, ?)
          ON CONFLICT (chain_id) DO UPDATE SET genesis_hash = excluded.genesis_hash, epoch = excluded.epoch, updated_at = excluded.updated_at`,
@@ -112,16 +124,11 @@ export class SqlChainHistoryStore extends SqlStore implements ChainHistoryStore 
         for (let at = 0; at < rows.length; at += 100) {
           const chunk = rows.slice(at, at + 100);
           await tx.run(
-            `INSERT INTO set_aside_rows (chain_id, genesis_hash, kind, row_data, reason, set_aside_at) VALUES ${chunk.map(() => "(?, ?, ?, ?, ?, ?)").join(", ")}`,
-            chunk.flatMap((row) => [chainId, current?.genesis_hash ?? null, kind, JSON.stringify(row), change.reason, now]),
+            `INSERT INTO set_aside_rows (chain_id, genesis_hash, kind, row_data, reason, set_aside_at, change_id) VALUES ${chunk.map(() => "(?, ?, ?, ?, ?, ?, ?)").join(", ")}`,
+            chunk.flatMap((row) => [chainId, current?.genesis_hash ?? null, kind, JSON.stringify(row), change.reason, now, changeId]),
           );
         }
       };
-      const keep = new Set(change.keep ?? []);
-      const settled = everything
-        ? await tx.all<SettlementRow>(`SELECT * FROM settlements WHERE chain_id = ?`, [chainId])
-        : await tx.all<SettlementRow>(`SELECT * FROM settlements WHERE chain_id = ? AND status = 'settled' AND block_number > ?`, [chainId, Number(common.number)]);
-      const gone = settled.filter((row) => !keep.has(Number(row.id)));
       for (let at = 0; at < gone.length; at += 500) {
         const ids = gone.slice(at, at + 500).map((row) => Number(row.id));
         const transactions = await tx.all<TransactionRow>(`SELECT * FROM settlement_transactions WHERE settlement_id IN (${placeholders(ids.length)}) ORDER BY id`, ids);
@@ -155,15 +162,21 @@ export class SqlChainHistoryStore extends SqlStore implements ChainHistoryStore 
           else paymentIdentifiers = rows.length;
         }
       }
-      // The index's nonces are the chain's own logs, read again: deleted, not kept.
-      let indexedNonces: number;
+      // The index's nonces of the other history go aside with the change (they come back with it); the index reads the
+      // chain's own logs again.
+      const after = everything ? "" : " AND block_number > ?";
+      const nonceParams = [chainId, ...(everything ? [] : [Number(common.number)])];
+      const indexedNonces = await tx.run(
+        `INSERT INTO set_aside_nonces (change_id, chain_id, token, authorizer, nonce, block_number)
+         SELECT ?, chain_id, token, authorizer, nonce, block_number FROM indexed_nonces WHERE chain_id = ?${after}`,
+        [changeId, ...nonceParams],
+      );
+      await tx.run(`DELETE FROM indexed_nonces WHERE chain_id = ?${after}`, nonceParams);
       if (everything) {
-        indexedNonces = await tx.run(`DELETE FROM indexed_nonces WHERE chain_id = ?`, [chainId]);
         await tx.run(`DELETE FROM nonce_index_progress WHERE chain_id = ?`, [chainId]);
         await tx.run(`DELETE FROM chain_checkpoints WHERE chain_id = ?`, [chainId]);
       } else {
         const through = Number(common.number);
-        indexedNonces = await tx.run(`DELETE FROM indexed_nonces WHERE chain_id = ? AND block_number > ?`, [chainId, through]);
         await tx.run(
           `UPDATE nonce_index_progress SET through_block = CASE WHEN from_block - 1 > ? THEN from_block - 1 ELSE ? END, updated_at = ?
            WHERE chain_id = ? AND through_block > ?`,
@@ -172,8 +185,20 @@ export class SqlChainHistoryStore extends SqlStore implements ChainHistoryStore 
         await tx.run(`DELETE FROM chain_checkpoints WHERE chain_id = ? AND block_number > ?`, [chainId, through]);
         await writeCheckpoint(tx, chainId, common, this.now());
       }
+      // A first sight that set nothing aside is no change to keep.
+      if (!current && trail.length === 0 && gone.length + penalties + paymentIdentifiers + catalogEntries + indexedNonces === 0) {
+        await tx.run(`DELETE FROM history_changes WHERE id = ?`, [changeId]);
+      }
       return { adopted: true, epoch, settlements: gone.length, penalties, paymentIdentifiers, catalogEntries, indexedNonces };
     });
+  }
+
+  pendingHistoryChanges(chainId: number, options: { limit: number }): Promise<PendingHistoryChange[]> {
+    return pendingChanges(this.db, chainId, options.limit);
+  }
+
+  restoreChainHistory(chainId: number, changeId: number, options: { epoch: number }): Promise<HistoryRestoration> {
+    return this.db.transaction({ lock: CATALOG_LOCK }, (tx) => restoreChange(tx, { chainId, changeId, epoch: options.epoch, now: this.now(), forUpdate: this.db.forUpdate, catalog: this.#catalog }));
   }
 
   async setAsideRows(options: { chainId?: number; limit?: number } = {}): Promise<SetAsideRow[]> {
@@ -189,6 +214,7 @@ export class SqlChainHistoryStore extends SqlStore implements ChainHistoryStore 
       row: JSON.parse(row.row_data) as Record<string, unknown>,
       reason: row.reason,
       setAsideAt: Number(row.set_aside_at),
+      ...(row.change_id != null ? { changeId: Number(row.change_id) } : {}),
     }));
   }
 }

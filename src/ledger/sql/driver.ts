@@ -39,6 +39,13 @@ export interface SqlDriver extends SqlExecutor {
   readonly forUpdate: string;
   /** Whether a WITH clause may hold UPDATE/INSERT (several changes in one atomic statement). */
   readonly writableCte: boolean;
+  /**
+   * The time relayer key leases and instances' heartbeats go by, as SQL (milliseconds since the epoch): the database's
+   * clock where several instances share the ledger (PostgreSQL), so that no instance's own clock, however wrong, decides
+   * whether another's lease lives. Absent where the ledger holds one instance (an embedded SQLite file is opened by one
+   * process): there the ledger's clock is bound (`?`).
+   */
+  readonly clockMs?: string;
   /** Notifications from every instance sharing the database (`o:<id>`, `q:<id>`). */
   readonly messages: EventEmitter;
   transaction<T>(work: (tx: SqlTransaction) => Promise<T>): Promise<T>;

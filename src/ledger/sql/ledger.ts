@@ -16,6 +16,8 @@ import type {
   FillerRecord,
   HistoryAdoption,
   HistoryChange,
+  HistoryRestoration,
+  PendingHistoryChange,
   IndexedNonce,
   InstanceRecord,
   Lease,
@@ -236,6 +238,12 @@ export class SqlLedger implements Ledger {
   }
   adoptChainHistory(change: HistoryChange): Promise<HistoryAdoption> {
     return this.#histories.adoptChainHistory(change);
+  }
+  pendingHistoryChanges(chainId: number, options: { limit: number }): Promise<PendingHistoryChange[]> {
+    return this.#histories.pendingHistoryChanges(chainId, options);
+  }
+  restoreChainHistory(chainId: number, changeId: number, options: { epoch: number }): Promise<HistoryRestoration> {
+    return this.#histories.restoreChainHistory(chainId, changeId, options);
   }
   setAsideRows(options?: { chainId?: number; limit?: number }): Promise<SetAsideRow[]> {
     return this.#histories.setAsideRows(options);

@@ -2,7 +2,7 @@ import type { Address, Transport } from "viem";
 import type { Express } from "express";
 import type { Ledger } from "../ledger/types.js";
 import type { NetworkName } from "../protocol/networks.js";
-import type { FacilitatorContext } from "../settlement/runtime.js";
+import type { SettlementDeps, SettlementObserver } from "../settlement/deps.js";
 import { StageClock } from "../settlement/stages.js";
 import { bindHistories, startIndex } from "./background-jobs.js";
 import type { FacilitatorConfig } from "./config/index.js";
@@ -38,6 +38,8 @@ export interface StartFacilitatorOptions {
   playground?: DashboardPlayground;
   /** Wall clock (ms) of the healthcheck and metrics caches and the block age; default `Date.now`. */
   now?: () => number;
+  /** Also told what settlement tells the metrics (a chain read that failed, a receipt's wait, …). */
+  observer?: Partial<SettlementObserver>;
   /** The local stack's hook after a valid verify ({@link AppOptions.afterVerify}). Never in production. */
   afterVerify?: AppOptions["afterVerify"];
   /** The local stack's switch over the quota ({@link AppOptions.closedFor}: "busy"). Never in production. */
@@ -47,7 +49,8 @@ export interface StartFacilitatorOptions {
 /** A facilitator assembled but not listening: for tests (supertest) and embedding. */
 export interface Facilitator {
   app: Express;
-  context: FacilitatorContext<Logger>;
+  /** Settlement's one dependencies object: the networks, the ledger, the settings, the logger. */
+  context: SettlementDeps<Logger>;
   relayers: Address[];
   metrics: FacilitatorMetrics;
   /** Requests per minute per client IP (or API key, or payer); 0 = no limit. */
@@ -82,7 +85,8 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       networks,
       logger,
       metrics,
-      observe: () => context.observe,
+      observer: settlementObserver(metrics, options.observer),
+      ...(stages ? { stages } : {}),
       ...(options.ledger ? { ledger: options.ledger } : {}),
       prepare: (ledger) => bindHistories(networks, ledger, metrics, logger, config.chainHistoryConfirmMs),
     });
@@ -97,20 +101,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     for (const runtime of networks.values()) runtime.index = startIndex(config, runtime, coordination.ledger, metrics, logger);
   }
   const stopIndexes = () => Promise.all([...networks.values()].map((runtime) => runtime.index?.stop()));
-  const context: FacilitatorContext<Logger> = {
-    networks,
-    settleMarginSeconds: config.settleMarginSeconds,
-    headCacheMs: config.headCacheMs,
-    confirmations: config.confirmations,
-    settleTimeoutMs: config.settleTimeoutMs,
-    pollingIntervalMs: config.pollingIntervalMs,
-    relayerSafety: config.relayerSafety,
-    ledger: coordination.ledger,
-    settlements: coordination.settlements,
-    logger,
-    ...(stages ? { stages } : {}),
-    observe: { confirmationWait: metrics.confirmationWait, rpcError: metrics.rpcError, revertedGas: metrics.revertedGas, verifyStateSource: metrics.verifyStateSource },
-  };
+  const context = coordination.deps;
   const relayers = [...networks.values()][0]?.relayer.addresses ?? [];
   const supported = supportedAnswer(
     config.networks.map((n) => n.network),
@@ -190,6 +181,28 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       await coordination.close(graceMs);
       await Promise.all([...networks.values()].map((runtime) => runtime.relayer.stop()));
       closeTransports();
+    },
+  };
+}
+
+/** What settlement tells: the metrics, and `also` after them. */
+function settlementObserver(metrics: FacilitatorMetrics, also: Partial<SettlementObserver> = {}): Omit<SettlementObserver, "ledgerFault"> {
+  return {
+    confirmationWait(network, seconds) {
+      metrics.confirmationWait(network, seconds);
+      also.confirmationWait?.(network, seconds);
+    },
+    rpcError(network) {
+      metrics.rpcError(network);
+      also.rpcError?.(network);
+    },
+    revertedGas(network, gas) {
+      metrics.revertedGas(network, gas);
+      also.revertedGas?.(network, gas);
+    },
+    verifyStateSource(network, source) {
+      metrics.verifyStateSource(network, source);
+      also.verifyStateSource?.(network, source);
     },
   };
 }

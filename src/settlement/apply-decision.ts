@@ -1,22 +1,13 @@
 // The one place a payment decision changes the ledger: the row (settled or failed, its balance reservation released
 // with it), the states of our transactions, and the payer's penalty.
 import type { Hex } from "viem";
-import { IllegalTransitionError, type BroadcastStore, type PenaltyStore, type SettlementRecord, type SettlementStore } from "../ledger/types.js";
+import { IllegalTransitionError, type SettlementRecord } from "../ledger/types.js";
 import type { SettleErrorCode } from "../protocol/reasons.js";
 import { decidePayment, penaltyOf, termsOf, type DecideOptions, type DecisionChain, type FailureCause, type PaidTransfer, type PaymentDecision } from "./decision.js";
-import type { SettlementLogger } from "./logger.js";
-import type { LedgerOutbox } from "./outbox.js";
+import type { SettlementDeps } from "./deps.js";
 
-/** What applying a decision takes: the ledger's writes, the outbox that keeps them while it is unreachable, the penalty. */
-export interface DecisionDeps {
-  ledger: Pick<SettlementStore, "markSettled" | "markFailed"> & Pick<BroadcastStore, "markTransaction"> & Pick<PenaltyStore, "penalize">;
-  outbox: LedgerOutbox;
-  logger: SettlementLogger;
-  /** A payer whose payment failed by its own doing is refused this long, in chain seconds; 0 = never. */
-  revertPenaltySeconds: number;
-  /** Told of a ledger write that failed (the database may be down): the outage watch. */
-  onLedgerFault?: (error: unknown) => void;
-}
+/** What applying a decision takes: the ledger's writes, the outbox that keeps them while it is unreachable, the penalty's length. */
+export type DecisionDeps = Pick<SettlementDeps, "ledger" | "outbox" | "logger" | "observer" | "settings">;
 
 /** What a decision made of a row. */
 export type Applied =
@@ -100,7 +91,7 @@ async function settled(deps: DecisionDeps, row: SettlementRecord, transfer: Paid
   } catch (error) {
     if (error instanceof IllegalTransitionError) throw error;
     deps.outbox.add(`settlement ${row.id} settled by ${outcome.txHash}`, () => deps.ledger.markSettled(row.id, outcome));
-    deps.onLedgerFault?.(error);
+    deps.observer.ledgerFault(error);
     deps.logger.warn({ id: row.id, txHash: outcome.txHash, err: String(error) }, "settlement mined while the ledger is unreachable: answered settled, record kept in the outbox");
     return { outcome: "settled", record: { ...row, status: "settled", ...outcome }, transfer };
   }
@@ -108,7 +99,8 @@ async function settled(deps: DecisionDeps, row: SettlementRecord, transfer: Paid
 
 /** A payment failed by its payer's doing (a revert, a cancel, a substitute under its nonce): refuse the payer for a while. */
 async function penalize(deps: DecisionDeps, chain: Pick<DecisionChain, "blockTime">, row: SettlementRecord, failed: Extract<PaymentDecision, { outcome: "failed" }>): Promise<void> {
-  const { logger, revertPenaltySeconds, ledger } = deps;
+  const { logger, ledger } = deps;
+  const { revertPenaltySeconds } = deps.settings.relayerSafety;
   logger.warn({ id: row.id, txHash: failed.by.txHash, payer: row.key.authorizer, cause: failed.cause }, failed.cause === "reverted" ? "settlement reverted on chain" : "settlement failed: the authorization was spent by another transaction");
   if (revertPenaltySeconds <= 0) return;
   // The deciding block's time; the wall clock only when the chain cannot say (a penalty, not a payment).
@@ -124,7 +116,7 @@ async function keep(deps: DecisionDeps, what: string, write: () => Promise<unkno
   } catch (error) {
     if (error instanceof IllegalTransitionError) throw error;
     deps.outbox.add(what, write);
-    deps.onLedgerFault?.(error);
+    deps.observer.ledgerFault(error);
     deps.logger.warn({ what, err: String(error) }, "ledger write deferred to the outbox");
   }
 }

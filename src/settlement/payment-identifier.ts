@@ -4,7 +4,9 @@ import { transferAuthorizationDigest } from "../chain/signature.js";
 import type { BoundPayment, SettlementRecord } from "../ledger/types.js";
 import type { PayerPayload } from "../protocol/payment.js";
 import { decidePayment, termsOfAuthorization, type PaidTransfer } from "./decision.js";
-import { FacilitatorFault, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
+import type { SettlementDeps } from "./deps.js";
+import { FacilitatorFault } from "./faults.js";
+import type { NetworkRuntime } from "./runtime.js";
 
 /**
  * The EIP-712 digest of an authorization under its token's domain: one value for everything the payer
@@ -42,12 +44,12 @@ async function boundToThis(
   bound: BoundPayment,
   runtime: NetworkRuntime,
   authorization: PayerPayload["authorization"],
-  context: FacilitatorContext,
+  deps: SettlementDeps,
 ): Promise<boolean> {
   if (bound.nonce.toLowerCase() !== authorization.nonce.toLowerCase()) return false;
   if (bound.digest !== undefined) return bound.digest.toLowerCase() === authorizationDigest(runtime, authorization).toLowerCase();
   const { config } = runtime;
-  const record = await context.ledger.get({ chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce });
+  const record = await deps.ledger.get({ chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce });
   return record === undefined || recordIsOf(record, authorization);
 }
 
@@ -60,12 +62,12 @@ export async function identifierBoundElsewhere(
   runtime: NetworkRuntime,
   authorization: PayerPayload["authorization"],
   paymentId: string,
-  context: FacilitatorContext,
+  deps: SettlementDeps,
   bound?: BoundPayment,
 ): Promise<boolean> {
   try {
-    const binding = bound ?? (await context.ledger.paymentIdentifierBinding(runtime.config, authorization.from, paymentId));
-    return binding !== undefined && !(await boundToThis(binding, runtime, authorization, context));
+    const binding = bound ?? (await deps.ledger.paymentIdentifierBinding(runtime.config, authorization.from, paymentId));
+    return binding !== undefined && !(await boundToThis(binding, runtime, authorization, deps));
   } catch (error) {
     throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
   }
@@ -81,14 +83,14 @@ export async function paidUnderIdentifier(
   runtime: NetworkRuntime,
   authorization: PayerPayload["authorization"],
   paymentId: string,
-  context: FacilitatorContext,
+  deps: SettlementDeps,
 ): Promise<PaidTransfer | undefined> {
   const { config } = runtime;
   let record: SettlementRecord | undefined;
   try {
-    const bound = await context.ledger.paymentIdentifierBinding(config, authorization.from, paymentId);
-    if (!bound || !(await boundToThis(bound, runtime, authorization, context))) return undefined;
-    record = await context.ledger.get({ chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce });
+    const bound = await deps.ledger.paymentIdentifierBinding(config, authorization.from, paymentId);
+    if (!bound || !(await boundToThis(bound, runtime, authorization, deps))) return undefined;
+    record = await deps.ledger.get({ chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce });
   } catch (error) {
     throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
   }

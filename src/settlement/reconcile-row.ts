@@ -1,9 +1,9 @@
 // What now for one unfinished row, from the chain: the reconciler's check of a row, and a settle's when its transaction's nonce went elsewhere.
-import type { Address } from "viem";
-import type { BroadcastRecord, SettlementRecord, SettlementStore } from "../ledger/types.js";
+import type { BroadcastRecord, SettlementRecord } from "../ledger/types.js";
 import { KitError } from "../protocol/errors.js";
 import { decideRow, type Applied, type DecisionDeps } from "./apply-decision.js";
 import type { SettlementChain } from "./chain.js";
+import type { SettlementDeps } from "./deps.js";
 
 /**
  * What the reconciler did to a row. `settled`/`reverted`/`failed`: it moved the row to its outcome;
@@ -21,14 +21,8 @@ export class UndecidedPaymentError extends KitError<"payment_undecided"> {
   }
 }
 
-/** What checking a row takes: the decision's writes, the claim's hand-overs, the key leases and the clock. */
-export interface RowCheckDeps extends DecisionDeps {
-  ledger: DecisionDeps["ledger"] & Pick<SettlementStore, "requeue" | "withdraw">;
-  /** Whether this instance may broadcast from relayer key `relayer` now (holds its lease): a row of another's key is left to its holder. */
-  mayBroadcast(relayer: Address): boolean;
-  /** Milliseconds since the epoch. */
-  now(): number;
-}
+/** What checking a row takes: the decision's writes, the key leases (a row of another's key is left to its holder) and the clock. */
+export type RowCheckDeps = DecisionDeps & Pick<SettlementDeps, "keys" | "now">;
 
 const LIVE: ReadonlySet<BroadcastRecord["state"]> = new Set(["signed", "accepted", "mined", "reverted"]);
 
@@ -68,7 +62,8 @@ export async function reconcileRow(deps: RowCheckDeps, chain: SettlementChain, r
   }
   for (const tx of live) if (await chain.knows(tx.hash)) return undefined; // still in the node's pool
   const latest = live.at(-1);
-  if (latest && !deps.mayBroadcast(latest.relayer)) return undefined;
+  // A forgotten transaction is broadcast again only by its key's lease holder.
+  if (latest && !deps.keys.holds(latest.relayer)) return undefined;
   if (latest) {
     const again = await chain.rebroadcast(latest);
     if (again === "accepted") return "rebroadcast";

@@ -2,7 +2,9 @@ import type { Address } from "viem";
 import { FeeCapError, KeyNotLeasedError, RelaySendError, type RelayHooks, type SentTransaction, type SignedRelay } from "../chain/relayer/index.js";
 import type { SettlementCall, SettlementRecord } from "../ledger/types.js";
 import { followTransaction } from "./follow.js";
-import type { SettlementNetwork, SettlementResult, SettlementSteps } from "./steps.js";
+import type { SettlementDeps } from "./deps.js";
+import type { SettlementResult } from "./result.js";
+import type { NetworkRuntime } from "./runtime.js";
 import { KitError } from "../protocol/errors.js";
 
 /** A write-ahead record refused: the row changed hands (or a lease lapsed), so this instance must not broadcast. */
@@ -18,18 +20,18 @@ export class Fenced extends KitError<"fenced"> {
  * follows it to its receipt until `deadline`. "fenced": the row changed hands meanwhile.
  */
 export async function sendClaimed(
-  steps: SettlementSteps,
+  deps: SettlementDeps,
   record: SettlementRecord,
   call: SettlementCall,
-  network: SettlementNetwork,
+  network: NetworkRuntime,
   from: Address,
   deadline: number,
 ): Promise<SettlementResult | "fenced"> {
-  const { ledger, instanceId, logger } = steps;
+  const { ledger, instanceId, logger } = deps;
   let sent: Pick<SentTransaction, "hashes" | "superseded">;
   try {
     // A send the node refuses for now (a lagging backend, a full pool) is tried again until the settle's deadline.
-    sent = await network.relayer.send(call, from, writeAhead(steps, record.id), deadline);
+    sent = await network.relayer.send(call, from, writeAhead(deps, record.id), deadline);
   } catch (error) {
     // Nothing was signed or recorded: the key is not ours (now), so a key holder sends it.
     if (error instanceof Fenced || error instanceof KeyNotLeasedError || (error instanceof RelaySendError && error.cause instanceof Fenced)) return "fenced";
@@ -49,15 +51,15 @@ export async function sendClaimed(
       return { kind: "notSent", reason: `relayer could not send: ${error instanceof Error ? error.message : String(error)}` };
     }
   }
-  return followTransaction(steps, record, network, sent, deadline);
+  return followTransaction(deps, record, network, sent, deadline);
 }
 
 /**
  * The ledger's part in each broadcast of a row's transaction: the write-ahead record of the first
  * (for the row's owner) and of every replacement (for the relayer key's lease holder), and refusals.
  */
-export function writeAhead(steps: SettlementSteps, id: number): RelayHooks {
-  const { ledger, instanceId, logger } = steps;
+export function writeAhead(deps: SettlementDeps, id: number): RelayHooks {
+  const { ledger, instanceId, logger } = deps;
   return {
     beforeBroadcast: async (tx) => {
       const fees = { ...recordedFees(tx), ...(tx.epoch !== undefined ? { leaseEpoch: tx.epoch } : {}) };
@@ -71,7 +73,7 @@ export function writeAhead(steps: SettlementSteps, id: number): RelayHooks {
             relayer: tx.from,
             relayerNonce: tx.nonce,
             ...fees,
-            checkAfterMs: steps.reconcileAfterMs,
+            checkAfterMs: deps.settings.reconcileAfterMs,
           });
       if (!recorded) throw new Fenced(`settlement ${id} is no longer ours to send`);
     },
@@ -88,8 +90,8 @@ export function writeAhead(steps: SettlementSteps, id: number): RelayHooks {
  * The ledger's part in each broadcast of a gap filler of the key leased to this instance on `chainId`:
  * its own write-ahead record, refused unless the lease it was signed under is still this instance's.
  */
-export function fillerWriteAhead(steps: SettlementSteps, chainId: number): RelayHooks {
-  const { ledger, instanceId, logger } = steps;
+export function fillerWriteAhead(deps: SettlementDeps, chainId: number): RelayHooks {
+  const { ledger, instanceId, logger } = deps;
   return {
     beforeBroadcast: async (tx) => {
       if (tx.epoch === undefined) throw new Fenced(`gap filler ${tx.hash} was signed under no lease`);

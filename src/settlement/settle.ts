@@ -1,17 +1,15 @@
-import { encodeFunctionData, isAddressEqual, parseSignature, type Address, type Hex } from "viem";
-import { tokenAbi } from "../chain/token-abi.js";
-import { estimateGasWithin } from "../chain/estimate.js";
-import { FeeCapError } from "../chain/fees.js";
-import { settleErrorOfRevert } from "../chain/revert.js";
+import { isAddressEqual, type Address, type Hex } from "viem";
 import type { PayerPayload, Payment } from "../protocol/payment.js";
 import { VerifyReason, type SettleErrorCode } from "../protocol/reasons.js";
-import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
+import type { SettlementDeps } from "./deps.js";
+import { FacilitatorFault, PayerQuotaExceeded } from "./faults.js";
+import type { NetworkRuntime } from "./runtime.js";
+import { settleVerified } from "./settler.js";
 import { penaltySubject, type BoundPayment, type SettlementRecord } from "../ledger/types.js";
-import type { Simulation } from "./service.js";
 import { decidePayment, termsOfAuthorization, type PaidTransfer } from "./decision.js";
 import { authorizationDigest, identifierBoundElsewhere, paidUnderIdentifier } from "./payment-identifier.js";
 import { verifyPayment } from "./verify.js";
-import type { RefusedPayment, VerifiedPayment, VerifyFailureCode } from "./verify-outcome.js";
+import type { RefusedPayment, VerifyFailureCode } from "./verify-outcome.js";
 
 /** Settle's own code for each verify refusal it has a word for (its text is settle's, not verify's). */
 const SETTLE_CODE_OF = {
@@ -82,17 +80,6 @@ function failed(code: SettleErrorCode, txHash?: Hex): SettleErrorOutcome {
   return { settled: false, code, ...(txHash ? { txHash } : {}) };
 }
 
-/** The token call that settles `payment`: `(v, r, s)` for an EOA signature, `bytes` for an ERC-1271 wallet. */
-export function settlementCalldata(payment: VerifiedPayment): Hex {
-  const a = payment.payload.authorization;
-  const common = [a.from, a.to, payment.value, a.validAfter, a.validBefore, a.nonce] as const;
-  if (!payment.contractWallet) {
-    const { r, s, v } = parseSignature(a.signature);
-    return encodeFunctionData({ abi: tokenAbi, functionName: "transferWithAuthorization", args: [...common, Number(v), r, s] });
-  }
-  return encodeFunctionData({ abi: tokenAbi, functionName: "transferWithAuthorization", args: [...common, a.signature] });
-}
-
 /** Options of {@link settlePayment}. */
 export interface SettleOptions {
   /**
@@ -111,16 +98,16 @@ export interface SettleOptions {
  * Protocol outcomes are returned as a {@link SettleOutcome}; a fault before anything was sent throws
  * {@link FacilitatorFault} (503).
  */
-export async function settlePayment(payment: Payment, context: FacilitatorContext, options: SettleOptions = {}): Promise<SettleOutcome> {
-  const outcome = await verifyPayment(payment, context, { freshHead: true });
+export async function settlePayment(payment: Payment, deps: SettlementDeps, options: SettleOptions = {}): Promise<SettleOutcome> {
+  const outcome = await verifyPayment(payment, deps, { freshHead: true });
   if (!outcome.isValid) {
     // Paid already under this payment identifier: the same answer again, with the same transaction.
     if (outcome.code === "used" && payment.paymentId && outcome.runtime && outcome.payload) {
-      const paid = await settledUnderIdentifier(outcome.runtime, outcome.payload.authorization, payment.paymentId, context);
+      const paid = await settledUnderIdentifier(outcome.runtime, outcome.payload.authorization, payment.paymentId, deps);
       if (paid) return paid;
     }
     let txHash: Hex | undefined;
-    if (outcome.code === "used" && outcome.runtime && outcome.payload) txHash = await paidBy(outcome.runtime, outcome.payload.authorization, context);
+    if (outcome.code === "used" && outcome.runtime && outcome.payload) txHash = await paidBy(outcome.runtime, outcome.payload.authorization, deps);
     return refusedSettlement(outcome, txHash);
   }
   const { runtime, payload, head } = outcome;
@@ -129,12 +116,12 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
 
   let penalty;
   try {
-    penalty = await context.ledger.activePenalty(config, [penaltySubject(authorization.from)], head.timestamp);
+    penalty = await deps.ledger.activePenalty(config, [penaltySubject(authorization.from)], head.timestamp);
   } catch (error) {
     throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
   }
   if (penalty) {
-    context.logger.warn({ network: config.network, payer: authorization.from, until: String(penalty.until) }, "settle refused: revert penalty");
+    deps.logger.warn({ network: config.network, payer: authorization.from, until: String(penalty.until) }, "settle refused: revert penalty");
     return failed("failedOnChain");
   }
 
@@ -143,14 +130,14 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
     // payment under it, one re-signed under the same nonce included, is refused before anything is claimed or sent.
     let bound: BoundPayment;
     try {
-      bound = await context.ledger.bindPaymentIdentifier(config, authorization.from, payment.paymentId, {
+      bound = await deps.ledger.bindPaymentIdentifier(config, authorization.from, payment.paymentId, {
         nonce: authorization.nonce,
         digest: authorizationDigest(runtime, authorization),
       });
     } catch (error) {
       throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
     }
-    if (await identifierBoundElsewhere(runtime, authorization, payment.paymentId, context, bound)) {
+    if (await identifierBoundElsewhere(runtime, authorization, payment.paymentId, deps, bound)) {
       return { settled: false, code: "paymentId", reason: VerifyReason.paymentIdentifierInUse(payment.paymentId) };
     }
   }
@@ -159,7 +146,7 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
     const id = `${config.chainId}:${config.token}:${authorization.from}:${authorization.nonce}`.toLowerCase();
     // A quota store that fails lets the settle through, as the edge's limiters do: the claim decides next.
     const wait = await options.admit(authorization.from, id).catch((error: unknown) => {
-      context.logger.warn({ network: config.network, err: String(error) }, "payer quota unavailable; settle let through");
+      deps.logger.warn({ network: config.network, err: String(error) }, "payer quota unavailable; settle let through");
       return undefined;
     });
     if (wait !== undefined) throw new PayerQuotaExceeded(wait);
@@ -167,18 +154,7 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
 
   let result;
   try {
-    result = await context.settlements.settle(
-      {
-        key: { chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce },
-        network: config.network,
-        payee: authorization.to,
-        value: outcome.value,
-        validBefore: authorization.validBefore,
-        balance: outcome.balance,
-        balanceBlock: head.number,
-      },
-      () => simulate(outcome, context),
-    );
+    result = await settleVerified(deps, outcome);
   } catch (error) {
     if (error instanceof FacilitatorFault) throw error;
     // The ledger failed before anything was recorded as sent: nothing went out.
@@ -190,8 +166,8 @@ export async function settlePayment(payment: Payment, context: FacilitatorContex
       return settledAnswer(result.transfer);
     case "alreadyUsed": {
       // Another settle of this authorization (a repeat under the same payment identifier) sent it: its answer.
-      const paid = payment.paymentId ? await settledUnderIdentifier(runtime, authorization, payment.paymentId, context) : undefined;
-      return paid ?? failed("alreadyUsed", await ownersTransaction(runtime, authorization, result.record, context));
+      const paid = payment.paymentId ? await settledUnderIdentifier(runtime, authorization, payment.paymentId, deps) : undefined;
+      return paid ?? failed("alreadyUsed", await ownersTransaction(runtime, authorization, result.record, deps));
     }
     case "failed":
       return failed(result.code, result.txHash);
@@ -219,9 +195,9 @@ async function settledUnderIdentifier(
   runtime: NetworkRuntime,
   authorization: PayerPayload["authorization"],
   paymentId: string,
-  context: FacilitatorContext,
+  deps: SettlementDeps,
 ): Promise<SettledPayment | undefined> {
-  const paid = await paidUnderIdentifier(runtime, authorization, paymentId, context);
+  const paid = await paidUnderIdentifier(runtime, authorization, paymentId, deps);
   return paid && { ...settledAnswer(paid), repeat: true };
 }
 
@@ -232,62 +208,12 @@ function settledAnswer(transfer: PaidTransfer): SettledPayment {
 }
 
 /**
- * Simulates the token call within the gas cap: the call with its gas limit, or the settle error that
- * refuses it. Runs after the claim, before anything is signed; with it, the fee check: while the network
- * needs more per gas than MAX_FEE_PER_GAS_GWEI it throws a {@link FacilitatorFault} naming the cap (503),
- * and the claim is withdrawn with nothing sent.
- */
-async function simulate(payment: VerifiedPayment, context: FacilitatorContext): Promise<Simulation> {
-  const { client, relayer, config } = payment.runtime;
-  const { maxSettleGas } = context.relayerSafety;
-  const data = settlementCalldata(payment);
-  const fees = relayer.checkFees().then(
-    () => undefined,
-    (error: unknown) => error,
-  );
-  let estimate;
-  try {
-    estimate = await estimateGasWithin(client, { from: relayer.pick()!, to: config.token, data, cap: maxSettleGas });
-  } catch (error) {
-    throw new FacilitatorFault(`cannot simulate settlement on ${config.network}`, { cause: error });
-  }
-  const feeFault = await fees;
-  if (feeFault !== undefined) {
-    const why = feeFault instanceof FeeCapError ? `${feeFault.message}; nothing was sent` : `cannot read the fees on ${config.network}`;
-    throw new FacilitatorFault(why, { cause: feeFault });
-  }
-  if (estimate.outcome === "reverts") return { refusal: settleErrorOfRevert(estimate.reason) };
-  if (estimate.outcome === "overCap") {
-    context.logger.warn({ network: config.network, payer: payment.payload.authorization.from, maxSettleGas: String(maxSettleGas) }, "settle refused: gas estimate over MAX_SETTLE_GAS");
-    return { refusal: "failedOnChain" };
-  }
-  return { call: { to: config.token, data, gas: bigMin(gasLimitOf(estimate.gas), maxSettleGas) } };
-}
-
-/**
- * The gas limit sent for an estimate: the estimate plus the larger of 10 % and 20,000 gas. The margin covers
- * state that moves between the estimate and the block: a payee's balance slot that a pending transfer had
- * filled when the node estimated (on a node that estimates against its pending state) but is empty when
- * ours runs costs 17,100 gas more; a contract wallet's check may vary. It stays small on purpose: Cronos
- * charges max(gas used, `min_gas_multiplier` (0.5) × the gas limit), so a limit past twice the gas used is
- * paid for outright, and admission holds gas limit × fee cap of the relayer's balance.
- */
-function gasLimitOf(estimate: bigint): bigint {
-  const tenth = (estimate + 9n) / 10n;
-  return estimate + (tenth > 20_000n ? tenth : 20_000n);
-}
-
-function bigMin(a: bigint, b: bigint): bigint {
-  return a < b ? a : b;
-}
-
-/**
  * The transaction to name when another settle owns this authorization: while it is in flight, its own
  * transaction of this very payment (same payee and value: the one that pays once mined); once settled,
  * only the paying transfer the payment decision confirms.
  */
-async function ownersTransaction(runtime: NetworkRuntime, authorization: PayerPayload["authorization"], owner: SettlementRecord, context: FacilitatorContext): Promise<Hex | undefined> {
-  if (owner.status === "settled") return paidBy(runtime, authorization, context, owner.txHash);
+async function ownersTransaction(runtime: NetworkRuntime, authorization: PayerPayload["authorization"], owner: SettlementRecord, deps: SettlementDeps): Promise<Hex | undefined> {
+  if (owner.status === "settled") return paidBy(runtime, authorization, deps, owner.txHash);
   const same = isAddressEqual(owner.payee, authorization.to) && owner.value === BigInt(authorization.value);
   return same ? owner.txHash : undefined;
 }
@@ -297,9 +223,9 @@ async function ownersTransaction(runtime: NetworkRuntime, authorization: PayerPa
  * payment (the ledger's settled transaction, `candidate`, or what the authorization lookup finds), per
  * the payment decision; none when something else spent the nonce, or the chain cannot tell (best effort).
  */
-async function paidBy(runtime: NetworkRuntime, authorization: PayerPayload["authorization"], context: FacilitatorContext, candidate?: Hex): Promise<Hex | undefined> {
+async function paidBy(runtime: NetworkRuntime, authorization: PayerPayload["authorization"], deps: SettlementDeps, candidate?: Hex): Promise<Hex | undefined> {
   const { config } = runtime;
-  const record = await context.ledger.get({ chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce }).catch(() => undefined);
+  const record = await deps.ledger.get({ chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce }).catch(() => undefined);
   const ours = [candidate, record?.status === "settled" ? record.txHash : undefined].filter((hash): hash is Hex => hash !== undefined);
   const decision = await decidePayment(runtime.payments, termsOfAuthorization(config.token, authorization), { ours: [...new Set(ours)] });
   return decision.outcome === "paid" ? decision.transfer.txHash : undefined;

@@ -5,17 +5,18 @@ import { EXACT_SCHEME, VerifyReason } from "../protocol/reasons.js";
 import { recoverSigner, transferAuthorizationDigest } from "../chain/signature.js";
 import { payerInMemory, readPayerState, type PayerState, type ReadOptions } from "./payer-state.js";
 import { identifierBoundElsewhere, paidUnderIdentifier } from "./payment-identifier.js";
-import { FacilitatorFault, type FacilitatorContext } from "./runtime.js";
+import type { SettlementDeps } from "./deps.js";
+import { FacilitatorFault } from "./faults.js";
 import type { StageClock } from "./stages.js";
 import { refuse, type RefusedPayment, type VerifyAnswerOutcome, type VerifyOutcome } from "./verify-outcome.js";
 
 const MAX_UINT256 = (1n << 256n) - 1n;
 
 /** The verify route's check: {@link verifyPayment}, and a used authorization settled under the payment's identifier answers as a repeat. */
-export async function verifyRequest(payment: Payment, context: FacilitatorContext): Promise<VerifyAnswerOutcome> {
-  const outcome = await verifyPayment(payment, context);
+export async function verifyRequest(payment: Payment, deps: SettlementDeps): Promise<VerifyAnswerOutcome> {
+  const outcome = await verifyPayment(payment, deps);
   if (outcome.isValid || outcome.code !== "used" || !payment.paymentId || !outcome.runtime || !outcome.payload) return outcome;
-  const paid = await paidUnderIdentifier(outcome.runtime, outcome.payload.authorization, payment.paymentId, context);
+  const paid = await paidUnderIdentifier(outcome.runtime, outcome.payload.authorization, payment.paymentId, deps);
   return paid ? { isValid: true, repeat: true, runtime: outcome.runtime, payload: outcome.payload, txHash: paid.txHash } : outcome;
 }
 
@@ -33,26 +34,26 @@ export async function verifyRequest(payment: Payment, context: FacilitatorContex
  */
 export async function verifyPayment(
   payment: Payment,
-  context: FacilitatorContext,
+  deps: SettlementDeps,
   options: { freshHead?: boolean } = {},
 ): Promise<VerifyOutcome> {
   // The verify budget times verify's own calls (settle's fresh check is not part of it).
-  const clock = options.freshHead ? undefined : context.stages;
-  const outcome = await checkPayment(payment, context, options, clock);
+  const clock = options.freshHead ? undefined : deps.stages;
+  const outcome = await checkPayment(payment, deps, options, clock);
   // The payer's payment identifier (x402 v2), asked once its signature is proven (a valid payment, or a
   // used one): an id that came with another payment first refuses this one, even one re-signed under the
   // same nonce for another payee or value.
   if (!payment.paymentId || !outcome.runtime || !outcome.payload || !(outcome.isValid || outcome.code === "used")) return outcome;
   const { runtime, payload } = outcome;
   const since = clock ? clock.start() : 0;
-  const elsewhere = await identifierBoundElsewhere(runtime, payload.authorization, payment.paymentId, context);
+  const elsewhere = await identifierBoundElsewhere(runtime, payload.authorization, payment.paymentId, deps);
   if (clock) clock.stop("ledgerReads", since);
   if (elsewhere) return refuse("paymentId", VerifyReason.paymentIdentifierInUse(payment.paymentId), { payload, runtime, head: outcome.head });
   return outcome;
 }
 
 /** The spec's checks, in its order (see {@link verifyPayment}). */
-async function checkPayment(payment: Payment, context: FacilitatorContext, options: { freshHead?: boolean }, clock: StageClock | undefined): Promise<VerifyOutcome> {
+async function checkPayment(payment: Payment, deps: SettlementDeps, options: { freshHead?: boolean }, clock: StageClock | undefined): Promise<VerifyOutcome> {
   let since = clock ? clock.start() : 0;
   const requirements = payment.requirements;
 
@@ -68,7 +69,7 @@ async function checkPayment(payment: Payment, context: FacilitatorContext, optio
 
   // 3. network (the `cronos` alias is mainnet)
   const networkName = canonicalNetwork(requirements.network);
-  const runtime = networkName && context.networks.get(networkName);
+  const runtime = networkName && deps.networks.get(networkName);
   if (!runtime) return refuse("network", VerifyReason.unsupportedNetwork(requirements.network), { payload });
   if (canonicalNetwork(payload.network) !== networkName) {
     return refuse("network", VerifyReason.unsupportedNetwork(payload.network), { payload, runtime });
@@ -118,10 +119,10 @@ async function checkPayment(payment: Payment, context: FacilitatorContext, optio
     since = clock.start();
   }
   const readOptions: ReadOptions = {
-    headAgeMs: options.freshHead ? 0 : context.headCacheMs,
+    headAgeMs: options.freshHead ? 0 : deps.settings.headCacheMs,
     fresh: options.freshHead === true,
-    erc1271GasLimit: context.relayerSafety.erc1271GasLimit,
-    ...(context.observe?.verifyStateSource ? { source: context.observe.verifyStateSource } : {}),
+    erc1271GasLimit: deps.settings.relayerSafety.erc1271GasLimit,
+    source: deps.observer.verifyStateSource,
   };
   // A payer whose whole state is in memory (the index's, and its code read at that block) is answered
   // without a promise; otherwise the reads, which may wait on the chain.
@@ -142,7 +143,7 @@ async function checkPayment(payment: Payment, context: FacilitatorContext, optio
 
   // 7. validity window by the chain's clock; leave settle time to land before validBefore
   if (head.timestamp <= authorization.validAfter) return refuse("notYetValid", VerifyReason.notYetValid, extra);
-  if (head.timestamp + BigInt(context.settleMarginSeconds) >= authorization.validBefore) {
+  if (head.timestamp + BigInt(deps.settings.settleMarginSeconds) >= authorization.validBefore) {
     return refuse("expired", VerifyReason.expired, extra);
   }
 

@@ -12,7 +12,7 @@ import {
 } from "../../src/protocol/reasons.js";
 import type { PaymentDecision } from "../../src/settlement/decision.js";
 import type { FailedSettlement, UnwordedRefusal } from "../../src/settlement/settle.js";
-import type { SettlementResult } from "../../src/settlement/steps.js";
+import type { SettlementResult } from "../../src/settlement/result.js";
 import { openFacilitator } from "../helpers/facilitator.js";
 import { PAYEE, PAYER, nonceOf } from "../helpers/ledger.js";
 

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import request from "supertest";
 import { loadConfig } from "../../src/facilitator/config/index.js";
-import { createFacilitator } from "../../src/facilitator/server.js";
+import { createFacilitator, type Facilitator } from "../../src/facilitator/server.js";
 import { serveJsonRpc } from "../../src/harness/rpc-bridge.js";
 import { listen, readBody } from "../helpers/http.js";
 import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
@@ -38,8 +38,10 @@ describe("facilitator settle: waiting for the receipt through RPC errors", () =>
     const chain = await openChain("cronos-testnet");
     const bridge = await serveJsonRpc(chain.connection.provider as never, { port: 0, role: "cronos-testnet-rpc" });
     const proxy = await droppingProxy(bridge.url);
+    const rpcErrors: string[] = [];
+    let facilitator: Facilitator | undefined;
     try {
-      const { app, context } = await createFacilitator(
+      facilitator = await createFacilitator(
         loadConfig({
           RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer,
           CRONOS_TESTNET_RPC_URL: proxy.url,
@@ -47,9 +49,9 @@ describe("facilitator settle: waiting for the receipt through RPC errors", () =>
           RATE_LIMIT_SETTLE_PER_MINUTE: "0",
           POLLING_INTERVAL_MS: "20",
         }),
+        { observer: { rpcError: (network) => rpcErrors.push(network) } },
       );
-      const rpcErrors: string[] = [];
-      context.observe = { ...context.observe!, rpcError: (network) => rpcErrors.push(network) };
+      const { app } = facilitator;
       const payment = await makePayment(chain);
       // Two polls for the receipt, each with the transport's one retry: the connection is lost for a while
       // after the transaction was sent (viem's own receipt wait gave up at the second failed poll).
@@ -66,6 +68,7 @@ describe("facilitator settle: waiting for the receipt through RPC errors", () =>
       expect(await chain.contract.read.balanceOf([payment.payTo])).to.equal(1_000_000n);
       expect(await chain.contract.read.authorizationState([payment.payer.address, payment.message.nonce])).to.equal(true);
     } finally {
+      await facilitator?.close();
       await proxy.close();
       await bridge.close();
     }

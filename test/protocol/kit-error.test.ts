@@ -9,7 +9,7 @@ import { FacilitatorError } from "../../src/seller/facilitator-client.js";
 import { InvalidRequirementsError } from "../../src/seller/requirements.js";
 import { PaymentError } from "../../src/buyer/errors.js";
 import { FeeCapError, KeyNotLeasedError, RelaySendError } from "../../src/chain/relayer/index.js";
-import { FacilitatorFault, PayerQuotaExceeded } from "../../src/settlement/runtime.js";
+import { FacilitatorFault, PayerQuotaExceeded } from "../../src/settlement/faults.js";
 import { Fenced } from "../../src/settlement/send.js";
 import { UndecidedPaymentError } from "../../src/settlement/reconciler.js";
 import { HistoryCheckError } from "../../src/state/chain-history.js";

@@ -1,9 +1,10 @@
 import { expect } from "chai";
 import { LedgerOutbox } from "../../src/settlement/outbox.js";
-import { SettlementService } from "../../src/settlement/service.js";
-import { IllegalTransitionError, type Ledger } from "../../src/ledger/types.js";
-import type { SettlementFailureCode } from "../../src/protocol/reasons.js";
+import { KeyWorker } from "../../src/settlement/key-worker.js";
+import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
+import { IllegalTransitionError } from "../../src/ledger/types.js";
 import { recordingLogger } from "../helpers/facilitator.js";
+import { claimInput, settlementDeps } from "../helpers/ledger.js";
 
 // Issue 23 item 1: outcomes answered while the ledger was unreachable are kept in a bounded in-process
 // outbox and written, in order, as soon as the database is back, before the instance releases the claims
@@ -81,38 +82,40 @@ describe("ledger outbox", () => {
   });
 
   it("recovery writes the outbox first, and releases the abandoned claims only once it is empty", async () => {
-    const { logger } = recordingLogger();
-    const calls: string[] = [];
-    let refuse = true;
-    const ledger = {
-      async withdrawOwned(input: { owner: string; code: SettlementFailureCode; keep: readonly number[] }) {
-        calls.push(`withdrawOwned ${input.owner} ${input.code} keep=[${input.keep.join(",")}]`);
-        return [7];
-      },
-    } as unknown as Ledger;
-    const service = new SettlementService({
-      ledger,
-      instanceId: "instance-a",
-      networks: new Map(),
-      keys: { held: () => [], holds: () => false },
-      settleTimeoutMs: 10_000,
-      confirmations: 1,
-      pollingIntervalMs: 100,
-      revertPenaltySeconds: 600,
-      logger,
-    });
-    service.outbox.add("settlement 1 settled", async () => {
-      if (refuse) throw new Error("the database system is starting up");
-      calls.push("write settlement 1");
-    });
-    service.outbox.add("settlement 2 reverted", async () => void calls.push("write settlement 2"));
+    const { logger, lines } = recordingLogger();
+    const ledger = openSqliteLedger({ location: MEMORY });
+    try {
+      const abandoned = await ledger.claim(claimInput({ label: "abandoned", owner: "instance-a" }));
+      const working = await ledger.claim(claimInput({ label: "working", owner: "instance-a" }));
+      if (abandoned.outcome !== "claimed" || working.outcome !== "claimed") throw new Error("not claimed");
+      const deps = settlementDeps(ledger, { logger, instanceId: "instance-a" });
+      const worker = new KeyWorker(deps);
+      const calls: string[] = [];
+      let refuse = true;
+      deps.outbox.add("settlement 1 settled", async () => {
+        if (refuse) throw new Error("the database system is starting up");
+        calls.push("write settlement 1");
+      });
+      deps.outbox.add("settlement 2 reverted", async () => void calls.push("write settlement 2"));
+      // A settle of this instance still works on one claim: it is kept.
+      let finish!: () => void;
+      const inHand = deps.inFlight.claim(working.record.id, () => new Promise<void>((resolve) => (finish = resolve)));
 
-    // The database answers the probe but still refuses the write: nothing is released.
-    expect(await service.recover()).to.equal(false);
-    expect(calls).to.deep.equal([]);
+      // The database answers the probe but still refuses the write: nothing is released.
+      expect(await worker.recover()).to.equal(false);
+      expect(calls).to.deep.equal([]);
+      expect((await ledger.getById(abandoned.record.id))?.status).to.equal("claimed");
 
-    refuse = false;
-    expect(await service.recover()).to.equal(true);
-    expect(calls).to.deep.equal(["write settlement 1", "write settlement 2", "withdrawOwned instance-a notSent keep=[]"]);
+      refuse = false;
+      expect(await worker.recover()).to.equal(true);
+      expect(calls).to.deep.equal(["write settlement 1", "write settlement 2"]);
+      expect(await ledger.getById(abandoned.record.id)).to.deep.include({ status: "failed", errorCode: "notSent" });
+      expect((await ledger.getById(working.record.id))?.status).to.equal("claimed");
+      expect(lines.at(-1)).to.deep.equal({ level: "info", message: "claims abandoned during the ledger outage released (nothing was sent for them)", fields: { released: [abandoned.record.id] } });
+      finish();
+      await inHand;
+    } finally {
+      await ledger.close();
+    }
   });
 });

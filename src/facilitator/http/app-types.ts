@@ -1,6 +1,6 @@
 import type { Router } from "express";
 import type { SupportedResponse, Authorization } from "../../protocol/schemas.js";
-import type { FacilitatorContext } from "../../settlement/runtime.js";
+import type { SettlementDeps } from "../../settlement/deps.js";
 import type { Logger } from "../logger.js";
 import type { DialectName } from "../dialects/index.js";
 import type { HealthReport } from "../health.js";
@@ -16,7 +16,7 @@ export type Route = "verify" | "settle";
 
 /** Options of `createApp` (app.ts). */
 export interface AppOptions {
-  context: FacilitatorContext<Logger>;
+  context: SettlementDeps<Logger>;
   supported: () => SupportedResponse;
   health: () => Promise<HealthReport>;
   rateLimits: RateLimitsConfig;

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import express, { type ErrorRequestHandler, type Express, type Request, type Response } from "express";
 import { RequestError } from "../../protocol/reasons.js";
-import { FacilitatorFault, PayerQuotaExceeded } from "../../settlement/runtime.js";
+import { FacilitatorFault, PayerQuotaExceeded } from "../../settlement/faults.js";
 import { verifyRequest } from "../../settlement/verify.js";
 import { settlePayment, type SettledPayment } from "../../settlement/settle.js";
 import { cronosDialect, dialectOf } from "../dialects/index.js";
@@ -211,7 +211,7 @@ export function createApp(options: AppOptions): Express {
         return;
       }
       const fault = error instanceof FacilitatorFault ? error : undefined;
-      if (fault) context.observe?.rpcError(network);
+      if (fault) context.observer.rpcError(network);
       // decisions.md: a fault is 500 on verify; on settle 503: nothing was sent, or what was sent is not
       // decided yet (a reverted transaction the chain could not tell about) — no verdict either way.
       const status = route === "verify" ? 500 : 503;

@@ -1,4 +1,4 @@
-// The README's "Using the @x402 packages" buyer, verbatim (test/compat checks that it is, and runs it).
+// docs/x402-packages.md's buyer, verbatim (test/compat checks that it is, and runs it).
 import { wrapFetchWithPayment, x402Client } from "@x402/fetch";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
 import { privateKeyToAccount } from "viem/accounts";

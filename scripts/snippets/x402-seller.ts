@@ -1,4 +1,4 @@
-// The README's "Using the @x402 packages" seller, verbatim (test/compat checks that it is, and runs it).
+// docs/x402-packages.md's seller, verbatim (test/compat checks that it is, and runs it).
 import express from "express";
 import { paymentMiddleware, x402ResourceServer } from "@x402/express";
 import { HTTPFacilitatorClient } from "@x402/core/server";

@@ -12,7 +12,9 @@ export type PaymentErrorCode =
   /** The signer has no account to sign with (a WalletClient created without `account`). */
   | "no_account"
   /** An `X-PAYMENT-RESPONSE` value that is not base64 JSON of a settle answer. */
-  | "malformed_payment_response";
+  | "malformed_payment_response"
+  /** The request could not be sent, or its answer not read whole (unreachable, timed out, too large). */
+  | "request_failed";
 
 /** A buyer-side payment failure. `details` carries the specifics (e.g. why each requirement was refused). */
 export class PaymentError extends KitError<PaymentErrorCode> {

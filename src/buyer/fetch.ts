@@ -1,25 +1,9 @@
-import { z } from "zod";
-import { decodeBase64Json, encodeBase64Json } from "../protocol/header.js";
 import { canonicalNetwork, NETWORK_NAMES, NETWORKS } from "../protocol/networks.js";
 import { EXACT_SCHEME } from "../protocol/reasons.js";
-import { parsePaymentRequirements, describeZodError, type PaymentRequirements, type SettleResponse } from "../protocol/schemas.js";
-import {
-  networkOfAnyForm,
-  v2PaymentRequiredSchema,
-  v2RequirementsSchema,
-  X402V2Header,
-  type V2PaymentRequirements,
-  type V2Resource,
-  type V2SettleResponse,
-} from "../protocol/x402v2.js";
-import { PaymentError } from "./errors.js";
-import {
-  createPaymentHeader,
-  createV2PaymentPayload,
-  decodePaymentResponse,
-  decodeV2PaymentResponse,
-  type PaymentSigner,
-} from "./sign.js";
+import type { SettleResponse } from "../protocol/schemas.js";
+import { networkOfAnyForm, X402V2Header, type V2SettleResponse } from "../protocol/x402v2.js";
+import { chooseOffer, PAYMENT_DIALECTS, signOffer, type OfferTerms, type PaymentDialect } from "./offers.js";
+import { decodePaymentResponse, decodeV2PaymentResponse, type PaymentSigner } from "./sign.js";
 
 /** Options of {@link wrapFetchWithPayment}: who pays and what it is willing to pay. */
 export interface PaymentFetchOptions {
@@ -34,18 +18,12 @@ export interface PaymentFetchOptions {
   chainId?: number;
   /** Overrides the token's EIP-712 name and version. Default: the network's. */
   domain?: { name: string; version: string };
+  /**
+   * The dialects it pays in, in order of preference: `cronos` (`X-PAYMENT`), `x402v2` (`PAYMENT-SIGNATURE`).
+   * Default both, Cronos first.
+   */
+  dialects?: readonly PaymentDialect[];
 }
-
-/** Accepts both 402 layouts: the Cronos one (`paymentRequirements`) and the Coinbase one (`accepts`). */
-const paymentRequiredBodySchema = z.looseObject({
-  paymentRequirements: z.unknown().optional(),
-  accepts: z.array(z.unknown(), { error: "must be a list" }).optional(),
-});
-
-/** One payable offer of a 402, in the dialect it came in. */
-type Offer =
-  | { dialect: "cronos"; requirements: PaymentRequirements }
-  | { dialect: "x402v2"; raw: Record<string, unknown>; requirements: V2PaymentRequirements; resource?: V2Resource; extensions?: Record<string, unknown> };
 
 /**
  * Wraps `fetch` so that a 402 answer is paid and the request retried once, in the dialect the seller offers.
@@ -66,7 +44,7 @@ export function wrapFetchWithPayment(fetchImpl: typeof fetch, options: PaymentFe
   const networks = new Set((options.networks ?? NETWORK_NAMES).map(normaliseNetwork));
   const assets = options.assets?.map((asset) => asset.toLowerCase());
 
-  function refusal(terms: { scheme: string; network: string; asset: string; amount: string; amountName: string }): string | undefined {
+  function refusal(terms: OfferTerms): string | undefined {
     if (terms.scheme !== EXACT_SCHEME) return `scheme "${terms.scheme}" is not "${EXACT_SCHEME}"`;
     const network = normaliseNetwork(terms.network);
     if (!networks.has(network)) return `network "${terms.network}" is not allowed`;
@@ -81,101 +59,19 @@ export function wrapFetchWithPayment(fetchImpl: typeof fetch, options: PaymentFe
     return undefined;
   }
 
-  /** The offers of a 402: the Cronos body's, then the `PAYMENT-REQUIRED` header's. */
-  function offersOf(response: Response, text: string): unknown[] {
-    const header = response.headers.get(X402V2Header.paymentRequired);
-    const v2 = header === null ? undefined : v2OffersOf(header);
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      if (v2) return v2;
-      throw new PaymentError("malformed_402", "the 402 answer is not JSON", { status: response.status, details: text.slice(0, 200) });
-    }
-    const body = paymentRequiredBodySchema.safeParse(json);
-    if (!body.success) {
-      if (v2) return v2;
-      throw new PaymentError("malformed_402", "the 402 answer is malformed", {
-        status: response.status,
-        details: describeZodError(body.error),
-      });
-    }
-    const { paymentRequirements, accepts } = body.data;
-    return [...(paymentRequirements === undefined ? [] : [paymentRequirements]), ...(accepts ?? []), ...(v2 ?? [])];
-  }
-
-  async function choose(response: Response): Promise<Offer> {
-    const candidates = offersOf(response, await response.text());
-    if (candidates.length === 0) {
-      throw new PaymentError("malformed_402", "the 402 answer holds no payment requirements", { status: response.status });
-    }
-    const reasons: string[] = [];
-    for (const [index, candidate] of candidates.entries()) {
-      let reason: string | undefined;
-      if (candidate instanceof V2Offer) {
-        const parsed = v2RequirementsSchema.safeParse(candidate.raw);
-        if (!parsed.success) reason = `invalid: ${describeZodError(parsed.error)}`;
-        else {
-          const terms = parsed.data;
-          reason = refusal({ ...terms, amountName: "amount" });
-          if (reason === undefined) return { dialect: "x402v2", raw: candidate.raw, requirements: terms, resource: candidate.resource, extensions: candidate.extensions };
-        }
-      } else {
-        const parsed = parsePaymentRequirements(candidate);
-        if (!parsed.ok) reason = `invalid: ${parsed.problem}`;
-        else {
-          const terms = parsed.requirements;
-          reason = refusal({ ...terms, amount: terms.maxAmountRequired, amountName: "maxAmountRequired" });
-          if (reason === undefined) return { dialect: "cronos", requirements: terms };
-        }
-      }
-      reasons.push(`#${index}: ${reason}`);
-    }
-    throw new PaymentError("no_acceptable_requirements", "no acceptable payment requirements in the 402 answer", {
-      status: response.status,
-      details: reasons.join("; "),
-    });
-  }
-
-  async function paymentHeaders(offer: Offer): Promise<[string, string]> {
-    const signing = { signer: options.signer, chainId: options.chainId, domain: options.domain };
-    if (offer.dialect === "cronos") {
-      return ["X-PAYMENT", await createPaymentHeader({ ...signing, requirements: offer.requirements })];
-    }
-    // The 402's extensions are echoed (an id is added where the seller declares payment-identifier).
-    const payment = await createV2PaymentPayload({ ...signing, requirements: offer.raw, resource: offer.resource, ...(offer.extensions ? { extensions: offer.extensions } : {}) });
-    return [X402V2Header.paymentSignature, encodeBase64Json(payment)];
-  }
-
   return async (input, init) => {
     // A Request's body can be read once: keep a copy for the paid retry.
     const replay = input instanceof Request ? input.clone() : undefined;
     const first = await fetchImpl(input, init);
     if (first.status !== 402) return first;
 
-    const [name, value] = await paymentHeaders(await choose(first));
+    const answer = { status: first.status, paymentRequired: first.headers.get(X402V2Header.paymentRequired), body: await first.text() };
+    const offer = chooseOffer(answer, refusal, options.dialects ?? PAYMENT_DIALECTS);
+    const [name, value] = await signOffer(offer, { signer: options.signer, chainId: options.chainId, domain: options.domain });
     const headers = new Headers(init?.headers ?? replay?.headers);
     headers.set(name, value);
     return fetchImpl(replay ?? input, { ...init, headers });
   };
-}
-
-/** An offer of a `PAYMENT-REQUIRED` header, told apart from the Cronos body's. */
-class V2Offer {
-  constructor(
-    readonly raw: Record<string, unknown>,
-    readonly resource: V2Resource | undefined,
-    readonly extensions: Record<string, unknown> | undefined,
-  ) {}
-}
-
-/** The offers in a `PAYMENT-REQUIRED` value; `undefined` when it is not one (the body may still be). */
-function v2OffersOf(header: string): V2Offer[] | undefined {
-  const decoded = decodeBase64Json(header);
-  const parsed = decoded.ok ? v2PaymentRequiredSchema.safeParse(decoded.json) : undefined;
-  if (!parsed?.success) return undefined;
-  const { resource, extensions } = parsed.data;
-  return parsed.data.accepts.map((entry) => new V2Offer(isRecord(entry) ? entry : { invalid: entry }, resource, extensions));
 }
 
 /**
@@ -202,6 +98,3 @@ function normaliseNetwork(network: string): string {
   return networkOfAnyForm(network) ?? network;
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}

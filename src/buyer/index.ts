@@ -12,3 +12,4 @@ export {
   type WalletSigner,
 } from "./sign.js";
 export { wrapFetchWithPayment, getPaymentResponse, getV2PaymentResponse, type PaymentFetchOptions } from "./fetch.js";
+export type { PaymentDialect } from "./offers.js";

@@ -1,4 +1,5 @@
-// The env file of `cronos-x402 start --write-env`: the stack's URLs, the first network's token and buyers, as NAME=value lines.
+// The env file of `cronos-x402 start --write-env`: the stack's URLs, the first network's token (address and EIP-712
+// name and version) and buyers, each network's RPC and token, as NAME=value lines.
 import type { LocalStackNetwork } from "../harness/stack.js";
 import { writeFileAtomically } from "./stack-state.js";
 
@@ -15,14 +16,20 @@ export const ENV_FILE_NAMES: readonly string[] = [
   "RPC_URL",
   "WS_URL",
   "TOKEN_ADDRESS",
+  "TOKEN_NAME",
+  "TOKEN_VERSION",
   "BUYER_ADDRESS",
   "BUYER_PRIVATE_KEY",
   "BUYER_PRIVATE_KEYS",
   "PAY_TO",
   "TESTNET_RPC_URL",
   "TESTNET_TOKEN_ADDRESS",
+  "TESTNET_TOKEN_NAME",
+  "TESTNET_TOKEN_VERSION",
   "MAINNET_RPC_URL",
   "MAINNET_TOKEN_ADDRESS",
+  "MAINNET_TOKEN_NAME",
+  "MAINNET_TOKEN_VERSION",
 ];
 
 /** What the stack's env file holds: its URLs, the first network's token and buyers. */
@@ -34,10 +41,18 @@ export interface EnvFileStack {
   networks: Partial<Record<string, LocalStackNetwork>>;
 }
 
+/** A value as a line holds it: bare when it is a URL, a number, hex or a word; else in single quotes (the token's name has spaces). */
+export function envValue(value: string): string {
+  if (/^[A-Za-z0-9:/.,_@+-]*$/.test(value)) return value;
+  if (/['\n\r]/.test(value)) throw new RangeError(`an env file value cannot hold a quote or a line break: ${JSON.stringify(value)}`);
+  return `'${value}'`;
+}
+
 /**
- * The `NAME=value` lines of the env file: readable by `set -a; . FILE`, `docker --env-file`, dotenv and
- * `node --env-file`, and appendable to GitHub Actions' `$GITHUB_ENV` (no comments, no quotes: every value
- * is a URL, a number or hex). The first network is cronos-testnet when it runs.
+ * The `NAME=value` lines of the env file: readable by `set -a; . FILE`, dotenv, `node --env-file` and Python's
+ * `shlex` (no comments; every value bare, a URL, a number or hex, but the token's EIP-712 name, which has spaces
+ * and is single-quoted). `docker --env-file` and GitHub Actions' `$GITHUB_ENV` keep quotes as they are: strip
+ * them on the way (`sed "s/='\(.*\)'$/=\1/"`). The first network is cronos-testnet when it runs.
  */
 export function envFileLines(stack: EnvFileStack): string[] {
   const names = Object.keys(stack.networks);
@@ -51,6 +66,8 @@ export function envFileLines(stack: EnvFileStack): string[] {
       `RPC_URL=${network.rpcUrl}`,
       `WS_URL=${network.wsUrl}`,
       `TOKEN_ADDRESS=${network.token}`,
+      `TOKEN_NAME=${envValue(network.domain.name)}`,
+      `TOKEN_VERSION=${envValue(network.domain.version)}`,
       ...(network.buyers[0] ? [`BUYER_ADDRESS=${network.buyers[0].address}`, `BUYER_PRIVATE_KEY=${network.buyers[0].privateKey}`] : []),
       `BUYER_PRIVATE_KEYS=${network.buyers.map((buyer) => buyer.privateKey).join(",")}`,
     );
@@ -58,7 +75,9 @@ export function envFileLines(stack: EnvFileStack): string[] {
   lines.push(`PAY_TO=${stack.seller}`);
   for (const [name, info] of Object.entries(stack.networks)) {
     const prefix = name === "cronos-testnet" ? "TESTNET" : name === "cronos-mainnet" ? "MAINNET" : undefined;
-    if (prefix && info) lines.push(`${prefix}_RPC_URL=${info.rpcUrl}`, `${prefix}_TOKEN_ADDRESS=${info.token}`);
+    if (prefix && info) {
+      lines.push(`${prefix}_RPC_URL=${info.rpcUrl}`, `${prefix}_TOKEN_ADDRESS=${info.token}`, `${prefix}_TOKEN_NAME=${envValue(info.domain.name)}`, `${prefix}_TOKEN_VERSION=${envValue(info.domain.version)}`);
+    }
   }
   return lines;
 }

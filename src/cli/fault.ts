@@ -110,8 +110,8 @@ const OPTIONS = {
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>["values"];
 
-/** Parses the arguments; a usage error names the option. */
-function parse(argv: readonly string[]): { positionals: string[]; values: Values } {
+/** Parses the arguments of `fault` / `time`; a usage error names the option. */
+export function parseFaultArgs(argv: readonly string[]): { positionals: string[]; values: Values } {
   try {
     const { positionals, values } = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true });
     return { positionals, values };
@@ -202,7 +202,7 @@ async function run(io: BackgroundIo, usage: () => string, work: () => Promise<vo
 /** `cronos-x402 fault …`: see {@link faultUsage}. Returns the exit status. */
 export function runFault(argv: readonly string[], io: BackgroundIo, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   return run(io, faultUsage, async () => {
-    const { positionals, values } = parse(argv);
+    const { positionals, values } = parseFaultArgs(argv);
     if (values.help) return void io.stdout(`${faultUsage()}\n`);
     const [command, ...rest] = positionals;
     if (command === undefined) throw new UsageError("name a fault kind, or list, undo or restart-facilitator");
@@ -242,7 +242,7 @@ export function runFault(argv: readonly string[], io: BackgroundIo, env: NodeJS.
 /** `cronos-x402 time …`: see {@link timeUsage}. Returns the exit status. */
 export function runTime(argv: readonly string[], io: BackgroundIo, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   return run(io, timeUsage, async () => {
-    const { positionals, values } = parse(argv);
+    const { positionals, values } = parseFaultArgs(argv);
     if (values.help) return void io.stdout(`${timeUsage()}\n`);
     const [command, ...rest] = positionals;
     const print = (value: unknown, line: string) => io.stdout(values.json ? `${JSON.stringify(value)}\n` : `${line}\n`);

@@ -9,6 +9,9 @@ export function kitVersion(): string {
   return manifest.version;
 }
 
+/** The process's own output, for the commands that take somewhere to print. */
+const STDIO = { stdout: (text: string) => void process.stdout.write(text), stderr: (text: string) => void process.stderr.write(text) };
+
 /** One subcommand: its line in `--help`, and what runs it (given the arguments after its name). */
 interface Command {
   /** Its `--help` description: lines of at most ~100 characters. */
@@ -36,7 +39,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
     summary: ["stops the stack `start --background` started from this folder, and waits until it has gone"],
     async run(argv) {
       const { runStop } = await import("./stop.js");
-      const status = await runStop(argv, { stdout: (text) => void process.stdout.write(text), stderr: (text) => void process.stderr.write(text) });
+      const status = await runStop(argv, STDIO);
       process.exitCode = status;
     },
   },
@@ -47,14 +50,31 @@ const COMMANDS: Readonly<Record<string, Command>> = {
     ],
     async run(argv) {
       const { runFault } = await import("./fault.js");
-      process.exitCode = await runFault(argv, { stdout: (text) => void process.stdout.write(text), stderr: (text) => void process.stderr.write(text) });
+      process.exitCode = await runFault(argv, STDIO);
     },
   },
   time: {
     summary: ["moves the local stack's chain time forward, stops and resumes its blocks: `time --help`"],
     async run(argv) {
       const { runTime } = await import("./fault.js");
-      process.exitCode = await runTime(argv, { stdout: (text) => void process.stdout.write(text), stderr: (text) => void process.stderr.write(text) });
+      process.exitCode = await runTime(argv, STDIO);
+    },
+  },
+  sign: {
+    summary: [
+      "prints the X-PAYMENT (Cronos) or PAYMENT-SIGNATURE (x402 v2) value of a payment, from a 402",
+      "answer or from flags, signed with --key / BUYER_PRIVATE_KEY: `sign --help`",
+    ],
+    async run(argv) {
+      const { runSign } = await import("./sign.js");
+      process.exitCode = await runSign(argv, STDIO);
+    },
+  },
+  pay: {
+    summary: ["a paying curl: sends the request, pays its 402 (at most --max-amount), prints the answer and the settlement"],
+    async run(argv) {
+      const { runPay } = await import("./pay.js");
+      process.exitCode = await runPay(argv, STDIO);
     },
   },
   facilitator: {

@@ -17,7 +17,7 @@ export const NODE22_INSTALL = "npx -y -p node@22 npm install";
 export class HarnessUnavailableError extends KitError<"harness_unavailable"> {
   override name = "HarnessUnavailableError";
   constructor(message: string, options?: ErrorOptions) {
-    super("harness_unavailable", message, { ...options, docs: "README.md#use-it-from-your-project" });
+    super("harness_unavailable", message, { ...options, docs: "docs/install.md#what-each-part-needs" });
   }
 }
 

@@ -269,7 +269,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     }
     boundPort = Number(new URL(latest!.url).port);
     progress(`facilitator: ready at ${latest!.url}`);
-    control = await serveHarness(harness, { port: options.harnessPort ?? 0 });
+    // POST /harness/sign signs for the stack's own buyers (the same Hardhat accounts on every chain).
+    const buyers = new Map(networks.flatMap((network) => chains[network]!.buyers).map((buyer) => [buyer.address, buyer] as const));
+    control = await serveHarness(harness, { port: options.harnessPort ?? 0, buyers: [...buyers.values()] });
     progress(`harness: fault and time controls at ${control.url}`);
 
     const summary: Partial<Record<NetworkName, LocalStackNetwork>> = {};

@@ -1,7 +1,7 @@
 /**
  * The kit's one error shape. Every error the kit throws on purpose is a `KitError`: `code` is stable (a
  * program tests it, never the message, which is written for people and may be reworded), and `docs`, where
- * the documentation says more, names the page and section (`README.md#configuration`).
+ * the documentation says more, names the page and section (`docs/facilitator.md#configuration`).
  *
  * Each kind keeps its own class (`ConfigError`, `LedgerError`, `PaymentError`, …) for `instanceof`; they
  * all extend this one, so `error instanceof KitError` tells the kit's errors from anything else.

@@ -11,7 +11,7 @@ import { waitUntil } from "../helpers/time.js";
 import { partyBalances } from "./helpers.js";
 
 // Every fault and time control of the harness against a seller written with @x402/express and a buyer on
-// @x402/fetch (the README's snippets, x402 v2): what such a buyer sees, and the money. Integrators on the
+// @x402/fetch (the snippets of docs/x402-packages.md, x402 v2): what such a buyer sees, and the money. Integrators on the
 // @x402 packages test their failure paths with the same harness.
 
 const PRICE = 10_000n;

@@ -40,7 +40,7 @@ const BUYERS: Record<BuyerName, (url: string, network: NetworkName, privateKey: 
     return { status: response.status, body: await response.json(), txHash, responseHeader: cronos ? "X-PAYMENT-RESPONSE" : "PAYMENT-RESPONSE" };
   },
 
-  // The README's @x402/fetch snippet.
+  // The @x402/fetch snippet of docs/x402-packages.md.
   async "@x402/fetch"(url, network, privateKey) {
     const response = await x402Buyer(privateKey, CAIP2[network])(url);
     const settlement = decodeBase64Json(response.headers.get("PAYMENT-RESPONSE"));

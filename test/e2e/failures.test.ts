@@ -14,14 +14,14 @@ import { rpc } from "../helpers/rpc.js";
 import { paymentRequiredBody, STACK_OPTIONS } from "../helpers/seller.js";
 import { waitUntil } from "../helpers/time.js";
 
-// The README's table "every failure on demand", row by row: each failure made to happen for real with the
+// docs/failures.md's table "every failure on demand", row by row: each failure made to happen for real with the
 // harness (or by the buyer signing what the row says), through the kit's own seller (requirePayment) and
 // buyer (wrapFetchWithPayment, createPaymentHeader); the buyer's answer asserted exactly, and the money.
 
 const PRICE = 10_000n;
 const FOREIGN_TOKEN: Address = "0x000000000000000000000000000000000000bEEF";
 
-describe("e2e: every failure on demand, as the README's table has it (the kit's seller and buyer, the harness)", function () {
+describe("e2e: every failure on demand, as the table of docs/failures.md has it (the kit's seller and buyer, the harness)", function () {
   this.timeout(120_000);
   let stack: LocalStack;
   let harness: HarnessControl;

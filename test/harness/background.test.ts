@@ -1,8 +1,8 @@
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { expect } from "chai";
 import express from "express";
 import { createPublicClient, erc20Abi, http, type Address, type Hex } from "viem";
@@ -78,6 +78,7 @@ describe("cronos-x402 start --background and stop (src/cli/background.ts, stop.t
     // Every name but the mainnet's (it does not run); the exact lines are the last test's.
     expect(Object.keys(env)).to.deep.equal(ENV_FILE_NAMES.filter((name) => !name.startsWith("MAINNET_")));
     expect(env).to.deep.include({ NETWORK: "cronos-testnet", CHAIN_ID: "338", TOKEN_ADDRESS: "0xc01efAaF7C5C61bEbFAeb358E1161b537b8bC0e0", TESTNET_RPC_URL: env.RPC_URL });
+    expect(env).to.deep.include({ TOKEN_NAME: "'Bridged USDC (Stargate)'", TOKEN_VERSION: "1", TESTNET_TOKEN_NAME: "'Bridged USDC (Stargate)'", TESTNET_TOKEN_VERSION: "1" });
     expect(env.BUYER_PRIVATE_KEYS!.split(",")).to.have.length(3).and.to.include(env.BUYER_PRIVATE_KEY);
     expect(privateKeyToAccount(env.BUYER_PRIVATE_KEY as Hex).address).to.equal(env.BUYER_ADDRESS);
 
@@ -305,7 +306,7 @@ describe("cronos-x402 start --background and stop (src/cli/background.ts, stop.t
       rpcUrl: `http://127.0.0.1:${port}`,
       wsUrl: `ws://127.0.0.1:${port}`,
       token,
-      domain: { name: "Bridged USDC (Stargate)", version: "1" },
+      domain: { name: "Bridged USDC (Stargate)", version: chainId === 338 ? "1" : "2" },
       buyers: [...buyers],
     });
     const lines = envFileLines({
@@ -322,17 +323,28 @@ describe("cronos-x402 start --background and stop (src/cli/background.ts, stop.t
       "RPC_URL=http://127.0.0.1:8545",
       "WS_URL=ws://127.0.0.1:8545",
       "TOKEN_ADDRESS=0xc01efAaF7C5C61bEbFAeb358E1161b537b8bC0e0",
+      "TOKEN_NAME='Bridged USDC (Stargate)'",
+      "TOKEN_VERSION=1",
       "BUYER_ADDRESS=0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC",
       "BUYER_PRIVATE_KEY=0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
       "BUYER_PRIVATE_KEYS=0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a,0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
       "PAY_TO=0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
       "MAINNET_RPC_URL=http://127.0.0.1:8546",
       "MAINNET_TOKEN_ADDRESS=0xf951eC28187D9E5Ca673Da8FE6757E6f0Be5F77C",
+      "MAINNET_TOKEN_NAME='Bridged USDC (Stargate)'",
+      "MAINNET_TOKEN_VERSION=2",
       "TESTNET_RPC_URL=http://127.0.0.1:8545",
       "TESTNET_TOKEN_ADDRESS=0xc01efAaF7C5C61bEbFAeb358E1161b537b8bC0e0",
+      "TESTNET_TOKEN_NAME='Bridged USDC (Stargate)'",
+      "TESTNET_TOKEN_VERSION=1",
     ]);
-    // No quotes, spaces or comments: `set -a; . FILE`, docker --env-file and $GITHUB_ENV take each line as is.
-    for (const line of lines) expect(line).to.match(/^[A-Z_]+=[A-Za-z0-9:/.,_-]+$/);
+    // No comments; every value bare but the token's name, single-quoted (it has spaces): what a shell reads as the value itself.
+    for (const line of lines) expect(line).to.match(/^[A-Z_]+=([A-Za-z0-9:/.,_-]+|'[^'\n]+')$/);
+    const file = join(mkdtempSync(join(tmpdir(), "x402-env-")), ".x402.env");
+    writeFileSync(file, `${lines.join("\n")}\n`);
+    const sourced = execFileSync("bash", ["-c", 'set -a; . "$1"; printf "%s|" "$TOKEN_NAME" "$TOKEN_VERSION" "$MAINNET_TOKEN_NAME" "$MAINNET_TOKEN_VERSION" "$TOKEN_ADDRESS"', "bash", file], { encoding: "utf8" });
+    rmSync(dirname(file), { recursive: true, force: true });
+    expect(sourced).to.equal("Bridged USDC (Stargate)|1|Bridged USDC (Stargate)|2|0xc01efAaF7C5C61bEbFAeb358E1161b537b8bC0e0|");
     expect(lines.map((line) => line.split("=")[0])).to.have.members([...ENV_FILE_NAMES]);
   });
 });

@@ -20,7 +20,7 @@ import { closedPortUrl, listen, rawRequest } from "../helpers/http.js";
 import { STACK_OPTIONS } from "../helpers/seller.js";
 
 // The control endpoint (/harness/...) as another process and another language reach it: JSON over HTTP on
-// 127.0.0.1, the curl lines of the README, connectHarness; and what it refuses.
+// 127.0.0.1, the curl lines of docs/failures.md, connectHarness; and what it refuses.
 
 /** A request to the endpoint as curl sends it: JSON body when given, no Origin. */
 async function call(url: string, method: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> {
@@ -55,7 +55,7 @@ describe("harness control endpoint: the fault and time controls over HTTP, loopb
     expect(await call(`${stack.facilitatorUrl}/harness/faults`, "POST", { kind: "busy", forSeconds: 5 })).to.deep.equal({ status: 404, json: { error: RequestError.notFound } });
   });
 
-  it("the README's curl lines: POST /faults makes a fault (201), GET /faults lists it, DELETE /faults/ID undoes it (idempotent), GET /harness tells the state", async () => {
+  it("the curl lines of docs/failures.md: POST /faults makes a fault (201), GET /faults lists it, DELETE /faults/ID undoes it (idempotent), GET /harness tells the state", async () => {
     const made = await call(`${base}/faults`, "POST", { kind: "pause" });
     expect(made.status).to.equal(201);
     expect(made.json).to.deep.include({ kind: "pause", state: "active", spec: { kind: "pause", trigger: "now" }, description: "USDC.e paused" });

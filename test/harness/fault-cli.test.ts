@@ -163,24 +163,32 @@ describe("cronos-x402 fault and time against a stack started with start --backgr
     expect(env.HARNESS_URL).to.match(/^http:\/\/127\.0\.0\.1:\d+\/harness$/);
     expect(JSON.parse(readFileSync(join(stateDir, "stack.json"), "utf8")).harnessUrl).to.equal(env.HARNESS_URL);
 
-    // The README's curl lines, as written, with the env file's variables.
-    const readme = readFileSync(join(ROOT, "README.md"), "utf8");
-    const blocks = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1]!);
+    // docs/failures.md's curl lines, as written, with the env file's variables.
+    const doc = readFileSync(join(ROOT, "docs", "failures.md"), "utf8");
+    const blocks = [...doc.matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1]!);
     const curl = blocks.find((block) => block.includes('curl -s -X POST "$HARNESS_URL/faults"'));
-    expect(curl, "the README's curl block").to.be.a("string");
+    expect(curl, "the doc's curl block").to.be.a("string");
     const curled = await shell(curl!, env);
     expect(curled.code, curled.stderr).to.equal(0);
     const answers = curled.stdout.trim().split("\n");
     expect(answers.map((line) => Object.keys(JSON.parse(line) as object)[0])).to.deep.equal(["id", "id", "chainTime", "id", "resumed", "0", "id", "undone", "facilitator"]);
     expect(JSON.parse(answers[7]!)).to.deep.equal({ undone: 1 });
     expect(curled.stdout).not.to.contain('"error"');
-    // The README's CLI lines, as written (npx standing for the kit's CLI from its sources), HARNESS_URL naming the stack.
+    // docs/failures.md's signing lines, as written: who it signs for, then a payment of theirs.
+    const signing = blocks.find((block) => block.includes('"$HARNESS_URL/sign"'));
+    expect(signing, "the doc's signing block").to.be.a("string");
+    const signed = await shell(signing!, env);
+    expect(signed.code, signed.stderr).to.equal(0);
+    const [listedBuyers, payment] = signed.stdout.trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(listedBuyers).to.deep.equal({ buyers: [env.BUYER_ADDRESS] });
+    expect(payment).to.deep.include({ header: "X-PAYMENT", dialect: "cronos", network: "cronos-testnet", payer: env.BUYER_ADDRESS, payTo: env.PAY_TO, amount: "10000" });
+    // docs/failures.md's CLI lines, as written (npx standing for the kit's CLI from its sources), HARNESS_URL naming the stack.
     const commands = blocks.find((block) => block.includes("npx cronos-x402 fault busy"));
-    expect(commands, "the README's CLI block").to.be.a("string");
+    expect(commands, "the doc's CLI block").to.be.a("string");
     const ran = await shell(`npx() { shift; node --import tsx src/cli/bin.ts "$@"; }\n${commands!}`, env);
     expect(ran.code, ran.stderr).to.equal(0);
     expect(ran.stdout).to.match(/^f\d+\nf\d+\nf\d+\n/);
-    expect(ran.stdout).to.contain("3 fault(s) undone\n");
+    expect(ran.stdout, ran.stdout).to.contain("3 fault(s) undone\n");
 
     const where = ["--state-dir", stateDir];
     const busy = await cli(["fault", "busy", "--for-seconds", "60", ...where]);

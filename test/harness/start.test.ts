@@ -114,7 +114,7 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
       const summary = jsonLine.parse(JSON.parse(line));
       // Written before the ready line: what the line names, as NAME=value lines.
       const testnet = summary.networks["cronos-testnet"]!;
-      expect(readFileSync(envFile, "utf8").split("\n").slice(0, 9)).to.deep.equal([
+      expect(readFileSync(envFile, "utf8").split("\n").slice(0, 11)).to.deep.equal([
         `FACILITATOR_URL=${summary.facilitatorUrl}`,
         `HARNESS_URL=${summary.harnessUrl}`,
         "NETWORK=cronos-testnet",
@@ -122,6 +122,9 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
         `RPC_URL=${testnet.rpcUrl}`,
         `WS_URL=${testnet.wsUrl}`,
         `TOKEN_ADDRESS=${testnet.token}`,
+        // The token's EIP-712 domain, as the line's (its name single-quoted: it has spaces).
+        `TOKEN_NAME='${testnet.domain.name}'`,
+        `TOKEN_VERSION=${testnet.domain.version}`,
         `BUYER_ADDRESS=${testnet.buyers[0]!.address}`,
         `BUYER_PRIVATE_KEY=${testnet.buyers[0]!.privateKey}`,
       ]);

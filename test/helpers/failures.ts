@@ -2,13 +2,13 @@ import { SellerError } from "../../src/seller/index.js";
 import { SettleError, VerifyReason } from "../../src/protocol/reasons.js";
 
 // Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
-// The README's table "every failure on demand": one row per spec error and per fault, what the buyer sees.
+// docs/failures.md's table "every failure on demand": one row per spec error and per fault, what the buyer sees.
 // test/e2e/failures.test.ts makes each happen through the kit's seller and buyer and asserts exactly this;
-// test/e2e/failures-docs.test.ts checks the README's table names the same rows with the same answers.
+// test/e2e/failures-docs.test.ts checks that table names the same rows with the same answers.
 
 /** What the buyer of a row sees: the seller's status, its `error` and `reason`, and `Retry-After` when it says one. */
 export interface FailureRow {
-  /** The README's first column: "to test how your seller/buyer handles …". */
+  /** The table's first column: "to test how your seller/buyer handles …". */
   what: string;
   status: number;
   error?: string;
@@ -20,7 +20,7 @@ export interface FailureRow {
 const verifyFailed = (reason: string): Omit<FailureRow, "what"> => ({ status: 402, error: SellerError.verificationFailed, reason });
 const settleFailed = (reason: string): Omit<FailureRow, "what"> => ({ status: 402, error: SellerError.settlementFailed, reason });
 
-/** The rows, in the README's order. */
+/** The rows, in the table's order. */
 export const FAILURE_ROWS = {
   paid: { what: "a payment that goes through (the baseline)", status: 200 },
   noPayment: { what: "no payment", status: 402, error: SellerError.paymentRequired },
@@ -56,5 +56,5 @@ export const FAILURE_ROWS = {
   stuck: { what: "blocks not coming until past `SETTLE_TIMEOUT_SECONDS`", ...settleFailed(SettleError.failedOnChain) },
 } as const satisfies Record<string, FailureRow>;
 
-/** The heading of the README section that holds the table. */
-export const FAILURE_TABLE_HEADING = "### Every failure on demand";
+/** The heading of the docs/failures.md section that holds the table. */
+export const FAILURE_TABLE_HEADING = "## What your seller and buyer see, failure by failure";

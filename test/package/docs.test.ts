@@ -11,7 +11,7 @@ function shellBlocks(file: string): string[] {
 }
 
 describe("docs: production runs the package's compiled CLI", () => {
-  for (const file of ["README.md", "docs/operations.md"]) {
+  for (const file of ["README.md", "docs/facilitator.md", "docs/operations.md"]) {
     it(`${file}: every block that configures a real relayer key starts the facilitator with \`npx cronos-x402 facilitator\`, never the clone's TypeScript path`, () => {
       const production = shellBlocks(file).filter((block) => /RELAYER_PRIVATE_KEY|\.env\b/.test(block) && /facilitator/.test(block));
       expect(production, file).to.not.deep.equal([]);
@@ -21,6 +21,16 @@ describe("docs: production runs the package's compiled CLI", () => {
       }
     });
   }
+});
+
+describe("docs/harness.md: the GitHub Actions steps it shows are the workflow's", () => {
+  it("every line of its yaml block is a line of examples/ci-github-actions/.github/workflows/x402-e2e.yml (run by test/package/package.test.ts)", () => {
+    const blocks = [...readFileSync(join(ROOT, "docs", "harness.md"), "utf8").matchAll(/```yaml\n([\s\S]*?)```/g)].map((match) => match[1]!);
+    expect(blocks).to.have.length(1);
+    const workflow = readFileSync(join(ROOT, "examples", "ci-github-actions", ".github", "workflows", "x402-e2e.yml"), "utf8").split("\n");
+    const shown = blocks[0]!.split("\n").filter((line) => line.trim() !== "");
+    expect(shown.filter((line) => !workflow.includes(line))).to.deep.equal([]);
+  });
 });
 
 describe("CHANGELOG.md: its first section is the version package.json carries", () => {

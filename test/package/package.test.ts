@@ -2,7 +2,7 @@
 // operator and a CI suite would (npm's cache first, the registry only for what it lacks).
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { cpSync, existsSync, readFileSync, readlinkSync } from "node:fs";
+import { cpSync, existsSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join } from "node:path";
@@ -304,7 +304,7 @@ export type Shapes = [FacilitatorConfig, Ledger, RunReport, typeof createPayment
         "viem",
         `mocha@${PACKAGE.devDependencies.mocha}`,
         "vitest",
-        // What type-checks the README's recipes as a TypeScript consumer would.
+        // What type-checks the docs' recipes as a TypeScript consumer would.
         `typescript@${PACKAGE.devDependencies.typescript}`,
         "@types/node@22",
         // The kit depends on it (its seller's types); named so the recipes' own `import express` is typed by that version.
@@ -348,8 +348,8 @@ try {
       expect(JSON.parse(stdout.trim().split("\n").at(-1)!)).to.deep.equal({ status: 200, forecast: "sunny", paid: "25000", chainId: 338 });
     });
 
-    it("the README's harness recipes type-check as written (strict, nodenext) and run, each with its failure test: a mocha root hook plugin, node:test before/after, a vitest globalSetup", async () => {
-      const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+    it("the test recipes of docs/harness.md type-check as written (strict, nodenext) and run, each with its failure test: a mocha root hook plugin, node:test before/after, a vitest globalSetup; every other TypeScript block of the README and docs/ type-checks", async () => {
+      const readme = readFileSync(join(ROOT, "docs", "harness.md"), "utf8");
       const recipe = (marker: string) => {
         const block = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!).find((code) => code.startsWith(`// ${marker}`));
         expect(block, marker).to.be.a("string");
@@ -357,9 +357,9 @@ try {
       };
       // Each recipe's stack is asked for something real by the test that uses it.
       await mkdir(join(dir, "test"), { recursive: true });
-      // mocha: the hook plugin as the README has it, and a test reading what it handed over.
+      // mocha: the hook plugin as docs/harness.md has it, and a test reading what it handed over.
       await writeFile(join(dir, "test", "stack.ts"), recipe("mocha:"));
-      // .mocharc.json as the README has it: it names the spec (without, mocha finds no test).
+      // .mocharc.json as docs/harness.md has it: it names the spec (without, mocha finds no test).
       const mocharc = [...readme.matchAll(/```json\n([\s\S]*?)```/g)].map((match) => match[1]!).find((json) => json.includes('"require"'));
       expect(mocharc, ".mocharc.json").to.be.a("string");
       expect(JSON.parse(mocharc!)).to.have.property("spec");
@@ -373,11 +373,11 @@ it("sees the stack", async () => {
 });
 `,
       );
-      // The README's failure test for mocha, as written: the harness over HARNESS_URL, a seller and a buyer of the kit.
+      // docs/harness.md's failure test for mocha, as written: the harness over HARNESS_URL, a seller and a buyer of the kit.
       await writeFile(join(dir, "test", "payment.spec.ts"), recipe("mocha test:"));
-      // node:test: the README's file exactly; its tests ask the stack, the second one for a failure.
+      // node:test: docs/harness.md's file exactly; its tests ask the stack, the second one for a failure.
       await writeFile(join(dir, "stack.node-test.ts"), recipe("node:test:"));
-      // vitest: the README's globalSetup, and a test that reads what it provided (typed by the recipe's ProvidedContext).
+      // vitest: docs/harness.md's globalSetup, and a test that reads what it provided (typed by the recipe's ProvidedContext).
       await writeFile(join(dir, "test", "vitest-stack.ts"), recipe("vitest:"));
       await writeFile(join(dir, "vitest.config.ts"), `import { defineConfig } from "vitest/config";\nexport default defineConfig({ test: { globalSetup: "./test/vitest-stack.ts", include: ["test/*.vitest.ts"], testTimeout: 60_000, hookTimeout: 120_000 } });\n`);
       await writeFile(
@@ -390,17 +390,32 @@ test("sees the stack", async () => {
 });
 `,
       );
-      // The README's failure test for vitest, as written (named for this project's vitest include).
+      // docs/harness.md's failure test for vitest, as written (named for this project's vitest include).
       await writeFile(join(dir, "test", "payment.vitest.ts"), recipe("vitest test:"));
       // The conformance sample (run by the next test but one) is type-checked with them.
       await writeFile(join(dir, "conformance.ts"), recipe("conformance.ts:"));
+      // Every other TypeScript block of the README and docs/, each a module of its own, as a consumer would write it
+      // (the @x402 packages' snippets are test/compat's: the code the compatibility matrix runs).
+      const recipes = ["mocha:", "mocha test:", "node:test:", "vitest:", "vitest test:", "conformance.ts:"];
+      const documents = ["README.md", ...readdirSync(join(ROOT, "docs")).filter((file) => file.endsWith(".md")).map((file) => join("docs", file))];
+      await mkdir(join(dir, "docs-blocks"), { recursive: true });
+      const others: string[] = [];
+      for (const document of documents) {
+        for (const [, code] of readFileSync(join(ROOT, document), "utf8").matchAll(/```ts\n([\s\S]*?)```/g)) {
+          if (recipes.some((marker) => code!.startsWith(`// ${marker}`)) || code!.includes('from "@x402/')) continue;
+          others.push(`${document}#${others.length + 1}`);
+          await writeFile(join(dir, "docs-blocks", `block-${others.length}.ts`), code!);
+        }
+      }
+      // The SDKs' seller and buyer, the failures' harness, the stack as a function, viem's multicall.
+      expect(others.length, others.join(", ")).to.be.at.least(5);
 
       // A strict consumer's compiler over every file as written: the recipes, and the tests that use what they hand over.
       await writeFile(
         join(dir, "tsconfig.json"),
         JSON.stringify({
           compilerOptions: { target: "ES2023", module: "nodenext", moduleResolution: "nodenext", strict: true, noEmit: true, skipLibCheck: false, types: ["node", "mocha"] },
-          include: ["test/*.ts", "stack.node-test.ts", "conformance.ts", "vitest.config.ts"],
+          include: ["test/*.ts", "stack.node-test.ts", "conformance.ts", "vitest.config.ts", "docs-blocks/*.ts"],
         }),
       );
       const tsc = await outcome(dir, join(dir, "node_modules", ".bin", "tsc"), ["-p", "."]);
@@ -426,9 +441,10 @@ test("sees the stack", async () => {
       const recipe = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1]!).find((block) => block.includes("start --background --write-env") && block.includes("cronos-x402 stop"));
       expect(recipe, "the CI recipe").to.be.a("string");
       await writeFile(join(dir, "ci.sh"), recipe!);
-      // The suite: the CLI's checks with the flags matching what the env file hands over, then the README's sample (conformance.ts, written by the recipes test).
+      // The suite: the CLI's checks with the flags matching what the env file hands over, then docs/harness.md's sample (conformance.ts, written by the recipes test).
       await suite(
         [
+          'test "$TOKEN_NAME" = "Bridged USDC (Stargate)" && test "$TOKEN_VERSION" = 1 && test "$MAINNET_TOKEN_VERSION" = 2',
           'node_modules/.bin/cronos-x402 conformance --facilitator "$FACILITATOR_URL" --network "$NETWORK" --rpc "$RPC_URL" --buyer-key "$BUYER_PRIVATE_KEY" --settle',
           "node conformance.ts",
         ].join("\n"),
@@ -501,6 +517,8 @@ test("sees the stack", async () => {
           String.raw`grep -q "\"network\":\"$NETWORK\"" <<<"$supported"`,
           'node -e \'import("viem/accounts").then(({ privateKeyToAccount }) => process.exit(privateKeyToAccount(process.env.BUYER_PRIVATE_KEY).address === process.env.BUYER_ADDRESS ? 0 : 1))\'',
           'test "$CHAIN_ID" = 338',
+          // The token's EIP-712 domain, its name without the quotes the env file gives it for a shell.
+          'test "$TOKEN_NAME" = "Bridged USDC (Stargate)" && test "$TOKEN_VERSION" = 1',
         ].join("\n"),
       );
       const passing = await runJob();

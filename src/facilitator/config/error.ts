@@ -4,6 +4,6 @@ import { KitError } from "../../protocol/errors.js";
 export class ConfigError extends KitError<"config_invalid"> {
   override name = "ConfigError";
   constructor(message: string, options?: ErrorOptions) {
-    super("config_invalid", message, { ...options, docs: "README.md#configuration" });
+    super("config_invalid", message, { ...options, docs: "docs/facilitator.md#configuration" });
   }
 }

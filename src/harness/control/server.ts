@@ -2,7 +2,9 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from "express";
 import { LOCAL_HOSTS, requireHost } from "../../facilitator/http/hosts.js";
+import type { Address, Hex } from "viem";
 import type { LocalHarness } from "./harness.js";
+import { harnessSigner, signers } from "./sign.js";
 import { advanceSchema, CONTROL_BODY_LIMIT_BYTES, HarnessControlError, stopBlocksSchema } from "./spec.js";
 import { describeZodError } from "../../protocol/schemas.js";
 
@@ -25,7 +27,7 @@ export const HarnessRefusal = {
   fromPage: "Forbidden: the harness control endpoint takes no requests from web pages (an Origin header was sent)",
   notJson: "Unsupported Media Type: the body must be application/json",
   notObject: "Invalid request: the body must be a JSON object",
-  notFound: "Not found: see GET /harness and the README's section on failures on demand",
+  notFound: "Not found: see GET /harness and docs/failures.md (every failure on demand)",
 } as const;
 
 /** Whether a socket's peer is this machine's loopback (IPv4 127/8, IPv6 ::1, or IPv4-mapped 127/8). */
@@ -40,9 +42,13 @@ function isLoopback(address: string | undefined): boolean {
  * in any language (`curl`, the CLI's `fault` and `time`, {@link connectHarness}). It answers only a
  * loopback peer (403), a loopback `Host` (421: a web page on a name resolved to 127.0.0.1 still sends its
  * own), no `Origin` (403: browsers send one with every cross-site call; curl and HTTP clients do not)
- * and, with a body, `application/json` (415) of at most {@link CONTROL_BODY_LIMIT_BYTES}.
+ * and, with a body, `application/json` (415) of at most {@link CONTROL_BODY_LIMIT_BYTES}. `POST /sign` signs
+ * payments for `buyers` (the stack's own, named by address; never a key from the body).
  */
-export async function serveHarness(harness: LocalHarness, options: { port?: number; headersTimeoutMs?: number } = {}): Promise<HarnessServer> {
+export async function serveHarness(
+  harness: LocalHarness,
+  options: { port?: number; headersTimeoutMs?: number; buyers?: ReadonlyArray<{ address: Address; privateKey: Hex }> } = {},
+): Promise<HarnessServer> {
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
@@ -93,6 +99,10 @@ export async function serveHarness(harness: LocalHarness, options: { port?: numb
     const { network } = parse(stopBlocksSchema.pick({ network: true }), req.body);
     send(res, 200, { resumed: await harness.resumeBlocks(network ? { network } : {}) });
   }));
+  const buyers = options.buyers ?? [];
+  const sign = harnessSigner(buyers);
+  router.get("/sign", route(async (_req, res) => void send(res, 200, signers(buyers))));
+  router.post("/sign", body, route(async (req, res) => void send(res, 200, await sign(req.body as Record<string, unknown>))));
   router.post("/facilitator/restart", body, route(async (_req, res) => {
     await harness.restartFacilitator();
     send(res, 200, { facilitatorUrl: (await harness.status()).facilitator.url });

@@ -69,7 +69,7 @@ export async function identifierBoundElsewhere(
     const binding = bound ?? (await deps.ledger.paymentIdentifierBinding(runtime.config, authorization.from, paymentId));
     return binding !== undefined && !(await boundToThis(binding, runtime, authorization, deps));
   } catch (error) {
-    throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
+    throw new FacilitatorFault({ code: "ledger_unavailable" }, { cause: error });
   }
 }
 
@@ -92,11 +92,11 @@ export async function paidUnderIdentifier(
     if (!bound || !(await boundToThis(bound, runtime, authorization, deps))) return undefined;
     record = await deps.ledger.get({ chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce });
   } catch (error) {
-    throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
+    throw new FacilitatorFault({ code: "ledger_unavailable" }, { cause: error });
   }
   // The settlement of the nonce may be another payment's (signed under the same nonce without this id): its transaction is not this payment's.
   if (record?.status !== "settled" || !recordIsOf(record, authorization) || !record.txHash) return undefined;
   const decision = await decidePayment(runtime.payments, termsOfAuthorization(config.token, authorization), { ours: [record.txHash] });
-  if (decision.outcome === "undecided") throw new FacilitatorFault(`cannot tell on ${config.network} whether the payment was made: ${decision.reason}`);
+  if (decision.outcome === "undecided") throw new FacilitatorFault({ code: "payment_undecided", network: config.network, reason: decision.reason });
   return decision.outcome === "paid" ? decision.transfer : undefined;
 }

@@ -4,6 +4,7 @@ import type { SettlementRecord } from "../ledger/types.js";
 import type { SettleErrorCode } from "../protocol/reasons.js";
 import { decideRow, type Applied, type DecisionDeps } from "./apply-decision.js";
 import { paidTransferOf, type PaidTransfer } from "./decision.js";
+import type { FaultFacts } from "./faults.js";
 import type { NetworkRuntime } from "./runtime.js";
 
 /** What became of a settle, for its answer. */
@@ -19,8 +20,8 @@ export type SettlementResult =
   | { kind: "failed"; code: SettleErrorCode; txHash?: Hex }
   /** The payer's settles in flight already commit its balance. */
   | { kind: "overBalance" }
-  /** Nothing was sent, and nothing will be: a fault (503). */
-  | { kind: "notSent"; reason: string }
+  /** Nothing was sent, and nothing will be: a fault (503), `fault` saying why. */
+  | { kind: "notSent"; fault: Extract<FaultFacts, { code: "not_sent" | "fee_cap" }> }
   /**
    * The chain cannot tell yet whether the payment was made (a read failed, or the authorization is used
    * and no log of it was found): a fault, 503, no verdict. The row stays sent for the reconciler, and a
@@ -38,10 +39,10 @@ export type SettlementResult =
  * settle's deadline), what the payment decision makes of it now over the row's transactions: paid,
  * failed, undecided (503), or, unused, `pending` (ours may still be mined; the reconciler follows it).
  */
-export async function answerOfRow(deps: DecisionDeps, network: Pick<NetworkRuntime, "payments">, record: SettlementRecord): Promise<SettlementResult> {
+export async function answerOfRow(deps: DecisionDeps, network: Pick<NetworkRuntime, "payments" | "config">, record: SettlementRecord): Promise<SettlementResult> {
   if (record.status === "settled") return { kind: "settled", record, transfer: paidTransferOf(record) };
   if (record.status === "failed") {
-    if (record.errorCode === "notSent") return { kind: "notSent", reason: "the settlement was given up before anything was sent" };
+    if (record.errorCode === "notSent") return { kind: "notSent", fault: { code: "not_sent", network: network.config.network, why: "givenUp" } };
     const code = record.errorCode ?? "failedOnChain";
     // Spent by something else: the row's hash is ours, which did not pay; the answer names none.
     const named = record.txHash && code !== "alreadyUsed" ? { txHash: record.txHash } : {};

@@ -47,8 +47,8 @@ export async function sendClaimed(
       // write-ahead record): nothing is out there. The row fails as "not sent" and may be claimed
       // again; while the ledger is unreachable it stays claimed until the service's recovery releases it.
       await ledger.markFailed(record.id, { code: "notSent", owner: instanceId }).catch(() => undefined);
-      if (error instanceof FeeCapError) return { kind: "notSent", reason: `${error.message}; nothing was sent` };
-      return { kind: "notSent", reason: `relayer could not send: ${error instanceof Error ? error.message : String(error)}` };
+      if (error instanceof FeeCapError) return { kind: "notSent", fault: { code: "fee_cap", neededWei: error.neededWei, capWei: error.capWei } };
+      return { kind: "notSent", fault: { code: "not_sent", network: network.config.network, why: "refused", detail: error instanceof Error ? error.message : String(error) } };
     }
   }
   return followTransaction(deps, record, network, sent, deadline);

@@ -1,6 +1,6 @@
 import { isAddressEqual, type Address, type Hex } from "viem";
 import type { PayerPayload, Payment } from "../protocol/payment.js";
-import { VerifyReason, type SettleErrorCode } from "../protocol/reasons.js";
+import type { SettleErrorCode, VerifyReasonCode } from "../protocol/reasons.js";
 import type { SettlementDeps } from "./deps.js";
 import { FacilitatorFault, PayerQuotaExceeded } from "./faults.js";
 import type { NetworkRuntime } from "./runtime.js";
@@ -9,7 +9,7 @@ import { penaltySubject, type BoundPayment, type SettlementRecord } from "../led
 import { decidePayment, termsOfAuthorization, type PaidTransfer } from "./decision.js";
 import { authorizationDigest, identifierBoundElsewhere, paidUnderIdentifier } from "./payment-identifier.js";
 import { verifyPayment } from "./verify.js";
-import type { RefusedPayment, VerifyFailureCode } from "./verify-outcome.js";
+import type { RefusedPayment } from "./verify-outcome.js";
 
 /** Settle's own code for each verify refusal it has a word for (its text is settle's, not verify's). */
 const SETTLE_CODE_OF = {
@@ -18,10 +18,10 @@ const SETTLE_CODE_OF = {
   expired: "expired",
   used: "alreadyUsed",
   balance: "insufficientBalance",
-} as const satisfies Partial<Record<VerifyFailureCode, SettleErrorCode>>;
+} as const satisfies Partial<Record<VerifyReasonCode, SettleErrorCode>>;
 
 /** A verify refusal settle has no word of its own for: it answers with verify's reason. */
-export type UnwordedRefusal = Exclude<VerifyFailureCode, keyof typeof SETTLE_CODE_OF>;
+export type UnwordedRefusal = Exclude<VerifyReasonCode, keyof typeof SETTLE_CODE_OF>;
 
 /** Why a settlement failed: settle's own code, or a verify refusal settle has no word for. */
 export type SettleFailureCode = SettleErrorCode | UnwordedRefusal;
@@ -54,11 +54,11 @@ export interface SettleErrorOutcome {
   txHash?: Hex;
 }
 
-/** Nothing was transferred: a verify refusal settle has no word for, answered with verify's `reason` (it names what was refused). */
+/** Nothing was transferred: a verify refusal settle has no word for, answered with verify's text (it names what was refused: `detail`). */
 export interface RefusedSettlement {
   settled: false;
   code: UnwordedRefusal;
-  reason: string;
+  detail?: string;
   /** Refused before anything was sent or looked up. */
   txHash?: undefined;
 }
@@ -66,14 +66,14 @@ export interface RefusedSettlement {
 /** Nothing was transferred. */
 export type FailedSettlement = SettleErrorOutcome | RefusedSettlement;
 
-function hasSettleCode(code: VerifyFailureCode): code is keyof typeof SETTLE_CODE_OF {
+function hasSettleCode(code: VerifyReasonCode): code is keyof typeof SETTLE_CODE_OF {
   return Object.hasOwn(SETTLE_CODE_OF, code);
 }
 
 /** Settle's failure for a verify refusal: settle's code where it has one, else verify's code and reason. */
 function refusedSettlement(refused: RefusedPayment, txHash?: Hex): FailedSettlement {
   const { code } = refused;
-  return hasSettleCode(code) ? failed(SETTLE_CODE_OF[code], txHash) : { settled: false, code, reason: refused.reason };
+  return hasSettleCode(code) ? failed(SETTLE_CODE_OF[code], txHash) : { settled: false, code, ...(refused.detail !== undefined ? { detail: refused.detail } : {}) };
 }
 
 function failed(code: SettleErrorCode, txHash?: Hex): SettleErrorOutcome {
@@ -118,7 +118,7 @@ export async function settlePayment(payment: Payment, deps: SettlementDeps, opti
   try {
     penalty = await deps.ledger.activePenalty(config, [penaltySubject(authorization.from)], head.timestamp);
   } catch (error) {
-    throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
+    throw new FacilitatorFault({ code: "ledger_unavailable" }, { cause: error });
   }
   if (penalty) {
     deps.logger.warn({ network: config.network, payer: authorization.from, until: String(penalty.until) }, "settle refused: revert penalty");
@@ -135,10 +135,10 @@ export async function settlePayment(payment: Payment, deps: SettlementDeps, opti
         digest: authorizationDigest(runtime, authorization),
       });
     } catch (error) {
-      throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
+      throw new FacilitatorFault({ code: "ledger_unavailable" }, { cause: error });
     }
     if (await identifierBoundElsewhere(runtime, authorization, payment.paymentId, deps, bound)) {
-      return { settled: false, code: "paymentId", reason: VerifyReason.paymentIdentifierInUse(payment.paymentId) };
+      return { settled: false, code: "paymentId", detail: payment.paymentId };
     }
   }
 
@@ -158,7 +158,7 @@ export async function settlePayment(payment: Payment, deps: SettlementDeps, opti
   } catch (error) {
     if (error instanceof FacilitatorFault) throw error;
     // The ledger failed before anything was recorded as sent: nothing went out.
-    throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
+    throw new FacilitatorFault({ code: "ledger_unavailable" }, { cause: error });
   }
   switch (result.kind) {
     case "settled":
@@ -179,14 +179,10 @@ export async function settlePayment(payment: Payment, deps: SettlementDeps, opti
       // The payer's settles in flight already promise its balance: this one would revert at the relayer's expense.
       return failed("insufficientBalance");
     case "notSent":
-      throw new FacilitatorFault(`nothing sent on ${config.network}: ${result.reason}`);
+      throw new FacilitatorFault(result.fault);
     case "undecided":
       // No verdict either way: 503 (retryable); the retry gets the outcome the reconciler records.
-      throw new FacilitatorFault(
-        result.txHash
-          ? `settlement transaction ${result.txHash} on ${config.network} reverted and it is not known yet whether the authorization was paid elsewhere (${result.reason}); retry`
-          : `it is not known yet whether the settlement on ${config.network} was paid (${result.reason}); retry`,
-      );
+      throw new FacilitatorFault({ code: "payment_undecided", network: config.network, reason: result.reason, ...(result.txHash ? { txHash: result.txHash } : {}) });
   }
 }
 

@@ -86,7 +86,7 @@ async function settleClaimed(deps: SettlementDeps, claimed: SettlementRecord, pa
   if (record.status === "claimed") {
     // Nothing was sent in time: withdraw it (while nobody has recorded a transaction), so nothing is sent after the answer.
     const withdrawn = await ledger.withdraw(record.id, { code: "notSent", owner: record.owner ?? null });
-    if (withdrawn) return { kind: "notSent", reason: "no relayer key holder sent the settlement in time" };
+    if (withdrawn) return { kind: "notSent", fault: { code: "not_sent", network: network.config.network, why: "noKeyHolder" } };
     record = (await ledger.getById(record.id)) ?? record;
   }
   return answerOfRow(deps, network, record);

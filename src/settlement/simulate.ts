@@ -27,7 +27,7 @@ export function settlementCalldata(payment: VerifiedPayment): Hex {
 /**
  * Simulates the token call within the gas cap: the call with its gas limit, or the settle error that
  * refuses it. Runs after the claim, before anything is signed; with it, the fee check: while the network
- * needs more per gas than MAX_FEE_PER_GAS_GWEI it throws a {@link FacilitatorFault} naming the cap (503),
+ * needs more per gas than MAX_FEE_PER_GAS_GWEI it throws a {@link FacilitatorFault} (`fee_cap`, 503),
  * and the claim is withdrawn with nothing sent.
  */
 export async function simulate(deps: Pick<SettlementDeps, "settings" | "logger">, payment: VerifiedPayment): Promise<Simulation> {
@@ -42,13 +42,11 @@ export async function simulate(deps: Pick<SettlementDeps, "settings" | "logger">
   try {
     estimate = await estimateGasWithin(client, { from: relayer.pick()!, to: config.token, data, cap: maxSettleGas });
   } catch (error) {
-    throw new FacilitatorFault(`cannot simulate settlement on ${config.network}`, { cause: error });
+    throw new FacilitatorFault({ code: "chain_unreadable", network: config.network, read: "simulation" }, { cause: error });
   }
   const feeFault = await fees;
-  if (feeFault !== undefined) {
-    const why = feeFault instanceof FeeCapError ? `${feeFault.message}; nothing was sent` : `cannot read the fees on ${config.network}`;
-    throw new FacilitatorFault(why, { cause: feeFault });
-  }
+  if (feeFault instanceof FeeCapError) throw new FacilitatorFault({ code: "fee_cap", neededWei: feeFault.neededWei, capWei: feeFault.capWei }, { cause: feeFault });
+  if (feeFault !== undefined) throw new FacilitatorFault({ code: "chain_unreadable", network: config.network, read: "fees" }, { cause: feeFault });
   if (estimate.outcome === "reverts") return { refusal: settleErrorOfRevert(estimate.reason) };
   if (estimate.outcome === "overCap") {
     deps.logger.warn({ network: config.network, payer: payment.payload.authorization.from, maxSettleGas: String(maxSettleGas) }, "settle refused: gas estimate over MAX_SETTLE_GAS");

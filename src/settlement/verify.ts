@@ -1,7 +1,7 @@
 import { isAddressEqual } from "viem";
 import { canonicalNetwork } from "../protocol/networks.js";
 import type { Payment } from "../protocol/payment.js";
-import { EXACT_SCHEME, VerifyReason } from "../protocol/reasons.js";
+import { EXACT_SCHEME } from "../protocol/reasons.js";
 import { recoverSigner, transferAuthorizationDigest } from "../chain/signature.js";
 import { payerInMemory, readPayerState, type PayerState, type ReadOptions } from "./payer-state.js";
 import { identifierBoundElsewhere, paidUnderIdentifier } from "./payment-identifier.js";
@@ -48,7 +48,7 @@ export async function verifyPayment(
   const since = clock ? clock.start() : 0;
   const elsewhere = await identifierBoundElsewhere(runtime, payload.authorization, payment.paymentId, deps);
   if (clock) clock.stop("ledgerReads", since);
-  if (elsewhere) return refuse("paymentId", VerifyReason.paymentIdentifierInUse(payment.paymentId), { payload, runtime, head: outcome.head });
+  if (elsewhere) return refuse("paymentId", payment.paymentId, { payload, runtime, head: outcome.head });
   return outcome;
 }
 
@@ -59,38 +59,38 @@ async function checkPayment(payment: Payment, deps: SettlementDeps, options: { f
 
   // 1. header (the payer's part, decoded by the codec; refused here when it could not be read)
   const decoded = payment.payload;
-  if (!decoded.ok) return refuse(decoded.code, decoded.reason);
+  if (!decoded.ok) return refuse(decoded.code, decoded.detail);
   const payload = decoded.payload;
   const authorization = payload.authorization;
 
   // 2. scheme
-  if (requirements.scheme !== EXACT_SCHEME) return refuse("scheme", VerifyReason.unsupportedScheme(requirements.scheme), { payload });
-  if (payload.scheme !== requirements.scheme) return refuse("scheme", VerifyReason.unsupportedScheme(payload.scheme), { payload });
+  if (requirements.scheme !== EXACT_SCHEME) return refuse("scheme", requirements.scheme, { payload });
+  if (payload.scheme !== requirements.scheme) return refuse("scheme", payload.scheme, { payload });
 
   // 3. network (the `cronos` alias is mainnet)
   const networkName = canonicalNetwork(requirements.network);
   const runtime = networkName && deps.networks.get(networkName);
-  if (!runtime) return refuse("network", VerifyReason.unsupportedNetwork(requirements.network), { payload });
+  if (!runtime) return refuse("network", requirements.network, { payload });
   if (canonicalNetwork(payload.network) !== networkName) {
-    return refuse("network", VerifyReason.unsupportedNetwork(payload.network), { payload, runtime });
+    return refuse("network", payload.network, { payload, runtime });
   }
 
   // 4. asset and amount (scheme `exact`: the value is the required amount)
   const token = runtime.config.token;
   if (requirements.asset.toLowerCase() !== token.toLowerCase()) {
-    return refuse("asset", VerifyReason.unsupportedAsset(requirements.asset), { payload, runtime });
+    return refuse("asset", requirements.asset, { payload, runtime });
   }
   if (payload.asset !== undefined && payload.asset.toLowerCase() !== token.toLowerCase()) {
-    return refuse("asset", VerifyReason.unsupportedAsset(payload.asset), { payload, runtime });
+    return refuse("asset", payload.asset, { payload, runtime });
   }
   const value = /^\d{1,78}$/.test(authorization.value) ? BigInt(authorization.value) : -1n;
   if (value <= 0n || value > MAX_UINT256 || value !== BigInt(requirements.amount)) {
-    return refuse("amount", VerifyReason.invalidAmount(authorization.value), { payload, runtime });
+    return refuse("amount", authorization.value, { payload, runtime });
   }
 
   // 5. recipient
   if (!isAddressEqual(authorization.to, requirements.payTo)) {
-    return refuse("recipient", VerifyReason.recipientMismatch, { payload, runtime });
+    return refuse("recipient", undefined, { payload, runtime });
   }
 
   // 6. signature, as the token checks it: ECDSA for an address without code, ERC-1271 otherwise.
@@ -134,7 +134,7 @@ async function checkPayment(payment: Payment, deps: SettlementDeps, options: { f
     try {
       chain = await readPayerState(runtime, authorization, digest, signedByPayer, readOptions);
     } catch (error) {
-      throw new FacilitatorFault(`cannot read ${runtime.config.network} state`, { cause: error });
+      throw new FacilitatorFault({ code: "chain_unreadable", network: runtime.config.network, read: "state" }, { cause: error });
     }
   }
   if ("isValid" in chain) return { ...chain, payload, runtime };
@@ -142,14 +142,14 @@ async function checkPayment(payment: Payment, deps: SettlementDeps, options: { f
   const extra = { payload, runtime, head };
 
   // 7. validity window by the chain's clock; leave settle time to land before validBefore
-  if (head.timestamp <= authorization.validAfter) return refuse("notYetValid", VerifyReason.notYetValid, extra);
+  if (head.timestamp <= authorization.validAfter) return refuse("notYetValid", undefined, extra);
   if (head.timestamp + BigInt(deps.settings.settleMarginSeconds) >= authorization.validBefore) {
-    return refuse("expired", VerifyReason.expired, extra);
+    return refuse("expired", undefined, extra);
   }
 
   // 8. read-only state: a spent nonce, and funds
-  if (used) return refuse("used", VerifyReason.alreadyUsed, extra);
-  if (balance < value) return refuse("balance", VerifyReason.insufficientBalance, extra);
+  if (used) return refuse("used", undefined, extra);
+  if (balance < value) return refuse("balance", undefined, extra);
 
   return { isValid: true, runtime, payload, value, head, balance, contractWallet: codeHash !== undefined };
 }

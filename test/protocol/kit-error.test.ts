@@ -35,6 +35,7 @@ type ErrorClass = abstract new (...args: never[]) => Error;
 const ERRORS: ReadonlyArray<readonly [Error, ErrorClass, string]> = [
   [new ConfigError("PORT: must be an integer"), ConfigError, "config_invalid"],
   [new StartupError("cronos-testnet: RPC_URL_TESTNET answers chain 1"), StartupError, "startup_check_failed"],
+  [new StartupError("PORT: 127.0.0.1:8402 is already in use", { code: "port_in_use" }), StartupError, "port_in_use"],
   [new LedgerError("unavailable", "the database did not answer"), LedgerError, "unavailable"],
   [new LedgerError("not_found", "settlement 3 does not exist"), LedgerError, "not_found"],
   [new IllegalTransitionError("settled", "failed", 3), IllegalTransitionError, "illegal_transition"],
@@ -45,7 +46,11 @@ const ERRORS: ReadonlyArray<readonly [Error, ErrorClass, string]> = [
   [new FeeCapError(2n * 10n ** 9n, 10n ** 9n), FeeCapError, "fee_cap_exceeded"],
   [new KeyNotLeasedError(ADDRESS), KeyNotLeasedError, "key_not_leased"],
   [new RelaySendError(HASH, true, { cause: new Error("socket hang up") }), RelaySendError, "relay_send_failed"],
-  [new FacilitatorFault("the settlement ledger is unavailable"), FacilitatorFault, "facilitator_fault"],
+  [new FacilitatorFault({ code: "ledger_unavailable" }), FacilitatorFault, "ledger_unavailable"],
+  [new FacilitatorFault({ code: "chain_unreadable", network: "cronos-testnet", read: "state" }), FacilitatorFault, "chain_unreadable"],
+  [new FacilitatorFault({ code: "fee_cap", neededWei: 2n * 10n ** 9n, capWei: 10n ** 9n }), FacilitatorFault, "fee_cap"],
+  [new FacilitatorFault({ code: "not_sent", network: "cronos-testnet", why: "noKeyHolder" }), FacilitatorFault, "not_sent"],
+  [new FacilitatorFault({ code: "payment_undecided", network: "cronos-testnet", reason: "the token's logs cannot be read" }), FacilitatorFault, "payment_undecided"],
   [new PayerQuotaExceeded(12), PayerQuotaExceeded, "payer_quota_exceeded"],
   [new Fenced("settlement 3 changed hands"), Fenced, "fenced"],
   [new UndecidedPaymentError("settlement 3 left undecided"), UndecidedPaymentError, "payment_undecided"],
@@ -143,7 +148,7 @@ describe("KitError: one base error with a stable code", () => {
   it("names, where it has one, a section of the docs that exists", () => {
     const withDocs = ERRORS.map(([error]) => error as KitError).filter((error) => error.docs !== undefined);
     expect(withDocs.map((error) => error.name).sort()).to.deep.equal(
-      ["ConfigError", "FeeCapError", "HarnessControlError", "HarnessUnavailableError", "LedgerError", "LedgerError", "IllegalTransitionError", "StartupError"].sort(),
+      ["ConfigError", "FeeCapError", "HarnessControlError", "HarnessUnavailableError", "LedgerError", "LedgerError", "IllegalTransitionError", "StartupError", "StartupError"].sort(),
     );
     for (const error of withDocs) {
       const [file, anchor] = error.docs!.split("#");

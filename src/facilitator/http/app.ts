@@ -5,7 +5,7 @@ import { FacilitatorFault, PayerQuotaExceeded } from "../../settlement/faults.js
 import { verifyRequest } from "../../settlement/verify.js";
 import { settlePayment, type SettledPayment } from "../../settlement/settle.js";
 import { cronosDialect, dialectOf } from "../dialects/index.js";
-import { settleErrorText } from "../dialects/codec.js";
+import { faultText, isSettleErrorCode, settleErrorText } from "../dialects/codec.js";
 import { publicHealth } from "../health.js";
 import { apiKeyOf, apiKeyReader, refuseApiKey } from "./api-keys.js";
 import { closedQuota, edgeGuards } from "./edge.js";
@@ -180,7 +180,7 @@ export function createApp(options: AppOptions): Express {
           payer: outcome.payload?.authorization.from,
           payee: outcome.payload?.authorization.to,
           amount: outcome.payload?.authorization.value,
-          outcome: outcome.isValid ? "valid" : outcome.reason,
+          outcome: outcome.isValid ? "valid" : codec.verifyText(outcome),
           code: outcome.isValid ? "valid" : outcome.code,
           durationMs: performance.now() - started,
         });
@@ -195,9 +195,9 @@ export function createApp(options: AppOptions): Express {
           ...(outcome.settled
             ? { payer: outcome.from, payee: outcome.to, amount: outcome.value.toString() }
             : authorization ? { payer: authorization.from, payee: authorization.to, amount: authorization.value } : {}),
-          outcome: outcome.settled ? "settled" : settleErrorText(outcome),
+          outcome: outcome.settled ? "settled" : settleErrorText(outcome, codec.verifyText),
           // A verify refusal settle has no word of its own for (a header, a network, an amount…) counts as `refused`.
-          code: outcome.settled ? "settled" : "reason" in outcome ? "refused" : outcome.code,
+          code: outcome.settled ? "settled" : isSettleErrorCode(outcome.code) ? outcome.code : "refused",
           txHash: outcome.txHash,
           durationMs: performance.now() - started,
         });
@@ -215,7 +215,7 @@ export function createApp(options: AppOptions): Express {
       // decisions.md: a fault is 500 on verify; on settle 503: nothing was sent, or what was sent is not
       // decided yet (a reverted transaction the chain could not tell about) — no verdict either way.
       const status = route === "verify" ? 500 : 503;
-      const text = fault ? `${RequestError.unavailable}: ${fault.message}` : RequestError.internal;
+      const text = fault ? faultText(fault.facts) : RequestError.internal;
       context.logger.error({ requestId, route, dialect, network, err: errorSummary(error) }, "request fault");
       // The seller (or buyer) may try again shortly: a retry claims afresh, or gets the decided outcome.
       if (status === 503) res.set("Retry-After", String(SETTLE_RETRY_AFTER_SECONDS));

@@ -8,6 +8,6 @@ export class StartupError extends KitError<"startup_check_failed" | "port_in_use
   override name = "StartupError";
   constructor(message: string, options: ErrorOptions & { code?: "port_in_use" } = {}) {
     const { code = "startup_check_failed", ...rest } = options;
-    super(code, message, { ...rest, docs: "docs/operations.md#start-up-checks" });
+    super(code, message, { ...rest, docsPath: "docs/operations.md#start-up-checks" });
   }
 }

@@ -1,6 +1,6 @@
 // What now for one unfinished row, from the chain: the reconciler's check of a row, and a settle's when its transaction's nonce went elsewhere.
 import type { BroadcastRecord, SettlementRecord } from "../ledger/types.js";
-import { KitError } from "../protocol/errors.js";
+import { KitErrorOf } from "../protocol/errors.js";
 import { decideRow, type Applied, type DecisionDeps } from "./apply-decision.js";
 import type { SettlementChain } from "./chain.js";
 import type { SettlementDeps } from "./deps.js";
@@ -14,12 +14,7 @@ import type { SettlementDeps } from "./deps.js";
 export type ReconcilerAction = "settled" | "reverted" | "failed" | "rebroadcast" | "requeued" | "abandoned";
 
 /** A row left for a later round because the chain cannot tell yet whether its payment was made. */
-export class UndecidedPaymentError extends KitError<"payment_undecided"> {
-  override name = "UndecidedPaymentError";
-  constructor(message: string, options?: ErrorOptions) {
-    super("payment_undecided", message, options);
-  }
-}
+export class UndecidedPaymentError extends KitErrorOf("UndecidedPaymentError", "payment_undecided") {}
 
 /** What checking a row takes: the decision's writes, the key leases (a row of another's key is left to its holder) and the clock. */
 export type RowCheckDeps = DecisionDeps & Pick<SettlementDeps, "keys" | "now">;

@@ -5,15 +5,10 @@ import { followTransaction } from "./follow.js";
 import type { SettlementDeps } from "./deps.js";
 import type { SettlementResult } from "./result.js";
 import type { NetworkRuntime } from "./runtime.js";
-import { KitError } from "../protocol/errors.js";
+import { KitErrorOf } from "../protocol/errors.js";
 
 /** A write-ahead record refused: the row changed hands (or a lease lapsed), so this instance must not broadcast. */
-export class Fenced extends KitError<"fenced"> {
-  override name = "Fenced";
-  constructor(message: string, options?: ErrorOptions) {
-    super("fenced", message, options);
-  }
-}
+export class Fenced extends KitErrorOf("Fenced", "fenced") {}
 
 /**
  * Sends an owned claim from `from`, recording each signed transaction before its broadcast, then

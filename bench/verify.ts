@@ -19,7 +19,7 @@ import { runInNewContext } from "node:vm";
 import type { Address } from "viem";
 import { keccakBackend } from "../src/chain/keccak.js";
 import { secp256k1Backend } from "../src/chain/signature.js";
-import { VERIFY_STAGES, type VerifyStage } from "../src/settlement/stages.js";
+import { VERIFY_STAGES, type VerifyStage } from "../src/facilitator/metrics/stages.js";
 import { signBodies } from "./sign.js";
 import { percentile, startBenchTarget, type StackInfo } from "./stack.js";
 

@@ -16,7 +16,6 @@ import type { SettlementDeps, SettlementObserver } from "../settlement/deps.js";
 import { InFlight } from "../settlement/in-flight.js";
 import { KeyWorker } from "../settlement/key-worker.js";
 import { LedgerOutbox } from "../settlement/outbox.js";
-import type { StageClock } from "../settlement/stages.js";
 import { LedgerWatch } from "./ledger-watch.js";
 import { deleteExpiredSettlements } from "./retention.js";
 
@@ -51,8 +50,6 @@ export interface StartCoordinationParameters {
   ledger?: Ledger;
   /** What settlement tells as it works, but the ledger's faults (the outage watch here takes those). */
   observer: Omit<SettlementObserver, "ledgerFault">;
-  /** Times verify's stages (`METRICS_VERIFY_STAGES`). */
-  stages?: StageClock;
   /**
    * Runs once the ledger is open, before this instance takes keys or work (the ledger bound to each chain's history
    * first: nothing is sent or reconciled from rows of another history). A failure stops start-up.
@@ -137,7 +134,6 @@ export async function startCoordination(parameters: StartCoordinationParameters)
       queuePollMs: 1_000,
     },
     observer: { ...parameters.observer, ledgerFault: (error) => watch.report("settle", error) },
-    ...(parameters.stages ? { stages: parameters.stages } : {}),
     instanceId,
     keys: keeper,
     outbox,

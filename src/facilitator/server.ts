@@ -3,7 +3,7 @@ import type { Express } from "express";
 import type { Ledger } from "../ledger/types.js";
 import type { NetworkName } from "../protocol/networks.js";
 import type { SettlementDeps, SettlementObserver } from "../settlement/deps.js";
-import { StageClock } from "../settlement/stages.js";
+import { VerifyStageClock } from "./metrics/stages.js";
 import { bindHistories, startIndex } from "./background-jobs.js";
 import type { FacilitatorConfig } from "./config/index.js";
 import { startCoordination, type Coordination } from "./coordination.js";
@@ -72,7 +72,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
   // Every line passes through URL redaction: an RPC error text may carry the URL and its API key.
   const logger = redactingLogger(options.logger ?? silentLogger);
   const now = options.now ?? Date.now;
-  const stages = config.metricsVerifyStages ? new StageClock() : undefined;
+  const stages = config.metricsVerifyStages ? new VerifyStageClock() : undefined;
   // The verify budget reads the event loop's delay and the GC pauses beside the stages.
   const metrics = createMetrics({ defaults: (options.defaultMetrics ?? false) || stages !== undefined, cacheMs: config.metricsCacheMs, now, stages });
   const { networks, rpcOf, startupInspections, closeTransports } = await openNetworks(config, metrics, logger, options.transports);
@@ -86,7 +86,6 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       logger,
       metrics,
       observer: settlementObserver(metrics, options.observer),
-      ...(stages ? { stages } : {}),
       ...(options.ledger ? { ledger: options.ledger } : {}),
       prepare: (ledger) => bindHistories(networks, ledger, metrics, logger, config.chainHistoryConfirmMs),
     });
@@ -162,6 +161,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       options.onRateLimited?.(route, by);
     },
     onResponse: metrics.request,
+    ...(stages ? { clock: stages } : {}),
     dashboard: dashboard?.router,
     ...(options.afterVerify ? { afterVerify: options.afterVerify } : {}),
     ...(options.closedFor ? { closedFor: options.closedFor } : {}),

@@ -6,7 +6,6 @@ import type { InFlight } from "./in-flight.js";
 import type { SettlementLogger } from "./logger.js";
 import type { LedgerOutbox } from "./outbox.js";
 import type { NetworkRuntime, RelayerSafety } from "./runtime.js";
-import type { StageClock } from "./stages.js";
 
 /** Settlement's settings, as the configuration gives them. */
 export interface SettlementSettings {
@@ -54,6 +53,29 @@ export const QUIET_OBSERVER: SettlementObserver = {
   verifyStateSource() {},
 };
 
+/** Verify's own stages, in its order: the checks that need no hash, the digest, the signer's recovery, the payer's state from memory. */
+export type CheckStage = "checks" | "typedDataHash" | "recovery" | "indexRead";
+
+/**
+ * Times the stages of a request on the monotonic clock (the verify budget, `METRICS_VERIFY_STAGES`): `start` a
+ * reading, `stop` a stage since one, `lap` the same and a new reading; `waited` counts a request whose state read
+ * waited on I/O. {@link QUIET_CLOCK} is the one that times nothing (the default: nothing on the path asks the time).
+ */
+export interface StageClock<S extends string = CheckStage> {
+  start(): number;
+  stop(stage: S, since: number): void;
+  lap(stage: S, since: number): number;
+  waited(): void;
+}
+
+/** The clock that times nothing. */
+export const QUIET_CLOCK: StageClock<string> = {
+  start: () => 0,
+  stop() {},
+  lap: () => 0,
+  waited() {},
+};
+
 /** Which relayer keys this instance may send from now (the lease keeper). */
 export interface KeyHolder {
   held(): Address[];
@@ -74,8 +96,6 @@ export interface SettlementDeps<L extends SettlementLogger = SettlementLogger> {
   logger: L;
   settings: SettlementSettings;
   observer: SettlementObserver;
-  /** Times verify's stages on the CPU clock (`METRICS_VERIFY_STAGES`); absent, as by default, nothing is timed. */
-  stages?: StageClock;
   /** This instance, as the ledger's claims and leases name it. */
   instanceId: string;
   keys: KeyHolder;

@@ -4,20 +4,18 @@ import type { Payment } from "../protocol/payment.js";
 import { EXACT_SCHEME } from "../protocol/reasons.js";
 import { recoverSigner, transferAuthorizationDigest } from "../chain/signature.js";
 import { payerInMemory, readPayerState, type PayerState, type ReadOptions } from "./payer-state.js";
-import { identifierBoundElsewhere, paidUnderIdentifier } from "./payment-identifier.js";
-import type { SettlementDeps } from "./deps.js";
+import { QUIET_CLOCK, type SettlementDeps, type StageClock } from "./deps.js";
 import { FacilitatorFault } from "./faults.js";
-import type { StageClock } from "./stages.js";
-import { refuse, type RefusedPayment, type VerifyAnswerOutcome, type VerifyOutcome } from "./verify-outcome.js";
+import { refuse, type RefusedPayment, type VerifyOutcome } from "./verify-outcome.js";
 
 const MAX_UINT256 = (1n << 256n) - 1n;
 
-/** The verify route's check: {@link verifyPayment}, and a used authorization settled under the payment's identifier answers as a repeat. */
-export async function verifyRequest(payment: Payment, deps: SettlementDeps): Promise<VerifyAnswerOutcome> {
-  const outcome = await verifyPayment(payment, deps);
-  if (outcome.isValid || outcome.code !== "used" || !payment.paymentId || !outcome.runtime || !outcome.payload) return outcome;
-  const paid = await paidUnderIdentifier(outcome.runtime, outcome.payload.authorization, payment.paymentId, deps);
-  return paid ? { isValid: true, repeat: true, runtime: outcome.runtime, payload: outcome.payload, txHash: paid.txHash } : outcome;
+/** Options of {@link verifyPayment}. */
+export interface VerifyOptions {
+  /** Settle's check: the payer's state read afresh at the latest block, never from the index or a cache. */
+  freshHead?: boolean;
+  /** Times verify's stages (the verify budget, `METRICS_VERIFY_STAGES`); default {@link QUIET_CLOCK}, which times nothing. */
+  clock?: StageClock;
 }
 
 /**
@@ -30,31 +28,11 @@ export async function verifyRequest(payment: Payment, deps: SettlementDeps): Pro
  * chain cannot be read.
  *
  * The payment comes from a dialect's codec (`dialects/`), already decoded: verify does not know
- * which dialect carried it.
+ * which dialect carried it. The payment identifier is the caller's ({@link identifierGate}).
  */
-export async function verifyPayment(
-  payment: Payment,
-  deps: SettlementDeps,
-  options: { freshHead?: boolean } = {},
-): Promise<VerifyOutcome> {
-  // The verify budget times verify's own calls (settle's fresh check is not part of it).
-  const clock = options.freshHead ? undefined : deps.stages;
-  const outcome = await checkPayment(payment, deps, options, clock);
-  // The payer's payment identifier (x402 v2), asked once its signature is proven (a valid payment, or a
-  // used one): an id that came with another payment first refuses this one, even one re-signed under the
-  // same nonce for another payee or value.
-  if (!payment.paymentId || !outcome.runtime || !outcome.payload || !(outcome.isValid || outcome.code === "used")) return outcome;
-  const { runtime, payload } = outcome;
-  const since = clock ? clock.start() : 0;
-  const elsewhere = await identifierBoundElsewhere(runtime, payload.authorization, payment.paymentId, deps);
-  if (clock) clock.stop("ledgerReads", since);
-  if (elsewhere) return refuse("paymentId", payment.paymentId, { payload, runtime, head: outcome.head });
-  return outcome;
-}
-
-/** The spec's checks, in its order (see {@link verifyPayment}). */
-async function checkPayment(payment: Payment, deps: SettlementDeps, options: { freshHead?: boolean }, clock: StageClock | undefined): Promise<VerifyOutcome> {
-  let since = clock ? clock.start() : 0;
+export async function verifyPayment(payment: Payment, deps: SettlementDeps, options: VerifyOptions = {}): Promise<VerifyOutcome> {
+  const clock: StageClock = options.clock ?? QUIET_CLOCK;
+  let since = clock.start();
   const requirements = payment.requirements;
 
   // 1. header (the payer's part, decoded by the codec; refused here when it could not be read)
@@ -95,10 +73,7 @@ async function checkPayment(payment: Payment, deps: SettlementDeps, options: { f
 
   // 6. signature, as the token checks it: ECDSA for an address without code, ERC-1271 otherwise.
   // What needs no chain comes first: the ECDSA recovery. Then the reads, pinned to one block.
-  if (clock) {
-    clock.stop("checks", since);
-    since = clock.start();
-  }
+  since = clock.lap("checks", since);
   const digest = transferAuthorizationDigest(runtime.separator, {
     from: authorization.from,
     to: authorization.to,
@@ -107,17 +82,11 @@ async function checkPayment(payment: Payment, deps: SettlementDeps, options: { f
     validBefore: authorization.validBefore,
     nonce: authorization.nonce,
   });
-  if (clock) {
-    clock.stop("typedDataHash", since);
-    since = clock.start();
-  }
+  since = clock.lap("typedDataHash", since);
   const signer = recoverSigner(digest, authorization.signature);
   // recoverSigner answers in lower case: the payer's address, checked by the codec, compares as such.
   const signedByPayer = signer !== undefined && signer === authorization.from.toLowerCase();
-  if (clock) {
-    clock.stop("recovery", since);
-    since = clock.start();
-  }
+  since = clock.lap("recovery", since);
   const readOptions: ReadOptions = {
     headAgeMs: options.freshHead ? 0 : deps.settings.headCacheMs,
     fresh: options.freshHead === true,
@@ -127,10 +96,9 @@ async function checkPayment(payment: Payment, deps: SettlementDeps, options: { f
   // A payer whose whole state is in memory (the index's, and its code read at that block) is answered
   // without a promise; otherwise the reads, which may wait on the chain.
   let chain: PayerState | RefusedPayment | undefined = signedByPayer && !readOptions.fresh ? payerInMemory(runtime, authorization, readOptions) : undefined;
-  if (chain) {
-    if (clock) clock.stop("indexRead", since);
-  } else {
-    if (clock) clock.waited();
+  if (chain) clock.lap("indexRead", since);
+  else {
+    clock.waited();
     try {
       chain = await readPayerState(runtime, authorization, digest, signedByPayer, readOptions);
     } catch (error) {

@@ -6,7 +6,7 @@ import { RequestError, SettleError, type SettleErrorCode, type VerifyRefusal } f
 import type { FaultFacts, NotSentWhy } from "../../settlement/faults.js";
 import type { FailedSettlement, SettleOutcome } from "../../settlement/settle.js";
 import type { VerifyAnswerOutcome } from "../../settlement/verify-outcome.js";
-import type { StageClock } from "../../settlement/stages.js";
+import type { RequestClock } from "../metrics/stages.js";
 import type { z } from "zod";
 import { describeZodError } from "../../protocol/schemas.js";
 
@@ -41,8 +41,8 @@ export interface SupportedKind {
  */
 export interface DialectCodec {
   readonly name: DialectName;
-  /** Reads a verify/settle body (any JSON) and the `X402-Version` header; `stages` times its `schema` and `headerDecode`. */
-  read(body: unknown, headerVersion: string | undefined, stages?: StageClock): ReadResult;
+  /** Reads a verify/settle body (any JSON) and the `X402-Version` header; `clock` times its `schema` and `headerDecode`. */
+  read(body: unknown, headerVersion: string | undefined, clock: RequestClock): ReadResult;
   verifyAnswer(outcome: VerifyAnswerOutcome, echo: Echo): object;
   /** The words of a verify refusal in this dialect (the `invalidReason` text; x402 v2's `invalidMessage`). */
   verifyText(refusal: VerifyRefusal): string;

@@ -15,8 +15,8 @@ import { checkedBody, isJsonObject, settleErrorText, type DialectCodec, type Ech
 export const cronosDialect: DialectCodec = {
   name: "cronos",
 
-  read(body, headerVersion, stages): ReadResult {
-    let since = stages ? stages.start() : 0;
+  read(body, headerVersion, clock): ReadResult {
+    let since = clock.start();
     const echo: Echo = { network: answerNetwork(body) };
     const fail = (text: string): ReadResult => ({ ok: false, text, echo });
     if (headerVersion !== undefined && headerVersion.trim() !== String(X402_VERSION)) {
@@ -33,10 +33,7 @@ export const cronosDialect: DialectCodec = {
     }));
     if (!request.ok) return fail(RequestError.invalidRequest(request.error));
     const { paymentHeader, requirements } = request.value;
-    if (stages) {
-      stages.stop("schema", since);
-      since = stages.start();
-    }
+    since = clock.lap("schema", since);
     const decoded = decodePaymentHeader(paymentHeader);
     let payload: DecodedPayload;
     if (decoded.ok) {
@@ -48,7 +45,7 @@ export const cronosDialect: DialectCodec = {
           ? { ok: false, code: "base64" }
           : { ok: false, code: "header", detail: decoded.detail };
     }
-    if (stages) stages.stop("headerDecode", since);
+    clock.stop("headerDecode", since);
     return {
       ok: true,
       payment: { requirements, payload },

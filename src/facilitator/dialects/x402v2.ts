@@ -65,8 +65,8 @@ const REQUEST_REASON_OF: Readonly<Record<RefusalKind, string>> = {
 export const x402v2Dialect: DialectCodec = {
   name: "x402v2",
 
-  read(body, headerVersion, stages): ReadResult {
-    let since = stages ? stages.start() : 0;
+  read(body, headerVersion, clock): ReadResult {
+    let since = clock.start();
     const requirements = isJsonObject(body) ? body.paymentRequirements : undefined;
     const sentNetwork = isJsonObject(requirements) && typeof requirements.network === "string" ? requirements.network : "unknown";
     const echo: Echo = { network: sentNetwork };
@@ -91,10 +91,7 @@ export const x402v2Dialect: DialectCodec = {
     }));
     if (!request.ok) return fail(RequestError.invalidRequest(request.error));
     const { paymentPayload, requirements: terms } = request.value;
-    if (stages) {
-      stages.stop("schema", since);
-      since = stages.start();
-    }
+    since = clock.lap("schema", since);
     const checked = checkedBody(paymentPayload, (p) => fastV2Payment(p as Record<string, unknown>), v2PaymentPayloadSchema, ({ accepted, payload: signed, extensions }) => ({
       accepted: { scheme: accepted.scheme, network: accepted.network, asset: accepted.asset },
       authorization: signed.authorization,
@@ -119,7 +116,7 @@ export const x402v2Dialect: DialectCodec = {
     } else {
       payload = { ok: false, code: "header", detail: checked.error };
     }
-    if (stages) stages.stop("headerDecode", since);
+    clock.stop("headerDecode", since);
     return {
       ok: true,
       payment: {

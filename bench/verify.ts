@@ -6,7 +6,9 @@
 //  2. closed loops at 1, 16 and 64 clients of bare Express (the same body, a constant answer), the kit
 //     (stage timing off) in both dialects and Coinbase's `@x402/evm` facilitator (bench/reference-facilitator.ts),
 //     with the kit's own p50/p99 from its latency histogram beside the generator's, and the ratios;
-//  3. the open loop (BENCH_OPEN_RATES, default 1,000/s) on the kit.
+//  3. the open loop (BENCH_OPEN_RATES, default 1,000/s) on the kit;
+//  and between 1 and 2, tracing off vs on (BENCH_TRACING=false skips it): the kit at 16 clients without
+//  OTEL_* and with spans exported over OTLP/HTTP to a sink in this process, CPU per verify on both.
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { Agent, request } from "node:http";
@@ -20,6 +22,7 @@ import type { Address } from "viem";
 import { keccakBackend } from "../src/chain/keccak.js";
 import { secp256k1Backend } from "../src/chain/signature.js";
 import { VERIFY_STAGES, type VerifyStage } from "../src/facilitator/metrics/stages.js";
+import { startOtlpSink } from "./otlp-sink.js";
 import { signBodies } from "./sign.js";
 import { percentile, startBenchTarget, type StackInfo } from "./stack.js";
 
@@ -459,6 +462,49 @@ const stackEnv = (metricsPort: number, stages: boolean): Record<string, string> 
     }
   } finally {
     await stack.stop();
+  }
+}
+
+// --- Tracing off vs on: the same stack twice, back to back, stage timing on for the CPU readings ---
+if (process.env.BENCH_TRACING !== "false") {
+  const sink = await startOtlpSink();
+  console.log(
+    `\ntracing off vs on (16 clients, cronos dialect, ${BUDGET_MS / 1000} s each; on: OTEL_TRACES_EXPORTER=otlp to a sink in this process, the SDK's other defaults)`,
+  );
+  console.log("tracing   requests/s   p50 ms   p99 ms   main thread CPU µs/verify   process CPU µs/verify   spans per traced verify");
+  const thread: number[] = [];
+  try {
+    for (const on of [false, true]) {
+      const metricsPort = await freePort();
+      const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
+      const otel: Record<string, string> = on ? { OTEL_TRACES_EXPORTER: "otlp", OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: sink.url } : {};
+      const stack = await startBenchTarget(0, 8, { ...stackEnv(metricsPort, true), ...otel });
+      try {
+        const net = stack.info.networks["cronos-testnet"]!;
+        await indexReady(stack.info.facilitatorUrl);
+        const target: Target = { name: "kit", url: new URL(stack.info.facilitatorUrl), path: "/v2/x402/verify", dialect: "cronos" };
+        const pools = { cronos: () => sign(net, "cronos", CYCLE), x402v2: () => sign(net, "x402v2", CYCLE) };
+        const count = Math.ceil((MAX_RPS * (WARMUP_MS + BUDGET_MS)) / 1000);
+        await closedLoop(target, bodiesFor(pools, "cronos", Math.ceil(count / 2), net), 16, 1_000);
+        const before = budgetOf(await scrape(metricsUrl));
+        const result = await closedLoop(target, bodiesFor(pools, "cronos", count, net), 16, BUDGET_MS);
+        const after = budgetOf(await scrape(metricsUrl));
+        thread.push((after.thread - before.thread) / after.verifies);
+        // The batch processor exports every 5 s (or at 512 spans): what it holds is in once the stack has stopped.
+        await stack.stop();
+        const { spans, verifies } = sink.counts();
+        console.log(
+          `${(on ? "on" : "off").padEnd(8)}  ${fmt(result.rps).padStart(10)}  ${fmt(result.p50, 2).padStart(7)}  ${fmt(result.p99, 2).padStart(7)}  ${fmt(thread.at(-1)!, 1).padStart(26)}  ` +
+            `${fmt((after.process - before.process) / after.verifies, 1).padStart(22)}  ${on ? fmt(spans / verifies, 2).padStart(24) : `${String(spans).padStart(20)} sent`}` +
+            (result.bad ? `  (${result.bad} not valid, e.g. ${result.firstBad})` : ""),
+        );
+      } finally {
+        await stack.stop();
+      }
+    }
+    console.log(`tracing's cost per verify on the main thread: ${fmt(thread[1]! - thread[0]!, 1)} µs (${fmt((100 * (thread[1]! - thread[0]!)) / thread[0]!, 1)} %)`);
+  } finally {
+    await sink.close();
   }
 }
 

@@ -1,8 +1,11 @@
+import { SpanKind, type Span } from "@opentelemetry/api";
 import { canonicalNetwork, NETWORK_NAMES, NETWORKS } from "../protocol/networks.js";
 import { EXACT_SCHEME } from "../protocol/reasons.js";
 import type { SettleResponse } from "../protocol/schemas.js";
 import { networkOfAnyForm, X402V2Header, type V2SettleResponse } from "../protocol/x402v2.js";
-import { chooseOffer, PAYMENT_DIALECTS, signOffer, type OfferTerms, type PaymentDialect } from "./offers.js";
+import { globalTracer, inSpan, paymentAttributes } from "../telemetry/spans.js";
+import { injectTraceHeaders } from "../telemetry/traceparent.js";
+import { chooseOffer, PAYMENT_DIALECTS, signOffer, type Offer, type OfferTerms, type PaymentDialect } from "./offers.js";
 import { decodePaymentResponse, decodeV2PaymentResponse, type PaymentSigner } from "./sign.js";
 
 /** Options of {@link wrapFetchWithPayment}: who pays and what it is willing to pay. */
@@ -59,19 +62,48 @@ export function wrapFetchWithPayment(fetchImpl: typeof fetch, options: PaymentFe
     return undefined;
   }
 
-  return async (input, init) => {
+  const pay = async (input: Parameters<typeof fetch>[0], init: RequestInit | undefined, span?: Span): Promise<Response> => {
     // A Request's body can be read once: keep a copy for the paid retry.
     const replay = input instanceof Request ? input.clone() : undefined;
-    const first = await fetchImpl(input, init);
+    const first = await fetchImpl(input, span ? { ...init, headers: traced(init?.headers ?? replay?.headers) } : init);
     if (first.status !== 402) return first;
 
     const answer = { status: first.status, paymentRequired: first.headers.get(X402V2Header.paymentRequired), body: await first.text() };
     const offer = chooseOffer(answer, refusal, options.dialects ?? PAYMENT_DIALECTS);
+    span?.setAttributes(paymentAttributes(offerTerms(offer)));
     const [name, value] = await signOffer(offer, { signer: options.signer, chainId: options.chainId, domain: options.domain });
-    const headers = new Headers(init?.headers ?? replay?.headers);
+    const headers = span ? traced(init?.headers ?? replay?.headers) : new Headers(init?.headers ?? replay?.headers);
     headers.set(name, value);
     return fetchImpl(replay ?? input, { ...init, headers });
   };
+
+  return async (input, init) => {
+    // With an OpenTelemetry SDK registered in this process: a span, whose `traceparent` both requests carry.
+    const tracer = globalTracer();
+    if (!tracer) return pay(input, init);
+    return inSpan(tracer, BUYER_SPAN, { kind: SpanKind.CLIENT }, async (span) => {
+      const response = await pay(input, init, span);
+      span.setAttribute("http.response.status_code", response.status);
+      return response;
+    });
+  };
+}
+
+/** The name of the buyer's span. */
+export const BUYER_SPAN = "x402 buyer fetch";
+
+/** `init`'s headers with the active span's `traceparent`. */
+function traced(init: ConstructorParameters<typeof Headers>[0]): Headers {
+  const headers = new Headers(init);
+  injectTraceHeaders(headers);
+  return headers;
+}
+
+/** What an offer asks, as a span shows it. */
+function offerTerms(offer: Offer): { network: string; payee: string; value: string } {
+  return offer.dialect === "cronos"
+    ? { network: offer.requirements.network, payee: offer.requirements.payTo, value: offer.requirements.maxAmountRequired }
+    : { network: offer.requirements.network, payee: offer.requirements.payTo, value: offer.requirements.amount };
 }
 
 /**

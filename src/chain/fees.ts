@@ -54,6 +54,16 @@ export async function readFeeQuote(client: PublicClient): Promise<FeeQuote> {
 }
 
 /**
+ * A quote to decide the fees of a new transaction by: `quote()` (shared for a polling interval), read anew
+ * when it asks more than `capWei`. A refusal over the cap is then always from what the network asks now,
+ * never from a quote of a moment the fees have since come down from.
+ */
+export async function quoteForCap(quote: (fresh?: boolean) => Promise<FeeQuote>, capWei: bigint): Promise<FeeQuote> {
+  const shared = await quote();
+  return neededFee(shared) > capWei ? quote(true) : shared;
+}
+
+/**
  * The fees of a new transaction: 1.2 × the base fee plus the tip (or the gas price), never above
  * `capWei`. Throws {@link FeeCapError} when the network needs more than the cap.
  */

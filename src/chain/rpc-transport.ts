@@ -1,5 +1,7 @@
+import type { Tracer } from "@opentelemetry/api";
 import { BaseError, createTransport, http, keccak256, RpcRequestError, shouldThrow, TimeoutError, webSocket, type EIP1193RequestFn, type Hex, type Transport } from "viem";
 import { classifySendError } from "./node-errors.js";
+import { rpcAttempt, tracedAttempts } from "./rpc-trace.js";
 import { describeRpcFailure, redactUrl } from "./rpc-url.js";
 
 /** One configured RPC endpoint of a network. */
@@ -24,6 +26,8 @@ export interface RpcTransportParameters {
   chainId?: number;
   /** Told of each ranking ping (metrics). */
   onPing?: (endpoint: RpcEndpoint, up: boolean) => void;
+  /** With tracing on: each request's attempts are spans ({@link rpcAttempt}); the ranking pings are not. */
+  tracer?: Tracer;
 }
 
 /** One RPC URL as its last ranking ping found it. */
@@ -82,14 +86,17 @@ export function rpcTransport(parameters: RpcTransportParameters): RpcTransport {
   const { urls, timeoutMs } = parameters;
   if (urls.length === 0) throw new Error("rpcTransport needs at least one URL");
   const several = urls.length > 1;
-  const endpoints = urls.map((url, index): RpcEndpoint => {
-    const options = { key: `rpc-${index}`, timeout: timeoutMs, retryCount: several ? 0 : 1 };
-    return {
+  const transportOf = (url: string, index: number, retryCount: number) => {
+    const options = { key: `rpc-${index}`, timeout: timeoutMs, retryCount };
+    return isWebSocketUrl(url) ? webSocket(url, options) : http(url, { ...options, batch: { wait: 0 } });
+  };
+  const endpoints = urls.map(
+    (url, index): RpcEndpoint => ({
       url,
       label: several ? `${redactUrl(url)} (URL #${index + 1} of ${urls.length})` : redactUrl(url),
-      transport: isWebSocketUrl(url) ? webSocket(url, options) : http(url, { ...options, batch: { wait: 0 } }),
-    };
-  });
+      transport: transportOf(url, index, several ? 0 : 1),
+    }),
+  );
   // A WebSocket endpoint's socket is shared (viem keeps one per URL) and reconnects by itself: closed with the transport.
   const closeSockets = () => {
     for (const endpoint of endpoints) {
@@ -98,11 +105,16 @@ export function rpcTransport(parameters: RpcTransportParameters): RpcTransport {
       void value?.getRpcClient?.().then((client) => client.close(), () => {});
     }
   };
-  if (!several) return { transport: sentOnce(endpoints[0]!.transport), endpoints, states: async () => [], snapshot: () => [], close: closeSockets };
+  const { tracer } = parameters;
+  if (!several) {
+    // Traced, its one retry is made outside the endpoint, so that each attempt is a span of its own.
+    const transport = tracer ? tracedAttempts(transportOf(urls[0]!, 0, 0), tracer, endpoints[0]!.label, 1) : endpoints[0]!.transport;
+    return { transport: sentOnce(transport), endpoints, states: async () => [], snapshot: () => [], close: closeSockets };
+  }
 
   const ranking = new Ranking(endpoints, parameters);
   return {
-    transport: sentOnce(failover(endpoints, ranking)),
+    transport: sentOnce(failover(endpoints, ranking, tracer)),
     endpoints,
     states: () => ranking.states(),
     snapshot: () => ranking.snapshot(),
@@ -221,7 +233,7 @@ class Ranking {
  * a request could go back to the URL that just hung). The same `type` and `value.transports`, so viem's
  * subscriptions find the WebSocket endpoints as they do behind `fallback`.
  */
-function failover(endpoints: RpcEndpoint[], ranking: Ranking): Transport {
+function failover(endpoints: RpcEndpoint[], ranking: Ranking, tracer?: Tracer): Transport {
   return ({ chain, timeout, ...rest }) => {
     const instances = endpoints.map((endpoint) => endpoint.transport({ ...rest, chain, retryCount: 0, timeout }));
     return createTransport(
@@ -233,6 +245,7 @@ function failover(endpoints: RpcEndpoint[], ranking: Ranking): Transport {
         request: (async ({ method, params }: { method: string; params?: unknown }, options?: unknown) => {
           const failedFast = new Set<number>();
           let lastError: unknown;
+          let attempt = 0;
           for (const pass of [0, 1]) {
             const tried = new Set<number>();
             if (pass === 1) {
@@ -243,8 +256,10 @@ function failover(endpoints: RpcEndpoint[], ranking: Ranking): Transport {
               const index = ranking.order().find((i) => !tried.has(i) && (pass === 0 || failedFast.has(i)));
               if (index === undefined) break;
               tried.add(index);
+              const send = () => instances[index]!.request({ method, params } as never, options as never);
+              attempt++;
               try {
-                return await instances[index]!.request({ method, params } as never, options as never);
+                return await (tracer ? rpcAttempt(tracer, method, endpoints[index]!.label, attempt, send) : send());
               } catch (error) {
                 // An answer (a revert, a refusal) is the node's word: passed on, the node not blamed.
                 if (shouldThrow(error as Error)) throw error;

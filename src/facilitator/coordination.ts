@@ -1,8 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
+import type { Tracer } from "@opentelemetry/api";
 import { LeaseKeeper } from "../ledger/leases.js";
 import { openLedger } from "../ledger/open.js";
 import { LedgerRateLimitStore } from "../ledger/rate-limit-store.js";
+import { tracedLedger } from "../ledger/traced.js";
 import { Reconciler } from "../settlement/reconciler.js";
 import type { Ledger } from "../ledger/types.js";
 import type { NetworkName } from "../protocol/networks.js";
@@ -55,6 +57,8 @@ export interface StartCoordinationParameters {
    * first: nothing is sent or reconciled from rows of another history). A failure stops start-up.
    */
   prepare?: (ledger: Ledger) => Promise<void>;
+  /** With tracing on: each ledger call is a span (tracedLedger). */
+  tracer?: Tracer;
 }
 
 /**
@@ -65,7 +69,7 @@ export interface StartCoordinationParameters {
 export async function startCoordination(parameters: StartCoordinationParameters): Promise<Coordination> {
   const { config, networks, logger, metrics } = parameters;
   const owned = !parameters.ledger;
-  const ledger =
+  const opened =
     parameters.ledger ??
     (await openLedger({
       ...(config.ledger.databaseUrl ? { databaseUrl: config.ledger.databaseUrl } : { file: config.ledger.file }),
@@ -73,6 +77,7 @@ export async function startCoordination(parameters: StartCoordinationParameters)
       statementTimeoutMs: config.ledger.statementTimeoutMs,
       connectTimeoutMs: config.ledger.connectTimeoutMs,
     }));
+  const ledger = parameters.tracer ? tracedLedger(opened, parameters.tracer) : opened;
   if (parameters.prepare) {
     try {
       await parameters.prepare(ledger);

@@ -1,8 +1,10 @@
 // The networks a facilitator serves: an RPC transport and clients per network, the start-up checks, the relayers.
+import type { Tracer } from "@opentelemetry/api";
 import { createPublicClient, formatGwei, type Address, type PublicClient, type Transport } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { ChainState } from "../chain/state.js";
 import { Relayer, type RelayerEvent } from "../chain/relayer/index.js";
+import { tracedAttempts } from "../chain/rpc-trace.js";
 import { rpcTransport, type RpcTransport } from "../chain/rpc-transport.js";
 import { domainSeparator } from "../chain/signature.js";
 import type { NetworkName } from "../protocol/networks.js";
@@ -27,10 +29,16 @@ export interface OpenedNetworks {
   closeTransports(): void;
 }
 
+/** The URL name on the RPC spans of an injected transport (the local stack's in-process chain). */
+export const INJECTED_RPC = "injected";
+
 /** A network's transport: the injected one, or its RPC URLs (several: failover). */
-function transportFor(config: FacilitatorConfig, network: NetworkConfig, metrics: FacilitatorMetrics, injected?: Transport): RpcTransport {
-  // An in-process chain does not drop requests: a revert (JSON-RPC -32603 there) must not be retried.
-  if (injected) return { transport: (parameters) => injected({ ...parameters, retryCount: 0 }), endpoints: [], states: async () => [], snapshot: () => [], close() {} };
+function transportFor(config: FacilitatorConfig, network: NetworkConfig, metrics: FacilitatorMetrics, injected?: Transport, tracer?: Tracer): RpcTransport {
+  if (injected) {
+    // An in-process chain does not drop requests: a revert (JSON-RPC -32603 there) must not be retried.
+    const once: Transport = (parameters) => injected({ ...parameters, retryCount: 0 });
+    return { transport: tracer ? tracedAttempts(once, tracer, INJECTED_RPC) : once, endpoints: [], states: async () => [], snapshot: () => [], close() {} };
+  }
   if (network.rpcUrls.length === 0) throw new StartupError(`${network.network}: no RPC URL and no embedded chain`);
   return rpcTransport({
     urls: network.rpcUrls,
@@ -38,6 +46,7 @@ function transportFor(config: FacilitatorConfig, network: NetworkConfig, metrics
     rankIntervalMs: config.rpcRankIntervalMs,
     chainId: network.chainId,
     onPing: (endpoint, up) => metrics.rpcEndpointUp(network.network, endpoint.label, up),
+    ...(tracer ? { tracer } : {}),
   });
 }
 
@@ -123,6 +132,7 @@ export async function openNetworks(
   metrics: FacilitatorMetrics,
   logger: Logger,
   injected?: Partial<Record<NetworkName, Transport>>,
+  tracer?: Tracer,
 ): Promise<OpenedNetworks> {
   const networks = new Map<NetworkName, NetworkRuntime>();
   const clients = new Map<NetworkName, PublicClient>();
@@ -134,7 +144,7 @@ export async function openNetworks(
   const startupInspections = new Map<NetworkName, NetworkInspection>();
   const closeTransports = () => transports.forEach((transport) => transport.close());
   for (const network of config.networks) {
-    const rpc = transportFor(config, network, metrics, injected?.[network.network]);
+    const rpc = transportFor(config, network, metrics, injected?.[network.network], tracer);
     transports.push(rpc);
     rpcOf.set(network.network, rpc);
     const client = createPublicClient({ transport: rpc.transport, pollingInterval: config.pollingIntervalMs, cacheTime: 0 }) as PublicClient;

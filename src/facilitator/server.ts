@@ -17,6 +17,7 @@ import { createMetrics, type FacilitatorMetrics } from "./metrics/index.js";
 import { openNetworks } from "./networks.js";
 import { serviceHealth } from "./service-health.js";
 import { StartupError } from "./startup-error.js";
+import { startTracing, type Tracing } from "./tracing.js";
 
 /** Options of {@link createFacilitator} and {@link startFacilitator}. */
 export interface StartFacilitatorOptions {
@@ -59,6 +60,8 @@ export interface Facilitator {
   dashboard?: Dashboard;
   /** The ledger, key leases, settlement sender and reconciler of this instance. */
   coordination: Coordination;
+  /** The tracing SDK this instance started or joined (`config.tracing`); absent with tracing off. */
+  tracing?: Tracing;
   /** Lets settles in flight finish (up to `graceMs`), releases the relayer key leases, closes the ledger. */
   close(graceMs?: number): Promise<void>;
 }
@@ -75,7 +78,14 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
   const stages = config.metricsVerifyStages ? new VerifyStageClock() : undefined;
   // The verify budget reads the event loop's delay and the GC pauses beside the stages.
   const metrics = createMetrics({ defaults: (options.defaultMetrics ?? false) || stages !== undefined, cacheMs: config.metricsCacheMs, now, stages });
-  const { networks, rpcOf, startupInspections, closeTransports } = await openNetworks(config, metrics, logger, options.transports);
+  const tracing = config.tracing ? await startTracing(config.tracing).catch((error: unknown) => {
+    throw new StartupError(`traces (OTEL_*): ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }) : undefined;
+  const tracer = tracing?.tracer;
+  const { networks, rpcOf, startupInspections, closeTransports } = await openNetworks(config, metrics, logger, options.transports, tracer).catch(async (error: unknown) => {
+    await tracing?.close();
+    throw error;
+  });
   metrics.watchRelayers(networks);
   for (const runtime of networks.values()) runtime.relayer.start();
   let coordination: Coordination;
@@ -87,12 +97,14 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       metrics,
       observer: settlementObserver(metrics, options.observer),
       ...(options.ledger ? { ledger: options.ledger } : {}),
+      ...(tracer ? { tracer } : {}),
       prepare: (ledger) => bindHistories(networks, ledger, metrics, logger, config.chainHistoryConfirmMs),
     });
   } catch (error) {
     await Promise.all([...networks.values()].map((runtime) => runtime.relayer.stop()));
     for (const runtime of networks.values()) runtime.history?.stop();
     closeTransports();
+    await tracing?.close();
     if (error instanceof StartupError) throw error;
     throw new StartupError(`${config.ledger.databaseUrl ? "DATABASE_URL" : "LEDGER_FILE"}: the settlement ledger cannot be opened: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
@@ -174,6 +186,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     rateLimits: config.rateLimits,
     ...(dashboard ? { dashboard } : {}),
     coordination,
+    ...(tracing ? { tracing } : {}),
     close: async (graceMs) => {
       await stopIndexes();
       for (const runtime of networks.values()) runtime.history?.stop();
@@ -181,6 +194,8 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       await coordination.close(graceMs);
       await Promise.all([...networks.values()].map((runtime) => runtime.relayer.stop()));
       closeTransports();
+      // The spans of what just finished are exported before the SDK stops.
+      await tracing?.close();
     },
   };
 }

@@ -4,6 +4,7 @@ import type { Address } from "viem";
 import type { FacilitatorConfig } from "./config/index.js";
 import { connectionCounts, createListener, listenOn } from "./http/listen.js";
 import { metricsEndpoint } from "./http/metrics-endpoint.js";
+import { tracedRequests } from "./http/traced-requests.js";
 import { createFacilitator, type Facilitator, type StartFacilitatorOptions } from "./server.js";
 import { StartupError } from "./startup-error.js";
 
@@ -54,7 +55,8 @@ export async function startFacilitator(config: FacilitatorConfig, options: Start
       throw error;
     }
   };
-  const server = listener("service", facilitator.app);
+  const tracer = facilitator.tracing?.tracer;
+  const server = listener("service", tracer ? tracedRequests(facilitator.app, tracer) : facilitator.app);
   facilitator.metrics.watchConnections("service", () => connectionCounts(server));
   const url = await bind(server, config.host, config.port, "PORT", "PORT=… or --port …");
   const metricsUrl = config.metrics

@@ -1,3 +1,4 @@
+import { SpanKind } from "@opentelemetry/api";
 import type { z } from "zod";
 import { X402_VERSION } from "../protocol/reasons.js";
 import {
@@ -20,6 +21,8 @@ import {
   type VerifyResponse,
 } from "../protocol/schemas.js";
 import { KitError } from "../protocol/errors.js";
+import { globalTracer, inSpan } from "../telemetry/spans.js";
+import { injectTraceHeaders } from "../telemetry/traceparent.js";
 
 /** A `fetch` implementation (the global one, or a test double). */
 export type FetchFunction = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
@@ -198,14 +201,26 @@ export function createFacilitatorClient(options: FacilitatorClientOptions): Faci
         reject(new Error("time-out"));
       }, timeoutMs);
     });
-    const exchange = async () => {
-      const response = await fetchImpl(`${url}/v2/x402/${operation}${query}`, { ...init, signal: controller.signal });
+    const send = async (headers = init.headers) => {
+      const response = await fetchImpl(`${url}/v2/x402/${operation}${query}`, { ...init, headers, signal: controller.signal });
       // The body is read under the same time limit: a facilitator may stall mid-answer.
       return { status: response.status, retryAfter: response.headers.get("Retry-After"), text: await response.text() };
     };
     let status: number;
     let text: string;
     let retryAfter: string | null;
+    // With an OpenTelemetry SDK registered in this process: the call is a span, and its `traceparent` is sent.
+    const tracer = globalTracer();
+    const exchange = tracer
+      ? () =>
+          inSpan(tracer, `x402 facilitator ${operation}`, { kind: SpanKind.CLIENT, attributes: { "http.request.method": init.method ?? "GET" } }, async (span) => {
+            const headers = new Headers(init.headers);
+            injectTraceHeaders(headers);
+            const answer = await send(headers);
+            span.setAttribute("http.response.status_code", answer.status);
+            return answer;
+          })
+      : send;
     try {
       ({ status, text, retryAfter } = await Promise.race([exchange(), deadline]));
     } catch (error) {

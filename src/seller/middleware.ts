@@ -1,11 +1,13 @@
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import type { PaymentRequirements, PaymentRequirementsInput } from "../protocol/schemas.js";
 import { v2RequirementsOf, X402V2Header } from "../protocol/x402v2.js";
+import { globalTracer } from "../telemetry/spans.js";
 import { Exchange, type SellerSettings } from "./exchange.js";
 import { consoleSellerLogger, facilitatorOf, SellerError, type RequirePaymentOptions } from "./options.js";
 import { headerReader, payCronos, payV2 } from "./payment-flow.js";
 import { resourceOf } from "./payment-required.js";
 import { constant, declaresDiscovery, discoveryOutputSchema, parseRequirements, type RequirementsSource } from "./requirements.js";
+import { tracedPayment } from "./tracing.js";
 import { messageOf } from "./values.js";
 
 /**
@@ -80,7 +82,9 @@ export function requirePayment(requirements: RequirementsSource, options: Requir
     const v2Requirements = v2RequirementsOf(paymentRequirements);
     const exchange = new Exchange(req, res, next, settings, paymentRequirements, v2Requirements);
     const signature = req.get(X402V2Header.paymentSignature)?.trim();
-    if (signature && v2Requirements) await payV2(exchange, signature, v2Requirements);
-    else await payCronos(exchange, readHeader);
+    const pay = () => (signature && v2Requirements ? payV2(exchange, signature, v2Requirements) : payCronos(exchange, readHeader));
+    // With an OpenTelemetry SDK registered in this process, a span, and `traceparent` on the facilitator's calls.
+    const tracer = globalTracer();
+    await (tracer ? tracedPayment(tracer, req, res, paymentRequirements, pay) : pay());
   };
 }

@@ -5,6 +5,7 @@ import { IllegalTransitionError, type SettlementRecord } from "../ledger/types.j
 import type { SettleErrorCode } from "../protocol/reasons.js";
 import { decidePayment, penaltyOf, termsOf, type DecideOptions, type DecisionChain, type FailureCause, type PaidTransfer, type PaymentDecision } from "./decision.js";
 import type { SettlementDeps } from "./deps.js";
+import { PaymentAttribute, step } from "../telemetry/spans.js";
 
 /** What applying a decision takes: the ledger's writes, the outbox that keeps them while it is unreachable, the penalty's length. */
 export type DecisionDeps = Pick<SettlementDeps, "ledger" | "outbox" | "logger" | "observer" | "settings">;
@@ -39,7 +40,13 @@ export async function decideRow(
   options: DecideOptions,
   ours: OurTransactions = {},
 ): Promise<Applied> {
-  return applyDecision(deps, chain, row, await decidePayment(chain, termsOf(row), options), ours);
+  // Within a traced request (a settle's), the decision is a span naming its outcome.
+  const decision = await step("x402 decision", {}, async (span) => {
+    const decided = await decidePayment(chain, termsOf(row), options);
+    span?.setAttribute(PaymentAttribute.outcome, decided.outcome);
+    return decided;
+  });
+  return applyDecision(deps, chain, row, decision, ours);
 }
 
 /**

@@ -6,6 +6,7 @@ import { reconcileRow } from "./reconcile-row.js";
 import type { SettlementDeps } from "./deps.js";
 import { answerOfRow, decidedAnswer, type SettlementResult } from "./result.js";
 import type { NetworkRuntime } from "./runtime.js";
+import { paymentAttributes, step } from "../telemetry/spans.js";
 
 /**
  * Waits until `deadline` for the receipt of the transaction, whichever of its versions is mined (the
@@ -20,14 +21,18 @@ export async function followTransaction(deps: SettlementDeps, record: Settlement
   // Asked with the send: a chain that mined it at once has answered already.
   const early = deps.settings.confirmations <= 1 ? await sent.early : undefined;
   if (early?.latest) latestBlock = early.latest;
-  const receipt = early?.receipt ?? await waitForReceipt(network.client, {
-    hash: () => sent.hashes(),
-    confirmations: deps.settings.confirmations,
-    timeoutMs: Math.max(0, deadline - performance.now()),
-    pollingIntervalMs: deps.settings.pollingIntervalMs,
-    onRpcError: () => deps.observer.rpcError(network.config.network),
-    abandon: () => sent.superseded,
-    onLatestBlock: (block) => (latestBlock = block),
+  const receipt = early?.receipt ?? await step("x402 wait", {}, async (span) => {
+    const mined = await waitForReceipt(network.client, {
+      hash: () => sent.hashes(),
+      confirmations: deps.settings.confirmations,
+      timeoutMs: Math.max(0, deadline - performance.now()),
+      pollingIntervalMs: deps.settings.pollingIntervalMs,
+      onRpcError: () => deps.observer.rpcError(network.config.network),
+      abandon: () => sent.superseded,
+      onLatestBlock: (block) => (latestBlock = block),
+    });
+    span?.setAttributes(paymentAttributes({ txHash: mined?.transactionHash }));
+    return mined;
   });
   if (!receipt) return atDeadline(deps, record, network, sent);
   const hash = receipt.transactionHash;

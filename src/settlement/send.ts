@@ -6,6 +6,7 @@ import type { SettlementDeps } from "./deps.js";
 import type { SettlementResult } from "./result.js";
 import type { NetworkRuntime } from "./runtime.js";
 import { KitErrorOf } from "../protocol/errors.js";
+import { paymentAttributes, step } from "../telemetry/spans.js";
 
 /** A write-ahead record refused: the row changed hands (or a lease lapsed), so this instance must not broadcast. */
 export class Fenced extends KitErrorOf("Fenced", "fenced") {}
@@ -26,7 +27,11 @@ export async function sendClaimed(
   let sent: Pick<SentTransaction, "hashes" | "superseded">;
   try {
     // A send the node refuses for now (a lagging backend, a full pool) is tried again until the settle's deadline.
-    sent = await network.relayer.send(call, from, writeAhead(deps, record.id), deadline);
+    sent = await step("x402 send", {}, async (span) => {
+      const transaction = await network.relayer.send(call, from, writeAhead(deps, record.id), deadline);
+      span?.setAttributes(paymentAttributes({ txHash: transaction.hashes()[0] }));
+      return transaction;
+    });
   } catch (error) {
     // Nothing was signed or recorded: the key is not ours (now), so a key holder sends it.
     if (error instanceof Fenced || error instanceof KeyNotLeasedError || (error instanceof RelaySendError && error.cause instanceof Fenced)) return "fenced";

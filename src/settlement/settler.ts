@@ -6,6 +6,7 @@ import { answerOfRow } from "./result.js";
 import type { NetworkRuntime } from "./runtime.js";
 import { sendClaimed } from "./send.js";
 import { simulate } from "./simulate.js";
+import { step } from "../telemetry/spans.js";
 import type { VerifiedPayment } from "./verify-outcome.js";
 
 /**
@@ -65,7 +66,7 @@ async function settleClaimed(deps: SettlementDeps, claimed: SettlementRecord, pa
   const network: NetworkRuntime = payment.runtime;
   let simulation;
   try {
-    simulation = await simulate(deps, payment);
+    simulation = await step("x402 simulate", {}, () => simulate(deps, payment));
   } catch (error) {
     await ledger.withdraw(claimed.id, { code: "notSent", owner: instanceId }).catch(() => undefined);
     throw error;

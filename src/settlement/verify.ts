@@ -3,6 +3,7 @@ import { canonicalNetwork } from "../protocol/networks.js";
 import type { Payment } from "../protocol/payment.js";
 import { EXACT_SCHEME } from "../protocol/reasons.js";
 import { recoverSigner, transferAuthorizationDigest } from "../chain/signature.js";
+import { activeTracer, inSpan, PaymentAttribute, paymentAttributes } from "../telemetry/spans.js";
 import { payerInMemory, readPayerState, type PayerState, type ReadOptions } from "./payer-state.js";
 import { QUIET_CLOCK, type SettlementDeps, type StageClock } from "./deps.js";
 import { FacilitatorFault } from "./faults.js";
@@ -31,6 +32,27 @@ export interface VerifyOptions {
  * which dialect carried it. The payment identifier is the caller's ({@link identifierGate}).
  */
 export async function verifyPayment(payment: Payment, deps: SettlementDeps, options: VerifyOptions = {}): Promise<VerifyOutcome> {
+  // Within a traced request: the checks are a span, with the payment's terms and what they answered.
+  const tracer = activeTracer();
+  if (!tracer) return checkPayment(payment, deps, options);
+  return inSpan(tracer, "x402 verify", { attributes: verifyAttributes(payment) }, async (span) => {
+    const checked = await checkPayment(payment, deps, options);
+    span.setAttribute(PaymentAttribute.outcome, checked.isValid ? "valid" : checked.code);
+    return checked;
+  });
+}
+
+/** A payment's terms as its spans show them: the network asked, and the authorization's parties, value and nonce. */
+function verifyAttributes(payment: Payment) {
+  const authorization = payment.payload.ok ? payment.payload.payload.authorization : undefined;
+  return paymentAttributes({
+    network: payment.requirements.network,
+    ...(authorization ? { payer: authorization.from, payee: authorization.to, value: authorization.value, nonce: authorization.nonce } : {}),
+  });
+}
+
+/** The spec's checks, in its order (see {@link verifyPayment}). */
+async function checkPayment(payment: Payment, deps: SettlementDeps, options: VerifyOptions): Promise<VerifyOutcome> {
   const clock: StageClock = options.clock ?? QUIET_CLOCK;
   let since = clock.start();
   const requirements = payment.requirements;

@@ -3,6 +3,7 @@ import { keccak256, parseGwei } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { FeeCapError, feesAtLeast, initialFees, neededFee, readFeeQuote, replacementFees } from "../../src/chain/fees.js";
 import { HARDHAT_KEYS } from "../helpers/facilitator.js";
+import { setAutomine } from "../helpers/mining.js";
 import { openChain } from "../helpers/token.js";
 
 const gwei = (value: string) => parseGwei(value);
@@ -63,7 +64,7 @@ describe("relayer fees: pricing under a cap, replacements", () => {
   it("is what a node takes as a replacement (Hardhat asks +10 %), read from a real chain", async () => {
     const chain = await openChain("cronos-testnet");
     const relayer = privateKeyToAccount(HARDHAT_KEYS.relayer);
-    await chain.connection.provider.request({ method: "evm_setAutomine", params: [false] });
+    await setAutomine(chain.connection.provider, false);
     const quote = await readFeeQuote(chain.publicClient);
     const block = await chain.publicClient.getBlock();
     expect(quote).to.deep.equal({ baseFeePerGas: block.baseFeePerGas, maxPriorityFeePerGas: await chain.publicClient.estimateMaxPriorityFeePerGas(), at: block.timestamp });

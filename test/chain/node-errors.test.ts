@@ -3,6 +3,7 @@ import { HttpRequestError, parseGwei, RpcRequestError, TimeoutError, type Hex } 
 import { privateKeyToAccount } from "viem/accounts";
 import { classifySendError, leastFeePerGas, nodeErrorText, SEND_REFUSALS, type NodeFamily, type SendErrorClass } from "../../src/chain/node-errors.js";
 import { HARDHAT_KEYS } from "../helpers/facilitator.js";
+import { setAutomine } from "../helpers/mining.js";
 import { openChain } from "../helpers/token.js";
 
 /**
@@ -180,7 +181,7 @@ describe("node errors: the one table of what a refusal means (Cronos, geth, EDR)
       expect(low).to.have.property("kind", "feeTooLow");
       expect((low as { atLeast?: { perGasWei?: bigint } }).atLeast?.perGasWei).to.be.a("bigint");
       // With automining off, the pool holds transactions: the same one again, then one under-bid at its nonce.
-      await client.request({ method: "evm_setAutomine" as never, params: [false] as never });
+      await setAutomine(chain.connection.provider, false);
       const raw = await account.signTransaction({ chainId: 338, to: account.address, type: "eip1559", gas: 21_000n, nonce: 1, maxFeePerGas: base * 4n, maxPriorityFeePerGas: 1n });
       await client.sendRawTransaction({ serializedTransaction: raw });
       expect(await client.sendRawTransaction({ serializedTransaction: raw }).catch((error: unknown) => classifySendError(error))).to.deep.equal({ kind: "known" });

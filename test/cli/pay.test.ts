@@ -5,13 +5,13 @@ import express from "express";
 import type { Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { runPay } from "../../src/cli/pay.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { SettleError } from "../../src/protocol/reasons.js";
 import { paymentRequirements, requirePayment, SellerError } from "../../src/seller/index.js";
 import { expectSettlementOnChain, tokenBalances } from "../helpers/chain.js";
 import { closedPortUrl, listen, type Listening } from "../helpers/http.js";
 import { ROOT, spawnInRoot } from "../helpers/processes.js";
-import { STACK_OPTIONS } from "../helpers/seller.js";
+import { STACK_OPTIONS, startTestStack } from "../helpers/seller.js";
 
 // `cronos-x402 pay URL`: a paying curl. The seller is the kit's (both dialects); what it answers, the money, and
 // the settlement printed from its header; refusals one line and exit 1, bad options exit 2.
@@ -46,7 +46,7 @@ describe("cronos-x402 pay URL: a paying curl (src/cli/pay.ts)", function () {
   const expectNoKey = (ran: Ran) => expect((ran.stdout + ran.stderr).toLowerCase()).not.to.contain(key().slice(2).toLowerCase());
 
   before(async () => {
-    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 1 });
+    stack = await startTestStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 1 });
     const app = express();
     // A quiet logger: the busy facilitator the refusals test makes is logged by the seller otherwise.
     const paid = requirePayment(requirements(), { facilitatorUrl: stack.facilitatorUrl, logger: { error: () => undefined } });

@@ -6,7 +6,7 @@ import express from "express";
 import type { Address, Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { runSign } from "../../src/cli/sign.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { NETWORKS } from "../../src/protocol/networks.js";
 import { VerifyReason } from "../../src/protocol/reasons.js";
 import { EvmReason } from "../../src/protocol/x402v2.js";
@@ -14,7 +14,7 @@ import { paymentRequirements, requirePayment } from "../../src/seller/index.js";
 import { expectSettlementOnChain, tokenBalances } from "../helpers/chain.js";
 import { decodeBase64Json, listen, postJson, type Listening } from "../helpers/http.js";
 import { spawnInRoot } from "../helpers/processes.js";
-import { STACK_OPTIONS } from "../helpers/seller.js";
+import { STACK_OPTIONS, startTestStack } from "../helpers/seller.js";
 
 // `cronos-x402 sign`: the payment header of a 402 answer or of flags, for a suite in any language. Each signed
 // value is held to what the token and the facilitator make of it: settled on chain, or refused with its reason.
@@ -95,7 +95,7 @@ describe("cronos-x402 sign: the X-PAYMENT / PAYMENT-SIGNATURE value of a payment
   };
 
   before(async () => {
-    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 2 });
+    stack = await startTestStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 2 });
     const app = express();
     app.get("/report", requirePayment(requirements(), { facilitatorUrl: stack.facilitatorUrl }), (_req, res) => void res.json({ report: "sunny" }));
     seller = await listen(app);
@@ -154,10 +154,12 @@ describe("cronos-x402 sign: the X-PAYMENT / PAYMENT-SIGNATURE value of a payment
 
   it("--valid-after, --valid-before (unix seconds or +N), --nonce: signed as given", async () => {
     const nonce = `0x${"ab".repeat(32)}` as Hex;
-    const now = Math.floor(Date.now() / 1000);
+    // "+600" is 600 s after the clock when it signs: between the command's start and its end, however long it took.
+    const started = Math.floor(Date.now() / 1000);
     const payment = await signed(["--network", "cronos-testnet", "--pay-to", stack.seller, "--amount", "1", "--key", key(), "--valid-after", "5", "--valid-before", "+600", "--nonce", nonce]);
+    const ended = Math.ceil(Date.now() / 1000);
     expect(payment.payment.payload).to.deep.include({ validAfter: 5, nonce });
-    expect(payment.validBefore).to.be.within(now + 600, now + 602);
+    expect(payment.validBefore).to.be.within(started + 600, ended + 600);
     const absolute = await signed(["--network", "cronos-testnet", "--pay-to", stack.seller, "--amount", "1", "--key", key(), "--valid-before", "2000000000"]);
     expect(absolute.payment.payload.validBefore).to.equal(2_000_000_000);
   });

@@ -9,9 +9,9 @@ import { x402Buyer } from "../../scripts/snippets/x402-buyer.js";
 import { wrapFetchWithPayment } from "../../src/buyer/index.js";
 import { paymentRequirements, requirePayment } from "../../src/seller/index.js";
 import { cronosPrice } from "../../src/protocol/index.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { listen } from "../helpers/http.js";
-import { STACK_OPTIONS } from "../helpers/seller.js";
+import { STACK_OPTIONS, startTestStack } from "../helpers/seller.js";
 
 /**
  * What an `@x402/*` seller puts in its route's `accepts[].extra` to be listed: the catalog lists only what the
@@ -72,7 +72,7 @@ describe("x402 v2 bazaar: an @x402/express seller declaring discovery metadata, 
   }
 
   before(async () => {
-    stack = await startLocalStack(STACK_OPTIONS);
+    stack = await startTestStack(STACK_OPTIONS);
     let app: express.Express | undefined;
     seller = await listen((req, res) => app!(req, res));
     app = discoverableSeller(stack.facilitatorUrl, stack.seller, seller.url);

@@ -1,13 +1,13 @@
 import { expect } from "chai";
 import type { Address } from "viem";
 import type { HarnessControl } from "../../src/harness/control/spec.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { x402Buyer } from "../../scripts/snippets/x402-buyer.js";
 import { x402Seller } from "../../scripts/snippets/x402-seller.js";
 import { rpc } from "../helpers/rpc.js";
 import { decodeBase64Json, listen, type Listening } from "../helpers/http.js";
-import { STACK_OPTIONS } from "../helpers/seller.js";
-import { waitUntil } from "../helpers/time.js";
+import { STACK_OPTIONS, startTestStack } from "../helpers/seller.js";
+import { waitUntil } from "../helpers/wait.js";
 import { partyBalances } from "./helpers.js";
 
 // Every fault and time control of the harness against a seller written with @x402/express and a buyer on
@@ -55,7 +55,7 @@ describe("compat: the harness's faults against an @x402/express seller paid by @
 
   before(async () => {
     // @x402/express asks the facilitator for both networks at start-up: the stack runs both.
-    stack = await startLocalStack({ ...STACK_OPTIONS, env: { SETTLE_TIMEOUT_SECONDS: "3", RPC_TIMEOUT_MS: "1000", RECONCILE_INTERVAL_MS: "200" } });
+    stack = await startTestStack({ ...STACK_OPTIONS, env: { SETTLE_TIMEOUT_SECONDS: "3", RPC_TIMEOUT_MS: "1000", RECONCILE_INTERVAL_MS: "200" } });
     harness = stack.harness;
     buyer = testnet().buyers[0]!.address;
     seller = await listen(x402Seller(stack.facilitatorUrl, stack.seller));

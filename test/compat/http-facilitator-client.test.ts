@@ -6,10 +6,11 @@ import type { Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { createV2PaymentPayload } from "../../src/buyer/index.js";
 import { localAccount } from "../../src/harness/accounts.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { chainTime, TX_HASH } from "../helpers/chain.js";
-import { PRICE, STACK_OPTIONS } from "../helpers/seller.js";
+import { PRICE, STACK_OPTIONS, startTestStack } from "../helpers/seller.js";
 import { expectPaidOnChain, partyBalances } from "./helpers.js";
+import { rejection } from "../helpers/reject.js";
 
 /** A client answer without the keys the client sets to undefined, for exact comparisons. */
 const plain = (value: unknown) => JSON.parse(JSON.stringify(value)) as Record<string, unknown>;
@@ -21,7 +22,7 @@ describe("@x402/core's HTTPFacilitatorClient against this facilitator: the payme
   let buyer: { address: `0x${string}`; privateKey: Hex };
 
   before(async () => {
-    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"] });
+    stack = await startTestStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"] });
     client = new HTTPFacilitatorClient({ url: `${stack.facilitatorUrl}/v2/x402` });
     const info = stack.networks["cronos-testnet"]!;
     buyer = info.buyers[0]!;
@@ -194,13 +195,7 @@ describe("@x402/core's HTTPFacilitatorClient against this facilitator: the payme
 
   it("gets 400 invalid_request as a VerifyError naming the problem for a body mixing the dialects", async () => {
     const payment = await x402Payment();
-    let caught: unknown;
-    try {
-      await client.verify(payment, { ...requirements, network: "cronos-testnet" } as unknown as PaymentRequirements);
-    } catch (error) {
-      caught = error;
-    }
-    expect(caught).to.be.instanceOf(Error);
+    const caught = await rejection(client.verify(payment, { ...requirements, network: "cronos-testnet" } as unknown as PaymentRequirements), Error);
     expect(caught).to.include({
       name: "VerifyError",
       statusCode: 400,

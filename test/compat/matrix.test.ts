@@ -7,7 +7,7 @@ import { ExactEvmScheme } from "@x402/evm/exact/client";
 import type { Address, Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { getPaymentResponse, getV2PaymentResponse, wrapFetchWithPayment } from "../../src/buyer/index.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import type { NetworkName } from "../../src/protocol/networks.js";
 import { x402Buyer } from "../../scripts/snippets/x402-buyer.js";
 import { x402Seller } from "../../scripts/snippets/x402-seller.js";
@@ -15,7 +15,7 @@ import { TX_HASH } from "../helpers/chain.js";
 import { type FacilitatorProxy, startFacilitatorProxy } from "../helpers/facilitator-proxy.js";
 import { CAIP2 } from "../helpers/facilitator.js";
 import { decodeBase64Json, listen, type Listening } from "../helpers/http.js";
-import { content, PRICE, STACK_OPTIONS, startSeller, type TestSeller } from "../helpers/seller.js";
+import { content, PRICE, STACK_OPTIONS, startSeller, startTestStack, type TestSeller } from "../helpers/seller.js";
 import { expectPaidOnChain, partyBalances } from "./helpers.js";
 
 /** What a buyer got: the status, the body, the settlement's transaction and the header it came in. */
@@ -81,7 +81,7 @@ describe("compatibility matrix: every seller × buyer pays end to end through th
   let expressSeller: Listening;
 
   before(async () => {
-    stack = await startLocalStack(STACK_OPTIONS);
+    stack = await startTestStack(STACK_OPTIONS);
     // The kit seller reaches the facilitator through a recording proxy, to see which dialect it spoke.
     proxy = await startFacilitatorProxy(stack.facilitatorUrl);
     kitSeller = await startSeller(proxy.url, stack.seller);

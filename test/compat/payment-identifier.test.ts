@@ -14,11 +14,12 @@ import express from "express";
 import { createV2PaymentPayload } from "../../src/buyer/index.js";
 import { paymentRequirements, requirePayment } from "../../src/seller/index.js";
 import { decodeBase64Json, encodeBase64Json, listen } from "../helpers/http.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { rpcClient, tokenBalances, TX_HASH } from "../helpers/chain.js";
 import { signTransferAuthorization } from "../helpers/sign.js";
-import { PRICE, STACK_OPTIONS } from "../helpers/seller.js";
+import { PRICE, STACK_OPTIONS, startTestStack } from "../helpers/seller.js";
 import { expectPaidOnChain, partyBalances } from "./helpers.js";
+import { rejection } from "../helpers/reject.js";
 
 /** A client answer without the keys the client sets to undefined, for exact comparisons. */
 const plain = (value: unknown) => JSON.parse(JSON.stringify(value)) as Record<string, unknown>;
@@ -30,7 +31,7 @@ describe("x402 v2 payment-identifier through @x402/core's HTTPFacilitatorClient:
   let buyer: { address: `0x${string}`; privateKey: `0x${string}` };
 
   before(async () => {
-    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"] });
+    stack = await startTestStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"] });
     client = new HTTPFacilitatorClient({ url: `${stack.facilitatorUrl}/v2/x402` });
     const info = stack.networks["cronos-testnet"]!;
     buyer = info.buyers[0]!;
@@ -257,12 +258,7 @@ describe("x402 v2 payment-identifier through @x402/core's HTTPFacilitatorClient:
     const payment = await paymentWithId(generatePaymentId());
     for (const id of ["short", "has spaces in it, sixteen+"]) {
       const bad = { ...payment, extensions: { "payment-identifier": { info: { required: true, id } } } } as PaymentPayload;
-      let caught: unknown;
-      try {
-        await client.verify(bad, requirements);
-      } catch (error) {
-        caught = error;
-      }
+      const caught = await rejection(client.verify(bad, requirements), Error, id);
       expect(caught, id).to.include({
         name: "VerifyError",
         statusCode: 400,
@@ -279,12 +275,7 @@ describe("x402 v2 payment-identifier through @x402/core's HTTPFacilitatorClient:
     ] as const) {
       expect(validatePaymentIdentifier(extension).valid, what).to.equal(false);
       const bad = { ...payment, extensions: { "payment-identifier": extension } } as PaymentPayload;
-      let caught: unknown;
-      try {
-        await client.verify(bad, requirements);
-      } catch (error) {
-        caught = error;
-      }
+      const caught = await rejection(client.verify(bad, requirements), Error, what);
       expect(caught, what).to.include({ name: "VerifyError", statusCode: 400, invalidReason: "invalid_request", message: `invalid_request: Invalid request: paymentPayload.extensions["payment-identifier"]${what.startsWith("must") ? " " : "."}${what}` });
     }
   });
@@ -296,12 +287,7 @@ describe("x402 v2 payment-identifier through @x402/core's HTTPFacilitatorClient:
     const first = plain(await client.settle(payment, requirements));
     expect(first.success).to.equal(true);
     expect(plain(await client.settle(payment, requirements))).to.deep.equal(first);
-    let caught: unknown;
-    try {
-      await createV2PaymentPayload({ signer: privateKeyToAccount(buyer.privateKey), requirements, paymentId: "bad id" });
-    } catch (error) {
-      caught = error;
-    }
+    const caught = await rejection(createV2PaymentPayload({ signer: privateKeyToAccount(buyer.privateKey), requirements, paymentId: "bad id" }), Error);
     expect(caught).to.include({ name: "PaymentError", code: "invalid_parameters", message: "paymentId must be 16 to 128 characters of A-Z a-z 0-9 _ -" });
   });
 });

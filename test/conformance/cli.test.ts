@@ -5,6 +5,7 @@ import { expect } from "chai";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { parseConformanceArgs, parseNetwork, runConformanceCommand, UsageError } from "../../src/conformance/cli.js";
 import { closedPortUrl, listen } from "../helpers/http.js";
+import { rejection } from "../helpers/reject.js";
 
 /** Runs the command in this process and collects what it writes. */
 async function run(argv: string[]): Promise<{ status: number; stdout: string; stderr: string }> {
@@ -15,13 +16,7 @@ async function run(argv: string[]): Promise<{ status: number; stdout: string; st
 }
 
 async function usageError(argv: string[]): Promise<string> {
-  try {
-    await parseConformanceArgs(argv);
-  } catch (error) {
-    expect(error).to.be.instanceOf(UsageError);
-    return (error as Error).message;
-  }
-  throw new Error(`no usage error for ${argv.join(" ")}`);
+  return (await rejection(() => parseConformanceArgs(argv), UsageError, argv.join(" "))).message;
 }
 
 describe("npm run conformance: options", () => {

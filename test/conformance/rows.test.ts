@@ -26,10 +26,16 @@ function testFiles(): Map<string, string> {
 
 const ANY = "\u0000";
 
-/** The `describe` and `it` titles of a test file; a title's `${…}` part stands as {@link ANY} (it matches any words). */
+/**
+ * The `describe` and `it` titles of a test file, and those given to a wrapper of `it` the file defines
+ * (`const faultCase = (title: string, …) => it(title, …)`); a title's `${…}` part stands as {@link ANY} (it matches any words).
+ */
 function titlesOf(source: string): string[] {
   const titles: string[] = [];
-  for (const match of source.matchAll(/\b(?:describe|it)(?:\.skip|\.only)?\(\s*("(?:[^"\\]|\\.)*"|`(?:[^`\\]|\\.)*`|'(?:[^'\\]|\\.)*')/g)) {
+  const wrappers = [...source.matchAll(/\bconst (\w+) = \((\w+)\b[^\n]{0,200}?=>\s*it\(\s*\2\b/g)].map((match) => match[1]!);
+  const callee = ["describe", "it", ...wrappers].join("|");
+  const calls = new RegExp(`\\b(?:${callee})(?:\\.skip|\\.only)?\\(\\s*("(?:[^"\\\\]|\\\\.)*"|\`(?:[^\`\\\\]|\\\\.)*\`|'(?:[^'\\\\]|\\\\.)*')`, "g");
+  for (const match of source.matchAll(calls)) {
     const literal = match[1]!;
     const text = literal.slice(1, -1);
     titles.push((literal.startsWith("`") ? text.replace(/\$\{[^}]*\}/g, ANY) : text).replace(/\\(.)/g, "$1"));

@@ -11,13 +11,13 @@ import { runConformance } from "../../src/conformance/run.js";
 import type { Dialect } from "../../src/conformance/check.js";
 import type { CheckResult } from "../../src/conformance/runner.js";
 import type { Target } from "../../src/conformance/target.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { NETWORK_NAMES, NETWORKS } from "../../src/protocol/networks.js";
 import { findAll, parseXml } from "../helpers/xml.js";
 import { tokenBalance } from "../helpers/chain.js";
 import { type FacilitatorProxy, type ProxiedAnswer, type ProxiedCall, startFacilitatorProxy } from "../helpers/facilitator-proxy.js";
 import { spawnInRoot } from "../helpers/processes.js";
-import { STACK_OPTIONS, useSellerEnvironment } from "../helpers/seller.js";
+import { STACK_OPTIONS, startTestStack, useSellerEnvironment } from "../helpers/seller.js";
 
 /** The check lines of a run's output. */
 function checkLines(output: string): string[] {
@@ -195,7 +195,7 @@ describe("e2e: conformance against a facilitator that requires seller API keys (
   const apiKey = `seller-${generatePrivateKey().slice(2, 26)}`;
   let stack: LocalStack;
   before(async () => {
-    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], env: { API_KEYS: apiKey } });
+    stack = await startTestStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], env: { API_KEYS: apiKey } });
   });
   after(() => stack?.stop());
 

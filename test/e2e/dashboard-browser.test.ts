@@ -5,9 +5,11 @@ import hre from "hardhat";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { VerifyReason } from "../../src/protocol/reasons.js";
 import { localAccount } from "../../src/harness/accounts.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { ROOT } from "../helpers/processes.js";
 import { balanceOfData, rpc } from "../helpers/rpc.js";
+import { startTestStack } from "../helpers/seller.js";
+import { skipBecause } from "../helpers/skip.js";
 
 // The system Chromium (Debian package `chromium`; .ci/run installs it). Playwright's own browser
 // download cannot work offline, so none is used.
@@ -24,6 +26,8 @@ describe("e2e: the dashboard in a real browser (headless Chromium on a local sta
   let browser: Browser;
   let page: Page;
   const requested: string[] = [];
+  /** The wall clock's minute (in seconds) when the suite began: the charts' current minute is not before it. */
+  let firstMinute = 0;
 
   const onChain = async (address: string) => {
     const network = stack.networks["cronos-testnet"]!;
@@ -34,13 +38,11 @@ describe("e2e: the dashboard in a real browser (headless Chromium on a local sta
   const cellText = (row: string, column: number) => page.locator(`${row} td:nth-child(${column})`).innerText();
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) {
-      console.log(`      skipped: no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH); .ci/run installs it`);
-      this.skip();
-    }
+    if (!existsSync(CHROMIUM)) skipBecause(this, `no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH); .ci/run installs it`);
+    firstMinute = Math.floor(Date.now() / 60_000) * 60;
     mkdirSync(SHOTS, { recursive: true });
     console.log(`      screenshots: ${SHOTS}`);
-    stack = await startLocalStack({ hre, port: 0, rpcPorts: { "cronos-testnet": 0 }, networks: ["cronos-testnet"], buyers: 2 });
+    stack = await startTestStack({ hre, port: 0, rpcPorts: { "cronos-testnet": 0 }, networks: ["cronos-testnet"], buyers: 2 });
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       headless: true,
@@ -164,7 +166,7 @@ describe("e2e: the dashboard in a real browser (headless Chromium on a local sta
     const minutes = drawn.counts[0] as number[];
     expect(minutes).to.have.length(60);
     expect(minutes.slice(1).map((minute, i) => minute - minutes[i]!)).to.deep.equal(Array(59).fill(60));
-    expect(Math.abs(minutes.at(-1)! - Math.floor(Date.now() / 60_000) * 60)).to.be.at.most(60);
+    expect(minutes.at(-1)).to.be.within(firstMinute, Math.floor(Date.now() / 60_000) * 60);
     // Per minute by outcome: the one paid verify and settle, the three refused verifies, no fault.
     expect(drawn.labels).to.deep.equal(["Time", "verify ✓", "verify refused", "settle ✓", "settle refused", "faults (5xx)"]);
     expect(drawn.counts.slice(1).map(sum)).to.deep.equal([1, 3, 1, 0, 0]);
@@ -228,7 +230,7 @@ describe("e2e: the dashboard in a real browser (headless Chromium on a local sta
   });
 
   it("with API keys configured, says that its feed shows settlements only", async () => {
-    const keyed = await startLocalStack({ hre, port: 0, rpcPorts: { "cronos-testnet": 0 }, networks: ["cronos-testnet"], buyers: 1, env: { API_KEYS: "seller-a-0123456789abcdef" } });
+    const keyed = await startTestStack({ hre, port: 0, rpcPorts: { "cronos-testnet": 0 }, networks: ["cronos-testnet"], buyers: 1, env: { API_KEYS: "seller-a-0123456789abcdef" } });
     const other = await browser.newPage();
     try {
       await other.goto(keyed.dashboardUrl!);

@@ -1,9 +1,9 @@
 import { expect } from "chai";
 import type { Hex } from "viem";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { expectSettlementOnChain, tokenBalances } from "../helpers/chain.js";
 import { type Spawned, spawnInRoot } from "../helpers/processes.js";
-import { STACK_OPTIONS } from "../helpers/seller.js";
+import { STACK_OPTIONS, startTestStack } from "../helpers/seller.js";
 
 describe("e2e: the example seller and buyer (scripts/example-*.ts) as processes against a local stack", function () {
   this.timeout(90_000);
@@ -12,7 +12,7 @@ describe("e2e: the example seller and buyer (scripts/example-*.ts) as processes 
   let buyerProc: Spawned | undefined;
 
   before(async () => {
-    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"] });
+    stack = await startTestStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"] });
   });
   after(async () => {
     buyerProc?.kill();

@@ -5,11 +5,11 @@ import { createPaymentHeader, wrapFetchWithPayment } from "../../src/buyer/index
 import { loadConfig } from "../../src/facilitator/config/index.js";
 import { startFacilitator, type RunningFacilitator } from "../../src/facilitator/start.js";
 import { localAccount } from "../../src/harness/accounts.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { paymentRequirements, requirePayment } from "../../src/seller/index.js";
 import { tokenBalances } from "../helpers/chain.js";
 import { closedPortUrl, expectAnswer, listen, type Listening } from "../helpers/http.js";
-import { content, PRICE, STACK_OPTIONS, startSeller, type TestSeller } from "../helpers/seller.js";
+import { content, PRICE, STACK_OPTIONS, startSeller, startTestStack, type TestSeller } from "../helpers/seller.js";
 
 /** The generic `details` of a seller's 500: the facts are in its log, not in the answer. */
 const TRY_LATER = "The payment could not be processed right now; try again later";
@@ -145,7 +145,7 @@ describe("e2e: the facilitator's settle rate limit, seen through a seller", func
   const logger = recordingLogger();
 
   before(async () => {
-    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"] });
+    stack = await startTestStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"] });
     // A second facilitator, standalone over the testnet's HTTP JSON-RPC, with the limit switched on.
     limited = await startFacilitator(
       loadConfig({

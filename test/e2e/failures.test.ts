@@ -4,15 +4,15 @@ import type { Address, Hex } from "viem";
 import { privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
 import { createPaymentHeader, wrapFetchWithPayment } from "../../src/buyer/index.js";
 import type { HarnessControl } from "../../src/harness/control/spec.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { decodeBase64Json, encodeBase64Json } from "../../src/protocol/header.js";
 import { paymentRequirements, requirePayment, SellerError, type SellerLogger } from "../../src/seller/index.js";
 import { chainTime, rpcClient, tokenBalances } from "../helpers/chain.js";
 import { FAILURE_ROWS, type FailureRow } from "../helpers/failures.js";
 import { listen, recordingFetch, type Listening } from "../helpers/http.js";
 import { rpc } from "../helpers/rpc.js";
-import { paymentRequiredBody, STACK_OPTIONS } from "../helpers/seller.js";
-import { waitUntil } from "../helpers/time.js";
+import { paymentRequiredBody, STACK_OPTIONS, startTestStack } from "../helpers/seller.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // docs/failures.md's table "every failure on demand", row by row: each failure made to happen for real with the
 // harness (or by the buyer signing what the row says), through the kit's own seller (requirePayment) and
@@ -78,7 +78,7 @@ describe("e2e: every failure on demand, as the table of docs/failures.md has it 
 
   before(async () => {
     // Short time-outs, so the rows that wait for one take seconds: a settle's receipt wait, an RPC answer, the reconciler.
-    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], env: { SETTLE_TIMEOUT_SECONDS: "3", RPC_TIMEOUT_MS: "1000", RECONCILE_INTERVAL_MS: "200" } });
+    stack = await startTestStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], env: { SETTLE_TIMEOUT_SECONDS: "3", RPC_TIMEOUT_MS: "1000", RECONCILE_INTERVAL_MS: "200" } });
     harness = stack.harness;
     const app = express();
     const facilitator = { facilitatorUrl: stack.facilitatorUrl, logger };

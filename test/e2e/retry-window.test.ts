@@ -3,12 +3,12 @@ import express from "express";
 import type { Address, Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { createPaymentHeader, createV2PaymentPayload, getPaymentResponse, randomNonce, wrapFetchWithPayment } from "../../src/buyer/index.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import type { PaymentRequirements } from "../../src/protocol/schemas.js";
 import { paymentRequirements, requirePayment } from "../../src/seller/index.js";
 import { chainTime, increaseTime, rpcClient } from "../helpers/chain.js";
 import { decodeBase64Json, encodeBase64Json, expectAnswer, listen, recordingFetch, type Listening } from "../helpers/http.js";
-import { paymentRequiredBody, PRICE, STACK_OPTIONS } from "../helpers/seller.js";
+import { paymentRequiredBody, PRICE, STACK_OPTIONS, startTestStack } from "../helpers/seller.js";
 import { expectPaidOnChain, partyBalances } from "../compat/helpers.js";
 
 /** The window these routes give a settled payment: `maxTimeoutSeconds`. */
@@ -52,7 +52,7 @@ describe("e2e: one payment buys one answer and its retries within maxTimeoutSeco
   }
 
   before(async () => {
-    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 4 });
+    stack = await startTestStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 4 });
     rpcUrl = stack.networks["cronos-testnet"]!.rpcUrl;
     await moveChainTime(0);
   });

@@ -30,6 +30,8 @@ describe("e2e: settle errors after a passing verify, through a real seller (402 
     await expectAnswer(response, 402, paymentRequiredBody(seller.requirements.testnet, SETTLEMENT_FAILED, error));
     expect(response.headers.get("X-PAYMENT-RESPONSE")).to.equal(null);
     expect(proxy.paths()).to.deep.equal(["/v2/x402/verify", "/v2/x402/settle"]);
+    // Every settle outcome is a 200 (decisions.md), a refusal too.
+    expect(proxy.calls.map((call) => call.status)).to.deep.equal([200, 200]);
     expect(proxy.calls[0]!.answer).to.deep.equal({ isValid: true, invalidReason: null });
     expect(withoutTimestamp(proxy.calls[1]!.answer)).to.deep.equal({
       x402Version: 1,

@@ -28,8 +28,6 @@ describe("e2e: every verify reason, through a real seller (402 with the exact re
   /** The same seller with `checkHeaderLocally: false`: every header goes to the facilitator. */
   let forwarding: TestSeller;
   let balancesBefore: bigint[][];
-  /** Set by a test that pays at its end, so the afterEach does not expect balances unchanged. */
-  let paysAtTheEnd: boolean;
 
   const info = (route: Route) => stack.networks[NETWORK_OF[route]]!;
   const buyerKey = (route: Route) => info(route).buyers[0]!.privateKey;
@@ -45,15 +43,14 @@ describe("e2e: every verify reason, through a real seller (402 with the exact re
     await forwarding?.close();
   });
   beforeEach(async () => {
-    paysAtTheEnd = false;
     balancesBefore = await balances();
   });
-  afterEach(async function () {
-    // A refused payment never reaches settle and moves nothing.
-    if (this.currentTest?.state !== "passed" || paysAtTheEnd) return;
+
+  /** A refused payment never reaches settle and moves nothing (asserted by each test that refuses, at its end). */
+  async function expectNothingMoved(): Promise<void> {
     expect(proxy.paths()).to.not.include("/v2/x402/settle");
     expect(await balances()).to.deep.equal(balancesBefore);
-  });
+  }
 
   /** Sends `header` as X-PAYMENT to a route of `to`. */
   function send(header: string, to: TestSeller, route: Route): Promise<Response> {
@@ -123,6 +120,7 @@ describe("e2e: every verify reason, through a real seller (402 with the exact re
           expect(await expectRefused(await send(built.paymentHeader, forwarding, route), requirements, built.expected)).to.equal(reason);
           expect(proxy.paths().map((path) => path.split("?")[0])).to.deep.equal(used ? calls : ["/v2/x402/verify"]);
           expect(proxy.calls[0]!.answer).to.deep.equal({ isValid: false, invalidReason: reason });
+          await expectNothingMoved();
         });
       }
     });
@@ -134,7 +132,6 @@ describe("e2e: every verify reason, through a real seller (402 with the exact re
       const built = await notYetValid.build(await caseContext("testnet"));
       await expectRefused(await send(built.paymentHeader, seller, "testnet"), seller.requirements.testnet, built.expected);
 
-      paysAtTheEnd = true;
       await increaseTime(info("testnet").rpcUrl, 3601);
       const paid = await send(built.paymentHeader, seller, "testnet");
       expect(paid.status, await paid.clone().text()).to.equal(200);
@@ -149,6 +146,7 @@ describe("e2e: every verify reason, through a real seller (402 with the exact re
       const header = await createPaymentHeader({ signer: privateKeyToAccount(buyerKey("testnet")), requirements: seller.requirements.testnet, validBefore: now + 60n });
       await increaseTime(info("testnet").rpcUrl, 120);
       await expectRefused(await send(header, seller, "testnet"), seller.requirements.testnet, { key: "expired", text: "Authorization expired" });
+      await expectNothingMoved();
     });
   });
 });

@@ -6,13 +6,13 @@ import request from "supertest";
 import { custom, parseEventLogs, type Address, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { loadConfig } from "../../src/facilitator/config/index.js";
-import { createFacilitator, type Facilitator } from "../../src/facilitator/server.js";
+import type { Facilitator } from "../../src/facilitator/server.js";
 import { startTestPostgres, type TestPostgres } from "../../src/harness/postgres.js";
 import { openLedger } from "../../src/ledger/open.js";
 import type { Ledger } from "../../src/ledger/types.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
-import { cancelAuthorization, HARDHAT_KEYS, makePayment, TEST_ENV, useAuthorizationOnChain, v2BodyOf, type Chain } from "../helpers/facilitator.js";
-import { waitUntil } from "../helpers/time.js";
+import { cancelAuthorization, createTestFacilitator, HARDHAT_KEYS, makePayment, TEST_ENV, useAuthorizationOnChain, v2BodyOf, type Chain } from "../helpers/facilitator.js";
+import { waitUntil } from "../helpers/wait.js";
 import { openChain } from "../helpers/token.js";
 
 // What the ledger knows is bound to the chain it learned it on (issue 28): a local chain restarted under a
@@ -27,7 +27,7 @@ const seller = privateKeyToAccount(HARDHAT_KEYS.seller);
 /** A facilitator on `chain` with the tests' settings and `env` (its ledger named there), not listening. */
 function facilitatorOn(chain: Chain, env: Record<string, string>): Promise<Facilitator> {
   const config = loadConfig({ ...TEST_ENV, ...env }, { embedded: ["cronos-testnet"] });
-  return createFacilitator(config, { transports: { "cronos-testnet": custom(chain.connection.provider) } });
+  return createTestFacilitator(config, { transports: { "cronos-testnet": custom(chain.connection.provider) } });
 }
 
 /** Waits until the facilitator's state index follows the chain with its backfill done. */
@@ -188,7 +188,7 @@ describe("chain identity: what the ledger knows is bound to the chain it learned
     // One RPC whose chain is swapped under the facilitator (what a restarted local node looks like from outside).
     const transport = custom({ request: (args: { method: string; params?: unknown }) => current.connection.provider.request(args as never) });
     const config = loadConfig({ ...TEST_ENV, LEDGER_FILE: join(dir, "ledger.db") }, { embedded: ["cronos-testnet"] });
-    const facilitator = await createFacilitator(config, { transports: { "cronos-testnet": transport } });
+    const facilitator = await createTestFacilitator(config, { transports: { "cronos-testnet": transport } });
     try {
       await indexReady(facilitator);
       const paid = await makePayment(first);

@@ -9,7 +9,8 @@ import { privateKeyToAccount } from "viem/accounts";
 import { readFileSync } from "node:fs";
 import { CONFIG_VARIABLES, ConfigError, loadConfig } from "../../src/facilitator/config/index.js";
 import { HARDHAT_KEYS, makePayment, openFacilitator, startFacilitatorOnChain } from "../helpers/facilitator.js";
-import { waitUntil, withoutTimestamp } from "../helpers/time.js";
+import { withoutTimestamp } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // One test per setting: each proves what the setting does, not only that it parses.
 
@@ -28,14 +29,6 @@ async function tempFile(name: string, text: string): Promise<string> {
 
 /** Loads a configuration with a relayer key, `env` on top, for an embedded testnet. */
 const load = (env: Record<string, string>) => loadConfig({ RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, ...env }, { embedded: ["cronos-testnet"] });
-
-async function until(condition: () => Promise<boolean> | boolean): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (await condition()) return;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  throw new Error("condition not met after 500 tries");
-}
 
 describe("configuration: every setting does what it says", () => {
   after(async () => {
@@ -386,10 +379,10 @@ describe("configuration: every setting does what it says", () => {
         return (await r.json()) as { event: string; blockNumber: number };
       });
       // Automine puts the transaction in a block at once; the facilitator then keeps polling for a second one.
-      await until(() => chain.contract.read.authorizationState([payment.payer.address, payment.message.nonce]));
+      await waitUntil(() => chain.contract.read.authorizationState([payment.payer.address, payment.message.nonce]), undefined, 10);
       const minedIn = Number(await chain.publicClient.getBlockNumber());
       const polled = blockPolls;
-      await until(() => blockPolls >= polled + 3);
+      await waitUntil(() => blockPolls >= polled + 3, undefined, 10);
       expect(answered).to.equal(false);
       await chain.networkHelpers.mine(1);
       const answer = await settling;

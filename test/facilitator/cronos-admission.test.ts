@@ -7,7 +7,7 @@ import { cronosFront, type CronosFront } from "../helpers/cronos-front.js";
 import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
 import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";
 import type { FaultProxy } from "../helpers/rpc-proxy.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // The production facilitator (HTTP, ledger, relayer lifecycle, reconciler) against a Cronos node's admission:
 // strict nonces with its texts, a load-balanced backend that lags, replacement refused, a lost pool, a minimum

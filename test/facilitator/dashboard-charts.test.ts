@@ -6,7 +6,7 @@ import type { Hex } from "viem";
 import { CHART_MINUTES, MinuteHistory, type ChartsView, type NetworkSeries } from "../../src/facilitator/dashboard/index.js";
 import { LATENCY_BUCKETS, LATENCY_RELATIVE_ERROR, SEEN_TRANSACTIONS, latencyQuantile, latencyBucket } from "../../src/facilitator/dashboard/minutes.js";
 import { makePayment, openFacilitator, sendAuthorization } from "../helpers/facilitator.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 const MINUTE = 60_000;
 /** A clock the test moves: 2026-01-01T00:00:30Z, half a minute into a minute. */

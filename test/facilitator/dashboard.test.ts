@@ -4,11 +4,10 @@ import { custom, numberToHex, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { ConfigError, loadConfig } from "../../src/facilitator/config/index.js";
 import { MemoryFeedHistory, OutcomeFeed, type FeedRow } from "../../src/facilitator/dashboard/index.js";
-import { createFacilitator, type Facilitator } from "../../src/facilitator/server.js";
-import { startFacilitator } from "../../src/facilitator/start.js";
-import { serveJsonRpc, type JsonRpcBridge } from "../../src/harness/rpc-bridge.js";
+import type { Facilitator } from "../../src/facilitator/server.js";
 import { VerifyReason } from "../../src/protocol/reasons.js";
-import { HARDHAT_KEYS, makePayment, openFacilitator, type Chain } from "../helpers/facilitator.js";
+import { openProxiedChain } from "../helpers/proxied-chain.js";
+import { createTestFacilitator, HARDHAT_KEYS, makePayment, openFacilitator, startTestFacilitator, type Chain } from "../helpers/facilitator.js";
 import { listen } from "../helpers/http.js";
 import { openSse, rowOf } from "../helpers/sse.js";
 import { ISO_TIME } from "../helpers/time.js";
@@ -51,17 +50,16 @@ describe("dashboard on a facilitator pointed at a configured RPC (DASHBOARD=true
   const relayer = privateKeyToAccount(relayerKey).address;
   const RPC_SECRET = "v3/3f1d0c9e8b7a6f5e4d3c2b1a0f9e8d7c";
   let chain: Chain;
-  let bridge: JsonRpcBridge;
   let facilitator: Facilitator;
   let rpcPort: number;
 
   before(async () => {
-    chain = await openChain("cronos-testnet");
+    const proxied = await openProxiedChain();
+    chain = proxied.chain;
     await chain.connection.provider.request({ method: "hardhat_setBalance", params: [relayer, numberToHex(10n ** 20n)] });
-    bridge = await serveJsonRpc(chain.connection.provider, { port: 0, role: "cronos-testnet-rpc" });
-    rpcPort = bridge.port;
+    rpcPort = proxied.proxies[0]!.port;
     const config = loadConfig({
-      CRONOS_TESTNET_RPC_URL: `${bridge.url}/${RPC_SECRET}`,
+      CRONOS_TESTNET_RPC_URL: `${proxied.rpcUrls}/${RPC_SECRET}`,
       RELAYER_PRIVATE_KEY: relayerKey,
       DASHBOARD: "true",
       RATE_LIMIT_VERIFY_PER_MINUTE: "0",
@@ -70,10 +68,7 @@ describe("dashboard on a facilitator pointed at a configured RPC (DASHBOARD=true
       HEAD_CACHE_MS: "0",
       HEALTH_CACHE_MS: "0",
     });
-    facilitator = await createFacilitator(config);
-  });
-  after(async () => {
-    await bridge?.close();
+    facilitator = await createTestFacilitator(config);
   });
 
   it("serves the page, its script and its stylesheet from this origin only, under a strict CSP", async () => {
@@ -246,7 +241,7 @@ describe("dashboard live feed (server-sent events)", function () {
       { RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, DASHBOARD: "true", PORT: "0", METRICS_PORT: "0" },
       { embedded: ["cronos-testnet"] },
     );
-    const running = await startFacilitator(config, { transports: { "cronos-testnet": custom(chain.connection.provider) } });
+    const running = await startTestFacilitator(config, { transports: { "cronos-testnet": custom(chain.connection.provider) } });
     const stream = await openSse(`${running.url}/dashboard/events`);
     expect(stream.status).to.equal(200);
     // A grace far beyond the test's time-out: only ending the stream lets close() finish.

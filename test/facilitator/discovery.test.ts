@@ -13,7 +13,9 @@ import { localAccount } from "../../src/harness/accounts.js";
 import { openLedger } from "../../src/ledger/open.js";
 import { DISCOVERY_CANDIDATES_PER_WORD, type DiscoveryEntry, type DiscoveryPayment, type Ledger } from "../../src/ledger/types.js";
 import { HARDHAT_KEYS, makePayment, openFacilitator, recordingLogger, v2BodyOf } from "../helpers/facilitator.js";
+import { listen } from "../helpers/http.js";
 import { ROOT } from "../helpers/processes.js";
+import { waitUntil } from "../helpers/wait.js";
 
 const run = promisify(execFile);
 const SELLER_KEY = "seller-a-0123456789abcdef";
@@ -142,14 +144,15 @@ describe("discovery catalog (x402 bazaar): entries only from settled payments, o
     expect(lines.filter((line) => line.message?.startsWith("discovery catalog"))).to.deep.equal([]);
   });
 
-  it("a catalog write that fails or hangs never changes the settle's answer: logged, answered within a second of waiting", async () => {
+  it("a catalog write that fails or hangs never changes the settle's answer: logged, or answered while the write still hangs", async () => {
     const { logger, lines } = recordingLogger();
     const ledger = await openLedger();
     let hang = false;
+    let hanging = 0;
     const frozen = new Proxy(ledger, {
       get(target, key) {
         if (key === "recordDiscoveryPayment") {
-          return () => (hang ? new Promise(() => {}) : Promise.reject(new Error("disk full")));
+          return () => (hang ? (hanging++, new Promise(() => {})) : Promise.reject(new Error("disk full")));
         }
         const value = Reflect.get(target, key) as unknown;
         return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
@@ -160,9 +163,9 @@ describe("discovery catalog (x402 bazaar): entries only from settled payments, o
       await settle(opened, declared(await makePayment(opened.chain)));
       expect(lines.filter((line) => line.message === "discovery catalog: entry not recorded").map((line) => line.fields.err)).to.deep.equal(["Error: disk full"]);
       hang = true;
-      const started = performance.now();
+      // The write never ends: the paid answer comes all the same (CATALOG_WAIT_MS bounds the wait; `settle` asserts it).
       await settle(opened, declared(await makePayment(opened.chain)));
-      expect(performance.now() - started).to.be.below(10_000);
+      expect(hanging, "catalog writes begun and never ended").to.equal(1);
       await opened.facilitator.close();
     } finally {
       await ledger.close();
@@ -254,7 +257,9 @@ describe("discovery catalog (x402 bazaar): entries only from settled payments, o
       let thaw!: () => void;
       const frozen = new Promise<void>((resolve) => (thaw = resolve));
       let reads = 0;
+      let arrived = 0;
       const slow = express().use(
+        (_req, _res, next) => (arrived++, next()),
         discoveryRoutes({
           ledger: {
             listDiscoveryResources: async (request) => (reads++, await frozen, ledger.listDiscoveryResources(request)),
@@ -263,12 +268,12 @@ describe("discovery catalog (x402 bazaar): entries only from settled payments, o
           guards: [],
         }),
       );
-      const server = slow.listen(0, "127.0.0.1");
-      await new Promise((resolve) => server.once("listening", resolve));
-      const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+      const server = await listen(slow);
+      const base = server.url;
       try {
         const held = Array.from({ length: 33 }, (_, i) => fetch(`${base}/v2/x402/discovery/${i % 2 ? "resources" : "search?query=weather"}`));
-        await new Promise((resolve) => setTimeout(resolve, 300));
+        // All 33 reached the routes (each was admitted or queued as it arrived): one reads, 32 wait.
+        await waitUntil(() => arrived === 33);
         expect(reads).to.equal(1);
         const refused = await fetch(`${base}/v2/x402/discovery/resources`);
         expect([refused.status, refused.headers.get("retry-after"), await refused.json()]).to.deep.equal([503, "1", { error: "Service unavailable: too many catalog reads at once", retryAfter: 1 }]);
@@ -277,8 +282,7 @@ describe("discovery catalog (x402 bazaar): entries only from settled payments, o
         expect(answers.map((answer) => answer.status)).to.deep.equal(Array(33).fill(200));
         expect(reads).to.equal(33);
       } finally {
-        server.closeAllConnections();
-        server.close();
+        await server.close();
       }
     });
 
@@ -302,7 +306,8 @@ describe("discovery catalog (x402 bazaar): entries only from settled payments, o
   });
 
   it("cronos-x402 catalog lists the catalog of the ledger named by LEDGER_FILE and removes an entry (exit 1 when it is not there)", async function () {
-    this.timeout(60_000);
+    // Six runs of the CLI, each a Node start-up with tsx: minutes on a loaded machine.
+    this.timeout(240_000);
     const dir = await mkdtemp(join(tmpdir(), "x402-catalog-"));
     const file = join(dir, "ledger.db");
     const payTo = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";

@@ -5,6 +5,7 @@ import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
 import { makePayment, openFacilitator } from "../helpers/facilitator.js";
 import { listen, readBody, type Listening } from "../helpers/http.js";
+import { waitUntil } from "../helpers/wait.js";
 
 /** One raw POST: exactly these headers and bytes; the status, headers and body text of the answer. */
 function post(server: Listening, path: string, headers: Record<string, string>, body: Buffer | string) {
@@ -119,20 +120,38 @@ describe("verify and settle on the fast lane (unguarded routes, plain JSON bodie
 
   it("answers nothing to a client that goes away mid-body, records no outcome for it, and serves the next request", async () => {
     const before = outcomes.length;
-    const socket = connect(server.port, "127.0.0.1");
-    await once(socket, "connect");
-    socket.write("POST /v2/x402/verify HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"x402Version\":1");
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    let answered = "";
-    socket.on("data", (chunk: Buffer) => (answered += chunk.toString()));
-    socket.destroy();
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(answered).to.equal("");
-    expect(outcomes.length).to.equal(before);
-    const payment = await makePayment(opened.chain);
-    const body = JSON.stringify(payment.body);
-    expect((await post(server, "/v2/x402/verify", json(body), body)).status).to.equal(200);
-    expect(outcomes.length).to.equal(before + 1);
+    // The server's side of each connection: the bytes it read, and whether it saw the close.
+    const seen: Array<{ bytes: number; closed: boolean }> = [];
+    const onConnection = (side: import("node:net").Socket) => {
+      const one = { bytes: 0, closed: false };
+      seen.push(one);
+      side.on("data", (chunk: Buffer) => (one.bytes += chunk.length));
+      side.on("close", () => (one.closed = true));
+    };
+    server.server.on("connection", onConnection);
+    try {
+      const socket = connect(server.port, "127.0.0.1");
+      let answered = "";
+      socket.on("data", (chunk: Buffer) => (answered += chunk.toString()));
+      await once(socket, "connect");
+      const partial = "POST /v2/x402/verify HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"x402Version\":1";
+      socket.write(partial);
+      await waitUntil("the server read the partial request", () => seen[0]?.bytes === partial.length);
+      // A later request on another connection is answered; the partial one still has no answer, no outcome.
+      const payment = await makePayment(opened.chain);
+      const body = JSON.stringify(payment.body);
+      expect((await post(server, "/v2/x402/verify", json(body), body)).status).to.equal(200);
+      expect(outcomes.length).to.equal(before + 1);
+      expect(answered).to.equal("");
+      socket.destroy();
+      await waitUntil("the server saw the client go", () => seen[0]!.closed);
+      expect(answered).to.equal("");
+      expect(outcomes.length).to.equal(before + 1);
+      expect((await post(server, "/v2/x402/verify", json(body), body)).status).to.equal(200);
+      expect(outcomes.length).to.equal(before + 2);
+    } finally {
+      server.server.off("connection", onConnection);
+    }
   });
 
   it("is not taken when a guard stands before the route: with a verify limit, the limiter counts every request (429 past it)", async () => {

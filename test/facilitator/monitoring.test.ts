@@ -2,13 +2,12 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "chai";
 import { loadConfig } from "../../src/facilitator/config/index.js";
-import { startFacilitator, type RunningFacilitator } from "../../src/facilitator/start.js";
-import { serveJsonRpc, type JsonRpcBridge } from "../../src/harness/rpc-bridge.js";
-import { HARDHAT_KEYS, makePayment, type Chain } from "../helpers/facilitator.js";
+import type { RunningFacilitator } from "../../src/facilitator/start.js";
+import { HARDHAT_KEYS, makePayment, startTestFacilitator, type Chain } from "../helpers/facilitator.js";
+import { openProxiedChain } from "../helpers/proxied-chain.js";
 import { ROOT } from "../helpers/processes.js";
 import { parseYaml, promqlRefs, seriesLabels, type Yaml } from "../helpers/promql.js";
-import { waitUntil } from "../helpers/time.js";
-import { openChain } from "../helpers/token.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // The Grafana dashboard and the Prometheus alert rules the package ships (docs/monitoring/): every metric
 // and label they name must exist on a live facilitator's /metrics, or a panel stays empty and an alert never fires.
@@ -106,16 +105,15 @@ describe("monitoring: the shipped Grafana dashboard and Prometheus alert rules",
   describe("against a live facilitator's /metrics, after a payment", function () {
     this.timeout(120_000);
     let chain: Chain;
-    let bridge: JsonRpcBridge;
     let running: RunningFacilitator;
     let page: Map<string, Set<string>>;
 
     before(async () => {
-      chain = await openChain("cronos-testnet");
-      bridge = await serveJsonRpc(chain.connection.provider, { port: 0, role: "cronos-testnet-rpc" });
+      const proxied = await openProxiedChain();
+      chain = proxied.chain;
       // Two RPC URLs, the second refusing connections: the failover metrics have their series.
       const config = loadConfig({
-        CRONOS_TESTNET_RPC_URL: `${bridge.url},http://127.0.0.1:1`,
+        CRONOS_TESTNET_RPC_URL: `${proxied.rpcUrls},http://127.0.0.1:1`,
         RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer,
         PORT: "0",
         METRICS_PORT: "0",
@@ -128,7 +126,7 @@ describe("monitoring: the shipped Grafana dashboard and Prometheus alert rules",
         RATE_LIMIT_SETTLE_PER_MINUTE: "0",
         RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0",
       });
-      running = await startFacilitator(config);
+      running = await startTestFacilitator(config);
       const post = (route: string, body: unknown) =>
         fetch(`${running.url}/v2/x402/${route}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
       const payment = await makePayment(chain);
@@ -145,7 +143,6 @@ describe("monitoring: the shipped Grafana dashboard and Prometheus alert rules",
     });
     after(async () => {
       await running?.close(0);
-      await bridge?.close();
     });
 
     it("every metric a panel or an alert names has series, with every label its matchers, groupings, legends and annotations use", () => {

@@ -1,5 +1,3 @@
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { expect } from "chai";
 import { Facilitator, CronosNetwork } from "@crypto.com/facilitator-client";
 import request from "supertest";
@@ -7,6 +5,7 @@ import type { TypedDataDomain, TypedDataParameter } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { VECTOR_A_HEADER, VECTOR_SIGNER, VECTOR_PAYEE } from "../helpers/vectors.js";
 import { HARDHAT_KEYS, openFacilitator } from "../helpers/facilitator.js";
+import { listen } from "../helpers/http.js";
 
 type Opened = Awaited<ReturnType<typeof openFacilitator>>;
 
@@ -33,15 +32,11 @@ function ethersStyleSigner(key: `0x${string}`, opened: Opened) {
 
 describe("the official Cronos client (@crypto.com/facilitator-client 1.0.4) against this facilitator", () => {
   let opened: Opened;
-  let server: Server;
   let url: string;
   before(async () => {
     opened = await openFacilitator();
-    server = createServer(opened.app);
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    url = (await listen(opened.app)).url;
   });
-  after(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
   it("accepts supported, and a header it generated verifies and settles with every field typed as it insists", async () => {
     const client = officialClient(url);

@@ -1,12 +1,13 @@
-import { createServer as createHttpServer, type Server } from "node:http";
 import { expect } from "chai";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { NETWORKS } from "../../src/protocol/networks.js";
 import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 import { listen } from "../helpers/http.js";
+import { setAutomine } from "../helpers/mining.js";
 import { ROOT, spawnInRoot, type Spawned } from "../helpers/processes.js";
+import { startFaultProxy } from "../helpers/rpc-proxy.js";
 
 /** Starts `npm run facilitator`'s script with `env` as its whole environment (besides PATH and HOME). */
 function startFacilitatorScript(env: Record<string, string>): Spawned {
@@ -22,35 +23,14 @@ interface Run {
 /** Runs the script with `env` until it exits (start-up failures exit at once). */
 async function runToExit(env: Record<string, string>): Promise<Run> {
   const proc = startFacilitatorScript(env);
-  const timer = setTimeout(() => proc.kill(), 30_000);
+  await waitUntil("the script to exit", () => proc.child.exitCode !== null || proc.child.signalCode !== null);
   const code = await proc.exited;
-  clearTimeout(timer);
   return { code, stdout: proc.stdout(), stderr: proc.stderr() };
 }
 
 /** The facilitator's "listening" log line, once it is written. */
 async function listeningLine(proc: Spawned): Promise<{ url: string; networks: Array<{ rpc: string }> }> {
   return JSON.parse((await proc.waitFor(/^.*"msg":"facilitator listening".*\n/m, 30_000))[0]) as { url: string; networks: Array<{ rpc: string }> };
-}
-
-/** A JSON-RPC forwarder to `target` that drops every connection while `down` is set. */
-async function switchableRpc(target: string): Promise<{ url: string; server: Server; down: boolean }> {
-  const state = { down: false };
-  const server = createHttpServer((req, res) => {
-    if (state.down) {
-      req.socket.destroy();
-      return;
-    }
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      void fetch(target, { method: "POST", headers: { "Content-Type": "application/json" }, body: Buffer.concat(chunks) })
-        .then(async (answer) => res.writeHead(answer.status, { "Content-Type": "application/json" }).end(await answer.text()))
-        .catch(() => req.socket.destroy());
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return Object.assign(state, { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, server });
 }
 
 function escape(text: string): string {
@@ -132,7 +112,8 @@ describe("the facilitator process against a local node (start-up checks, secrets
   });
 
   it("keeps an RPC URL's path and query (its API key) out of logs, healthcheck and answers while the RPC fails", async () => {
-    const rpc = await switchableRpc(chain.rpcUrl);
+    // A forwarder that resets every connection once the fault is set.
+    const rpc = await startFaultProxy(chain.rpcUrl);
     const secretUrl = `${rpc.url}/v2/PATH-SECRET-KEY?apikey=QUERY-SECRET-KEY`;
     const proc = startFacilitatorScript({ ...base, CRONOS_TESTNET_RPC_URL: secretUrl, RPC_TIMEOUT_MS: "1000" });
     try {
@@ -142,7 +123,7 @@ describe("the facilitator process against a local node (start-up checks, secrets
         { publicClient: chain.publicClient, info: NETWORKS["cronos-testnet"], token: chain.token },
         { payer: privateKeyToAccount(chain.buyers[0]!.privateKey) },
       );
-      rpc.down = true;
+      rpc.fail({ kind: "reset" });
       const post = (route: string) =>
         fetch(`${listening.url}/v2/x402/${route}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(payment.body) });
       const [verify, settle, health] = await Promise.all([post("verify"), post("settle"), fetch(`${listening.url}/healthcheck`)]);
@@ -156,7 +137,7 @@ describe("the facilitator process against a local node (start-up checks, secrets
       expect(answers + proc.stdout() + proc.stderr()).not.to.match(/SECRET/);
     } finally {
       proc.kill();
-      rpc.server.close();
+      await rpc.close();
     }
   });
 
@@ -181,7 +162,7 @@ describe("the facilitator process against a local node (start-up checks, secrets
       expect(health.status).to.equal(200);
 
       // A settle that cannot confirm until we mine: automine off.
-      await chain.provider.request({ method: "evm_setAutomine", params: [false] });
+      await setAutomine(chain.provider, false);
       const payment = await makePayment(
         { publicClient: chain.publicClient, info: NETWORKS["cronos-testnet"], token: chain.token },
         { payer: privateKeyToAccount(chain.buyers[0]!.privateKey) },
@@ -192,11 +173,10 @@ describe("the facilitator process against a local node (start-up checks, secrets
         body: JSON.stringify(payment.body),
       });
       // Wait until the transaction is in the node's pool, then ask the process to stop.
-      const inPool = await waitUntil(async () => {
+      await waitUntil("the settle transaction in the node's pool", async () => {
         const pending = (await chain.provider.request({ method: "eth_getBlockByNumber", params: ["pending", false] })) as { transactions: string[] };
         return pending.transactions.length > 0;
-      }, 30_000);
-      expect(inPool, `the settle transaction never reached the node's pool; stderr: ${proc.stderr()}`).to.equal(true);
+      });
       proc.child.kill("SIGTERM");
       // Mine only once the process has taken the signal: the settle is then in flight during shutdown.
       await proc.waitFor(/"msg":"stopping/, 30_000);
@@ -211,7 +191,7 @@ describe("the facilitator process against a local node (start-up checks, secrets
       expect(logged.at(-1)?.msg).to.equal("stopped");
       expect(proc.stdout()).not.to.include(HARDHAT_KEYS.relayer.slice(2));
     } finally {
-      await chain.provider.request({ method: "evm_setAutomine", params: [true] });
+      await setAutomine(chain.provider, true);
       proc.kill();
     }
   });

@@ -4,13 +4,13 @@ import { parseSignature, type Address, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { CANCEL_AUTHORIZATION_TYPES } from "../../src/protocol/eip3009.js";
 import { SettleError } from "../../src/protocol/reasons.js";
-import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import { VerifyReason } from "../../src/protocol/reasons.js";
 import { HARDHAT_KEYS, makePayment, openFacilitator, recordingLogger, v2BodyOf } from "../helpers/facilitator.js";
-import { switchableLedger } from "../helpers/ledger.js";
-import { expectFailed, FRONT_RUN, RELAYER, relayerNonce, revertedGas, setAutomine, settle, settleFrontRun, type SettleAnswer } from "../helpers/settle.js";
+import { openMemoryLedger, switchableLedger } from "../helpers/ledger.js";
+import { setAutomine } from "../helpers/mining.js";
+import { expectFailed, FRONT_RUN, RELAYER, relayerNonce, revertedGas, settle, settleFrontRun, type SettleAnswer } from "../helpers/settle.js";
 import { deployFlipWallet, walletPayment } from "../helpers/wallets.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitFor, waitUntil, WAIT_MS } from "../helpers/wait.js";
 
 // Reverts the relayer pays for: what a simulation cannot catch, shown on a real local chain (EDR),
 // then refused. Automine is off while an attacker's transaction and a pending settlement meet in
@@ -29,7 +29,7 @@ describe("relayer safety: reverts the relayer would pay for", () => {
     opened.rpc.reset();
 
     // Automine off: the first settlement waits in the mempool, so every verify sees the whole balance.
-    await setAutomine(opened, false);
+    await setAutomine(opened.chain.connection.provider, false);
     const answered: Array<Record<string, unknown>> = [];
     let all: Promise<SettleAnswer[]>;
     try {
@@ -41,7 +41,7 @@ describe("relayer safety: reverts the relayer would pay for", () => {
       for (const answer of answered) expectFailed(answer, SettleError.insufficientBalance);
       await opened.chain.networkHelpers.mine();
     } finally {
-      await setAutomine(opened, true);
+      await setAutomine(opened.chain.connection.provider, true);
     }
     const answers = await all;
     expect(answers.map((a) => a.event).sort()).to.deep.equal(["payment.failed", "payment.failed", "payment.failed", "payment.failed", "payment.settled"]);
@@ -144,21 +144,17 @@ describe("relayer safety: reverts the relayer would pay for", () => {
       const body = dialect === "cronos" ? payment.body : v2BodyOf(payment);
       // Anyone watching the pending pool: the copier is an unrelated funded account (Hardhat #15, LOCAL-ONLY).
       const copier = chain.wallets[15]!;
-      await setAutomine(opened, false);
+      await setAutomine(opened.chain.connection.provider, false);
       let copyHash: Hex;
       let settling;
       try {
         settling = request(opened.app).post("/v2/x402/settle").send(body).then((r) => r);
-        let pending;
-        for (let i = 0; i < 500 && !pending?.body.txHash; i++) {
-          pending = await request(opened.app).get("/v2/x402/settlements").query(query);
-          if (!pending.body.txHash) await new Promise((r) => setTimeout(r, 10));
-        }
-        const ours = await chain.publicClient.getTransaction({ hash: pending!.body.txHash });
+        const pending = await waitFor(() => request(opened.app).get("/v2/x402/settlements").query(query), (r) => Boolean(r.body.txHash), "the settlement's hash in its lookup", WAIT_MS, 10);
+        const ours = await chain.publicClient.getTransaction({ hash: pending.body.txHash });
         copyHash = await copier.sendTransaction({ to: ours.to!, data: ours.input, ...FRONT_RUN });
         await chain.networkHelpers.mine();
       } finally {
-        await setAutomine(opened, true);
+        await setAutomine(opened.chain.connection.provider, true);
       }
       const answer = await settling;
       const copy = await chain.publicClient.getTransactionReceipt({ hash: copyHash });
@@ -212,7 +208,7 @@ describe("relayer safety: reverts the relayer would pay for", () => {
     async function copyMinedFirst(opened: Opened, body: object, meanwhile: () => void) {
       const { chain } = opened;
       const nonce = await relayerNonce(opened);
-      await setAutomine(opened, false);
+      await setAutomine(opened.chain.connection.provider, false);
       try {
         const answering = request(opened.app).post("/v2/x402/settle").set("X402-Version", "1").send(body).then((r) => r);
         expect(await waitUntil(async () => (await relayerNonce(opened)) === nonce + 1, 10_000, 10), "the settlement reached the mempool").to.equal(true);
@@ -226,7 +222,7 @@ describe("relayer safety: reverts the relayer would pay for", () => {
         expect((await chain.publicClient.getTransactionReceipt({ hash: ours.hash })).status).to.equal("reverted");
         return { answer, copyHash, ourHash: ours.hash };
       } finally {
-        await setAutomine(opened, true);
+        await setAutomine(opened.chain.connection.provider, true);
       }
     }
 
@@ -234,7 +230,7 @@ describe("relayer safety: reverts the relayer would pay for", () => {
       request(opened.app).get("/v2/x402/settlements").query({ network: "cronos-testnet", from: payment.message.from, nonce: payment.message.nonce });
 
     async function open(env: Record<string, string> = {}) {
-      const switchable = switchableLedger(openSqliteLedger({ location: MEMORY }));
+      const switchable = switchableLedger(openMemoryLedger());
       const { logger, lines } = recordingLogger();
       // Reconciler rounds and outage probes of a fraction of a second: what is left to them is decided within the test.
       const opened = await openFacilitator("cronos-testnet", { RECONCILE_INTERVAL_MS: "200", ...env }, { ledger: switchable.ledger, logger });

@@ -7,7 +7,7 @@ import { cronosFront, type CronosFront } from "../helpers/cronos-front.js";
 import { HARDHAT_KEYS } from "../helpers/facilitator.js";
 import { openProxiedChain, type ProxiedChain } from "../helpers/proxied-chain.js";
 import type { FaultProxy } from "../helpers/rpc-proxy.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // The relayer against a Cronos node's admission (strict nonces, its replacement rule, its texts, its minimum
 // fee), put in front of the local EDR chain by an RPC proxy (test/helpers/cronos-front.ts). Each test reads

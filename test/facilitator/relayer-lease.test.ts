@@ -4,6 +4,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { KeyNotLeasedError, Relayer, RelaySendError, type KeyLease, type RelayHooks, type SignedRelay } from "../../src/chain/relayer/index.js";
 import { HARDHAT_KEYS } from "../helpers/facilitator.js";
 import { openChain } from "../helpers/token.js";
+import { setAutomine } from "../helpers/mining.js";
 
 // The relayer's side of "a key sends only under its lease", on a real local chain (EDR) with automine
 // off: a transaction waits in the pool until the test mines a block. The lease is the port the
@@ -60,7 +61,6 @@ function relayerOn(chain: Chain): { relayer: Relayer; broadcast: Hex[] } {
 /** Whether the node holds `hash`, mined or waiting (in its pool, or queued behind a missing nonce). */
 const known = (chain: Chain, hash: Hex) => chain.publicClient.getTransaction({ hash }).then(() => true, () => false);
 const drop = (chain: Chain, hash: Hex) => chain.connection.provider.request({ method: "hardhat_dropTransaction", params: [hash] });
-const automine = (chain: Chain, on: boolean) => chain.connection.provider.request({ method: "evm_setAutomine", params: [on] });
 /** Mines one block `seconds` of chain time later (the relayer's clock): a transaction waiting on a missing nonce stays in the pool. */
 const later = (chain: Chain, seconds: number) => chain.networkHelpers.time.increase(seconds);
 const minedNonce = (chain: Chain) => chain.publicClient.getTransactionCount({ address: ADDRESS, blockTag: "latest" });
@@ -75,7 +75,7 @@ describe("relayer: a key sends only under its lease", function () {
 
   beforeEach(async () => {
     chain = await openChain("cronos-testnet");
-    await automine(chain, false);
+    await setAutomine(chain.connection.provider, false);
   });
 
   it("refuses to send from a key not leased yet, or whose lease is about to lapse, before signing anything", async () => {

@@ -1,7 +1,12 @@
 import { expect } from "chai";
 import type { RunningFacilitator } from "../../src/facilitator/start.js";
 import { makePayment } from "../helpers/facilitator.js";
+import { fetchJson } from "../helpers/http.js";
 import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";
+import { waitUntil } from "../helpers/wait.js";
+
+/** POSTs a settle to `running`; its answer's body. */
+const settleOn = async (running: RunningFacilitator, body: unknown) => (await fetchJson(`${running.url}/v2/x402/settle`, { body })).body as Record<string, unknown>;
 
 /** The methods a settle asks of the chain (the lifecycle's and the failover's own reads aside). */
 const SETTLE_METHODS = new Set(["eth_getCode", "eth_estimateGas", "eth_sendRawTransaction", "eth_getTransactionReceipt", "eth_maxPriorityFeePerGas"]);
@@ -23,14 +28,12 @@ describe("settle on a remote RPC: three round trips on a chain that mines at onc
 
   it("asks the head and the payer's state in one batch, simulates in the next, and sends with the receipt and the latest block in the third; the answer's block and time are the chain's", async () => {
     const proxy = proxied.proxies[0]!;
-    const post = async (body: unknown) =>
-      (await fetch(`${running.url}/v2/x402/settle`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) })).json() as Promise<Record<string, unknown>>;
     // Warm-up: the relayer's first nonce, the fee quote, the token's code checks.
-    expect((await post((await makePayment(proxied.chain)).body)).event).to.equal("payment.settled");
+    expect((await settleOn(running, (await makePayment(proxied.chain)).body)).event).to.equal("payment.settled");
 
     const payment = await makePayment(proxied.chain, { amount: 2_500n });
     proxy.batches.length = 0;
-    const answer = await post(payment.body);
+    const answer = await settleOn(running, payment.body);
     expect(answer.event).to.equal("payment.settled");
     const settleBatches = proxy.batches.filter((batch) => batch.some((method) => SETTLE_METHODS.has(method)));
     expect(settleBatches).to.deep.equal([
@@ -64,11 +67,13 @@ describe("settle when the chain has not mined the transaction by the send's answ
     await proxy.chain.automine(false);
     try {
       const payment = await makePayment(proxied.chain, { amount: 3_500n });
-      const settling = fetch(`${running.url}/v2/x402/settle`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(payment.body) });
-      while ((await proxy.chain.pending()).length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      const settling = settleOn(running, payment.body);
+      await waitUntil("the settlement in the pool", async () => (await proxy.chain.pending()).length === 1);
+      // Mine once the facilitator has polled for the receipt after the send's own batch.
+      const receiptPolls = () => proxy.batches.filter((batch) => batch.includes("eth_getTransactionReceipt") && !batch.includes("eth_sendRawTransaction")).length;
+      await waitUntil("a receipt poll after the send", () => receiptPolls() > 0);
       await proxy.chain.mine(1);
-      const answer = (await (await settling).json()) as Record<string, unknown>;
+      const answer = await settling;
       expect(answer.event).to.equal("payment.settled");
       const receipt = await proxied.chain.publicClient.getTransactionReceipt({ hash: answer.txHash as `0x${string}` });
       const block = await proxied.chain.publicClient.getBlock({ blockNumber: receipt.blockNumber });

@@ -4,31 +4,21 @@ import { ConfigError, loadConfig } from "../../src/facilitator/config/index.js";
 import { EMBEDDED_LEDGER_NOTE } from "../../src/facilitator/coordination.js";
 import { StartupError } from "../../src/facilitator/startup-error.js";
 import type { RunningFacilitator } from "../../src/facilitator/start.js";
-import { serveJsonRpc } from "../../src/harness/rpc-bridge.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 import { configRefusal } from "../helpers/config.js";
 import { HARDHAT_KEYS, makePayment, recordingLogger } from "../helpers/facilitator.js";
 import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";
-import { startFaultProxy, type FaultProxy } from "../helpers/rpc-proxy.js";
-import { openChain } from "../helpers/token.js";
+import { fetchJson } from "../helpers/http.js";
+import { setAutomine } from "../helpers/mining.js";
+import { rejection } from "../helpers/reject.js";
+import type { FaultProxy } from "../helpers/rpc-proxy.js";
 
 const RELAYER = privateKeyToAccount(HARDHAT_KEYS.relayer).address;
 const SELLER = privateKeyToAccount(HARDHAT_KEYS.seller).address;
 const AMOUNT = 1_000_000n;
 
-async function post(running: RunningFacilitator, route: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
-  const response = await fetch(`${running.url}/v2/x402/${route}`, {
-    method: "POST",
-    headers: { "Content-Type": "application/json", "X402-Version": "1" },
-    body: JSON.stringify(body),
-  });
-  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-}
-
-async function health(running: RunningFacilitator): Promise<{ status: number; body: any }> {
-  const response = await fetch(`${running.url}/healthcheck`);
-  return { status: response.status, body: await response.json() };
-}
+const post = (running: RunningFacilitator, route: string, body: unknown) => fetchJson(`${running.url}/v2/x402/${route}`, { body, headers: { "X402-Version": "1" } });
+const health = (running: RunningFacilitator) => fetchJson(`${running.url}/healthcheck`);
 
 /** The value of `x402_rpc_endpoint_up` for each endpoint label of cronos-testnet. */
 async function endpointsUp(running: RunningFacilitator): Promise<Record<string, number>> {
@@ -80,25 +70,13 @@ describe("RPC failover: several RPC URLs per network", () => {
   describe("start-up", () => {
     it("stops when one URL reports another chain id, naming it by scheme, host and place (never its path or query)", async () => {
       const testnet = await openProxiedChain(1);
-      const mainnet = await openChain("cronos-mainnet");
-      const bridge = await serveJsonRpc(mainnet.connection.provider as never, { port: 0, role: "cronos-mainnet-rpc" });
-      const wrong = await startFaultProxy(bridge.url);
-      try {
-        let error: unknown;
-        try {
-          await startFacilitatorOnProxies(testnet, { CRONOS_TESTNET_RPC_URL: `${testnet.rpcUrls}/v2/SECRET-A,${wrong.url}/v2/SECRET-B?apikey=SECRET-C` });
-        } catch (caught) {
-          error = caught;
-        }
-        expect(error).to.be.instanceOf(StartupError);
-        expect((error as Error).message).to.equal(
-          `cronos-testnet: CRONOS_TESTNET_RPC_URL: the RPC at ${wrong.url} (URL #2 of 2) reports chain id 25, expected 338`,
-        );
-      } finally {
-        await wrong.close();
-        await bridge.close();
-        await testnet.close();
-      }
+      const mainnet = await openProxiedChain(1, "cronos-mainnet");
+      const wrong = mainnet.proxies[0]!;
+      const error = await rejection(
+        startFacilitatorOnProxies(testnet, { CRONOS_TESTNET_RPC_URL: `${testnet.rpcUrls}/v2/SECRET-A,${wrong.url}/v2/SECRET-B?apikey=SECRET-C` }),
+        StartupError,
+      );
+      expect(error.message).to.equal(`cronos-testnet: CRONOS_TESTNET_RPC_URL: the RPC at ${wrong.url} (URL #2 of 2) reports chain id 25, expected 338`);
     });
 
     it("starts while one URL does not answer, logs it, and reports it in /healthcheck while staying healthy", async () => {
@@ -167,7 +145,7 @@ describe("RPC failover: several RPC URLs per network", () => {
     afterEach(async () => {
       await running?.close();
       running = undefined;
-      await proxied.chain.connection.provider.request({ method: "evm_setAutomine", params: [true] });
+      await setAutomine(proxied.chain.connection.provider, true);
       await proxied.close();
     });
 

@@ -6,31 +6,33 @@ import { isValidBazaarDeclaration } from "../../src/protocol/bazaar.js";
 import { paymentRequirements, requirePayment } from "../../src/seller/index.js";
 import { makePayment, openFacilitator, v2BodyOf } from "../helpers/facilitator.js";
 import { decodeBase64Json, listen } from "../helpers/http.js";
-import { deepSchemaText, doublingSchema, hugeEnumSchema, REGEX_BOMB, REGEX_BOMB_ID, timed } from "../helpers/schema-bombs.js";
+import { deepSchemaText, doublingSchema, hugeEnumSchema, REGEX_BOMB, REGEX_BOMB_ID } from "../helpers/schema-bombs.js";
 
 // Issue 39, finding 1: a JSON Schema written by the payer (the payment-identifier extension's `schema`) was
 // compiled and run by ajv before the signature check: a schema doubling its work per level froze the
 // process for hours. Nothing a buyer writes is compiled or run now: the identifier's `info` has a fixed
 // shape, and a catalog declaration is checked by fixed code within size and depth bounds.
 //
-// Speed belongs to bench/ (`npm run bench:schema-bombs` prints each entrance's time against 50 ms). Here each
-// answer must arrive before a deadline that only exponential work misses: 60 levels are 2^60 checks of
-// the last one (never done), and the 60-level bomb must cost no more than a small multiple of the 30-level
-// one plus a margin (the machine may be loaded; exponential work is 2^30 times more, not a few).
+// Speed belongs to bench/ (`npm run bench:schema-bombs` prints each entrance's time against 50 ms). Here
+// every answer must arrive at all: 60 levels are 2^60 checks of the last one for anything that runs the
+// schema, work that never ends (the test's time-out fails it). Where the schema can be handed over as an
+// object, the reads of it are counted: they grow with its size, never with the paths through it.
 
 const ID = "pay_schema_bomb_0123456789";
-/** Past this, an answer is late by any measure of a loaded machine; exponential work never arrives. */
-const DEADLINE_MS = 10_000;
 const LEVELS = [30, 60] as const;
 
 /** A payment-identifier extension carrying `schema` (parsed from text when given as a string). */
 const identifierWith = (schema: unknown, id = ID) => ({ "payment-identifier": { info: { required: false, id }, schema } });
 
-/** Asserts the work did not grow with the levels: both before the deadline, 60 levels within 20× of 30 plus 2 s. */
-function expectNotExponential(label: string, times: Record<number, number>): void {
-  console.log(`      ${label}: ${LEVELS.map((levels) => `${levels} levels ${times[levels]!.toFixed(1)} ms`).join(", ")}`);
-  for (const levels of LEVELS) expect(times[levels], `${label}, ${levels} levels`).to.be.below(DEADLINE_MS);
-  expect(times[60], `${label}: 60 levels against 30`).to.be.below(times[30]! * 20 + 2_000);
+/** `value` behind proxies that count every property read, at every depth. */
+function counted<T>(value: T, reads: { count: number }): T {
+  if (value === null || typeof value !== "object") return value;
+  return new Proxy(value, {
+    get(target, key, receiver) {
+      reads.count++;
+      return counted(Reflect.get(target, key, receiver) as unknown, reads);
+    },
+  });
 }
 
 describe("schema bombs (issue 39): no payer-written schema is compiled or run, at any entrance", function () {
@@ -75,13 +77,16 @@ describe("schema bombs (issue 39): no payer-written schema is compiled or run, a
 
   it("a bazaar declaration is checked by fixed code: a doubling schema is data, never run; one nested past the bound is refused", () => {
     const info = { input: { type: "http", method: "GET", queryParams: { city: "Oslo" } } };
-    const times: Record<number, number> = {};
+    const reads: Record<number, number> = {};
     for (const levels of LEVELS) {
-      const started = performance.now();
-      expect(isValidBazaarDeclaration({ info, schema: doublingSchema(levels) }), `${levels} levels`).to.equal(true);
-      times[levels] = performance.now() - started;
+      const counter = { count: 0 };
+      expect(isValidBazaarDeclaration({ info, schema: counted(doublingSchema(levels), counter) }), `${levels} levels`).to.equal(true);
+      reads[levels] = counter.count;
     }
-    expectNotExponential("isValidBazaarDeclaration", times);
+    // Twice the levels, about twice the nodes: at most twice the reads (plus the fixed part); running the
+    // schema would read the last level 2^30 times more.
+    expect(reads[30], "reads of the 30-level schema").to.be.above(0);
+    expect(reads[60], `reads of the 60-level schema against ${reads[30]} for 30`).to.be.at.most(2 * reads[30]! + 50);
     expect(isValidBazaarDeclaration({ info, schema: REGEX_BOMB })).to.equal(true);
     expect(isValidBazaarDeclaration({ info, schema: JSON.parse(deepSchemaText(5_000)) })).to.equal(false);
   });
@@ -89,20 +94,14 @@ describe("schema bombs (issue 39): no payer-written schema is compiled or run, a
   it("verify and settle (x402 v2) answer a payment carrying each bomb as they answer it without: valid, then paid", async () => {
     const opened = await openFacilitator("cronos-testnet");
     try {
-      const post = async (route: "verify" | "settle", body: unknown) => {
-        const { value: answer, ms } = await timed(() => request(opened.app).post(`/v2/x402/${route}`).set("Content-Type", "application/json").send(JSON.stringify(body)));
-        return { answer, ms };
-      };
+      const post = (route: "verify" | "settle", body: unknown) => request(opened.app).post(`/v2/x402/${route}`).set("Content-Type", "application/json").send(JSON.stringify(body));
       for (const route of ["verify", "settle"] as const) {
-        const times: Record<number, number> = {};
         for (const levels of LEVELS) {
           const body = v2BodyOf(await makePayment(opened.chain));
           const bombed = { ...body, paymentPayload: { ...body.paymentPayload, extensions: identifierWith(doublingSchema(levels), `${ID}_${route}_${levels}`) } };
-          const { answer, ms } = await post(route, bombed);
+          const answer = await post(route, bombed);
           expect([answer.status, route === "verify" ? answer.body.isValid : answer.body.success], `${route}, ${levels} levels: ${JSON.stringify(answer.body)}`).to.deep.equal([200, true]);
-          times[levels] = ms;
         }
-        expectNotExponential(`POST /v2/x402/${route}, doubling schema`, times);
       }
       // The other bombs, each on a payment of its own: paid as without them.
       for (const [name, schemaText, id] of [
@@ -136,18 +135,15 @@ describe("schema bombs (issue 39): no payer-written schema is compiled or run, a
     );
     const seller = await listen(app);
     try {
-      const times: Record<number, number> = {};
       for (const levels of LEVELS) {
         const { paymentPayload } = v2BodyOf(await makePayment(opened.chain));
         const header = Buffer.from(JSON.stringify({ ...paymentPayload, extensions: identifierWith(doublingSchema(levels), `${ID}_${levels}`) })).toString("base64");
         now = Number((await opened.chain.publicClient.getBlock()).timestamp) * 1000 + 1_000;
-        const { value: response, ms } = await timed(() => fetch(`${seller.url}/paid`, { headers: { "PAYMENT-SIGNATURE": header } }));
+        const response = await fetch(`${seller.url}/paid`, { headers: { "PAYMENT-SIGNATURE": header } });
         const answer = (await response.json()) as { served?: boolean; payment?: { to: string; value: string } };
         expect([response.status, answer.served, answer.payment?.to, answer.payment?.value], `${levels} levels`).to.deep.equal([200, true, opened.seller.address, "1000000"]);
         expect(decodeBase64Json(response.headers.get("PAYMENT-RESPONSE")).success).to.equal(true);
-        times[levels] = ms;
       }
-      expectNotExponential("the seller middleware, doubling schema", times);
     } finally {
       await seller.close();
       await facilitator.close();
@@ -158,17 +154,14 @@ describe("schema bombs (issue 39): no payer-written schema is compiled or run, a
   it("the catalog takes a declaration whose schema is the doubling one as data (never run): settled, listed with the schema as sent", async () => {
     const opened = await openFacilitator("cronos-testnet");
     try {
-      const times: Record<number, number> = {};
       for (const levels of LEVELS) {
         const body = v2BodyOf(await makePayment(opened.chain));
         const bazaar = { info: { input: { type: "http", method: "GET", queryParams: { levels: String(levels) } } }, schema: doublingSchema(levels) };
         const extra = { ...body.paymentRequirements.extra, resource: { url: `https://seller.example/bomb/${levels}` }, bazaar };
         const declared = { ...body, paymentRequirements: { ...body.paymentRequirements, extra } };
-        const { value: answer, ms } = await timed(() => request(opened.app).post("/v2/x402/settle").send(declared));
+        const answer = await request(opened.app).post("/v2/x402/settle").send(declared);
         expect([answer.status, answer.body.success], `${levels} levels`).to.deep.equal([200, true]);
-        times[levels] = ms;
       }
-      expectNotExponential("POST /v2/x402/settle, a declaration with the doubling schema", times);
       const listed = await request(opened.app).get("/v2/x402/discovery/resources");
       expect(listed.body.items.map((item: { resource: string; extensions: { bazaar: { schema: unknown } } }) => [item.resource, item.extensions.bazaar.schema])).to.deep.equal([
         ["https://seller.example/bomb/60", doublingSchema(60)],

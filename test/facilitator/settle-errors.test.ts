@@ -1,11 +1,11 @@
 import { expect } from "chai";
 import request from "supertest";
-import { encodeFunctionData, parseSignature, type Hex } from "viem";
+import { custom, encodeFunctionData, parseSignature, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { revertReason, settleErrorOfRevert } from "../../src/chain/revert.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
 import { SettleError, type SettleErrorCode } from "../../src/protocol/reasons.js";
-import { HARDHAT_KEYS, makePayment, openFacilitator } from "../helpers/facilitator.js";
+import { createTestFacilitator, HARDHAT_KEYS, makePayment, openFacilitator } from "../helpers/facilitator.js";
 import { expectFailed, relayerNonce, settle } from "../helpers/settle.js";
 
 type Opened = Awaited<ReturnType<typeof openFacilitator>>;
@@ -58,10 +58,9 @@ describe("facilitator settle: every error, produced on a real chain", () => {
   it("finds the spending transaction after a restart (a fresh facilitator on the same chain)", async () => {
     const payment = await makePayment(opened.chain);
     const first = await settle(opened, payment.body);
-    const { createFacilitator } = await import("../../src/facilitator/server.js");
-    const { custom } = await import("viem");
-    const restarted = await createFacilitator(opened.config, { transports: { "cronos-testnet": custom(opened.chain.connection.provider) } });
+    const restarted = await createTestFacilitator(opened.config, { transports: { "cronos-testnet": custom(opened.chain.connection.provider) } });
     const again = await request(restarted.app).post("/v2/x402/settle").send(payment.body);
+    expect(again.status).to.equal(200);
     expectFailed(again.body, "Authorization already used", { txHash: first.txHash });
   });
 
@@ -154,6 +153,7 @@ describe("facilitator settle: every error, produced on a real chain", () => {
     const payment = await makePayment(opened.chain);
     const before = await balances();
     const answers = await Promise.all(Array.from({ length: 5 }, () => request(opened.app).post("/v2/x402/settle").send(payment.body)));
+    expect(answers.map((a) => a.status)).to.deep.equal(Array(5).fill(200));
     const events = answers.map((a) => a.body.event).sort();
     expect(events).to.deep.equal(["payment.failed", "payment.failed", "payment.failed", "payment.failed", "payment.settled"]);
     for (const answer of answers.filter((a) => a.body.event === "payment.failed")) {
@@ -168,6 +168,7 @@ describe("facilitator settle: every error, produced on a real chain", () => {
     const payments = await Promise.all(Array.from({ length: 12 }, () => makePayment(opened.chain)));
     const before = await balances();
     const answers = await Promise.all(payments.map((p) => request(opened.app).post("/v2/x402/settle").send(p.body)));
+    expect(answers.map((a) => a.status)).to.deep.equal(Array(12).fill(200));
     expect(answers.map((a) => a.body.event)).to.deep.equal(Array(12).fill("payment.settled"));
     expect(new Set(answers.map((a) => a.body.txHash)).size).to.equal(12);
     expect(await balances()).to.deep.equal([before[0] - 12_000_000n, before[1] + 12_000_000n]);

@@ -8,7 +8,8 @@ import { privateKeyToAccount } from "viem/accounts";
 import type { RunningFacilitator } from "../../src/facilitator/start.js";
 import type { SettlementRecord } from "../../src/ledger/types.js";
 import { SettleError } from "../../src/protocol/reasons.js";
-import { waitUntil } from "../helpers/time.js";
+import { fetchJson } from "../helpers/http.js";
+import { waitUntil, WAIT_MS } from "../helpers/wait.js";
 import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
 import { startFacilitatorProcess, type FacilitatorProcess } from "../../src/harness/cluster.js";
 import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";
@@ -28,22 +29,13 @@ const PAST_REPLACE_AFTER = 5;
 type Answer = { status: number; body: Record<string, any> };
 type Payment = Awaited<ReturnType<typeof makePayment>>;
 
-async function call(url: string, method: "GET" | "POST", path: string, body?: unknown): Promise<Answer> {
-  const response = await fetch(`${url}${path}`, {
-    method,
-    headers: { "Content-Type": "application/json", "X402-Version": "1" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: response.status, body: (await response.json()) as Record<string, any> };
-}
-
 /** POSTs a settle; a test that fails before awaiting it leaves no unhandled rejection behind. */
 function settle(url: string, payment: Payment): Promise<Answer> {
-  const answer = call(url, "POST", "/v2/x402/settle", payment.body);
+  const answer = fetchJson(`${url}/v2/x402/settle`, { body: payment.body, headers: { "X402-Version": "1" } });
   answer.catch(() => undefined);
   return answer;
 }
-const lookup = (url: string, hash: Hex) => call(url, "GET", `/v2/x402/settlements/${hash}`);
+const lookup = (url: string, hash: Hex) => fetchJson(`${url}/v2/x402/settlements/${hash}`);
 
 /** The fault suite's facilitator settings: quick replacement, a quick reconciler. */
 const FAULT_ENV = { REPLACE_AFTER_SECONDS: REPLACE_AFTER, RECONCILE_INTERVAL_MS: "100" };
@@ -68,7 +60,7 @@ describe("settlement faults: a settlement is never stranded", function () {
     processes = [];
     await Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true })));
     dirs = [];
-    await proxy.chain.call("evm_setAutomine", [true]).catch(() => undefined);
+    await proxy.chain.automine(true).catch(() => undefined);
     await proxied.close();
   });
 
@@ -109,11 +101,7 @@ describe("settlement faults: a settlement is never stranded", function () {
 
   /** Waits until the relayer's pool nonce reaches `nonce` (its transaction reached the node). */
   async function untilInPool(nonce: number): Promise<void> {
-    expect(await waitUntil(async () => (await pendingNonce()) >= nonce, 20_000, 10), `relayer nonce ${nonce} in the pool`).to.equal(true);
-  }
-
-  async function until(what: string, check: () => Promise<boolean> | boolean): Promise<void> {
-    expect(await waitUntil(async () => check(), 30_000, 10), what).to.equal(true);
+    await waitUntil(`relayer nonce ${nonce} in the pool`, async () => (await pendingNonce()) >= nonce, WAIT_MS, 10);
   }
 
   /** With automine back on, one more payment settles from the same relayer key. */
@@ -146,7 +134,7 @@ describe("settlement faults: a settlement is never stranded", function () {
     const priced = await proxied.chain.publicClient.getTransaction({ hash: first });
     await proxy.chain.setNextBlockBaseFee(priced.maxFeePerGas! * 10n);
     await mineAfter(PAST_REPLACE_AFTER);
-    await until("the replacement reached the node", () => sends() === 2);
+    await waitUntil("the replacement reached the node", () => sends() === 2);
     const [second] = (await proxy.chain.pending()) as [Hex];
     expect(second).to.not.equal(first);
     return { settling, nonce, before, first, second, priced };
@@ -194,7 +182,7 @@ describe("settlement faults: a settlement is never stranded", function () {
     expect(await balance()).to.equal(before);
 
     await proxy.chain.mine();
-    await until("the reconciler settled the row", async () => (await rowOf(payment)).status === "settled");
+    await waitUntil("the reconciler settled the row", async () => (await rowOf(payment)).status === "settled");
     const status = await lookup(url, first);
     expect(status.body).to.deep.include({ status: "settled", txHash: second, transactions: [first, second] });
     expect(txStates(await rowOf(payment))).to.deep.equal([
@@ -222,7 +210,7 @@ describe("settlement faults: a settlement is never stranded", function () {
     await proxy.chain.setNextBlockBaseFee(parseGwei("100"));
     await mineAfter(PAST_REPLACE_AFTER);
     // Stale, but a replacement would be above the cap: withheld.
-    await until("a replacement was withheld at the cap", async () => (await counter("x402_relayer_replacements_capped_total")) >= 1);
+    await waitUntil("a replacement was withheld at the cap", async () => (await counter("x402_relayer_replacements_capped_total")) >= 1);
     expect(sends()).to.equal(1);
 
     const refused = await makePayment(proxied.chain);
@@ -266,7 +254,7 @@ describe("settlement faults: a settlement is never stranded", function () {
     const [hash] = (await proxy.chain.pending()) as [Hex];
     expect(await proxy.chain.dropTransaction(hash)).to.equal(true);
     await mineAfter(PAST_REPLACE_AFTER);
-    await until("the transaction is back in the pool", async () => (await proxy.chain.pending()).includes(hash));
+    await waitUntil("the transaction is back in the pool", async () => (await proxy.chain.pending()).includes(hash));
     expect(sends()).to.equal(2);
     await proxy.chain.mine();
 
@@ -295,7 +283,7 @@ describe("settlement faults: a settlement is never stranded", function () {
     // B waits on A's nonce: the block cannot take it.
     await mineAfter(PAST_REPLACE_AFTER);
     expect(await minedNonce()).to.equal(nonce);
-    await until("the gap is filled", async () => (await counter("x402_relayer_nonce_gaps_filled_total", { by: "resend" })) === 1);
+    await waitUntil("the gap is filled", async () => (await counter("x402_relayer_nonce_gaps_filled_total", { by: "resend" })) === 1);
     await proxy.chain.mine();
 
     expectSettled(await settlingA, a, hashA);
@@ -325,7 +313,7 @@ describe("settlement faults: a settlement is never stranded", function () {
     expect(await proxy.chain.dropTransaction(hashA)).to.equal(true);
     // Past A's validBefore: its call reverts now, so re-sending it would only burn gas.
     await mineAfter(60);
-    await until("the gap is filled by a self-transfer", async () => (await counter("x402_relayer_nonce_gaps_filled_total", { by: "self-transfer" })) === 1);
+    await waitUntil("the gap is filled by a self-transfer", async () => (await counter("x402_relayer_nonce_gaps_filled_total", { by: "self-transfer" })) === 1);
     const [filler] = (await proxy.chain.pending()).filter((hash) => hash !== hashB) as [Hex];
     const fill = await proxied.chain.publicClient.getTransaction({ hash: filler });
     expect([fill.from, fill.to, fill.value, fill.nonce, fill.input]).to.deep.equal([RELAYER.toLowerCase(), RELAYER.toLowerCase(), 0n, nonce, "0x"]);
@@ -364,7 +352,7 @@ describe("settlement faults: a settlement is never stranded", function () {
     const payment = await makePayment(proxied.chain);
     const [nonce, before] = [await pendingNonce(), await balance()];
     const settling = settle(url, payment);
-    await until("the receipt was asked for while hidden", () => hidden !== undefined && proxy.count("eth_getTransactionReceipt") >= 3);
+    await waitUntil("the receipt was asked for while hidden", () => hidden !== undefined && proxy.count("eth_getTransactionReceipt") >= 3);
     proxy.unhide(hidden!);
 
     expectSettled(await settling, payment, hidden!);
@@ -393,7 +381,7 @@ describe("settlement faults: a settlement is never stranded", function () {
     expect(await balance()).to.equal(before + AMOUNT);
     expect(await minedNonce()).to.equal(nonce + 1);
     expect(txStates(await rowOf(payment))).to.deep.equal([[hash, "mined"]]);
-    const health = await call(url, "GET", "/healthcheck");
+    const health = await fetchJson(`${url}/healthcheck`);
     expect([health.status, health.body.status]).to.deep.equal([200, "success"]);
     await keepsSettling(url);
   });
@@ -431,11 +419,11 @@ describe("settlement faults: a settlement is never stranded", function () {
     const restarted = await startFacilitatorProcess(env);
     processes.push(restarted);
     // Its lifecycle notes the transaction at the next head; chain time then passes the replacement delay.
-    await until("the restarted process took the transaction over", () => restarted.logs.some((l) => l.msg === "relayer key lease acquired"));
+    await waitUntil("the restarted process took the transaction over", () => restarted.logs.some((l) => l.msg === "relayer key lease acquired"));
     // Chain time moves (2 s a block) until the replacement reaches the node; then plain blocks until it is mined.
     // (A block mined while the replacement was being signed may age it past the delay again: it can be
     // re-priced once more before a block takes it, so the test asserts every version, not their number.)
-    await until("the stuck transaction was replaced and mined", async () => {
+    await waitUntil("the stuck transaction was replaced and mined", async () => {
       if ((await minedNonce()) > nonce) return true;
       if (sends() >= 2) await proxy.chain.mine();
       else {
@@ -446,7 +434,7 @@ describe("settlement faults: a settlement is never stranded", function () {
       }
       return false;
     });
-    await until("the row is settled", async () => (await lookup(restarted.url, first)).body.status === "settled");
+    await waitUntil("the row is settled", async () => (await lookup(restarted.url, first)).body.status === "settled");
     const status = await lookup(restarted.url, first);
     const minedHash = status.body.txHash as Hex;
     const versions = status.body.transactions as Hex[];

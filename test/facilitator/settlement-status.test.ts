@@ -7,10 +7,11 @@ import { makePayment, openFacilitator, recordingLogger } from "../helpers/facili
 import { MIGRATIONS } from "../../src/ledger/schema.js";
 import { privateKeyToAccount } from "viem/accounts";
 import { createPaymentHeader } from "../../src/buyer/index.js";
-import { startLocalStack } from "../../src/harness/stack.js";
 import { paymentRequirements } from "../../src/seller/index.js";
 import { postJson } from "../helpers/http.js";
-import { STACK_OPTIONS } from "../helpers/seller.js";
+import { withoutAutomine } from "../helpers/mining.js";
+import { startTestStack, STACK_OPTIONS } from "../helpers/seller.js";
+import { waitFor, WAIT_MS } from "../helpers/wait.js";
 
 /** What an instance on the embedded ledger says of it (written out: it is part of the healthcheck's answer). */
 const EMBEDDED_NOTE = "settlement ledger: embedded (SQLite), this instance's alone; instances that must not pay twice share one PostgreSQL through DATABASE_URL";
@@ -80,7 +81,7 @@ describe("settlement status lookups and the ledger's health and metrics", () => 
   });
 
   it("by hash with a network, answers only a settlement of that network: a testnet payment asked for as mainnet is 404", async () => {
-    const stack = await startLocalStack({ ...STACK_OPTIONS, buyers: 1 });
+    const stack = await startTestStack({ ...STACK_OPTIONS, buyers: 1 });
     try {
       const info = stack.networks["cronos-testnet"]!;
       const requirements = paymentRequirements({ network: "cronos-testnet", payTo: stack.seller, amount: 1_000n });
@@ -102,24 +103,22 @@ describe("settlement status lookups and the ledger's health and metrics", () => 
   it("shows a settlement pending while its transaction waits for a block, then settled", async () => {
     const opened = await openFacilitator();
     const payment = await makePayment(opened.chain);
-    await opened.chain.connection.provider.request({ method: "evm_setAutomine", params: [false] });
-    let lookup;
-    try {
+    await withoutAutomine(opened.chain.connection.provider, async () => {
       const settling = request(opened.app).post("/v2/x402/settle").send(payment.body).then((r) => r);
       const query = { network: "cronos-testnet", from: payment.message.from, nonce: payment.message.nonce };
-      for (let i = 0; i < 200; i++) {
-        lookup = await request(opened.app).get("/v2/x402/settlements").query(query);
-        if (lookup.body.status === "pending" && lookup.body.txHash) break;
-        await new Promise((r) => setTimeout(r, 10));
-      }
-      expect(lookup!.body).to.deep.include({ status: "pending", transactions: [lookup!.body.txHash] });
-      expect(lookup!.body).to.not.have.property("blockNumber");
+      const lookup = await waitFor(
+        () => request(opened.app).get("/v2/x402/settlements").query(query),
+        (answer) => answer.body.status === "pending" && Boolean(answer.body.txHash),
+        "the settlement pending with its transaction",
+        WAIT_MS,
+        10,
+      );
+      expect(lookup.body).to.deep.include({ status: "pending", transactions: [lookup.body.txHash] });
+      expect(lookup.body).to.not.have.property("blockNumber");
       await opened.chain.networkHelpers.mine();
-      expect((await settling).body).to.deep.include({ event: "payment.settled", txHash: lookup!.body.txHash });
+      expect((await settling).body).to.deep.include({ event: "payment.settled", txHash: lookup.body.txHash });
       expect((await request(opened.app).get("/v2/x402/settlements").query(query)).body.status).to.equal("settled");
-    } finally {
-      await opened.chain.connection.provider.request({ method: "evm_setAutomine", params: [true] });
-    }
+    });
   });
 
   it("shows a settlement refused before sending as failed, with the error and no transaction", async () => {

@@ -1,16 +1,16 @@
-import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from "node:http";
-import { once } from "node:events";
+import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { expect } from "chai";
 import { ConfigError, loadConfig } from "../../src/facilitator/config/index.js";
 import { HARDHAT_KEYS, makePayment, recordingLogger, startFacilitatorOnChain } from "../helpers/facilitator.js";
+import { listen, type Listening } from "../helpers/http.js";
 
 /**
  * A reverse proxy on 127.0.0.1 in front of `target`, connecting from 127.0.0.1 and appending the
  * client's address to X-Forwarded-For, as nginx's `$proxy_add_x_forwarded_for` does.
  */
-async function reverseProxy(target: string): Promise<{ url: string; server: Server }> {
+function reverseProxy(target: string): Promise<Listening> {
   const upstream = new URL(target);
-  const server = createServer((req, res) => {
+  return listen((req, res) => {
     const forwarded = [req.headers["x-forwarded-for"], req.socket.remoteAddress].filter(Boolean).join(", ");
     const out = httpRequest(
       { host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, localAddress: "127.0.0.1", agent: false, headers: { ...req.headers, "x-forwarded-for": forwarded } },
@@ -21,9 +21,6 @@ async function reverseProxy(target: string): Promise<{ url: string; server: Serv
     );
     req.pipe(out);
   });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, server };
 }
 
 /** POSTs `body` as JSON from the loopback address `from` (the whole 127.0.0.0/8 is this machine). */
@@ -56,7 +53,7 @@ describe("TRUST_PROXY: a forged X-Forwarded-For buys no quota under any accepted
         // Another client behind the same proxy has its own quota.
         expect((await postFrom("127.0.0.3", `${proxy.url}/v2/x402/verify`, body, { "X-Forwarded-For": "198.51.100.0" })).status).to.equal(200);
       } finally {
-        proxy.server.close();
+        await proxy.close();
         await running.close(0);
       }
     });
@@ -82,7 +79,7 @@ describe("TRUST_PROXY: a forged X-Forwarded-For buys no quota under any accepted
     } finally {
       console.warn = warn;
       console.error = error;
-      proxy.server.close();
+      await proxy.close();
       await running.close(0);
     }
   });

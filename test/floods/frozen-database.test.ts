@@ -7,7 +7,8 @@ import { startTestPostgres, type TestPostgres } from "../../src/harness/postgres
 import { makePayment, recordingLogger, startFacilitatorOnChain, v2BodyOf } from "../helpers/facilitator.js";
 import { startPgFaultProxy, type PgFaultProxy } from "../helpers/pg-fault-proxy.js";
 import { scrapeMetric } from "../helpers/metrics.js";
-import { waitUntil } from "../helpers/time.js";
+import { fetchJson, type JsonAnswer } from "../helpers/http.js";
+import { waitFor, waitUntil, WAIT_MS } from "../helpers/wait.js";
 
 // Issue 29 item 3: PostgreSQL frozen (as SIGSTOP does: nothing read, nothing answered) under a facilitator.
 // Verify without a payment identifier keeps answering (its rate limit counted in memory meanwhile), every
@@ -18,20 +19,10 @@ const KEY = "frozen-db-seller-key-0123456789";
 const AUTH = { Authorization: `Bearer ${KEY}` };
 
 type Started = Awaited<ReturnType<typeof startFacilitatorOnChain>>;
-interface Answer {
-  status: number;
-  body: Record<string, any>;
-  headers: Headers;
-}
+type Answer = JsonAnswer;
 
-async function call(started: Started, path: string, body?: unknown, headers: Record<string, string> = AUTH): Promise<Answer> {
-  const response = await fetch(`${started.running.url}${path}`, {
-    method: body === undefined ? "GET" : "POST",
-    headers: { ...headers, ...(body === undefined ? {} : { "Content-Type": "application/json" }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: response.status, body: (await response.json()) as Record<string, any>, headers: response.headers };
-}
+/** GET `path` (POST with `body`) on the facilitator, with the seller's key unless `headers` say otherwise. */
+const call = (started: Started, path: string, body?: unknown, headers: Record<string, string> = AUTH): Promise<Answer> => fetchJson(`${started.running.url}${path}`, { body, headers });
 
 describe("floods: the ledger's PostgreSQL frozen under a facilitator", function () {
   this.timeout(180_000);
@@ -132,7 +123,7 @@ describe("floods: the ledger's PostgreSQL frozen under a facilitator", function 
     expect(JSON.stringify(health.body)).not.to.include(new URL(proxy.url).port);
 
     proxy.thaw();
-    expect(await waitUntil(async () => (await call(started, "/healthcheck", undefined, {})).status === 200, 20_000, 100), "healthy again").to.equal(true);
+    await waitUntil("healthy again", async () => (await call(started, "/healthcheck", undefined, {})).status === 200, WAIT_MS, 100);
     // Nothing answered 503 was sent, even now that the database answers again.
     for (const payment of settles) {
       const used = await chain.publicClient.readContract({ address: chain.token, abi: tokenAbi, functionName: "authorizationState", args: [payment.message.from, payment.message.nonce] });
@@ -141,13 +132,7 @@ describe("floods: the ledger's PostgreSQL frozen under a facilitator", function 
     // Each, retried as a 503 says (a claim the frozen server read before it stopped is written when it runs
     // again, then released by the recovery: a retry meeting it is told 503 once more), settles once.
     const retried = await Promise.all(
-      settles.map(async (payment) => {
-        for (let attempt = 1; ; attempt++) {
-          const answer = await call(started, "/v2/x402/settle", payment.body);
-          if (answer.status !== 503 || attempt === 5) return answer;
-          await new Promise((resolve) => setTimeout(resolve, 500));
-        }
-      }),
+      settles.map((payment) => waitFor(() => call(started, "/v2/x402/settle", payment.body), (answer) => answer.status !== 503, "a settle answered other than 503", WAIT_MS, 500)),
     );
     expect(retried.map((a) => [a.status, a.body.event]), JSON.stringify(retried.map((a) => a.body))).to.deep.equal(Array(6).fill([200, "payment.settled"]));
     expect(new Set(retried.map((a) => a.body.txHash as Hex)).size).to.equal(6);

@@ -9,7 +9,7 @@ import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
 import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";
 import type { FaultProxy } from "../helpers/rpc-proxy.js";
 import { post } from "../helpers/instances.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // Issue 29 item 7: an RPC URL that accepts requests and never answers costs a request in flight one
 // time-out, after which it goes to the next URL and never back; /healthcheck does not wait for it; an

@@ -6,7 +6,8 @@ import { connectionCounts, createListener, listenOn } from "../../src/facilitato
 import { silentLogger } from "../../src/facilitator/logger.js";
 import { makePayment, startFacilitatorOnChain } from "../helpers/facilitator.js";
 import { metric, scrapeMetric } from "../helpers/metrics.js";
-import { waitUntil } from "../helpers/time.js";
+import { closeAfter } from "../helpers/teardown.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // Issue 39 item 8: a seller's pool bursting to 128 keep-alive connections held every place of its client
 // (MAX_CONNECTIONS_PER_CLIENT 100) idle, and the same client's next connections each waited
@@ -126,6 +127,8 @@ describe("floods: a client's idle keep-alive connections give way to its new one
       const { hostname, port } = new URL(url);
       // Half-open allowed: after the server's FIN the client may still write (a request crossing it).
       const socket: Socket = connect({ host: hostname, port: Number(port), localAddress, allowHalfOpen: true });
+      // Half-open, it stays open after the server's close: ended with the test.
+      closeAfter(`raw connection from ${localAddress}`, () => void socket.destroy());
       const seen = { socket, text: "", ended: false, closed: false };
       socket.on("error", () => {});
       socket.on("data", (chunk: Buffer) => (seen.text += chunk.toString()));

@@ -5,7 +5,7 @@ import { MemoryFeedHistory, type FeedRow } from "../../src/facilitator/dashboard
 import { makePayment, startFacilitatorOnChain } from "../helpers/facilitator.js";
 import { openSse, rowOf, type SseStream } from "../helpers/sse.js";
 import { scrapeMetric } from "../helpers/metrics.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // Issue 29 item 1: the dashboard's event streams hold no memory for a client that does not read, live a
 // bounded time, and carry only payments' outcomes (never the requests refused before any check).
@@ -72,12 +72,11 @@ describe("floods: dashboard event streams", function () {
       const reader = await openSse(`${running.url}/dashboard/events`);
       expect(await waitUntil(async () => (await scrapeMetric(started.running.metricsUrl!, "x402_dashboard_streams_open")) === 3, 5_000), "three streams open").to.equal(true);
       // 12,000 rows of about 700 bytes (8 MB): far beyond what a socket's buffers hold. Published in
-      // batches, as requests arrive: the reader reads between them.
-      for (let batch = 0; batch < 60; batch++) {
+      // batches, as requests arrive: the reader reads each batch before the next.
+      for (let batch = 1; batch <= 60; batch++) {
         for (let i = 0; i < 200; i++) feed.record(OUTCOME);
-        await new Promise((resolve) => setTimeout(resolve, 2));
+        await reader.next((event) => event.event === "outcome" && rowOf(event).rev === batch * 200);
       }
-      await reader.next((event) => event.event === "outcome" && rowOf(event).rev === 12_000);
       expect(outcomeRevs(reader)).to.deep.equal(Array.from({ length: 12_000 }, (_, i) => i + 1));
 
       expect(await waitUntil(async () => (await scrapeMetric(started.running.metricsUrl!, 'x402_dashboard_streams_total{event="stalled"}')) === 2, 10_000), "both silent streams closed as stalled").to.equal(true);
@@ -112,9 +111,8 @@ describe("floods: dashboard event streams", function () {
       const first = await openSse(`${running.url}/dashboard/events`);
       const row = feed.record(OUTCOME);
       const seen = await first.next((event) => event.event === "outcome");
-      const opened = performance.now();
+      // Ended by the service, for its lifetime (the counter), not by the client.
       await first.ended;
-      expect(performance.now() - opened).to.be.below(3_000);
       expect(await scrapeMetric(started.running.metricsUrl!, 'x402_dashboard_streams_total{event="lifetime"}')).to.equal(1);
 
       const later = feed.record({ ...OUTCOME, code: "expired" });
@@ -173,8 +171,8 @@ describe("floods: dashboard event streams", function () {
       // The key's quota ran out on the bodies read above (401 and 415 are refused before it counts): 429 now.
       expect((await fetch(verify, { method: "POST", headers: { ...auth, "Content-Type": "application/json" }, body: JSON.stringify(forged.body) })).status).to.equal(429);
 
-      // A later payment's outcome arrives, and nothing came in between.
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      // A later payment's outcome arrives, and nothing came in between: each refusal's outcome was recorded as
+      // its answer was written, before the client read it; the marker is a later row on the same stream.
       running.facilitator.dashboard!.feed.record({ ...OUTCOME, code: "marker" });
       await stream.next((event) => event.event === "outcome" && rowOf(event).code === "marker");
       stream.close();

@@ -14,6 +14,7 @@ import { parseStartArgs, UsageError } from "../../src/harness/cli.js";
 import { paymentRequirements, requirePayment } from "../../src/seller/index.js";
 import { listen } from "../helpers/http.js";
 import { spawnInRoot } from "../helpers/processes.js";
+import { thrown } from "../helpers/reject.js";
 
 // `cronos-x402 start --background` and `cronos-x402 stop`, as a CI job in any language runs them: each
 // a process that returns, the stack detached in between. Every run has a state folder and an env file of
@@ -196,7 +197,6 @@ describe("cronos-x402 start --background and stop (src/cli/background.ts, stop.t
     const forkUrl = `http://127.0.0.1:${(frozen.address() as { port: number }).port}/v2/SECRET-KEY`;
     try {
       const stateDir = join(dir, "state");
-      const began = performance.now();
       const start = await cli(["start", "--background", "--ready-timeout", "3", "--state-dir", stateDir, "--networks", "testnet", "--fork-testnet", forkUrl, "--port", "0", "--testnet-rpc-port", "0"]);
       expect({ code: start.code, stdout: start.stdout }).to.deep.equal({ code: 1, stdout: "" });
       const lines = start.stderr.trimEnd().split("\n");
@@ -206,8 +206,6 @@ describe("cronos-x402 start --background and stop (src/cli/background.ts, stop.t
       expect(runs(pid)).to.equal(false);
       expect(existsSync(join(stateDir, "stack.json"))).to.equal(false);
       expect(start.stderr + readFileSync(join(stateDir, "stack.log"), "utf8")).to.not.include("SECRET-KEY");
-      // Bounded: the ready time-out, then the stack's stop (a start-up it lets finish first: at most 20 s more).
-      expect(performance.now() - began).to.be.below(60_000);
     } finally {
       for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => frozen.close(resolve));
@@ -262,28 +260,18 @@ describe("cronos-x402 start --background and stop (src/cli/background.ts, stop.t
     expect(start.code, start.stderr).to.equal(0);
     const pid = statePid(stateDir);
     process.kill(pid, "SIGSTOP");
-    const began = performance.now();
     const stop = await cli(["stop", "--state-dir", stateDir, "--timeout", "2"]);
     expect(stop).to.deep.equal({
       code: 1,
       stdout: "",
       stderr: `[stop] stopping the local stack (pid ${pid}, ${/^Facilitator {2}(\S+)/m.exec(start.stdout)![1]})\nerror: the stack (pid ${pid}) did not stop within 2 s: killed; its log: ${join(stateDir, "stack.log")}\n`,
     });
-    expect(performance.now() - began).to.be.below(15_000);
     expect(runs(pid)).to.equal(false);
     expect(existsSync(join(stateDir, "stack.json"))).to.equal(false);
   });
 
   it("refuses bad options with one line: --state-dir or --ready-timeout without --background, a timeout out of range, an unknown stop flag", async () => {
-    const usage = (argv: string[]) => {
-      try {
-        parseStartArgs(argv, {});
-      } catch (error) {
-        expect(error).to.be.instanceOf(UsageError);
-        return (error as Error).message;
-      }
-      return "accepted";
-    };
+    const usage = (argv: string[]) => thrown(() => parseStartArgs(argv, {}), UsageError, argv.join(" ")).message;
     expect(usage(["--state-dir", "x"])).to.equal("--state-dir goes with --background (see --help)");
     expect(usage(["--ready-timeout", "5"])).to.equal("--ready-timeout goes with --background (see --help)");
     expect(usage(["--background", "--ready-timeout", "0"])).to.equal('--ready-timeout: must be a whole number of seconds from 1 to 3600, got "0"');

@@ -11,25 +11,23 @@ import { connectHarness } from "../../src/harness/control/client.js";
 import type { LocalHarness } from "../../src/harness/control/harness.js";
 import { HarnessRefusal, serveHarness } from "../../src/harness/control/server.js";
 import { CONTROL_BODY_LIMIT_BYTES, HarnessControlError, MAX_FAULTS, type FaultInfo } from "../../src/harness/control/spec.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { RequestError } from "../../src/protocol/reasons.js";
 import { paymentRequirements } from "../../src/seller/index.js";
 import { rpcClient } from "../helpers/chain.js";
 import { startFacilitatorOnChain } from "../helpers/facilitator.js";
-import { closedPortUrl, listen, rawRequest } from "../helpers/http.js";
-import { STACK_OPTIONS } from "../helpers/seller.js";
+import { closedPortUrl, fetchJson, listen, rawRequest } from "../helpers/http.js";
+import { STACK_OPTIONS, startTestStack } from "../helpers/seller.js";
+import { WAIT_MS } from "../helpers/wait.js";
+import { skipBecause } from "../helpers/skip.js";
 
 // The control endpoint (/harness/...) as another process and another language reach it: JSON over HTTP on
 // 127.0.0.1, the curl lines of docs/failures.md, connectHarness; and what it refuses.
 
-/** A request to the endpoint as curl sends it: JSON body when given, no Origin. */
+/** A request to the endpoint as curl sends it: JSON body when given, no Origin; the answer as `json`. */
 async function call(url: string, method: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> {
-  const response = await fetch(url, {
-    method,
-    headers: { ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
-    ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }),
-  });
-  return { status: response.status, json: await response.json() };
+  const answer = await fetchJson(url, { method, body, headers });
+  return { status: answer.status, json: answer.body };
 }
 
 describe("harness control endpoint: the fault and time controls over HTTP, loopback only", function () {
@@ -40,7 +38,7 @@ describe("harness control endpoint: the fault and time controls over HTTP, loopb
   const live = async () => ((await call(`${base}/faults`, "GET")).json as FaultInfo[]).filter((fault) => fault.state === "armed" || fault.state === "active");
 
   before(async () => {
-    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 1 });
+    stack = await startTestStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 1 });
     base = stack.harnessUrl;
   });
   after(() => stack?.stop());
@@ -174,7 +172,7 @@ describe("harness control endpoint: the fault and time controls over HTTP, loopb
       const external = Object.values(networkInterfaces())
         .flat()
         .find((address) => address && address.family === "IPv4" && !address.internal)?.address;
-      if (!external) this.skip();
+      if (!external) skipBecause(this, "this machine has no non-loopback IPv4 address", "condition");
       const outcome = await new Promise<string>((resolve) => {
         const socket = connect({ host: external, port: Number(new URL(base).port) });
         socket.once("connect", () => {
@@ -211,7 +209,8 @@ describe("harness control endpoint: the fault and time controls over HTTP, loopb
           let answer = "";
           socket.on("data", (chunk) => (answer += chunk.toString()));
           socket.once("close", () => resolve(answer.split("\r\n")[0] ?? ""));
-          setTimeout(() => resolve("still open after 10 s"), 10_000).unref();
+          // A deadline, not a wait: still open past it fails the test with what it says.
+          setTimeout(() => resolve(`still open after ${WAIT_MS} ms`), WAIT_MS).unref();
         });
         expect(closed).to.equal("HTTP/1.1 408 Request Timeout");
       } finally {
@@ -242,7 +241,7 @@ describe("harness control endpoint: absent from the production facilitator", fun
   });
 
   it("the stack's faults do not reach a facilitator started as in production on the same chain: busy, the RPC refused and an armed after-verify pause leave its verify valid, while the stack's own answers 429", async () => {
-    const stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 1 });
+    const stack = await startTestStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 1 });
     const testnet = stack.networks["cronos-testnet"]!;
     const production = await startFacilitator(
       loadConfig({

@@ -6,6 +6,7 @@ import { WebSocket } from "ws";
 import { localAccount } from "../../src/harness/accounts.js";
 import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import { postJson } from "../helpers/http.js";
+import { setAutomine } from "../helpers/mining.js";
 import { rpc, type WireResponse } from "../helpers/rpc.js";
 
 // The local chain in its default mode answers as a Cronos v1.7 node (docs/cronos-node.md), over HTTP and
@@ -51,7 +52,7 @@ describe("the local chain as a Cronos node (src/harness/cronos-node/)", function
     return chain;
   };
   /** Blocks stop (automine off): what is admitted waits in EDR's pool. */
-  const hold = (chain: LocalChain) => chain.provider.request({ method: "evm_setAutomine", params: [false] });
+  const hold = (chain: LocalChain) => setAutomine(chain.provider, false);
   const mine = (chain: LocalChain) => chain.provider.request({ method: "evm_mine", params: [] });
   afterEach(async () => {
     await Promise.all(started.splice(0).map((chain) => chain.stop()));

@@ -6,11 +6,11 @@ import { privateKeyToAccount } from "viem/accounts";
 import { processStartTime } from "../../src/cli/stack-state.js";
 import { faultUsage, runFault, runTime, timeUsage } from "../../src/cli/fault.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { rpcClient, tokenBalance } from "../helpers/chain.js";
 import { closedPortUrl } from "../helpers/http.js";
 import { ROOT, spawnInRoot } from "../helpers/processes.js";
-import { STACK_OPTIONS } from "../helpers/seller.js";
+import { STACK_OPTIONS, startTestStack } from "../helpers/seller.js";
 
 // `cronos-x402 fault …` and `cronos-x402 time …`: the controls from a shell, for a suite in any language.
 
@@ -44,7 +44,7 @@ describe("cronos-x402 fault and time: the controls from a shell (src/cli/fault.t
   const paused = () => rpcClient(stack.networks["cronos-testnet"]!.rpcUrl).readContract({ address: stack.networks["cronos-testnet"]!.token, abi: tokenAbi, functionName: "paused" });
 
   before(async () => {
-    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 1 });
+    stack = await startTestStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 1 });
   });
   after(() => stack?.stop());
   afterEach(() => stack.harness.reset());

@@ -5,12 +5,12 @@ import { createPaymentHeader } from "../../src/buyer/index.js";
 import { runFault } from "../../src/cli/fault.js";
 import { localAccount } from "../../src/harness/accounts.js";
 import type { FaultInfo } from "../../src/harness/control/spec.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { paymentRequirements } from "../../src/seller/index.js";
 import { rpcClient, writeToken } from "../helpers/chain.js";
 import { postJson } from "../helpers/http.js";
 import { rpc, type WireResponse } from "../helpers/rpc.js";
-import { STACK_OPTIONS } from "../helpers/seller.js";
+import { STACK_OPTIONS, startTestStack } from "../helpers/seller.js";
 
 // The Cronos node's faults (what a real endpoint does), over the control endpoint's HTTP and the CLI, on a
 // stack whose chains answer as a Cronos node (the default). Senders are Hardhat's funded accounts #10 to #19.
@@ -43,7 +43,7 @@ describe("a Cronos node's faults on demand: a lagging backend, a lost mempool, a
   };
 
   before(async () => {
-    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 1 });
+    stack = await startTestStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 1 });
   });
   after(() => stack?.stop());
   afterEach(() => stack.harness.reset());
@@ -168,7 +168,7 @@ describe("a Cronos node's faults on a stack whose chains answer as EDR alone (no
   this.timeout(120_000);
   let stack: LocalStack;
   before(async () => {
-    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 0, node: "ethereum" });
+    stack = await startTestStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 0, node: "ethereum" });
   });
   after(() => stack?.stop());
 

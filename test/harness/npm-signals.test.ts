@@ -5,7 +5,7 @@ import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import { HARDHAT_KEYS } from "../helpers/facilitator.js";
 import { portIsFree } from "../helpers/http.js";
 import { processesWithEnv, spawnInRoot, type Spawned } from "../helpers/processes.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // SIGINT / SIGTERM sent to the npm process alone (as a JS harness's child.kill() or `kill <pid>` does,
 // unlike Ctrl+C, which reaches every process of the terminal's job) must stop everything the script

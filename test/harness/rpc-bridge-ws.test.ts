@@ -9,11 +9,11 @@ import { startLocalChain, type LocalChain } from "../../src/harness/chain.js";
 import { serveJsonRpc, type JsonRpcBridge, type RequestProvider } from "../../src/harness/rpc-bridge.js";
 import { postJson } from "../helpers/http.js";
 import { recordRpc, rpc, type RpcRecorder, type WireResponse } from "../helpers/rpc.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 const TRANSFER_TOPIC = keccak256(toHex("Transfer(address,address,uint256)"));
-// Long enough for a notification that should not come to have come (they arrive within milliseconds).
-const QUIET_MS = 300;
+// "No more notifications" is checked after a later answer on the same socket (messages on one socket come
+// in order: a notification sent before it has arrived), or after a later block's own notification.
 
 /** An `eth_subscription` message as it comes over the wire. */
 interface Notification {
@@ -64,7 +64,7 @@ async function connect(url: string): Promise<RawClient> {
   };
 }
 
-const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const mochaIt = it;
 
 describe("local chain over WebSocket (src/harness/rpc-bridge.ts)", function () {
   let chain: LocalChain;
@@ -109,9 +109,18 @@ describe("local chain over WebSocket (src/harness/rpc-bridge.ts)", function () {
       client.ws.terminate();
       await client.closed;
     }
-    // Every test leaves the provider as it found it.
-    expect(await waitUntil(async () => listeners() === baseline, 2_000)).to.equal(true);
   });
+
+  /** A test that then closes its sockets and checks, in the test itself, that it left the provider as it found it. */
+  const it = (title: string, body: () => Promise<void>) =>
+    mochaIt(title, async () => {
+      await body();
+      for (const client of clients.splice(0)) {
+        client.ws.terminate();
+        await client.closed;
+      }
+      await waitUntil("the provider's listeners as before the test", () => listeners() === baseline);
+    });
   after(async () => {
     await recorded?.close();
     await chain?.stop();
@@ -184,8 +193,10 @@ describe("local chain over WebSocket (src/harness/rpc-bridge.ts)", function () {
       expect(await waitUntil(async () => seen.length === 1, 5_000)).to.equal(true);
       await mine();
       expect(await waitUntil(async () => seen.length === 2, 5_000)).to.equal(true);
-      await pause(QUIET_MS);
-      expect(seen).to.deep.equal([start + 1n, start + 2n]);
+      // A later block's notification: none came twice, none was skipped.
+      await mine();
+      await waitUntil("the third block's notification", () => seen.length >= 3);
+      expect(seen).to.deep.equal([start + 1n, start + 2n, start + 3n]);
       expect(errors).to.deep.equal([]);
       // The mining went through the chain's own HTTP URL: all this bridge saw is the watcher's subscription.
       expect(recorder.methods()).to.deep.equal(["eth_subscribe"]);
@@ -214,7 +225,7 @@ describe("local chain over WebSocket (src/harness/rpc-bridge.ts)", function () {
     const start = await head();
     for (let i = 0; i < 3; i++) await mine();
     expect(await waitUntil(async () => subscriber.notifications.length >= 3 && other.notifications.length >= 3, 5_000)).to.equal(true);
-    await pause(QUIET_MS);
+    await Promise.all([subscriber, other, bystander].map((client) => client.call("eth_chainId")));
     for (const [client, own] of [[subscriber, id], [other, otherId]] as const) {
       expect(client.notifications.map((n) => ({ jsonrpc: n.jsonrpc, method: n.method, subscription: n.params.subscription }))).to.deep.equal(
         Array(3).fill({ jsonrpc: "2.0", method: "eth_subscription", subscription: own }),
@@ -226,7 +237,7 @@ describe("local chain over WebSocket (src/harness/rpc-bridge.ts)", function () {
     expect(await subscriber.call("eth_unsubscribe", [id])).to.equal(true);
     await mine();
     expect(await waitUntil(async () => other.notifications.length === 4, 5_000)).to.equal(true);
-    await pause(QUIET_MS);
+    await Promise.all([subscriber, other, bystander].map((client) => client.call("eth_chainId")));
     expect(subscriber.notifications).to.have.length(3);
     expect(other.notifications).to.have.length(4);
     expect(bystander.notifications).to.deep.equal([]);
@@ -240,7 +251,7 @@ describe("local chain over WebSocket (src/harness/rpc-bridge.ts)", function () {
     const data = encodeFunctionData({ abi: tokenAbi, functionName: "transfer", args: [to, 1n] });
     await rpc(chain.rpcUrl, "eth_sendTransaction", [{ from, to: chain.token, data }]);
     expect(await waitUntil(async () => client.notifications.length >= 1, 5_000)).to.equal(true);
-    await pause(QUIET_MS);
+    await client.call("eth_chainId");
     expect(client.notifications).to.have.length(1);
     const { subscription, result } = client.notifications[0]!.params;
     expect(subscription).to.equal(id);

@@ -4,13 +4,13 @@ import type { Address, Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { CONTROL_BODY_LIMIT_BYTES } from "../../src/harness/control/spec.js";
 import { HarnessRefusal } from "../../src/harness/control/server.js";
-import { startLocalStack, type LocalStack } from "../../src/harness/stack.js";
+import type { LocalStack } from "../../src/harness/stack.js";
 import { RequestError, VerifyReason } from "../../src/protocol/reasons.js";
 import { EvmReason } from "../../src/protocol/x402v2.js";
 import { paymentRequirements, requirePayment } from "../../src/seller/index.js";
 import { expectSettlementOnChain, tokenBalances } from "../helpers/chain.js";
 import { decodeBase64Json, listen, postJson, rawRequest, type Listening } from "../helpers/http.js";
-import { STACK_OPTIONS } from "../helpers/seller.js";
+import { startTestStack, STACK_OPTIONS } from "../helpers/seller.js";
 
 // POST $HARNESS_URL/sign: the CLI's signing over the control endpoint, for the stack's own buyers only, under
 // the endpoint's rules (loopback Host, no Origin, JSON of at most 16 KiB); a key in the body is refused.
@@ -40,7 +40,7 @@ describe("harness control: POST /harness/sign, payments signed for the stack's o
   }
 
   before(async () => {
-    stack = await startLocalStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 2 });
+    stack = await startTestStack({ ...STACK_OPTIONS, networks: ["cronos-testnet"], buyers: 2 });
     const app = express();
     app.get("/report", requirePayment(requirements(), { facilitatorUrl: stack.facilitatorUrl }), (_req, res) => void res.json({ report: "sunny" }));
     seller = await listen(app);
@@ -83,10 +83,12 @@ describe("harness control: POST /harness/sign, payments signed for the stack's o
     expect(fromBody.status, JSON.stringify(fromBody.json)).to.equal(200);
     expect(fromBody.json.payment.payload).to.deep.include({ from: buyer(1), to: stack.seller, value: String(PRICE), validBefore: 4_000_000_000, nonce });
     expect(await verify(fromBody.json)).to.deep.equal({ isValid: true, invalidReason: null });
-    const now = Math.floor(Date.now() / 1000);
+    // "+N" is N seconds after the clock when it signs: between the question and the answer, whatever the machine took.
+    const asked = Math.floor(Date.now() / 1000);
     const relative = await sign({ paymentRequired: header, validAfter: "+5", validBefore: "+600" });
-    expect(relative.json.validAfter).to.be.within(now + 5, now + 7);
-    expect(relative.json.validBefore).to.be.within(now + 600, now + 602);
+    const answered = Math.ceil(Date.now() / 1000);
+    expect(relative.json.validAfter).to.be.within(asked + 5, answered + 5);
+    expect(relative.json.validBefore).to.be.within(asked + 600, answered + 600);
     expect(await sign({ paymentRequired: header, validBefore: "tomorrow" })).to.deep.equal({ status: 400, json: { error: 'validBefore must be unix seconds (a whole number), or "+N" (N seconds from now)' } });
     const fromHeader = await sign({ paymentRequired: header });
     expect(fromHeader.json.header).to.equal("PAYMENT-SIGNATURE");

@@ -11,6 +11,7 @@ import { NETWORKS } from "../../src/protocol/networks.js";
 import { occupyPort, portIsFree } from "../helpers/http.js";
 import { spawnInRoot, type SpawnOptions } from "../helpers/processes.js";
 import { rpc } from "../helpers/rpc.js";
+import { thrown } from "../helpers/reject.js";
 
 const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/);
 const networkLine = z.strictObject({
@@ -31,13 +32,7 @@ const jsonLine = z.strictObject({
 });
 
 function usageError(argv: string[], env: NodeJS.ProcessEnv = {}): string {
-  try {
-    parseStartArgs(argv, env);
-  } catch (error) {
-    expect(error).to.be.instanceOf(UsageError);
-    return (error as Error).message;
-  }
-  throw new Error(`no UsageError for ${argv.join(" ")}`);
+  return thrown(() => parseStartArgs(argv, env), UsageError, argv.join(" ")).message;
 }
 
 describe("npm start options (src/harness/cli.ts)", function () {
@@ -104,13 +99,11 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
   this.timeout(90_000);
 
   it("--json prints exactly one JSON line when ready, serves what it names, and stops cleanly on SIGTERM; --write-env writes what it names in the foreground too", async () => {
-    const started = Date.now();
     const envDir = mkdtempSync(join(tmpdir(), "x402-start-env-"));
     const envFile = join(envDir, "stack.env");
     const proc = startScript(["--json", "--write-env", envFile, "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0", "--buyers", "2"]);
     try {
       const line = await proc.firstLine(60_000);
-      const readyMs = Date.now() - started;
       const summary = jsonLine.parse(JSON.parse(line));
       // Written before the ready line: what the line names, as NAME=value lines.
       const testnet = summary.networks["cronos-testnet"]!;
@@ -149,7 +142,6 @@ describe("npm start as a separate process (scripts/start.ts)", function () {
       expect(proc.stdout()).to.equal(`${line}\n`);
       const ports = [summary.facilitatorUrl, ...Object.values(summary.networks).map((n) => n!.rpcUrl)].map((url) => Number(new URL(url).port));
       for (const port of ports) expect(await portIsFree(port), `port ${port} free after exit`).to.equal(true);
-      console.log(`      (JSON line after ${readyMs} ms, including tsx and Hardhat start-up)`);
     } finally {
       proc.child.kill("SIGKILL");
       rmSync(envDir, { recursive: true, force: true });

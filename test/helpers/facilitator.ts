@@ -2,14 +2,15 @@ import { custom, parseSignature, toHex, type Address, type Hex, type LocalAccoun
 import { privateKeyToAccount } from "viem/accounts";
 import { ACCOUNT_INDEX, buyerIndexes, localAccount } from "../../src/harness/accounts.js";
 import { loadConfig, type FacilitatorConfig } from "../../src/facilitator/config/index.js";
-import { createFacilitator, type StartFacilitatorOptions } from "../../src/facilitator/server.js";
-import { startFacilitator } from "../../src/facilitator/start.js";
+import { createFacilitator, type Facilitator, type StartFacilitatorOptions } from "../../src/facilitator/server.js";
+import { startFacilitator, type RunningFacilitator } from "../../src/facilitator/start.js";
 import type { Logger } from "../../src/facilitator/logger.js";
 import { encodePaymentHeader } from "../../src/protocol/header.js";
 import { transferAuthorizationTypedData } from "../../src/protocol/eip3009.js";
 import type { NetworkInfo, NetworkName } from "../../src/protocol/networks.js";
 import { recordRpc } from "./rpc.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
+import { closeAfter, once } from "./teardown.js";
 import { openChain } from "./token.js";
 
 // Helpers only: importing this file runs nothing.
@@ -40,8 +41,31 @@ export const TEST_ENV = {
 };
 
 /**
+ * A facilitator assembled by `createFacilitator` (not listening), closed with the scope that opens it
+ * (test/helpers/teardown.ts); its `close` runs once, however often it is called.
+ */
+export async function createTestFacilitator(config: FacilitatorConfig, options: StartFacilitatorOptions = {}): Promise<Facilitator> {
+  const facilitator = await createFacilitator(config, options);
+  const close = once(facilitator.close.bind(facilitator));
+  facilitator.close = close;
+  // A settle still in flight when its test ends gets a second to finish.
+  closeAfter("facilitator", () => close(1_000));
+  return facilitator;
+}
+
+/** A listening facilitator (`startFacilitator`), closed with the scope that opens it; its `close` runs once. */
+export async function startTestFacilitator(config: FacilitatorConfig, options: StartFacilitatorOptions = {}): Promise<RunningFacilitator> {
+  const running = await startFacilitator(config, options);
+  // Its close is idempotent; a test that closes it with a grace of its own closes it first.
+  closeAfter("listening facilitator", () => running.close(1_000));
+  running.facilitator.close = once(running.facilitator.close.bind(running.facilitator));
+  return running;
+}
+
+/**
  * Opens a local chain and a facilitator on it (not listening; use supertest on `app`). `rpc` records
- * the facilitator's chain requests from the end of its start-up on.
+ * the facilitator's chain requests from the end of its start-up on. Both are closed with the scope that
+ * opens them (test/helpers/teardown.ts); `close` closes them sooner.
  */
 export async function openFacilitator(
   network: NetworkName = "cronos-testnet",
@@ -51,11 +75,15 @@ export async function openFacilitator(
   const chain = await openChain(network);
   const config: FacilitatorConfig = loadConfig({ ...TEST_ENV, ...env }, { embedded: [network] });
   const rpc = recordRpc(chain.connection.provider);
-  const facilitator = await createFacilitator(config, { transports: { [network]: custom(rpc.provider) }, ...options });
+  const facilitator = await createTestFacilitator(config, { transports: { [network]: custom(rpc.provider) }, ...options });
   rpc.reset();
   const buyer = privateKeyToAccount(HARDHAT_KEYS.buyer);
   const seller = privateKeyToAccount(HARDHAT_KEYS.seller);
-  return { chain, config, facilitator, app: facilitator.app, buyer, seller, network, rpc };
+  const close = once(async () => {
+    await facilitator.close();
+    await chain.close();
+  });
+  return { chain, config, facilitator, app: facilitator.app, buyer, seller, network, rpc, close };
 }
 
 /** Options of {@link makePayment}. */
@@ -174,7 +202,7 @@ export async function startFacilitatorOnChain(
   const network: NetworkName = "cronos-testnet";
   const chain = await openChain(network);
   const config = loadConfig({ ...TEST_ENV, PORT: "0", METRICS_PORT: "0", ...env }, { embedded: [network] });
-  const running = await startFacilitator(config, { ...options, transports: { [network]: transportOf(chain) } });
+  const running = await startTestFacilitator(config, { ...options, transports: { [network]: transportOf(chain) } });
   return { chain, config, running };
 }
 
@@ -254,6 +282,6 @@ export async function openFlakyFacilitator(opened: Awaited<ReturnType<typeof ope
     },
   });
   const config = loadConfig({ RELAYER_PRIVATE_KEY: HARDHAT_KEYS.relayer, RATE_LIMIT_VERIFY_PER_MINUTE: "0", RATE_LIMIT_SETTLE_PER_MINUTE: "0" }, { embedded: ["cronos-testnet"] });
-  const { app } = await createFacilitator(config, { transports: { "cronos-testnet": flaky } });
+  const { app } = await createTestFacilitator(config, { transports: { "cronos-testnet": flaky } });
   return { app, fail: () => void (failing = true) };
 }

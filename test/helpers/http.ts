@@ -2,6 +2,7 @@ import { once } from "node:events";
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type RequestListener, type Server } from "node:http";
 import { createServer as createTcpServer, type AddressInfo } from "node:net";
 import { expect } from "chai";
+import { closeAfter } from "./teardown.js";
 
 // Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
 // HTTP on loopback: servers on ephemeral ports, ports held or released, JSON over fetch, base64 JSON headers.
@@ -15,27 +16,25 @@ export interface Listening {
   close(): Promise<void>;
 }
 
-/** Serves `handler` (an Express app or a plain listener) on an ephemeral loopback port. */
+/** Serves `handler` (an Express app or a plain listener) on an ephemeral loopback port, closed with the scope that opens it (test/helpers/teardown.ts). */
 export async function listen(handler: RequestListener): Promise<Listening> {
   const server = createServer(handler);
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
   const { port } = server.address() as AddressInfo;
   let closing: Promise<void> | undefined;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    port,
-    server,
-    close() {
-      closing ??= (async () => {
-        const closed = once(server, "close");
-        server.close();
-        server.closeAllConnections();
-        await closed;
-      })();
-      return closing;
-    },
+  const close = () => {
+    closing ??= (async () => {
+      if (!server.listening) return;
+      const closed = once(server, "close");
+      server.close();
+      server.closeAllConnections();
+      await closed;
+    })();
+    return closing;
   };
+  closeAfter(`server on port ${port}`, close);
+  return { url: `http://127.0.0.1:${port}`, port, server, close };
 }
 
 /** A loopback URL where nothing listens (a port that was bound, then released). */
@@ -73,18 +72,34 @@ export async function readBody(req: IncomingMessage): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
+/** An answer read by {@link fetchJson}. */
+export interface JsonAnswer {
+  status: number;
+  headers: Headers;
+  /** The parsed JSON answer (`undefined` for an empty one). */
+  body: any;
+}
+
 /**
- * POSTs `body` as JSON (a string is sent as it is) with fetch, like any client in another process;
- * resolves with the status and the parsed answer (`undefined` for an empty one).
+ * One request with fetch, like any client in another process: `body` goes as JSON (a string as it is),
+ * the method is POST with a body and GET without unless `method` says. Resolves with the status, the
+ * headers and the parsed answer; a dropped connection rejects.
  */
-export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> {
+export async function fetchJson(url: string, options: { method?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<JsonAnswer> {
+  const { body } = options;
   const response = await fetch(url, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body: typeof body === "string" ? body : JSON.stringify(body),
+    method: options.method ?? (body === undefined ? "GET" : "POST"),
+    headers: { ...(body === undefined ? {} : { "content-type": "application/json" }), ...options.headers },
+    ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }),
   });
   const text = await response.text();
-  return { status: response.status, json: text ? JSON.parse(text) : undefined };
+  return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) : undefined };
+}
+
+/** POSTs `body` with {@link fetchJson}; resolves with the status and the parsed answer as `json`. */
+export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> {
+  const answer = await fetchJson(url, { method: "POST", body, headers });
+  return { status: answer.status, json: answer.body };
 }
 
 /** Asserts an answer's status and its exact JSON body. */

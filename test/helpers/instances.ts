@@ -4,7 +4,7 @@ import type { LocalChain } from "../../src/harness/chain.js";
 import { CLUSTER_RELAYER_KEYS, type FacilitatorProcess } from "../../src/harness/cluster.js";
 import { NETWORKS } from "../../src/protocol/networks.js";
 import { makePayment } from "./facilitator.js";
-import { postJson } from "./http.js";
+import { fetchJson, type JsonAnswer } from "./http.js";
 
 // Helpers only: importing this file runs nothing.
 
@@ -17,15 +17,13 @@ const RELAYER_ADDRESSES: Address[] = CLUSTER_RELAYER_KEYS.map((key) => privateKe
 const someClient = () => `10.${Math.floor(Math.random() * 256)}.${Math.floor(Math.random() * 256)}.${1 + Math.floor(Math.random() * 254)}`;
 
 /** POSTs a JSON body from client `ip`; resolves with status and parsed body (a dropped connection rejects). */
-export async function post(url: string, path: string, body: unknown, ip = someClient()): Promise<{ status: number; body: Record<string, unknown> }> {
-  const { status, json } = await postJson(`${url}${path}`, body, { "X402-Version": "1", "X-Forwarded-For": ip });
-  return { status, body: json as Record<string, unknown> };
+export function post(url: string, path: string, body: unknown, ip = someClient()): Promise<JsonAnswer> {
+  return fetchJson(`${url}${path}`, { body, headers: { "X402-Version": "1", "X-Forwarded-For": ip } });
 }
 
 /** GETs a JSON answer from client `ip`. */
-export async function get(url: string, path: string, ip = someClient()): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${url}${path}`, { headers: { "X-Forwarded-For": ip } });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+export function get(url: string, path: string, ip = someClient()): Promise<JsonAnswer> {
+  return fetchJson(`${url}${path}`, { headers: { "X-Forwarded-For": ip } });
 }
 
 /** A signed payment by one of the chain's buyers to `payTo`. */

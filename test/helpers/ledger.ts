@@ -13,8 +13,27 @@ import { QUIET_OBSERVER, type SettlementDeps, type SettlementSettings } from "..
 import { InFlight } from "../../src/settlement/in-flight.js";
 import type { SettlementLogger } from "../../src/settlement/logger.js";
 import { LedgerOutbox } from "../../src/settlement/outbox.js";
+import { openLedger, type OpenLedgerOptions } from "../../src/ledger/open.js";
+import type { SqlLedger } from "../../src/ledger/sql/ledger.js";
+import { closeAfter, once } from "./teardown.js";
 
 // Helpers only: importing this file runs nothing.
+
+/** `ledger` closed with the scope that opens it (test/helpers/teardown.ts); its `close` runs once. */
+function closedWithScope<L extends Ledger>(ledger: L, what: string): L {
+  ledger.close = closeAfter(what, once(ledger.close.bind(ledger)));
+  return ledger;
+}
+
+/** The ledger `openLedger(options)` opens (default: embedded SQLite in memory), closed with the scope that opens it. */
+export async function openTestLedger(options: OpenLedgerOptions = {}): Promise<Ledger> {
+  return closedWithScope(await openLedger(options), "ledger");
+}
+
+/** An embedded SQLite ledger in memory, closed with the scope that opens it. */
+export function openMemoryLedger(options: Omit<Parameters<typeof openSqliteLedger>[0], "location"> = {}): SqlLedger {
+  return closedWithScope(openSqliteLedger({ ...options, location: MEMORY }), "in-memory ledger");
+}
 
 /** A clock the tests move by hand (the ledger's leases, deadlines and windows follow it). */
 export class TestClock {

@@ -1,5 +1,6 @@
 import { once } from "node:events";
 import { connect, createServer, type Server, type Socket } from "node:net";
+import { closeAfter, once as onlyOnce } from "./teardown.js";
 
 // Helpers only: importing this file runs nothing.
 
@@ -167,15 +168,18 @@ export async function startPgFaultProxy(url: string): Promise<PgFaultProxy> {
         pair.client.end(adminShutdownMessage());
       }
     },
-    async close() {
-      frozen = false;
-      for (const { client } of held.splice(0)) client.destroy();
-      for (const pair of [...open]) {
-        pair.client.destroy();
-        pair.upstream.destroy();
-      }
-      open.clear();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: closeAfter(
+      `PostgreSQL fault proxy on port ${port}`,
+      onlyOnce(async () => {
+        frozen = false;
+        for (const { client } of held.splice(0)) client.destroy();
+        for (const pair of [...open]) {
+          pair.client.destroy();
+          pair.upstream.destroy();
+        }
+        open.clear();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+      }),
+    ),
   };
 }

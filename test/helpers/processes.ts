@@ -2,6 +2,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { closeAfter } from "./teardown.js";
 
 // Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
 // Child processes: the kit's commands run as a CI suite in another language would run them.
@@ -59,6 +60,7 @@ export function spawnInRoot(command: string, args: readonly string[], env: NodeJ
   );
   function waitFor(pattern: RegExp, timeoutMs: number): Promise<RegExpMatchArray> {
     return new Promise((resolve, reject) => {
+      // A deadline that fails loudly, not a pause: the match ends the wait as soon as it is printed.
       const timer = setTimeout(() => finish(new Error(`no ${pattern} on stdout within ${timeoutMs} ms\nstdout:\n${out}\nstderr:\n${err}`)), timeoutMs);
       const onData = () => {
         const match = out.match(pattern);
@@ -84,6 +86,22 @@ export function spawnInRoot(command: string, args: readonly string[], env: NodeJ
       if (done) onExit();
     });
   }
+  const kill = () => {
+    // The whole group, even when the direct child is gone: a grandchild would keep the pipes open.
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
+    } catch {
+      // ESRCH: nothing left in the group
+    }
+  };
+  // Whatever the test left running is killed with the scope that spawned it; its pipes close with it.
+  closeAfter(`process ${command} ${args.join(" ")}`.slice(0, 120), async () => {
+    kill();
+    await exited;
+    child.stdout.destroy();
+    child.stderr.destroy();
+    child.stdin.destroy();
+  });
   return {
     child,
     stdout: () => out,
@@ -91,14 +109,7 @@ export function spawnInRoot(command: string, args: readonly string[], env: NodeJ
     exited,
     waitFor,
     firstLine: async (timeoutMs) => (await waitFor(/^(.*)\n/, timeoutMs))[1]!,
-    kill() {
-      // The whole group, even when the direct child is gone: a grandchild would keep the pipes open.
-      try {
-        if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
-      } catch {
-        // ESRCH: nothing left in the group
-      }
-    },
+    kill,
   };
 }
 

@@ -1,5 +1,6 @@
 import { assert } from "chai";
 import { BaseError, ContractFunctionRevertedError } from "viem";
+import { rejection } from "./reject.js";
 
 // Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
 
@@ -16,15 +17,7 @@ function isRevertError(error: unknown): error is ContractFunctionRevertedError {
  * contract revert, or if the revert reason differs in any character. Returns the revert error.
  */
 export async function expectRevert(promise: Promise<unknown>, reason: string): Promise<ContractFunctionRevertedError> {
-  let caught: unknown;
-  let resolved = false;
-  try {
-    await promise;
-    resolved = true;
-  } catch (error) {
-    caught = error;
-  }
-  if (resolved) assert.fail(`expected a revert with "${reason}", but the call succeeded`);
+  const caught = await rejection(promise, Error, `a call expected to revert with "${reason}"`);
   const reverted =
     caught instanceof BaseError ? caught.walk(isRevertError) : isRevertError(caught) ? caught : null;
   if (!isRevertError(reverted)) {

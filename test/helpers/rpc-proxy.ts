@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from "node:net";
 import { numberToHex, type Hex } from "viem";
 import { lagRequest, lagResult } from "./lagging-node.js";
+import { closeAfter } from "./teardown.js";
 
 // Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
 
@@ -203,6 +204,7 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
     methods.push(...called);
     batches.push(called);
     for (const item of items) if (item.method === "eth_sendRawTransaction") broadcasts.push((item.params as [Hex])[0]);
+    // The fault itself (a slow node), not a wait of the test's.
     if (proxy.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, proxy.delayMs));
 
     if (await answerErrors(items, parsed, res)) return;
@@ -324,6 +326,7 @@ export async function startFaultProxy(upstream: string): Promise<FaultProxy> {
       await stop();
     },
   };
+  closeAfter(`RPC fault proxy on port ${port}`, () => proxy.close());
   return proxy;
 }
 

@@ -27,10 +27,3 @@ export function hugeEnumSchema(size: number): Record<string, unknown> {
 export const REGEX_BOMB = { properties: { id: { type: "string", pattern: "^(a|aa)+$" } } };
 /** An id (valid as a payment identifier) that {@link REGEX_BOMB}'s pattern fails only after trying every split. */
 export const REGEX_BOMB_ID = `${"a".repeat(60)}_`;
-
-/** The time `task` took, in milliseconds, with its result. */
-export async function timed<T>(task: () => Promise<T>): Promise<{ value: T; ms: number }> {
-  const started = performance.now();
-  const value = await task();
-  return { value, ms: performance.now() - started };
-}

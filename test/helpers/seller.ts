@@ -5,6 +5,7 @@ import type { PaymentRequirements } from "../../src/protocol/schemas.js";
 import { paymentRequirements, requirePayment, type RequirePaymentOptions } from "../../src/seller/index.js";
 import { startFacilitatorProxy, type FacilitatorProxy } from "./facilitator-proxy.js";
 import { listen, type Listening } from "./http.js";
+import { closeAfter } from "./teardown.js";
 
 // Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
 // The end-to-end environment: a local stack, a recording proxy in front of its facilitator, and a test seller.
@@ -15,6 +16,13 @@ export const STACK_OPTIONS = {
   rpcPorts: { "cronos-testnet": 0, "cronos-mainnet": 0 },
   rateLimits: { verifyPerMinute: 0, settlePerMinute: 0 },
 } as const satisfies LocalStackOptions;
+
+/** A local stack (`startLocalStack`), stopped with the scope that starts it (test/helpers/teardown.ts); its `stop` runs once. */
+export async function startTestStack(options: LocalStackOptions = {}): Promise<LocalStack> {
+  const stack = await startLocalStack(options);
+  closeAfter("local stack", () => stack.stop());
+  return stack;
+}
 
 /** Price of every paid route of the test seller: 0.01 USDC.e. */
 export const PRICE = 10_000n;
@@ -88,7 +96,7 @@ export interface SellerEnvironment {
 export function useSellerEnvironment(): SellerEnvironment {
   const env = {} as SellerEnvironment;
   before(async () => {
-    env.stack = await startLocalStack(STACK_OPTIONS);
+    env.stack = await startTestStack(STACK_OPTIONS);
     env.proxy = await startFacilitatorProxy(env.stack.facilitatorUrl);
     env.seller = await startSeller(env.proxy.url, env.stack.seller);
   });

@@ -2,7 +2,9 @@ import { expect } from "chai";
 import request from "supertest";
 import { parseGwei, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { waitUntil, withoutTimestamp } from "./time.js";
+import { withoutAutomine } from "./mining.js";
+import { withoutTimestamp } from "./time.js";
+import { waitUntil, WAIT_MS } from "./wait.js";
 import { HARDHAT_KEYS, type openFacilitator } from "./facilitator.js";
 
 // Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
@@ -32,11 +34,6 @@ export function expectFailed(answer: Record<string, unknown>, error: string, ext
   expect(withoutTimestamp(answer)).to.deep.equal({ x402Version: 1, event: "payment.failed", network: "cronos-testnet", error, ...extra });
 }
 
-/** Switches the chain's automine (off: sent transactions wait in the mempool for `mine()`). */
-export async function setAutomine(opened: Opened, on: boolean): Promise<void> {
-  await opened.chain.connection.provider.request({ method: "evm_setAutomine", params: [on] });
-}
-
 /** An attacker's fees: its transaction is mined before the relayer's in the same block; its own gas limit (no estimate against the pending block). */
 export const FRONT_RUN = { maxPriorityFeePerGas: parseGwei("500"), maxFeePerGas: parseGwei("1000"), gas: 200_000n } as const;
 
@@ -48,10 +45,9 @@ export const FRONT_RUN = { maxPriorityFeePerGas: parseGwei("500"), maxFeePerGas:
 export async function settleFrontRun(opened: Opened, body: object, frontRun: () => Promise<Hex>) {
   const { chain } = opened;
   const nonce = await relayerNonce(opened);
-  await setAutomine(opened, false);
-  try {
+  return withoutAutomine(chain.connection.provider, async () => {
     const settling = settle(opened, body);
-    expect(await waitUntil(async () => (await relayerNonce(opened)) === nonce + 1, 10_000, 10), "the settlement reached the mempool").to.equal(true);
+    await waitUntil("the settlement in the mempool", async () => (await relayerNonce(opened)) === nonce + 1, WAIT_MS, 10);
     const attack = await frontRun();
     await chain.networkHelpers.mine();
     const answer = await settling;
@@ -65,9 +61,7 @@ export async function settleFrontRun(opened: Opened, body: object, frontRun: () 
     expect(attacker.blockNumber).to.equal(settlement.blockNumber);
     expect(attacker.transactionIndex).to.be.below(settlement.transactionIndex);
     return { answer, settlement, attacker };
-  } finally {
-    await setAutomine(opened, true);
-  }
+  });
 }
 
 /** The gas counted in `x402_settle_reverted_gas_total` for cronos-testnet. */

@@ -1,4 +1,6 @@
 import { get, type IncomingHttpHeaders, type IncomingMessage } from "node:http";
+import { closeAfter } from "./teardown.js";
+import { WAIT_MS } from "./wait.js";
 
 // Helpers only: importing this file runs nothing.
 
@@ -69,13 +71,29 @@ export function openSse(url: string, headers: Record<string, string> = {}): Prom
         text: () => raw,
         next(match) {
           const found = events.find(match);
-          return found ? Promise.resolve(found) : new Promise((resolveEvent) => waiters.push({ match, resolve: resolveEvent }));
+          if (found) return Promise.resolve(found);
+          return new Promise((resolveEvent, rejectEvent) => {
+            // A deadline that fails loudly, with what came instead.
+            const timer = setTimeout(() => {
+              waiters.splice(waiters.indexOf(waiter), 1);
+              rejectEvent(new Error(`no matching event on ${url} within ${WAIT_MS} ms (${match.toString().slice(0, 200)}); ${events.length} events came, the last: ${JSON.stringify(events.at(-1))}`));
+            }, WAIT_MS);
+            const waiter = {
+              match,
+              resolve: (event: SseEvent) => {
+                clearTimeout(timer);
+                resolveEvent(event);
+              },
+            };
+            waiters.push(waiter);
+          });
         },
         ended,
         close: () => request.destroy(),
       });
     });
     request.once("error", reject);
+    closeAfter(`event stream ${url}`, () => void request.destroy());
   });
 }
 

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 
 // Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
-// Times in answers, and waiting for something another process does.
+// Times in answers (waiting is test/helpers/wait.ts).
 
 /** An ISO-8601 UTC time as `Date#toISOString` writes it. */
 export const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -13,12 +13,5 @@ export function withoutTimestamp(body: unknown): Record<string, unknown> {
   return rest;
 }
 
-/** Polls `check` every `everyMs` until it returns true or `timeoutMs` passes; resolves with the last answer. */
-export async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, everyMs = 50): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return true;
-    await new Promise((resolve) => setTimeout(resolve, everyMs));
-  }
-  return check();
-}
+/** Waiting lives in test/helpers/wait.ts; this name stays importable from here for tests written before it moved. */
+export { waitUntil } from "./wait.js";

@@ -2,6 +2,7 @@ import hre from "hardhat";
 import type { Address } from "viem";
 import { deployToken, fundAccounts, type TokenArtifact } from "../../src/chain/deploy.js";
 import { NETWORKS, type NetworkName } from "../../src/protocol/networks.js";
+import { closeAfter, once } from "./teardown.js";
 
 // Helpers only: importing this file runs nothing (hardhat-mocha loads every file under test/).
 
@@ -20,10 +21,14 @@ export async function tokenArtifact(): Promise<TokenArtifact> {
   return { abi: artifact.abi, bytecode: artifact.bytecode as `0x${string}`, deployedBytecode: artifact.deployedBytecode as `0x${string}` };
 }
 
-/** Opens a fresh local chain for `network` (338 or 25) with the token at its real address and funded buyers. */
+/**
+ * Opens a fresh local chain for `network` (338 or 25) with the token at its real address and funded buyers.
+ * Closed when the test (or the suite whose `before` opened it) ends; `close` closes it sooner.
+ */
 export async function openChain(network: NetworkName, options: { fund?: bigint; buyers?: number; at?: Address | null } = {}) {
   // A fixed start date keeps the signed vectors (validBefore 2030-01-01) valid whenever the suite runs.
   const connection = await hre.network.create({ network: HARDHAT_NETWORK[network], override: { initialDate: TEST_CHAIN_START } });
+  const close = closeAfter(`local chain ${network}`, once(() => connection.close()));
   const { viem } = connection;
   const publicClient = await viem.getPublicClient();
   const wallets = await viem.getWalletClients();
@@ -48,5 +53,5 @@ export async function openChain(network: NetworkName, options: { fund?: bigint; 
     amount: options.fund ?? 1_000_000_000n,
   });
   const contract = await viem.getContractAt("BridgedUSDC", token);
-  return { connection, viem, publicClient, wallets, deployer, buyers, token, contract, info, networkHelpers: connection.networkHelpers };
+  return { connection, viem, publicClient, wallets, deployer, buyers, token, contract, info, networkHelpers: connection.networkHelpers, close };
 }

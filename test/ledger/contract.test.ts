@@ -422,8 +422,8 @@ for (const backend of [sqliteFileBackend(), sqliteMemoryBackend(), postgresBacke
       it("wakes a waiter (on any handle) when the row settles", async () => {
         const handles = await threeHandles();
         const row = await sentRow(ledger, "wait");
+        // Waiting from before the change (its first read is already under way): a notification or its next poll finds it.
         const waiting = handles[1]!.waitForOutcome(row.id, 30_000);
-        await new Promise((r) => setTimeout(r, 5));
         await handles[2]!.markSettled(row.id, { txHash: row.hash, blockNumber: 3n, blockTimestamp: 4n });
         expect(await waiting).to.deep.include({ status: "settled", txHash: row.hash, blockNumber: 3n });
       });

@@ -10,6 +10,7 @@ import { CLUSTER_RELAYER_KEYS as RELAYER_KEYS, startCluster, startFacilitatorPro
 import { get, paymentOn, post, QUICK, relayerNonces } from "../helpers/instances.js";
 import { v2BodyOf } from "../helpers/facilitator.js";
 import { postJson } from "../helpers/http.js";
+import { waitFor, WAIT_MS } from "../helpers/wait.js";
 import { MIGRATIONS } from "../../src/ledger/schema.js";
 
 const SETTLE = "/v2/x402/settle";
@@ -30,16 +31,6 @@ async function pauseMining(chain: LocalChain): Promise<() => Promise<void>> {
   return async () => void (await chain.provider.request({ method: "evm_setIntervalMining", params: [1_000] }));
 }
 
-/** Polls `read` until `done` says yes (the chain moves on its own 1 s blocks; nothing here moves time). */
-async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string, timeoutMs = 30_000): Promise<T> {
-  const started = Date.now();
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 const statusOf = (url: string, payment: { message: { from: Address; nonce: Hex } }) =>
   get(url, `/v2/x402/settlements?network=cronos-testnet&from=${payment.message.from}&nonce=${payment.message.nonce}`);
@@ -70,10 +61,12 @@ async function killedSender(chain: LocalChain, sender: FacilitatorProcess, other
   try {
     const answer = post(sender.url, SETTLE, payment.body).catch((error: unknown) => error);
     // The transaction is in the node's pool: the sender recorded it, then broadcast it.
-    await until(
+    await waitFor(
       async () => (await chain.provider.request({ method: "eth_getBlockByNumber", params: ["pending", false] })) as { transactions: string[] },
       (block) => block.transactions.length > 0,
       "the settle transaction in the pool",
+      WAIT_MS,
+      100,
     );
     await sender.kill();
     expect(await answer).to.be.instanceOf(Error);
@@ -81,7 +74,7 @@ async function killedSender(chain: LocalChain, sender: FacilitatorProcess, other
     await resume();
   }
   await restart?.();
-  const status = await until(() => statusOf(others()[0]!, payment), (s) => s.body.status === "settled", "the row settled by another instance");
+  const status = await waitFor(() => statusOf(others()[0]!, payment), (s) => s.body.status === "settled", "the row settled by another instance", WAIT_MS, 100);
   const txHash = status.body.txHash as Hex;
   expect(status.body).to.deep.include({ status: "settled", from: payment.message.from, to: payTo, value: "1000000", transactions: [txHash] });
   const receipt = await chain.publicClient.getTransactionReceipt({ hash: txHash });
@@ -112,7 +105,7 @@ async function receiptTimeout(chain: LocalChain, shortTimeout: string, retryOn: 
   } finally {
     await resume();
   }
-  await until(() => statusOf(retryOn, payment), (s) => s.body.status === "settled", "the row settled");
+  await waitFor(() => statusOf(retryOn, payment), (s) => s.body.status === "settled", "the row settled", WAIT_MS, 100);
   expect(await relayerNonces(chain)).to.equal(before + 1);
   expect(await balanceOf(chain, payTo)).to.equal(1_000_000n);
 }
@@ -132,10 +125,12 @@ describe("several facilitator processes as one service on one PostgreSQL", funct
     });
     ({ chain, instances, env } = cluster);
     // Each holds one of the three keys once the leases have settled down.
-    await until(
+    await waitFor(
       () => Promise.all(instances.map(async (i) => ((await get(i.url, "/healthcheck")).body.results as { ledger?: { leases?: unknown[] } }).ledger?.leases?.length ?? 0)),
       (held) => held.every((n) => n === 1),
       "one key per instance",
+      WAIT_MS,
+      100,
     );
   });
   after(() => cluster?.stop());

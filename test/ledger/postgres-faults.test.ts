@@ -4,6 +4,7 @@ import { startTestPostgres, type TestPostgres } from "../../src/harness/postgres
 import type { Ledger } from "../../src/ledger/types.js";
 import { claimInput } from "../helpers/ledger.js";
 import { startPgFaultProxy, type PgFaultProxy } from "../helpers/pg-fault-proxy.js";
+import { eventually, waitUntil, WAIT_MS } from "../helpers/wait.js";
 
 // Issue 23 item 1: PostgreSQL going away must never crash the process. node-postgres emits 'error' on a
 // Client whose connection dies; with no listener at that moment, Node throws it (an uncaught exception:
@@ -14,19 +15,6 @@ import { startPgFaultProxy, type PgFaultProxy } from "../helpers/pg-fault-proxy.
 // the server's last answer and its FATAL 57P01 in one chunk (what a busy process reads from a server that
 // stopped), and fails on any uncaught exception, then checks that the ledger works again.
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function eventually<T>(attempt: () => Promise<T>, what: string, timeoutMs = 10_000): Promise<T> {
-  const started = Date.now();
-  for (;;) {
-    try {
-      return await attempt();
-    } catch (error) {
-      if (Date.now() - started > timeoutMs) throw new Error(`${what}: ${String(error)}`);
-      await sleep(100);
-    }
-  }
-}
 
 describe("ledger on PostgreSQL: a server going away mid-use never crashes the process", function () {
   this.timeout(60_000);
@@ -54,41 +42,66 @@ describe("ledger on PostgreSQL: a server going away mid-use never crashes the pr
     // Another instance on the same database, not behind the proxy: it changes rows while this one is tested.
     direct = await openPostgresLedger({ url, pollMs: 20 });
   });
-  afterEach(async () => {
-    await ledger?.close().catch(() => undefined);
-    ledger = undefined;
-    await direct.close();
-    await proxy.close();
-    const crashes = uncaught.map((error) => `${(error as { code?: string }).code ?? ""} ${String(error)}`);
-    expect(crashes, "an error was thrown outside any promise (in a facilitator: the process exits)").to.deep.equal([]);
-  });
+
+  /**
+   * One case: `body`, then what it opened closed, then, in the test itself, no error thrown outside any
+   * promise meanwhile (closing included).
+   */
+  const faultCase = (title: string, body: () => Promise<void>) =>
+    it(title, async () => {
+      try {
+        await body();
+      } finally {
+        await ledger?.close().catch(() => undefined);
+        ledger = undefined;
+        await direct.close();
+        await proxy.close();
+      }
+      const crashes = uncaught.map((error) => `${(error as { code?: string }).code ?? ""} ${String(error)}`);
+      expect(crashes, "an error was thrown outside any promise (in a facilitator: the process exits)").to.deep.equal([]);
+    });
 
   /** Opens the ledger under test through the proxy; `poolSize` 1 makes every second caller wait for the one client. */
   const open = async (poolSize = 1) => (ledger = await openPostgresLedger({ url: proxy.url, poolSize, pollMs: 60_000 }));
 
   /** A claim through `of` that succeeds (the pool reconnects after the fault). */
   const claims = (of: Ledger) =>
-    eventually(async () => {
-      const claim = await of.claim(claimInput({ label: `after-${++label}` }));
-      expect(claim.outcome).to.equal("claimed");
-      return claim;
-    }, "the ledger did not work again");
+    eventually(
+      async () => {
+        const claim = await of.claim(claimInput({ label: `after-${++label}` }));
+        expect(claim.outcome).to.equal("claimed");
+        return claim;
+      },
+      "the ledger to work again",
+      WAIT_MS,
+      100,
+    );
 
   /**
-   * Whether the ledger hears other instances again (its LISTEN client reconnected): its outcome waits poll
-   * only once a minute here, so a wait that ends within a second was woken by the notification.
+   * Whether the ledger hears other instances again (its LISTEN client reconnected): a claim queued for any
+   * instance by the other one reaches its `onQueued` listeners, which only a notification calls (no poll).
+   * Each try queues one more, until one is heard.
    */
-  const hearsNotifications = (of: Ledger) =>
-    eventually(async () => {
-      const claim = await of.claim(claimInput({ label: `heard-${++label}`, owner: "elsewhere" }));
-      if (claim.outcome !== "claimed") throw new Error(claim.outcome);
-      const started = performance.now();
-      setTimeout(() => void direct.withdraw(claim.record.id, { code: "notSent", owner: "elsewhere" }), 100);
-      const outcome = await of.waitForOutcome(claim.record.id, 1_000);
-      if (outcome?.status !== "failed") throw new Error(`not notified within ${Math.round(performance.now() - started)} ms`);
-    }, "the LISTEN client did not come back");
+  const hearsNotifications = async (of: Ledger) => {
+    let heard = 0;
+    const stop = of.onQueued(() => heard++);
+    try {
+      await eventually(
+        async () => {
+          const queued = await direct.claim(claimInput({ label: `heard-${++label}`, owner: null }));
+          expect(queued.outcome).to.equal("claimed");
+          expect(heard, "queued claims heard of").to.be.above(0);
+        },
+        "the LISTEN client to hear notifications again",
+        WAIT_MS,
+        100,
+      );
+    } finally {
+      stop();
+    }
+  };
 
-  it("a query's client, the FATAL in the same chunk as the query's answer, a transaction waiting for it: the dead client is not handed over", async () => {
+  faultCase("a query's client, the FATAL in the same chunk as the query's answer, a transaction waiting for it: the dead client is not handed over", async () => {
     const of = await open(1);
     const base = proxy.connections();
     // The pool's one client: its start-up (ReadyForQuery 1), then the query's answer (2), then the FATAL.
@@ -102,7 +115,7 @@ describe("ledger on PostgreSQL: a server going away mid-use never crashes the pr
     await claims(of);
   });
 
-  it("a new client's start-up answer and the FATAL in one chunk, a transaction waiting for that client", async () => {
+  faultCase("a new client's start-up answer and the FATAL in one chunk, a transaction waiting for that client", async () => {
     const of = await open(1);
     const base = proxy.connections();
     const fired = proxy.killAfter((m) => m.connection > base && m.type === "Z" && m.count === 1);
@@ -115,7 +128,7 @@ describe("ledger on PostgreSQL: a server going away mid-use never crashes the pr
     await claims(of);
   });
 
-  it("mid-handshake: the server stops while the client authenticates", async () => {
+  faultCase("mid-handshake: the server stops while the client authenticates", async () => {
     const of = await open(2);
     const base = proxy.connections();
     const fired = proxy.killAfter((m) => m.connection > base && m.type === "R" && m.count === 1);
@@ -128,7 +141,7 @@ describe("ledger on PostgreSQL: a server going away mid-use never crashes the pr
     await claims(of);
   });
 
-  it("mid-transaction: the server stops after BEGIN", async () => {
+  faultCase("mid-transaction: the server stops after BEGIN", async () => {
     const of = await open(2);
     const fired = proxy.killAfter((m) => m.type === "Z" && m.status === "T");
     const claim = await of.claim(claimInput({ label: "in-transaction" })).then(
@@ -140,7 +153,7 @@ describe("ledger on PostgreSQL: a server going away mid-use never crashes the pr
     await claims(of);
   });
 
-  it("idle pool clients and the LISTEN client: every session ended at once; the LISTEN client's first reconnect is ended during its start-up too", async () => {
+  faultCase("idle pool clients and the LISTEN client: every session ended at once; the LISTEN client's first reconnect is ended during its start-up too", async () => {
     const of = await open(4);
     await Promise.all([of.leases(), of.claim(claimInput({ label: "warm-1" })), of.claim(claimInput({ label: "warm-2" }))]);
     const base = proxy.connections();
@@ -152,7 +165,7 @@ describe("ledger on PostgreSQL: a server going away mid-use never crashes the pr
     await claims(of);
   });
 
-  it("the real server stopped and started again: idle clients, the LISTEN client and its reconnects while it is down", async () => {
+  faultCase("the real server stopped and started again: idle clients, the LISTEN client and its reconnects while it is down", async () => {
     const of = await open(4);
     await Promise.all([of.leases(), of.claim(claimInput({ label: "warm-3" })), of.claim(claimInput({ label: "warm-4" }))]);
     await hearsNotifications(of);
@@ -164,17 +177,18 @@ describe("ledger on PostgreSQL: a server going away mid-use never crashes the pr
         () => "refused",
       );
       expect(refused).to.equal("refused");
-      // Long enough for a few LISTEN reconnects to be refused.
-      await sleep(2_500);
+      // Until a few LISTEN reconnects were refused (each a connection through the proxy).
+      const base = proxy.connections();
+      await waitUntil("two reconnects while the server is down", () => proxy.connections() >= base + 2, WAIT_MS, 50);
     } finally {
       await server.resume();
     }
-    await eventually(async () => expect((await of.health()).reachable).to.equal(true), "health did not come back");
+    await eventually(async () => expect((await of.health()).reachable).to.equal(true), "health to come back", WAIT_MS, 100);
     await hearsNotifications(of);
     await claims(of);
   });
 
-  it("start-up: the server stops during the migration (the migrator's own pool): open rejects, nothing is thrown", async () => {
+  faultCase("start-up: the server stops during the migration (the migrator's own pool): open rejects, nothing is thrown", async () => {
     // The migrator's connection, once it is in its transaction (the migration lock, then the migrations).
     const fired = proxy.killAfter((m) => m.type === "Z" && m.status === "T");
     const opening = await openPostgresLedger({ url: proxy.url, poolSize: 2 }).then(
@@ -186,8 +200,8 @@ describe("ledger on PostgreSQL: a server going away mid-use never crashes the pr
     );
     await fired;
     expect(opening).to.match(/^LedgerError: DATABASE_URL: (migrating|cannot use) /);
-    // Give a late 'error' event (the connection's end) the time to be thrown, if it is.
-    await sleep(200);
+    // A late 'error' event (the connection's end) would be thrown within a few turns of the loop: the open
+    // and the claim below take many round trips through the same proxy, and the check comes after them.
     const opened = await openPostgresLedger({ url: proxy.url, poolSize: 2 });
     ledger = opened;
     await claims(opened);

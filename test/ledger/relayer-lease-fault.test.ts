@@ -9,7 +9,7 @@ import { SettleError } from "../../src/protocol/reasons.js";
 import { HARDHAT_KEYS, makePayment } from "../helpers/facilitator.js";
 import { post, QUICK, watchForExits } from "../helpers/instances.js";
 import { openProxiedChain, type ProxiedChain } from "../helpers/proxied-chain.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil, WAIT_MS } from "../helpers/wait.js";
 
 // Issue 30 item 5, as a fault: two facilitator processes share one relayer key through PostgreSQL. The
 // one holding its lease is frozen (SIGSTOP) past the lease while it has a gap to fill (its lowest
@@ -50,10 +50,8 @@ describe("a relayer key is used only under its lease: an instance frozen past it
   /** Hashes and nonces of what went out through a proxy, in order. */
   const broadcastBy = (proxy: number) => proxied.proxies[proxy]!.broadcasts.map((raw) => ({ hash: keccak256(raw), nonce: parseTransaction(raw).nonce! }));
 
-  async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 30_000): Promise<void> {
-    expect(await waitUntil(async () => check(), timeoutMs, 50), what).to.equal(true);
-  }
 
+  // Every wait below polls every 50 ms: a check that mines or moves chain time does so once a poll.
   const logged = (instance: FacilitatorProcess, message: string) => instance.logs.filter((line) => line.msg === message);
 
   it("exactly one transaction per relayer nonce on chain, none sent by both instances, every settlement decided once, each payee paid once", async () => {
@@ -66,13 +64,16 @@ describe("a relayer key is used only under its lease: an instance frozen past it
     };
     const first = await startFacilitatorProcess({ ...env, CRONOS_TESTNET_RPC_URL: proxied.proxies[0]!.url });
     processes.push(first);
-    await until("the first instance holds the key", () => logged(first, "relayer key lease acquired").length === 1);
+    await waitUntil("the first instance holds the key", () => logged(first, "relayer key lease acquired").length === 1, WAIT_MS, 50);
     const second = await startFacilitatorProcess({ ...env, CRONOS_TESTNET_RPC_URL: proxied.proxies[1]!.url });
     processes.push(second);
     const exits = watchForExits([first, second]);
 
     const body = async () => {
       await proxied.proxies[0]!.chain.automine(false);
+      // A block now: the chain's clock as the facilitator reads it (the head's time), not the time of the last
+      // block mined before the instances' start-up (which takes long on a loaded machine).
+      await proxied.proxies[0]!.chain.mine();
       const head = await chain().publicClient.getBlock();
       // The lowest one's authorization expires: once it is dropped, only a gap filler can take its nonce.
       const expiring = await makePayment(chain(), { payTo: freshPayee(), validBefore: head.timestamp + 30n });
@@ -81,9 +82,15 @@ describe("a relayer key is used only under its lease: an instance frozen past it
       const answers: Array<Promise<{ status: number; body: Record<string, unknown> }>> = [];
       for (const [i, payment] of payments.entries()) {
         const answer = post(first.url, "/v2/x402/settle", payment.body);
-        answer.catch(() => undefined);
+        let early: unknown;
+        answer.then((value) => (early = value), (error: unknown) => (early = String(error)));
         answers.push(answer);
-        await until(`settle ${i} in the pool`, async () => (await pendingNonce()) >= nonce + i + 1);
+        await waitUntil(`settle ${i} in the pool`, async () => {
+          if ((await pendingNonce()) >= nonce + i + 1) return true;
+          // Its transaction stays in the pool until a block: an answer with none there is the failure to name.
+          if (early !== undefined) throw new Error(`settle ${i} answered without a transaction in the pool: ${JSON.stringify(early)}`);
+          return false;
+        }, WAIT_MS, 50);
       }
       const firstSends = (await Promise.all(payments.map(rowOf))).map((row) => row.txHash!);
       expect(broadcastBy(0)).to.deep.equal(firstSends.map((hash, i) => ({ hash, nonce: nonce + i })));
@@ -98,32 +105,34 @@ describe("a relayer key is used only under its lease: an instance frozen past it
       await chain().networkHelpers.time.increase(60);
       expect(await minedNonce()).to.equal(nonce);
 
-      await until("the second instance took the key over", () => logged(second, "relayer key lease acquired").length === 1, 20_000);
+      await waitUntil("the second instance took the key over", () => logged(second, "relayer key lease acquired").length === 1, WAIT_MS, 50);
       // Chain time moves on (4 s a block) until the new holder has filled the gap and re-priced both; each
       // block asks twice the last one's base fee, so none of them is mined before the first instance resumes.
-      await until("the new holder filled the gap and replaced both", async () => {
+      await waitUntil("the new holder filled the gap and replaced both", async () => {
         const sent = new Set(broadcastBy(1).map((tx) => tx.nonce));
         if ([nonce, nonce + 1, nonce + 2].every((n) => sent.has(n))) return true;
         await proxied.proxies[0]!.chain.setNextBlockBaseFee((await chain().publicClient.getBlock()).baseFeePerGas! * 2n);
         await chain().networkHelpers.time.increase(4);
         return false;
-      });
+      }, WAIT_MS, 50);
       expect(await minedNonce()).to.equal(nonce);
       const sentByFirst = broadcastBy(0).length;
 
       first.child.kill("SIGCONT");
       const gaveUp = () => first.logs.filter((line) => String(line.msg).startsWith("relayer key lease given up"));
-      await until("the first instance saw its lease was lost", () => gaveUp().length === 1, 20_000);
-      // A few of its lifecycle rounds (every 100 ms) and reconciler rounds (every 500 ms) run meanwhile.
-      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      await waitUntil("the first instance saw its lease was lost", () => gaveUp().length === 1, WAIT_MS, 50);
+      // Its loops run on (what it asks of the chain goes through its own proxy, and only its): twenty more
+      // requests are rounds of them, after which nothing may have gone out through it.
+      const askedAfterResume = proxied.proxies[0]!.methods.length;
+      await waitUntil("twenty more requests of the first instance", () => proxied.proxies[0]!.methods.length >= askedAfterResume + 20, WAIT_MS, 50);
       await proxied.proxies[0]!.chain.setNextBlockBaseFee(parseGwei("1"));
-      await until("every nonce mined", async () => {
+      await waitUntil("every nonce mined", async () => {
         if ((await minedNonce()) >= nonce + 3) return true;
         await proxied.proxies[0]!.chain.mine();
         return false;
-      });
+      }, WAIT_MS, 50);
       const settled = await Promise.all(answers);
-      await until("every row decided", async () => (await Promise.all(payments.map(rowOf))).every((row) => row.status === "settled" || row.status === "failed"));
+      await waitUntil("every row decided", async () => (await Promise.all(payments.map(rowOf))).every((row) => row.status === "settled" || row.status === "failed"), WAIT_MS, 50);
 
       // Nothing went out through the first instance after it was frozen: its three first sends only. It let
       // go of the three transactions it followed (their records are the new holder's now).

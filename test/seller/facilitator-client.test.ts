@@ -5,7 +5,9 @@ import {
   paymentRequirements,
   type FacilitatorErrorCode,
 } from "../../src/seller/index.js";
+import { retryAfterSeconds } from "../../src/seller/facilitator-client.js";
 import { closedPortUrl } from "../helpers/http.js";
+import { rejection } from "../helpers/reject.js";
 import {
   json,
   settleFailed,
@@ -20,16 +22,6 @@ import { VECTOR_A_HEADER, VECTOR_PAYEE } from "../helpers/vectors.js";
 const REQUIREMENTS = paymentRequirements({ network: "cronos-testnet", payTo: VECTOR_PAYEE, amount: 1_000_000n });
 const REQUEST = { paymentHeader: VECTOR_A_HEADER, paymentRequirements: REQUIREMENTS };
 const WIRE_BODY = { x402Version: 1, paymentHeader: VECTOR_A_HEADER, paymentRequirements: REQUIREMENTS };
-
-async function rejection(promise: Promise<unknown>): Promise<FacilitatorError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).to.be.instanceOf(FacilitatorError);
-    if (error instanceof FacilitatorError) return error;
-  }
-  throw new Error("expected a FacilitatorError");
-}
 
 describe("seller: facilitator client", () => {
   let standIn: StandInFacilitator;
@@ -85,7 +77,7 @@ describe("seller: facilitator client", () => {
     it(`throws http_status on HTTP ${status}, with the status and the body in details`, async () => {
       const client = createFacilitatorClient({ url: standIn.url });
       standIn.answers.verify = json(body, status);
-      const error = await rejection(client.verify(REQUEST));
+      const error = await rejection(client.verify(REQUEST), FacilitatorError);
       expect(error.code).to.equal("http_status" satisfies FacilitatorErrorCode);
       expect(error.operation).to.equal("verify");
       expect(error.status).to.equal(status);
@@ -96,7 +88,7 @@ describe("seller: facilitator client", () => {
   it("throws malformed on a 2xx answer that is not JSON", async () => {
     const client = createFacilitatorClient({ url: standIn.url });
     standIn.answers.settle = { kind: "text", body: "<html>oops</html>", contentType: "text/html" };
-    const error = await rejection(client.settle(REQUEST));
+    const error = await rejection(client.settle(REQUEST), FacilitatorError);
     expect(error.code).to.equal("malformed");
     expect(error.status).to.equal(200);
     expect(error.details).to.equal("answer is not JSON: <html>oops</html>");
@@ -106,27 +98,40 @@ describe("seller: facilitator client", () => {
     const client = createFacilitatorClient({ url: standIn.url });
     standIn.answers.verify = json({ valid: true });
     standIn.answers.settle = json({ ...SETTLED, blockNumber: "4242" });
-    const verifyError = await rejection(client.verify(REQUEST));
+    const verifyError = await rejection(client.verify(REQUEST), FacilitatorError);
     expect(verifyError.code).to.equal("malformed");
     expect(verifyError.details).to.match(/^answer does not match the verify response schema: isValid/);
-    const settleError = await rejection(client.settle(REQUEST));
+    const settleError = await rejection(client.settle(REQUEST), FacilitatorError);
     expect(settleError.code).to.equal("malformed");
     expect(settleError.details).to.match(/blockNumber/);
   });
 
   it("throws timeout when the facilitator does not answer in time", async () => {
     const client = createFacilitatorClient({ url: standIn.url, timeoutMs: 150 });
+    // The stand-in never answers: an answer at all is the time-out's.
     standIn.answers.verify = { kind: "hang" };
-    const started = Date.now();
-    const error = await rejection(client.verify(REQUEST));
+    const error = await rejection(client.verify(REQUEST), FacilitatorError);
     expect(error.code).to.equal("timeout");
     expect(error.details).to.equal("no answer within 150 ms");
-    expect(Date.now() - started).to.be.lessThan(2_000);
+  });
+
+  it("reads a Retry-After in seconds or as an HTTP date against the clock, bounded to a day", () => {
+    const now = Date.UTC(2026, 0, 1, 12, 0, 0);
+    const at = (ms: number) => new Date(now + ms).toUTCString();
+    expect(retryAfterSeconds("30", now)).to.equal(30);
+    expect(retryAfterSeconds(at(30_000), now)).to.equal(30);
+    // HTTP dates have whole seconds: a date 30.5 s ahead is written 30 s ahead of a clock at .000.
+    expect(retryAfterSeconds(at(30_000), now - 500)).to.equal(31);
+    expect(retryAfterSeconds(at(-60_000), now)).to.equal(0);
+    expect(retryAfterSeconds(at(2 * 86_400_000), now)).to.equal(86_400);
+    expect(retryAfterSeconds("999999", now)).to.equal(86_400);
+    expect(retryAfterSeconds("soon", now)).to.equal(undefined);
+    expect(retryAfterSeconds(null, now)).to.equal(undefined);
   });
 
   it("throws unreachable when nothing listens", async () => {
     const client = createFacilitatorClient({ url: await closedPortUrl() });
-    const error = await rejection(client.settle(REQUEST));
+    const error = await rejection(client.settle(REQUEST), FacilitatorError);
     expect(error.code).to.equal("unreachable");
     expect(error.status).to.equal(undefined);
     expect(error.details).to.match(/ECONNREFUSED/);
@@ -142,7 +147,7 @@ describe("seller: facilitator client", () => {
         return new Promise<Response>(() => {});
       },
     });
-    const error = await rejection(client.supported());
+    const error = await rejection(client.supported(), FacilitatorError);
     expect(error.code).to.equal("timeout");
     expect(calls).to.deep.equal(["http://facilitator.invalid/v2/x402/supported"]);
   });
@@ -178,7 +183,7 @@ describe("seller: facilitator client", () => {
       expect(recorded.body).to.deep.equal({ x402Version: 2, ...request });
     }
     standIn.answers.settle = json({ success: true });
-    const error = await rejection(client.settleV2(request));
+    const error = await rejection(client.settleV2(request), FacilitatorError);
     expect(error.code).to.equal("malformed");
     expect(error.details).to.match(/^answer does not match the settle response schema: transaction/);
   });
@@ -211,8 +216,8 @@ describe("seller: facilitator client", () => {
     standIn.answers.settlements = json({ error: "Not found" }, 404);
     expect(await client.settlement(query)).to.equal(undefined);
     standIn.answers.settlements = json({ error: "Invalid request: network base is not served here" }, 400);
-    expect(await rejection(client.settlement(query))).to.include({ code: "http_status", status: 400, operation: "settlements" });
+    expect(await rejection(client.settlement(query), FacilitatorError)).to.include({ code: "http_status", status: 400, operation: "settlements" });
     standIn.answers.settlements = json({ status: "settled" });
-    expect(await rejection(client.settlement(query))).to.include({ code: "malformed", operation: "settlements" });
+    expect(await rejection(client.settlement(query), FacilitatorError)).to.include({ code: "malformed", operation: "settlements" });
   });
 });

@@ -192,7 +192,8 @@ describe("seller: requirePayment", () => {
       { title: "verify answers 503 without Retry-After", operation: "verify", answer: () => json({ error: "Service unavailable" }, 503), retryAfter: "5" },
       { title: "settle answers 429 with Retry-After: 42", operation: "settle", answer: () => json({ error: "Too many requests", retryAfter: 42 }, 429, { "Retry-After": "42" }), retryAfter: "42" },
       { title: "settle answers 503 without Retry-After", operation: "settle", answer: () => json(settleFailed("Service unavailable: the settlement ledger is unavailable"), 503), retryAfter: "5" },
-      { title: "settle answers 503 with a Retry-After date 30 s ahead", operation: "settle", answer: () => json({ error: "Service unavailable" }, 503, { "Retry-After": new Date(Date.now() + 30_500).toUTCString() }), retryAfter: /^(29|30|31)$/ },
+      // A date: read against the clock (exact conversions: test/seller/facilitator-client.test.ts); two days ahead is bounded to a day.
+      { title: "settle answers 503 with a Retry-After date two days ahead (bounded to a day)", operation: "settle", answer: () => json({ error: "Service unavailable" }, 503, { "Retry-After": new Date(Date.now() + 2 * 86_400_000).toUTCString() }), retryAfter: "86400" },
     ] as const;
     for (const busy of cases) {
       it(`when ${busy.title}`, async () => {
@@ -200,8 +201,7 @@ describe("seller: requirePayment", () => {
         const seller = await startSeller();
         const response = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
         expect(response.status).to.equal(503);
-        if (typeof busy.retryAfter === "string") expect(response.headers.get("retry-after")).to.equal(busy.retryAfter);
-        else expect(response.headers.get("retry-after")).to.match(busy.retryAfter);
+        expect(response.headers.get("retry-after")).to.equal(busy.retryAfter);
         // The buyer learns to come back later, not the facilitator's body or address.
         expect(await response.json()).to.deep.equal({ error: "Payment service busy", details: "The payment could not be processed right now; try again later" });
         expect(logged).to.have.length(1);
@@ -607,11 +607,10 @@ describe("seller: requirePayment", () => {
       const broken = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
       expect([broken.status, await broken.json()]).to.deep.equal([402, refusal]);
 
+      // A lookup that never answers: given up at its time-out (the log's `timeout` below), the refusal answered.
       standIn.answers.settlements = { kind: "hang" };
-      const started = Date.now();
       const hung = await fetch(seller.url, { headers: { "X-PAYMENT": VECTOR_A_HEADER } });
       expect([hung.status, await hung.json()]).to.deep.equal([402, refusal]);
-      expect(Date.now() - started).to.be.below(5_000);
 
       expect(logged.map((line) => [line.message, line.fields.operation, line.fields.code, line.fields.status])).to.deep.equal([
         ["facilitator lookup failed", "lookup", "http_status", 429],

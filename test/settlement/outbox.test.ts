@@ -1,10 +1,13 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { expect } from "chai";
+import { openSqliteLedger } from "../../src/ledger/sqlite.js";
 import { LedgerOutbox } from "../../src/settlement/outbox.js";
 import { KeyWorker } from "../../src/settlement/key-worker.js";
-import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
-import { IllegalTransitionError } from "../../src/ledger/types.js";
+import { IllegalTransitionError, type Ledger } from "../../src/ledger/types.js";
 import { recordingLogger } from "../helpers/facilitator.js";
-import { claimInput, settlementDeps } from "../helpers/ledger.js";
+import { claimInput, RELAYER, settlementDeps, signedTx } from "../helpers/ledger.js";
 
 // Issue 23 item 1: outcomes answered while the ledger was unreachable are kept in a bounded in-process
 // outbox and written, in order, as soon as the database is back, before the instance releases the claims
@@ -83,39 +86,64 @@ describe("ledger outbox", () => {
 
   it("recovery writes the outbox first, and releases the abandoned claims only once it is empty", async () => {
     const { logger, lines } = recordingLogger();
-    const ledger = openSqliteLedger({ location: MEMORY });
+    // The instance's ledger, and a second handle on the same database for the outbox's writes: closed, its
+    // writes fail as a database that refuses them does, while the instance's own handle answers.
+    const dir = await mkdtemp(join(tmpdir(), "x402-outbox-"));
     try {
-      const abandoned = await ledger.claim(claimInput({ label: "abandoned", owner: "instance-a" }));
-      const working = await ledger.claim(claimInput({ label: "working", owner: "instance-a" }));
-      if (abandoned.outcome !== "claimed" || working.outcome !== "claimed") throw new Error("not claimed");
-      const deps = settlementDeps(ledger, { logger, instanceId: "instance-a" });
-      const worker = new KeyWorker(deps);
-      const calls: string[] = [];
-      let refuse = true;
-      deps.outbox.add("settlement 1 settled", async () => {
-        if (refuse) throw new Error("the database system is starting up");
-        calls.push("write settlement 1");
-      });
-      deps.outbox.add("settlement 2 reverted", async () => void calls.push("write settlement 2"));
-      // A settle of this instance still works on one claim: it is kept.
-      let finish!: () => void;
-      const inHand = deps.inFlight.claim(working.record.id, () => new Promise<void>((resolve) => (finish = resolve)));
+      const location = join(dir, "ledger.db");
+      const ledger = openSqliteLedger({ location });
+      let writer: Ledger = openSqliteLedger({ location });
+      await writer.close();
+      try {
+        // A claim abandoned during the outage (nothing sent for it), one a settle of this instance still works
+        // on, and a settlement whose outcome the outbox holds.
+        const claimed = async (label: string) => {
+          const claim = await ledger.claim(claimInput({ label }));
+          if (claim.outcome !== "claimed") throw new Error(`expected a claim, got ${claim.outcome}`);
+          return claim;
+        };
+        const abandoned = await claimed("abandoned");
+        const working = await claimed("working");
+        const sent = await claimed("sent");
+        await ledger.acquireLease(RELAYER, "instance-a", 60_000);
+        const tx = signedTx("sent");
+        expect(await ledger.recordBroadcast({ id: sent.record.id, owner: "instance-a", hash: tx.hash, raw: tx.raw, relayer: RELAYER, relayerNonce: 7, checkAfterMs: 5_000 })).to.equal(true);
+        const deps = settlementDeps(ledger, { logger, instanceId: "instance-a" });
+        const worker = new KeyWorker(deps);
+        const written: string[] = [];
+        deps.outbox.add("settlement sent settled", async () => {
+          await writer.markSettled(sent.record.id, { txHash: tx.hash, blockNumber: 5n, blockTimestamp: 10n });
+          written.push("settled");
+        });
+        deps.outbox.add("a second write", async () => void written.push("second"));
+        const status = async (id: number) => [(await ledger.getById(id))!.status, (await ledger.getById(id))!.errorCode];
+        let finish!: () => void;
+        const inHand = deps.inFlight.claim(working.record.id, () => new Promise<void>((resolve) => (finish = resolve)));
 
-      // The database answers the probe but still refuses the write: nothing is released.
-      expect(await worker.recover()).to.equal(false);
-      expect(calls).to.deep.equal([]);
-      expect((await ledger.getById(abandoned.record.id))?.status).to.equal("claimed");
+        // The database answers but refuses the outbox's write: nothing written, nothing released.
+        expect(await worker.recover()).to.equal(false);
+        expect(written).to.deep.equal([]);
+        expect(deps.outbox.size).to.equal(2);
+        expect(await status(abandoned.record.id)).to.deep.equal(["claimed", undefined]);
+        expect(await status(sent.record.id)).to.deep.equal(["sent", undefined]);
 
-      refuse = false;
-      expect(await worker.recover()).to.equal(true);
-      expect(calls).to.deep.equal(["write settlement 1", "write settlement 2"]);
-      expect(await ledger.getById(abandoned.record.id)).to.deep.include({ status: "failed", errorCode: "notSent" });
-      expect((await ledger.getById(working.record.id))?.status).to.equal("claimed");
-      expect(lines.at(-1)).to.deep.equal({ level: "info", message: "claims abandoned during the ledger outage released (nothing was sent for them)", fields: { released: [abandoned.record.id] } });
-      finish();
-      await inHand;
+        // It takes the writes again: the outbox first, in order, then the abandoned claim is released (the one in hand kept).
+        writer = openSqliteLedger({ location });
+        expect(await worker.recover()).to.equal(true);
+        expect(written).to.deep.equal(["settled", "second"]);
+        expect(deps.outbox.size).to.equal(0);
+        expect(await status(sent.record.id)).to.deep.equal(["settled", undefined]);
+        expect(await status(abandoned.record.id)).to.deep.equal(["failed", "notSent"]);
+        expect(await status(working.record.id)).to.deep.equal(["claimed", undefined]);
+        expect(lines.at(-1)).to.deep.equal({ level: "info", message: "claims abandoned during the ledger outage released (nothing was sent for them)", fields: { released: [abandoned.record.id] } });
+        finish();
+        await inHand;
+      } finally {
+        await writer.close();
+        await ledger.close();
+      }
     } finally {
-      await ledger.close();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });

@@ -1,13 +1,14 @@
 import { expect } from "chai";
 import request from "supertest";
 import type { Hex } from "viem";
-import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import { SettleError } from "../../src/protocol/reasons.js";
 import { EvmReason } from "../../src/protocol/x402v2.js";
 import { makePayment, openFacilitator, recordingLogger, sendAuthorization, v2BodyOf } from "../helpers/facilitator.js";
-import { switchableLedger } from "../helpers/ledger.js";
-import { expectFailed, FRONT_RUN, RELAYER, relayerNonce, revertedGas, setAutomine, settle } from "../helpers/settle.js";
-import { waitUntil, withoutTimestamp } from "../helpers/time.js";
+import { openMemoryLedger, switchableLedger } from "../helpers/ledger.js";
+import { setAutomine } from "../helpers/mining.js";
+import { expectFailed, FRONT_RUN, RELAYER, relayerNonce, revertedGas, settle } from "../helpers/settle.js";
+import { withoutTimestamp } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // "Paid" means the chain moved the seller's money: a payer who spends its own nonce first with another
 // authorization (a substitute: 1 unit to itself) gets no settled answer, on a real local chain (EDR).
@@ -29,7 +30,7 @@ async function sendSubstitute(opened: Opened, first: Made): Promise<{ hash: Hex;
 async function substituteMinedFirst(opened: Opened, payment: Made, dialect: "cronos" | "x402v2", meanwhile: () => void = () => {}) {
   const { chain } = opened;
   const nonce = await relayerNonce(opened);
-  await setAutomine(opened, false);
+  await setAutomine(opened.chain.connection.provider, false);
   try {
     const body = dialect === "cronos" ? payment.body : v2BodyOf(payment);
     const answering = request(opened.app).post("/v2/x402/settle").send(body).then((r) => r);
@@ -47,7 +48,7 @@ async function substituteMinedFirst(opened: Opened, payment: Made, dialect: "cro
     expect(reverted.transactionIndex).to.be.above(substitute.transactionIndex);
     return { answer, substituteHash, ourHash: ours.hash, reverted };
   } finally {
-    await setAutomine(opened, true);
+    await setAutomine(opened.chain.connection.provider, true);
   }
 }
 
@@ -130,7 +131,7 @@ describe("settlement: paid only by this payment's transfer", function () {
       const payment = await makePayment(chain, { amount: 700n });
       const sellerBefore = await chain.contract.read.balanceOf([payment.payTo]);
       const nonce = await relayerNonce(opened);
-      await setAutomine(opened, false);
+      await setAutomine(opened.chain.connection.provider, false);
       let ourHash: Hex;
       try {
         const answer = await settle(opened, payment.body);
@@ -142,7 +143,7 @@ describe("settlement: paid only by this payment's transfer", function () {
         await sendSubstitute(opened, payment);
         await chain.networkHelpers.mine();
       } finally {
-        await setAutomine(opened, true);
+        await setAutomine(opened.chain.connection.provider, true);
       }
       expect((await chain.publicClient.getTransactionReceipt({ hash: ourHash })).status).to.equal("reverted");
       expect(await waitUntil(async () => (await lookup(opened, payment)).body.status !== "pending", 10_000, 50), "the reconciler decided the row").to.equal(true);
@@ -155,7 +156,7 @@ describe("settlement: paid only by this payment's transfer", function () {
   });
 
   it("the token's logs cannot be read when the substitute makes the relayer's transaction revert: 503 with no verdict, the lookup pending, nobody penalised; once they can, the row fails in the reconciler's next round and the payer is penalised", async () => {
-    const switchable = switchableLedger(openSqliteLedger({ location: MEMORY }));
+    const switchable = switchableLedger(openMemoryLedger());
     const opened = await openFacilitator("cronos-testnet", { RECONCILE_INTERVAL_MS: "200" }, { ledger: switchable.ledger });
     try {
       const payment = await makePayment(opened.chain, { amount: 700n });
@@ -164,8 +165,11 @@ describe("settlement: paid only by this payment's transfer", function () {
       expect(answer.status, JSON.stringify(answer.body)).to.equal(503);
       expect(answer.body.event).to.equal(undefined);
       expect(answer.body.error).to.match(new RegExp(`^Service unavailable: settlement transaction ${ourHash} on cronos-testnet reverted and it is not known yet whether the authorization was paid elsewhere \\(the authorization is used, and the token's logs cannot be read`));
-      // Rounds go by while the logs stay unreadable: never failed, never settled.
-      await new Promise((r) => setTimeout(r, 600));
+      // Rounds go by while the logs stay unreadable (two more reads of the transaction's receipt, one a round):
+      // never failed, never settled.
+      const receiptReads = () => opened.rpc.calls.filter((call) => call.method === "eth_getTransactionReceipt" && call.params[0] === ourHash).length;
+      const readsAtAnswer = receiptReads();
+      await waitUntil("two reconciler rounds over the row", () => receiptReads() >= readsAtAnswer + 2);
       expect((await lookup(opened, payment)).body).to.deep.include({ status: "pending", txHash: ourHash });
       // Not penalised on a guess: another payment of the payer's goes through.
       expect((await settle(opened, (await makePayment(opened.chain)).body)).event).to.equal("payment.settled");

@@ -11,6 +11,7 @@ import { HARDHAT_KEYS, makePayment, sendAuthorization } from "../helpers/facilit
 import { claimInput, settlementDeps, settlementSettings, TestClock } from "../helpers/ledger.js";
 import { recordRpc } from "../helpers/rpc.js";
 import { openChain } from "../helpers/token.js";
+import { setAutomine } from "../helpers/mining.js";
 
 const relayer = privateKeyToAccount(HARDHAT_KEYS.relayer);
 const DEAD = "dead-instance";
@@ -151,7 +152,7 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
   });
 
   it("leaves a transaction the node holds in its pool alone until it is mined", async () => {
-    await chain.connection.provider.request({ method: "evm_setAutomine", params: [false] });
+    await setAutomine(chain.connection.provider, false);
     const sent = await abandonedSend();
     await reconciler.tick();
     expect(actions).to.deep.equal([]);

@@ -10,7 +10,7 @@ import { HARDHAT_KEYS, useAuthorizationOnChain } from "../helpers/facilitator.js
 import { capLogs, cutLogsShort } from "../helpers/log-faults.js";
 import { openProxiedChain, type ProxiedChain } from "../helpers/proxied-chain.js";
 import type { JsonRpcRequest } from "../helpers/rpc-proxy.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // Log reads that prove what they cover (issue 38): an ethermint node answers eth_getLogs with what it has, without
 // error, when it lacks a block's results (a backend behind the head, a pruned node); the index counts an answer only

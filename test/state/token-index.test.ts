@@ -9,7 +9,7 @@ import { HARDHAT_KEYS, makePayment, useAuthorizationOnChain } from "../helpers/f
 import { openProxiedChain, type ProxiedChain } from "../helpers/proxied-chain.js";
 import type { JsonRpcRequest } from "../helpers/rpc-proxy.js";
 import { signCancelAuthorization } from "../helpers/sign.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 import { postgresBackend, TestClock } from "../helpers/ledger.js";
 
 const quiet = { info() {}, warn() {}, debug() {} };

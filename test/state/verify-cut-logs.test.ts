@@ -7,7 +7,7 @@ import { cutLogsShort, type CutLogsOptions } from "../helpers/log-faults.js";
 import { metric } from "../helpers/metrics.js";
 import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";
 import type { JsonRpcRequest } from "../helpers/rpc-proxy.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 // Issue 38, finding 1: a fresh facilitator whose log reads were cut 60 blocks short answered verify `isValid: true`
 // for an authorization spent one block earlier. Through a proxy that answers eth_getLogs as a Cronos backend behind

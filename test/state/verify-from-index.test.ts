@@ -8,7 +8,7 @@ import { postJson } from "../helpers/http.js";
 import { openProxiedChain, startFacilitatorOnProxies, type ProxiedChain } from "../helpers/proxied-chain.js";
 import { signCancelAuthorization } from "../helpers/sign.js";
 import { metric } from "../helpers/metrics.js";
-import { waitUntil } from "../helpers/time.js";
+import { waitUntil } from "../helpers/wait.js";
 
 const freshNonce = () => toHex(crypto.getRandomValues(new Uint8Array(32)));
 

@@ -1,4 +1,4 @@
-import { feesAtLeast, initialFees, type Fees } from "../fees.js";
+import { feesAtLeast, initialFees, quoteForCap, type Fees } from "../fees.js";
 import { leastFeePerGas, type SendRefusal } from "../node-errors.js";
 import { knowsTransaction } from "../receipt.js";
 import { broadcast, sign } from "./broadcast.js";
@@ -33,7 +33,7 @@ type Next = "now" | "later" | "stop";
  */
 export async function sendNew(ctx: RelayerContext, key: RelayerKey, request: RelayRequest, hooks: RelayHooks, deadline: number): Promise<InFlight> {
   if (!key.maySend()) throw new KeyNotLeasedError(key.address);
-  const quote = await ctx.quote();
+  const quote = await quoteForCap(ctx.quote, ctx.cap);
   let fees: Fees = initialFees(quote, ctx.cap);
   let version: SignedRelay | undefined;
   let backoff: number = BACKOFF_MS.first;

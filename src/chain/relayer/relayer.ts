@@ -1,5 +1,5 @@
 import { parseTransaction, type Address, type Hex, type PublicClient } from "viem";
-import { initialFees, neededFee, readFeeQuote, type FeeQuote } from "../fees.js";
+import { initialFees, neededFee, quoteForCap, readFeeQuote, type FeeQuote } from "../fees.js";
 import { sendNew } from "./admission.js";
 import { feesOf, InFlight, RelayerKey, signedOf } from "./key.js";
 import { tendKey } from "./lifecycle.js";
@@ -191,7 +191,7 @@ export class Relayer {
 
   /** Throws {@link FeeCapError} when the network needs more per gas than the cap: nothing would be sent. */
   async checkFees(): Promise<void> {
-    initialFees(await this.#currentQuote(), this.#cap);
+    initialFees(await quoteForCap(this.#currentQuote.bind(this), this.#cap), this.#cap);
   }
 
   /**

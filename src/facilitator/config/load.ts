@@ -5,6 +5,7 @@ import { ConfigError } from "./error.js";
 import { httpLimits, parseAllowedHosts, parseTrustProxy, readApiKeys } from "./http.js";
 import { assertDatabaseUrlNotEmpty, catalogBounds, gasCap, parseDatabaseUrl, parseGweiVar, parseRpcUrls, parseWei, readRelayerKeys } from "./parse.js";
 import { ENV_PREFIX, envSchema } from "./schema.js";
+import { tracingSettings } from "./tracing.js";
 import { assertNoUnknownVariables, withoutServiceLinks } from "./typos.js";
 import type { FacilitatorConfig, NetworkConfig } from "./types.js";
 
@@ -39,6 +40,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
     throw new ConfigError(`${String(issue.path[0])}: ${issue.message}`);
   }
   const e = parsed.data;
+  const tracing = tracingSettings(e);
   const embedded = options.embedded ?? [];
 
   let names: NetworkName[];
@@ -127,6 +129,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env, options
     metricsPort: e.METRICS_PORT,
     metricsCacheMs: e.METRICS_CACHE_MS,
     metricsVerifyStages: e.METRICS_VERIFY_STAGES === "true",
+    ...(tracing ? { tracing } : {}),
     http: { ...httpLimits(e.REQUEST_TIMEOUT_MS, e.HEADERS_TIMEOUT_MS, e.MAX_CONNECTIONS, e.MAX_CONNECTIONS_PER_CLIENT), connectionQueueMs: e.CONNECTION_QUEUE_MS },
     apiKeys: readApiKeys(e.API_KEYS, e.API_KEYS_FILE),
     ledger: {

@@ -1,6 +1,7 @@
 // The environment schema: every variable the facilitator reads, its default and its bounds.
 import { z } from "zod";
 import type { NetworkName } from "../../protocol/networks.js";
+import { tracingEnvShape } from "./tracing.js";
 
 const intVar = (fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER) =>
   z
@@ -118,6 +119,8 @@ export const envSchema = z.object({
   STATE_INDEX_MAX_NONCES: intVar(500_000, 1_000, 1_000_000_000),
   CRONOS_TESTNET_INDEX_START_BLOCK: intVar(-1, 0),
   CRONOS_MAINNET_INDEX_START_BLOCK: intVar(-1, 0),
+  // Traces: OpenTelemetry's own variables (docs/operations.md, "Traces"), read by tracing.ts
+  ...tracingEnvShape,
   // Names the unknown-variable check leaves alone (comma-separated): another program's variable that looks like one of ours.
   UNCHECKED_VARIABLES: optionalString,
 });

@@ -2,6 +2,7 @@
 import type { Hex } from "viem";
 import type { NetworkName } from "../../protocol/networks.js";
 import type { NetworkConfig } from "../../settlement/runtime.js";
+import type { TracingSettings } from "../tracing.js";
 
 export type { NetworkConfig } from "../../settlement/runtime.js";
 
@@ -64,6 +65,11 @@ export interface FacilitatorConfig {
    * (with Node's process metrics) on `/metrics`, for `npm run bench:verify`; off by default (nothing is timed then).
    */
   metricsVerifyStages: boolean;
+  /**
+   * Traces (OTEL_* variables: docs/operations.md, "Traces"): where spans are exported and which are kept;
+   * absent when tracing is off (the default), and then nothing of OpenTelemetry's SDK is loaded.
+   */
+  tracing?: TracingSettings;
   /** Bounds on slow clients, for the service and the metrics listener. */
   http: HttpLimitsConfig;
   /** Seller API keys (hashes only); empty = no authentication, per-IP limits. */

@@ -46,6 +46,10 @@ export function assertNoUnknownVariables(env: NodeJS.ProcessEnv): void {
       // namespace (RELAYER_KEY_FILE → RELAYER_PRIVATE_KEY_FILE, not API_KEYS_FILE).
       const namespace = KNOWN_VARIABLES.filter((known) => known.split("_")[0] === name.split("_")[0]);
       suggestion = sameMeaning(name, env) ?? closest(name, namespace.length > 0 ? namespace : KNOWN_VARIABLES);
+    } else if (name.startsWith("OTEL_")) {
+      // OpenTelemetry's namespace holds many variables of other signals (OTEL_BLRP_* is two edits from
+      // OTEL_BSP_*): only a one-letter slip of a variable the facilitator reads counts as a typo.
+      suggestion = KNOWN_VARIABLES.find((known) => known.startsWith("OTEL_") && editDistance(name.toUpperCase(), known) <= 1);
     } else if (name.startsWith("DATABASE_") && !env.DATABASE_URL) {
       suggestion = "DATABASE_URL";
     } else {

@@ -17,6 +17,7 @@ import { createMetrics, type FacilitatorMetrics } from "./metrics/index.js";
 import { openNetworks } from "./networks.js";
 import { serviceHealth } from "./service-health.js";
 import { StartupError } from "./startup-error.js";
+import { hookRunner, type FacilitatorHooks } from "./hooks.js";
 import { startTracing, type Tracing } from "./tracing.js";
 
 /** Options of {@link createFacilitator} and {@link startFacilitator}. */
@@ -41,8 +42,11 @@ export interface StartFacilitatorOptions {
   now?: () => number;
   /** Also told what settlement tells the metrics (a chain read that failed, a receipt's wait, …). */
   observer?: Partial<SettlementObserver>;
-  /** The local stack's hook after a valid verify ({@link AppOptions.afterVerify}). Never in production. */
-  afterVerify?: AppOptions["afterVerify"];
+  /**
+   * Lifecycle hooks around verify and settle (allowlists, audit logs, custom limits): each awaited before the
+   * answer, bounded in time; a before-hook may refuse the payment ({@link FacilitatorHooks}, docs/facilitator.md).
+   */
+  hooks?: FacilitatorHooks;
   /** The local stack's switch over the quota ({@link AppOptions.closedFor}: "busy"). Never in production. */
   closedFor?: AppOptions["closedFor"];
 }
@@ -74,6 +78,7 @@ export interface Facilitator {
 export async function createFacilitator(config: FacilitatorConfig, options: StartFacilitatorOptions = {}): Promise<Facilitator> {
   // Every line passes through URL redaction: an RPC error text may carry the URL and its API key.
   const logger = redactingLogger(options.logger ?? silentLogger);
+  const hooks = hookRunner(options.hooks, logger);
   const now = options.now ?? Date.now;
   const stages = config.metricsVerifyStages ? new VerifyStageClock() : undefined;
   // The verify budget reads the event loop's delay and the GC pauses beside the stages.
@@ -175,7 +180,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     onResponse: metrics.request,
     ...(stages ? { clock: stages } : {}),
     dashboard: dashboard?.router,
-    ...(options.afterVerify ? { afterVerify: options.afterVerify } : {}),
+    hooks,
     ...(options.closedFor ? { closedFor: options.closedFor } : {}),
   });
   return {

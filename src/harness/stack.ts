@@ -228,7 +228,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       try {
         facilitator = await startFacilitator(
           { ...config, port: listenPort },
-          { transports, playground, ledger, afterVerify: harness!.afterVerify, closedFor: harness!.closedFor, ...(options.logger ? { logger: options.logger } : {}) },
+          { transports, playground, ledger, hooks: harness!.hooks, closedFor: harness!.closedFor, ...(options.logger ? { logger: options.logger } : {}) },
         );
       } catch (error) {
         for (const wire of wires) wire.cut();

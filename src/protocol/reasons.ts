@@ -21,13 +21,15 @@ export const VerifyReason = {
   insufficientBalance: "ERC20: transfer amount exceeds balance",
   /** x402 v2 `payment-identifier`: the payer's id came with another authorization first. */
   paymentIdentifierInUse: (id: string) => `Payment identifier ${id} is already used by another payment`,
+  /** An operator's lifecycle hook (`onBeforeVerify`, `onBeforeSettle`) refused the payment, for the reason it gave. */
+  refusedByOperator: (reason: string) => `Payment refused: ${reason}`,
 } as const;
 
 /**
  * Why verify said no, as the checks pass it (the spec's order, then the project's): `base64` and `header` the
  * payer's part unreadable, `scheme` … `recipient` the requirements' checks, `signature`, the window
  * (`notYetValid`, `expired`), the chain's state (`used`, `balance`), and `paymentId` (x402 v2: the payer's id came
- * with another payment first). Only a dialect's codec words it ({@link verifyReasonText}).
+ * with another payment first), and `refused` (an operator's lifecycle hook said no: `detail` its reason). Only a dialect's codec words it ({@link verifyReasonText}).
  */
 export type VerifyReasonCode =
   | "base64"
@@ -42,7 +44,8 @@ export type VerifyReasonCode =
   | "expired"
   | "used"
   | "balance"
-  | "paymentId";
+  | "paymentId"
+  | "refused";
 
 /**
  * A verify refusal as data: its code and, where the text names it, what was refused as sent (`header`: what
@@ -68,6 +71,7 @@ const VERIFY_TEXT: Readonly<Record<VerifyReasonCode, (detail: string) => string>
   used: () => VerifyReason.alreadyUsed,
   balance: () => VerifyReason.insufficientBalance,
   paymentId: VerifyReason.paymentIdentifierInUse,
+  refused: VerifyReason.refusedByOperator,
 };
 
 /** The `invalidReason` text of a verify refusal (the Cronos dialect's words; x402 v2 words `header` as its payload). */

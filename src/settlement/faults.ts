@@ -23,7 +23,9 @@ export type FaultFacts =
    * It is not known yet whether the payment was made (a read failed, or the authorization is used and no log
    * of it was found): `txHash` ours, when it was mined; `reason` the decision's account of what it could not read.
    */
-  | { code: "payment_undecided"; network: NetworkName; txHash?: Hex; reason: string };
+  | { code: "payment_undecided"; network: NetworkName; txHash?: Hex; reason: string }
+  /** An operator's before-hook (`onBeforeVerify`, `onBeforeSettle`) threw, or did not answer within `timeoutMs`: nothing was claimed or sent. */
+  | { code: "hook_failed"; hook: string; failure: "threw" | "timedOut"; timeoutMs: number };
 
 /** A fault's code. */
 export type FaultCode = FaultFacts["code"];
@@ -61,6 +63,7 @@ function describe(facts: FaultFacts): string {
   if ("read" in facts) parts.push(`(${facts.read})`);
   if ("why" in facts) parts.push(`(${facts.why}${facts.detail ? `: ${facts.detail}` : ""})`);
   if ("neededWei" in facts) parts.push(`(${facts.neededWei} wei per gas needed, cap ${facts.capWei})`);
+  if ("hook" in facts) parts.push(`(${facts.hook} ${facts.failure === "threw" ? "threw" : `timed out after ${facts.timeoutMs} ms`})`);
   if ("reason" in facts) parts.push(`${facts.txHash ? `after ${facts.txHash} ` : ""}(${facts.reason})`);
   return parts.join(" ");
 }

@@ -42,6 +42,7 @@ const VERIFY: Readonly<Record<VerifyReasonCode, readonly [detail: string | undef
   used: [undefined, SPEC_VERIFY.alreadyUsed, SPEC_VERIFY.alreadyUsed, "invalid_exact_evm_nonce_already_used"],
   balance: [undefined, SPEC_VERIFY.insufficientBalance, SPEC_VERIFY.insufficientBalance, "invalid_exact_evm_insufficient_balance"],
   paymentId: ["pay_0123456789abcdef", PROJECT_VERIFY.paymentIdentifierInUse("pay_0123456789abcdef"), PROJECT_VERIFY.paymentIdentifierInUse("pay_0123456789abcdef"), "payment_identifier_conflict"],
+  refused: ["payer not on the allowlist", PROJECT_VERIFY.refusedByOperator("payer not on the allowlist"), PROJECT_VERIFY.refusedByOperator("payer not on the allowlist"), "payment_refused"],
 };
 
 /** The status lookup's `error` per code a failed row may hold. */
@@ -141,6 +142,8 @@ describe("failure codes become the spec's texts at the HTTP edge only", () => {
         { code: "payment_undecided", network: "cronos-testnet", txHash: HASH, reason: "logs unreadable" },
         `Service unavailable: settlement transaction ${HASH} on cronos-testnet reverted and it is not known yet whether the authorization was paid elsewhere (logs unreadable); retry`,
       ],
+      [{ code: "hook_failed", hook: "onBeforeSettle", failure: "threw", timeoutMs: 1_000 }, "Service unavailable: the operator's onBeforeSettle hook failed; nothing was sent"],
+      [{ code: "hook_failed", hook: "onBeforeVerify", failure: "timedOut", timeoutMs: 250 }, "Service unavailable: the operator's onBeforeVerify hook did not answer within 250 ms; nothing was sent"],
     ];
     for (const [facts, text] of FAULTS) expect(faultText(facts), facts.code).to.equal(text);
   });

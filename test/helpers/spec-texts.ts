@@ -21,10 +21,11 @@ export const SPEC_VERIFY = {
   insufficientBalance: "ERC20: transfer amount exceeds balance",
 } as const;
 
-/** The project's own verify texts (docs/conformance.md): the x402 v2 payload's shape, and the payment identifier's conflict. */
+/** The project's own verify texts (docs/conformance.md): the x402 v2 payload's shape, the payment identifier's conflict, an operator's hook's refusal. */
 export const PROJECT_VERIFY = {
   invalidPayload: (what: string) => `Invalid paymentPayload: ${what}`,
   paymentIdentifierInUse: (id: string) => `Payment identifier ${id} is already used by another payment`,
+  refusedByOperator: (reason: string) => `Payment refused: ${reason}`,
 } as const;
 
 /** Settle's `error` texts (`event: payment.failed`), by settle code. */

@@ -88,6 +88,8 @@ function faultWords(facts: FaultFacts): string {
       return `the network asks ${formatGwei(facts.neededWei)} gwei per gas, above MAX_FEE_PER_GAS_GWEI (${formatGwei(facts.capWei)} gwei); nothing was sent`;
     case "not_sent":
       return `nothing sent on ${facts.network}: ${NOT_SENT[facts.why]}${facts.detail ? ` (${facts.detail})` : ""}`;
+    case "hook_failed":
+      return `the operator's ${facts.hook} hook ${facts.failure === "threw" ? "failed" : `did not answer within ${facts.timeoutMs} ms`}; nothing was sent`;
     case "payment_undecided":
       return facts.txHash
         ? `settlement transaction ${facts.txHash} on ${facts.network} reverted and it is not known yet whether the authorization was paid elsewhere (${facts.reason}); retry`

@@ -28,6 +28,7 @@ const V2_SHARED_REASON_OF = {
   notYetValid: EvmReason.validAfter,
   expired: EvmReason.validBefore,
   paymentId: V2RequestReason.paymentIdentifierConflict,
+  refused: V2RequestReason.refusedByOperator,
 } as const;
 
 /**

@@ -8,6 +8,7 @@ import type { ApiKeyConfig, RateLimitsConfig } from "../config/index.js";
 import type { PaymentRoute } from "../dialects/index.js";
 import { discoveryRoutes } from "../discovery.js";
 import { publicHealth, type HealthReport } from "../health.js";
+import { NO_HOOKS, type HookRunner } from "../hooks.js";
 import type { Logger } from "../logger.js";
 import { QUIET_REQUEST_CLOCK, type RequestClock } from "../metrics/stages.js";
 import type { OutcomeRecord } from "../outcome-record.js";
@@ -20,11 +21,10 @@ import type { RouteContext } from "./payment-request.js";
 import { boundedStores, type LimiterName, type RateLimitStores, type StoreFallback } from "./rate-limit.js";
 import { edgeRefusals } from "./refusals.js";
 import { settleRoute } from "./routes/settle.js";
-import { verifyRoute, type ValidPayment } from "./routes/verify.js";
+import { verifyRoute } from "./routes/verify.js";
 import { settlementRoutes, type SettlementRoutesOptions } from "./settlements.js";
 
 export type { OutcomeRecord } from "../outcome-record.js";
-export type { ValidPayment } from "./routes/verify.js";
 
 /** Options of {@link createApp}. */
 export interface AppOptions {
@@ -62,8 +62,8 @@ export interface AppOptions {
    * (guarded as the status lookups are).
    */
   discovery?: { ledger: Omit<CatalogStore, "removeDiscoveryResource"> & Pick<LedgerLifecycle, "backend">; bounds: DiscoveryBounds };
-  /** Awaited once verify has found a payment valid, before the answer is written (the local stack's "after verify" faults). */
-  afterVerify?: (payment: ValidPayment) => Promise<void>;
+  /** The operator's lifecycle hooks around verify and settle (default none). */
+  hooks?: HookRunner;
   /** Seconds until verify, settle and the status lookups take requests again; `undefined` while they do (the local stack's "busy" fault). */
   closedFor?: () => number | undefined;
 }
@@ -91,9 +91,9 @@ export function createApp(options: AppOptions): Express {
   app.set("trust proxy", options.trustProxy);
   app.set("etag", false);
 
-  const context: RouteContext = { deps, clock, record };
+  const context: RouteContext = { deps, clock, record, hooks: options.hooks ?? NO_HOOKS };
   const handlers = {
-    verify: verifyRoute(context, options.afterVerify ? { afterVerify: options.afterVerify } : {}),
+    verify: verifyRoute(context),
     settle: settleRoute(context, {
       admit: (payer, authorization) => payerQuota.admit(payer, authorization),
       ...(options.onRateLimited ? { onRateLimited: options.onRateLimited } : {}),

@@ -6,6 +6,7 @@ import type { SettlementDeps } from "../../settlement/deps.js";
 import { FacilitatorFault } from "../../settlement/faults.js";
 import { faultText } from "../dialects/codec.js";
 import { dialectOf, type DialectCodec, type Echo, type PaymentRoute } from "../dialects/index.js";
+import type { FailedHookRequest, HookFailure, HookRequest, HookRunner } from "../hooks.js";
 import type { Logger } from "../logger.js";
 import { QUIET_REQUEST_CLOCK, type RequestClock } from "../metrics/stages.js";
 import type { OutcomeRecord } from "../outcome-record.js";
@@ -20,6 +21,8 @@ export interface RouteContext {
   clock: RequestClock;
   /** Records one verify or settle outcome (metrics, the log line, the dashboard's feed). */
   record(record: OutcomeRecord): void;
+  /** The operator's lifecycle hooks ({@link NO_HOOKS} when none). */
+  hooks: HookRunner;
 }
 
 /** One verify or settle request, read as a payment by its dialect. */
@@ -36,6 +39,8 @@ export interface PaymentRequest {
   network: string;
   /** The clock of this request: verify's budget, or the quiet one. */
   clock: RequestClock;
+  /** What the hooks are told of it (their `signal` is the runner's). */
+  hook: Omit<HookRequest, "signal">;
 }
 
 /**
@@ -58,7 +63,18 @@ export function readPayment(context: RouteContext, route: PaymentRoute, req: Req
     return undefined;
   }
   // Records name the network as the checks saw it (x402 v2's eip155:338 is cronos-testnet); answers echo the caller's.
-  return { route, requestId, started, codec, payment: read.payment, echo: read.echo, network: read.payment.requirements.network, clock };
+  const { payment } = read;
+  const network = payment.requirements.network;
+  const hook: Omit<HookRequest, "signal"> = {
+    route,
+    requestId,
+    dialect: codec.name,
+    network,
+    requirements: payment.requirements,
+    ...(payment.payload.ok ? { authorization: payment.payload.payload.authorization } : {}),
+    ...(payment.paymentId !== undefined ? { paymentId: payment.paymentId } : {}),
+  };
+  return { route, requestId, started, codec, payment, echo: read.echo, network, clock, hook };
 }
 
 /**
@@ -81,12 +97,13 @@ export function answer(request: PaymentRequest, res: Response, body: object): vo
  * what was sent is not decided yet; no verdict either way, `Retry-After`), worded from its code at this edge; any
  * other error is an internal one. Logged and recorded.
  */
-export function answerFault(context: RouteContext, request: PaymentRequest, res: Response, error: unknown): void {
+export async function answerFault(context: RouteContext, request: PaymentRequest, res: Response, error: unknown): Promise<void> {
   const { route, codec, echo, network, requestId } = request;
   const fault = error instanceof FacilitatorFault ? error : undefined;
-  if (fault) context.deps.observer.rpcError(network);
+  if (fault && fault.facts.code !== "hook_failed") context.deps.observer.rpcError(network);
   const status = route === "verify" ? 500 : 503;
   const text = fault ? faultText(fault.facts) : RequestError.internal;
+  await failed(context, request, { kind: "fault", code: fault?.code ?? "internal", reason: text });
   context.deps.logger.error({ requestId, route, dialect: codec.name, network, err: errorSummary(error) }, "request fault");
   // The seller (or buyer) may try again shortly: a retry claims afresh, or gets the decided outcome.
   if (status === 503) res.set("Retry-After", String(SETTLE_RETRY_AFTER_SECONDS));
@@ -101,4 +118,9 @@ export function errorSummary(error: unknown): string {
     return `${error.name}: ${error.message.split("\n")[0]}${cause}`;
   }
   return String(error);
+}
+
+/** Tells the request's failure hook (`onVerifyFailure`, `onSettleFailure`) how it ended; at once when there is none. */
+export function failed(context: RouteContext, request: PaymentRequest, failure: HookFailure): Promise<void> | undefined {
+  return context.hooks.after<FailedHookRequest>(request.route === "verify" ? "onVerifyFailure" : "onSettleFailure", { ...request.hook, failure });
 }

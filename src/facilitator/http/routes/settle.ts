@@ -1,4 +1,4 @@
-// POST /v2/x402/settle: the payment read in its dialect, settle's checks, the payer's quota, the settler, the catalog, the answer.
+// POST /v2/x402/settle: the payment read in its dialect, settle's checks, the payer's quota, the operator's before-hook, the settler, the catalog, the after- or failure hook, the answer.
 import type { RequestHandler } from "express";
 import { RequestError } from "../../../protocol/reasons.js";
 import { PayerQuotaExceeded } from "../../../settlement/faults.js";
@@ -6,7 +6,8 @@ import { checkSettle, settleChecked, type SettleOutcome } from "../../../settlem
 import { isSettleErrorCode, settleErrorText } from "../../dialects/codec.js";
 import { writeCatalogEntry, type CatalogWrites } from "../catalog-write.js";
 import type { QuotaHolder } from "../edge.js";
-import { answer, answerFault, readPayment, type RouteContext } from "../payment-request.js";
+import type { ProvenHookRequest, SettledHookRequest } from "../../hooks.js";
+import { answer, answerFault, failed, readPayment, type PaymentRequest, type RouteContext } from "../payment-request.js";
 
 /** What the settle route is given besides the app's. */
 export interface SettleRouteOptions {
@@ -22,8 +23,9 @@ export interface SettleRouteOptions {
 
 /**
  * The settle route: settle's checks (verify again, the revert penalty, the payment identifier's gate), the payer's
- * quota (429), then the settler, the settlement's catalog entry, and the answer in the request's dialect: 200 with
- * `payment.settled` or `payment.failed`; a fault 503 with `Retry-After`.
+ * quota (429), the operator's `onBeforeSettle`, then the settler, the settlement's catalog entry, `onAfterSettle` or
+ * `onSettleFailure`, and the answer in the request's dialect: 200 with `payment.settled` or `payment.failed`; a
+ * fault 503 with `Retry-After`.
  */
 export function settleRoute(context: RouteContext, options: SettleRouteOptions = {}): RequestHandler {
   return async (req, res) => {
@@ -31,15 +33,17 @@ export function settleRoute(context: RouteContext, options: SettleRouteOptions =
     if (!request) return;
     const { payment, codec, echo } = request;
     try {
-      const checked = await checkSettle(context.deps, payment);
-      let outcome: SettleOutcome;
-      if ("answer" in checked) outcome = checked.answer;
-      else {
-        const wait = options.admit ? await admit(context, options.admit, checked.ready.runtime.config, checked.ready.payload.authorization) : undefined;
-        if (wait !== undefined) throw new PayerQuotaExceeded(wait);
-        outcome = await settleChecked(context.deps, checked);
-      }
+      const outcome = await settleOutcome(context, options, request);
       if (outcome.settled && options.catalog) await writeCatalogEntry(options.catalog, context.deps, req, payment, outcome);
+      const told = outcome.settled
+        ? context.hooks.after<SettledHookRequest>("onAfterSettle", {
+            ...request.hook,
+            // Settled: the payer's part was read (a body without one is refused before anything is claimed).
+            authorization: request.hook.authorization!,
+            result: { txHash: outcome.txHash, payer: outcome.from, payee: outcome.to, value: outcome.value, blockNumber: outcome.blockNumber, timestamp: outcome.timestamp, repeat: outcome.repeat === true },
+          })
+        : failed(context, request, { kind: "refused", code: outcome.code, reason: settleErrorText(outcome, codec.verifyText), ...(outcome.txHash ? { txHash: outcome.txHash } : {}) });
+      if (told) await told;
       answer(request, res, codec.settleAnswer(outcome, echo));
       const authorization = payment.payload.ok ? payment.payload.payload.authorization : undefined;
       context.record({
@@ -62,14 +66,31 @@ export function settleRoute(context: RouteContext, options: SettleRouteOptions =
     } catch (error) {
       if (error instanceof PayerQuotaExceeded) {
         // The payer's own quota (its signature is proven): the edge limiters' 429, counted as theirs are.
+        await failed(context, request, { kind: "limited", retryAfterSeconds: error.retryAfterSeconds });
         options.onRateLimited?.("settle", "payer");
         res.set("Retry-After", String(error.retryAfterSeconds));
         res.status(429).json({ error: RequestError.tooManyRequests, retryAfter: error.retryAfterSeconds });
         return;
       }
-      answerFault(context, request, res, error);
+      await answerFault(context, request, res, error);
     }
   };
+}
+
+/**
+ * What settle answers: settle's checks (refused, or a repeat, answered at once); for a payment they proved, the
+ * payer's quota ({@link PayerQuotaExceeded}), the operator's `onBeforeSettle` (which may refuse it), then the settler.
+ */
+async function settleOutcome(context: RouteContext, options: SettleRouteOptions, request: PaymentRequest): Promise<SettleOutcome> {
+  const checked = await checkSettle(context.deps, request.payment);
+  if ("answer" in checked) return checked.answer;
+  const { runtime, payload } = checked.ready;
+  const wait = options.admit ? await admit(context, options.admit, runtime.config, payload.authorization) : undefined;
+  if (wait !== undefined) throw new PayerQuotaExceeded(wait);
+  const asked = context.hooks.before<ProvenHookRequest>("onBeforeSettle", { ...request.hook, authorization: payload.authorization, network: runtime.config.network });
+  const refused = asked && (await asked);
+  if (refused !== undefined) return { settled: false, code: "refused", detail: refused };
+  return settleChecked(context.deps, checked);
 }
 
 /** The payer's quota for one authorization; a quota store that fails lets the settle through, as the edge's limiters do. */

@@ -40,7 +40,7 @@ export async function followTransaction(deps: SettlementDeps, record: Settlement
   // Reverted: the other versions share its nonce, so none of them can be mined now.
   const reverted = receipt.status === "reverted" ? { hash, versions: sent.hashes() } : undefined;
   if (reverted) deps.observer.revertedGas(network.config.network, receipt.gasUsed);
-  const applied = await decideRow(deps, network.payments, record, { ours: [receipt], ...(latestBlock ? { knownBlock: latestBlock } : {}) }, { mined: hash, ...(reverted ? { reverted } : {}) });
+  const applied = await decideRow(deps, network.paymentReads, record, { ours: [receipt], ...(latestBlock ? { knownBlock: latestBlock } : {}) }, { mined: hash, ...(reverted ? { reverted } : {}) });
   return answerOf(deps, record, applied, hash);
 }
 
@@ -55,9 +55,9 @@ async function atDeadline(deps: SettlementDeps, record: SettlementRecord, networ
   const latest = sent.hashes().at(-1);
   if (sent.superseded) {
     logger.warn({ id: record.id, txHash: latest }, "settle transaction's nonce went to a gap filler; deciding the row now");
-    await reconcileRow(deps, network.payments, (await ledger.getById(record.id)) ?? record).catch((error: unknown) => logger.warn({ id: record.id, err: String(error) }, "reconciler: row left for the next round"));
+    await reconcileRow(deps, network.paymentReads, (await ledger.getById(record.id)) ?? record).catch((error: unknown) => logger.warn({ id: record.id, err: String(error) }, "reconciler: row left for the next round"));
   } else {
-    const applied = await decideRow(deps, network.payments, record, { ours: sent.hashes() });
+    const applied = await decideRow(deps, network.paymentReads, record, { ours: sent.hashes() });
     if (applied.outcome !== "unused") return answerOf(deps, record, applied);
     logger.warn({ id: record.id, txHash: latest }, "settle receipt not confirmed by the deadline; the reconciler follows it");
   }

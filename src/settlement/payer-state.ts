@@ -1,6 +1,6 @@
 // What verify reads about a payer, fewest reads first: from the token state index's memory, the index, or the chain, all at one head.
 import { bytesToHex, type Address, type Hex } from "viem";
-import type { Head } from "../chain/state.js";
+import type { Head } from "../chain/cached-reads.js";
 import type { PayerPayload } from "../protocol/payment.js";
 import type { IndexedPayer } from "../state/index.js";
 import type { NetworkRuntime } from "./runtime.js";

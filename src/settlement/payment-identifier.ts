@@ -102,7 +102,7 @@ export async function identifierGate(deps: SettlementDeps, outcome: VerifyOutcom
  */
 export async function settledThis(runtime: NetworkRuntime, authorization: PayerPayload["authorization"], record: SettlementRecord): Promise<PaidTransfer | undefined> {
   if (record.status !== "settled" || !recordIsOf(record, authorization) || !record.txHash) return undefined;
-  const decision = await decidePayment(runtime.payments, termsOfAuthorization(runtime.config.token, authorization), { ours: [record.txHash] });
+  const decision = await decidePayment(runtime.paymentReads, termsOfAuthorization(runtime.config.token, authorization), { ours: [record.txHash] });
   if (decision.outcome === "undecided") throw new FacilitatorFault({ code: "payment_undecided", network: runtime.config.network, reason: decision.reason });
   return decision.outcome === "paid" ? decision.transfer : undefined;
 }

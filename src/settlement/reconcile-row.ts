@@ -2,7 +2,7 @@
 import type { BroadcastRecord, SettlementRecord } from "../ledger/types.js";
 import { KitErrorOf } from "../protocol/errors.js";
 import { decideRow, type Applied, type DecisionDeps } from "./apply-decision.js";
-import type { SettlementChain } from "./chain.js";
+import type { PaymentReads } from "./payment-reads.js";
 import type { SettlementDeps } from "./deps.js";
 
 /**
@@ -29,7 +29,7 @@ const LIVE: ReadonlySet<BroadcastRecord["state"]> = new Set(["signed", "accepted
  * forgot it, and fails once no transaction of ours can be mined. Rejects with {@link UndecidedPaymentError}
  * when the chain cannot tell yet: the row stays as it is.
  */
-export async function reconcileRow(deps: RowCheckDeps, chain: SettlementChain, row: SettlementRecord): Promise<ReconcilerAction | undefined> {
+export async function reconcileRow(deps: RowCheckDeps, chain: PaymentReads, row: SettlementRecord): Promise<ReconcilerAction | undefined> {
   const { ledger } = deps;
   const live = row.transactions.filter((tx) => LIVE.has(tx.state));
   if (row.status === "claimed" && live.length === 0) {
@@ -74,7 +74,7 @@ export async function reconcileRow(deps: RowCheckDeps, chain: SettlementChain, r
 }
 
 /** The payment decision over the row's live transactions, applied: their receipts read (a read that fails rejects). */
-async function decideLive(deps: DecisionDeps, chain: SettlementChain, row: SettlementRecord, live: BroadcastRecord[]): Promise<Applied> {
+async function decideLive(deps: DecisionDeps, chain: PaymentReads, row: SettlementRecord, live: BroadcastRecord[]): Promise<Applied> {
   const receipts = await Promise.all(live.map((tx) => chain.receipt(tx.hash)));
   const reverted = live.find((_, i) => receipts[i]?.status === "reverted");
   const versions = reverted ? live.filter((tx) => tx.relayerNonce === reverted.relayerNonce && tx.relayer === reverted.relayer).map((tx) => tx.hash) : [];

@@ -7,7 +7,7 @@ import type { NetworkRuntime } from "./runtime.js";
 export { UndecidedPaymentError, type ReconcilerAction } from "./reconcile-row.js";
 
 /** What the reconciler reads: a row's check's, and each served network's chain reads. */
-export type ReconcilerDeps = RowCheckDeps & { networks: ReadonlyMap<NetworkName, Pick<NetworkRuntime, "config" | "payments">> };
+export type ReconcilerDeps = RowCheckDeps & { networks: ReadonlyMap<NetworkName, Pick<NetworkRuntime, "config" | "paymentReads">> };
 
 /** Options of {@link Reconciler}. */
 export interface ReconcilerOptions {
@@ -63,7 +63,7 @@ export class Reconciler {
   /** Decides one row ({@link reconcileRow}); undefined for a chain this instance does not serve. */
   async reconcile(row: SettlementRecord): Promise<ReconcilerAction | undefined> {
     const network = networkOfChain(this.#deps.networks, row.key.chainId);
-    return network ? reconcileRow(this.#deps, network.payments, row) : undefined;
+    return network ? reconcileRow(this.#deps, network.paymentReads, row) : undefined;
   }
 
   /** Runs a round every `intervalMs` (default 2 s) until {@link stop}. */

@@ -39,7 +39,7 @@ export type SettlementResult =
  * settle's deadline), what the payment decision makes of it now over the row's transactions: paid,
  * failed, undecided (503), or, unused, `pending` (ours may still be mined; the reconciler follows it).
  */
-export async function answerOfRow(deps: DecisionDeps, network: Pick<NetworkRuntime, "payments" | "config">, record: SettlementRecord): Promise<SettlementResult> {
+export async function answerOfRow(deps: DecisionDeps, network: Pick<NetworkRuntime, "paymentReads" | "config">, record: SettlementRecord): Promise<SettlementResult> {
   if (record.status === "settled") return { kind: "settled", record, transfer: paidTransferOf(record) };
   if (record.status === "failed") {
     if (record.errorCode === "notSent") return { kind: "notSent", fault: { code: "not_sent", network: network.config.network, why: "givenUp" } };
@@ -48,7 +48,7 @@ export async function answerOfRow(deps: DecisionDeps, network: Pick<NetworkRunti
     const named = record.txHash && code !== "alreadyUsed" ? { txHash: record.txHash } : {};
     return { kind: "failed", code, ...named };
   }
-  const applied = await decideRow(deps, network.payments, record, { ours: record.transactions.map((tx) => tx.hash) });
+  const applied = await decideRow(deps, network.paymentReads, record, { ours: record.transactions.map((tx) => tx.hash) });
   if (applied.outcome === "settled" || applied.outcome === "failed") return decidedAnswer(applied);
   if (applied.outcome === "undecided") return { kind: "undecided", reason: applied.reason, ...(record.txHash ? { txHash: record.txHash } : {}) };
   // The hash lets the caller trace it (the status lookup tells the rest).

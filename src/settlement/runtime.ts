@@ -1,10 +1,10 @@
 // What a network is to the facilitator at run time: its settings, clients, state, relayer and chain reads.
 import type { Address, Hex, PublicClient } from "viem";
-import type { ChainState } from "../chain/state.js";
+import type { ChainState } from "../chain/cached-reads.js";
 import type { ChainHistory, TokenIndex } from "../state/index.js";
 import type { Relayer } from "../chain/relayer/index.js";
 import type { NetworkName } from "../protocol/networks.js";
-import type { SettlementChain } from "./chain.js";
+import type { PaymentReads } from "./payment-reads.js";
 
 /** One network the facilitator serves. */
 export interface NetworkConfig {
@@ -32,7 +32,7 @@ export interface NetworkRuntime {
   history?: ChainHistory;
   relayer: Relayer;
   /** The chain reads of the payment decision and the reconciler (receipts, the authorization lookup). */
-  payments: SettlementChain;
+  paymentReads: PaymentReads;
   /** The token's EIP-712 domain separator on this chain. */
   separator: Hex;
 }

@@ -116,6 +116,6 @@ async function paidBy(deps: SettlementDeps, runtime: NetworkRuntime, authorizati
   const { config } = runtime;
   const record = await deps.ledger.get({ chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce }).catch(() => undefined);
   const ours = [candidate, record?.status === "settled" ? record.txHash : undefined].filter((hash): hash is Hex => hash !== undefined);
-  const decision = await decidePayment(runtime.payments, termsOfAuthorization(config.token, authorization), { ours: [...new Set(ours)] });
+  const decision = await decidePayment(runtime.paymentReads, termsOfAuthorization(config.token, authorization), { ours: [...new Set(ours)] });
   return decision.outcome === "paid" ? decision.transfer.txHash : undefined;
 }

@@ -1,6 +1,6 @@
 // What verify answers: a verified payment with what settle needs, a refusal with its code, or a repeat.
 import type { Hex } from "viem";
-import type { Head } from "../chain/state.js";
+import type { Head } from "../chain/cached-reads.js";
 import type { PayerPayload } from "../protocol/payment.js";
 import type { VerifyReasonCode, VerifyRefusal } from "../protocol/reasons.js";
 import type { NetworkRuntime } from "./runtime.js";

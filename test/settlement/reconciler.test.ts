@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { createPublicClient, custom, type Address, type PublicClient, encodeFunctionData, keccak256, parseEther, parseSignature, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { settlementChain, type SettlementChainParameters } from "../../src/settlement/chain.js";
+import { paymentReads, type PaymentReadsParameters } from "../../src/settlement/payment-reads.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
 import { Reconciler, type ReconcilerAction, type ReconcilerOptions } from "../../src/settlement/reconciler.js";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
@@ -39,12 +39,12 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
   function reconcilerOn(
     client: PublicClient = chain.publicClient,
     options: ReconcilerOptions & { holds?: (relayer: Address) => boolean; revertPenaltySeconds?: number } = {},
-    chainOptions: Partial<SettlementChainParameters> = {},
+    chainOptions: Partial<PaymentReadsParameters> = {},
   ): Reconciler {
     const { holds = () => true, revertPenaltySeconds = 0, ...rounds } = options;
     const network = {
       config: { network: "cronos-testnet" as const, chainId: 338, rpcUrls: [], token: chain.token, domain: chain.info.domain },
-      payments: settlementChain({ client, chainId: 338, logLookbackBlocks: 1_000, ...chainOptions }),
+      paymentReads: paymentReads({ client, chainId: 338, logLookbackBlocks: 1_000, ...chainOptions }),
     };
     return new Reconciler(
       {

@@ -6,20 +6,15 @@
 //   npm run bench:floods -- streams rpc   # some
 //
 // BENCH_FLOOD_SECONDS (60) is the streams flood's length, BENCH_FREEZE_SECONDS (20) the database freeze's.
-import { readFileSync } from "node:fs";
-import { Agent, request, type IncomingMessage } from "node:http";
+import { Agent } from "node:http";
 import { connect, type Socket } from "node:net";
 import { appendPaymentIdentifierToExtensions, declarePaymentIdentifierExtension, generatePaymentId } from "@x402/extensions/payment-identifier";
-import { getAddress, type Address, type Hex } from "viem";
-import { tokenAbi } from "../src/chain/token-abi.js";
-import { ACCOUNT_INDEX, localAccount } from "../src/harness/accounts.js";
 import { startLocalChain, type LocalChain } from "../src/harness/chain.js";
-import { startFacilitatorProcess, type FacilitatorProcess } from "../src/harness/cluster.js";
+import type { FacilitatorProcess } from "../src/harness/cluster.js";
 import { startTestPostgres } from "../src/harness/postgres.js";
 import { startPgFaultProxy } from "../test/helpers/pg-fault-proxy.js";
 import { startFaultProxy } from "../test/helpers/rpc-proxy.js";
-import { signBodies } from "./sign.js";
-import { percentile } from "./stack.js";
+import { bodies, facilitatorOn, latencySummary, mb, ms, PAY_TO, relayerNonce, rss, send, series, sleep, used, type Answer } from "./floods-tools.js";
 
 const SECTIONS = ["streams", "database", "rpc", "connections"] as const;
 type Section = (typeof SECTIONS)[number];
@@ -27,99 +22,6 @@ const asked = process.argv.slice(2).filter((a) => a !== "--");
 const unknown = asked.filter((a) => !SECTIONS.includes(a as Section));
 if (unknown.length > 0) throw new Error(`unknown section(s) ${unknown.join(", ")}; known: ${SECTIONS.join(", ")}`);
 const sections: readonly Section[] = asked.length > 0 ? (asked as Section[]) : SECTIONS;
-
-const RELAYER_KEY = localAccount(ACCOUNT_INDEX.relayer).privateKey;
-const PAY_TO = getAddress("0x70997970C51812dc3A010C7d01b50e0d17dc79C8");
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const ms = (value: number) => `${Math.round(value)} ms`;
-const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(0)} MB`;
-
-/** Resident memory of a process (bytes), from /proc. */
-function rss(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"))!;
-  return Number(line.split(/\s+/)[1]) * 1024;
-}
-
-function latencySummary(values: number[]): string {
-  const sorted = [...values].sort((a, b) => a - b);
-  return `n ${sorted.length}, p50 ${ms(percentile(sorted, 50))}, p99 ${ms(percentile(sorted, 99))}, max ${ms(sorted.at(-1) ?? NaN)}`;
-}
-
-interface Answer {
-  status: number;
-  text: string;
-  ms: number;
-}
-
-/** One HTTP request through `agent` (keep-alive), from `localAddress` when given. */
-function send(url: string, path: string, options: { method?: string; body?: string; type?: string; agent?: Agent; localAddress?: string; headers?: Record<string, string> } = {}): Promise<Answer> {
-  const target = new URL(url);
-  const started = performance.now();
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        host: target.hostname,
-        port: target.port,
-        path,
-        method: options.method ?? (options.body === undefined ? "GET" : "POST"),
-        ...(options.agent ? { agent: options.agent } : {}),
-        ...(options.localAddress ? { localAddress: options.localAddress } : {}),
-        headers: { ...(options.body === undefined ? {} : { "Content-Type": options.type ?? "application/json" }), ...options.headers },
-      },
-      (res: IncomingMessage) => {
-        let text = "";
-        res.setEncoding("utf8");
-        res.on("data", (chunk: string) => (text += chunk));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, text, ms: performance.now() - started }));
-      },
-    );
-    req.on("error", reject);
-    req.end(options.body);
-  });
-}
-
-/** The value of one series in the process's Prometheus scrape (0 when absent). */
-async function series(facilitator: FacilitatorProcess, name: string): Promise<number> {
-  const scrape = (await send(facilitator.metricsUrl!.replace(/\/metrics$/, ""), "/metrics")).text;
-  const line = scrape.split("\n").find((l) => l.startsWith(`${name} `));
-  return line ? Number(line.slice(name.length + 1)) : 0;
-}
-
-function bodies(chain: LocalChain, count: number, options: { wrongKey?: boolean; value?: bigint; payTo?: Address } = {}): string[] {
-  const other = localAccount(ACCOUNT_INDEX.relayer + 10).privateKey;
-  return signBodies({
-    count,
-    buyers: chain.buyers.map((buyer) => ({ address: buyer.address, privateKey: options.wrongKey ? other : buyer.privateKey })),
-    network: "cronos-testnet",
-    chainId: chain.chainId,
-    token: chain.token,
-    domain: chain.domain,
-    payTo: options.payTo ?? PAY_TO,
-    value: options.value ?? 1_000n,
-    validBefore: BigInt(Math.floor(Date.now() / 1000) + 3_600),
-  });
-}
-
-function facilitatorOn(chain: LocalChain, env: Record<string, string>): Promise<FacilitatorProcess> {
-  return startFacilitatorProcess({
-    CRONOS_TESTNET_RPC_URL: chain.rpcUrl,
-    RELAYER_PRIVATE_KEY: RELAYER_KEY,
-    RATE_LIMIT_VERIFY_PER_MINUTE: "0",
-    RATE_LIMIT_SETTLE_PER_MINUTE: "0",
-    RATE_LIMIT_PAYER_SETTLE_PER_MINUTE: "0",
-    RATE_LIMIT_PUBLIC_PER_MINUTE: "0",
-    LOG_LEVEL: "warn",
-    ...env,
-  });
-}
-
-/** Whether an authorization is used on chain, and the relayer's mined nonce. */
-const used = (chain: LocalChain, body: string) => {
-  const header = JSON.parse(Buffer.from(JSON.parse(body).paymentHeader as string, "base64").toString()) as { payload: { from: Address; nonce: Hex } };
-  const { from, nonce } = header.payload;
-  return chain.publicClient.readContract({ address: chain.token, abi: tokenAbi, functionName: "authorizationState", args: [from, nonce] });
-};
-const relayerNonce = (chain: LocalChain) => chain.publicClient.getTransactionCount({ address: localAccount(ACCOUNT_INDEX.relayer).address, blockTag: "latest" });
 
 // ---- streams: 100 clients that never read, a flood of refused and forged requests ---------------------------------
 

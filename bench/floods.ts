@@ -14,7 +14,7 @@ import type { FacilitatorProcess } from "../src/harness/cluster.js";
 import { startTestPostgres } from "../src/harness/postgres.js";
 import { startPgFaultProxy } from "../test/helpers/pg-fault-proxy.js";
 import { startFaultProxy } from "../test/helpers/rpc-proxy.js";
-import { bodies, facilitatorOn, latencySummary, mb, ms, PAY_TO, relayerNonce, rss, send, series, sleep, used, type Answer } from "./floods-shared.js";
+import { bodies, facilitatorOn, latencySummary, mb, ms, PAY_TO, relayerNonce, rss, send, series, sleep, used, type Answer } from "./floods-tools.js";
 
 const SECTIONS = ["streams", "database", "rpc", "connections"] as const;
 type Section = (typeof SECTIONS)[number];
@@ -22,7 +22,6 @@ const asked = process.argv.slice(2).filter((a) => a !== "--");
 const unknown = asked.filter((a) => !SECTIONS.includes(a as Section));
 if (unknown.length > 0) throw new Error(`unknown section(s) ${unknown.join(", ")}; known: ${SECTIONS.join(", ")}`);
 const sections: readonly Section[] = asked.length > 0 ? (asked as Section[]) : SECTIONS;
-
 
 // ---- streams: 100 clients that never read, a flood of refused and forged requests ---------------------------------
 

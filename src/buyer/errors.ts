@@ -20,12 +20,10 @@ export type PaymentErrorCode =
 export class PaymentError extends KitError<PaymentErrorCode> {
   override name = "PaymentError";
   /** For 402-related errors: the HTTP status of the answer that triggered the error. */
-  readonly status?: number;
-  readonly details?: string;
+  declare readonly status?: number;
 
   constructor(code: PaymentErrorCode, message: string, options: { details?: string; status?: number; cause?: unknown } = {}) {
-    super(code, options.details ? `${message}: ${options.details}` : message, { cause: options.cause });
-    if (options.details !== undefined) this.details = options.details;
+    super(code, options.details ? `${message}: ${options.details}` : message, { cause: options.cause, ...(options.details !== undefined ? { details: options.details } : {}) });
     if (options.status !== undefined) this.status = options.status;
   }
 }

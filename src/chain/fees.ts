@@ -29,7 +29,7 @@ export class FeeCapError extends KitError<"fee_cap_exceeded"> {
     readonly capWei: bigint,
   ) {
     super("fee_cap_exceeded", `the network asks ${formatGwei(neededWei)} gwei per gas, above MAX_FEE_PER_GAS_GWEI (${formatGwei(capWei)} gwei)`, {
-      docs: "docs/operations.md#a-settlement-is-never-stranded-stuck-dropped-and-gapped-transactions",
+      docsPath: "docs/operations.md#a-settlement-is-never-stranded-stuck-dropped-and-gapped-transactions",
     });
   }
 }

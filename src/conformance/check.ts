@@ -1,6 +1,6 @@
 import type { Target } from "./target.js";
 import type { FacilitatorHttp } from "./http.js";
-import { KitError } from "../protocol/errors.js";
+import { KitErrorOf } from "../protocol/errors.js";
 
 /** The two ways a facilitator may be spoken to: the Cronos dialect (x402Version 1) and x402 v2. */
 export type Dialect = "cronos" | "x402-v2";
@@ -54,20 +54,10 @@ export interface Check {
 }
 
 /** A check failed: what was expected and what came back. */
-export class CheckFailure extends KitError<"check_failed"> {
-  override name = "CheckFailure";
-  constructor(message: string, options?: ErrorOptions) {
-    super("check_failed", message, options);
-  }
-}
+export class CheckFailure extends KitErrorOf("CheckFailure", "check_failed") {}
 
 /** A check could not run here; the message says why and what would make it run. */
-export class CheckSkipped extends KitError<"check_skipped"> {
-  override name = "CheckSkipped";
-  constructor(message: string, options?: ErrorOptions) {
-    super("check_skipped", message, options);
-  }
-}
+export class CheckSkipped extends KitErrorOf("CheckSkipped", "check_skipped") {}
 
 /** Fails a check with "expected …, got …". */
 export function fail(expected: string, got: string): never {

@@ -14,15 +14,10 @@ import { runConformance } from "./run.js";
 import { networkOf, resultName } from "./runner.js";
 import { createTargets, parseNetwork, TargetError, type Target, type TargetOptions } from "./target.js";
 import type { Check, Dialect } from "./check.js";
-import { KitError } from "../protocol/errors.js";
+import { KitErrorOf } from "../protocol/errors.js";
 
 /** A bad flag or setting; the message is one line naming it (never a key). Exit status 2. */
-export class UsageError extends KitError<"usage"> {
-  override name = "UsageError";
-  constructor(message: string, options?: ErrorOptions) {
-    super("usage", message, options);
-  }
-}
+export class UsageError extends KitErrorOf("UsageError", "usage") {}
 
 /** What `npm run conformance` was asked to do. */
 export interface ConformanceCommand {
@@ -240,12 +235,7 @@ async function remoteSetup(command: ConformanceCommand, facilitatorUrl: string, 
 }
 
 /** The local stack cannot be started (no Hardhat, Node too old, or its start failed): one line, exit 1. */
-class LocalStackError extends KitError<"local_stack_unavailable"> {
-  override name = "LocalStackError";
-  constructor(message: string, options?: ErrorOptions) {
-    super("local_stack_unavailable", message, options);
-  }
-}
+class LocalStackError extends KitErrorOf("LocalStackError", "local_stack_unavailable") {}
 
 async function localSetup(command: ConformanceCommand, note: (line: string) => void): Promise<Setup> {
   const networks = command.network ? [command.network] : [...NETWORK_NAMES];

@@ -1,5 +1,5 @@
 import { brief } from "./brief.js";
-import { KitError } from "../protocol/errors.js";
+import { KitErrorOf } from "../protocol/errors.js";
 
 /** The paths of the facilitator's operations. */
 export const PATHS = {
@@ -59,12 +59,7 @@ export interface FacilitatorHttp {
 }
 
 /** A facilitator that could not be reached (connection refused, time-out, reset). */
-export class UnreachableError extends KitError<"unreachable"> {
-  override name = "UnreachableError";
-  constructor(message: string, options?: ErrorOptions) {
-    super("unreachable", message, options);
-  }
-}
+export class UnreachableError extends KitErrorOf("UnreachableError", "unreachable") {}
 
 /** Creates the HTTP side of a conformance run. */
 export function createFacilitatorHttp(options: FacilitatorHttpOptions): FacilitatorHttp {

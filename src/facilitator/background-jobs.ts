@@ -35,7 +35,7 @@ export async function bindHistories(
         store: ledger,
         logger,
         // Rows are kept, set aside and brought back by the one payment decision.
-        prove: (row) => proveSettled(runtime.payments, row),
+        prove: (row) => proveSettled(runtime.paymentReads, row),
         checkIntervalMs: HISTORY_CHECK_MS,
         confirmAfterMs,
         onSetAside: (counts) => {

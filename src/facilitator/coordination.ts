@@ -13,17 +13,22 @@ import type { LedgerInspection } from "./health.js";
 import type { RateLimitStores } from "./http/rate-limit.js";
 import type { Logger } from "./logger.js";
 import type { FacilitatorMetrics } from "./metrics/index.js";
-import type { FacilitatorContext, NetworkRuntime } from "../settlement/runtime.js";
+import type { NetworkRuntime } from "../settlement/runtime.js";
+import type { SettlementDeps, SettlementObserver } from "../settlement/deps.js";
+import { InFlight } from "../settlement/in-flight.js";
+import { KeyWorker } from "../settlement/key-worker.js";
+import { LedgerOutbox } from "../settlement/outbox.js";
 import { LedgerWatch } from "./ledger-watch.js";
 import { deleteExpiredSettlements } from "./retention.js";
-import { SettlementService, type SettlementNetwork } from "../settlement/service.js";
 
-/** This instance's part in the service: the ledger, its key leases, its settlement sender and its reconciler. */
+/** This instance's part in the service: the ledger, its key leases, its key worker and its reconciler, and settlement's dependencies. */
 export interface Coordination {
   ledger: Ledger;
   instanceId: string;
   keeper: LeaseKeeper;
-  settlements: SettlementService;
+  /** The one dependencies object of verify and settle (and of the key worker and the reconciler). */
+  deps: SettlementDeps<Logger>;
+  keyWorker: KeyWorker;
   reconciler: Reconciler;
   /** Rate-limit stores shared through the ledger when it is shared (PostgreSQL); otherwise in memory. */
   rateLimitStores?: RateLimitStores;
@@ -45,8 +50,8 @@ export interface StartCoordinationParameters {
   metrics: FacilitatorMetrics;
   /** An open ledger to use (and not close); default: open the one the configuration names. */
   ledger?: Ledger;
-  /** The measurement hooks, read at each use (an embedder may replace them after start-up). */
-  observe: () => FacilitatorContext["observe"];
+  /** What settlement tells as it works, but the ledger's faults (the outage watch here takes those). */
+  observer: Omit<SettlementObserver, "ledgerFault">;
   /**
    * Runs once the ledger is open, before this instance takes keys or work (the ledger bound to each chain's history
    * first: nothing is sent or reconciled from rows of another history). A failure stops start-up.
@@ -96,69 +101,53 @@ export async function startCoordination(parameters: StartCoordinationParameters)
     onAcquired(lease) {
       // Another instance (or this one before a restart) may have sent from it: read its nonce from the
       // chain again, and follow its recorded transactions still in flight before its next send.
-      settlements.adopt(lease.address, lease.epoch);
+      keyWorker.adopt(lease.address, lease.epoch);
       metrics.leaseChange("acquired");
       log.info({ relayer: lease.address, epoch: lease.epoch }, "relayer key lease acquired");
     },
     onLost(address) {
       // Nothing more is sent from it here, at once; what it had in flight is recorded, for the next holder.
-      const handedOver = settlements.release(address);
+      const handedOver = keyWorker.release(address);
       metrics.leaseChange("lost");
       if (handedOver > 0) log.warn({ relayer: address, handedOver }, "relayer key lease given up: its transactions in flight are left to the key's next holder");
       else log.info({ relayer: address }, "relayer key lease given up");
     },
   });
 
-  // One set of chain reads per network (the runtime's), shared by the reconciler and the settles' payment decisions.
-  const chains = new Map(runtimes.map((runtime) => [runtime.config.chainId, runtime.payments]));
-  const settlementNetworks = new Map<number, SettlementNetwork>(
-    runtimes.map((runtime) => [
-      runtime.config.chainId,
-      {
-        chainId: runtime.config.chainId,
-        name: runtime.config.network,
-        client: runtime.client,
-        relayer: runtime.relayer,
-        chain: chains.get(runtime.config.chainId)!,
-      },
-    ]),
-  );
   const interval = config.ledger.reconcileIntervalMs;
-  // The settlement service asks the reconciler to decide a row; the reconciler is built after it.
-  let reconciler: Reconciler;
+  const outbox = new LedgerOutbox({ logger: log });
   // An outage is logged once, probed, and recovered from (outbox first, then abandoned claims).
   const watch = new LedgerWatch({
     probe: async () => (await ledger.health()).reachable,
-    recover: () => settlements.recover(),
+    recover: () => keyWorker.recover(),
     logger: log,
   });
-  const settlements = new SettlementService({
-    reconcile: (record) => reconciler.reconcile(record),
-    onLedgerFault: (error) => watch.report("settle", error),
+  const deps: SettlementDeps<Logger> = {
+    networks,
     ledger,
-    instanceId,
-    networks: settlementNetworks,
-    keys: keeper,
-    settleTimeoutMs: config.settleTimeoutMs,
-    confirmations: config.confirmations,
-    pollingIntervalMs: config.pollingIntervalMs,
-    revertPenaltySeconds: config.relayerSafety.revertPenaltySeconds,
-    // Cheap and idempotent: the reconciler may look at a row its owner still follows.
-    reconcileAfterMs: interval * 5,
     logger: log,
-    observe: {
-      confirmationWait: (network, seconds) => parameters.observe()?.confirmationWait(network, seconds),
-      revertedGas: (network, gas) => parameters.observe()?.revertedGas(network, gas),
-      rpcError: (network) => parameters.observe()?.rpcError(network),
+    settings: {
+      settleMarginSeconds: config.settleMarginSeconds,
+      headCacheMs: config.headCacheMs,
+      confirmations: config.confirmations,
+      settleTimeoutMs: config.settleTimeoutMs,
+      pollingIntervalMs: config.pollingIntervalMs,
+      relayerSafety: config.relayerSafety,
+      ownerTtlMs: 30_000,
+      // Cheap and idempotent: the reconciler may look at a row its owner still follows.
+      reconcileAfterMs: interval * 5,
+      queuePollMs: 1_000,
     },
-  });
-  reconciler = new Reconciler({
-    ledger,
-    chains: [...chains.values()],
-    revertPenaltySeconds: config.relayerSafety.revertPenaltySeconds,
+    observer: { ...parameters.observer, ledgerFault: (error) => watch.report("settle", error) },
+    instanceId,
+    keys: keeper,
+    outbox,
+    inFlight: new InFlight(),
+    now: Date.now,
+  };
+  const keyWorker = new KeyWorker(deps);
+  const reconciler = new Reconciler(deps, {
     recheckMs: interval * 2,
-    // A forgotten transaction is broadcast again only by its key's lease holder.
-    mayBroadcast: (relayer) => keeper.holds(relayer),
     // What this instance's relayer follows goes out again through it (in the key's nonce order), never beside it.
     resendFollowed: async (chainId, tx) => {
       const again = await runtimes.find((runtime) => runtime.config.chainId === chainId)?.relayer.resendFollowed(tx.relayer, tx.relayerNonce);
@@ -181,7 +170,7 @@ export async function startCoordination(parameters: StartCoordinationParameters)
     if (owned) await ledger.close().catch(() => undefined);
     throw error;
   }
-  settlements.start();
+  keyWorker.start();
   reconciler.start(interval, (error) => watch.report("reconciler", error));
   const prune = setInterval(() => {
     void ledger.prune().catch(() => undefined);
@@ -201,7 +190,8 @@ export async function startCoordination(parameters: StartCoordinationParameters)
     ledger,
     instanceId,
     keeper,
-    settlements,
+    deps,
+    keyWorker,
     reconciler,
     ...(shared
       ? {
@@ -220,7 +210,7 @@ export async function startCoordination(parameters: StartCoordinationParameters)
         state: health.reachable ? "up" : "down",
         shared,
         ...(shared ? {} : { note: EMBEDDED_LEDGER_NOTE }),
-        ...(settlements.outbox.size > 0 ? { outbox: settlements.outbox.size } : {}),
+        ...(outbox.size > 0 ? { outbox: outbox.size } : {}),
         leases: keeper.leases().map((lease) => ({ address: lease.address, epoch: lease.epoch, expiresAt: new Date(lease.expiresAt).toISOString() })),
       };
     },
@@ -228,9 +218,9 @@ export async function startCoordination(parameters: StartCoordinationParameters)
       closing ??= (async () => {
         clearInterval(prune);
         watch.stop();
-        await settlements.stop(graceMs);
+        await keyWorker.stop(graceMs);
         // What the outage kept is written if the database is back by now (else the reconciler finds it).
-        await settlements.outbox.drain().catch(() => false);
+        await outbox.drain().catch(() => false);
         await reconciler.stop();
         await keeper.stop().catch((error: unknown) => log.warn({ err: String(error) }, "relayer key leases not released"));
         if (owned) await ledger.close();

@@ -7,6 +7,18 @@ export { loadConfig, ConfigError, type FacilitatorConfig, type NetworkConfig } f
 export { createFacilitator, type Facilitator, type StartFacilitatorOptions } from "./server.js";
 export { startFacilitator, type RunningFacilitator } from "./start.js";
 export { StartupError } from "./startup-error.js";
+// Lifecycle hooks around verify and settle (docs/facilitator.md "Lifecycle hooks").
+export type {
+  FacilitatorHooks,
+  HookAbort,
+  HookFailure,
+  HookName,
+  HookRequest,
+  ProvenHookRequest,
+  VerifiedHookRequest,
+  SettledHookRequest,
+  FailedHookRequest,
+} from "./hooks.js";
 
 // Settlement ledger: one interface (the intersection of its stores), embedded SQLite and PostgreSQL (several instances).
 export { openLedger, type OpenLedgerOptions } from "../ledger/open.js";

@@ -2,14 +2,14 @@
 import type { Tracer } from "@opentelemetry/api";
 import { createPublicClient, formatGwei, type Address, type PublicClient, type Transport } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { ChainState } from "../chain/state.js";
+import { ChainState } from "../chain/cached-reads.js";
 import { Relayer, type RelayerEvent } from "../chain/relayer/index.js";
 import { tracedAttempts } from "../chain/rpc-trace.js";
 import { rpcTransport, type RpcTransport } from "../chain/rpc-transport.js";
 import { domainSeparator } from "../chain/signature.js";
 import type { NetworkName } from "../protocol/networks.js";
 import type { NetworkRuntime } from "../settlement/runtime.js";
-import { settlementChain } from "../settlement/chain.js";
+import { paymentReads } from "../settlement/payment-reads.js";
 import type { FacilitatorConfig, NetworkConfig } from "./config/index.js";
 import { inspectNetwork, readDomain, type NetworkInspection, type RpcEndpointClient } from "./health.js";
 import type { Logger } from "./logger.js";
@@ -197,7 +197,7 @@ export async function openNetworks(
         client,
         relayer,
         state: new ChainState(client, network.token),
-        payments: settlementChain({
+        paymentReads: paymentReads({
           client,
           chainId: network.chainId,
           logLookbackBlocks: config.logLookbackBlocks,

@@ -3,8 +3,8 @@ import type { Express } from "express";
 import type { Ledger } from "../ledger/types.js";
 import type { NetworkName } from "../protocol/networks.js";
 import { RecoveryPool, type RecoveryPoolOptions } from "../chain/recovery-pool.js";
-import type { FacilitatorContext } from "../settlement/runtime.js";
-import { StageClock } from "../settlement/stages.js";
+import type { SettlementDeps, SettlementObserver } from "../settlement/deps.js";
+import { VerifyStageClock } from "./metrics/stages.js";
 import { bindHistories, startIndex } from "./background-jobs.js";
 import type { FacilitatorConfig } from "./config/index.js";
 import { startCoordination, type Coordination } from "./coordination.js";
@@ -18,6 +18,7 @@ import { createMetrics, type FacilitatorMetrics } from "./metrics/index.js";
 import { openNetworks } from "./networks.js";
 import { serviceHealth } from "./service-health.js";
 import { StartupError } from "./startup-error.js";
+import { hookRunner, type FacilitatorHooks } from "./hooks.js";
 import { startTracing, type Tracing } from "./tracing.js";
 
 /** Options of {@link createFacilitator} and {@link startFacilitator}. */
@@ -40,10 +41,15 @@ export interface StartFacilitatorOptions {
   playground?: DashboardPlayground;
   /** Wall clock (ms) of the healthcheck and metrics caches and the block age; default `Date.now`. */
   now?: () => number;
-  /** The local stack's hook after a valid verify ({@link AppOptions.afterVerify}). Never in production. */
-  afterVerify?: AppOptions["afterVerify"];
   /** The signature recovery pool's bounds and worker (tests: a worker that fails on demand); its size is `config.recoveryWorkers`. */
   recoveryPool?: Pick<RecoveryPoolOptions, "maxQueue" | "timeoutMs" | "maxBatch" | "script" | "inlineWhenIdle">;
+  /** Also told what settlement tells the metrics (a chain read that failed, a receipt's wait, …). */
+  observer?: Partial<SettlementObserver>;
+  /**
+   * Lifecycle hooks around verify and settle (allowlists, audit logs, custom limits): each awaited before the
+   * answer, bounded in time; a before-hook may refuse the payment ({@link FacilitatorHooks}, docs/facilitator.md).
+   */
+  hooks?: FacilitatorHooks;
   /** The local stack's switch over the quota ({@link AppOptions.closedFor}: "busy"). Never in production. */
   closedFor?: AppOptions["closedFor"];
 }
@@ -51,7 +57,8 @@ export interface StartFacilitatorOptions {
 /** A facilitator assembled but not listening: for tests (supertest) and embedding. */
 export interface Facilitator {
   app: Express;
-  context: FacilitatorContext<Logger>;
+  /** Settlement's one dependencies object: the networks, the ledger, the settings, the logger. */
+  context: SettlementDeps<Logger>;
   relayers: Address[];
   metrics: FacilitatorMetrics;
   /** Requests per minute per client IP (or API key, or payer); 0 = no limit. */
@@ -74,8 +81,9 @@ export interface Facilitator {
 export async function createFacilitator(config: FacilitatorConfig, options: StartFacilitatorOptions = {}): Promise<Facilitator> {
   // Every line passes through URL redaction: an RPC error text may carry the URL and its API key.
   const logger = redactingLogger(options.logger ?? silentLogger);
+  const hooks = hookRunner(options.hooks, logger);
   const now = options.now ?? Date.now;
-  const stages = config.metricsVerifyStages ? new StageClock() : undefined;
+  const stages = config.metricsVerifyStages ? new VerifyStageClock() : undefined;
   // The verify budget reads the event loop's delay and the GC pauses beside the stages.
   const metrics = createMetrics({ defaults: (options.defaultMetrics ?? false) || stages !== undefined, cacheMs: config.metricsCacheMs, now, stages });
   const tracing = config.tracing ? await startTracing(config.tracing).catch((error: unknown) => {
@@ -95,7 +103,7 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       networks,
       logger,
       metrics,
-      observe: () => context.observe,
+      observer: settlementObserver(metrics, options.observer),
       ...(options.ledger ? { ledger: options.ledger } : {}),
       ...(tracer ? { tracer } : {}),
       prepare: (ledger) => bindHistories(networks, ledger, metrics, logger, config.chainHistoryConfirmMs),
@@ -124,21 +132,9 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     },
   });
   metrics.watchRecovery(() => recovery.state);
-  const context: FacilitatorContext<Logger> = {
-    networks,
-    settleMarginSeconds: config.settleMarginSeconds,
-    headCacheMs: config.headCacheMs,
-    confirmations: config.confirmations,
-    settleTimeoutMs: config.settleTimeoutMs,
-    pollingIntervalMs: config.pollingIntervalMs,
-    relayerSafety: config.relayerSafety,
-    ledger: coordination.ledger,
-    settlements: coordination.settlements,
-    logger,
-    recovery,
-    ...(stages ? { stages } : {}),
-    observe: { confirmationWait: metrics.confirmationWait, rpcError: metrics.rpcError, revertedGas: metrics.revertedGas, verifyStateSource: metrics.verifyStateSource },
-  };
+  // Verify recovers on the pool; settle's own checks too (the same dependencies object).
+  const context: SettlementDeps<Logger> = coordination.deps;
+  context.recovery = recovery;
   const relayers = [...networks.values()][0]?.relayer.addresses ?? [];
   const supported = supportedAnswer(
     config.networks.map((n) => n.network),
@@ -199,8 +195,9 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       options.onRateLimited?.(route, by);
     },
     onResponse: metrics.request,
+    ...(stages ? { clock: stages } : {}),
     dashboard: dashboard?.router,
-    ...(options.afterVerify ? { afterVerify: options.afterVerify } : {}),
+    hooks,
     ...(options.closedFor ? { closedFor: options.closedFor } : {}),
   });
   return {
@@ -222,6 +219,28 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
       closeTransports();
       // The spans of what just finished are exported before the SDK stops.
       await tracing?.close();
+    },
+  };
+}
+
+/** What settlement tells: the metrics, and `also` after them. */
+function settlementObserver(metrics: FacilitatorMetrics, also: Partial<SettlementObserver> = {}): Omit<SettlementObserver, "ledgerFault"> {
+  return {
+    confirmationWait(network, seconds) {
+      metrics.confirmationWait(network, seconds);
+      also.confirmationWait?.(network, seconds);
+    },
+    rpcError(network) {
+      metrics.rpcError(network);
+      also.rpcError?.(network);
+    },
+    revertedGas(network, gas) {
+      metrics.revertedGas(network, gas);
+      also.revertedGas?.(network, gas);
+    },
+    verifyStateSource(network, source) {
+      metrics.verifyStateSource(network, source);
+      also.verifyStateSource?.(network, source);
     },
   };
 }

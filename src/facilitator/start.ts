@@ -50,7 +50,7 @@ export async function startFacilitator(config: FacilitatorConfig, options: Start
       await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
       await facilitator.close(0);
       if ((error as NodeJS.ErrnoException).code === "EADDRINUSE") {
-        throw new StartupError(`${variable}: ${host}:${port} is already in use; choose another port (${hint})`);
+        throw new StartupError(`${variable}: ${host}:${port} is already in use; choose another port (${hint})`, { code: "port_in_use", cause: error });
       }
       throw error;
     }

@@ -45,7 +45,7 @@ export class TracingUnavailableError extends KitError<"tracing_unavailable"> {
     super(
       "tracing_unavailable",
       `tracing needs the package${missing.length > 1 ? "s" : ""} ${names} (optional peer dependencies of the kit): npm install ${TRACING_PACKAGES.join(" ")}`,
-      { ...options, docs: "docs/operations.md#traces" },
+      { ...options, docsPath: "docs/operations.md#traces" },
     );
   }
 }

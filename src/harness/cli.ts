@@ -7,15 +7,10 @@ import { DEFAULT_FEE_BUMP, MAX_FEE_BUMP } from "./cronos-node/texts.js";
 import type { PortRole } from "./errors.js";
 import { LOG_LEVELS, type LogLevel } from "./log.js";
 import type { LocalStackOptions } from "./stack.js";
-import { KitError } from "../protocol/errors.js";
+import { KitErrorOf } from "../protocol/errors.js";
 
 /** A bad flag or variable; the message is one line naming it. The CLI exits with status 2. */
-export class UsageError extends KitError<"usage"> {
-  override name = "UsageError";
-  constructor(message: string, options?: ErrorOptions) {
-    super("usage", message, options);
-  }
-}
+export class UsageError extends KitErrorOf("UsageError", "usage") {}
 
 /** What `npm start` was asked to do. */
 export interface StartCommand {

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, sep } from "node:path";
 import { fileURLToPath } from "node:url";
-import { KitError } from "../protocol/errors.js";
+import { KitErrorOf } from "../protocol/errors.js";
 
 /** Hardhat's minimum Node version (Hardhat 3 refuses to run below it). */
 export const HARDHAT_MIN_NODE = "22.13.0";
@@ -14,12 +14,7 @@ export const HARNESS_INSTALL = "npm install -D cronos-x402-facilitator-kit hardh
 export const NODE22_INSTALL = "npx -y -p node@22 npm install";
 
 /** The harness cannot run here: Hardhat is missing, its native binding is missing, or Node is older than Hardhat needs. */
-export class HarnessUnavailableError extends KitError<"harness_unavailable"> {
-  override name = "HarnessUnavailableError";
-  constructor(message: string, options?: ErrorOptions) {
-    super("harness_unavailable", message, { ...options, docs: "docs/install.md#what-each-part-needs" });
-  }
-}
+export class HarnessUnavailableError extends KitErrorOf("HarnessUnavailableError", "harness_unavailable", "docs/install.md#what-each-part-needs") {}
 
 /** Whether `version` (a `process.versions.node`) is at least {@link HARDHAT_MIN_NODE}. */
 export function nodeRunsHardhat(version: string = process.versions.node): boolean {

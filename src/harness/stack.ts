@@ -228,7 +228,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       try {
         facilitator = await startFacilitator(
           { ...config, port: listenPort },
-          { transports, playground, ledger, afterVerify: harness!.afterVerify, closedFor: harness!.closedFor, ...(options.logger ? { logger: options.logger } : {}) },
+          { transports, playground, ledger, hooks: harness!.hooks, closedFor: harness!.closedFor, ...(options.logger ? { logger: options.logger } : {}) },
         );
       } catch (error) {
         for (const wire of wires) wire.cut();
@@ -262,7 +262,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     try {
       await launch(port);
     } catch (error) {
-      if (port !== 0 && (isAddressInUse(error) || (error instanceof StartupError && /already in use/.test(error.message)))) {
+      if (port !== 0 && (isAddressInUse(error) || (error instanceof StartupError && error.code === "port_in_use"))) {
         throw new PortInUseError(port, "facilitator", "127.0.0.1", { cause: error });
       }
       throw error;

@@ -4,7 +4,7 @@
 // Wire vocabulary shared by every role.
 export * from "./reasons.js";
 // The base of every error the kit throws: a stable `code`.
-export { KitError } from "./errors.js";
+export { KitError, KitErrorOf, type KitErrorParameters } from "./errors.js";
 export { NETWORKS, NETWORK_NAMES, CRONOS_TESTNET, CRONOS_MAINNET, CRONOS_MAINNET_ALIAS, canonicalNetwork, type NetworkInfo, type NetworkName } from "./networks.js";
 export {
   paymentRequirementsSchema,

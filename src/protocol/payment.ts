@@ -39,10 +39,10 @@ export interface PaymentTerms {
  */
 export type PayerPayload = Omit<PaymentPayload, "x402Version">;
 
-/** The payer's part decoded, or the code and reason text of why it could not be. */
+/** The payer's part decoded, or why it could not be: verify's first refusal, as a code (and what is wrong with it). */
 export type DecodedPayload =
   | { ok: true; payload: PayerPayload }
-  | { ok: false; code: "base64" | "header"; reason: string };
+  | { ok: false; code: "base64" | "header"; detail?: string };
 
 /** The payer of a payment, when its payload could be read. */
 export function payerOf(payment: Payment): Address | undefined {

@@ -21,7 +21,63 @@ export const VerifyReason = {
   insufficientBalance: "ERC20: transfer amount exceeds balance",
   /** x402 v2 `payment-identifier`: the payer's id came with another authorization first. */
   paymentIdentifierInUse: (id: string) => `Payment identifier ${id} is already used by another payment`,
+  /** An operator's lifecycle hook (`onBeforeVerify`, `onBeforeSettle`) refused the payment, for the reason it gave. */
+  refusedByOperator: (reason: string) => `Payment refused: ${reason}`,
 } as const;
+
+/**
+ * Why verify said no, as the checks pass it (the spec's order, then the project's): `base64` and `header` the
+ * payer's part unreadable, `scheme` … `recipient` the requirements' checks, `signature`, the window
+ * (`notYetValid`, `expired`), the chain's state (`used`, `balance`), and `paymentId` (x402 v2: the payer's id came
+ * with another payment first), and `refused` (an operator's lifecycle hook said no: `detail` its reason). Only a dialect's codec words it ({@link verifyReasonText}).
+ */
+export type VerifyReasonCode =
+  | "base64"
+  | "header"
+  | "scheme"
+  | "network"
+  | "asset"
+  | "amount"
+  | "recipient"
+  | "signature"
+  | "notYetValid"
+  | "expired"
+  | "used"
+  | "balance"
+  | "paymentId"
+  | "refused";
+
+/**
+ * A verify refusal as data: its code and, where the text names it, what was refused as sent (`header`: what
+ * is wrong with it; `scheme`, `network`, `asset`, `amount`: the value; `paymentId`: the id).
+ */
+export interface VerifyRefusal {
+  code: VerifyReasonCode;
+  detail?: string;
+}
+
+/** The text of each verify refusal code, from {@link VerifyReason}: the one table from a code to its words. */
+const VERIFY_TEXT: Readonly<Record<VerifyReasonCode, (detail: string) => string>> = {
+  base64: () => VerifyReason.invalidBase64,
+  header: VerifyReason.invalidHeader,
+  scheme: VerifyReason.unsupportedScheme,
+  network: VerifyReason.unsupportedNetwork,
+  asset: VerifyReason.unsupportedAsset,
+  amount: VerifyReason.invalidAmount,
+  recipient: () => VerifyReason.recipientMismatch,
+  signature: () => VerifyReason.invalidSignature,
+  notYetValid: () => VerifyReason.notYetValid,
+  expired: () => VerifyReason.expired,
+  used: () => VerifyReason.alreadyUsed,
+  balance: () => VerifyReason.insufficientBalance,
+  paymentId: VerifyReason.paymentIdentifierInUse,
+  refused: VerifyReason.refusedByOperator,
+};
+
+/** The `invalidReason` text of a verify refusal (the Cronos dialect's words; x402 v2 words `header` as its payload). */
+export function verifyReasonText(refusal: VerifyRefusal): string {
+  return VERIFY_TEXT[refusal.code](refusal.detail ?? "");
+}
 
 /** `error` texts of settle (`event: payment.failed`), by code: the one table from a settle code to its text. */
 export const SettleError = {

@@ -43,6 +43,8 @@ export const V2RequestReason = {
   invalidRequest: "invalid_request",
   /** The `payment-identifier` extension: the payer's id is bound to another payment. */
   paymentIdentifierConflict: "payment_identifier_conflict",
+  /** An operator's lifecycle hook refused the payment. */
+  refusedByOperator: "payment_refused",
   unavailable: "facilitator_unavailable",
   internal: "unexpected_error",
 } as const;

@@ -52,7 +52,7 @@ export class FacilitatorError extends KitError<FacilitatorErrorCode> {
   /** The HTTP status, for `http_status` (and `malformed`, where the status was 2xx). */
   readonly status?: number;
   /** What was received or what failed: the body text for `http_status`, the schema problem for `malformed`. */
-  readonly details: string;
+  declare readonly details: string;
   /** For `http_status`: the seconds the facilitator asked to wait (its `Retry-After`, in seconds or as a date), when it said. */
   readonly retryAfterSeconds?: number;
 
@@ -65,11 +65,8 @@ export class FacilitatorError extends KitError<FacilitatorErrorCode> {
     cause?: unknown;
   }) {
     const status = options.status === undefined ? "" : ` (HTTP ${options.status})`;
-    super(options.code, `facilitator ${options.operation} failed: ${options.code}${status}: ${options.details}`, {
-      cause: options.cause,
-    });
+    super(options.code, `facilitator ${options.operation} failed: ${options.code}${status}: ${options.details}`, { cause: options.cause, details: options.details });
     this.operation = options.operation;
-    this.details = options.details;
     if (options.status !== undefined) this.status = options.status;
     if (options.retryAfterSeconds !== undefined) this.retryAfterSeconds = options.retryAfterSeconds;
   }

@@ -5,15 +5,10 @@ import { EXACT_SCHEME } from "../protocol/reasons.js";
 import { parsePaymentRequirements, type PaymentRequirements, type PaymentRequirementsInput } from "../protocol/schemas.js";
 import { outputSchemaOf, type DiscoveryDeclaration } from "../protocol/bazaar.js";
 import { messageOf } from "./values.js";
-import { KitError } from "../protocol/errors.js";
+import { KitErrorOf } from "../protocol/errors.js";
 
 /** A seller configuration mistake: requirements that are not valid payment requirements. */
-export class InvalidRequirementsError extends KitError<"invalid_requirements"> {
-  override name = "InvalidRequirementsError";
-  constructor(message: string, options?: ErrorOptions) {
-    super("invalid_requirements", message, options);
-  }
-}
+export class InvalidRequirementsError extends KitErrorOf("InvalidRequirementsError", "invalid_requirements") {}
 
 /** Input of {@link paymentRequirements}. */
 export interface PaymentRequirementsOptions {

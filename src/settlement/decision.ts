@@ -2,7 +2,7 @@ import type { Address, Hex, TransactionReceipt } from "viem";
 import { penaltySubject, type Penalty, type SettlementRecord } from "../ledger/types.js";
 import type { PayerPayload } from "../protocol/payment.js";
 import type { SettleErrorCode } from "../protocol/reasons.js";
-import type { SettlementChain } from "./chain.js";
+import type { PaymentReads } from "./payment-reads.js";
 import { spendOf, type PaymentTerms } from "./receipt-transfer.js";
 
 export { spendOf, type PaymentTerms, type ReceiptSpend } from "./receipt-transfer.js";
@@ -43,7 +43,7 @@ export type PaymentDecision =
   | { outcome: "undecided"; reason: string };
 
 /** What {@link decidePayment} reads. */
-export type DecisionChain = Pick<SettlementChain, "receipt" | "blockTime" | "authorizationUsed" | "spender">;
+export type DecisionChain = Pick<PaymentReads, "receipt" | "blockTime" | "authorizationUsed" | "spender">;
 
 /** Options of {@link decidePayment}. */
 export interface DecideOptions {

@@ -1,8 +1,7 @@
 // What verify reads about a payer, fewest reads first: from the token state index's memory, the index, or the chain, all at one head.
 import { bytesToHex, type Address, type Hex } from "viem";
-import type { Head } from "../chain/state.js";
+import type { Head } from "../chain/cached-reads.js";
 import type { PayerPayload } from "../protocol/payment.js";
-import { VerifyReason } from "../protocol/reasons.js";
 import type { IndexedPayer } from "../state/index.js";
 import type { NetworkRuntime } from "./runtime.js";
 import { refuse, type RefusedPayment } from "./verify-outcome.js";
@@ -31,7 +30,7 @@ export async function readPayerState(
   const { state } = runtime;
   const { from, nonce, signature } = authorization;
   const digest = bytesToHex(digestBytes);
-  const invalid = (head?: Head) => refuse("signature", VerifyReason.invalidSignature, head ? { head } : {});
+  const invalid = (head?: Head) => refuse("signature", undefined, head ? { head } : {});
   if (signedByPayer) {
     // Settle's fresh reads go in one round trip with the head; verify's come from the index, or share a recent head and its cache.
     const { head, codeHash, used, balance } = options.fresh ? await state.latestPayerState(from, nonce) : await payerAtHead(runtime, from, nonce, options);

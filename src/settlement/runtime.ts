@@ -1,15 +1,10 @@
+// What a network is to the facilitator at run time: its settings, clients, state, relayer and chain reads.
 import type { Address, Hex, PublicClient } from "viem";
-import type { ChainState } from "../chain/state.js";
-import type { SignerRecovery } from "../chain/recovery-pool.js";
+import type { ChainState } from "../chain/cached-reads.js";
 import type { ChainHistory, TokenIndex } from "../state/index.js";
 import type { Relayer } from "../chain/relayer/index.js";
 import type { NetworkName } from "../protocol/networks.js";
-import type { SettlementLogger } from "./logger.js";
-import type { Ledger } from "../ledger/types.js";
-import type { SettlementService } from "./service.js";
-import type { SettlementChain } from "./chain.js";
-import type { StageClock } from "./stages.js";
-import { KitError } from "../protocol/errors.js";
+import type { PaymentReads } from "./payment-reads.js";
 
 /** One network the facilitator serves. */
 export interface NetworkConfig {
@@ -37,40 +32,9 @@ export interface NetworkRuntime {
   history?: ChainHistory;
   relayer: Relayer;
   /** The chain reads of the payment decision and the reconciler (receipts, the authorization lookup). */
-  payments: SettlementChain;
+  paymentReads: PaymentReads;
   /** The token's EIP-712 domain separator on this chain. */
   separator: Hex;
-}
-
-/** The injected dependencies of verify and settle; `L` the logger (the facilitator passes its own, with `child`). */
-export interface FacilitatorContext<L extends SettlementLogger = SettlementLogger> {
-  networks: ReadonlyMap<NetworkName, NetworkRuntime>;
-  settleMarginSeconds: number;
-  /** verify may reuse a chain head read this recently (settle always reads a fresh one). */
-  headCacheMs: number;
-  confirmations: number;
-  settleTimeoutMs: number;
-  pollingIntervalMs: number;
-  /** What the relayer may pay for: gas caps and revert penalties (balance reservations are ledger claims). */
-  relayerSafety: RelayerSafety;
-  /** The settlement ledger: claims, reservations, penalties, status (never touched by verify). */
-  ledger: Ledger;
-  /** Sends claimed settlements (or hands them to a relayer key holder) and waits for their outcome. */
-  settlements: SettlementService;
-  logger: L;
-  /** Recovers payers' signatures on every core (a {@link RecoveryPool}); absent: on the calling thread. */
-  recovery?: SignerRecovery;
-  /** Times verify's stages on the CPU clock (`METRICS_VERIFY_STAGES`); absent, as by default, nothing is timed. */
-  stages?: StageClock;
-  /** Measurement hooks (metrics); optional. */
-  observe?: {
-    confirmationWait(network: string, seconds: number): void;
-    rpcError(network: string): void;
-    /** Gas the relayer paid for a settlement that reverted on chain. */
-    revertedGas(network: string, gas: bigint): void;
-    /** Where a verify's chain state came from: the token state index, or reads of the chain. */
-    verifyStateSource?(network: string, source: "index" | "chain"): void;
-  };
 }
 
 /** The bounds on what a settlement can cost the relayer (see docs/operations.md, threat model). */
@@ -81,26 +45,4 @@ export interface RelayerSafety {
   erc1271GasLimit: bigint;
   /** A payer whose settlement reverted on chain (its authorization used by nothing else) is refused this long (chain seconds). */
   revertPenaltySeconds: number;
-}
-
-/**
- * A fault (RPC down, the ledger unreachable): not a protocol outcome. The HTTP layer answers it by
- * route, as decided: verify 500; settle 503 (thrown only before anything was sent).
- */
-export class FacilitatorFault extends KitError<"facilitator_fault"> {
-  override name = "FacilitatorFault";
-  constructor(message: string, options?: ErrorOptions) {
-    super("facilitator_fault", message, options);
-  }
-}
-
-/**
- * A settle refused because the payer (whose signature was proven) spent its settle quota: answered
- * 429 with `Retry-After`. Nothing was claimed or sent.
- */
-export class PayerQuotaExceeded extends KitError<"payer_quota_exceeded"> {
-  override name = "PayerQuotaExceeded";
-  constructor(readonly retryAfterSeconds: number) {
-    super("payer_quota_exceeded", `the payer's settle quota is spent; retry in ${retryAfterSeconds} s`);
-  }
 }

@@ -2,36 +2,33 @@ import type { Address } from "viem";
 import { FeeCapError, KeyNotLeasedError, RelaySendError, type RelayHooks, type SentTransaction, type SignedRelay } from "../chain/relayer/index.js";
 import type { SettlementCall, SettlementRecord } from "../ledger/types.js";
 import { followTransaction } from "./follow.js";
-import type { SettlementNetwork, SettlementResult, SettlementSteps } from "./steps.js";
-import { KitError } from "../protocol/errors.js";
+import type { SettlementDeps } from "./deps.js";
+import type { SettlementResult } from "./result.js";
+import type { NetworkRuntime } from "./runtime.js";
+import { KitErrorOf } from "../protocol/errors.js";
 import { paymentAttributes, step } from "../telemetry/spans.js";
 
 /** A write-ahead record refused: the row changed hands (or a lease lapsed), so this instance must not broadcast. */
-export class Fenced extends KitError<"fenced"> {
-  override name = "Fenced";
-  constructor(message: string, options?: ErrorOptions) {
-    super("fenced", message, options);
-  }
-}
+export class Fenced extends KitErrorOf("Fenced", "fenced") {}
 
 /**
  * Sends an owned claim from `from`, recording each signed transaction before its broadcast, then
  * follows it to its receipt until `deadline`. "fenced": the row changed hands meanwhile.
  */
 export async function sendClaimed(
-  steps: SettlementSteps,
+  deps: SettlementDeps,
   record: SettlementRecord,
   call: SettlementCall,
-  network: SettlementNetwork,
+  network: NetworkRuntime,
   from: Address,
   deadline: number,
 ): Promise<SettlementResult | "fenced"> {
-  const { ledger, instanceId, logger } = steps;
+  const { ledger, instanceId, logger } = deps;
   let sent: Pick<SentTransaction, "hashes" | "superseded">;
   try {
     // A send the node refuses for now (a lagging backend, a full pool) is tried again until the settle's deadline.
     sent = await step("x402 send", {}, async (span) => {
-      const transaction = await network.relayer.send(call, from, writeAhead(steps, record.id), deadline);
+      const transaction = await network.relayer.send(call, from, writeAhead(deps, record.id), deadline);
       span?.setAttributes(paymentAttributes({ txHash: transaction.hashes()[0] }));
       return transaction;
     });
@@ -50,19 +47,19 @@ export async function sendClaimed(
       // write-ahead record): nothing is out there. The row fails as "not sent" and may be claimed
       // again; while the ledger is unreachable it stays claimed until the service's recovery releases it.
       await ledger.markFailed(record.id, { code: "notSent", owner: instanceId }).catch(() => undefined);
-      if (error instanceof FeeCapError) return { kind: "notSent", reason: `${error.message}; nothing was sent` };
-      return { kind: "notSent", reason: `relayer could not send: ${error instanceof Error ? error.message : String(error)}` };
+      if (error instanceof FeeCapError) return { kind: "notSent", fault: { code: "fee_cap", neededWei: error.neededWei, capWei: error.capWei } };
+      return { kind: "notSent", fault: { code: "not_sent", network: network.config.network, why: "refused", detail: error instanceof Error ? error.message : String(error) } };
     }
   }
-  return followTransaction(steps, record, network, sent, deadline);
+  return followTransaction(deps, record, network, sent, deadline);
 }
 
 /**
  * The ledger's part in each broadcast of a row's transaction: the write-ahead record of the first
  * (for the row's owner) and of every replacement (for the relayer key's lease holder), and refusals.
  */
-export function writeAhead(steps: SettlementSteps, id: number): RelayHooks {
-  const { ledger, instanceId, logger } = steps;
+export function writeAhead(deps: SettlementDeps, id: number): RelayHooks {
+  const { ledger, instanceId, logger } = deps;
   return {
     beforeBroadcast: async (tx) => {
       const fees = { ...recordedFees(tx), ...(tx.epoch !== undefined ? { leaseEpoch: tx.epoch } : {}) };
@@ -76,7 +73,7 @@ export function writeAhead(steps: SettlementSteps, id: number): RelayHooks {
             relayer: tx.from,
             relayerNonce: tx.nonce,
             ...fees,
-            checkAfterMs: steps.reconcileAfterMs,
+            checkAfterMs: deps.settings.reconcileAfterMs,
           });
       if (!recorded) throw new Fenced(`settlement ${id} is no longer ours to send`);
     },
@@ -93,8 +90,8 @@ export function writeAhead(steps: SettlementSteps, id: number): RelayHooks {
  * The ledger's part in each broadcast of a gap filler of the key leased to this instance on `chainId`:
  * its own write-ahead record, refused unless the lease it was signed under is still this instance's.
  */
-export function fillerWriteAhead(steps: SettlementSteps, chainId: number): RelayHooks {
-  const { ledger, instanceId, logger } = steps;
+export function fillerWriteAhead(deps: SettlementDeps, chainId: number): RelayHooks {
+  const { ledger, instanceId, logger } = deps;
   return {
     beforeBroadcast: async (tx) => {
       if (tx.epoch === undefined) throw new Fenced(`gap filler ${tx.hash} was signed under no lease`);

@@ -1,281 +1,99 @@
-import { encodeFunctionData, isAddressEqual, parseSignature, type Address, type Hex } from "viem";
-import { tokenAbi } from "../chain/token-abi.js";
-import { estimateGasWithin } from "../chain/estimate.js";
-import { FeeCapError } from "../chain/fees.js";
-import { settleErrorOfRevert } from "../chain/revert.js";
+// The settle pipeline: settle's checks before anything is claimed, then the settler, its result worded as settle's outcome.
+import { isAddressEqual, type Hex } from "viem";
+import { penaltySubject, type SettlementRecord } from "../ledger/types.js";
 import type { PayerPayload, Payment } from "../protocol/payment.js";
-import { VerifyReason, type SettleErrorCode } from "../protocol/reasons.js";
-import { step } from "../telemetry/spans.js";
-import { FacilitatorFault, PayerQuotaExceeded, type FacilitatorContext, type NetworkRuntime } from "./runtime.js";
-import { penaltySubject, type BoundPayment, type SettlementRecord } from "../ledger/types.js";
-import type { Simulation } from "./service.js";
-import { decidePayment, termsOfAuthorization, type PaidTransfer } from "./decision.js";
-import { authorizationDigest, identifierBoundElsewhere, paidUnderIdentifier } from "./payment-identifier.js";
+import { decidePayment, termsOfAuthorization } from "./decision.js";
+import type { SettlementDeps } from "./deps.js";
+import { FacilitatorFault } from "./faults.js";
+import { identifierGate, settledThis } from "./payment-identifier.js";
+import type { NetworkRuntime } from "./runtime.js";
+import { failed, refusedSettlement, settledAnswer, type SettleOutcome } from "./settle-outcome.js";
+import { settleVerified } from "./settler.js";
 import { verifyPayment } from "./verify.js";
-import type { RefusedPayment, VerifiedPayment, VerifyFailureCode } from "./verify-outcome.js";
+import type { VerifiedPayment } from "./verify-outcome.js";
 
-/** Settle's own code for each verify refusal it has a word for (its text is settle's, not verify's). */
-const SETTLE_CODE_OF = {
-  signature: "invalidSignature",
-  notYetValid: "notYetValid",
-  expired: "expired",
-  used: "alreadyUsed",
-  balance: "insufficientBalance",
-} as const satisfies Partial<Record<VerifyFailureCode, SettleErrorCode>>;
+export type { FailedSettlement, RefusedSettlement, SettledPayment, SettleErrorOutcome, SettleFailureCode, SettleOutcome, UnwordedRefusal } from "./settle-outcome.js";
 
-/** A verify refusal settle has no word of its own for: it answers with verify's reason. */
-export type UnwordedRefusal = Exclude<VerifyFailureCode, keyof typeof SETTLE_CODE_OF>;
+/**
+ * What settle's checks made of a payment: its answer already (refused, or a repeat under its payment identifier),
+ * or a payment ready to claim, proven the payer's (`bound`: its payment identifier is this payment's).
+ */
+export type CheckedSettle = { answer: SettleOutcome } | { ready: VerifiedPayment; bound: boolean };
 
-/** Why a settlement failed: settle's own code, or a verify refusal settle has no word for. */
-export type SettleFailureCode = SettleErrorCode | UnwordedRefusal;
-
-/** What settle did, whichever dialect asked: each dialect's codec turns it into its own answer. */
-export type SettleOutcome = SettledPayment | FailedSettlement;
-
-/** The authorization was transferred on chain. */
-export interface SettledPayment {
-  settled: true;
-  txHash: Hex;
-  from: Address;
-  to: Address;
-  value: bigint;
-  blockNumber: bigint;
-  /** The block's time, ISO-8601. */
-  timestamp: string;
-  /**
-   * Answered again for a payment settled before (a repeat under its payment identifier): the same answer,
-   * and nothing new happened (nothing is recorded for it, the discovery catalog included).
-   */
-  repeat?: true;
-}
-
-/** Nothing was transferred: settle's code, answered with its text (`SettleError`) at the HTTP edge. */
-export interface SettleErrorOutcome {
-  settled: false;
-  code: SettleErrorCode;
-  /** The transaction that was sent (or that paid this very payment already), when known. */
-  txHash?: Hex;
-}
-
-/** Nothing was transferred: a verify refusal settle has no word for, answered with verify's `reason` (it names what was refused). */
-export interface RefusedSettlement {
-  settled: false;
-  code: UnwordedRefusal;
-  reason: string;
-  /** Refused before anything was sent or looked up. */
-  txHash?: undefined;
-}
-
-/** Nothing was transferred. */
-export type FailedSettlement = SettleErrorOutcome | RefusedSettlement;
-
-function hasSettleCode(code: VerifyFailureCode): code is keyof typeof SETTLE_CODE_OF {
-  return Object.hasOwn(SETTLE_CODE_OF, code);
-}
-
-/** Settle's failure for a verify refusal: settle's code where it has one, else verify's code and reason. */
-function refusedSettlement(refused: RefusedPayment, txHash?: Hex): FailedSettlement {
-  const { code } = refused;
-  return hasSettleCode(code) ? failed(SETTLE_CODE_OF[code], txHash) : { settled: false, code, reason: refused.reason };
-}
-
-function failed(code: SettleErrorCode, txHash?: Hex): SettleErrorOutcome {
-  return { settled: false, code, ...(txHash ? { txHash } : {}) };
-}
-
-/** The token call that settles `payment`: `(v, r, s)` for an EOA signature, `bytes` for an ERC-1271 wallet. */
-export function settlementCalldata(payment: VerifiedPayment): Hex {
-  const a = payment.payload.authorization;
-  const common = [a.from, a.to, payment.value, a.validAfter, a.validBefore, a.nonce] as const;
-  if (!payment.contractWallet) {
-    const { r, s, v } = parseSignature(a.signature);
-    return encodeFunctionData({ abi: tokenAbi, functionName: "transferWithAuthorization", args: [...common, Number(v), r, s] });
+/**
+ * Settle's checks, before anything is claimed or sent: verify again on a fresh head, the payer's revert penalty,
+ * and the payment identifier's gate (bound to this payment now, for every instance). A used authorization is
+ * answered `Authorization already used` naming the paying transfer of this very payment, when the chain shows it;
+ * a repeat under its payment identifier gets the same answer as the first settle. Throws {@link FacilitatorFault}
+ * when the chain or the ledger cannot be read.
+ */
+export async function checkSettle(deps: SettlementDeps, payment: Payment): Promise<CheckedSettle> {
+  const outcome = await verifyPayment(payment, deps, { freshHead: true });
+  if (outcome.isValid) {
+    const { config } = outcome.runtime;
+    const payer = outcome.payload.authorization.from;
+    let penalty;
+    try {
+      penalty = await deps.ledger.activePenalty(config, [penaltySubject(payer)], outcome.head.timestamp);
+    } catch (error) {
+      throw new FacilitatorFault({ code: "ledger_unavailable" }, { cause: error });
+    }
+    if (penalty) {
+      deps.logger.warn({ network: config.network, payer, until: String(penalty.until) }, "settle refused: revert penalty");
+      return { answer: failed("failedOnChain") };
+    }
   }
-  return encodeFunctionData({ abi: tokenAbi, functionName: "transferWithAuthorization", args: [...common, a.signature] });
-}
-
-/** Options of {@link settlePayment}. */
-export interface SettleOptions {
-  /**
-   * The per-payer quota, asked once the signature is proven the payer's (never before: a request that
-   * only names a payer must not spend its quota). Gives the seconds to wait when the payer is over it.
-   */
-  admit?: (payer: Address, authorization: string) => Promise<number | undefined>;
+  const gate = await identifierGate(deps, outcome, payment.paymentId, { bind: true });
+  if (gate.verdict === "refuse") return { answer: { settled: false, code: "paymentId", detail: payment.paymentId! } };
+  if (gate.verdict === "repeat") return { answer: settledAnswer(gate.transfer, true) };
+  if (outcome.isValid) return { ready: outcome, bound: gate.bound };
+  const txHash = outcome.code === "used" && outcome.runtime && outcome.payload ? await paidBy(deps, outcome.runtime, outcome.payload.authorization) : undefined;
+  return { answer: refusedSettlement(outcome, txHash) };
 }
 
 /**
- * Settles a payment: re-verifies it on a fresh head, refuses a payer under a revert
- * penalty, asks the payer's quota ({@link PayerQuotaExceeded}, 429), claims the authorization in the ledger (with the payer's balance reservation), simulates
- * the token call within `maxSettleGas`, then sends it, or hands it to a relayer key holder, and waits
- * for the outcome. A settle of an authorization another settle owns (any instance) waits for that
- * outcome and answers `Authorization already used` with its hash: one transaction per authorization.
- * Protocol outcomes are returned as a {@link SettleOutcome}; a fault before anything was sent throws
- * {@link FacilitatorFault} (503).
+ * Settles a checked payment through the settler (claim, simulate, send or hand to a key holder, wait), and words
+ * its result as settle's outcome. A settle of an authorization another settle owns (any instance) answers
+ * `Authorization already used` with the owner's transaction of this very payment, or, under a payment identifier
+ * bound to this payment, the owner's settlement as a repeat: one transaction per authorization. A fault before
+ * anything was sent, or no verdict yet, throws {@link FacilitatorFault} (503).
  */
-export async function settlePayment(payment: Payment, context: FacilitatorContext, options: SettleOptions = {}): Promise<SettleOutcome> {
-  const outcome = await verifyPayment(payment, context, { freshHead: true });
-  if (!outcome.isValid) {
-    // Paid already under this payment identifier: the same answer again, with the same transaction.
-    if (outcome.code === "used" && payment.paymentId && outcome.runtime && outcome.payload) {
-      const paid = await settledUnderIdentifier(outcome.runtime, outcome.payload.authorization, payment.paymentId, context);
-      if (paid) return paid;
-    }
-    let txHash: Hex | undefined;
-    if (outcome.code === "used" && outcome.runtime && outcome.payload) txHash = await paidBy(outcome.runtime, outcome.payload.authorization, context);
-    return refusedSettlement(outcome, txHash);
-  }
-  const { runtime, payload, head } = outcome;
+export async function settleChecked(deps: SettlementDeps, checked: { ready: VerifiedPayment; bound: boolean }): Promise<SettleOutcome> {
+  const { runtime, payload } = checked.ready;
   const { config } = runtime;
   const authorization = payload.authorization;
-
-  let penalty;
-  try {
-    penalty = await context.ledger.activePenalty(config, [penaltySubject(authorization.from)], head.timestamp);
-  } catch (error) {
-    throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
-  }
-  if (penalty) {
-    context.logger.warn({ network: config.network, payer: authorization.from, until: String(penalty.until) }, "settle refused: revert penalty");
-    return failed("failedOnChain");
-  }
-
-  if (payment.paymentId) {
-    // The id is bound to the first payment it came with (everything signed), for every instance: another
-    // payment under it, one re-signed under the same nonce included, is refused before anything is claimed or sent.
-    let bound: BoundPayment;
-    try {
-      bound = await context.ledger.bindPaymentIdentifier(config, authorization.from, payment.paymentId, {
-        nonce: authorization.nonce,
-        digest: authorizationDigest(runtime, authorization),
-      });
-    } catch (error) {
-      throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
-    }
-    if (await identifierBoundElsewhere(runtime, authorization, payment.paymentId, context, bound)) {
-      return { settled: false, code: "paymentId", reason: VerifyReason.paymentIdentifierInUse(payment.paymentId) };
-    }
-  }
-
-  if (options.admit) {
-    const id = `${config.chainId}:${config.token}:${authorization.from}:${authorization.nonce}`.toLowerCase();
-    // A quota store that fails lets the settle through, as the edge's limiters do: the claim decides next.
-    const wait = await options.admit(authorization.from, id).catch((error: unknown) => {
-      context.logger.warn({ network: config.network, err: String(error) }, "payer quota unavailable; settle let through");
-      return undefined;
-    });
-    if (wait !== undefined) throw new PayerQuotaExceeded(wait);
-  }
-
   let result;
   try {
-    result = await context.settlements.settle(
-      {
-        key: { chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce },
-        network: config.network,
-        payee: authorization.to,
-        value: outcome.value,
-        validBefore: authorization.validBefore,
-        balance: outcome.balance,
-        balanceBlock: head.number,
-      },
-      () => step("x402 simulate", {}, () => simulate(outcome, context)),
-    );
+    result = await settleVerified(deps, checked.ready);
   } catch (error) {
     if (error instanceof FacilitatorFault) throw error;
     // The ledger failed before anything was recorded as sent: nothing went out.
-    throw new FacilitatorFault("the settlement ledger is unavailable", { cause: error });
+    throw new FacilitatorFault({ code: "ledger_unavailable" }, { cause: error });
   }
   switch (result.kind) {
     case "settled":
       runtime.state.markUsed(authorization.from, authorization.nonce);
       return settledAnswer(result.transfer);
     case "alreadyUsed": {
-      // Another settle of this authorization (a repeat under the same payment identifier) sent it: its answer.
-      const paid = payment.paymentId ? await settledUnderIdentifier(runtime, authorization, payment.paymentId, context) : undefined;
-      return paid ?? failed("alreadyUsed", await ownersTransaction(runtime, authorization, result.record, context));
+      // Another settle of this authorization sent it; under this payment's own identifier its settlement is this one's answer.
+      const repeat = checked.bound ? await settledThis(runtime, authorization, result.record) : undefined;
+      return repeat ? settledAnswer(repeat, true) : failed("alreadyUsed", await ownersTransaction(deps, runtime, authorization, result.record));
     }
     case "failed":
       return failed(result.code, result.txHash);
+    case "pending":
+      // Ours is out and not mined by the settle time-out, and nothing else used the authorization: decisions.md
+      // answers `payment.failed` with the transaction (it may have been sent); the status lookup tells the outcome.
+      return failed("failedOnChain", result.txHash);
     case "overBalance":
       // The payer's settles in flight already promise its balance: this one would revert at the relayer's expense.
       return failed("insufficientBalance");
     case "notSent":
-      throw new FacilitatorFault(`nothing sent on ${config.network}: ${result.reason}`);
+      throw new FacilitatorFault(result.fault);
     case "undecided":
       // No verdict either way: 503 (retryable); the retry gets the outcome the reconciler records.
-      throw new FacilitatorFault(
-        result.txHash
-          ? `settlement transaction ${result.txHash} on ${config.network} reverted and it is not known yet whether the authorization was paid elsewhere (${result.reason}); retry`
-          : `it is not known yet whether the settlement on ${config.network} was paid (${result.reason}); retry`,
-      );
+      throw new FacilitatorFault({ code: "payment_undecided", network: config.network, reason: result.reason, ...(result.txHash ? { txHash: result.txHash } : {}) });
   }
-}
-
-/** {@link paidUnderIdentifier} as settle's outcome: a repeat of a settlement made before. */
-async function settledUnderIdentifier(
-  runtime: NetworkRuntime,
-  authorization: PayerPayload["authorization"],
-  paymentId: string,
-  context: FacilitatorContext,
-): Promise<SettledPayment | undefined> {
-  const paid = await paidUnderIdentifier(runtime, authorization, paymentId, context);
-  return paid && { ...settledAnswer(paid), repeat: true };
-}
-
-/** Settle's answer for a payment made: every field from the paying receipt and its block. */
-function settledAnswer(transfer: PaidTransfer): SettledPayment {
-  const { txHash, from, to, value, blockNumber, blockTimestamp } = transfer;
-  return { settled: true, txHash, from, to, value, blockNumber, timestamp: new Date(Number(blockTimestamp) * 1000).toISOString() };
-}
-
-/**
- * Simulates the token call within the gas cap: the call with its gas limit, or the settle error that
- * refuses it. Runs after the claim, before anything is signed; with it, the fee check: while the network
- * needs more per gas than MAX_FEE_PER_GAS_GWEI it throws a {@link FacilitatorFault} naming the cap (503),
- * and the claim is withdrawn with nothing sent.
- */
-async function simulate(payment: VerifiedPayment, context: FacilitatorContext): Promise<Simulation> {
-  const { client, relayer, config } = payment.runtime;
-  const { maxSettleGas } = context.relayerSafety;
-  const data = settlementCalldata(payment);
-  const fees = relayer.checkFees().then(
-    () => undefined,
-    (error: unknown) => error,
-  );
-  let estimate;
-  try {
-    estimate = await estimateGasWithin(client, { from: relayer.pick()!, to: config.token, data, cap: maxSettleGas });
-  } catch (error) {
-    throw new FacilitatorFault(`cannot simulate settlement on ${config.network}`, { cause: error });
-  }
-  const feeFault = await fees;
-  if (feeFault !== undefined) {
-    const why = feeFault instanceof FeeCapError ? `${feeFault.message}; nothing was sent` : `cannot read the fees on ${config.network}`;
-    throw new FacilitatorFault(why, { cause: feeFault });
-  }
-  if (estimate.outcome === "reverts") return { refusal: settleErrorOfRevert(estimate.reason) };
-  if (estimate.outcome === "overCap") {
-    context.logger.warn({ network: config.network, payer: payment.payload.authorization.from, maxSettleGas: String(maxSettleGas) }, "settle refused: gas estimate over MAX_SETTLE_GAS");
-    return { refusal: "failedOnChain" };
-  }
-  return { call: { to: config.token, data, gas: bigMin(gasLimitOf(estimate.gas), maxSettleGas) } };
-}
-
-/**
- * The gas limit sent for an estimate: the estimate plus the larger of 10 % and 20,000 gas. The margin covers
- * state that moves between the estimate and the block: a payee's balance slot that a pending transfer had
- * filled when the node estimated (on a node that estimates against its pending state) but is empty when
- * ours runs costs 17,100 gas more; a contract wallet's check may vary. It stays small on purpose: Cronos
- * charges max(gas used, `min_gas_multiplier` (0.5) × the gas limit), so a limit past twice the gas used is
- * paid for outright, and admission holds gas limit × fee cap of the relayer's balance.
- */
-function gasLimitOf(estimate: bigint): bigint {
-  const tenth = (estimate + 9n) / 10n;
-  return estimate + (tenth > 20_000n ? tenth : 20_000n);
-}
-
-function bigMin(a: bigint, b: bigint): bigint {
-  return a < b ? a : b;
 }
 
 /**
@@ -283,8 +101,8 @@ function bigMin(a: bigint, b: bigint): bigint {
  * transaction of this very payment (same payee and value: the one that pays once mined); once settled,
  * only the paying transfer the payment decision confirms.
  */
-async function ownersTransaction(runtime: NetworkRuntime, authorization: PayerPayload["authorization"], owner: SettlementRecord, context: FacilitatorContext): Promise<Hex | undefined> {
-  if (owner.status === "settled") return paidBy(runtime, authorization, context, owner.txHash);
+async function ownersTransaction(deps: SettlementDeps, runtime: NetworkRuntime, authorization: PayerPayload["authorization"], owner: SettlementRecord): Promise<Hex | undefined> {
+  if (owner.status === "settled") return paidBy(deps, runtime, authorization, owner.txHash);
   const same = isAddressEqual(owner.payee, authorization.to) && owner.value === BigInt(authorization.value);
   return same ? owner.txHash : undefined;
 }
@@ -294,10 +112,10 @@ async function ownersTransaction(runtime: NetworkRuntime, authorization: PayerPa
  * payment (the ledger's settled transaction, `candidate`, or what the authorization lookup finds), per
  * the payment decision; none when something else spent the nonce, or the chain cannot tell (best effort).
  */
-async function paidBy(runtime: NetworkRuntime, authorization: PayerPayload["authorization"], context: FacilitatorContext, candidate?: Hex): Promise<Hex | undefined> {
+async function paidBy(deps: SettlementDeps, runtime: NetworkRuntime, authorization: PayerPayload["authorization"], candidate?: Hex): Promise<Hex | undefined> {
   const { config } = runtime;
-  const record = await context.ledger.get({ chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce }).catch(() => undefined);
+  const record = await deps.ledger.get({ chainId: config.chainId, token: config.token, authorizer: authorization.from, nonce: authorization.nonce }).catch(() => undefined);
   const ours = [candidate, record?.status === "settled" ? record.txHash : undefined].filter((hash): hash is Hex => hash !== undefined);
-  const decision = await decidePayment(runtime.payments, termsOfAuthorization(config.token, authorization), { ours: [...new Set(ours)] });
+  const decision = await decidePayment(runtime.paymentReads, termsOfAuthorization(config.token, authorization), { ours: [...new Set(ours)] });
   return decision.outcome === "paid" ? decision.transfer.txHash : undefined;
 }

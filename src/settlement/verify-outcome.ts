@@ -1,24 +1,9 @@
-// What verify answers: a verified payment with what settle needs, a refusal with its code and reason, or a repeat.
+// What verify answers: a verified payment with what settle needs, a refusal with its code, or a repeat.
 import type { Hex } from "viem";
-import type { Head } from "../chain/state.js";
+import type { Head } from "../chain/cached-reads.js";
 import type { PayerPayload } from "../protocol/payment.js";
+import type { VerifyReasonCode, VerifyRefusal } from "../protocol/reasons.js";
 import type { NetworkRuntime } from "./runtime.js";
-
-/** Why verify said no; settle maps some codes to its own texts. */
-export type VerifyFailureCode =
-  | "base64"
-  | "header"
-  | "scheme"
-  | "network"
-  | "asset"
-  | "amount"
-  | "recipient"
-  | "signature"
-  | "notYetValid"
-  | "expired"
-  | "used"
-  | "balance"
-  | "paymentId";
 
 /** A payment that passed every check, with what settle needs to send it. */
 export interface VerifiedPayment {
@@ -33,11 +18,9 @@ export interface VerifiedPayment {
   contractWallet: boolean;
 }
 
-/** A refused payment; `reason` is the exact `invalidReason` text. */
-export interface RefusedPayment {
+/** A refused payment: its code and detail (a dialect's codec words it), and what verify learned before it. */
+export interface RefusedPayment extends VerifyRefusal {
   isValid: false;
-  code: VerifyFailureCode;
-  reason: string;
   runtime?: NetworkRuntime;
   payload?: PayerPayload;
   head?: Head;
@@ -60,7 +43,7 @@ export interface RepeatedPayment {
 /** What the verify route answers from: a verify outcome, or a repeat of a settled payment. */
 export type VerifyAnswerOutcome = VerifyOutcome | RepeatedPayment;
 
-/** A refusal with its code and exact reason, and what verify learned before it. */
-export function refuse(code: VerifyFailureCode, reason: string, extra: Partial<RefusedPayment> = {}): RefusedPayment {
-  return { isValid: false, code, reason, ...extra };
+/** A refusal with its code (and what was refused, where its text names it), and what verify learned before it. */
+export function refuse(code: VerifyReasonCode, detail?: string, extra: Partial<RefusedPayment> = {}): RefusedPayment {
+  return { isValid: false, code, ...(detail !== undefined ? { detail } : {}), ...extra };
 }

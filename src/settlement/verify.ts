@@ -1,23 +1,22 @@
 import { isAddressEqual } from "viem";
 import { canonicalNetwork } from "../protocol/networks.js";
 import type { Payment } from "../protocol/payment.js";
-import { EXACT_SCHEME, VerifyReason } from "../protocol/reasons.js";
+import { EXACT_SCHEME } from "../protocol/reasons.js";
 import { recoverSigner, transferAuthorizationDigest } from "../chain/signature.js";
 import { activeTracer, inSpan, PaymentAttribute, paymentAttributes } from "../telemetry/spans.js";
 import { payerInMemory, readPayerState, type PayerState, type ReadOptions } from "./payer-state.js";
-import { identifierBoundElsewhere, paidUnderIdentifier } from "./payment-identifier.js";
-import { FacilitatorFault, type FacilitatorContext } from "./runtime.js";
-import type { StageClock } from "./stages.js";
-import { refuse, type RefusedPayment, type VerifyAnswerOutcome, type VerifyOutcome } from "./verify-outcome.js";
+import { QUIET_CLOCK, type SettlementDeps, type StageClock } from "./deps.js";
+import { FacilitatorFault } from "./faults.js";
+import { refuse, type RefusedPayment, type VerifyOutcome } from "./verify-outcome.js";
 
 const MAX_UINT256 = (1n << 256n) - 1n;
 
-/** The verify route's check: {@link verifyPayment}, and a used authorization settled under the payment's identifier answers as a repeat. */
-export async function verifyRequest(payment: Payment, context: FacilitatorContext): Promise<VerifyAnswerOutcome> {
-  const outcome = await verifyPayment(payment, context);
-  if (outcome.isValid || outcome.code !== "used" || !payment.paymentId || !outcome.runtime || !outcome.payload) return outcome;
-  const paid = await paidUnderIdentifier(outcome.runtime, outcome.payload.authorization, payment.paymentId, context);
-  return paid ? { isValid: true, repeat: true, runtime: outcome.runtime, payload: outcome.payload, txHash: paid.txHash } : outcome;
+/** Options of {@link verifyPayment}. */
+export interface VerifyOptions {
+  /** Settle's check: the payer's state read afresh at the latest block, never from the index or a cache. */
+  freshHead?: boolean;
+  /** Times verify's stages (the verify budget, `METRICS_VERIFY_STAGES`); default {@link QUIET_CLOCK}, which times nothing. */
+  clock?: StageClock;
 }
 
 /**
@@ -30,34 +29,17 @@ export async function verifyRequest(payment: Payment, context: FacilitatorContex
  * chain cannot be read.
  *
  * The payment comes from a dialect's codec (`dialects/`), already decoded: verify does not know
- * which dialect carried it.
+ * which dialect carried it. The payment identifier is the caller's ({@link identifierGate}).
  */
-export async function verifyPayment(
-  payment: Payment,
-  context: FacilitatorContext,
-  options: { freshHead?: boolean } = {},
-): Promise<VerifyOutcome> {
-  // The verify budget times verify's own calls (settle's fresh check is not part of it).
-  const clock = options.freshHead ? undefined : context.stages;
+export async function verifyPayment(payment: Payment, deps: SettlementDeps, options: VerifyOptions = {}): Promise<VerifyOutcome> {
   // Within a traced request: the checks are a span, with the payment's terms and what they answered.
   const tracer = activeTracer();
-  const outcome = tracer
-    ? await inSpan(tracer, "x402 verify", { attributes: verifyAttributes(payment) }, async (span) => {
-        const checked = await checkPayment(payment, context, options, clock);
-        span.setAttribute(PaymentAttribute.outcome, checked.isValid ? "valid" : checked.code);
-        return checked;
-      })
-    : await checkPayment(payment, context, options, clock);
-  // The payer's payment identifier (x402 v2), asked once its signature is proven (a valid payment, or a
-  // used one): an id that came with another payment first refuses this one, even one re-signed under the
-  // same nonce for another payee or value.
-  if (!payment.paymentId || !outcome.runtime || !outcome.payload || !(outcome.isValid || outcome.code === "used")) return outcome;
-  const { runtime, payload } = outcome;
-  const since = clock ? clock.start() : 0;
-  const elsewhere = await identifierBoundElsewhere(runtime, payload.authorization, payment.paymentId, context);
-  if (clock) clock.stop("ledgerReads", since);
-  if (elsewhere) return refuse("paymentId", VerifyReason.paymentIdentifierInUse(payment.paymentId), { payload, runtime, head: outcome.head });
-  return outcome;
+  if (!tracer) return checkPayment(payment, deps, options);
+  return inSpan(tracer, "x402 verify", { attributes: verifyAttributes(payment) }, async (span) => {
+    const checked = await checkPayment(payment, deps, options);
+    span.setAttribute(PaymentAttribute.outcome, checked.isValid ? "valid" : checked.code);
+    return checked;
+  });
 }
 
 /** A payment's terms as its spans show them: the network asked, and the authorization's parties, value and nonce. */
@@ -70,52 +52,50 @@ function verifyAttributes(payment: Payment) {
 }
 
 /** The spec's checks, in its order (see {@link verifyPayment}). */
-async function checkPayment(payment: Payment, context: FacilitatorContext, options: { freshHead?: boolean }, clock: StageClock | undefined): Promise<VerifyOutcome> {
-  let since = clock ? clock.start() : 0;
+async function checkPayment(payment: Payment, deps: SettlementDeps, options: VerifyOptions): Promise<VerifyOutcome> {
+  const clock: StageClock = options.clock ?? QUIET_CLOCK;
+  let since = clock.start();
   const requirements = payment.requirements;
 
   // 1. header (the payer's part, decoded by the codec; refused here when it could not be read)
   const decoded = payment.payload;
-  if (!decoded.ok) return refuse(decoded.code, decoded.reason);
+  if (!decoded.ok) return refuse(decoded.code, decoded.detail);
   const payload = decoded.payload;
   const authorization = payload.authorization;
 
   // 2. scheme
-  if (requirements.scheme !== EXACT_SCHEME) return refuse("scheme", VerifyReason.unsupportedScheme(requirements.scheme), { payload });
-  if (payload.scheme !== requirements.scheme) return refuse("scheme", VerifyReason.unsupportedScheme(payload.scheme), { payload });
+  if (requirements.scheme !== EXACT_SCHEME) return refuse("scheme", requirements.scheme, { payload });
+  if (payload.scheme !== requirements.scheme) return refuse("scheme", payload.scheme, { payload });
 
   // 3. network (the `cronos` alias is mainnet)
   const networkName = canonicalNetwork(requirements.network);
-  const runtime = networkName && context.networks.get(networkName);
-  if (!runtime) return refuse("network", VerifyReason.unsupportedNetwork(requirements.network), { payload });
+  const runtime = networkName && deps.networks.get(networkName);
+  if (!runtime) return refuse("network", requirements.network, { payload });
   if (canonicalNetwork(payload.network) !== networkName) {
-    return refuse("network", VerifyReason.unsupportedNetwork(payload.network), { payload, runtime });
+    return refuse("network", payload.network, { payload, runtime });
   }
 
   // 4. asset and amount (scheme `exact`: the value is the required amount)
   const token = runtime.config.token;
   if (requirements.asset.toLowerCase() !== token.toLowerCase()) {
-    return refuse("asset", VerifyReason.unsupportedAsset(requirements.asset), { payload, runtime });
+    return refuse("asset", requirements.asset, { payload, runtime });
   }
   if (payload.asset !== undefined && payload.asset.toLowerCase() !== token.toLowerCase()) {
-    return refuse("asset", VerifyReason.unsupportedAsset(payload.asset), { payload, runtime });
+    return refuse("asset", payload.asset, { payload, runtime });
   }
   const value = /^\d{1,78}$/.test(authorization.value) ? BigInt(authorization.value) : -1n;
   if (value <= 0n || value > MAX_UINT256 || value !== BigInt(requirements.amount)) {
-    return refuse("amount", VerifyReason.invalidAmount(authorization.value), { payload, runtime });
+    return refuse("amount", authorization.value, { payload, runtime });
   }
 
   // 5. recipient
   if (!isAddressEqual(authorization.to, requirements.payTo)) {
-    return refuse("recipient", VerifyReason.recipientMismatch, { payload, runtime });
+    return refuse("recipient", undefined, { payload, runtime });
   }
 
   // 6. signature, as the token checks it: ECDSA for an address without code, ERC-1271 otherwise.
   // What needs no chain comes first: the ECDSA recovery. Then the reads, pinned to one block.
-  if (clock) {
-    clock.stop("checks", since);
-    since = clock.start();
-  }
+  since = clock.lap("checks", since);
   const digest = transferAuthorizationDigest(runtime.separator, {
     from: authorization.from,
     to: authorization.to,
@@ -124,35 +104,33 @@ async function checkPayment(payment: Payment, context: FacilitatorContext, optio
     validBefore: authorization.validBefore,
     nonce: authorization.nonce,
   });
-  if (clock) {
-    clock.stop("typedDataHash", since);
-    since = clock.start();
-  }
+  since = clock.lap("typedDataHash", since);
   // On the pool's worker threads when the process is busy (chain/recovery-pool.ts), else here.
   // The stage times this thread's part (the wait for a worker is not this thread's CPU).
-  let signer = context.recovery ? context.recovery.recover(digest, authorization.signature) : recoverSigner(digest, authorization.signature);
-  if (clock) clock.stop("recovery", since);
-  if (typeof signer === "object") signer = await signer;
-  if (clock) since = clock.start();
+  let signer = deps.recovery ? deps.recovery.recover(digest, authorization.signature) : recoverSigner(digest, authorization.signature);
+  since = clock.lap("recovery", since);
+  if (typeof signer === "object") {
+    signer = await signer;
+    since = clock.start();
+  }
   // Recovery answers in lower case: the payer's address, checked by the codec, compares as such.
   const signedByPayer = signer !== undefined && signer === authorization.from.toLowerCase();
   const readOptions: ReadOptions = {
-    headAgeMs: options.freshHead ? 0 : context.headCacheMs,
+    headAgeMs: options.freshHead ? 0 : deps.settings.headCacheMs,
     fresh: options.freshHead === true,
-    erc1271GasLimit: context.relayerSafety.erc1271GasLimit,
-    ...(context.observe?.verifyStateSource ? { source: context.observe.verifyStateSource } : {}),
+    erc1271GasLimit: deps.settings.relayerSafety.erc1271GasLimit,
+    source: deps.observer.verifyStateSource,
   };
   // A payer whose whole state is in memory (the index's, and its code read at that block) is answered
   // without a promise; otherwise the reads, which may wait on the chain.
   let chain: PayerState | RefusedPayment | undefined = signedByPayer && !readOptions.fresh ? payerInMemory(runtime, authorization, readOptions) : undefined;
-  if (chain) {
-    if (clock) clock.stop("indexRead", since);
-  } else {
-    if (clock) clock.waited();
+  if (chain) clock.lap("indexRead", since);
+  else {
+    clock.waited();
     try {
       chain = await readPayerState(runtime, authorization, digest, signedByPayer, readOptions);
     } catch (error) {
-      throw new FacilitatorFault(`cannot read ${runtime.config.network} state`, { cause: error });
+      throw new FacilitatorFault({ code: "chain_unreadable", network: runtime.config.network, read: "state" }, { cause: error });
     }
   }
   if ("isValid" in chain) return { ...chain, payload, runtime };
@@ -160,14 +138,14 @@ async function checkPayment(payment: Payment, context: FacilitatorContext, optio
   const extra = { payload, runtime, head };
 
   // 7. validity window by the chain's clock; leave settle time to land before validBefore
-  if (head.timestamp <= authorization.validAfter) return refuse("notYetValid", VerifyReason.notYetValid, extra);
-  if (head.timestamp + BigInt(context.settleMarginSeconds) >= authorization.validBefore) {
-    return refuse("expired", VerifyReason.expired, extra);
+  if (head.timestamp <= authorization.validAfter) return refuse("notYetValid", undefined, extra);
+  if (head.timestamp + BigInt(deps.settings.settleMarginSeconds) >= authorization.validBefore) {
+    return refuse("expired", undefined, extra);
   }
 
   // 8. read-only state: a spent nonce, and funds
-  if (used) return refuse("used", VerifyReason.alreadyUsed, extra);
-  if (balance < value) return refuse("balance", VerifyReason.insufficientBalance, extra);
+  if (used) return refuse("used", undefined, extra);
+  if (balance < value) return refuse("balance", undefined, extra);
 
   return { isValid: true, runtime, payload, value, head, balance, contractWallet: codeHash !== undefined };
 }

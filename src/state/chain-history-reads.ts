@@ -1,6 +1,6 @@
 import { BlockNotFoundError, type Hex, type PublicClient } from "viem";
 import type { SettlementRecord } from "../ledger/types.js";
-import { KitError } from "../protocol/errors.js";
+import { KitErrorOf } from "../protocol/errors.js";
 
 /**
  * What the one payment decision (settlement's `decidePayment`, handed down by the room above) says of a settled row on
@@ -15,12 +15,7 @@ export type RowProof = "proven" | "disproven" | "absent" | "unknown";
 export type RowProver = (row: SettlementRecord) => Promise<RowProof>;
 
 /** Why a check of the chain's history could not finish (an RPC or the ledger failed); nothing was changed. */
-export class HistoryCheckError extends KitError<"history_check_failed"> {
-  override name = "HistoryCheckError";
-  constructor(message: string, options?: ErrorOptions) {
-    super("history_check_failed", message, options);
-  }
-}
+export class HistoryCheckError extends KitErrorOf("HistoryCheckError", "history_check_failed") {}
 
 export function message(error: unknown): string {
   return error instanceof Error ? error.message.split("\n")[0]! : String(error);

@@ -4,7 +4,7 @@ import { findDeploymentBlock } from "./deployment-block.js";
 import type { NonceProgress, NonceScope, NonceStore, StoredNonce } from "./nonce-store.js";
 import { logRefusal, provenNonceLogs, UnprovenLogsError } from "./proven-logs.js";
 import { tokenEvent, type RawLog } from "./token-events.js";
-import { KitError } from "../protocol/errors.js";
+import { KitErrorOf } from "../protocol/errors.js";
 
 /** Parameters of {@link backfillNonces}. */
 export interface BackfillParameters {
@@ -34,12 +34,7 @@ export interface BackfillParameters {
 }
 
 /** What the backfill could not do without the operator: it found no start block. */
-export class BackfillStartError extends KitError<"backfill_start_unknown"> {
-  override name = "BackfillStartError";
-  constructor(message: string, options?: ErrorOptions) {
-    super("backfill_start_unknown", message, options);
-  }
-}
+export class BackfillStartError extends KitErrorOf("BackfillStartError", "backfill_start_unknown") {}
 
 const PAGE = 10_000;
 const BACKOFF_MS = [250, 500, 1_000, 2_000, 5_000] as const;

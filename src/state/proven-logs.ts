@@ -3,7 +3,7 @@
 import { numberToHex, toEventSelector, type Address, type Hex, type PublicClient } from "viem";
 import { InconsistentChainError } from "./block-reader.js";
 import { NONCE_EVENTS, type RawLog } from "./token-events.js";
-import { KitError } from "../protocol/errors.js";
+import { KitErrorOf } from "../protocol/errors.js";
 
 /** The topics of the two events that spend a nonce: the filter of a range read. */
 const NONCE_TOPICS = NONCE_EVENTS.map((event) => toEventSelector(event));
@@ -12,12 +12,7 @@ const NONCE_TOPICS = NONCE_EVENTS.map((event) => toEventSelector(event));
  * The node answered a range of logs without proving it holds the range's blocks (the header of its first or last
  * block was missing from the same batch, or was another block): the answer may be cut short, and nothing of it counts.
  */
-export class UnprovenLogsError extends KitError<"unproven_logs"> {
-  override name = "UnprovenLogsError";
-  constructor(message: string) {
-    super("unproven_logs", message);
-  }
-}
+export class UnprovenLogsError extends KitErrorOf("UnprovenLogsError", "unproven_logs") {}
 
 /** A log as JSON-RPC answers it (numbers in hex). */
 interface RpcLog {

@@ -8,9 +8,8 @@ describe("facilitator settle: waiting for the receipt through RPC errors", () =>
     const proxied = await openProxiedChain();
     const { chain } = proxied;
     const proxy = proxied.proxies[0]!;
-    const { context, app } = (await startFacilitatorOnProxies(proxied)).facilitator;
     const rpcErrors: string[] = [];
-    context.observe = { ...context.observe!, rpcError: (network) => rpcErrors.push(network) };
+    const { app } = (await startFacilitatorOnProxies(proxied, {}, { observer: { rpcError: (network) => rpcErrors.push(network) } })).facilitator;
     const payment = await makePayment(chain);
     // Two polls for the receipt, each with the transport's one retry: the connection is lost for a while
     // after the transaction was sent (viem's own receipt wait gave up at the second failed poll).

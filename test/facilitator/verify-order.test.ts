@@ -1,8 +1,8 @@
 import { expect } from "chai";
 import request from "supertest";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { VerifyReason } from "../../src/protocol/reasons.js";
 import { HARDHAT_KEYS, makePayment, openFacilitator } from "../helpers/facilitator.js";
+import { SPEC_VERIFY } from "../helpers/spec-texts.js";
 
 type Opened = Awaited<ReturnType<typeof openFacilitator>>;
 
@@ -37,7 +37,7 @@ describe("facilitator verify: checks in the spec's order, every adjacent pair", 
   it("1 header before 2 scheme: a header that is not base64, with requirements of another scheme", async () => {
     const { body } = await makePayment(opened.chain);
     const upto = { ...body.paymentRequirements, scheme: "upto" };
-    await expectOrder({ ...body, paymentHeader: "%%%", paymentRequirements: upto }, VerifyReason.invalidBase64, { ...body, paymentRequirements: upto }, VerifyReason.unsupportedScheme("upto"));
+    await expectOrder({ ...body, paymentHeader: "%%%", paymentRequirements: upto }, SPEC_VERIFY.invalidBase64, { ...body, paymentRequirements: upto }, SPEC_VERIFY.unsupportedScheme("upto"));
   });
 
   it("2 scheme before 3 network: another scheme on an unknown network", async () => {
@@ -45,9 +45,9 @@ describe("facilitator verify: checks in the spec's order, every adjacent pair", 
     const elsewhere = { ...body.paymentRequirements, network: "base-sepolia" };
     await expectOrder(
       { ...body, paymentRequirements: { ...elsewhere, scheme: "upto" } },
-      VerifyReason.unsupportedScheme("upto"),
+      SPEC_VERIFY.unsupportedScheme("upto"),
       { ...body, paymentRequirements: elsewhere },
-      VerifyReason.unsupportedNetwork("base-sepolia"),
+      SPEC_VERIFY.unsupportedNetwork("base-sepolia"),
     );
   });
 
@@ -56,9 +56,9 @@ describe("facilitator verify: checks in the spec's order, every adjacent pair", 
     const otherToken = { ...body.paymentRequirements, asset: OTHER_TOKEN };
     await expectOrder(
       { ...body, paymentRequirements: { ...otherToken, network: "base-sepolia" } },
-      VerifyReason.unsupportedNetwork("base-sepolia"),
+      SPEC_VERIFY.unsupportedNetwork("base-sepolia"),
       { ...body, paymentRequirements: otherToken },
-      VerifyReason.unsupportedAsset(OTHER_TOKEN),
+      SPEC_VERIFY.unsupportedAsset(OTHER_TOKEN),
     );
   });
 
@@ -67,9 +67,9 @@ describe("facilitator verify: checks in the spec's order, every adjacent pair", 
     const otherAmount = { ...body.paymentRequirements, maxAmountRequired: "2000000" };
     await expectOrder(
       { ...body, paymentRequirements: { ...otherAmount, asset: OTHER_TOKEN } },
-      VerifyReason.unsupportedAsset(OTHER_TOKEN),
+      SPEC_VERIFY.unsupportedAsset(OTHER_TOKEN),
       { ...body, paymentRequirements: otherAmount },
-      VerifyReason.invalidAmount("1000000"),
+      SPEC_VERIFY.invalidAmount("1000000"),
     );
   });
 
@@ -78,37 +78,37 @@ describe("facilitator verify: checks in the spec's order, every adjacent pair", 
     const otherPayee = { ...body.paymentRequirements, payTo: SOMEONE_ELSE };
     await expectOrder(
       { ...body, paymentRequirements: { ...otherPayee, maxAmountRequired: "2000000" } },
-      VerifyReason.invalidAmount("1000000"),
+      SPEC_VERIFY.invalidAmount("1000000"),
       { ...body, paymentRequirements: otherPayee },
-      VerifyReason.recipientMismatch,
+      SPEC_VERIFY.recipientMismatch,
     );
   });
 
   it("5 recipient before 6 signature: paid to someone else, signed over another value", async () => {
     const { body } = await makePayment(opened.chain, { signedValue: 5n });
-    await expectOrder({ ...body, paymentRequirements: { ...body.paymentRequirements, payTo: SOMEONE_ELSE } }, VerifyReason.recipientMismatch, body, VerifyReason.invalidSignature);
+    await expectOrder({ ...body, paymentRequirements: { ...body.paymentRequirements, payTo: SOMEONE_ELSE } }, SPEC_VERIFY.recipientMismatch, body, SPEC_VERIFY.invalidSignature);
   });
 
   it("6 signature before 7 not yet valid: signed over another value, valid only later", async () => {
     const validAfter = (await now()) + 600n;
     const both = await makePayment(opened.chain, { signedValue: 5n, validAfter });
     const secondOnly = await makePayment(opened.chain, { validAfter });
-    await expectOrder(both.body, VerifyReason.invalidSignature, secondOnly.body, VerifyReason.notYetValid);
+    await expectOrder(both.body, SPEC_VERIFY.invalidSignature, secondOnly.body, SPEC_VERIFY.notYetValid);
   });
 
   it("7 not yet valid before 7 expired: a window that opens later than it closes", async () => {
     const t = await now();
     const both = await makePayment(opened.chain, { validAfter: t + 600n, validBefore: t + 1n });
     const secondOnly = await makePayment(opened.chain, { validBefore: t + 1n });
-    await expectOrder(both.body, VerifyReason.notYetValid, secondOnly.body, VerifyReason.expired);
+    await expectOrder(both.body, SPEC_VERIFY.notYetValid, secondOnly.body, SPEC_VERIFY.expired);
   });
 
   it("7 expired before 8 already used: a settled authorization whose window has passed", async () => {
     const { body } = await makePayment(opened.chain, { validBefore: (await now()) + 60n });
     expect((await request(opened.app).post("/v2/x402/settle").send(body)).body.event).to.equal("payment.settled");
-    expect(await verify(body)).to.deep.equal(refused(VerifyReason.alreadyUsed));
+    expect(await verify(body)).to.deep.equal(refused(SPEC_VERIFY.alreadyUsed));
     await opened.chain.networkHelpers.time.increase(120);
-    expect(await verify(body)).to.deep.equal(refused(VerifyReason.expired));
+    expect(await verify(body)).to.deep.equal(refused(SPEC_VERIFY.expired));
   });
 
   it("8 already used before 8 balance: a settled authorization for the payer's whole balance (now 0)", async () => {
@@ -118,6 +118,6 @@ describe("facilitator verify: checks in the spec's order, every adjacent pair", 
     expect((await request(opened.app).post("/v2/x402/settle").send(body)).body.event).to.equal("payment.settled");
     expect(await opened.chain.contract.read.balanceOf([payer.address])).to.equal(0n);
     const unused = await makePayment(opened.chain, { payer, amount: 1_000_000n });
-    await expectOrder(body, VerifyReason.alreadyUsed, unused.body, VerifyReason.insufficientBalance);
+    await expectOrder(body, SPEC_VERIFY.alreadyUsed, unused.body, SPEC_VERIFY.insufficientBalance);
   });
 });

@@ -2,12 +2,12 @@ import { expect } from "chai";
 import request from "supertest";
 import { concat, toHex, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { VerifyReason } from "../../src/protocol/reasons.js";
 import { transferAuthorizationTypedData } from "../../src/protocol/eip3009.js";
 import { encodePaymentHeader } from "../../src/protocol/header.js";
 import { cancelAuthorization, HARDHAT_KEYS, makePayment, openFacilitator } from "../helpers/facilitator.js";
 import { decodeBase64Json, encodeBase64Json } from "../helpers/http.js";
 import { toHighS } from "../helpers/sign.js";
+import { SPEC_VERIFY } from "../helpers/spec-texts.js";
 
 type Opened = Awaited<ReturnType<typeof openFacilitator>>;
 
@@ -27,7 +27,7 @@ describe("facilitator verify: every reason, in the spec's order", () => {
     const { body } = await makePayment(opened.chain);
     expect(await verify(opened, { ...body, paymentHeader: "%%%not base64%%%" })).to.deep.equal({
       isValid: false,
-      invalidReason: VerifyReason.invalidBase64,
+      invalidReason: SPEC_VERIFY.invalidBase64,
     });
   });
 
@@ -124,7 +124,7 @@ describe("facilitator verify: every reason, in the spec's order", () => {
     const payTo = privateKeyToAccount(HARDHAT_KEYS.buyer2).address;
     expect(await verify(opened, { ...body, paymentRequirements: { ...body.paymentRequirements, payTo } })).to.deep.equal({
       isValid: false,
-      invalidReason: VerifyReason.recipientMismatch,
+      invalidReason: SPEC_VERIFY.recipientMismatch,
     });
   });
 

@@ -9,6 +9,10 @@ import { MIGRATIONS, SQLITE_SCHEMA } from "../../src/ledger/schema.js";
 import { MEMORY, openSqliteLedger, type SqliteLedgerOptions } from "../../src/ledger/sqlite.js";
 import { LedgerError, type ClaimInput, type Ledger, type SettlementKey, type SettlementRecord } from "../../src/ledger/types.js";
 import { startTestPostgres, type TestPostgres, type TestPostgresOptions } from "../../src/harness/postgres.js";
+import { QUIET_OBSERVER, type SettlementDeps, type SettlementSettings } from "../../src/settlement/deps.js";
+import { InFlight } from "../../src/settlement/in-flight.js";
+import type { SettlementLogger } from "../../src/settlement/logger.js";
+import { LedgerOutbox } from "../../src/settlement/outbox.js";
 import { openLedger, type OpenLedgerOptions } from "../../src/ledger/open.js";
 import type { SqlLedger } from "../../src/ledger/sql/ledger.js";
 import { closeAfter, once } from "./teardown.js";
@@ -262,4 +266,43 @@ export async function postgresLedgerBefore(server: TestPostgres, before: number,
     await client.end();
   }
   return url;
+}
+
+/** Settlement's settings as the facilitator's defaults give them (settle time-out 120 s, no revert penalty). */
+export function settlementSettings(overrides: Partial<SettlementSettings> = {}): SettlementSettings {
+  return {
+    settleMarginSeconds: 6,
+    headCacheMs: 0,
+    confirmations: 1,
+    settleTimeoutMs: 120_000,
+    pollingIntervalMs: 100,
+    relayerSafety: { maxSettleGas: 250_000n, erc1271GasLimit: 150_000n, revertPenaltySeconds: 0 },
+    ownerTtlMs: 30_000,
+    reconcileAfterMs: 10_000,
+    queuePollMs: 1_000,
+    ...overrides,
+  };
+}
+
+const SILENT: SettlementLogger = { info() {}, warn() {}, error() {}, debug() {} };
+
+/**
+ * Settlement's one dependencies object over `ledger`, as a test builds the part it needs: no networks, no key held,
+ * a silent logger and a quiet observer unless given, an outbox and work tracker of its own, the system clock.
+ */
+export function settlementDeps(ledger: Ledger, overrides: Partial<SettlementDeps> = {}): SettlementDeps {
+  const logger = overrides.logger ?? SILENT;
+  return {
+    networks: new Map(),
+    ledger,
+    logger,
+    settings: settlementSettings(),
+    observer: QUIET_OBSERVER,
+    instanceId: "test-instance",
+    keys: { held: () => [], holds: () => false },
+    outbox: new LedgerOutbox({ logger }),
+    inFlight: new InFlight(),
+    now: Date.now,
+    ...overrides,
+  };
 }

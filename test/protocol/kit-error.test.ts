@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "chai";
-import { KitError } from "../../src/protocol/errors.js";
+import { KitError, KitErrorOf } from "../../src/protocol/errors.js";
 import { ConfigError } from "../../src/facilitator/config/error.js";
 import { StartupError } from "../../src/facilitator/startup-error.js";
 import { IllegalTransitionError, LedgerError } from "../../src/ledger/types.js";
@@ -9,7 +9,7 @@ import { FacilitatorError } from "../../src/seller/facilitator-client.js";
 import { InvalidRequirementsError } from "../../src/seller/requirements.js";
 import { PaymentError } from "../../src/buyer/errors.js";
 import { FeeCapError, KeyNotLeasedError, RelaySendError } from "../../src/chain/relayer/index.js";
-import { FacilitatorFault, PayerQuotaExceeded } from "../../src/settlement/runtime.js";
+import { FacilitatorFault, PayerQuotaExceeded } from "../../src/settlement/faults.js";
 import { Fenced } from "../../src/settlement/send.js";
 import { UndecidedPaymentError } from "../../src/settlement/reconciler.js";
 import { HistoryCheckError } from "../../src/state/chain-history.js";
@@ -35,6 +35,7 @@ type ErrorClass = abstract new (...args: never[]) => Error;
 const ERRORS: ReadonlyArray<readonly [Error, ErrorClass, string]> = [
   [new ConfigError("PORT: must be an integer"), ConfigError, "config_invalid"],
   [new StartupError("cronos-testnet: RPC_URL_TESTNET answers chain 1"), StartupError, "startup_check_failed"],
+  [new StartupError("PORT: 127.0.0.1:8402 is already in use", { code: "port_in_use" }), StartupError, "port_in_use"],
   [new LedgerError("unavailable", "the database did not answer"), LedgerError, "unavailable"],
   [new LedgerError("not_found", "settlement 3 does not exist"), LedgerError, "not_found"],
   [new IllegalTransitionError("settled", "failed", 3), IllegalTransitionError, "illegal_transition"],
@@ -45,7 +46,11 @@ const ERRORS: ReadonlyArray<readonly [Error, ErrorClass, string]> = [
   [new FeeCapError(2n * 10n ** 9n, 10n ** 9n), FeeCapError, "fee_cap_exceeded"],
   [new KeyNotLeasedError(ADDRESS), KeyNotLeasedError, "key_not_leased"],
   [new RelaySendError(HASH, true, { cause: new Error("socket hang up") }), RelaySendError, "relay_send_failed"],
-  [new FacilitatorFault("the settlement ledger is unavailable"), FacilitatorFault, "facilitator_fault"],
+  [new FacilitatorFault({ code: "ledger_unavailable" }), FacilitatorFault, "ledger_unavailable"],
+  [new FacilitatorFault({ code: "chain_unreadable", network: "cronos-testnet", read: "state" }), FacilitatorFault, "chain_unreadable"],
+  [new FacilitatorFault({ code: "fee_cap", neededWei: 2n * 10n ** 9n, capWei: 10n ** 9n }), FacilitatorFault, "fee_cap"],
+  [new FacilitatorFault({ code: "not_sent", network: "cronos-testnet", why: "noKeyHolder" }), FacilitatorFault, "not_sent"],
+  [new FacilitatorFault({ code: "payment_undecided", network: "cronos-testnet", reason: "the token's logs cannot be read" }), FacilitatorFault, "payment_undecided"],
   [new PayerQuotaExceeded(12), PayerQuotaExceeded, "payer_quota_exceeded"],
   [new Fenced("settlement 3 changed hands"), Fenced, "fenced"],
   [new UndecidedPaymentError("settlement 3 left undecided"), UndecidedPaymentError, "payment_undecided"],
@@ -141,16 +146,41 @@ describe("KitError: one base error with a stable code", () => {
   });
 
   it("names, where it has one, a section of the docs that exists", () => {
-    const withDocs = ERRORS.map(([error]) => error as KitError).filter((error) => error.docs !== undefined);
+    const withDocs = ERRORS.map(([error]) => error as KitError).filter((error) => error.docsPath !== undefined);
     expect(withDocs.map((error) => error.name).sort()).to.deep.equal(
-      ["ConfigError", "FeeCapError", "HarnessControlError", "HarnessUnavailableError", "LedgerError", "LedgerError", "IllegalTransitionError", "StartupError"].sort(),
+      ["ConfigError", "FeeCapError", "HarnessControlError", "HarnessUnavailableError", "LedgerError", "LedgerError", "IllegalTransitionError", "StartupError", "StartupError"].sort(),
     );
     for (const error of withDocs) {
-      const [file, anchor] = error.docs!.split("#");
-      expect(anchorsOf(file!), `${error.name}: ${error.docs}`).to.include(anchor);
+      const [file, anchor] = error.docsPath!.split("#");
+      expect(anchorsOf(file!), `${error.name}: ${error.docsPath}`).to.include(anchor);
     }
-    // Without one, there is no `docs` at all (not an undefined field).
-    expect("docs" in new Fenced("x")).to.equal(false);
+    // Without one, there is no `docsPath` at all (not an undefined field).
+    expect("docsPath" in new Fenced("x")).to.equal(false);
+  });
+
+  it("has viem's BaseError shape: a short message, details (given, or the cause's), meta messages in the message, a docs path, and walk() along the causes", () => {
+    const root = new Error("connect ECONNREFUSED 127.0.0.1:5432");
+    const ledger = new LedgerError("unavailable", "the ledger did not answer", { cause: root });
+    expect([ledger.shortMessage, ledger.details, ledger.message]).to.deep.equal(["the ledger did not answer", "connect ECONNREFUSED 127.0.0.1:5432", "the ledger did not answer"]);
+    expect(ledger.docsPath).to.equal("docs/operations.md#the-settlement-ledger-and-several-instances-as-one-service");
+    // A KitError's details pass up to the error that wraps it.
+    const startup = new StartupError("LEDGER_FILE: the settlement ledger cannot be opened", { cause: ledger });
+    expect(startup.details).to.equal("connect ECONNREFUSED 127.0.0.1:5432");
+    expect(startup.walk()).to.equal(root);
+    expect(startup.walk((error) => error instanceof LedgerError)).to.equal(ledger);
+    expect(startup.walk((error) => error instanceof PaymentError)).to.equal(null);
+    // Given details win; meta messages follow the short message in the message, after a blank line.
+    const config = new ConfigError("PORT: must be an integer", { details: 'got "eighty"', metaMessages: ["PORT=8402 listens on 8402", "PORT=0 takes any free port"] });
+    expect([config.details, config.metaMessages, config.message]).to.deep.equal([
+      'got "eighty"',
+      ["PORT=8402 listens on 8402", "PORT=0 takes any free port"],
+      "PORT: must be an integer\n\nPORT=8402 listens on 8402\nPORT=0 takes any free port",
+    ]);
+    // Without a cause or details there are none (no undefined fields); a one-code class is one line.
+    const fenced = new Fenced("x");
+    expect(["details" in fenced, "metaMessages" in fenced, fenced.walk() === fenced]).to.deep.equal([false, false, true]);
+    class Refused extends KitErrorOf("Refused", "refused", "docs/facilitator.md#configuration") {}
+    expect(new Refused("no")).to.deep.include({ name: "Refused", code: "refused", shortMessage: "no", docsPath: "docs/facilitator.md#configuration" }).and.be.instanceOf(KitError);
   });
 
   it("a code is what a program tests: a KitError of any class is told apart from a foreign error by instanceof, then by code", () => {

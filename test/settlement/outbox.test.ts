@@ -4,10 +4,10 @@ import { join } from "node:path";
 import { expect } from "chai";
 import { openSqliteLedger } from "../../src/ledger/sqlite.js";
 import { LedgerOutbox } from "../../src/settlement/outbox.js";
-import { SettlementService } from "../../src/settlement/service.js";
+import { KeyWorker } from "../../src/settlement/key-worker.js";
 import { IllegalTransitionError, type Ledger } from "../../src/ledger/types.js";
 import { recordingLogger } from "../helpers/facilitator.js";
-import { claimInput, RELAYER, signedTx } from "../helpers/ledger.js";
+import { claimInput, RELAYER, settlementDeps, signedTx } from "../helpers/ledger.js";
 
 // Issue 23 item 1: outcomes answered while the ledger was unreachable are kept in a bounded in-process
 // outbox and written, in order, as soon as the database is back, before the instance releases the claims
@@ -85,7 +85,7 @@ describe("ledger outbox", () => {
   });
 
   it("recovery writes the outbox first, and releases the abandoned claims only once it is empty", async () => {
-    const { logger } = recordingLogger();
+    const { logger, lines } = recordingLogger();
     // The instance's ledger, and a second handle on the same database for the outbox's writes: closed, its
     // writes fail as a database that refuses them does, while the instance's own handle answers.
     const dir = await mkdtemp(join(tmpdir(), "x402-outbox-"));
@@ -95,50 +95,49 @@ describe("ledger outbox", () => {
       let writer: Ledger = openSqliteLedger({ location });
       await writer.close();
       try {
-        // A claim abandoned during the outage (nothing sent for it), and a settlement whose outcome the outbox holds.
+        // A claim abandoned during the outage (nothing sent for it), one a settle of this instance still works
+        // on, and a settlement whose outcome the outbox holds.
         const claimed = async (label: string) => {
           const claim = await ledger.claim(claimInput({ label }));
           if (claim.outcome !== "claimed") throw new Error(`expected a claim, got ${claim.outcome}`);
           return claim;
         };
         const abandoned = await claimed("abandoned");
+        const working = await claimed("working");
         const sent = await claimed("sent");
         await ledger.acquireLease(RELAYER, "instance-a", 60_000);
         const tx = signedTx("sent");
         expect(await ledger.recordBroadcast({ id: sent.record.id, owner: "instance-a", hash: tx.hash, raw: tx.raw, relayer: RELAYER, relayerNonce: 7, checkAfterMs: 5_000 })).to.equal(true);
-        const service = new SettlementService({
-          ledger,
-          instanceId: "instance-a",
-          networks: new Map(),
-          keys: { held: () => [], holds: () => false },
-          settleTimeoutMs: 10_000,
-          confirmations: 1,
-          pollingIntervalMs: 100,
-          revertPenaltySeconds: 600,
-          logger,
-        });
+        const deps = settlementDeps(ledger, { logger, instanceId: "instance-a" });
+        const worker = new KeyWorker(deps);
         const written: string[] = [];
-        service.outbox.add("settlement sent settled", async () => {
+        deps.outbox.add("settlement sent settled", async () => {
           await writer.markSettled(sent.record.id, { txHash: tx.hash, blockNumber: 5n, blockTimestamp: 10n });
           written.push("settled");
         });
-        service.outbox.add("a second write", async () => void written.push("second"));
+        deps.outbox.add("a second write", async () => void written.push("second"));
         const status = async (id: number) => [(await ledger.getById(id))!.status, (await ledger.getById(id))!.errorCode];
+        let finish!: () => void;
+        const inHand = deps.inFlight.claim(working.record.id, () => new Promise<void>((resolve) => (finish = resolve)));
 
         // The database answers but refuses the outbox's write: nothing written, nothing released.
-        expect(await service.recover()).to.equal(false);
+        expect(await worker.recover()).to.equal(false);
         expect(written).to.deep.equal([]);
-        expect(service.outbox.size).to.equal(2);
+        expect(deps.outbox.size).to.equal(2);
         expect(await status(abandoned.record.id)).to.deep.equal(["claimed", undefined]);
         expect(await status(sent.record.id)).to.deep.equal(["sent", undefined]);
 
-        // It takes the writes again: the outbox first, in order, then the abandoned claim is released.
+        // It takes the writes again: the outbox first, in order, then the abandoned claim is released (the one in hand kept).
         writer = openSqliteLedger({ location });
-        expect(await service.recover()).to.equal(true);
+        expect(await worker.recover()).to.equal(true);
         expect(written).to.deep.equal(["settled", "second"]);
-        expect(service.outbox.size).to.equal(0);
+        expect(deps.outbox.size).to.equal(0);
         expect(await status(sent.record.id)).to.deep.equal(["settled", undefined]);
         expect(await status(abandoned.record.id)).to.deep.equal(["failed", "notSent"]);
+        expect(await status(working.record.id)).to.deep.equal(["claimed", undefined]);
+        expect(lines.at(-1)).to.deep.equal({ level: "info", message: "claims abandoned during the ledger outage released (nothing was sent for them)", fields: { released: [abandoned.record.id] } });
+        finish();
+        await inHand;
       } finally {
         await writer.close();
         await ledger.close();

@@ -1,14 +1,14 @@
 import { expect } from "chai";
-import { createPublicClient, custom, type PublicClient, encodeFunctionData, keccak256, parseEther, parseSignature, type Hex } from "viem";
+import { createPublicClient, custom, type Address, type PublicClient, encodeFunctionData, keccak256, parseEther, parseSignature, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { settlementChain, type SettlementChainParameters } from "../../src/settlement/chain.js";
+import { paymentReads, type PaymentReadsParameters } from "../../src/settlement/payment-reads.js";
 import { tokenAbi } from "../../src/chain/token-abi.js";
 import { Reconciler, type ReconcilerAction, type ReconcilerOptions } from "../../src/settlement/reconciler.js";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import { penaltySubject, type Ledger, type SettlementRecord } from "../../src/ledger/types.js";
 import { CANCEL_AUTHORIZATION_TYPES } from "../../src/protocol/eip3009.js";
 import { HARDHAT_KEYS, makePayment, sendAuthorization } from "../helpers/facilitator.js";
-import { claimInput, TestClock } from "../helpers/ledger.js";
+import { claimInput, settlementDeps, settlementSettings, TestClock } from "../helpers/ledger.js";
 import { recordRpc } from "../helpers/rpc.js";
 import { openChain } from "../helpers/token.js";
 import { setAutomine } from "../helpers/mining.js";
@@ -32,19 +32,35 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
     reconciler = reconcilerOn();
   });
 
-  /** A reconciler of this suite's ledger and clock over `client` (default the chain's), recording its actions and throwing its errors. */
-  function reconcilerOn(client: PublicClient = chain.publicClient, options: Partial<ReconcilerOptions> = {}, chainOptions: Partial<SettlementChainParameters> = {}): Reconciler {
-    return new Reconciler({
-      ledger,
-      chains: [settlementChain({ client, chainId: 338, logLookbackBlocks: 1_000, ...chainOptions })],
-      clock: clock.read,
-      recheckMs: 5_000,
-      onAction: (action, row) => actions.push([action, row.id]),
-      onError: (error) => {
-        throw error;
+  /**
+   * A reconciler of this suite's ledger and clock over `client` (default the chain's), recording its actions and
+   * throwing its errors; `holds`: whether this instance holds a relayer key's lease (default every key).
+   */
+  function reconcilerOn(
+    client: PublicClient = chain.publicClient,
+    options: ReconcilerOptions & { holds?: (relayer: Address) => boolean; revertPenaltySeconds?: number } = {},
+    chainOptions: Partial<PaymentReadsParameters> = {},
+  ): Reconciler {
+    const { holds = () => true, revertPenaltySeconds = 0, ...rounds } = options;
+    const network = {
+      config: { network: "cronos-testnet" as const, chainId: 338, rpcUrls: [], token: chain.token, domain: chain.info.domain },
+      paymentReads: paymentReads({ client, chainId: 338, logLookbackBlocks: 1_000, ...chainOptions }),
+    };
+    return new Reconciler(
+      {
+        ...settlementDeps(ledger, { now: clock.read, keys: { held: () => [], holds } }),
+        settings: settlementSettings({ relayerSafety: { maxSettleGas: 250_000n, erc1271GasLimit: 150_000n, revertPenaltySeconds } }),
+        networks: new Map([["cronos-testnet", network]]),
       },
-      ...options,
-    });
+      {
+        recheckMs: 5_000,
+        onAction: (action, row) => actions.push([action, row.id]),
+        onError: (error) => {
+          throw error;
+        },
+        ...rounds,
+      },
+    );
   }
   afterEach(() => ledger.close());
 
@@ -123,13 +139,13 @@ describe("ledger reconciler: finishing settlements whose owner is gone", functio
 
   it("leaves a forgotten transaction of a relayer key another instance holds to that holder: nothing broadcast, the row stays sent; the holder's reconciler broadcasts it", async () => {
     const sent = await abandonedSend({ broadcast: false });
-    const elsewhere = reconcilerOn(chain.publicClient, { mayBroadcast: () => false });
+    const elsewhere = reconcilerOn(chain.publicClient, { holds: () => false });
     await elsewhere.tick();
     expect(actions).to.deep.equal([]);
     expect(await row(sent.id)).to.deep.include({ status: "sent", txHash: sent.hash });
     expect(await chain.publicClient.getTransactionCount({ address: relayer.address, blockTag: "pending" })).to.equal(0);
     clock.advance(5_000);
-    const holder = reconcilerOn(chain.publicClient, { mayBroadcast: (address) => address === relayer.address });
+    const holder = reconcilerOn(chain.publicClient, { holds: (address) => address === relayer.address });
     await holder.tick();
     expect(actions).to.deep.equal([["rebroadcast", sent.id]]);
     expect(await chain.publicClient.getTransactionCount({ address: relayer.address })).to.equal(1);

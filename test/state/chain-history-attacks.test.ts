@@ -3,7 +3,7 @@ import { createPublicClient, custom, encodeFunctionData, http, numberToHex, pars
 import { privateKeyToAccount } from "viem/accounts";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { Ledger, SettlementRecord } from "../../src/ledger/types.js";
-import { settlementChain } from "../../src/settlement/chain.js";
+import { paymentReads } from "../../src/settlement/payment-reads.js";
 import { proveSettled } from "../../src/settlement/history-proof.js";
 import { ChainHistory } from "../../src/state/index.js";
 import { HARDHAT_KEYS, makePayment, useAuthorizationOnChain } from "../helpers/facilitator.js";
@@ -40,7 +40,7 @@ describe("chain history under attack: a node behind, a missing receipt, a forged
 
   /** A checker over `rpc`, its clock the ledger's: a confirmation moves it instead of waiting. */
   function checker(rpc: PublicClient): ChainHistory {
-    const payments = settlementChain({ client: rpc, chainId: 338, logLookbackBlocks: 1_000 });
+    const payments = paymentReads({ client: rpc, chainId: 338, logLookbackBlocks: 1_000 });
     return new ChainHistory({
       network: "cronos-testnet",
       client: rpc,

@@ -3,7 +3,7 @@ import { createPublicClient, http, numberToHex, toHex, type Address, type Hex, t
 import { privateKeyToAccount } from "viem/accounts";
 import { MEMORY, openSqliteLedger } from "../../src/ledger/sqlite.js";
 import type { Ledger } from "../../src/ledger/types.js";
-import { settlementChain } from "../../src/settlement/chain.js";
+import { paymentReads } from "../../src/settlement/payment-reads.js";
 import { proveSettled } from "../../src/settlement/history-proof.js";
 import { ChainHistory, HistoryCheckError } from "../../src/state/index.js";
 import { HARDHAT_KEYS, useAuthorizationOnChain } from "../helpers/facilitator.js";
@@ -28,7 +28,7 @@ describe("chain history: the ledger's rows bound to the chain's history, acting 
     client = createPublicClient({ transport: http(proxied.rpcUrls, { batch: { wait: 0 }, retryCount: 0 }), cacheTime: 0 }) as PublicClient;
     ledger = openSqliteLedger({ location: MEMORY });
     // The one payment decision over the same RPC decides which settled rows stay.
-    const payments = settlementChain({ client, chainId: 338, logLookbackBlocks: 1_000 });
+    const payments = paymentReads({ client, chainId: 338, logLookbackBlocks: 1_000 });
     history = new ChainHistory({
       network: "cronos-testnet",
       client,

@@ -27,6 +27,7 @@ export const V2_CODE: Readonly<Record<VerifyReasonKey, string>> = {
   alreadyUsed: EvmReason.nonceAlreadyUsed,
   insufficientBalance: EvmReason.insufficientBalance,
   paymentIdentifierInUse: V2RequestReason.paymentIdentifierConflict,
+  refusedByOperator: V2RequestReason.refusedByOperator,
 };
 
 /** CAIP-2 ids of the networks the cases name that the kit does not serve. */

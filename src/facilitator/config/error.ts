@@ -1,9 +1,4 @@
-import { KitError } from "../../protocol/errors.js";
+import { KitErrorOf } from "../../protocol/errors.js";
 
 /** A configuration problem; the message names the variable and what was found. */
-export class ConfigError extends KitError<"config_invalid"> {
-  override name = "ConfigError";
-  constructor(message: string, options?: ErrorOptions) {
-    super("config_invalid", message, { ...options, docs: "docs/facilitator.md#configuration" });
-  }
-}
+export class ConfigError extends KitErrorOf("ConfigError", "config_invalid", "docs/facilitator.md#configuration") {}

@@ -1,10 +1,12 @@
 import type { Address } from "viem";
 import type { NetworkName } from "../../protocol/networks.js";
 import type { Payment } from "../../protocol/payment.js";
-import { SettleError } from "../../protocol/reasons.js";
+import { formatGwei } from "viem";
+import { RequestError, SettleError, type SettleErrorCode, type VerifyRefusal } from "../../protocol/reasons.js";
+import type { FaultFacts, NotSentWhy } from "../../settlement/faults.js";
 import type { FailedSettlement, SettleOutcome } from "../../settlement/settle.js";
 import type { VerifyAnswerOutcome } from "../../settlement/verify-outcome.js";
-import type { StageClock } from "../../settlement/stages.js";
+import type { RequestClock } from "../metrics/stages.js";
 import type { z } from "zod";
 import { describeZodError } from "../../protocol/schemas.js";
 
@@ -39,9 +41,11 @@ export interface SupportedKind {
  */
 export interface DialectCodec {
   readonly name: DialectName;
-  /** Reads a verify/settle body (any JSON) and the `X402-Version` header; `stages` times its `schema` and `headerDecode`. */
-  read(body: unknown, headerVersion: string | undefined, stages?: StageClock): ReadResult;
+  /** Reads a verify/settle body (any JSON) and the `X402-Version` header; `clock` times its `schema` and `headerDecode`. */
+  read(body: unknown, headerVersion: string | undefined, clock: RequestClock): ReadResult;
   verifyAnswer(outcome: VerifyAnswerOutcome, echo: Echo): object;
+  /** The words of a verify refusal in this dialect (the `invalidReason` text; x402 v2's `invalidMessage`). */
+  verifyText(refusal: VerifyRefusal): string;
   settleAnswer(outcome: SettleOutcome, echo: Echo): object;
   /** The answer of a request without a protocol outcome, in the endpoint's shape. */
   refusal(route: PaymentRoute, kind: RefusalKind, text: string, echo: Echo): object;
@@ -50,11 +54,47 @@ export interface DialectCodec {
 }
 
 /**
- * The text a failed settle answers with: settle's code made into the spec's words ({@link SettleError}),
- * or verify's reason where settle has no word. The one place a settle code becomes text.
+ * The text a failed settle answers with: settle's code made into the spec's words ({@link SettleError}), or
+ * verify's words (`verifyText`, the dialect's) where settle has no word. The one place a settle code becomes text.
  */
-export function settleErrorText(outcome: FailedSettlement): string {
-  return "reason" in outcome ? outcome.reason : SettleError[outcome.code];
+export function settleErrorText(outcome: FailedSettlement, verifyText: (refusal: VerifyRefusal) => string): string {
+  return isSettleErrorCode(outcome.code) ? SettleError[outcome.code] : verifyText(outcome as VerifyRefusal);
+}
+
+/** Whether a failed settlement's code is settle's own (else a verify refusal settle has no word for). */
+export function isSettleErrorCode(code: string): code is SettleErrorCode {
+  return Object.hasOwn(SettleError, code);
+}
+
+/** The words of a fault's answer (verify 500, settle 503), made from its code and facts: here only. */
+export function faultText(facts: FaultFacts): string {
+  return `${RequestError.unavailable}: ${faultWords(facts)}`;
+}
+
+const NOT_SENT: Readonly<Record<NotSentWhy, string>> = {
+  noKeyHolder: "no relayer key holder sent the settlement in time",
+  givenUp: "the settlement was given up before anything was sent",
+  refused: "the relayer could not send",
+};
+
+function faultWords(facts: FaultFacts): string {
+  switch (facts.code) {
+    case "ledger_unavailable":
+      return "the settlement ledger is unavailable";
+    case "chain_unreadable":
+      if (facts.read === "state") return `cannot read ${facts.network} state`;
+      return facts.read === "simulation" ? `cannot simulate settlement on ${facts.network}` : `cannot read the fees on ${facts.network}`;
+    case "fee_cap":
+      return `the network asks ${formatGwei(facts.neededWei)} gwei per gas, above MAX_FEE_PER_GAS_GWEI (${formatGwei(facts.capWei)} gwei); nothing was sent`;
+    case "not_sent":
+      return `nothing sent on ${facts.network}: ${NOT_SENT[facts.why]}${facts.detail ? ` (${facts.detail})` : ""}`;
+    case "hook_failed":
+      return `the operator's ${facts.hook} hook ${facts.failure === "threw" ? "failed" : `did not answer within ${facts.timeoutMs} ms`}; nothing was sent`;
+    case "payment_undecided":
+      return facts.txHash
+        ? `settlement transaction ${facts.txHash} on ${facts.network} reverted and it is not known yet whether the authorization was paid elsewhere (${facts.reason}); retry`
+        : `it is not known yet whether the settlement on ${facts.network} was paid (${facts.reason}); retry`;
+  }
 }
 
 /** A plain JSON object (not null, not an array). */

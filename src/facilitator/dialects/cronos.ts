@@ -1,7 +1,7 @@
 import { decodePaymentHeader } from "../../protocol/header.js";
 import { NETWORKS } from "../../protocol/networks.js";
 import type { DecodedPayload } from "../../protocol/payment.js";
-import { EXACT_SCHEME, RequestError, SettleEvent, VerifyReason, X402_VERSION } from "../../protocol/reasons.js";
+import { EXACT_SCHEME, RequestError, SettleEvent, verifyReasonText, X402_VERSION } from "../../protocol/reasons.js";
 import { fastCronosRequest } from "../../protocol/fast-parse.js";
 import { facilitatorRequestSchema } from "../../protocol/schemas.js";
 import { isCaip2, networkOfCaip2 } from "../../protocol/x402v2.js";
@@ -15,8 +15,8 @@ import { checkedBody, isJsonObject, settleErrorText, type DialectCodec, type Ech
 export const cronosDialect: DialectCodec = {
   name: "cronos",
 
-  read(body, headerVersion, stages): ReadResult {
-    let since = stages ? stages.start() : 0;
+  read(body, headerVersion, clock): ReadResult {
+    let since = clock.start();
     const echo: Echo = { network: answerNetwork(body) };
     const fail = (text: string): ReadResult => ({ ok: false, text, echo });
     if (headerVersion !== undefined && headerVersion.trim() !== String(X402_VERSION)) {
@@ -33,10 +33,7 @@ export const cronosDialect: DialectCodec = {
     }));
     if (!request.ok) return fail(RequestError.invalidRequest(request.error));
     const { paymentHeader, requirements } = request.value;
-    if (stages) {
-      stages.stop("schema", since);
-      since = stages.start();
-    }
+    since = clock.lap("schema", since);
     const decoded = decodePaymentHeader(paymentHeader);
     let payload: DecodedPayload;
     if (decoded.ok) {
@@ -45,10 +42,10 @@ export const cronosDialect: DialectCodec = {
     } else {
       payload =
         decoded.kind === "base64"
-          ? { ok: false, code: "base64", reason: VerifyReason.invalidBase64 }
-          : { ok: false, code: "header", reason: VerifyReason.invalidHeader(decoded.detail) };
+          ? { ok: false, code: "base64" }
+          : { ok: false, code: "header", detail: decoded.detail };
     }
-    if (stages) stages.stop("headerDecode", since);
+    clock.stop("headerDecode", since);
     return {
       ok: true,
       payment: { requirements, payload },
@@ -57,11 +54,13 @@ export const cronosDialect: DialectCodec = {
   },
 
   verifyAnswer(outcome) {
-    return { isValid: outcome.isValid, invalidReason: outcome.isValid ? null : outcome.reason };
+    return { isValid: outcome.isValid, invalidReason: outcome.isValid ? null : verifyReasonText(outcome) };
   },
 
+  verifyText: verifyReasonText,
+
   settleAnswer(outcome, echo) {
-    if (!outcome.settled) return failed(echo.network, settleErrorText(outcome), outcome.txHash);
+    if (!outcome.settled) return failed(echo.network, settleErrorText(outcome, verifyReasonText), outcome.txHash);
     return {
       x402Version: X402_VERSION,
       event: SettleEvent.settled,

@@ -1,6 +1,6 @@
 import { signedAuthorization } from "../../protocol/header.js";
 import type { DecodedPayload } from "../../protocol/payment.js";
-import { EXACT_SCHEME, RequestError, VerifyReason } from "../../protocol/reasons.js";
+import { EXACT_SCHEME, RequestError, VerifyReason, verifyReasonText, type VerifyReasonCode, type VerifyRefusal } from "../../protocol/reasons.js";
 import { fastV2Payment, fastV2Request } from "../../protocol/fast-parse.js";
 import {
   caip2OfNetwork,
@@ -14,7 +14,6 @@ import {
   X402_V2_VERSION,
 } from "../../protocol/x402v2.js";
 import type { SettleFailureCode } from "../../settlement/settle.js";
-import type { VerifyFailureCode } from "../../settlement/verify-outcome.js";
 import { checkedBody, isJsonObject, settleErrorText, type DialectCodec, type Echo, type ReadResult, type RefusalKind } from "./codec.js";
 
 /** The `@x402/evm` code of each refusal verify and settle share (their texts are the same in both). */
@@ -29,13 +28,14 @@ const V2_SHARED_REASON_OF = {
   notYetValid: EvmReason.validAfter,
   expired: EvmReason.validBefore,
   paymentId: V2RequestReason.paymentIdentifierConflict,
+  refused: V2RequestReason.refusedByOperator,
 } as const;
 
 /**
  * The code `@x402/evm` answers for the same condition, per verify refusal. `docs/conformance.md` lists
  * this table next to the Cronos texts.
  */
-export const V2_REASON_OF: Readonly<Record<VerifyFailureCode, string>> = {
+export const V2_REASON_OF: Readonly<Record<VerifyReasonCode, string>> = {
   ...V2_SHARED_REASON_OF,
   signature: EvmReason.invalidSignature,
   used: EvmReason.nonceAlreadyUsed,
@@ -66,8 +66,8 @@ const REQUEST_REASON_OF: Readonly<Record<RefusalKind, string>> = {
 export const x402v2Dialect: DialectCodec = {
   name: "x402v2",
 
-  read(body, headerVersion, stages): ReadResult {
-    let since = stages ? stages.start() : 0;
+  read(body, headerVersion, clock): ReadResult {
+    let since = clock.start();
     const requirements = isJsonObject(body) ? body.paymentRequirements : undefined;
     const sentNetwork = isJsonObject(requirements) && typeof requirements.network === "string" ? requirements.network : "unknown";
     const echo: Echo = { network: sentNetwork };
@@ -92,10 +92,7 @@ export const x402v2Dialect: DialectCodec = {
     }));
     if (!request.ok) return fail(RequestError.invalidRequest(request.error));
     const { paymentPayload, requirements: terms } = request.value;
-    if (stages) {
-      stages.stop("schema", since);
-      since = stages.start();
-    }
+    since = clock.lap("schema", since);
     const checked = checkedBody(paymentPayload, (p) => fastV2Payment(p as Record<string, unknown>), v2PaymentPayloadSchema, ({ accepted, payload: signed, extensions }) => ({
       accepted: { scheme: accepted.scheme, network: accepted.network, asset: accepted.asset },
       authorization: signed.authorization,
@@ -118,9 +115,9 @@ export const x402v2Dialect: DialectCodec = {
         },
       };
     } else {
-      payload = { ok: false, code: "header", reason: VerifyReason.invalidPayload(checked.error) };
+      payload = { ok: false, code: "header", detail: checked.error };
     }
-    if (stages) stages.stop("headerDecode", since);
+    clock.stop("headerDecode", since);
     return {
       ok: true,
       payment: {
@@ -140,15 +137,17 @@ export const x402v2Dialect: DialectCodec = {
 
   verifyAnswer(outcome, echo) {
     if (outcome.isValid) return { isValid: true, payer: echo.payer };
-    return { isValid: false, invalidReason: V2_REASON_OF[outcome.code], invalidMessage: outcome.reason, ...payer(echo) };
+    return { isValid: false, invalidReason: V2_REASON_OF[outcome.code], invalidMessage: v2VerifyText(outcome), ...payer(echo) };
   },
+
+  verifyText: v2VerifyText,
 
   settleAnswer(outcome, echo) {
     if (outcome.settled) return { success: true, payer: outcome.from, transaction: outcome.txHash, network: echo.network };
     return {
       success: false,
       errorReason: V2_SETTLE_REASON_OF[outcome.code],
-      errorMessage: settleErrorText(outcome),
+      errorMessage: settleErrorText(outcome, v2VerifyText),
       ...payer(echo),
       transaction: outcome.txHash ?? "",
       network: echo.network,
@@ -165,6 +164,11 @@ export const x402v2Dialect: DialectCodec = {
     return { x402Version: X402_V2_VERSION, scheme: EXACT_SCHEME, network: caip2OfNetwork(network)! };
   },
 };
+
+/** A verify refusal in x402 v2's words: the payer's part is its `paymentPayload`; the rest as the Cronos dialect words it. */
+function v2VerifyText(refusal: VerifyRefusal): string {
+  return refusal.code === "header" ? VerifyReason.invalidPayload(refusal.detail ?? "") : verifyReasonText(refusal);
+}
 
 function payer(echo: Echo): { payer?: string } {
   return echo.payer ? { payer: echo.payer } : {};

@@ -1,68 +1,110 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import express, { type ErrorRequestHandler, type Express, type Request, type Response } from "express";
+import express, { type Express, type Request, type Response, type Router } from "express";
+import type { CatalogStore, DiscoveryBounds, LedgerLifecycle } from "../../ledger/types.js";
+import type { SupportedResponse } from "../../protocol/schemas.js";
 import { RequestError } from "../../protocol/reasons.js";
-import { FacilitatorFault, PayerQuotaExceeded } from "../../settlement/runtime.js";
-import { verifyRequest } from "../../settlement/verify.js";
-import { settlePayment, type SettledPayment } from "../../settlement/settle.js";
-import { cronosDialect, dialectOf } from "../dialects/index.js";
-import { settleErrorText } from "../dialects/codec.js";
-import { publicHealth } from "../health.js";
-import { apiKeyOf, apiKeyReader, refuseApiKey } from "./api-keys.js";
-import { closedQuota, edgeGuards } from "./edge.js";
+import type { SettlementDeps } from "../../settlement/deps.js";
+import type { ApiKeyConfig, RateLimitsConfig } from "../config/index.js";
+import type { PaymentRoute } from "../dialects/index.js";
+import { discoveryRoutes } from "../discovery.js";
+import { publicHealth, type HealthReport } from "../health.js";
+import { NO_HOOKS, type HookRunner } from "../hooks.js";
+import type { Logger } from "../logger.js";
+import { QUIET_REQUEST_CLOCK, type RequestClock } from "../metrics/stages.js";
+import type { OutcomeRecord } from "../outcome-record.js";
+import { apiKeyReader, refuseApiKey } from "./api-keys.js";
+import { closedQuota, edgeGuards, type QuotaHolder } from "./edge.js";
+import { fastLane } from "./fast-lane.js";
 import { LOCAL_HOSTS, requireHost } from "./hosts.js";
 import { PayerQuota } from "./payer-quota.js";
-import { boundedStores } from "./rate-limit.js";
-import { settlementRoutes } from "./settlements.js";
-import { plainJsonPost, readJsonBody } from "./fast-lane.js";
-import { catalogPaymentOf, discoveryRoutes } from "../discovery.js";
-import type { Payment } from "../../protocol/payment.js";
-import { canonicalNetwork } from "../../protocol/networks.js";
+import type { RouteContext } from "./payment-request.js";
+import { boundedStores, type LimiterName, type RateLimitStores, type StoreFallback } from "./rate-limit.js";
+import { edgeRefusals } from "./refusals.js";
+import { settleRoute } from "./routes/settle.js";
+import { verifyRoute } from "./routes/verify.js";
+import { settlementRoutes, type SettlementRoutesOptions } from "./settlements.js";
 
-export type { AppOptions, OutcomeRecord, ValidPayment } from "./app-types.js";
-import type { AppOptions, Route } from "./app-types.js";
+export type { OutcomeRecord } from "../outcome-record.js";
 
+/** Options of {@link createApp}. */
+export interface AppOptions {
+  /** Settlement's one dependencies object: what verify and settle run on. */
+  context: SettlementDeps<Logger>;
+  supported: () => SupportedResponse;
+  health: () => Promise<HealthReport>;
+  rateLimits: RateLimitsConfig;
+  trustProxy: false | number | string[];
+  /** `ALLOWED_HOSTS`: with any, every route answers only a `Host` naming one of them or a loopback name (else 421). */
+  allowedHosts?: readonly string[];
+  bodyLimitBytes: number;
+  /** Seller API keys; with any, verify and settle require one (401 otherwise) and quotas are per key. */
+  apiKeys?: readonly ApiKeyConfig[];
+  /** Shared rate-limit stores when several instances run, one per limiter; default in-memory. */
+  rateLimitStores?: RateLimitStores;
+  /** How long a request waits for a shared store's count (default 50 ms); past it, or when the store fails, this instance's own count judges it. */
+  rateLimitStoreWaitMs?: number;
+  /** A shared store's count was not used for a request (metrics, logs). */
+  onRateLimitStoreFallback?: (limiter: LimiterName, reason: StoreFallback) => void;
+  /** The settlement status lookups (`GET /v2/x402/settlements…`), rate-limited like verify. */
+  statusLookup?: Omit<SettlementRoutesOptions, "guards">;
+  /** Times verify's stages (`METRICS_VERIFY_STAGES`); default the clock that times nothing. */
+  clock?: RequestClock;
+  /** Called once per verify/settle answer, refusals at the edge included (logging, metrics). */
+  onOutcome?: (outcome: OutcomeRecord) => void;
+  onRateLimited?: (route: PaymentRoute | "status" | "public", by: QuotaHolder) => void;
+  /** Called once per HTTP answer with the route (or "other") and status. */
+  onResponse?: (route: string, status: number) => void;
+  /** The dashboard's routes (the page at `/`, its API and live feed), when it is on. */
+  dashboard?: Router;
+  /**
+   * The discovery catalog (x402 `bazaar`): a settled payment that declares its resource is recorded there
+   * under the payTo it paid (never a verify), and `GET /v2/x402/discovery/{resources,search}` read it
+   * (guarded as the status lookups are).
+   */
+  discovery?: { ledger: Omit<CatalogStore, "removeDiscoveryResource"> & Pick<LedgerLifecycle, "backend">; bounds: DiscoveryBounds };
+  /** The operator's lifecycle hooks around verify and settle (default none). */
+  hooks?: HookRunner;
+  /** Seconds until verify, settle and the status lookups take requests again; `undefined` while they do (the local stack's "busy" fault). */
+  closedFor?: () => number | undefined;
+}
 
-const ROUTES = new Set([
-  "/healthcheck",
-  "/v2/x402/supported",
-  "/v2/x402/verify",
-  "/v2/x402/settle",
-  "/v2/x402/settlements",
-  "/v2/x402/discovery/resources",
-  "/v2/x402/discovery/search",
-]);
+const ROUTES = new Set(["/healthcheck", "/v2/x402/supported", "/v2/x402/verify", "/v2/x402/settle", "/v2/x402/settlements", "/v2/x402/discovery/resources", "/v2/x402/discovery/search"]);
 /** The route label of a path (bounded for metrics: a lookup's hash is not a label). */
 const routeOf = (path: string) => (path.startsWith("/v2/x402/settlements/") ? "/v2/x402/settlements" : ROUTES.has(path) ? path : "other");
 const REQUEST_ID = /^[\w.:-]{1,64}$/;
-/** How long a settle's answer waits for its catalog entry to be written (a slow ledger then writes it after the answer). */
-const CATALOG_WAIT_MS = 1_000;
-/** The `Retry-After` of a settle answered 503 (a fault: nothing sent, or no verdict yet). */
-const SETTLE_RETRY_AFTER_SECONDS = 2;
-
-/** The endpoint's own shape for a request refused before its dialect is known (Cronos, the default). */
-function refusal(route: Route, network: string, text: string): object {
-  return cronosDialect.refusal(route, "invalid", text, { network });
-}
 
 /**
- * Builds the facilitator's HTTP app: `/healthcheck`, `/v2/x402/supported`, `/v2/x402/verify`,
- * `/v2/x402/settle`. Every answer is JSON, with the statuses of the project's decisions.
- * Does not listen.
+ * Builds the facilitator's HTTP app: `/healthcheck`, `/v2/x402/supported`, `/v2/x402/verify`, `/v2/x402/settle`,
+ * the status lookups, the discovery catalog and the dashboard. Every answer is JSON, with the statuses of the
+ * project's decisions. Does not listen.
  */
 export function createApp(options: AppOptions): Express {
-  const { context } = options;
+  const { context: deps } = options;
+  const clock = options.clock ?? QUIET_REQUEST_CLOCK;
+  const record = (outcome: OutcomeRecord) => options.onOutcome?.(outcome);
   // A shared store (the database) that is slow or frozen never holds an answer back for longer than the wait.
   const stores = boundedStores(options.rateLimitStores, options.rateLimitStoreWaitMs ?? 50, options.onRateLimitStoreFallback);
   const payerQuota = new PayerQuota({ perMinute: options.rateLimits.payerSettlePerMinute, store: stores?.settlePayer });
-  const admit = (payer: string, authorization: string) => payerQuota.admit(payer, authorization);
+  const keyed = (options.apiKeys?.length ?? 0) > 0;
   const app = express();
   app.disable("x-powered-by");
   app.set("trust proxy", options.trustProxy);
   app.set("etag", false);
 
+  const context: RouteContext = { deps, clock, record, hooks: options.hooks ?? NO_HOOKS };
+  const handlers = {
+    verify: verifyRoute(context),
+    settle: settleRoute(context, {
+      admit: (payer, authorization) => payerQuota.admit(payer, authorization),
+      ...(options.onRateLimited ? { onRateLimited: options.onRateLimited } : {}),
+      ...(options.discovery ? { catalog: { ...options.discovery, keyed } } : {}),
+    }),
+  };
+  const refusals = edgeRefusals({ bodyLimitBytes: options.bodyLimitBytes, logger: deps.logger, record });
+  const closed = options.closedFor ? closedQuota(options.closedFor) : undefined;
+
   // A request id per request (the caller's X-Request-Id when sane), echoed back and put in logs.
-  const { stages } = context;
   const begin = (req: Request, res: Response, countedByLane = false) => {
     const given = req.headers["x-request-id"];
     const id = typeof given === "string" && REQUEST_ID.test(given) ? given : randomUUID();
@@ -74,225 +116,39 @@ export function createApp(options: AppOptions): Express {
   /** One HTTP answer, counted (`route`: its bounded label). */
   const answered = (route: string, res: Response) => {
     if (!options.onResponse) return;
-    const since = stages ? stages.start() : 0;
+    const since = clock.start();
     options.onResponse(route, res.statusCode);
-    if (stages) stages.stop("metrics", since);
+    clock.stop("metrics", since);
   };
-  // The payment routes that no guard stands before (no API keys, no Host check, their limit off), taken
-  // before the router when their body is plain JSON: see fastLane below.
-  const keyed = (options.apiKeys?.length ?? 0) > 0;
-  const unguarded = (route: Route) => !keyed && !options.allowedHosts?.length && options.rateLimits[route === "verify" ? "verifyPerMinute" : "settlePerMinute"] === 0;
-  const lanes = new Map<string, Route>((["verify", "settle"] as const).filter(unguarded).map((route) => [`/v2/x402/${route}`, route]));
+  // The payment routes that no guard stands before (no API keys, no Host check, their limit off) take a fast lane,
+  // before Express's own layers (its router's walk to the first middleware), in its app.handle.
+  const unguarded = (route: PaymentRoute) => !keyed && !options.allowedHosts?.length && options.rateLimits[route === "verify" ? "verifyPerMinute" : "settlePerMinute"] === 0;
+  const lanes = new Map((["verify", "settle"] as const).filter(unguarded).map((route) => [`/v2/x402/${route}`, route]));
   if (lanes.size > 0) {
-    // Taken before Express's own layers (its router's walk to the first middleware), in its app.handle.
+    const lane = fastLane({ app, lanes, bodyLimitBytes: options.bodyLimitBytes, begin, answered, clock, handlers, refusals, ...(closed ? { closed } : {}) });
     const handled = app as unknown as { handle(req: IncomingMessage, res: ServerResponse, callback?: unknown): void };
     const general = handled.handle.bind(app);
     handled.handle = (req, res, callback) => {
-      if (!fastLane(req, res)) general(req, res, callback);
+      if (!lane(req, res)) general(req, res, callback);
     };
   }
   app.use((req, res, next) => {
-    const since = stages ? stages.start() : 0;
+    const since = clock.start();
     begin(req, res);
-    if (stages) stages.stop("edge", since);
+    clock.stop("edge", since);
     next();
   });
   // Before anything reads the request: a name this service was not given is a DNS rebinding, or a mistake.
   if (options.allowedHosts?.length) app.use(requireHost([...LOCAL_HOSTS, ...options.allowedHosts]));
 
-
-  /** A verify/settle request answered before its handler ran (401, 413, 415, unreadable body): one outcome record. */
-  const refused = (route: Route, res: Response, status: number, text: string, code: string) =>
-    options.onOutcome?.({ requestId: String(res.locals.requestId), route, dialect: "unknown", status, network: "unknown", outcome: text, code, durationMs: 0, edge: true });
-
-  /** A verify/settle body that could not be read as JSON: 400 in the endpoint's shape. */
-  const unreadable = (route: Route, res: Response, why: string) => {
-    const text = RequestError.invalidRequest(why);
-    res.status(400).json(refusal(route, "unknown", text));
-    refused(route, res, 400, text, "invalid_request");
-  };
-
-  /**
-   * Records the resource a settlement's seller declares (its payment requirements, never the buyer's payment),
-   * under the payTo the settlement paid, with the facts of the settlement (never a verify's, never the
-   * request's): once per settlement (a repeat under a payment identifier writes nothing) and, with API keys,
-   * only under the key configured for that payTo. Waited for up to CATALOG_WAIT_MS before the answer (so
-   * whoever was paid finds it listed at once); a declaration the catalog refuses, a ledger that fails or
-   * hangs only costs a log line, never the payment's answer.
-   */
-  const catalog = async (req: Request, payment: Payment, outcome: SettledPayment) => {
-    if (!options.discovery || outcome.repeat) return;
-    if (keyed && !apiKeyOf(req)?.payTo?.includes(outcome.to.toLowerCase())) return;
-    const body: unknown = req.body;
-    const { ledger, bounds } = options.discovery;
-    const network = canonicalNetwork(payment.requirements.network);
-    const runtime = network && context.networks.get(network);
-    if (!network || !runtime) return;
-    let written: Promise<unknown>;
-    try {
-      const entry = catalogPaymentOf(body, { network, asset: runtime.config.token, payer: outcome.from, payTo: outcome.to, value: outcome.value, paidAt: outcome.timestamp });
-      if (!entry) return;
-      written = ledger
-        .recordDiscoveryPayment(entry, bounds)
-        .catch((error: unknown) => context.logger.warn({ resource: entry.entry.resource, err: errorSummary(error) }, "discovery catalog: entry not recorded"));
-    } catch (error) {
-      context.logger.warn({ err: errorSummary(error) }, "discovery catalog: declaration not read");
-      return;
-    }
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([written, new Promise((resolve) => (timer = setTimeout(resolve, CATALOG_WAIT_MS)))]);
-    clearTimeout(timer);
-  };
-
-  // The dispatch point: the body's dialect reads it into one payment and writes the outcome back.
-  const handler = (route: Route) => async (req: Request, res: Response) => {
-    const started = performance.now();
-    // The verify budget (METRICS_VERIFY_STAGES): off, nothing here asks the clock.
-    const clock = route === "verify" ? stages : undefined;
-    let since = clock ? clock.start() : 0;
-    const requestId = String(res.locals.requestId);
-    const codec = dialectOf(req.body);
-    const dialect = codec.name;
-    if (clock) clock.stop("schema", since);
-    const read = codec.read(req.body, req.get("X402-Version"), clock);
-    const { echo } = read;
-    // Records name the network as the checks saw it (x402 v2's eip155:338 is cronos-testnet); answers echo the caller's.
-    const network = read.ok ? read.payment.requirements.network : echo.network;
-    if (!read.ok) {
-      res.status(400).json(codec.refusal(route, "invalid", read.text, echo));
-      options.onOutcome?.({ requestId, route, dialect, status: 400, network, outcome: read.text, code: "invalid_request", durationMs: performance.now() - started, edge: true });
-      return;
-    }
-    const { payment } = read;
-    try {
-      if (route === "verify") {
-        const outcome = await verifyRequest(payment, context);
-        if (outcome.isValid && !("repeat" in outcome) && options.afterVerify) {
-          await options.afterVerify({ network: outcome.runtime.config.network, authorization: outcome.payload.authorization }).catch((error: unknown) =>
-            context.logger.warn({ requestId, err: errorSummary(error) }, "after-verify hook failed; the answer stands"),
-          );
-        }
-        if (clock) since = clock.start();
-        const answer = jsonAnswer(res, codec.verifyAnswer(outcome, echo));
-        if (clock) {
-          clock.stop("answer", since);
-          since = clock.start();
-        }
-        res.end(answer);
-        if (clock) {
-          clock.stop("write", since);
-          clock.verified();
-          since = clock.start();
-        }
-        options.onOutcome?.({
-          requestId, route, dialect, status: 200, network,
-          payer: outcome.payload?.authorization.from,
-          payee: outcome.payload?.authorization.to,
-          amount: outcome.payload?.authorization.value,
-          outcome: outcome.isValid ? "valid" : outcome.reason,
-          code: outcome.isValid ? "valid" : outcome.code,
-          durationMs: performance.now() - started,
-        });
-        if (clock) clock.stop("metrics", since);
-      } else {
-        const outcome = await settlePayment(payment, context, { admit });
-        if (outcome.settled) await catalog(req, payment, outcome);
-        res.json(codec.settleAnswer(outcome, echo));
-        const authorization = payment.payload.ok ? payment.payload.payload.authorization : undefined;
-        options.onOutcome?.({
-          requestId, route, dialect, status: 200, network,
-          ...(outcome.settled
-            ? { payer: outcome.from, payee: outcome.to, amount: outcome.value.toString() }
-            : authorization ? { payer: authorization.from, payee: authorization.to, amount: authorization.value } : {}),
-          outcome: outcome.settled ? "settled" : settleErrorText(outcome),
-          // A verify refusal settle has no word of its own for (a header, a network, an amount…) counts as `refused`.
-          code: outcome.settled ? "settled" : "reason" in outcome ? "refused" : outcome.code,
-          txHash: outcome.txHash,
-          durationMs: performance.now() - started,
-        });
-      }
-    } catch (error) {
-      if (error instanceof PayerQuotaExceeded) {
-        // The payer's own quota (its signature is proven): the edge limiters' 429, counted as theirs are.
-        options.onRateLimited?.(route, "payer");
-        res.set("Retry-After", String(error.retryAfterSeconds));
-        res.status(429).json({ error: RequestError.tooManyRequests, retryAfter: error.retryAfterSeconds });
-        return;
-      }
-      const fault = error instanceof FacilitatorFault ? error : undefined;
-      if (fault) context.observe?.rpcError(network);
-      // decisions.md: a fault is 500 on verify; on settle 503: nothing was sent, or what was sent is not
-      // decided yet (a reverted transaction the chain could not tell about) — no verdict either way.
-      const status = route === "verify" ? 500 : 503;
-      const text = fault ? `${RequestError.unavailable}: ${fault.message}` : RequestError.internal;
-      context.logger.error({ requestId, route, dialect, network, err: errorSummary(error) }, "request fault");
-      // The seller (or buyer) may try again shortly: a retry claims afresh, or gets the decided outcome.
-      if (status === 503) res.set("Retry-After", String(SETTLE_RETRY_AFTER_SECONDS));
-      res.status(status).json(codec.refusal(route, fault ? "unavailable" : "internal", text, echo));
-      options.onOutcome?.({ requestId, route, dialect, status, network, outcome: text, code: "fault", durationMs: performance.now() - started });
-    }
-  };
-
-  /**
-   * verify and settle on an unguarded route with a plain JSON body (fast-lane.ts): the request id, the body
-   * read and parsed, then the same handler, without Express's router (its walk and the layers before the
-   * first middleware), the content-type checks and the JSON middleware's streams and decoders. The answers
-   * are the same: the JSON middleware would take exactly these bodies, and a body that is not JSON gets the
-   * error handler's 400. Every other request passes on (false: Express handles it).
-   */
-  const fastLane = (message: IncomingMessage, answer: ServerResponse): boolean => {
-    const route = message.method === "POST" ? lanes.get(message.url!) : undefined;
-    if (route === undefined || !plainJsonPost(message, options.bodyLimitBytes)) return false;
-    // What Express's app.handle does before its router: the app's request and response prototypes, the locals.
-    const req = Object.setPrototypeOf(message, app.request) as Request;
-    const res = Object.setPrototypeOf(answer, app.response) as Response;
-    req.res = res;
-    res.req = req;
-    res.locals = Object.create(null) as Response["locals"];
-    const clock = route === "verify" ? stages : undefined;
-    const since = clock ? clock.start() : 0;
-    begin(req, res, true);
-    if (clock) clock.stop("edge", since);
-    // Every way out of the lane answers, then counts the answer here (its path is the route's label).
-    const path = message.url!;
-    const read = () =>
-      readJsonBody(req, (body) => {
-        if (!body.ok) {
-          unreadable(route, res, "body is not valid JSON");
-          answered(path, res);
-          return;
-        }
-        req.body = body.json;
-        handlers[route](req, res).then(
-          () => answered(path, res),
-          (error: unknown) => {
-            onError(error, req, res, () => {});
-            answered(path, res);
-          },
-        );
-      }, clock);
-    // The local stack's "busy" quota stands on the fast lane too, where the guards' would: it answers at once, or reads on.
-    if (!closed) read();
-    else {
-      let open = false;
-      closed(req, res, () => {
-        open = true;
-        read();
-      });
-      if (!open) answered(path, res);
-    }
-    return true;
-  };
-  const closed = options.closedFor ? closedQuota(options.closedFor) : undefined;
-
   const guards = edgeGuards({
-    ...(stages ? { stages } : {}),
+    ...(options.clock ? { stages: options.clock } : {}),
     rateLimits: options.rateLimits,
     apiKeys: options.apiKeys ?? [],
     bodyLimitBytes: options.bodyLimitBytes,
     stores,
-    logger: context.logger,
-    onRefused: (route, res, text) => refused(route, res, res.statusCode, text, res.statusCode === 401 ? "unauthorized" : "unsupported_media_type"),
+    logger: deps.logger,
+    onRefused: (route, res, text) => refusals.refused(route, res, res.statusCode, text, res.statusCode === 401 ? "unauthorized" : "unsupported_media_type"),
     onRateLimited: options.onRateLimited,
     ...(options.closedFor ? { closedFor: options.closedFor } : {}),
   });
@@ -300,83 +156,21 @@ export function createApp(options: AppOptions): Express {
   const keyOf = apiKeyReader(options.apiKeys ?? []);
   app.get("/healthcheck", ...guards.public, async (req, res) => {
     const detailed = req.query.detail === "1" || req.query.detail === "true";
-    if (detailed && (options.apiKeys?.length ?? 0) === 0) {
-      res.status(403).json({ error: RequestError.detailNeedsApiKeys });
-      return;
-    }
-    if (detailed && !keyOf(req)) {
-      refuseApiKey(req, res);
-      return;
-    }
+    if (detailed && !keyed) return void res.status(403).json({ error: RequestError.detailNeedsApiKeys });
+    if (detailed && !keyOf(req)) return refuseApiKey(req, res);
     const report = await options.health();
     res.status(report.status === "success" ? 200 : 503).json(detailed ? report : publicHealth(report));
   });
-
-  app.get("/v2/x402/supported", ...guards.public, (_req, res) => {
-    res.json(options.supported());
-  });
-
-  const handlers = { verify: handler("verify"), settle: handler("settle") };
+  app.get("/v2/x402/supported", ...guards.public, (_req, res) => void res.json(options.supported()));
   app.post("/v2/x402/verify", ...guards.verify, handlers.verify);
   app.post("/v2/x402/settle", ...guards.settle, handlers.settle);
-
   if (options.statusLookup) app.use(settlementRoutes({ ...options.statusLookup, guards: guards.status }));
   if (options.discovery) app.use(discoveryRoutes({ ledger: options.discovery.ledger, guards: guards.status }));
-
   if (options.dashboard) {
     if (guards.public.length > 0) app.use(["/dashboard/api", "/dashboard/events"], ...guards.public);
     app.use(options.dashboard);
   }
-
-  app.use((_req, res) => {
-    res.status(404).json({ error: RequestError.notFound });
-  });
-
-  const onError: ErrorRequestHandler = (error, req, res, _next) => {
-    const type = (error as { type?: string }).type;
-    const route: Route | undefined = req.path.endsWith("/verify") ? "verify" : req.path.endsWith("/settle") ? "settle" : undefined;
-    // The client went away mid-body (or was cut off by REQUEST_TIMEOUT_MS, which answered and logged 408).
-    if (type === "request.aborted") return;
-    if (type === "entity.too.large") {
-      const text = `${RequestError.payloadTooLarge}: the limit is ${options.bodyLimitBytes} bytes`;
-      res.status(413).json({ error: text });
-      if (route) refused(route, res, 413, text, "payload_too_large");
-      return;
-    }
-    if (type === "charset.unsupported" || type === "encoding.unsupported") {
-      const text = RequestError.unsupportedCharset;
-      res.status(415).json({ error: text });
-      if (route) refused(route, res, 415, text, "unsupported_media_type");
-      return;
-    }
-    const status = (error as { status?: number }).status;
-    if (route && typeof status === "number" && status >= 400 && status < 500) {
-      unreadable(route, res, type === "entity.parse.failed" ? "body is not valid JSON" : "body could not be read");
-      return;
-    }
-    context.logger.error({ path: req.path, err: errorSummary(error) }, "unhandled error");
-    if (res.headersSent) return;
-    res.status(500).json({ error: RequestError.internal });
-  };
-  app.use(onError);
+  app.use((_req, res) => void res.status(404).json({ error: RequestError.notFound }));
+  app.use(refusals.onError);
   return app;
-}
-
-/**
- * The text and headers `res.json` would send (status 200, `application/json; charset=utf-8`, Content-Length),
- * set without Express's generic path; the caller ends the response with the text.
- */
-function jsonAnswer(res: Response, body: object): string {
-  const text = JSON.stringify(body);
-  res.setHeader("Content-Type", "application/json; charset=utf-8");
-  res.setHeader("Content-Length", Buffer.byteLength(text));
-  return text;
-}
-
-function errorSummary(error: unknown): string {
-  if (error instanceof Error) {
-    const cause = error.cause instanceof Error ? `: ${error.cause.message.split("\n")[0]}` : "";
-    return `${error.name}: ${error.message.split("\n")[0]}${cause}`;
-  }
-  return String(error);
 }

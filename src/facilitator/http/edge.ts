@@ -1,7 +1,7 @@
 import express, { type Request, type RequestHandler, type Response } from "express";
 import type { ApiKeyConfig, RateLimitsConfig } from "../config/index.js";
 import type { Logger } from "../logger.js";
-import type { StageClock, VerifyStage } from "../../settlement/stages.js";
+import type { RequestClock, VerifyStage } from "../metrics/stages.js";
 import { apiKeyOf, requireApiKey } from "./api-keys.js";
 import { requireJsonBody } from "./content-type.js";
 import { RequestError } from "../../protocol/reasons.js";
@@ -32,7 +32,7 @@ export interface EdgeGuardsOptions {
    */
   closedFor?: () => number | undefined;
   /** Times verify's guards as stages of its budget (`METRICS_VERIFY_STAGES`). */
-  stages?: StageClock;
+  stages?: RequestClock;
 }
 
 /**
@@ -112,7 +112,7 @@ export function closedQuota(closedFor: () => number | undefined): RequestHandler
  * `handler` timed as `stage` from its call until it hands on (or returns, if it answers itself). A
  * limiter on a shared store awaits the database meanwhile: its stage then holds what else ran.
  */
-function timed(stages: StageClock, stage: VerifyStage, handler: RequestHandler): RequestHandler {
+function timed(stages: RequestClock, stage: VerifyStage, handler: RequestHandler): RequestHandler {
   return (req, res, next) => {
     const since = stages.start();
     let open = true;
@@ -134,7 +134,7 @@ const PARSE_STARTED = Symbol("body parse started");
  * The JSON middleware timed as `bodyParse`: its set-up when called, then (the body read) from its `verify`
  * hook, which runs just before `JSON.parse`, until it hands on; the chunks' arrival between is not counted.
  */
-function timedJson(stages: StageClock, options: { limit: number; type: string; strict: boolean }): RequestHandler {
+function timedJson(stages: RequestClock, options: { limit: number; type: string; strict: boolean }): RequestHandler {
   const json = express.json({
     ...options,
     verify: (req) => {

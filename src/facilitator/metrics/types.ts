@@ -5,7 +5,7 @@ import type { RelayerEvent } from "../../chain/relayer/index.js";
 import type { SettlementStore } from "../../ledger/types.js";
 import type { NetworkName } from "../../protocol/networks.js";
 import type { NetworkRuntime } from "../../settlement/runtime.js";
-import type { StageClock } from "../../settlement/stages.js";
+import type { VerifyStageClock } from "./stages.js";
 import type { OutcomeRecord } from "../http/app.js";
 
 /** The facilitator's Prometheus metrics, on a registry of its own (several instances per process stay apart). */
@@ -74,5 +74,5 @@ export interface CreateMetricsOptions {
   /** The clock of that cache (ms); default `Date.now`. */
   now?: () => number;
   /** Verify's stage timings (`METRICS_VERIFY_STAGES`), exported when given. */
-  stages?: StageClock;
+  stages?: VerifyStageClock;
 }

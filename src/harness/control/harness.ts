@@ -1,5 +1,5 @@
 import type { Address, Hex } from "viem";
-import type { ValidPayment } from "../../facilitator/http/app.js";
+import type { FacilitatorHooks } from "../../facilitator/hooks.js";
 import { NETWORK_NAMES, type NetworkName } from "../../protocol/networks.js";
 import type { Authorization } from "../../protocol/schemas.js";
 import type { LocalChain } from "../chain.js";
@@ -26,11 +26,20 @@ import { bounded, startFailed, type FacilitatorSwitch, type HeldFault, type Loca
 import { holdNode, losePool, refusalsLeft } from "./node-faults.js";
 import { RpcFaults } from "./wire.js";
 
+/** A payment verify found valid: its network and the authorization it carries. */
+interface ValidPayment {
+  network: NetworkName;
+  authorization: Authorization;
+}
+
+/** How long the `after-verify` faults may take to act on the chain before the verify is answered. */
+const AFTER_VERIFY_MS = 60_000;
+
 /**
  * The fault and time controls of a local stack, in its process ({@link HarnessControl}). Chain faults are
  * transactions and EDR mining/clock calls on the stack's chains (serialised per chain); RPC faults live
  * in the facilitator's links to its chains ({@link RpcFaults}); "busy" is the facilitator's quota held at
- * zero ({@link closedFor}); `after-verify` faults fire from the facilitator's hook ({@link afterVerify}).
+ * zero ({@link closedFor}); `after-verify` faults fire from the facilitator's `onAfterVerify` hook ({@link hooks}).
  * At most {@link MAX_FAULTS} are armed or in force at once; {@link close} undoes what is left.
  */
 export class LocalHarness implements HarnessControl {
@@ -147,10 +156,15 @@ export class LocalHarness implements HarnessControl {
   }
 
   /**
-   * The facilitator's hook after a valid verify: fires the armed `after-verify` faults that match the
-   * payment (its payer and network), oldest first, before the verify is answered.
+   * The facilitator's lifecycle hooks the stack starts it with: `onAfterVerify` fires the armed `after-verify`
+   * faults that match the payment (its payer and network), oldest first, before the verify is answered.
    */
-  readonly afterVerify = async (payment: ValidPayment): Promise<void> => {
+  readonly hooks: FacilitatorHooks = {
+    onAfterVerify: ({ result, authorization }) => this.#afterVerify({ network: result.network, authorization }),
+    timeoutMs: AFTER_VERIFY_MS,
+  };
+
+  readonly #afterVerify = async (payment: ValidPayment): Promise<void> => {
     for (const fault of [...this.#live.values()]) {
       if (fault.info.state !== "armed" || !this.#matches(fault.spec, payment)) continue;
       fault.info.state = "active";

@@ -337,6 +337,6 @@ export class HarnessControlError extends KitError<"control_refused"> {
     readonly status: number,
     message: string,
   ) {
-    super("control_refused", message, { docs: "docs/failures.md#every-failure-on-demand" });
+    super("control_refused", message, { docsPath: "docs/failures.md#every-failure-on-demand" });
   }
 }

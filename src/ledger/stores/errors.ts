@@ -8,7 +8,7 @@ export type LedgerErrorCode = "illegal_transition" | "not_found" | "config" | "u
 export class LedgerError extends KitError<LedgerErrorCode> {
   override name = "LedgerError";
   constructor(code: LedgerErrorCode, message: string, options?: { cause?: unknown }) {
-    super(code, message, { ...options, docs: "docs/operations.md#the-settlement-ledger-and-several-instances-as-one-service" });
+    super(code, message, { ...options, docsPath: "docs/operations.md#the-settlement-ledger-and-several-instances-as-one-service" });
   }
 }
 

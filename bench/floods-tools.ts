@@ -1,7 +1,6 @@
-// What the flood benches share (bench/floods.ts): the stack's accounts, one HTTP request at a time through an
-// agent, a process's memory and metrics, fresh signed bodies and a facilitator process on the local chain.
+// The tools of bench/floods.ts: its requests, scrapes, signed bodies, facilitator processes and chain reads.
 import { readFileSync } from "node:fs";
-import { Agent, request, type IncomingMessage } from "node:http";
+import { request, type Agent, type IncomingMessage } from "node:http";
 import { getAddress, type Address, type Hex } from "viem";
 import { tokenAbi } from "../src/chain/token-abi.js";
 import { ACCOUNT_INDEX, localAccount } from "../src/harness/accounts.js";
@@ -9,7 +8,8 @@ import type { LocalChain } from "../src/harness/chain.js";
 import { startFacilitatorProcess, type FacilitatorProcess } from "../src/harness/cluster.js";
 import { signBodies } from "./sign.js";
 import { percentile } from "./stack.js";
-const RELAYER_KEY = localAccount(ACCOUNT_INDEX.relayer).privateKey;
+
+export const RELAYER_KEY = localAccount(ACCOUNT_INDEX.relayer).privateKey;
 export const PAY_TO = getAddress("0x70997970C51812dc3A010C7d01b50e0d17dc79C8");
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 export const ms = (value: number) => `${Math.round(value)} ms`;

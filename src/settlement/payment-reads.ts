@@ -32,7 +32,7 @@ export interface Spender {
  * a transaction, the head, the token's `authorizationState`, the transaction that spent an authorization,
  * and a re-broadcast of a stored signed transaction.
  */
-export interface SettlementChain {
+export interface PaymentReads {
   chainId: number;
   /** The receipt of `hash`; undefined while it is not mined (or unknown). */
   receipt(hash: Hex): Promise<TransactionReceipt | undefined>;
@@ -59,8 +59,8 @@ export interface SettlementChain {
   rebroadcast(tx: { raw: Hex; relayer: Address; relayerNonce: number }): Promise<"accepted" | "known" | "spent" | "waits">;
 }
 
-/** Parameters of {@link settlementChain}. */
-export interface SettlementChainParameters {
+/** Parameters of {@link paymentReads}. */
+export interface PaymentReadsParameters {
   client: PublicClient;
   chainId: number;
   /** How far back (blocks) to look for the transaction that spent an authorization, when the index cannot say. */
@@ -75,8 +75,8 @@ interface RpcLog {
   topics: Hex[];
 }
 
-/** A {@link SettlementChain} over a viem public client. */
-export function settlementChain({ client, chainId, logLookbackBlocks, index }: SettlementChainParameters): SettlementChain {
+/** A {@link PaymentReads} over a viem public client. */
+export function paymentReads({ client, chainId, logLookbackBlocks, index }: PaymentReadsParameters): PaymentReads {
   const head = async () => {
     const block = await client.getBlock({ blockTag: "latest" });
     return { number: block.number, timestamp: block.timestamp };

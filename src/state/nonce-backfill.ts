@@ -21,7 +21,7 @@ export interface BackfillParameters {
   targetHash: Hex;
   /** The last blocks up to `target` read block by block, each proven by its own content, rather than by range (default {@link TAIL_BLOCKS}). */
   tailBlocks?: number;
-  /** Receives nonces as they are found (stored ones first, then each range's). */
+  /** Receives nonces as they are found (stored ones of blocks through `target` first, then each range's). */
   onNonces(nonces: readonly StoredNonce[]): void;
   /** Told of the progress after each stored range. */
   onProgress(progress: NonceProgress & { targetBlock: bigint }): void;
@@ -56,7 +56,7 @@ export const TAIL_BLOCKS = 256;
  * is not done, and the index does not answer "unused" for a nonce it does not hold.
  *
  * Resumable and shared: the store says how far any instance got (the ledger), so a restart or a second instance
- * loads what is stored and reads only the rest. Each range is stored before the next is read. Resolves once `target`
+ * loads what is stored through `target` and reads only the rest. Each range is stored before the next is read. Resolves once `target`
  * is covered (or `signal` aborts); throws {@link BackfillStartError} when no start block can be found (a node without
  * past state and no start block configured).
  */
@@ -81,7 +81,11 @@ export async function backfillNonces(parameters: BackfillParameters): Promise<vo
   for (;;) {
     const cursor = after;
     const page = await retry("store", () => store.indexedNonces(scope, { ...(cursor ? { after: cursor } : {}), limit: PAGE }));
-    if (page.length > 0) parameters.onNonces(page);
+    // A row of a block after the target proves nothing at the index's block: another instance's node ahead, or a history
+    // the chain went back over (the live follower stored it, then the chain reverted deeper than its trail). The live
+    // follower reads those blocks itself.
+    const covered = page.filter((nonce) => nonce.blockNumber <= parameters.target);
+    if (covered.length > 0) parameters.onNonces(covered);
     if (page.length < PAGE) break;
     const last = page[page.length - 1]!;
     after = { authorizer: last.authorizer, nonce: last.nonce };

@@ -494,22 +494,68 @@ describe("token state index: verify's state from the token's logs", function () 
     expect(changes).to.deep.equal(["rewind"]);
   });
 
-  it("starts over when the chain went back further than the blocks it keeps the hashes of, and knows again only what the chain has", async () => {
+  it("starts over when the chain went back further than the blocks it keeps the hashes of, and knows again only what the chain has (not the ledger's rows of the history it left)", async () => {
     const { index, changes, controls } = await watched();
+    const scope = { chainId: 338, token: chain().token };
     const before = freshNonce();
     await useAuthorization(before);
     const snapshot = await controls.call<Hex>("evm_snapshot");
+    const snapshotBlock = await head();
     const reverted = freshNonce();
     await useAuthorization(reverted);
     // One by one (hardhat_mine's blocks report no parent hash).
     for (let i = 0; i < TRAIL_BLOCKS + 50; i++) await controls.call("evm_mine");
-    expect(await waitUntil(async () => (await index.payer(buyer.address, reverted, 0))?.head.number === (await head()), 30_000, 20), JSON.stringify({ changes, status: index.status(), head: String(await head()) })).to.equal(true);
+    // Asked with a maximum age, the index polls often and stores what it follows live: the spent nonce of the history
+    // about to be left is in the ledger before the revert (what a loaded machine did by chance, on the 5 s idle poll).
+    expect(await waitUntil(async () => (await index.payer(buyer.address, reverted, 60_000))?.head.number === (await head()), 30_000, 20), JSON.stringify({ changes, status: index.status(), head: String(await head()) })).to.equal(true);
+    expect(await waitUntil(async () => (await ledger.indexedNonce(scope, buyer.address, reverted)) !== undefined, 10_000, 20)).to.equal(true);
     await controls.call("evm_revert", [snapshot]);
     expect(await waitUntil(async () => index.status().backfill.state === "done" && changes.includes("rebuild") && (await index.payer(buyer.address, reverted, 0)) !== undefined, 20_000, 20), JSON.stringify({ changes, status: index.status() })).to.equal(true);
     expect(changes).to.deep.equal(["rebuild"]);
-    expect((await index.payer(buyer.address, reverted, 0))!).to.deep.include({ used: false, balance: await balance(buyer.address) });
+    // No history to bind the ledger to the chain here: its row of the block the chain no longer has is still there, after the head.
+    expect(await ledger.indexedNonce(scope, buyer.address, reverted)).to.deep.include({ blockNumber: snapshotBlock + 1n });
+    expect(await head()).to.equal(snapshotBlock);
+    const answer = (await index.payer(buyer.address, reverted, 0))!;
+    expect(answer).to.deep.include({ used: false, balance: await balance(buyer.address) });
+    expect(answer.head.number).to.equal(snapshotBlock);
+    expect(await index.spentAt(buyer.address, reverted)).to.deep.equal({ spent: false });
+    expect(await chain().contract.read.authorizationState([buyer.address, reverted])).to.equal(false);
     expect((await index.payer(buyer.address, before, 0))!.used).to.equal(true);
     expect(index.status()).to.deep.include({ state: "following", block: Number(await head()) });
+  });
+
+  it("holds spent only the ledger's nonces through the block it starts at: a row of a later block (an instance whose node is ahead, a forged row, a history the chain left) proves nothing at its head", async () => {
+    const scope = { chainId: 338, token: chain().token };
+    const early = freshNonce();
+    await useAuthorization(early);
+    const at = await head();
+    const ahead = freshNonce();
+    // The ledger says every block through at + 5 is read, with `early` where the chain has it and `ahead` in block at + 3.
+    await ledger.openNonceIndex(scope, 0n);
+    await ledger.recordIndexedNonces(
+      scope,
+      [
+        { authorizer: buyer.address, nonce: early, blockNumber: at },
+        { authorizer: buyer.address, nonce: ahead, blockNumber: at + 3n },
+      ],
+      { fromBlock: 0n, throughBlock: at + 5n },
+    );
+    requests.length = 0;
+    const index = open();
+    await backfilled(index);
+    // Nothing read by range: the stored rows were loaded (`early` among them), `ahead` not held spent.
+    expect(requests.filter((r) => r.method === "eth_getLogs" && !(r.params as [{ blockHash?: Hex }])[0].blockHash)).to.deep.equal([]);
+    expect(index.status()).to.deep.include({ nonces: 1, block: Number(at) });
+    expect((await index.payer(buyer.address, early, 0))!.used).to.equal(true);
+    const answer = (await index.payer(buyer.address, ahead, 0))!;
+    expect(answer).to.deep.include({ used: false, head: { number: at, timestamp: (await chain().publicClient.getBlock()).timestamp, hash: (await chain().publicClient.getBlock()).hash } });
+    expect(await index.spentAt(buyer.address, ahead)).to.deep.equal({ spent: false });
+    // Past that block the chain itself says: it has no such authorization, nor has the index.
+    await chain().networkHelpers.mine(5);
+    const later = (await index.payer(buyer.address, ahead, 0))!;
+    expect(later).to.deep.include({ used: false });
+    expect(later.head.number).to.equal(at + 5n);
+    expect(await chain().contract.read.authorizationState([buyer.address, ahead])).to.equal(false);
   });
 
   it("over a WebSocket RPC, learns of new blocks by eth_subscribe (no verify asking) and answers from them", async () => {

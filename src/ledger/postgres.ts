@@ -74,6 +74,7 @@ class PostgresDriver implements SqlDriver {
   /** A call's wait for its turn (a pooled connection, a payer's lock) is given up after this long. */
   readonly #queueMs: number;
   readonly #poolSize: number;
+  readonly #connectMs: number;
   readonly #clientConfig: pg.ClientConfig;
   #listener: pg.Client | undefined;
   #reconnect: NodeJS.Timeout | undefined;
@@ -103,7 +104,8 @@ class PostgresDriver implements SqlDriver {
     };
     // The pool's own connectionTimeoutMillis would also bound the wait in its queue (a burst, not a fault):
     // the pool has none, its clients keep theirs for connecting, and #call bounds the queue.
-    const connectMs = this.#clientConfig.connectionTimeoutMillis;
+    this.#connectMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    const connectMs = this.#connectMs;
     this.#pool = guardedPool({
       ...this.#clientConfig,
       connectionTimeoutMillis: 0,
@@ -205,7 +207,8 @@ class PostgresDriver implements SqlDriver {
       // All connections busy: this call waits its turn in the pool's queue (it is served as one is released).
       const queued = this.#pool.idleCount === 0 && this.#pool.totalCount >= this.#poolSize;
       if (queued) arm(this.#queueMs, () => new LedgerError("unavailable", `no database connection free within ${this.#queueMs} ms`));
-      else arm(this.#answerMs, noAnswer);
+      // Connecting (a new pooled connection, or an idle one handed over): LEDGER_CONNECT_TIMEOUT_MS, at least the answer time.
+      else arm(Math.max(this.#connectMs, this.#answerMs), noAnswer);
       const connecting = this.#pool.connect();
       // A connection that arrives after the call gave up goes back to the pool unused.
       connecting.then((late) => void (given && late !== client && late.release()), () => undefined);

@@ -1,8 +1,7 @@
 import { EventEmitter } from "node:events";
 import pg from "pg";
-import { Kysely, PostgresDialect, sql } from "kysely";
-import { Migrator, type Migration as KyselyMigration } from "kysely/migration";
-import { MIGRATIONS, POSTGRES_SCHEMA } from "./schema.js";
+import { MIGRATIONS } from "./schema.js";
+import { GuardedClient, guardedPool, message, migratePostgres, MIGRATION_TABLE, redactDatabaseUrl } from "./postgres-client.js";
 import { deliver, type SqlDriver, type SqlRow, type SqlTransaction, type SqlTransactionOptions, type SqlValue } from "./sql/driver.js";
 import { SqlLedger, type SqlLedgerOptions } from "./sql/ledger.js";
 import { LedgerError, type LedgerHealth } from "./types.js";
@@ -11,12 +10,20 @@ import { LedgerError, type LedgerHealth } from "./types.js";
 const CHANNEL = "x402_ledger";
 /** First key of the two-key advisory locks this ledger takes ("x402"), so they stay apart from other users'. */
 const LOCK_SPACE = 0x78343032;
-const MIGRATION_TABLE = "x402_ledger_migrations";
+export { migratePostgres, redactDatabaseUrl };
+
 const RECONNECT_MS = 1_000;
 /** What PostgreSQL may take per statement (`statement_timeout`, `lock_timeout`) unless configured. */
 export const DEFAULT_STATEMENT_TIMEOUT_MS = 1_000;
-/** What connecting (and waiting for a pooled connection) may take unless configured. */
+/** What connecting may take unless configured. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 1_500;
+/**
+ * A call waits this long at most for its turn (a pooled connection while all are busy; a payer's lock held
+ * by another instance's claim), or the answer time if longer. Waiting in a queue is not the database
+ * failing to answer: a burst of settles queues behind the pool's few connections, and that queue drains as
+ * calls finish; a database that stops answering fails every waiter at once through the calls in flight.
+ */
+export const QUEUE_MS = 10_000;
 /** A call is given up this long after the statement time-out: the server did not even say it cancelled it (frozen, cut off). */
 const ANSWER_MARGIN_MS = 500;
 /** While calls fail at once, the database is asked (a fresh connection, `SELECT 1`) this often. */
@@ -25,16 +32,6 @@ const PROBE_MS = 250;
 const KEEPALIVE_DELAY_MS = 10_000;
 /** A transaction left open by a client that stopped (paused, cut off) is ended by the server after this, releasing its locks. */
 const IDLE_IN_TRANSACTION_MS = 10_000;
-
-/** A PostgreSQL URL without its credentials, for logs and health. */
-export function redactDatabaseUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    return `${parsed.protocol}//${parsed.hostname}${parsed.port ? `:${parsed.port}` : ""}${parsed.pathname}`;
-  } catch {
-    return "postgres://(unparsable URL)";
-  }
-}
 
 // `?` placeholders (shared with SQLite) become `$1, $2, …` (the statements hold no `?` in literals), and
 // each statement gets a name: PostgreSQL then parses and plans it once per connection, not per call.
@@ -49,40 +46,11 @@ function toPostgres(text: string): { name: string; text: string } {
   return statement;
 }
 
-/** A 32-bit signed key for an advisory lock (FNV-1a of the name). */
-function lockKey(name: string): number {
+/** The two keys of the advisory lock named `name` (a payer's: `chainId:token:authorizer`, lower case): {@link LOCK_SPACE}, then FNV-1a of the name. */
+export function advisoryLockKeys(name: string): [number, number] {
   let hash = 0x811c9dc5;
   for (let i = 0; i < name.length; i++) hash = Math.imul(hash ^ name.charCodeAt(i), 0x01000193);
-  return hash | 0;
-}
-
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
-/**
- * A pg client with an 'error' listener from its construction on. node-postgres emits 'error' on a client
- * whose connection dies (57P01 when the server shuts down, then "Connection terminated unexpectedly"); with
- * no listener at that moment Node throws it, and the process exits. pg-pool listens only while a client is
- * idle: a client it hands to a `pool.connect()` waiter has no listener until the waiter's code runs, a
- * microtask later, while the rest of the socket chunk (a server's FATAL right after its last answer) is
- * parsed at once; a client handed over as it finishes connecting is in the same gap; Kysely's migrator
- * never listens on the client it holds. Nothing needs doing with the error here: the queries in flight
- * reject with it, the client is no longer queryable, and the pool drops it when it is released.
- */
-class GuardedClient extends pg.Client {
-  constructor(config?: string | pg.ClientConfig) {
-    super(config);
-    this.on("error", () => {});
-  }
-}
-
-/** A pool whose clients are {@link GuardedClient}s, and whose own 'error' (an idle client's) is handled. */
-function guardedPool(config: pg.PoolConfig): pg.Pool {
-  const pool = new pg.Pool({ ...config, Client: GuardedClient });
-  // An idle client's error (the server restarted): the pool has already dropped it; the next query reconnects.
-  pool.on("error", () => {});
-  return pool;
+  return [LOCK_SPACE, hash | 0];
 }
 
 /** A ledger call the database did not answer within its time: the connection was cut, nothing waits on it. */
@@ -101,8 +69,12 @@ class PostgresDriver implements SqlDriver {
   readonly messages = new EventEmitter();
   readonly #url: string;
   readonly #pool: pg.Pool;
-  /** A call (waiting for a connection, then its statements) is given up after this long. */
+  /** A call is given up when the database has not answered a connect or a statement for this long. */
   readonly #answerMs: number;
+  /** A call's wait for its turn (a pooled connection, a payer's lock) is given up after this long. */
+  readonly #queueMs: number;
+  readonly #poolSize: number;
+  readonly #connectMs: number;
   readonly #clientConfig: pg.ClientConfig;
   #listener: pg.Client | undefined;
   #reconnect: NodeJS.Timeout | undefined;
@@ -118,6 +90,8 @@ class PostgresDriver implements SqlDriver {
     this.messages.setMaxListeners(0);
     const statementMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
     this.#answerMs = statementMs + ANSWER_MARGIN_MS;
+    this.#queueMs = Math.max(QUEUE_MS, this.#answerMs);
+    this.#poolSize = options.poolSize ?? 10;
     this.#clientConfig = {
       connectionString: url,
       connectionTimeoutMillis: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
@@ -128,7 +102,21 @@ class PostgresDriver implements SqlDriver {
       keepAlive: true,
       keepAliveInitialDelayMillis: KEEPALIVE_DELAY_MS,
     };
-    this.#pool = guardedPool({ ...this.#clientConfig, max: options.poolSize ?? 10, idleTimeoutMillis: 30_000 });
+    // The pool's own connectionTimeoutMillis would also bound the wait in its queue (a burst, not a fault):
+    // the pool has none, its clients keep theirs for connecting, and #call bounds the queue.
+    this.#connectMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    const connectMs = this.#connectMs;
+    this.#pool = guardedPool({
+      ...this.#clientConfig,
+      connectionTimeoutMillis: 0,
+      Client: class extends GuardedClient {
+        constructor(config?: pg.ClientConfig) {
+          super({ ...config, connectionTimeoutMillis: connectMs });
+        }
+      },
+      max: this.#poolSize,
+      idleTimeoutMillis: 30_000,
+    });
   }
 
   async all<R extends object = SqlRow>(text: string, params: readonly SqlValue[] = []): Promise<R[]> {
@@ -141,7 +129,7 @@ class PostgresDriver implements SqlDriver {
 
   async transaction<T>(...args: [(tx: SqlTransaction) => Promise<T>] | [SqlTransactionOptions, (tx: SqlTransaction) => Promise<T>]): Promise<T> {
     const [options, work] = args.length === 1 ? [{}, args[0]] : args;
-    return this.#call(async (client) => {
+    return this.#call(async (client, wait) => {
       const query = (text: string, params: readonly SqlValue[] = []) => client.query({ ...toPostgres(text), values: params as SqlValue[] });
       const tx: SqlTransaction = {
         all: async <R extends object>(text: string, params?: readonly SqlValue[]) => (await query(text, params)).rows as R[],
@@ -149,8 +137,21 @@ class PostgresDriver implements SqlDriver {
         // Delivered by PostgreSQL to every listener (this instance's too) when the transaction commits.
         notify: async (text) => void (await query(`SELECT pg_notify('${CHANNEL}', ?)`, [text])),
       };
-      // One round trip: the lock's keys are numbers computed here, so the two statements go as one simple query.
-      await client.query(options.lock === undefined ? "BEGIN" : `BEGIN; SELECT pg_advisory_xact_lock(${LOCK_SPACE}, ${lockKey(options.lock)})`);
+      if (options.lock === undefined) await client.query("BEGIN");
+      else {
+        // One round trip: the lock's keys are numbers computed here, so the statements go as one simple query.
+        // The lock is waited for as a turn in a queue (another instance's claim of the payer holds it), not
+        // as a statement: up to the queue time, then the statement time again for the rest.
+        const ms = this.#queueMs;
+        const statementMs = this.#answerMs - ANSWER_MARGIN_MS;
+        await wait(ms, () =>
+          client.query(
+            `BEGIN; SET LOCAL statement_timeout = ${ms}; SET LOCAL lock_timeout = ${ms}; ` +
+              `SELECT pg_advisory_xact_lock(${advisoryLockKeys(options.lock!).join(", ")}); ` +
+              `SET LOCAL statement_timeout = ${statementMs}; SET LOCAL lock_timeout = ${statementMs}`,
+          ),
+        );
+      }
       try {
         const result = await work(tx);
         await client.query("COMMIT");
@@ -164,12 +165,15 @@ class PostgresDriver implements SqlDriver {
   }
 
   /**
-   * Runs `work` on a pooled connection, all of it (the wait for a connection included) within the answer
-   * time. A call the database does not answer in time fails with {@link NoAnswer}: its connection is
-   * reset (so a frozen server, once it runs again, finds nothing of it to execute), and until the
-   * database answers a probe every call fails at once, instead of each waiting out its own time.
+   * Runs `work` on a pooled connection. Connecting and then each step of `work` must be answered within
+   * the answer time; a step `work` marks as a wait for its turn (`wait`) gets the queue time instead, and
+   * so does waiting for a pooled connection while all are busy: a burst queues, it is not an outage. A
+   * call the database does not answer in time fails with {@link NoAnswer}: its connection is reset (so a
+   * frozen server, once it runs again, finds nothing of it to execute), and until the database answers a
+   * probe every call fails at once (the ones waiting for a connection too), instead of each waiting out its
+   * own time. A turn not come within the queue time fails with a plain "unavailable" and trips nothing.
    */
-  async #call<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  async #call<T>(work: (client: pg.PoolClient, wait: <W>(ms: number, step: () => Promise<W>) => Promise<W>) => Promise<T>): Promise<T> {
     if (this.#outageSince !== undefined) throw new NoAnswer(this.#answerMs);
     let client: pg.PoolClient | undefined;
     let given = false;
@@ -178,29 +182,46 @@ class PostgresDriver implements SqlDriver {
     let reject!: (error: Error) => void;
     const stop = new Promise<never>((_, fail) => (reject = fail));
     stop.catch(() => undefined);
-    timer = setTimeout(() => {
-      given = true;
-      reject(new NoAnswer(this.#answerMs));
-    }, this.#answerMs);
     const giveUp = (error: Error) => {
       given = true;
       reject(error);
     };
+    // Given up `ms` from now. Once connected, after the loop's poll phase (setImmediate): an answer that
+    // arrived while this process was not running (a loaded host) is read before silence is concluded.
+    const arm = (ms: number, error: () => Error) => {
+      clearTimeout(timer);
+      timer = setTimeout(() => (client ? setImmediate(() => giveUp(error())) : giveUp(error())), ms);
+    };
+    const noAnswer = () => new NoAnswer(this.#answerMs);
+    const wait = async <W>(ms: number, step: () => Promise<W>): Promise<W> => {
+      arm(ms + ANSWER_MARGIN_MS, noAnswer);
+      try {
+        return await step();
+      } finally {
+        arm(this.#answerMs, noAnswer);
+      }
+    };
     const onError = () => void (failed = true);
     try {
       this.#waiting.add(giveUp);
+      // All connections busy: this call waits its turn in the pool's queue (it is served as one is released).
+      const queued = this.#pool.idleCount === 0 && this.#pool.totalCount >= this.#poolSize;
+      if (queued) arm(this.#queueMs, () => new LedgerError("unavailable", `no database connection free within ${this.#queueMs} ms`));
+      // Connecting (a new pooled connection, or an idle one handed over): LEDGER_CONNECT_TIMEOUT_MS, at least the answer time.
+      else arm(Math.max(this.#connectMs, this.#answerMs), noAnswer);
       const connecting = this.#pool.connect();
       // A connection that arrives after the call gave up goes back to the pool unused.
       connecting.then((late) => void (given && late !== client && late.release()), () => undefined);
       client = await Promise.race([connecting, stop]);
       this.#waiting.delete(giveUp);
+      arm(this.#answerMs, noAnswer);
       // An error while checked out (the server shut down, 57P01): the query in flight rejects as well.
       client.on("error", onError);
-      return await Promise.race([work(client), stop]);
+      return await Promise.race([work(client, wait), stop]);
     } catch (error) {
       failed = true;
       if (error instanceof NoAnswer && this.#outageSince === undefined) this.#noAnswer();
-      throw error instanceof NoAnswer || error instanceof LedgerError || !given ? error : new NoAnswer(this.#answerMs);
+      throw error instanceof LedgerError || !given ? error : noAnswer();
     } finally {
       clearTimeout(timer);
       this.#waiting.delete(giveUp);
@@ -292,44 +313,6 @@ class PostgresDriver implements SqlDriver {
     this.#listener = undefined;
     await listener?.end().catch(() => undefined);
     await this.#pool.end();
-  }
-}
-
-/**
- * Brings the schema up to date with Kysely's Migrator: each migration runs in a transaction (DDL is
- * transactional in PostgreSQL: a failed migration leaves nothing half-done) under a transaction-level
- * advisory lock, so instances that start together apply it once and the others wait, then see it done.
- * `through` stops after the migration of that name (a database as an earlier version left it: upgrade tests).
- */
-export async function migratePostgres(url: string, options: { through?: string } = {}): Promise<void> {
-  // Kysely attaches no 'error' listener to the client it holds for the migrations: the pool's clients guard themselves.
-  const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: guardedPool({ connectionString: url, max: 1, connectionTimeoutMillis: 5_000 }) }) });
-  try {
-    const migrations: Record<string, KyselyMigration> = Object.fromEntries(
-      MIGRATIONS.map((migration) => [
-        migration.name,
-        {
-          async up(db: Kysely<unknown>) {
-            for (const statement of migration.statements(POSTGRES_SCHEMA)) await sql.raw(statement).execute(db);
-          },
-        },
-      ]),
-    );
-    const migrator = new Migrator({
-      db,
-      provider: { getMigrations: async () => migrations },
-      migrationTableName: MIGRATION_TABLE,
-      migrationLockTableName: `${MIGRATION_TABLE}_lock`,
-    });
-    const { error, results } = options.through === undefined ? await migrator.migrateToLatest() : await migrator.migrateTo(options.through);
-    if (error) {
-      const failed = results?.find((r) => r.status === "Error")?.migrationName;
-      throw new LedgerError("unavailable", `DATABASE_URL: migrating ${redactDatabaseUrl(url)} failed${failed ? ` at ${failed}` : ""}: ${message(error)}`, {
-        cause: error,
-      });
-    }
-  } finally {
-    await db.destroy();
   }
 }
 

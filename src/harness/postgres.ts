@@ -18,6 +18,11 @@ export interface TestPostgres {
   /** A new empty database on the same server; returns its URL. */
   createDatabase(): Promise<string>;
   /**
+   * Drops a database {@link createDatabase} made (its connections ended first), so that a long run's server keeps
+   * only the databases in use: deleting hundreds at `stop` took minutes on a loaded machine.
+   */
+  dropDatabase(url: string): Promise<void>;
+  /**
    * Stops the server and deletes its files. Returns at once when the server already exited (Ctrl+C
    * reaches PostgreSQL too: it is in the terminal's process group); kills it when it does not exit
    * within the stop time-out.
@@ -193,16 +198,25 @@ export async function startTestPostgres(options: TestPostgresOptions = {}): Prom
     }
     const base = `postgres://${user}:${password}@127.0.0.1:${port}`;
     let databases = 0;
-    const createDatabase = async () => {
-      const name = `ledger_${++databases}`;
+    const asAdmin = async (statement: string) => {
       const admin = new pg.Client({ connectionString: `${base}/postgres` });
       await admin.connect();
       try {
-        await admin.query(`CREATE DATABASE ${name}`);
+        await admin.query(statement);
       } finally {
         await admin.end();
       }
+    };
+    const createDatabase = async () => {
+      const name = `ledger_${++databases}`;
+      await asAdmin(`CREATE DATABASE ${name}`);
       return `${base}/${name}`;
+    };
+    const dropDatabase = async (url: string) => {
+      const name = new URL(url).pathname.slice(1);
+      // Only the names createDatabase gives: nothing else is ever spliced into the statement.
+      if (!/^ledger_\d+$/.test(name)) throw new Error(`not a database this server made: ${name}`);
+      await asAdmin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     };
     let url: string;
     try {
@@ -216,6 +230,7 @@ export async function startTestPostgres(options: TestPostgresOptions = {}): Prom
     return {
       url,
       createDatabase,
+      dropDatabase,
       async stop() {
         if (running) await stopServer(server, stopTimeoutMs);
         running = false;

@@ -162,7 +162,9 @@ export const postgresBackend = (): LedgerBackend => {
     },
     async store(clock) {
       const url = await server!.createDatabase();
-      return { shared: true, ...tracking(async () => openPostgresLedger({ url, clock: clock.read, pollMs: 20, poolSize: 5 })) };
+      const handles = tracking(async () => openPostgresLedger({ url, clock: clock.read, pollMs: 20, poolSize: 5 }));
+      // Each test's database goes with it: the server's files stay small, and stopping it stays quick.
+      return { shared: true, open: handles.open, dispose: async () => (await handles.dispose(), await server!.dropDatabase(url)) };
     },
   };
 };

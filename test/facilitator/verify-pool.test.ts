@@ -5,6 +5,7 @@ import { VerifyReason } from "../../src/protocol/reasons.js";
 import { poisonSignature } from "../helpers/faulty-recovery-worker.js";
 import { makePayment, openFacilitator } from "../helpers/facilitator.js";
 import { listen, type Listening } from "../helpers/http.js";
+import { WAIT_MS, waitUntil } from "../helpers/wait.js";
 
 /** A TCP connection to the facilitator, once connected. */
 async function connected(port: number): Promise<Socket> {
@@ -75,34 +76,32 @@ describe("verify with signature recovery on worker threads: a worker that dies m
     return answers;
   }
 
+  /** Runs `step` (a round of requests) until `done` holds, failing loudly naming `what` past the shared wait's deadline. */
+  async function roundsUntil(done: () => Promise<boolean>, what: string, step: () => Promise<unknown>): Promise<void> {
+    const deadline = performance.now() + WAIT_MS;
+    while (!(await done())) {
+      if (performance.now() > deadline) throw new Error(`timed out after ${WAIT_MS} ms of rounds waiting for ${what}`);
+      await step();
+    }
+  }
+
   it("answers every request once, right, while its worker exits; a new worker is started and takes batches again", async () => {
     // Until the worker is ready (it starts at the first recovery), rounds are answered inline.
-    for (let i = 0; (await metric(opened, "x402_recovery_pool", '{what="ready"}')) < 1; i++) {
-      if (i === 40) throw new Error("no recovery worker became ready in 40 rounds");
-      await round(8, false);
-    }
-    // The poison's batch reaches the worker (every recovery goes to it once it is ready), which exits.
-    for (let i = 0; (await metric(opened, "x402_recovery_workers_lost_total", '{reason="exited"}')) < 1; i++) {
-      if (i === 40) throw new Error("the poison never reached the worker in 40 rounds");
-      const before = outcomes.length;
-      const answers = await round(24, true);
-      // Each request answered once: one outcome record per request, under its own id.
-      const records = outcomes.slice(before);
-      expect(records.length).to.equal(answers.length);
-      expect(new Set(records.map((r) => r.requestId)).size).to.equal(answers.length);
-      expect(records.map((r) => r.requestId).sort()).to.deep.equal(answers.map((a) => a.id).sort());
-    }
+    await roundsUntil(async () => (await metric(opened, "x402_recovery_pool", '{what="ready"}')) >= 1, "a recovery worker ready", () => round(8, false));
+    // The poison's batch reaches the worker (every recovery goes to it once it is ready), which exits: one round.
+    const before = outcomes.length;
+    const answers = await round(24, true);
+    // Each request answered once: one outcome record per request, under its own id.
+    const records = outcomes.slice(before);
+    expect(records.length).to.equal(answers.length);
+    expect(new Set(records.map((r) => r.requestId)).size).to.equal(answers.length);
+    expect(records.map((r) => r.requestId).sort()).to.deep.equal(answers.map((a) => a.id).sort());
+    await waitUntil("the worker's exit on the poison", async () => (await metric(opened, "x402_recovery_workers_lost_total", '{reason="exited"}')) >= 1);
     expect(await metric(opened, "x402_signature_recoveries_total", '{path="rescued"}')).to.be.greaterThan(0);
-    // The worker is replaced; recoveries go to it again.
-    for (let i = 0; (await metric(opened, "x402_recovery_pool", '{what="ready"}')) < 1; i++) {
-      if (i === 40) throw new Error("the worker was not replaced in 40 rounds");
-      await round(8, false);
-    }
+    // The worker is replaced (a thread started again: seconds on a loaded machine); recoveries go to it again.
+    await roundsUntil(async () => (await metric(opened, "x402_recovery_pool", '{what="ready"}')) >= 1, "the worker replaced", () => round(8, false));
     const worked = await metric(opened, "x402_signature_recoveries_total", '{path="worker"}');
-    for (let i = 0; (await metric(opened, "x402_signature_recoveries_total", '{path="worker"}')) === worked; i++) {
-      if (i === 40) throw new Error("no batch reached the new worker in 40 rounds");
-      await round(16, false);
-    }
+    await roundsUntil(async () => (await metric(opened, "x402_signature_recoveries_total", '{path="worker"}')) > worked, "a batch reaching the new worker", () => round(16, false));
     expect(await metric(opened, "x402_recovery_workers_lost_total", '{reason="exited"}')).to.equal(1);
   });
 });

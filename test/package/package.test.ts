@@ -20,6 +20,12 @@ const KIT_BIN = join(ROOT, "node_modules", ".bin");
 const PACKAGE = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { name: string; version: string; dependencies: Record<string, string>; devDependencies: Record<string, string> };
 /** The kit's own Node 22 first on PATH: `npm` and `node` in the projects below run on it. */
 const ENV = { ...process.env, PATH: `${KIT_BIN}${delimiter}${process.env.PATH ?? ""}`, npm_config_audit: "false", npm_config_fund: "false", npm_config_update_notifier: "false" };
+/**
+ * The stack's ports left to the system (each start's own variables, as a CI job beside another would set them): the
+ * recipes run as written, and a second suite on the same machine (another `npm test`, another CI job) never meets
+ * this one on 8402/8545/8546. The env file hands the suite whatever ports were taken.
+ */
+const FREE_PORTS_ENV = { ...ENV, PORT: "0", TESTNET_RPC_PORT: "0", MAINNET_RPC_PORT: "0" };
 // Warnings shown: an install of a supported Node must print no EBADENGINE.
 const INSTALL = ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=warn"];
 
@@ -501,7 +507,7 @@ test("sees the stack", async () => {
           "node conformance.ts",
         ].join("\n"),
       );
-      const job = await outcome(dir, "bash", ["ci.sh"]);
+      const job = await outcome(dir, "bash", ["ci.sh"], FREE_PORTS_ENV);
       expect(job.code, `${job.stdout}\n${job.stderr}`).to.equal(0);
       const cli = /^(\d+) checks: (\d+) passed, 0 failed, (\d+) skipped in /m.exec(job.stdout);
       expect(cli, job.stdout).to.not.equal(null);
@@ -517,7 +523,7 @@ test("sees the stack", async () => {
 
       // A failing suite fails the job with its own status, and the stack is stopped all the same.
       await suite('test "$CHAIN_ID" = 25 || exit 3');
-      const failed = await outcome(dir, "bash", ["ci.sh"]);
+      const failed = await outcome(dir, "bash", ["ci.sh"], FREE_PORTS_ENV);
       expect(failed.code, failed.stderr).to.equal(3);
       expect(failed.stderr.trimEnd().split("\n").at(-1)).to.match(/^\[stop\] stopped /);
       expect(stateLeft()).to.equal(false);
@@ -554,7 +560,7 @@ test("sees the stack", async () => {
               .filter((line) => line.includes("="))
               .map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]),
           );
-          const ran = await outcome(dir, "bash", ["--noprofile", "--norc", "-eo", "pipefail", "-c", step.run!], { ...ENV, ...carried, CI: "true", GITHUB_ENV: githubEnv });
+          const ran = await outcome(dir, "bash", ["--noprofile", "--norc", "-eo", "pipefail", "-c", step.run!], { ...FREE_PORTS_ENV, ...carried, CI: "true", GITHUB_ENV: githubEnv });
           results.push(ran.code);
           said.push(`${step.name}: ${ran.code}\n${ran.stdout}${ran.stderr}`);
           if (ran.code !== 0) failed = true;

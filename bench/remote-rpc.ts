@@ -3,11 +3,12 @@
 // calls; one `npm run facilitator` process is pointed at the proxy, as at a hosted RPC. Fresh
 // authorizations every request; with the token state index (default) or without (STATE_INDEX=false). Prints verify latency at 1 client and throughput at 64, settle latency
 // one after another, and the RPC requests and calls each costs, by method.
-import { Agent, request } from "node:http";
+import { Agent } from "node:http";
 import os from "node:os";
 import type { Address } from "viem";
 import { startFacilitatorProcess } from "../src/harness/cluster.js";
 import { localAccount } from "../src/harness/accounts.js";
+import { post } from "./http-post.js";
 import { startLatencyProxy, type ProxyCounts } from "./rpc-proxy.js";
 import { signBodies } from "./sign.js";
 import { percentile, startStackProcess } from "./stack.js";
@@ -20,22 +21,6 @@ const PAY_TO: Address = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
 // Hardhat account #17: a PUBLIC test key, LOCAL-ONLY; funded with gas by the local chain, used by no one else here.
 const RELAYER = localAccount(17);
 
-function post(url: URL, agent: Agent, path: string, body: string) {
-  return new Promise<{ status: number; text: string }>((resolve, reject) => {
-    const req = request(
-      { host: url.hostname, port: url.port, path, method: "POST", agent, headers: { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) } },
-      (res) => {
-        let text = "";
-        res.setEncoding("utf8");
-        res.on("data", (c) => (text += c));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
-      },
-    );
-    req.on("error", reject);
-    req.end(body);
-  });
-}
-
 /** `bodies` through `concurrency` closed-loop clients; latencies sorted, wall time, and answers that were not what `ok` expects. */
 async function drive(url: URL, path: string, bodies: readonly string[], concurrency: number, ok: (text: string) => boolean) {
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
@@ -47,7 +32,7 @@ async function drive(url: URL, path: string, bodies: readonly string[], concurre
     Array.from({ length: concurrency }, async () => {
       for (let body = bodies[next++]; body !== undefined; body = bodies[next++]) {
         const t = performance.now();
-        const { status, text } = await post(url, agent, path, body);
+        const { status, text } = await post(url, path, agent, body);
         latencies.push(performance.now() - t);
         if (status !== 200 || !ok(text)) bad++;
       }

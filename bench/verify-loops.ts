@@ -1,8 +1,9 @@
 // The load of bench/verify.ts: its targets, the closed and the open loop, with the facilitator's own latency
 // from its histogram on /metrics beside the generator's.
-import { Agent, request } from "node:http";
+import { Agent } from "node:http";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
+import { post } from "./http-post.js";
 import { bucketQuantile, serverBuckets } from "./verify-common.js";
 import { percentile } from "./stack.js";
 
@@ -23,27 +24,12 @@ export interface Target {
   metricsUrl?: string;
 }
 
-export function post(url: URL, path: string, agent: Agent, body: string, version?: string) {
-  return new Promise<{ status: number; text: string }>((resolve, reject) => {
-    const headers: Record<string, string | number> = { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) };
-    if (version) headers["X402-Version"] = version;
-    const req = request({ host: url.hostname, port: url.port, path, method: "POST", agent, headers }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (c) => (text += c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
-    });
-    req.on("error", reject);
-    req.end(body);
-  });
-}
-
 const valid = (status: number, text: string) => status === 200 && text.startsWith('{"isValid":true');
 
 /** Closed loop: `concurrency` clients, each sending its next request when its answer arrives. */
 export async function closedLoop(target: Target, bodies: (i: number) => string | undefined, concurrency: number, durationMs = DURATION_MS) {
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
-  const version = target.dialect === "cronos" ? "1" : undefined;
+  const versionHeader: Record<string, string> = target.dialect === "cronos" ? { "X402-Version": "1" } : {};
   let next = 0;
   const latencies: number[] = [];
   let bad = 0;
@@ -55,7 +41,7 @@ export async function closedLoop(target: Target, bodies: (i: number) => string |
       const body = bodies(next++);
       if (body === undefined) throw new Error("ran out of signed bodies: raise BENCH_MAX_RPS");
       const t = performance.now();
-      const { status, text } = await post(target.url, target.path, agent, body, version);
+      const { status, text } = await post(target.url, target.path, agent, body, versionHeader);
       if (measuring) {
         latencies.push(performance.now() - t);
         if (!valid(status, text)) {
@@ -95,7 +81,7 @@ export async function closedLoop(target: Target, bodies: (i: number) => string |
  */
 export async function openLoop(target: Target, bodies: (i: number) => string | undefined, rate: number, connections: number) {
   const agent = new Agent({ keepAlive: true, maxSockets: connections });
-  const version = target.dialect === "cronos" ? "1" : undefined;
+  const versionHeader: Record<string, string> = target.dialect === "cronos" ? { "X402-Version": "1" } : {};
   const latencies: number[] = [];
   const lags: number[] = [];
   let bad = 0;
@@ -114,7 +100,7 @@ export async function openLoop(target: Target, bodies: (i: number) => string | u
         if (body === undefined) throw new Error("ran out of signed bodies");
         lags.push(performance.now() - scheduled);
         pending.push(
-          post(target.url, target.path, agent, body, version).then(({ status, text }) => {
+          post(target.url, target.path, agent, body, versionHeader).then(({ status, text }) => {
             latencies.push(performance.now() - scheduled);
             if (!valid(status, text)) bad++;
           }),

@@ -14,6 +14,7 @@ import type { RateLimitStores } from "./http/rate-limit.js";
 import type { Logger } from "./logger.js";
 import type { FacilitatorMetrics } from "./metrics/index.js";
 import type { NetworkRuntime } from "../settlement/runtime.js";
+import type { SignerRecovery } from "../chain/recovery-pool.js";
 import type { SettlementDeps, SettlementObserver } from "../settlement/deps.js";
 import { InFlight } from "../settlement/in-flight.js";
 import { KeyWorker } from "../settlement/key-worker.js";
@@ -59,6 +60,8 @@ export interface StartCoordinationParameters {
   prepare?: (ledger: Ledger) => Promise<void>;
   /** With tracing on: each ledger call is a span (tracedLedger). */
   tracer?: Tracer;
+  /** Where verify and settle's checks recover signatures (the process's worker pool); absent: on the calling thread. */
+  recovery?: SignerRecovery;
 }
 
 /**
@@ -144,6 +147,7 @@ export async function startCoordination(parameters: StartCoordinationParameters)
     outbox,
     inFlight: new InFlight(),
     now: Date.now,
+    ...(parameters.recovery ? { recovery: parameters.recovery } : {}),
   };
   const keyWorker = new KeyWorker(deps);
   const reconciler = new Reconciler(deps, {

@@ -96,31 +96,8 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
   });
   metrics.watchRelayers(networks);
   for (const runtime of networks.values()) runtime.relayer.start();
-  let coordination: Coordination;
-  try {
-    coordination = await startCoordination({
-      config,
-      networks,
-      logger,
-      metrics,
-      observer: settlementObserver(metrics, options.observer),
-      ...(options.ledger ? { ledger: options.ledger } : {}),
-      ...(tracer ? { tracer } : {}),
-      prepare: (ledger) => bindHistories(networks, ledger, metrics, logger, config.chainHistoryConfirmMs),
-    });
-  } catch (error) {
-    await Promise.all([...networks.values()].map((runtime) => runtime.relayer.stop()));
-    for (const runtime of networks.values()) runtime.history?.stop();
-    closeTransports();
-    await tracing?.close();
-    if (error instanceof StartupError) throw error;
-    throw new StartupError(`${config.ledger.databaseUrl ? "DATABASE_URL" : "LEDGER_FILE"}: the settlement ledger cannot be opened: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
-  }
-  if (config.stateIndex.enabled) {
-    for (const runtime of networks.values()) runtime.index = startIndex(config, runtime, coordination.ledger, metrics, logger);
-  }
-  const stopIndexes = () => Promise.all([...networks.values()].map((runtime) => runtime.index?.stop()));
-  // Signature recovery on every core while verify is busy; its workers start at the first need.
+  // Signature recovery on every core while verify is busy (verify's and settle's checks, through the settlement
+  // dependencies); its workers start at the first need, so a start-up that fails below has none to stop.
   const recovery = new RecoveryPool({
     lateMs: config.recoveryLateMs,
     ...options.recoveryPool,
@@ -132,9 +109,33 @@ export async function createFacilitator(config: FacilitatorConfig, options: Star
     },
   });
   metrics.watchRecovery(() => recovery.state);
-  // Verify recovers on the pool; settle's own checks too (the same dependencies object).
+  let coordination: Coordination;
+  try {
+    coordination = await startCoordination({
+      config,
+      networks,
+      logger,
+      metrics,
+      observer: settlementObserver(metrics, options.observer),
+      ...(options.ledger ? { ledger: options.ledger } : {}),
+      ...(tracer ? { tracer } : {}),
+      recovery,
+      prepare: (ledger) => bindHistories(networks, ledger, metrics, logger, config.chainHistoryConfirmMs),
+    });
+  } catch (error) {
+    await Promise.all([...networks.values()].map((runtime) => runtime.relayer.stop()));
+    for (const runtime of networks.values()) runtime.history?.stop();
+    closeTransports();
+    await recovery.close();
+    await tracing?.close();
+    if (error instanceof StartupError) throw error;
+    throw new StartupError(`${config.ledger.databaseUrl ? "DATABASE_URL" : "LEDGER_FILE"}: the settlement ledger cannot be opened: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+  if (config.stateIndex.enabled) {
+    for (const runtime of networks.values()) runtime.index = startIndex(config, runtime, coordination.ledger, metrics, logger);
+  }
+  const stopIndexes = () => Promise.all([...networks.values()].map((runtime) => runtime.index?.stop()));
   const context: SettlementDeps<Logger> = coordination.deps;
-  context.recovery = recovery;
   const relayers = [...networks.values()][0]?.relayer.addresses ?? [];
   const supported = supportedAnswer(
     config.networks.map((n) => n.network),

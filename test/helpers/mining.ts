@@ -20,3 +20,8 @@ export async function withoutAutomine<T>(provider: Requester, work: () => Promis
     await setAutomine(provider, true);
   }
 }
+
+/** Mines a block every `ms` (`evm_setIntervalMining`; 0: no more interval blocks). */
+export async function setIntervalMining(provider: Requester, ms: number): Promise<void> {
+  await provider.request({ method: "evm_setIntervalMining", params: [ms] });
+}

@@ -10,6 +10,7 @@ import { CLUSTER_RELAYER_KEYS as RELAYER_KEYS, startCluster, startFacilitatorPro
 import { get, paymentOn, post, QUICK, relayerNonces } from "../helpers/instances.js";
 import { v2BodyOf } from "../helpers/facilitator.js";
 import { postJson } from "../helpers/http.js";
+import { setIntervalMining } from "../helpers/mining.js";
 import { waitFor, WAIT_MS } from "../helpers/wait.js";
 import { MIGRATIONS } from "../../src/ledger/schema.js";
 
@@ -27,8 +28,8 @@ async function balanceOf(chain: LocalChain, address: Address): Promise<bigint> {
 
 /** Stops mining blocks (a transaction then waits in the pool) until `resume`. */
 async function pauseMining(chain: LocalChain): Promise<() => Promise<void>> {
-  await chain.provider.request({ method: "evm_setIntervalMining", params: [0] });
-  return async () => void (await chain.provider.request({ method: "evm_setIntervalMining", params: [1_000] }));
+  await setIntervalMining(chain.provider, 0);
+  return () => setIntervalMining(chain.provider, 1_000);
 }
 
 

@@ -5,6 +5,7 @@ import type { Address, Hex } from "viem";
 import { tokenAbi } from "../../src/chain/token-abi.js";
 import { startCluster, type Cluster } from "../../src/harness/cluster.js";
 import { get, paymentOn, post, QUICK, relayerNonces, watchForExits, type ExitWatch } from "../helpers/instances.js";
+import { setIntervalMining } from "../helpers/mining.js";
 import { waitFor, WAIT_MS } from "../helpers/wait.js";
 
 // Issue 23 item 1: PostgreSQL stopped mid-burst and started again (a routine restart), under
@@ -69,12 +70,12 @@ describe("ledger outage: PostgreSQL restarted under two instances mid-burst", fu
       20_000,
       10,
     );
-    await chain.provider.request({ method: "evm_setIntervalMining", params: [0] });
+    await setIntervalMining(chain.provider, 0);
     const haltedAtBlock = await chain.publicClient.getBlockNumber();
     try {
       await postgres!.halt();
     } finally {
-      await chain.provider.request({ method: "evm_setIntervalMining", params: [1_000] });
+      await setIntervalMining(chain.provider, 1_000);
     }
     // While it is down: each instance says so (503), and keeps running.
     // (A healthcheck that fails to answer at all is read as not done yet.)

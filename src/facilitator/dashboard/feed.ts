@@ -2,35 +2,28 @@ import { formatUnits, type Hex } from "viem";
 import { canonicalNetwork, NETWORKS } from "../../protocol/networks.js";
 import type { OutcomeRecord } from "../http/app.js";
 
-/** One verify or settle outcome as the dashboard shows it. Carries nothing secret. */
-export interface FeedRow {
+/**
+ * One verify or settle outcome as the dashboard shows it: the outcome record's own fields (its route, network, status,
+ * payer and payee, outcome text and code, transaction, duration), with the feed's ids, the time, the amount in USDC.e
+ * and what the receipt told. Carries nothing secret.
+ */
+export interface FeedRow extends Pick<OutcomeRecord, "route" | "network" | "status" | "payer" | "payee" | "outcome" | "code" | "txHash" | "durationMs"> {
   /** Stable per outcome: a later, enriched version of the row keeps it. */
   id: number;
   /** The feed event that last wrote this row (the SSE `id`); grows with every new or updated row. */
   rev: number;
   /** ISO time the outcome was answered. */
   time: string;
-  route: "verify" | "settle";
   /** The wire dialect of the request: `cronos` unless the outcome record says otherwise. */
   dialect: string;
-  network: string;
-  status: number;
   /** `valid` or `settled`; false for every refusal and fault. */
   ok: boolean;
-  payer?: string;
-  payee?: string;
-  /** In USDC.e (the token's decimals applied), e.g. `0.25`. */
+  /** In USDC.e (the token's decimals applied), e.g. `0.25`; the record's is in base units. */
   amount?: string;
-  /** `valid`, `settled`, or the reason / error text as answered. */
-  outcome: string;
-  /** The bounded outcome code of the metrics (`valid`, `settled`, `expired`, `alreadyUsed`, …). */
-  code: string;
-  txHash?: string;
   /** Block of `txHash`, read from its receipt. */
   block?: number;
   /** Gas used by `txHash`, read from its receipt (decimal string). */
   gasUsed?: string;
-  durationMs: number;
 }
 
 /** What a transaction's receipt tells the feed. */

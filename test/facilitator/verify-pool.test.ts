@@ -5,7 +5,7 @@ import { VerifyReason } from "../../src/protocol/reasons.js";
 import { poisonSignature } from "../helpers/faulty-recovery-worker.js";
 import { makePayment, openFacilitator } from "../helpers/facilitator.js";
 import { listen, type Listening } from "../helpers/http.js";
-import { WAIT_MS, waitUntil } from "../helpers/wait.js";
+import { waitUntil } from "../helpers/wait.js";
 
 /** A TCP connection to the facilitator, once connected. */
 async function connected(port: number): Promise<Socket> {
@@ -76,14 +76,8 @@ describe("verify with signature recovery on worker threads: a worker that dies m
     return answers;
   }
 
-  /** Runs `step` (a round of requests) until `done` holds, failing loudly naming `what` past the shared wait's deadline. */
-  async function roundsUntil(done: () => Promise<boolean>, what: string, step: () => Promise<unknown>): Promise<void> {
-    const deadline = performance.now() + WAIT_MS;
-    while (!(await done())) {
-      if (performance.now() > deadline) throw new Error(`timed out after ${WAIT_MS} ms of rounds waiting for ${what}`);
-      await step();
-    }
-  }
+  /** The shared wait for `done`, with `step` (a round of requests) run after each check that found it not yet so. */
+  const roundsUntil = (done: () => Promise<boolean>, what: string, step: () => Promise<unknown>) => waitUntil(what, async () => (await done()) || (await step(), false));
 
   it("answers every request once, right, while its worker exits; a new worker is started and takes batches again", async () => {
     // Until the worker is ready (it starts at the first recovery), rounds are answered inline.

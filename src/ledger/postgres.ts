@@ -92,9 +92,11 @@ class PostgresDriver implements SqlDriver {
     this.#answerMs = statementMs + ANSWER_MARGIN_MS;
     this.#queueMs = Math.max(QUEUE_MS, this.#answerMs);
     this.#poolSize = options.poolSize ?? 10;
+    const connectMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    this.#connectMs = connectMs;
     this.#clientConfig = {
       connectionString: url,
-      connectionTimeoutMillis: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      connectionTimeoutMillis: connectMs,
       // The server cancels a statement (or a lock wait) that takes longer: an answer, not a cut connection.
       statement_timeout: statementMs,
       lock_timeout: statementMs,
@@ -104,8 +106,6 @@ class PostgresDriver implements SqlDriver {
     };
     // The pool's own connectionTimeoutMillis would also bound the wait in its queue (a burst, not a fault):
     // the pool has none, its clients keep theirs for connecting, and #call bounds the queue.
-    this.#connectMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
-    const connectMs = this.#connectMs;
     this.#pool = guardedPool({
       ...this.#clientConfig,
       connectionTimeoutMillis: 0,
